@@ -1,0 +1,95 @@
+// coil's C++ API: build a graph, compile it, run it.
+//
+//   coil::Graph g;
+//   int x = g.add_input("x", coil::DType::F32, {4, 1024});
+//   int y = g.add_node("gelu", {x});
+//   g.add_output(y, "y");
+//   coil::CompiledModel m = coil::compile(g);
+//   std::vector<coil::Tensor> out = m.run({input_tensor});
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coil/dtype.h"
+#include "coil/error.h"
+#include "coil/tensor.h"
+#include "graph/graph.h"
+
+namespace coil {
+
+struct CompileOptions {
+  /// Values of the size symbols of the graph's inputs ("s0" -> 128). Every symbol must be
+  /// bound (a later version compiles once for all sizes).
+  std::map<std::string, int64_t> sizes;
+  /// When set, the generated source, the shared object and report.json are copied here.
+  std::filesystem::path output_dir;
+};
+
+/// One generated kernel, for reports and tests.
+struct KernelInfo {
+  std::string name;
+  std::string device = "cpu";
+  std::vector<std::string> origins;  // graph nodes, "t3 (add)"
+  int64_t bytes_read = 0;            // minimum: each input buffer once
+  int64_t bytes_written = 0;
+};
+
+/// What compile() did.
+struct CompileReport {
+  std::vector<KernelInfo> kernels;
+  int64_t arena_bytes = 0;
+  std::vector<std::pair<std::string, double>> stage_seconds;  // in pipeline order
+  double total_seconds = 0;
+  bool cache_hit = false;
+  std::string cache_key;
+  std::filesystem::path so_path;
+  std::string source;  // the generated C++
+
+  /// The report as JSON (what `coil compile` writes as report.json).
+  std::string to_json() const;
+};
+
+/// Shape and dtype of one graph input or output, with sizes bound.
+struct ValueSpec {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+class CompiledModel {
+ public:
+  CompiledModel();
+  ~CompiledModel();
+  CompiledModel(CompiledModel&&) noexcept;
+  CompiledModel& operator=(CompiledModel&&) noexcept;
+
+  /// Runs on `inputs` (one per graph input, in order; any strides) and returns new outputs.
+  /// Inputs are checked against the graph: count, dtype and shape (coil::Error naming the input).
+  std::vector<Tensor> run(const std::vector<TensorRef>& inputs) const;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  /// Runs into caller-provided contiguous outputs (benchmarks reuse them across calls).
+  void run_into(const std::vector<TensorRef>& inputs, const std::vector<Tensor>& outputs) const;
+
+  const std::vector<ValueSpec>& inputs() const;
+  const std::vector<ValueSpec>& outputs() const;
+  const CompileReport& report() const;
+
+ private:
+  friend CompiledModel compile(const Graph& graph, const CompileOptions& options);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Compiles `graph` for the CPU: decompose, lower, schedule, generate C++, compile (through
+/// the disk cache), load.
+CompiledModel compile(const Graph& graph, const CompileOptions& options = {});
+
+/// Sets the OpenMP thread count used by compiled kernels in this process (0 = leave as is).
+/// Defaults come from COIL_NUM_THREADS, else OMP_NUM_THREADS, else all cores.
+void set_num_threads(int n);
+
+}  // namespace coil

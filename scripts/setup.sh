@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package coil needs, then configures and builds it.
+# Idempotent: a second run only rebuilds what changed.
+#   scripts/setup.sh            install packages + build (Release)
+#   COIL_SKIP_APT=1 scripts/setup.sh   skip the package step (already installed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  # toolchain
+  g++ clang-14 clang-format-14 cmake ninja-build pkg-config libomp-14-dev
+  # C++ libraries (see docs/dependencies.md for why each one)
+  libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # Python used by tests and benchmarks: Debian's /usr/bin/python3 with torch/numpy
+  python3 python3-numpy python3-torch python3-pytest
+)
+
+if [ "${COIL_SKIP_APT:-0}" != "1" ]; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+BUILD_DIR="${COIL_BUILD_DIR:-build}"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${COIL_BUILD_TYPE:-Release}" >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -1,0 +1,55 @@
+// CppKernel: prints one kernel group (today: one ComputedBuffer) as one readable
+// `extern "C"` C++ function. Scalar code; explicit SIMD comes with CppVecKernel.
+//
+// Parallelism (Inductor's rule, inductor.md §1.7): OpenMP on the outermost loops, as many as
+// needed to give >= 2x threads of parallel iterations without chunks under 512 elements; no
+// nested regions; the thread count is never written into the source (OpenMP reads it at run
+// time). The rule uses a fixed hint of kParallelThreadsHint threads so that the generated code
+// is the same on every machine.
+//
+// Reductions are bitwise identical for any thread count: each output element is reduced by
+// one thread in loop order, or, when there are too few outputs to parallelize over, the
+// outermost reduction loop is cut into a fixed number of chunks (a function of the sizes
+// only) whose partials are combined in chunk order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace coil {
+
+constexpr int kParallelThreadsHint = 16;
+/// Inductor's cpp.min_chunk_size: fewer elements per thread than this are not worth a thread.
+constexpr int64_t kMinChunkSize = 512;
+/// A reduction with fewer outputs than the thread hint and at least this many reduced
+/// elements per output is split into chunks over its outermost reduction loop.
+constexpr int64_t kSplitReductionMinElements = 8192;
+/// Elements per chunk of a split reduction (before rounding to whole r0 iterations).
+constexpr int64_t kSplitReductionChunkElements = 32768;
+
+/// Number of leading loops to parallelize (0 = serial), Inductor's decide_parallel_depth.
+int decide_parallel_depth(const std::vector<int64_t>& ranges, int64_t total_work, int threads);
+
+/// One kernel argument: a buffer and whether the kernel writes it.
+struct KernelArg {
+  int buffer = -1;
+  bool is_output = false;
+  std::string name;  // in_ptr0, out_ptr0, ...
+};
+
+struct CppKernelSource {
+  std::string name;  // cpp_fused_<ops>_<n>
+  std::string code;  // the function definition
+  std::vector<KernelArg> args;
+  std::vector<std::string> origins;  // graph nodes, "t3 (add)"
+  int64_t bytes_read = 0;            // minimum bytes the kernel must read (each input once)
+  int64_t bytes_written = 0;
+};
+
+/// Generates the kernel computing `computation`; `index` numbers kernels in the module.
+CppKernelSource generate_cpp_kernel(const IrProgram& program, const ComputedBuffer& computation,
+                                    int index);
+
+}  // namespace coil

@@ -1,0 +1,175 @@
+// Composite ops rebuilt from primitives. Low-precision (f16/bf16) inputs are computed in f32
+// and rounded once at the end, as PyTorch's kernels for these ops do.
+#include "graph/decompositions.h"
+
+#include "graph/op_registry.h"
+#include "graph/type_rules.h"
+#include "support/check.h"
+
+namespace coil {
+namespace {
+
+/// Adds nodes named "<composite>__<k>" so that temporaries never collide with user names.
+class Builder {
+ public:
+  Builder(Graph& g, const Node& node) : g_(g), base_(node.name) {}
+  int op(std::string_view name, std::vector<int> in, Attrs attrs = {}) {
+    return g_.add_node(name, std::move(in), std::move(attrs), fmt::format("{}__{}", base_, k_++));
+  }
+  int scalar(double v, DType t) {
+    return op("full", {}, Attrs{{"shape", std::vector<int64_t>{}}, {"value", v}, {"dtype", t}});
+  }
+  const TensorType& type(int id) const { return g_.node(id).type; }
+  /// Casts to f32 when low precision or integral; returns the input otherwise.
+  int to_compute(int x) {
+    DType t = type(x).dtype;
+    return is_low_precision(t) || !is_floating(t) ? op("cast", {x}, Attrs{{"dtype", DType::F32}})
+                                                  : x;
+  }
+  int cast_back(int x, DType t) {
+    return type(x).dtype == t ? x : op("cast", {x}, Attrs{{"dtype", t}});
+  }
+
+ private:
+  Graph& g_;
+  std::string base_;
+  int k_ = 0;
+};
+
+std::vector<int64_t> last_axes(int64_t rank, int64_t k) {
+  std::vector<int64_t> axes;
+  for (int64_t i = rank - k; i < rank; ++i) axes.push_back(i);
+  return axes;
+}
+
+int64_t reduced_count(const TensorType& t, const std::vector<int64_t>& axes) {
+  int64_t n = 1;
+  for (int64_t a : axes) {
+    auto c = t.shape[static_cast<size_t>(a)].as_const();
+    COIL_ASSERT(c.has_value(), "sizes are bound before decomposition");
+    n *= *c;
+  }
+  return n;
+}
+
+int softmax_impl(Graph& g, const Node& node, const std::vector<int>& in, bool log) {
+  Builder b(g, node);
+  int64_t axis = normalize_axis(node.op_name(), node.attrs.get_int_or(node.op_name(), "axis", -1),
+                                b.type(in[0]).rank());
+  Attrs keep{{"axes", std::vector<int64_t>{axis}}, {"keepdim", true}};
+  int x = b.to_compute(in[0]);
+  int m = b.op("max", {x}, keep);
+  int d = b.op("sub", {x, m});
+  int e = b.op("exp", {d});
+  int s = b.op("sum", {e}, keep);
+  int y = log ? b.op("sub", {d, b.op("log", {s})}) : b.op("div", {e, s});
+  return b.cast_back(y, node.type.dtype);
+}
+
+}  // namespace
+
+int decompose_softmax(Graph& g, const Node& node, const std::vector<int>& in) {
+  return softmax_impl(g, node, in, false);
+}
+int decompose_log_softmax(Graph& g, const Node& node, const std::vector<int>& in) {
+  return softmax_impl(g, node, in, true);
+}
+
+int decompose_mean(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  auto axes = reduction_axes(node, b.type(in[0]).rank());
+  Attrs a{{"axes", axes}, {"keepdim", node.attrs.get_bool_or("mean", "keepdim", false)}};
+  int x = b.to_compute(in[0]);
+  int s = b.op("sum", {x}, a);
+  int y = b.op("div",
+               {s, b.scalar(static_cast<double>(reduced_count(b.type(in[0]), axes)), DType::F32)});
+  return b.cast_back(y, node.type.dtype);
+}
+
+int decompose_var(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  auto axes = reduction_axes(node, b.type(in[0]).rank());
+  double n = static_cast<double>(reduced_count(b.type(in[0]), axes));
+  double correction = node.attrs.get_float_or("var", "correction", 1.0);
+  int x = b.to_compute(in[0]);
+  int mean = b.op("mean", {x}, Attrs{{"axes", axes}, {"keepdim", true}});
+  int d = b.op("sub", {x, mean});
+  int ss =
+      b.op("sum", {b.op("mul", {d, d})},
+           Attrs{{"axes", axes}, {"keepdim", node.attrs.get_bool_or("var", "keepdim", false)}});
+  int y = b.op("div", {ss, b.scalar(std::max(n - correction, 0.0), DType::F32)});
+  return b.cast_back(y, node.type.dtype);
+}
+
+int decompose_layer_norm(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  int64_t k = node.attrs.get_int_or("layer_norm", "dims", 1);
+  Attrs keep{{"axes", last_axes(b.type(in[0]).rank(), k)}, {"keepdim", true}};
+  int x = b.to_compute(in[0]);
+  int mean = b.op("mean", {x}, keep);
+  int d = b.op("sub", {x, mean});
+  int var = b.op("mean", {b.op("mul", {d, d})}, keep);
+  double eps = node.attrs.get_float_or("layer_norm", "eps", 1e-5);
+  int rstd = b.op("rsqrt", {b.op("add", {var, b.scalar(eps, DType::F32)})});
+  int y = b.op("mul", {d, rstd});
+  if (in.size() > 1) y = b.op("mul", {y, in[1]});
+  if (in.size() > 2) y = b.op("add", {y, in[2]});
+  return b.cast_back(y, node.type.dtype);
+}
+
+int decompose_rms_norm(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  int64_t k = node.attrs.get_int_or("rms_norm", "dims", 1);
+  Attrs keep{{"axes", last_axes(b.type(in[0]).rank(), k)}, {"keepdim", true}};
+  int x = b.to_compute(in[0]);
+  int ms = b.op("mean", {b.op("mul", {x, x})}, keep);
+  double eps = node.attrs.get_float_or("rms_norm", "eps", 1e-6);
+  int y = b.op("mul", {x, b.op("rsqrt", {b.op("add", {ms, b.scalar(eps, DType::F32)})})});
+  if (in.size() > 1) y = b.op("mul", {y, in[1]});
+  return b.cast_back(y, node.type.dtype);
+}
+
+Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes) {
+  std::map<sym::Expr, sym::Expr> bind;
+  for (const auto& [name, value] : sizes) {
+    COIL_USER_CHECK(value >= 0, "size {} = {} is negative", name, value);
+    bind[sym::make_symbol(name)] = sym::Expr(value);
+  }
+  Graph out;
+  std::vector<int> map(static_cast<size_t>(g.num_nodes()), -1);
+  for (const auto& np : g.nodes()) {
+    const Node& n = *np;
+    std::vector<int> in;
+    for (int i : n.inputs) in.push_back(map[static_cast<size_t>(i)]);
+    int id;
+    if (n.op->name == "input") {
+      Shape s;
+      for (const auto& d : n.type.shape) {
+        sym::Expr e = sym::substitute(d, bind);
+        COIL_USER_CHECK(e.is_const(),
+                        "input {}: size '{}' is not bound; give it a value (e.g. --size {}=N)",
+                        n.name, sym::to_string(d), sym::to_string(d));
+        s.push_back(e);
+      }
+      id = out.add_input(n.name, n.type.dtype, s);
+    } else if (n.op->name == "constant") {
+      id = out.add_constant(*n.data, n.name);
+    } else if (n.op->kind == OpKind::Composite) {
+      // Decompositions add their nodes to `out`; composites they use (var uses mean) are
+      // expanded by the second pass below.
+      Node copy = n;
+      copy.inputs = in;
+      id = n.op->decompose(out, copy, in);
+    } else {
+      id = out.add_node(n.op->name, in, n.attrs, n.name);
+    }
+    map[static_cast<size_t>(n.id)] = id;
+  }
+  for (const auto& o : g.outputs()) out.add_output(map[static_cast<size_t>(o.node)], o.name);
+  // Decompositions may produce composites (var uses mean): repeat until none remain.
+  for (const auto& np : out.nodes())
+    if (np->op->kind == OpKind::Composite) return decompose_and_bind(out, {});
+  return out;
+}
+
+}  // namespace coil

@@ -1,0 +1,21 @@
+// Decompositions: composite graph ops rebuilt from simpler ones before lowering (the
+// `decompose` column of the op registry), and the pass that applies them.
+#pragma once
+
+#include "graph/graph.h"
+
+namespace coil {
+
+int decompose_softmax(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_log_softmax(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_layer_norm(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_rms_norm(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_mean(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_var(Graph& g, const Node& node, const std::vector<int>& in);
+
+/// A copy of `g` in which every composite node is replaced by its decomposition (recursively),
+/// and every symbolic size is replaced by its binding in `sizes` (all must be bound).
+/// Value names of kept nodes are preserved; graph outputs keep their names.
+Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes);
+
+}  // namespace coil

@@ -1,0 +1,169 @@
+// Reference kernels of the view ops (reshape .. flatten) and concat.
+//
+// A view is computed as an index remap: the output's shape and strides are derived from the
+// input's (the input may itself be strided), and the elements are copied out in row-major
+// order into a contiguous tensor. Raw elements are copied, so every dtype is exact.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <set>
+
+#include "graph/op_registry.h"
+#include "graph/reference/reference_kernels.h"
+#include "graph/reference/reference_util.h"
+#include "graph/type_rules.h"
+#include "support/check.h"
+
+namespace coil {
+namespace {
+
+// The output sizes of `node` applied to `x`, from the op's own shape rule (which also
+// validates the attributes against the actual shape).
+std::vector<int64_t> out_sizes(const Node& node, const Tensor& x) {
+  TensorType t{x.dtype(), make_shape(x.shape())};
+  TensorType r = node.op->infer(node, {&t});
+  auto sizes = static_sizes(r.shape);
+  COIL_ASSERT(sizes.has_value(), "{}: view of a concrete tensor has shape {}", node.op_name(),
+              shape_str(r.shape));
+  return *sizes;
+}
+
+// The dims squeeze keeps. Without `dims`, the graph drops the dims that are statically 1, and
+// keeps a symbolic size even when it is bound to 1: a size-1 dim is kept where the node's type
+// has a symbolic size (constant sizes in the type equal the actual ones; a run of size-1 dims
+// reads the same data whichever of them is kept).
+std::vector<int64_t> squeeze_kept(const Node& node, const Tensor& x) {
+  std::string_view op = node.op_name();
+  const std::vector<int64_t>& s = x.shape();
+  std::vector<int64_t> kept;
+  if (node.attrs.has("dims")) {
+    std::set<int64_t> dims;
+    for (int64_t d : node.attrs.get_ints(op, "dims")) {
+      int64_t a = normalize_axis(op, d, x.dim());
+      COIL_USER_CHECK(s.empty() || s[static_cast<size_t>(a)] == 1,
+                      "squeeze: dim {} has size {}, not 1", d, s[static_cast<size_t>(a)]);
+      dims.insert(a);
+    }
+    for (int64_t i = 0; i < x.dim(); ++i)
+      if (!dims.count(i)) kept.push_back(i);
+    return kept;
+  }
+  const Shape& out_type = node.type.shape;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    bool symbolic_here = kept.size() < out_type.size() && !out_type[kept.size()].is_const();
+    if (s[static_cast<size_t>(i)] != 1 || symbolic_here) kept.push_back(i);
+  }
+  return kept;
+}
+
+struct Layout {
+  std::vector<int64_t> shape, strides;
+  int64_t offset = 0;
+};
+
+// Layout of the view, in elements of x's buffer (relative to x.data()).
+Layout view_layout(const Node& node, const Tensor& x, const std::vector<int64_t>& out) {
+  std::string_view op = node.op_name();
+  const std::vector<int64_t>& s = x.shape();
+  const std::vector<int64_t>& st = x.strides();
+  int64_t rank = x.dim();
+  Layout l{out, std::vector<int64_t>(out.size(), 0), 0};
+  if (op == "permute") {
+    const auto& dims = node.attrs.get_ints(op, "dims");
+    for (size_t i = 0; i < dims.size(); ++i)
+      l.strides[i] = st[static_cast<size_t>(normalize_axis(op, dims[i], rank))];
+  } else if (op == "transpose") {
+    l.strides = st;
+    if (rank > 0) {
+      auto a = static_cast<size_t>(normalize_axis(op, node.attrs.get_int_or(op, "dim0", 0), rank));
+      auto b = static_cast<size_t>(normalize_axis(op, node.attrs.get_int_or(op, "dim1", 1), rank));
+      std::swap(l.strides[a], l.strides[b]);
+    }
+  } else if (op == "expand") {
+    size_t lead = out.size() - s.size();
+    for (size_t i = 0; i < s.size(); ++i)
+      l.strides[lead + i] = s[i] == out[lead + i] ? st[i] : 0;  // else size 1 broadcast
+  } else if (op == "slice") {
+    SliceParams p = slice_params(node, make_shape(s));
+    auto d = static_cast<size_t>(p.dim);
+    l.strides = st;
+    l.strides[d] = st[d] * p.step;
+    if (p.size > 0) l.offset = p.start * st[d];
+  } else if (op == "squeeze") {
+    l.shape.clear();
+    l.strides.clear();
+    for (int64_t i : squeeze_kept(node, x)) {
+      l.shape.push_back(s[static_cast<size_t>(i)]);
+      l.strides.push_back(st[static_cast<size_t>(i)]);
+    }
+  } else if (op == "unsqueeze") {
+    int64_t d = node.attrs.get_int(op, "dim");
+    if (d < 0) d += rank + 1;
+    l.strides = st;
+    l.strides.insert(l.strides.begin() + d, 0);
+  } else {
+    COIL_UNREACHABLE("no reference for view op {}", op);
+  }
+  COIL_ASSERT(l.strides.size() == l.shape.size(), "{}: {} strides for {} dims", op,
+              l.strides.size(), l.shape.size());
+  return l;
+}
+
+}  // namespace
+
+Tensor ref_view(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& x = in[0];
+  std::string_view op = node.op_name();
+  // squeeze's rule re-run on concrete sizes would also drop symbolic dims bound to 1.
+  std::vector<int64_t> out = op == "squeeze" ? std::vector<int64_t>() : out_sizes(node, x);
+  if (op == "reshape" || op == "flatten") {
+    // Row-major order is unchanged: read x in order, then reinterpret the sizes.
+    Tensor dense = x.clone();
+    COIL_ASSERT(shape_numel(out) == dense.numel(), "{}: {} to {}", op, shape_str(x.shape()),
+                shape_str(out));
+    return dense.strided(out, contiguous_strides(out));
+  }
+  Layout l = view_layout(node, x, out);
+  return x.strided(l.shape, l.strides, l.offset).clone();
+}
+
+Tensor ref_concat(const Node& node, const std::vector<Tensor>& in) {
+  int64_t rank = in[0].dim();
+  COIL_USER_CHECK(rank > 0, "concat: inputs must have at least one dim");
+  auto dim = static_cast<size_t>(
+      normalize_axis("concat", node.attrs.get_int_or("concat", "dim", 0), rank));
+  std::vector<int64_t> shape = in[0].shape();
+  shape[dim] = 0;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const auto& s = in[k].shape();
+    COIL_USER_CHECK(in[k].dim() == rank, "concat: input {} has rank {}, input 0 has rank {}", k,
+                    in[k].dim(), rank);
+    for (size_t d = 0; d < s.size(); ++d)
+      COIL_USER_CHECK(d == dim || s[d] == shape[d],
+                      "concat: input {} has shape {}, which differs from {} outside dim {}", k,
+                      shape_str(s), shape_str(in[0].shape()), dim);
+    shape[dim] += s[dim];
+  }
+  Tensor out = Tensor::empty(node.type.dtype, shape);
+  std::vector<int64_t> ostrides = contiguous_strides(shape);
+  int64_t base = 0;  // offset of the current input along `dim`, in elements of out
+  for (const Tensor& t : in) {
+    std::vector<int64_t> targets;
+    ref::for_each_index(t.shape(), [&](const std::vector<int64_t>& idx) {
+      int64_t off = base;
+      for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * ostrides[d];
+      targets.push_back(off);
+    });
+    if (is_floating(t.dtype())) {
+      std::vector<double> v = ref::read_doubles(t);
+      for (size_t i = 0; i < v.size(); ++i) ref::set_double(out, targets[i], v[i]);
+    } else {
+      std::vector<int64_t> v = ref::read_ints(t);
+      for (size_t i = 0; i < v.size(); ++i) ref::set_int(out, targets[i], v[i]);
+    }
+    base += t.shape()[dim] * ostrides[dim];
+  }
+  return out;
+}
+
+}  // namespace coil

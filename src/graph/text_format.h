@@ -1,0 +1,27 @@
+// The text format of graphs: a human-writable form for tests and the `coil` CLI
+// (`coil compile model.coil`). The grammar is at the top of graph/text_format.cpp and in
+// docs/text-format.md; the printer is `to_text` (graph/graph.h), whose output parses back to a
+// graph that prints identically.
+//
+//   input x: f32[4, s0]
+//   const w: f32[3] = [0.5, -1.0, 2.0]
+//   t0 = mul(x, w) : f32[4, 3]
+//   t1 = sum(t0) {axes=[1], keepdim=true}
+//   output y = t1
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+
+#include "graph/graph.h"
+
+namespace coil {
+
+/// Parses the text format; errors are coil::Error "FILE:LINE:COL: message" pointing at the
+/// offending token (lines and columns count from 1; columns count bytes).
+Graph parse_graph(std::string_view text, std::string_view filename = "<string>");
+
+/// Reads and parses a file (coil::Error if it cannot be read).
+Graph load_graph_file(const std::filesystem::path& path);
+
+}  // namespace coil

@@ -1,0 +1,391 @@
+#include "graph/type_rules.h"
+
+#include <algorithm>
+#include <set>
+
+#include "graph/op_registry.h"
+#include "support/check.h"
+#include "sym/analyzer.h"
+
+namespace coil {
+
+int64_t normalize_axis(std::string_view op, int64_t axis, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);  // scalars accept axis 0 / -1 (as torch does)
+  COIL_USER_CHECK(axis >= -r && axis < r, "{}: axis {} is out of range for a tensor of rank {}", op,
+                  axis, rank);
+  return axis < 0 ? axis + r : axis;
+}
+
+Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    sym::Expr da = i < rank - a.size() ? sym::Expr(1) : a[i - (rank - a.size())];
+    sym::Expr db = i < rank - b.size() ? sym::Expr(1) : b[i - (rank - b.size())];
+    if (da == db || db == sym::Expr(1)) {
+      out[i] = da;
+    } else if (da == sym::Expr(1)) {
+      out[i] = db;
+    } else {
+      user_error("{}: cannot broadcast shapes {} and {} (dim {}: {} vs {})", op, shape_str(a),
+                 shape_str(b), i, sym::to_string(da), sym::to_string(db));
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> reduction_axes(const Node& node, int64_t rank) {
+  std::vector<int64_t> axes;
+  if (node.attrs.has("axes")) {
+    for (int64_t a : node.attrs.get_ints(node.op_name(), "axes"))
+      axes.push_back(normalize_axis(node.op_name(), a, rank));
+  } else if (node.attrs.has("axis")) {
+    axes.push_back(
+        normalize_axis(node.op_name(), node.attrs.get_int(node.op_name(), "axis"), rank));
+  } else {
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  std::sort(axes.begin(), axes.end());
+  COIL_USER_CHECK(std::adjacent_find(axes.begin(), axes.end()) == axes.end(),
+                  "{}: axis {} is listed twice", node.op_name(), fmt::join(axes, ", "));
+  if (rank == 0) axes.clear();
+  return axes;
+}
+
+static int category(DType t) {
+  return t == DType::Bool ? 0 : is_floating(t) ? 2 : 1;
+}
+
+DType elementwise_promoted_dtype(const std::vector<const TensorType*>& inputs) {
+  // torch.result_type: tensors with dims take priority over 0-dim tensors, unless a 0-dim
+  // tensor is of a higher category (bool < integer < float).
+  std::optional<DType> dim_t, zero_t;
+  for (const TensorType* t : inputs) {
+    auto& slot = t->rank() > 0 ? dim_t : zero_t;
+    slot = slot ? promote_types(*slot, t->dtype) : t->dtype;
+  }
+  if (!dim_t) return *zero_t;
+  if (!zero_t || category(*zero_t) <= category(*dim_t)) return *dim_t;
+  return *zero_t;
+}
+
+DType elementwise_result_dtype(const Node& node, const std::vector<const TensorType*>& inputs) {
+  std::string_view op = node.op_name();
+  if (op == "cast") return node.attrs.get_dtype(op, "dtype");
+  std::vector<const TensorType*> values = inputs;
+  if (op == "where") {  // the condition does not take part in promotion
+    COIL_USER_CHECK(inputs[0]->dtype == DType::Bool, "where: condition must be bool, got {}",
+                    dtype_name(inputs[0]->dtype));
+    values.erase(values.begin());
+  }
+  DType t = elementwise_promoted_dtype(values);
+  switch (node.op->dtype_rule) {
+    case DTypeRule::Same:
+      return t;
+    case DTypeRule::Float:
+      return is_floating(t) ? t : DType::F32;
+    case DTypeRule::Bool:
+      return DType::Bool;
+    case DTypeRule::NotBool:
+      COIL_USER_CHECK(t != DType::Bool, "{}: not supported for bool inputs", op);
+      return t;
+  }
+  COIL_UNREACHABLE("bad dtype rule");
+}
+
+TensorType infer_elementwise(const Node& node, const std::vector<const TensorType*>& in) {
+  Shape shape = in[0]->shape;
+  for (size_t i = 1; i < in.size(); ++i)
+    shape = broadcast_shapes(node.op_name(), shape, in[i]->shape);
+  std::string_view op = node.op_name();
+  if (op == "gelu") {
+    std::string a = node.attrs.get_string_or(op, "approximate", "none");
+    COIL_USER_CHECK(a == "none" || a == "tanh",
+                    "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", a);
+  }
+  if (op == "clamp") {
+    COIL_USER_CHECK(node.attrs.has("min") || node.attrs.has("max"),
+                    "clamp: needs at least one of the attributes min and max");
+    COIL_USER_CHECK(in[0]->dtype != DType::Bool, "clamp: not supported for bool inputs");
+  }
+  return TensorType{elementwise_result_dtype(node, in), shape};
+}
+
+static Shape shape_attr(const Node& node, const std::string& name) {
+  Shape s;
+  for (int64_t v : node.attrs.get_ints(node.op_name(), name)) {
+    COIL_USER_CHECK(v >= 0, "{}: size {} in '{}' is negative", node.op_name(), v, name);
+    s.push_back(v);
+  }
+  return s;
+}
+
+TensorType infer_full(const Node& node, const std::vector<const TensorType*>&) {
+  node.attrs.get_float(node.op_name(), "value");
+  return TensorType{node.attrs.has("dtype") ? node.attrs.get_dtype("full", "dtype") : DType::F32,
+                    shape_attr(node, "shape")};
+}
+
+TensorType infer_iota(const Node& node, const std::vector<const TensorType*>&) {
+  int64_t size = node.attrs.get_int("iota", "size");
+  COIL_USER_CHECK(size >= 0, "iota: size {} is negative", size);
+  return TensorType{node.attrs.has("dtype") ? node.attrs.get_dtype("iota", "dtype") : DType::I64,
+                    Shape{size}};
+}
+
+TensorType infer_source(const Node& node, const std::vector<const TensorType*>&) {
+  COIL_UNREACHABLE("{} nodes are typed when created", node.op_name());
+}
+
+Shape reshape_target(const Node& node, const Shape& in) {
+  const auto& sizes = node.attrs.get_ints(node.op_name(), "shape");
+  sym::Expr numel = 1;
+  for (const auto& d : in) numel = numel * d;
+  Shape out;
+  int infer_at = -1;
+  sym::Expr known = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1) {
+      COIL_USER_CHECK(infer_at < 0, "reshape: more than one -1 in shape [{}]",
+                      fmt::join(sizes, ", "));
+      infer_at = static_cast<int>(i);
+      out.push_back(0);
+    } else {
+      COIL_USER_CHECK(sizes[i] >= 0, "reshape: size {} is invalid", sizes[i]);
+      out.push_back(sizes[i]);
+      known = known * sizes[i];
+    }
+  }
+  if (infer_at >= 0) {
+    auto k = known.as_const();
+    COIL_USER_CHECK(k && *k != 0, "reshape: cannot infer -1 when other sizes multiply to 0");
+    out[static_cast<size_t>(infer_at)] = sym::Analyzer().simplify(sym::floordiv(numel, known));
+    known = known * out[static_cast<size_t>(infer_at)];
+  }
+  auto a = numel.as_const(), b = known.as_const();
+  COIL_USER_CHECK(numel == known || (a && b && *a == *b),
+                  "reshape: cannot reshape {} ({} elements) to [{}]", shape_str(in),
+                  sym::to_string(numel), fmt::join(sizes, ", "));
+  return out;
+}
+
+TensorType infer_reshape(const Node& node, const std::vector<const TensorType*>& in) {
+  return TensorType{in[0]->dtype, reshape_target(node, in[0]->shape)};
+}
+
+TensorType infer_permute(const Node& node, const std::vector<const TensorType*>& in) {
+  const auto& dims = node.attrs.get_ints("permute", "dims");
+  int64_t rank = in[0]->rank();
+  COIL_USER_CHECK(static_cast<int64_t>(dims.size()) == rank,
+                  "permute: dims [{}] has {} entries for a tensor of rank {}",
+                  fmt::join(dims, ", "), dims.size(), rank);
+  std::set<int64_t> seen;
+  Shape out;
+  for (int64_t d : dims) {
+    int64_t a = normalize_axis("permute", d, rank);
+    COIL_USER_CHECK(seen.insert(a).second, "permute: dim {} repeats in [{}]", d,
+                    fmt::join(dims, ", "));
+    out.push_back(in[0]->shape[static_cast<size_t>(a)]);
+  }
+  return TensorType{in[0]->dtype, out};
+}
+
+TensorType infer_transpose(const Node& node, const std::vector<const TensorType*>& in) {
+  int64_t rank = in[0]->rank();
+  int64_t a = normalize_axis("transpose", node.attrs.get_int_or("transpose", "dim0", 0), rank);
+  int64_t b = normalize_axis("transpose", node.attrs.get_int_or("transpose", "dim1", 1), rank);
+  Shape out = in[0]->shape;
+  if (rank > 0) std::swap(out[static_cast<size_t>(a)], out[static_cast<size_t>(b)]);
+  return TensorType{in[0]->dtype, out};
+}
+
+TensorType infer_expand(const Node& node, const std::vector<const TensorType*>& in) {
+  const auto& sizes = node.attrs.get_ints("expand", "shape");
+  const Shape& s = in[0]->shape;
+  COIL_USER_CHECK(sizes.size() >= s.size(), "expand: target [{}] has fewer dims than {}",
+                  fmt::join(sizes, ", "), shape_str(s));
+  Shape out;
+  size_t lead = sizes.size() - s.size();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i < lead) {
+      COIL_USER_CHECK(sizes[i] >= 0, "expand: size {} is invalid for a new dim", sizes[i]);
+      out.push_back(sizes[i]);
+      continue;
+    }
+    const sym::Expr& d = s[i - lead];
+    if (sizes[i] == -1 || d == sym::Expr(sizes[i])) {
+      out.push_back(d);
+    } else {
+      COIL_USER_CHECK(d == sym::Expr(1), "expand: cannot expand dim {} of size {} to {}", i,
+                      sym::to_string(d), sizes[i]);
+      COIL_USER_CHECK(sizes[i] >= 0, "expand: size {} is invalid", sizes[i]);
+      out.push_back(sizes[i]);
+    }
+  }
+  return TensorType{in[0]->dtype, out};
+}
+
+SliceParams slice_params(const Node& node, const Shape& in) {
+  SliceParams p;
+  p.dim = normalize_axis("slice", node.attrs.get_int_or("slice", "dim", 0),
+                         static_cast<int64_t>(in.size()));
+  COIL_USER_CHECK(!in.empty(), "slice: cannot slice a scalar");
+  auto n = in[static_cast<size_t>(p.dim)].as_const();
+  COIL_USER_CHECK(n.has_value(), "slice: dim {} has symbolic size {}; bind it first", p.dim,
+                  sym::to_string(in[static_cast<size_t>(p.dim)]));
+  p.step = node.attrs.get_int_or("slice", "step", 1);
+  COIL_USER_CHECK(p.step > 0, "slice: step must be positive, got {}", p.step);
+  auto clampi = [&](int64_t v) {
+    if (v < 0) v += *n;
+    return std::clamp<int64_t>(v, 0, *n);
+  };
+  p.start = clampi(node.attrs.get_int_or("slice", "start", 0));
+  p.end = clampi(node.attrs.get_int_or("slice", "end", INT64_MAX / 2));
+  p.size = p.end > p.start ? (p.end - p.start - 1) / p.step + 1 : 0;  // no overflow for huge steps
+  return p;
+}
+
+TensorType infer_slice(const Node& node, const std::vector<const TensorType*>& in) {
+  SliceParams p = slice_params(node, in[0]->shape);
+  Shape out = in[0]->shape;
+  out[static_cast<size_t>(p.dim)] = p.size;
+  return TensorType{in[0]->dtype, out};
+}
+
+TensorType infer_squeeze(const Node& node, const std::vector<const TensorType*>& in) {
+  const Shape& s = in[0]->shape;
+  std::set<int64_t> dims;
+  if (node.attrs.has("dims")) {
+    for (int64_t d : node.attrs.get_ints("squeeze", "dims")) {
+      int64_t a = normalize_axis("squeeze", d, in[0]->rank());
+      COIL_USER_CHECK(s.empty() || s[static_cast<size_t>(a)] == sym::Expr(1),
+                      "squeeze: dim {} has size {}, not 1", d,
+                      sym::to_string(s[static_cast<size_t>(a)]));
+      dims.insert(a);
+    }
+  } else {
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == sym::Expr(1)) dims.insert(static_cast<int64_t>(i));
+  }
+  Shape out;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!dims.count(static_cast<int64_t>(i))) out.push_back(s[i]);
+  return TensorType{in[0]->dtype, out};
+}
+
+TensorType infer_unsqueeze(const Node& node, const std::vector<const TensorType*>& in) {
+  int64_t rank = in[0]->rank() + 1;
+  int64_t d = node.attrs.get_int("unsqueeze", "dim");
+  COIL_USER_CHECK(d >= -rank && d < rank, "unsqueeze: dim {} is out of range for rank {}", d,
+                  rank - 1);
+  if (d < 0) d += rank;
+  Shape out = in[0]->shape;
+  out.insert(out.begin() + d, sym::Expr(1));
+  return TensorType{in[0]->dtype, out};
+}
+
+TensorType infer_flatten(const Node& node, const std::vector<const TensorType*>& in) {
+  const Shape& s = in[0]->shape;
+  int64_t rank = in[0]->rank();
+  if (rank == 0) return TensorType{in[0]->dtype, Shape{1}};
+  int64_t a = normalize_axis("flatten", node.attrs.get_int_or("flatten", "start_dim", 0), rank);
+  int64_t b = normalize_axis("flatten", node.attrs.get_int_or("flatten", "end_dim", -1), rank);
+  COIL_USER_CHECK(a <= b, "flatten: start_dim {} is after end_dim {}", a, b);
+  Shape out(s.begin(), s.begin() + a);
+  sym::Expr p = 1;
+  for (int64_t i = a; i <= b; ++i) p = p * s[static_cast<size_t>(i)];
+  out.push_back(p);
+  out.insert(out.end(), s.begin() + b + 1, s.end());
+  return TensorType{in[0]->dtype, out};
+}
+
+TensorType infer_concat(const Node& node, const std::vector<const TensorType*>& in) {
+  int64_t rank = in[0]->rank();
+  COIL_USER_CHECK(rank > 0, "concat: inputs must have at least one dim");
+  int64_t dim = normalize_axis("concat", node.attrs.get_int_or("concat", "dim", 0), rank);
+  Shape out = in[0]->shape;
+  DType t = in[0]->dtype;
+  for (size_t i = 1; i < in.size(); ++i) {
+    COIL_USER_CHECK(in[i]->rank() == rank, "concat: input {} has rank {}, input 0 has rank {}", i,
+                    in[i]->rank(), rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d == dim) continue;
+      COIL_USER_CHECK(in[i]->shape[static_cast<size_t>(d)] == out[static_cast<size_t>(d)],
+                      "concat: input {} has shape {}, which differs from {} outside dim {}", i,
+                      shape_str(in[i]->shape), shape_str(in[0]->shape), dim);
+    }
+    out[static_cast<size_t>(dim)] =
+        out[static_cast<size_t>(dim)] + in[i]->shape[static_cast<size_t>(dim)];
+    t = promote_types(t, in[i]->dtype);
+  }
+  return TensorType{t, out};
+}
+
+static Shape reduced_shape(const Node& node, const Shape& s, const std::vector<int64_t>& axes) {
+  bool keepdim = node.attrs.get_bool_or(node.op_name(), "keepdim", false);
+  Shape out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
+    if (!reduced)
+      out.push_back(s[i]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
+TensorType infer_reduction(const Node& node, const std::vector<const TensorType*>& in) {
+  std::string_view op = node.op_name();
+  auto axes = reduction_axes(node, in[0]->rank());
+  if (op == "max" || op == "min") {
+    for (int64_t a : axes)
+      COIL_USER_CHECK(in[0]->shape[static_cast<size_t>(a)] != sym::Expr(0),
+                      "{}: reduction over dim {} of extent 0 has no identity", op, a);
+  }
+  DType t = in[0]->dtype;
+  if (op == "sum" || op == "prod") t = is_floating(t) ? t : DType::I64;
+  if (op == "mean" || op == "var") t = is_floating(t) ? t : DType::F32;
+  if (op == "var") node.attrs.get_float_or(op, "correction", 1.0);
+  return TensorType{t, reduced_shape(node, in[0]->shape, axes)};
+}
+
+TensorType infer_arg_reduction(const Node& node, const std::vector<const TensorType*>& in) {
+  std::string_view op = node.op_name();
+  COIL_USER_CHECK(!node.attrs.has("axes"), "{}: takes a single 'axis' (or none for all dims)", op);
+  const Shape& s = in[0]->shape;
+  Shape full;
+  if (node.attrs.has("axis")) {
+    int64_t a = normalize_axis(op, node.attrs.get_int(op, "axis"), in[0]->rank());
+    COIL_USER_CHECK(s.empty() || s[static_cast<size_t>(a)] != sym::Expr(0),
+                    "{}: reduction over dim {} of extent 0 has no result", op, a);
+    return TensorType{DType::I64, reduced_shape(node, s, {a})};
+  }
+  for (const auto& d : s)
+    COIL_USER_CHECK(d != sym::Expr(0), "{}: input {} is empty", op, shape_str(s));
+  bool keepdim = node.attrs.get_bool_or(op, "keepdim", false);
+  Shape out = keepdim ? Shape(s.size(), sym::Expr(1)) : Shape{};
+  return TensorType{DType::I64, out};
+}
+
+TensorType infer_softmax(const Node& node, const std::vector<const TensorType*>& in) {
+  normalize_axis(node.op_name(), node.attrs.get_int_or(node.op_name(), "axis", -1), in[0]->rank());
+  return TensorType{is_floating(in[0]->dtype) ? in[0]->dtype : DType::F32, in[0]->shape};
+}
+
+TensorType infer_norm(const Node& node, const std::vector<const TensorType*>& in) {
+  std::string_view op = node.op_name();
+  int64_t k = node.attrs.get_int_or(op, "dims", 1);
+  const Shape& s = in[0]->shape;
+  COIL_USER_CHECK(k >= 1 && k <= in[0]->rank(), "{}: dims={} is out of range for input {}", op, k,
+                  shape_str(s));
+  COIL_USER_CHECK(is_floating(in[0]->dtype), "{}: input must be floating point, got {}", op,
+                  dtype_name(in[0]->dtype));
+  Shape normalized(s.end() - k, s.end());
+  for (size_t i = 1; i < in.size(); ++i) {
+    COIL_USER_CHECK(in[i]->shape == normalized, "{}: {} has shape {}, expected {}", op,
+                    i == 1 ? "weight" : "bias", shape_str(in[i]->shape), shape_str(normalized));
+  }
+  return TensorType{in[0]->dtype, s};
+}
+
+}  // namespace coil

@@ -1,0 +1,109 @@
+#include "ir/ir.h"
+
+#include <fmt/format.h>
+
+#include "support/check.h"
+
+namespace coil {
+
+std::string_view buffer_kind_name(BufferKind k) {
+  switch (k) {
+    case BufferKind::Input:
+      return "input";
+    case BufferKind::Constant:
+      return "constant";
+    case BufferKind::Intermediate:
+      return "intermediate";
+    case BufferKind::Output:
+      return "output";
+  }
+  COIL_UNREACHABLE("bad buffer kind");
+}
+
+sym::Expr Layout::offset_of(const std::vector<sym::Expr>& index) const {
+  COIL_ASSERT(index.size() == strides.size(), "index rank {} vs layout rank {}", index.size(),
+              strides.size());
+  sym::Expr off = 0;
+  for (size_t i = 0; i < index.size(); ++i) off = off + index[i] * strides[i];
+  return off;
+}
+
+sym::Expr Layout::numel() const {
+  sym::Expr n = 1;
+  for (const auto& s : sizes) n = n * s;
+  return n;
+}
+
+Layout contiguous_layout(DType dtype, const Shape& sizes) {
+  Layout l;
+  l.dtype = dtype;
+  l.sizes = sizes;
+  l.strides.resize(sizes.size());
+  sym::Expr s = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    l.strides[i] = s;
+    s = s * sizes[i];
+  }
+  return l;
+}
+
+std::vector<int> ComputedBuffer::reads() const {
+  std::vector<int> out;
+  for (const BodyOp& op : body.ops()) {
+    if (op.op == LoopOp::load && std::find(out.begin(), out.end(), op.buffer) == out.end())
+      out.push_back(op.buffer);
+  }
+  return out;
+}
+
+sym::Expr loop_var(int i) {
+  return sym::make_symbol(fmt::format("x{}", i));
+}
+sym::Expr reduction_var(int i) {
+  return sym::make_symbol(fmt::format("r{}", i));
+}
+
+int IrProgram::add_buffer(BufferKind kind, Layout layout, int external_index) {
+  Buffer b;
+  b.id = static_cast<int>(buffers.size());
+  b.kind = kind;
+  b.layout = std::move(layout);
+  b.external_index = external_index;
+  switch (kind) {
+    case BufferKind::Input:
+      b.name = fmt::format("arg{}", external_index);
+      break;
+    case BufferKind::Constant:
+      b.name = fmt::format("const{}", external_index);
+      break;
+    case BufferKind::Output:
+      b.name = fmt::format("out{}", external_index);
+      break;
+    case BufferKind::Intermediate:
+      b.name = fmt::format("buf{}", b.id);
+      break;
+  }
+  buffers.push_back(std::move(b));
+  return buffers.back().id;
+}
+
+std::string to_string(const IrProgram& p) {
+  std::string out;
+  for (const Buffer& b : p.buffers) {
+    out += fmt::format("buffer {} ({}): {}{} strides {}\n", b.name, buffer_kind_name(b.kind),
+                       dtype_name(b.layout.dtype), shape_str(b.layout.sizes),
+                       shape_str(b.layout.strides));
+  }
+  for (const ComputedBuffer& c : p.computations) {
+    out += fmt::format("{} {} ranges {}", c.is_reduction() ? "Reduction" : "Pointwise",
+                       p.buffer(c.buffer).name, shape_str(c.ranges));
+    if (c.is_reduction()) out += fmt::format(" reduction_ranges {}", shape_str(c.reduction_ranges));
+    out += fmt::format("  # from {}\n", fmt::join(c.origin_names, ", "));
+    // Print buffer ids with their names for readability.
+    std::string body = to_string(c.body);
+    out += body;
+  }
+  return out;
+}
+
+}  // namespace coil

@@ -1,0 +1,64 @@
+// A loop body: the per-element computation of a Pointwise or Reduction node, kept as data.
+// It is a small DAG of BodyOps in topological order (operands come before users); building
+// goes through LoopBody's methods, which deduplicate identical ops (CSE), so a body never
+// computes the same value twice. Index expressions are in terms of the node's loop variables
+// x0, x1, ... (pointwise) and r0, r1, ... (reduction).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coil/dtype.h"
+#include "ir/loop_ops.h"
+#include "sym/expr.h"
+
+namespace coil {
+
+struct BodyOp {
+  LoopOp op = LoopOp::constant;
+  DType dtype = DType::F32;                // compute dtype of the result (store: of the value)
+  std::array<int, 3> args = {-1, -1, -1};  // operand positions in the body
+  int buffer = -1;                         // load/store: buffer id in the IrProgram
+  sym::Expr index;                         // load/store/index_expr
+  double fvalue = 0;                       // constant (floating dtypes)
+  int64_t ivalue = 0;                      // constant (integer and bool dtypes)
+  ReductionType reduction = ReductionType::sum;  // reduction
+
+  bool operator==(const BodyOp& o) const;
+};
+
+class LoopBody {
+ public:
+  int load(int buffer, sym::Expr index, DType compute_dtype);
+  int constant(double value, DType dtype);
+  int index_expr(sym::Expr index, DType dtype);
+  int to_dtype(int value, DType dtype);
+  /// Unary/binary/ternary math op; `dtype` is the result dtype.
+  int compute(LoopOp op, DType dtype, std::initializer_list<int> args);
+  int reduction(ReductionType type, int value, DType result_dtype);
+  int store(int buffer, sym::Expr index, int value);
+  /// Appends a fully formed op (operands already positions in this body), with CSE.
+  int append(BodyOp op) { return add(std::move(op)); }
+
+  const std::vector<BodyOp>& ops() const { return ops_; }
+  const BodyOp& op(int i) const { return ops_[static_cast<size_t>(i)]; }
+  DType dtype_of(int i) const { return op(i).dtype; }
+  /// Position of the reduction op, or -1.
+  int reduction_op() const;
+  /// Replaces every index expression by substitute(index, map) (loop re-indexing).
+  LoopBody substituted(const std::map<sym::Expr, sym::Expr>& map) const;
+
+ private:
+  int add(BodyOp op);
+  std::vector<BodyOp> ops_;
+  std::unordered_map<size_t, std::vector<int>> cse_;  // hash -> candidate positions
+};
+
+/// "tmp3 = add(tmp1, tmp2) : f32" lines, one per op.
+std::string to_string(const LoopBody& body);
+
+}  // namespace coil

@@ -1,0 +1,96 @@
+// The one list of loop-IR ops. Every handler implements exactly this list: the C++ printer
+// (codegen/cpp), dtype propagation and the loop-body interpreter; a later backend (vector C++,
+// Triton) adds its printer over the same list. A switch over LoopOp without a default makes a
+// missing op a compile error (-Wswitch).
+//
+// Value semantics: every value in a loop body has a compute dtype (bool, u8, i8, i32, i64,
+// f32, f64; never f16/bf16, which load as f32 and are rounded on store). Float ops follow
+// IEEE with no fast-math; integer division by zero is a user error in the reference and
+// undefined in generated code (as in PyTorch).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace coil {
+
+// X(name, number of value operands, doc)
+#define COIL_LOOP_OPS(X)                                                  \
+  /* sources */                                                           \
+  X(load, 0, "buffer[index], converted to its compute dtype")             \
+  X(constant, 0, "a literal of the op's dtype")                           \
+  X(index_expr, 0, "an index expression (sym::Expr) as an integer value") \
+  /* conversion */                                                        \
+  X(to_dtype, 1, "static_cast to the op's dtype")                         \
+  /* unary math */                                                        \
+  X(abs, 1, "|x|")                                                        \
+  X(neg, 1, "-x")                                                         \
+  X(exp, 1, "e^x")                                                        \
+  X(log, 1, "natural log")                                                \
+  X(log1p, 1, "log(1 + x), accurate near 0")                              \
+  X(expm1, 1, "e^x - 1, accurate near 0")                                 \
+  X(sqrt, 1, "square root")                                               \
+  X(rsqrt, 1, "1 / sqrt(x)")                                              \
+  X(reciprocal, 1, "1 / x")                                               \
+  X(relu, 1, "max(x, 0), NaN propagates")                                 \
+  X(sigmoid, 1, "1 / (1 + e^-x)")                                         \
+  X(tanh, 1, "hyperbolic tangent")                                        \
+  X(erf, 1, "error function")                                             \
+  X(sin, 1, "sine")                                                       \
+  X(cos, 1, "cosine")                                                     \
+  X(floor, 1, "round toward -inf")                                        \
+  X(ceil, 1, "round toward +inf")                                         \
+  X(round, 1, "round half to even (torch.round)")                         \
+  X(sign, 1, "-1, 0 or 1 (NaN stays NaN)")                                \
+  X(logical_not, 1, "!x as bool")                                         \
+  X(isnan, 1, "x != x as bool")                                           \
+  /* binary */                                                            \
+  X(add, 2, "a + b")                                                      \
+  X(sub, 2, "a - b")                                                      \
+  X(mul, 2, "a * b")                                                      \
+  X(div, 2, "a / b (true division; integers are converted before)")       \
+  X(pow, 2, "a ^ b")                                                      \
+  X(maximum, 2, "max(a, b), NaN propagates")                              \
+  X(minimum, 2, "min(a, b), NaN propagates")                              \
+  X(fmod, 2, "remainder with the sign of a (C fmod / integer %)")         \
+  X(eq, 2, "a == b")                                                      \
+  X(ne, 2, "a != b")                                                      \
+  X(lt, 2, "a < b")                                                       \
+  X(le, 2, "a <= b")                                                      \
+  X(gt, 2, "a > b")                                                       \
+  X(ge, 2, "a >= b")                                                      \
+  X(logical_and, 2, "a && b")                                             \
+  X(logical_or, 2, "a || b")                                              \
+  /* ternary */                                                           \
+  X(where, 3, "cond ? a : b")                                             \
+  /* reduction and store */                                               \
+  X(reduction, 1, "combines the value over the reduction loops")          \
+  X(store, 1, "buffer[index] = value, converted to the buffer's dtype")
+
+enum class LoopOp : uint8_t {
+#define COIL_LOOP_OP_ENUM(name, arity, doc) name,
+  COIL_LOOP_OPS(COIL_LOOP_OP_ENUM)
+#undef COIL_LOOP_OP_ENUM
+};
+
+std::string_view loop_op_name(LoopOp op);
+int loop_op_arity(LoopOp op);
+
+// X(name, doc)
+#define COIL_REDUCTION_TYPES(X)                                   \
+  X(sum, "a + b; init 0")                                         \
+  X(prod, "a * b; init 1")                                        \
+  X(max, "NaN-propagating max; init -inf (lowest for integers)")  \
+  X(min, "NaN-propagating min; init +inf (highest for integers)") \
+  X(argmax, "index of the first max (NaN counts as max)")         \
+  X(argmin, "index of the first min (NaN counts as min)")
+
+enum class ReductionType : uint8_t {
+#define COIL_RED_ENUM(name, doc) name,
+  COIL_REDUCTION_TYPES(COIL_RED_ENUM)
+#undef COIL_RED_ENUM
+};
+
+std::string_view reduction_type_name(ReductionType t);
+
+}  // namespace coil

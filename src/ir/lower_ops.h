@@ -1,0 +1,20 @@
+// Lowerings: the `lower` column of the op registry. Each turns one graph node into a
+// TensorBox (ir/lowering.h): a loader that computes an element, or a realized buffer.
+#pragma once
+
+#include <vector>
+
+#include "ir/lowering.h"
+
+namespace coil {
+
+TensorBox lower_elementwise(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_full(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_iota(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_view(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_concat(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_reduction(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_arg_reduction(LowerContext& ctx, const Node& node,
+                              const std::vector<TensorBox>& in);
+
+}  // namespace coil

@@ -1,0 +1,196 @@
+#include "ir/lowering.h"
+
+#include "graph/op_registry.h"
+#include "support/check.h"
+#include "support/log.h"
+
+namespace coil {
+
+static std::vector<sym::Expr> loop_vars(size_t n, sym::Expr (*make)(int)) {
+  std::vector<sym::Expr> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(make(static_cast<int>(i)));
+  return v;
+}
+
+TensorBox LowerContext::buffer_box(int buffer_id) const {
+  const Buffer& b = program.buffer(buffer_id);
+  TensorBox box;
+  box.dtype = b.layout.dtype;
+  box.sizes = b.layout.sizes;
+  box.buffer = buffer_id;
+  Layout layout = b.layout;
+  box.load = [buffer_id, layout](LoopBody& body, const std::vector<sym::Expr>& idx) {
+    return body.load(buffer_id, layout.offset_of(idx), compute_dtype(layout.dtype));
+  };
+  return box;
+}
+
+static std::vector<std::string> origin_names(const Graph& g, const std::vector<int>& origins) {
+  std::vector<std::string> out;
+  for (int id : origins) {
+    const Node& n = g.node(id);
+    out.push_back(fmt::format("{} ({})", n.name, n.op_name()));
+  }
+  return out;
+}
+
+TensorBox LowerContext::realize(const TensorBox& box, BufferKind kind, int external_index) {
+  if (box.buffer >= 0 && kind == BufferKind::Intermediate) return box;
+  int id = program.add_buffer(kind, contiguous_layout(box.dtype, box.sizes), external_index);
+  ComputedBuffer c;
+  c.buffer = id;
+  c.kind = LoopKind::Pointwise;
+  c.ranges = box.sizes;
+  auto idx = loop_vars(box.sizes.size(), loop_var);
+  int v = box.load(c.body, idx);
+  c.body.store(id, program.buffer(id).layout.offset_of(idx), v);
+  c.origins = origins;
+  c.origin_names = origin_names(graph, origins);
+  program.computations.push_back(std::move(c));
+  return buffer_box(id);
+}
+
+TensorBox LowerContext::reduce(const TensorBox& input, const std::vector<int64_t>& axes,
+                               ReductionType type, DType result_dtype, const Shape& out_shape) {
+  int id = program.add_buffer(BufferKind::Intermediate, contiguous_layout(result_dtype, out_shape));
+  ComputedBuffer c;
+  c.buffer = id;
+  c.kind = LoopKind::Reduction;
+  // Kept dims become x vars, reduced dims r vars, both in input order.
+  std::vector<sym::Expr> in_idx(input.sizes.size()), kept_vars;
+  int nx = 0, nr = 0;
+  for (size_t d = 0; d < input.sizes.size(); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+    if (reduced) {
+      in_idx[d] = reduction_var(nr++);
+      c.reduction_ranges.push_back(input.sizes[d]);
+    } else {
+      in_idx[d] = loop_var(nx++);
+      kept_vars.push_back(in_idx[d]);
+      c.ranges.push_back(input.sizes[d]);
+    }
+  }
+  // The output index: kept vars in order, 0 for keepdim's size-1 dims.
+  std::vector<sym::Expr> out_idx;
+  size_t k = 0;
+  for (size_t d = 0; d < out_shape.size(); ++d) {
+    bool is_kept = k < kept_vars.size() &&
+                   (out_shape.size() == kept_vars.size() ||
+                    std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) == axes.end());
+    out_idx.push_back(is_kept ? kept_vars[k++] : sym::Expr(0));
+  }
+  COIL_ASSERT(k == kept_vars.size(), "reduction output {} does not match kept dims",
+              shape_str(out_shape));
+  int v = input.load(c.body, in_idx);
+  DType acc = compute_dtype(result_dtype);
+  if (type == ReductionType::sum || type == ReductionType::prod) v = c.body.to_dtype(v, acc);
+  int r = c.body.reduction(type, v, acc);
+  c.body.store(id, program.buffer(id).layout.offset_of(out_idx), r);
+  c.origins = origins;
+  c.origin_names = origin_names(graph, origins);
+  program.computations.push_back(std::move(c));
+  return buffer_box(id);
+}
+
+static bool is_cheap(const Node& n) {
+  return n.op->kind == OpKind::Source || n.op->kind == OpKind::View;
+}
+
+IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
+  LowerContext ctx{g, options, {}, {}};
+  std::vector<TensorBox> boxes(static_cast<size_t>(g.num_nodes()));
+  std::vector<int> uses = g.use_counts();
+  // First output of each node: realized directly into that output buffer.
+  std::vector<int> output_of(static_cast<size_t>(g.num_nodes()), -1);
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    int n = g.outputs()[k].node;
+    if (output_of[static_cast<size_t>(n)] < 0)
+      output_of[static_cast<size_t>(n)] = static_cast<int>(k);
+  }
+  std::vector<int> out_buffer(g.outputs().size(), -1);
+
+  for (const auto& node_ptr : g.nodes()) {
+    const Node& node = *node_ptr;
+    ctx.origins = {node.id};
+    TensorBox box;
+    if (node.op->name == "input") {
+      int k = static_cast<int>(ctx.program.input_buffers.size());
+      int id = ctx.program.add_buffer(BufferKind::Input,
+                                      contiguous_layout(node.type.dtype, node.type.shape), k);
+      ctx.program.input_buffers.push_back(id);
+      box = ctx.buffer_box(id);
+    } else if (node.op->name == "constant") {
+      int k = static_cast<int>(ctx.program.constant_buffers.size());
+      int id = ctx.program.add_buffer(BufferKind::Constant,
+                                      contiguous_layout(node.type.dtype, node.type.shape), k);
+      ctx.program.constant_buffers.push_back(id);
+      ctx.program.constants.push_back(node.data);
+      box = ctx.buffer_box(id);
+    } else {
+      COIL_ASSERT(node.op->lower != nullptr,
+                  "op {} has no lowering (composites must be decomposed first)", node.op->name);
+      std::vector<TensorBox> in;
+      for (int i : node.inputs) in.push_back(boxes[static_cast<size_t>(i)]);
+      box = node.op->lower(ctx, node, in);
+      COIL_ASSERT(box.sizes == node.type.shape, "{} lowered to sizes {}, inferred {}", node.name,
+                  shape_str(box.sizes), shape_str(node.type.shape));
+      box.dtype = node.type.dtype;
+    }
+    int out_k = output_of[static_cast<size_t>(node.id)];
+    if (out_k >= 0 && node.op->kind != OpKind::Source) {
+      // A buffer this node just created (a reduction) becomes the output buffer itself;
+      // anything else is computed into the output buffer.
+      if (box.buffer >= 0 && ctx.program.buffer(box.buffer).kind == BufferKind::Intermediate &&
+          !ctx.program.computations.empty() &&
+          ctx.program.computations.back().buffer == box.buffer &&
+          ctx.program.buffer(box.buffer).layout.sizes == node.type.shape) {
+        Buffer& b = ctx.program.buffers[static_cast<size_t>(box.buffer)];
+        b.kind = BufferKind::Output;
+        b.external_index = out_k;
+        b.name = fmt::format("out{}", out_k);
+      } else {
+        box = ctx.realize(box, BufferKind::Output, out_k);
+      }
+      out_buffer[static_cast<size_t>(out_k)] = box.buffer;
+    } else if (uses[static_cast<size_t>(node.id)] > options.realize_reads_threshold &&
+               !is_cheap(node)) {
+      box = ctx.realize(box);
+    }
+    boxes[static_cast<size_t>(node.id)] = box;
+  }
+  // Outputs not yet written: a second name for the same node, or an input/constant/full.
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    if (out_buffer[k] >= 0) continue;
+    ctx.origins = {g.outputs()[k].node};
+    TensorBox b = boxes[static_cast<size_t>(g.outputs()[k].node)];
+    out_buffer[k] = ctx.realize(b, BufferKind::Output, static_cast<int>(k)).buffer;
+  }
+  ctx.program.output_buffers = out_buffer;
+  simplify_indices(ctx.program);
+  COIL_LOG(ir, "loop IR:\n{}", to_string(ctx.program));
+  return std::move(ctx.program);
+}
+
+void simplify_indices(IrProgram& program) {
+  for (ComputedBuffer& c : program.computations) {
+    sym::Analyzer a;
+    for (size_t i = 0; i < c.ranges.size(); ++i)
+      a.bind_loop_var(loop_var(static_cast<int>(i)), c.ranges[i]);
+    for (size_t i = 0; i < c.reduction_ranges.size(); ++i)
+      a.bind_loop_var(reduction_var(static_cast<int>(i)), c.reduction_ranges[i]);
+    LoopBody simplified;
+    // Rebuild the body with simplified indices (CSE may merge loads that became equal).
+    std::vector<int> remap;
+    for (const BodyOp& op0 : c.body.ops()) {
+      BodyOp op = op0;
+      for (int& a2 : op.args)
+        if (a2 >= 0) a2 = remap[static_cast<size_t>(a2)];
+      if (op.index.defined()) op.index = a.simplify(op.index);
+      int id = simplified.append(std::move(op));
+      remap.push_back(id);
+    }
+    c.body = std::move(simplified);
+  }
+}
+
+}  // namespace coil

@@ -1,0 +1,59 @@
+// Lowering: graph → loop IR (Inductor's GraphLowering).
+//
+// Each graph node becomes a TensorBox: a value that can produce any of its elements inside a
+// loop body (`load`). Elementwise ops and views compose loaders, so a chain of them is
+// computed inside its consumer (inlined) instead of being stored; a box is *realized* into a
+// buffer (a ComputedBuffer writes it) when it is a reduction, a graph output, or is read by
+// several consumers. Views never copy: they only remap the index passed to their input's loader.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ir/ir.h"
+#include "sym/analyzer.h"
+
+namespace coil {
+
+/// Emits the ops computing one element at `index` (one Expr per dim) into `body`; returns the
+/// body position of the value, in the compute dtype of the box's dtype.
+using Loader = std::function<int(LoopBody& body, const std::vector<sym::Expr>& index)>;
+
+struct TensorBox {
+  DType dtype = DType::F32;  // storage dtype of the value
+  Shape sizes;
+  Loader load;
+  int buffer = -1;  // set when realized: `load` reads this buffer
+};
+
+struct LowerOptions {
+  /// Realize a node read by more than this many consumers (Inductor: realize_reads_threshold).
+  int realize_reads_threshold = 1;
+};
+
+struct LowerContext {
+  const Graph& graph;
+  LowerOptions options;
+  IrProgram program;
+  std::vector<int> origins;  // graph nodes of the computation being lowered (for comments)
+
+  /// A loader reading buffer `id` with its layout.
+  TensorBox buffer_box(int buffer_id) const;
+  /// Stores `box` into a new buffer of `kind` (Pointwise computation), unless it already is
+  /// a realized intermediate and kind is Intermediate.
+  TensorBox realize(const TensorBox& box, BufferKind kind = BufferKind::Intermediate,
+                    int external_index = -1);
+  /// A Reduction computation over `axes` of `input` into a new buffer shaped `out_shape` (the
+  /// node's shape: reduced dims dropped, or kept as 1 with keepdim).
+  TensorBox reduce(const TensorBox& input, const std::vector<int64_t>& axes, ReductionType type,
+                   DType result_dtype, const Shape& out_shape);
+};
+
+/// Lowers a decomposed graph whose sizes are all bound (graph/decompositions.h).
+IrProgram lower_graph(const Graph& g, const LowerOptions& options = {});
+
+/// Simplifies every index of every computation with its loop ranges known (run by lower_graph).
+void simplify_indices(IrProgram& program);
+
+}  // namespace coil

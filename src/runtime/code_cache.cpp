@@ -1,0 +1,346 @@
+#include "runtime/code_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "runtime/embedded_headers.h"
+#include "support/check.h"
+#include "support/log.h"
+
+namespace coil {
+namespace fs = std::filesystem;
+namespace {
+
+std::string hex128(XXH128_hash_t hash) {
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, hash);
+  std::string out;
+  for (unsigned char byte : canonical.digest) out += fmt::format("{:02x}", byte);
+  return out;
+}
+
+std::string checksum(std::string_view bytes) {
+  return hex128(XXH3_128bits(bytes.data(), bytes.size()));
+}
+
+// XXH3-128 over a sequence of fields. Each field is length-prefixed, so ("ab", "c") and
+// ("a", "bc") hash differently.
+class KeyHasher {
+ public:
+  KeyHasher() : state_(XXH3_createState()) {
+    COIL_ASSERT(state_ != nullptr, "XXH3_createState failed");
+    XXH3_128bits_reset(state_);
+  }
+  ~KeyHasher() { XXH3_freeState(state_); }
+  KeyHasher(const KeyHasher&) = delete;
+  KeyHasher& operator=(const KeyHasher&) = delete;
+
+  void add(std::string_view field) {
+    uint64_t size = field.size();
+    XXH3_128bits_update(state_, &size, sizeof size);
+    XXH3_128bits_update(state_, field.data(), field.size());
+  }
+  std::string hex() const { return hex128(XXH3_128bits_digest(state_)); }
+
+ private:
+  XXH3_state_t* state_;
+};
+
+// "<pid>.<random>": unique across processes (pid) and across threads and forked children of
+// one process (the per-thread generator is seeded from random_device, and a forked child that
+// inherits it has another pid).
+std::string unique_suffix() {
+  thread_local std::mt19937_64 rng{(uint64_t{std::random_device{}()} << 32) ^
+                                   std::random_device{}()};
+  return fmt::format("{}.{:016x}", ::getpid(), rng());
+}
+
+std::optional<std::string> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream data;
+  data << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return std::move(data).str();
+}
+
+void write_file(const fs::path& path, std::string_view contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  out.close();
+  COIL_USER_CHECK(out.good(), "cannot write {}: {}", path.string(), std::strerror(errno));
+}
+
+// mkdir with mode 0700; an existing directory is fine (another process may have made it).
+void make_private_dir(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) return;
+  user_error("cannot create directory {}: {}", dir.string(), std::strerror(errno));
+}
+
+void remove_quietly(const fs::path& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+// The header text hashed once: it is fixed for the life of the binary.
+const std::string& headers_hash() {
+  static const std::string hash = [] {
+    KeyHasher h;
+    for (const EmbeddedFile& f : embedded_kernel_headers()) {
+      h.add(f.name);
+      h.add(f.text);
+    }
+    return h.hex();
+  }();
+  return hash;
+}
+
+bool headers_present(const fs::path& dir) {
+  for (const EmbeddedFile& f : embedded_kernel_headers()) {
+    std::optional<std::string> text = read_file(dir / f.name);
+    if (!text || *text != f.text) return false;
+  }
+  return true;
+}
+
+// Writes the embedded headers into <root>/include/<hash>/ once per process and root, through a
+// temp dir and rename() like cache entries. Returns the directory for -I.
+fs::path ensure_headers(const fs::path& root) {
+  static std::mutex mutex;
+  static std::set<fs::path> done;
+  fs::path parent = root / "include";
+  fs::path dir = parent / headers_hash();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (done.count(dir)) return dir;
+  if (!headers_present(dir)) {
+    make_private_dir(parent);
+    if (fs::exists(dir)) {
+      COIL_LOG(cache, "kernel headers in {} are damaged; rewriting them", dir.string());
+      fs::path aside = dir.string() + ".corrupt." + unique_suffix();
+      if (::rename(dir.c_str(), aside.c_str()) == 0) remove_quietly(aside);
+    }
+    fs::path tmp = dir.string() + ".tmp." + unique_suffix();
+    make_private_dir(tmp);
+    for (const EmbeddedFile& f : embedded_kernel_headers()) write_file(tmp / f.name, f.text);
+    // A failed rename means another process installed the same (content-addressed) files.
+    if (::rename(tmp.c_str(), dir.c_str()) != 0) remove_quietly(tmp);
+  }
+  done.insert(dir);
+  return dir;
+}
+
+enum class EntryState { Valid, Missing, Corrupt };
+
+// Checks an entry against its checksum (and its source against ours, which also guards against
+// a key collision). On Corrupt, `reason` says what is wrong.
+EntryState verify_entry(const fs::path& entry, const std::string& source, std::string& reason) {
+  std::error_code ec;
+  if (!fs::exists(entry, ec)) return EntryState::Missing;
+  std::optional<std::string> so = read_file(entry / "module.so");
+  std::optional<std::string> sum = read_file(entry / "module.so.xxh");
+  std::optional<std::string> src = read_file(entry / "source.cpp");
+  if (!so) {
+    reason = "module.so is missing";
+  } else if (!sum) {
+    reason = "module.so.xxh is missing";
+  } else if (sum->substr(0, sum->find('\n')) != checksum(*so)) {
+    reason = "module.so checksum mismatch";
+  } else if (src != source) {
+    reason = "source.cpp differs from the source being compiled";
+  } else {
+    return EntryState::Valid;
+  }
+  return EntryState::Corrupt;
+}
+
+// Moves a corrupt entry aside and removes it. Another process may have replaced the corrupt
+// entry with a good one between our check and the rename: then the good one is put back.
+void discard_entry(const fs::path& entry, const std::string& source) {
+  fs::path aside = entry.string() + ".corrupt." + unique_suffix();
+  if (::rename(entry.c_str(), aside.c_str()) != 0) return;  // someone else moved it already
+  std::string reason;
+  if (verify_entry(aside, source, reason) == EntryState::Valid &&
+      ::rename(aside.c_str(), entry.c_str()) == 0) {
+    return;
+  }
+  remove_quietly(aside);
+}
+
+[[noreturn]] void report_compile_failure(const fs::path& root, const std::string& key,
+                                         const std::string& source, const fs::path& include_dir,
+                                         const CompileFlags& flags, const ProcessResult& run) {
+  constexpr size_t kMaxShown = 8000;
+  fs::path failed = root / "failed";
+  make_private_dir(failed);
+  fs::path kept = failed / (key + ".cpp");
+  std::vector<std::string> argv =
+      Toolchain::get().shared_object_command(kept, failed / (key + ".so"), include_dir, flags);
+  // Through rename, so that a concurrent failure of the same source never leaves half a file.
+  fs::path tmp = failed / (key + ".tmp." + unique_suffix());
+  write_file(tmp, source);
+  if (::rename(tmp.c_str(), kept.c_str()) != 0) remove_quietly(tmp);
+  write_file(failed / (key + ".log." + unique_suffix()), command_string(argv) + "\n" + run.output);
+  std::string shown = run.output.substr(0, kMaxShown);
+  if (run.output.size() > kMaxShown) {
+    shown += fmt::format("\n... ({} more bytes)", run.output.size() - kMaxShown);
+  }
+  user_error(
+      "compiling generated code failed (compiler exit status {})\n  command: {}\n"
+      "  source kept at: {}\n  compiler output:\n{}",
+      run.status, command_string(argv), kept.string(), shown);
+}
+
+struct Built {
+  double seconds = 0;
+  /// False when another process installed the entry first (our temp dir is then removed).
+  bool installed = false;
+};
+
+// Compiles into a fresh temp dir and renames it to `entry`.
+Built build_entry(const fs::path& root, const fs::path& entry, const std::string& key,
+                  const std::string& source, const fs::path& include_dir, const CompileFlags& flags,
+                  const std::string& final_command) {
+  fs::path tmp = entry.string() + ".tmp." + unique_suffix();
+  COIL_USER_CHECK(::mkdir(tmp.c_str(), 0700) == 0, "cannot create directory {}: {}", tmp.string(),
+                  std::strerror(errno));
+  struct RemoveUnlessKept {
+    fs::path path;
+    bool keep = false;
+    ~RemoveUnlessKept() {
+      if (!keep) remove_quietly(path);
+    }
+  } cleanup{tmp};
+
+  write_file(tmp / "source.cpp", source);
+  std::vector<std::string> argv = Toolchain::get().shared_object_command(
+      tmp / "source.cpp", tmp / "module.so", include_dir, flags);
+  auto start = std::chrono::steady_clock::now();
+  ProcessResult run = run_process(argv);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (run.status != 0) report_compile_failure(root, key, source, include_dir, flags, run);
+
+  std::optional<std::string> so = read_file(tmp / "module.so");
+  COIL_USER_CHECK(so.has_value(),
+                  "the compiler exited with status 0 but wrote no {}\n  command: {}",
+                  (tmp / "module.so").string(), command_string(argv));
+  write_file(tmp / "module.so.xxh", checksum(*so) + "\n");
+  write_file(tmp / "command.txt", final_command + "\n");
+  if (::rename(tmp.c_str(), entry.c_str()) == 0) {
+    cleanup.keep = true;
+    return {seconds, true};
+  }
+  if (errno == EEXIST || errno == ENOTEMPTY) return {seconds, false};
+  user_error("cannot move {} to {}: {}", tmp.string(), entry.string(), std::strerror(errno));
+}
+
+}  // namespace
+
+fs::path cache_root() {
+  fs::path root;
+  const char* dir = std::getenv("COIL_CACHE_DIR");
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  if (dir && *dir) {
+    root = dir;
+  } else if (xdg && *xdg) {
+    root = fs::path(xdg) / "coil";
+  } else if (home && *home) {
+    root = fs::path(home) / ".cache" / "coil";
+  } else {
+    root = fmt::format("/tmp/coil-{}", ::geteuid());
+  }
+  root = fs::absolute(root).lexically_normal();
+  if (!root.has_filename()) root = root.parent_path();  // drop a trailing '/'
+
+  fs::path prefix;
+  for (const fs::path& part : root) {
+    prefix /= part;
+    struct stat st;
+    if (::stat(prefix.c_str(), &st) != 0) make_private_dir(prefix);
+  }
+  struct stat st;
+  COIL_USER_CHECK(::stat(root.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
+                  "cache directory {} is not a directory", root.string());
+  COIL_USER_CHECK(st.st_uid == ::geteuid(),
+                  "cache directory {} is owned by uid {}, not by the current user (uid {}); "
+                  "set COIL_CACHE_DIR to a directory of your own",
+                  root.string(), st.st_uid, ::geteuid());
+  COIL_USER_CHECK((st.st_mode & S_IWOTH) == 0,
+                  "cache directory {} is world-writable, so another user could plant code that "
+                  "coil would load; run 'chmod o-w' on it or set COIL_CACHE_DIR",
+                  root.string());
+  return root;
+}
+
+CompileResult compile_cached(const std::string& source, const CompileFlags& flags) {
+  const Toolchain& toolchain = Toolchain::get();
+  fs::path root = cache_root();
+  fs::path include_dir = ensure_headers(root);
+
+  // Placeholder paths: the key must not depend on where the cache or the temp dir is.
+  KeyHasher hasher;
+  hasher.add("coil-code-cache-v1");
+  hasher.add(source);
+  for (const std::string& arg :
+       toolchain.shared_object_command("{source}", "{output}", "{include}", flags)) {
+    hasher.add(arg);
+  }
+  hasher.add(toolchain.version);
+  hasher.add(toolchain.host_cpu);
+  hasher.add(headers_hash());
+
+  CompileResult result;
+  result.key = hasher.hex();
+  fs::path shard = root / result.key.substr(0, 2);
+  make_private_dir(shard);
+  fs::path entry = shard / result.key;
+  result.so_path = entry / "module.so";
+  result.command = command_string(
+      toolchain.shared_object_command(entry / "source.cpp", result.so_path, include_dir, flags));
+
+  bool compiled = false;
+  // Each round either returns or saw the entry vanish or go bad under it; more than a few rounds
+  // means something keeps destroying the directory.
+  for (int round = 0; round < 4; ++round) {
+    std::string reason;
+    EntryState state = verify_entry(entry, source, reason);
+    if (state == EntryState::Valid) {
+      result.cache_hit = !compiled;
+      if (result.cache_hit) COIL_LOG(cache, "hit {} ({})", result.key, result.so_path.string());
+      return result;
+    }
+    if (state == EntryState::Corrupt) {
+      COIL_LOG(cache, "corrupt entry {}: {}; rebuilding", entry.string(), reason);
+      discard_entry(entry, source);
+    }
+    Built built = build_entry(root, entry, result.key, source, include_dir, flags, result.command);
+    compiled = true;
+    result.compile_seconds += built.seconds;
+    if (built.installed) {
+      COIL_LOG(cache, "miss {}: compiled in {:.2f}s ({})", result.key, built.seconds,
+               result.so_path.string());
+      return result;
+    }
+    // Another process installed the same key first: use its entry (checked on the next round).
+    COIL_LOG(cache, "miss {}: compiled in {:.2f}s, but another process installed it first",
+             result.key, built.seconds);
+  }
+  user_error(
+      "code cache entry {} was removed or damaged repeatedly while compiling; is another "
+      "process deleting {}?",
+      entry.string(), root.string());
+}
+
+}  // namespace coil

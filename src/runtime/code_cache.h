@@ -1,0 +1,51 @@
+// A content-addressed disk cache of compiled kernel shared objects.
+//
+// Directory (cache_root()): $COIL_CACHE_DIR, else $XDG_CACHE_HOME/coil, else $HOME/.cache/coil,
+// else /tmp/coil-<uid>. Created with mode 0700; a directory that is world-writable or owned by
+// another user is refused (anyone who can write there can make coil load their code).
+//
+// Layout:
+//   <cache>/include/<headers-hash>/  the embedded kernel runtime headers (embedded_headers.h)
+//   <cache>/<key[0:2]>/<key>/        source.cpp, module.so, module.so.xxh (XXH3-128 of the .so),
+//                                    command.txt (the compile command, rerunnable)
+//   <cache>/failed/<key>.cpp, .log   sources the compiler rejected, with its output
+// key = XXH3-128 over the source, the compile command (with placeholder paths), the compiler
+// version, the host CPU flags and the headers' contents.
+//
+// Concurrency: an entry is built in a private temp dir and rename()d into place, so readers only
+// ever see complete entries; when two processes (or threads) build the same key, the rename of
+// the second fails and it uses the first one's entry. Entries are never modified after that,
+// only moved aside and removed when their checksum no longer matches (then rebuilt).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "runtime/toolchain.h"
+
+namespace coil {
+
+/// Where a compiled module lives and how it got there.
+struct CompileResult {
+  /// <cache>/<key[0:2]>/<key>/module.so
+  std::filesystem::path so_path;
+  /// 32 hex digits.
+  std::string key;
+  /// True when an existing entry was used and nothing was compiled.
+  bool cache_hit = false;
+  /// Wall time of the compiler (0 on a hit).
+  double compile_seconds = 0;
+  /// The compile command, shell-quoted, with the paths of the cache entry.
+  std::string command;
+};
+
+/// Compiles `source` into a shared object with Toolchain::get(), or finds it in the cache.
+/// Thread-safe and safe across processes. Throws coil::Error when the compiler fails (with the
+/// command, its output and the path of the kept source) or the cache directory is unusable.
+CompileResult compile_cached(const std::string& source, const CompileFlags& flags = {});
+
+/// The cache directory, created (0700) and checked on each call, since COIL_CACHE_DIR may change
+/// between calls (tests do this).
+std::filesystem::path cache_root();
+
+}  // namespace coil

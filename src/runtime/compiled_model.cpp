@@ -1,0 +1,257 @@
+// The compile pipeline (one stage per line, each timed and loggable) and CompiledModel.
+#include <omp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/cpp/cpp_module.h"
+#include "coil/coil.h"
+#include "graph/decompositions.h"
+#include "ir/lowering.h"
+#include "runtime/code_cache.h"
+#include "runtime/loader.h"
+#include "runtime/pipeline.h"
+#include "sched/scheduler.h"
+#include "support/check.h"
+#include "support/log.h"
+
+namespace coil {
+
+struct CompiledModel::Impl {
+  std::shared_ptr<SharedLibrary> library;
+  GraphRunFn run = nullptr;
+  std::vector<ValueSpec> inputs, outputs;
+  std::vector<std::shared_ptr<const Tensor>> constants;
+  std::vector<void*> constant_ptrs;
+  CompileReport report;
+  mutable std::mutex arena_mutex;  // one call at a time uses the arena
+  mutable Tensor arena;
+};
+
+CompiledModel::CompiledModel() = default;
+CompiledModel::~CompiledModel() = default;
+CompiledModel::CompiledModel(CompiledModel&&) noexcept = default;
+CompiledModel& CompiledModel::operator=(CompiledModel&&) noexcept = default;
+
+const std::vector<ValueSpec>& CompiledModel::inputs() const {
+  return impl_->inputs;
+}
+const std::vector<ValueSpec>& CompiledModel::outputs() const {
+  return impl_->outputs;
+}
+const CompileReport& CompiledModel::report() const {
+  return impl_->report;
+}
+
+/// Records the wall time of each compile stage into the report (COIL_LOGS=perf prints them).
+class StageTimer {
+ public:
+  explicit StageTimer(CompileReport& r) : report_(r), start_(clock::now()), last_(start_) {}
+  void mark(const char* stage) {
+    auto now = clock::now();
+    double s = std::chrono::duration<double>(now - last_).count();
+    report_.stage_seconds.emplace_back(stage, s);
+    COIL_LOG(perf, "{}: {:.1f} ms", stage, s * 1e3);
+    last_ = now;
+  }
+  void finish() {
+    report_.total_seconds = std::chrono::duration<double>(clock::now() - start_).count();
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  CompileReport& report_;
+  clock::time_point start_, last_;
+};
+
+GeneratedProgram generate_program(const Graph& graph, const CompileOptions& options,
+                                  StageTimer* timer) {
+  auto mark = [&](const char* stage) {
+    if (timer) timer->mark(stage);
+  };
+  COIL_LOG(graph, "input graph:\n{}", to_text(graph));
+  Graph g = decompose_and_bind(graph, options.sizes);
+  COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
+  mark("decompose");
+  IrProgram program = lower_graph(g);
+  mark("lower");
+  Schedule schedule = schedule_program(program);
+  mark("schedule");
+  CppModule module = generate_cpp_module(program, schedule);
+  COIL_LOG(output_code, "generated C++:\n{}", module.source);
+  mark("codegen");
+  return GeneratedProgram{std::move(g), std::move(program), std::move(schedule), std::move(module)};
+}
+
+namespace {
+
+std::vector<int64_t> bound_shape(const Shape& s) {
+  auto v = static_sizes(s);
+  COIL_ASSERT(v.has_value(), "shape {} is not bound", shape_str(s));
+  return *v;
+}
+
+void init_threads_from_env() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* v = std::getenv("COIL_NUM_THREADS");
+    if (v && *v) {
+      int n = std::atoi(v);
+      if (n > 0)
+        omp_set_num_threads(n);
+      else
+        warn(fmt::format("COIL_NUM_THREADS='{}' is not a positive integer; ignored", v));
+    }
+    // Otherwise OpenMP reads OMP_NUM_THREADS itself.
+  });
+}
+
+}  // namespace
+
+void set_num_threads(int n) {
+  init_threads_from_env();
+  if (n > 0) omp_set_num_threads(n);
+}
+
+std::string CompileReport::to_json() const {
+  nlohmann::ordered_json j;
+  j["kernels"] = nlohmann::json::array();
+  for (const auto& k : kernels) {
+    j["kernels"].push_back({{"name", k.name},
+                            {"device", k.device},
+                            {"origins", k.origins},
+                            {"bytes_read", k.bytes_read},
+                            {"bytes_written", k.bytes_written}});
+  }
+  j["arena_bytes"] = arena_bytes;
+  nlohmann::ordered_json stages;
+  for (const auto& [name, s] : stage_seconds) stages[name] = s;
+  j["compile_seconds"] = stages;
+  j["compile_total_seconds"] = total_seconds;
+  j["cache"] = cache_hit ? "hit" : "miss";
+  j["cache_key"] = cache_key;
+  j["shared_object"] = so_path.string();
+  return j.dump(2) + "\n";
+}
+
+CompiledModel compile(const Graph& graph, const CompileOptions& options) {
+  init_threads_from_env();
+  auto impl = std::make_unique<CompiledModel::Impl>();
+  CompileReport& report = impl->report;
+  StageTimer timer(report);
+
+  GeneratedProgram gen = generate_program(graph, options, &timer);
+  const Graph& g = gen.graph;
+  const IrProgram& program = gen.program;
+  const Schedule& schedule = gen.schedule;
+  const CppModule& module = gen.module;
+
+  CompileResult built = compile_cached(module.source);
+  timer.mark("compile");
+
+  impl->library = SharedLibrary::open(built.so_path);
+  impl->run = impl->library->symbol_as<GraphRunFn>(kGraphRunSymbol);
+  timer.mark("load");
+  timer.finish();
+
+  for (int id : g.inputs()) {
+    const Node& n = g.node(id);
+    impl->inputs.push_back({n.name, n.type.dtype, bound_shape(n.type.shape)});
+  }
+  for (const auto& o : g.outputs()) {
+    const Node& n = g.node(o.node);
+    impl->outputs.push_back({o.name, n.type.dtype, bound_shape(n.type.shape)});
+  }
+  impl->constants = program.constants;
+  for (const auto& c : impl->constants) impl->constant_ptrs.push_back(c->data());
+  for (const auto& k : module.kernels)
+    report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written});
+  report.arena_bytes = schedule.memory.arena_bytes;
+  report.cache_hit = built.cache_hit;
+  report.cache_key = built.key;
+  report.so_path = built.so_path;
+  report.source = module.source;
+  impl->arena = Tensor::empty(DType::U8, {std::max<int64_t>(report.arena_bytes, 1)});
+
+  if (!options.output_dir.empty()) {
+    namespace fs = std::filesystem;
+    fs::create_directories(options.output_dir);
+    std::ofstream(options.output_dir / "module.cpp") << module.source;
+    fs::copy_file(built.so_path, options.output_dir / "module.so",
+                  fs::copy_options::overwrite_existing);
+    std::ofstream(options.output_dir / "report.json") << report.to_json();
+    std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+  }
+
+  CompiledModel m;
+  m.impl_ = std::move(impl);
+  return m;
+}
+
+static std::vector<Tensor> keep_contiguous(const std::vector<ValueSpec>& specs,
+                                           const std::vector<TensorRef>& inputs,
+                                           std::vector<const void*>& ptrs) {
+  COIL_USER_CHECK(inputs.size() == specs.size(), "the model takes {} inputs, got {}", specs.size(),
+                  inputs.size());
+  std::vector<Tensor> copies;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorRef& t = inputs[i];
+    const ValueSpec& s = specs[i];
+    COIL_USER_CHECK(t.dtype == s.dtype, "input {}: expected dtype {}, got {}", s.name,
+                    dtype_name(s.dtype), dtype_name(t.dtype));
+    COIL_USER_CHECK(t.shape == s.shape, "input {}: expected shape {}, got {}", s.name,
+                    shape_str(s.shape), shape_str(t.shape));
+    COIL_USER_CHECK(t.strides.size() == t.shape.size(), "input {}: {} strides for {} dims", s.name,
+                    t.strides.size(), t.shape.size());
+    COIL_USER_CHECK(t.data != nullptr || t.numel() == 0, "input {}: null data pointer", s.name);
+    if (t.is_contiguous()) {
+      ptrs.push_back(t.data);
+    } else {
+      // Kernels are compiled for contiguous inputs: copy a strided input once per call.
+      copies.push_back(Tensor::copy_of(t));
+      ptrs.push_back(copies.back().data());
+    }
+  }
+  return copies;
+}
+
+void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
+                             const std::vector<Tensor>& outputs) const {
+  COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
+  std::vector<const void*> in_ptrs;
+  std::vector<Tensor> keep = keep_contiguous(impl_->inputs, inputs, in_ptrs);
+  COIL_USER_CHECK(outputs.size() == impl_->outputs.size(), "the model has {} outputs, got {}",
+                  impl_->outputs.size(), outputs.size());
+  std::vector<void*> out_ptrs;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const ValueSpec& s = impl_->outputs[i];
+    COIL_USER_CHECK(outputs[i].dtype() == s.dtype && outputs[i].shape() == s.shape &&
+                        outputs[i].is_contiguous(),
+                    "output {}: expected a contiguous {}{} tensor", s.name, dtype_name(s.dtype),
+                    shape_str(s.shape));
+    out_ptrs.push_back(outputs[i].data());
+  }
+  std::lock_guard<std::mutex> lock(impl_->arena_mutex);
+  impl_->run(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), impl_->constant_ptrs.data(),
+             static_cast<char*>(impl_->arena.data()));
+}
+
+std::vector<Tensor> CompiledModel::run(const std::vector<TensorRef>& inputs) const {
+  COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
+  std::vector<Tensor> outs;
+  for (const ValueSpec& s : impl_->outputs) outs.push_back(Tensor::empty(s.dtype, s.shape));
+  run_into(inputs, outs);
+  return outs;
+}
+
+std::vector<Tensor> CompiledModel::run(const std::vector<Tensor>& inputs) const {
+  std::vector<TensorRef> refs;
+  for (const Tensor& t : inputs) refs.push_back(t.ref());
+  return run(refs);
+}
+
+}  // namespace coil

@@ -1,0 +1,234 @@
+#include "runtime/toolchain.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string_view>
+
+#include "support/check.h"
+
+extern char** environ;
+
+namespace coil {
+namespace {
+
+// One flag and why it is passed. The flags are kept in these tables, not spread over the code,
+// so that the reason for each stays next to it.
+struct Flag {
+  std::string_view flag;
+  std::string_view why;
+};
+
+constexpr Flag kReleaseFlags[] = {
+    {"-O3",
+     "kernels are hot loops; -O3 enables gcc's auto-vectorizer, which the scalar "
+     "kernels rely on (keep it: no -fno-tree-loop-vectorize)"},
+};
+
+constexpr Flag kDebugFlags[] = {
+    {"-O0", "COIL_COMPILE_DEBUG=1: step through generated code in a debugger"},
+    {"-g", "COIL_COMPILE_DEBUG=1: debug info for the generated source"},
+};
+
+// Never -ffast-math: it assumes no NaN/inf (breaking isnan, max/min propagation and masking)
+// and lets the compiler reassociate reductions, so results would drift from eager PyTorch.
+constexpr Flag kCommonFlags[] = {
+    {"-DNDEBUG", "assert() in the runtime headers is for their own unit tests"},
+    {"-shared", "the output is dlopen()ed (runtime/loader.h)"},
+    {"-fPIC", "required for a shared object"},
+    {"-std=c++17",
+     "generated code and runtime headers are C++17, the dialect every supported "
+     "compiler accepts fully"},
+    {"-march=native", "use the host's vector ISA; the host CPU flags are part of the cache key"},
+    {"-fopenmp",
+     "parallel outer loops (#pragma omp). gcc links libgomp; Debian's clang-14 "
+     "links libomp (libomp-14-dev) and adds its RUNPATH, so the same flag works. "
+     "(-fopenmp=libgomp would make clang silently ignore the pragmas.)"},
+    {"-ffp-contract=off",
+     "no fused multiply-add contraction: a*b+c must round twice, as in "
+     "eager PyTorch (gcc's default in GNU mode is 'fast')"},
+    {"-fno-math-errno",
+     "sqrt/exp etc. never set errno (nobody reads it), so they inline and "
+     "vectorize; values are unchanged"},
+    {"-fno-trapping-math",
+     "coil never unmasks FP exceptions, so the compiler may speculate "
+     "and if-convert float ops; values are unchanged"},
+    {"-Wno-unused-variable", "generated code declares temporaries it may not use"},
+    {"-Wno-unknown-pragmas", "kernels carry pragmas meant for the other compiler"},
+};
+
+bool is_executable_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// PATH lookup as execvp does it, but done up front so that the recorded compiler is a path.
+std::optional<std::string> find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    if (!is_executable_file(name)) return std::nullopt;
+    return std::filesystem::absolute(name).string();
+  }
+  const char* path_env = std::getenv("PATH");
+  std::string_view path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  while (!path.empty()) {
+    size_t colon = path.find(':');
+    std::string_view dir = path.substr(0, colon);
+    path = colon == std::string_view::npos ? std::string_view() : path.substr(colon + 1);
+    if (dir.empty()) continue;  // an empty entry means the current directory: not trusted
+    std::string candidate = std::string(dir) + "/" + name;
+    if (is_executable_file(candidate)) return candidate;
+  }
+  return std::nullopt;
+}
+
+// The "flags" line of the first CPU, or "" when /proc/cpuinfo is unreadable.
+std::string read_host_cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0) return line;
+  }
+  return "";
+}
+
+}  // namespace
+
+const Toolchain& Toolchain::get() {
+  static const Toolchain toolchain = [] {
+    const char* env = std::getenv("CXX");
+    if (env && *env) {
+      // An explicit choice is not second-guessed: a bad $CXX is an error, not a fallback.
+      COIL_USER_CHECK(find_program(env).has_value(),
+                      "the C++ compiler named by CXX ('{}') is not an executable on PATH", env);
+      return for_compiler(env);
+    }
+    for (const char* name : {"g++", "clang++", "clang++-14"}) {
+      if (find_program(name)) return for_compiler(name);
+    }
+    user_error(
+        "no C++ compiler found on PATH (tried g++, clang++, clang++-14); install one or "
+        "set CXX");
+  }();
+  return toolchain;
+}
+
+Toolchain Toolchain::for_compiler(const std::string& cxx) {
+  std::optional<std::string> path = find_program(cxx);
+  COIL_USER_CHECK(path.has_value(), "C++ compiler '{}' is not an executable on PATH", cxx);
+  Toolchain t;
+  t.cxx = *path;
+  ProcessResult r = run_process({t.cxx, "--version"});
+  COIL_USER_CHECK(r.status == 0, "'{} --version' failed (exit status {}): {}", t.cxx, r.status,
+                  r.output.substr(0, 2000));
+  t.version = r.output.substr(0, r.output.find('\n'));
+  t.is_clang = t.version.find("clang") != std::string::npos;
+  const char* debug = std::getenv("COIL_COMPILE_DEBUG");
+  t.debug = debug && std::string_view(debug) == "1";
+  t.host_cpu = read_host_cpu_flags();
+  return t;
+}
+
+std::vector<std::string> Toolchain::base_flags() const {
+  std::vector<std::string> flags;
+  auto append = [&](const auto& table) {
+    for (const Flag& f : table) flags.emplace_back(f.flag);
+  };
+  if (debug) {
+    append(kDebugFlags);
+  } else {
+    append(kReleaseFlags);
+  }
+  append(kCommonFlags);
+  return flags;
+}
+
+std::vector<std::string> Toolchain::shared_object_command(const std::filesystem::path& source,
+                                                          const std::filesystem::path& output,
+                                                          const std::filesystem::path& include_dir,
+                                                          const CompileFlags& flags) const {
+  std::vector<std::string> argv{cxx};
+  for (std::string& f : base_flags()) argv.push_back(std::move(f));
+  for (const std::string& f : flags.extra) {
+    COIL_ASSERT(!f.empty() && f[0] == '-', "compile flag '{}' does not start with '-'", f);
+    argv.push_back(f);
+  }
+  argv.push_back("-I" + include_dir.string());
+  argv.push_back(source.string());
+  argv.push_back("-o");
+  argv.push_back(output.string());
+  return argv;
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv) {
+  COIL_ASSERT(!argv.empty(), "run_process needs a program");
+  constexpr size_t kMaxOutput = size_t{1} << 20;
+  // O_CLOEXEC so that a child spawned concurrently by another thread does not inherit the
+  // write end and keep our read() from ever seeing EOF.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    user_error("cannot create a pipe to run '{}': {}", argv[0], std::strerror(errno));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    user_error("cannot run '{}': {}", argv[0], std::strerror(rc));
+  }
+  ProcessResult result;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    size_t room = kMaxOutput - std::min(kMaxOutput, result.output.size());
+    result.output.append(buf, std::min(room, static_cast<size_t>(n)));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) user_error("waiting for '{}' failed: {}", argv[0], std::strerror(errno));
+  }
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string command_string(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    if (!out.empty()) out += ' ';
+    bool plain = !a.empty() && a.find_first_not_of(
+                                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+                                   "VWXYZ0123456789-_=+./:,@%") == std::string::npos;
+    if (plain) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
+}
+
+}  // namespace coil

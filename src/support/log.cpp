@@ -1,0 +1,83 @@
+#include "support/log.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <mutex>
+#include <string>
+
+#include "support/check.h"
+
+namespace coil {
+namespace {
+
+constexpr std::string_view kChannelNames[] = {
+#define COIL_LOG_NAME(name, doc) #name,
+    COIL_LOG_CHANNELS(COIL_LOG_NAME)
+#undef COIL_LOG_NAME
+};
+
+struct LogState {
+  unsigned mask = 0;
+  std::mutex write_mutex;
+};
+
+unsigned parse_channels(std::string_view spec) {
+  unsigned mask = 0;
+  while (!spec.empty()) {
+    size_t comma = spec.find(',');
+    std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.empty()) continue;
+    if (item == "all") return ~0u;
+    bool found = false;
+    for (size_t i = 0; i < std::size(kChannelNames); ++i) {
+      if (kChannelNames[i] == item) {
+        mask |= 1u << i;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::fprintf(stderr, "[coil] warning: unknown COIL_LOGS channel '%.*s'\n",
+                   static_cast<int>(item.size()), item.data());
+    }
+  }
+  return mask;
+}
+
+LogState& state() {
+  static LogState s;
+  static bool initialized = [] {
+    const char* env = std::getenv("COIL_LOGS");
+    if (env) s.mask = parse_channels(env);
+    return true;
+  }();
+  (void)initialized;
+  return s;
+}
+
+}  // namespace
+
+bool log_enabled(LogChannel channel) {
+  return (state().mask >> static_cast<unsigned>(channel)) & 1u;
+}
+
+void set_log_channels(std::string_view spec) {
+  state().mask = parse_channels(spec);
+}
+
+void log_write(LogChannel channel, std::string_view message) {
+  std::lock_guard<std::mutex> lock(state().write_mutex);
+  std::string_view name = kChannelNames[static_cast<size_t>(channel)];
+  fmt::print(stderr, "[coil:{}] {}", name, message);
+  if (message.empty() || message.back() != '\n') std::fputc('\n', stderr);
+}
+
+void warn(std::string_view message) {
+  std::lock_guard<std::mutex> lock(state().write_mutex);
+  fmt::print(stderr, "[coil] warning: {}\n", message);
+}
+
+}  // namespace coil

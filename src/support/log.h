@@ -1,0 +1,45 @@
+// COIL_LOGS: comma-separated channels printed to stderr, e.g. COIL_LOGS=ir,output_code.
+// "all" enables every channel. Channels are declared once in COIL_LOG_CHANNELS.
+#pragma once
+
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace coil {
+
+#define COIL_LOG_CHANNELS(X)                                             \
+  X(graph, "the input graph after parsing and verification")             \
+  X(ir, "loop IR after lowering (buffers, Pointwise/Reduction bodies)")  \
+  X(fusion, "every fusion made and every candidate refused, with why")   \
+  X(schedule, "the final kernels, their nodes, bytes moved, arena plan") \
+  X(output_code, "the generated source of the whole graph")              \
+  X(cache, "code cache hits, misses, rebuilds")                          \
+  X(autotune, "candidates and timings of autotuned choices")             \
+  X(perf, "time spent in each compile stage")
+
+enum class LogChannel {
+#define COIL_LOG_ENUM(name, doc) name,
+  COIL_LOG_CHANNELS(COIL_LOG_ENUM)
+#undef COIL_LOG_ENUM
+};
+
+/// True when COIL_LOGS names the channel (read once per process; see set_log_channels).
+bool log_enabled(LogChannel channel);
+
+/// Replaces the enabled set, as if COIL_LOGS were `spec` (used by tests and the CLI).
+void set_log_channels(std::string_view spec);
+
+/// Writes one message to stderr, prefixed with "[coil:<channel>] ".
+void log_write(LogChannel channel, std::string_view message);
+
+/// A warning is always printed (no channel needed).
+void warn(std::string_view message);
+
+}  // namespace coil
+
+#define COIL_LOG(channel, ...)                                                  \
+  do {                                                                          \
+    if (::coil::log_enabled(::coil::LogChannel::channel))                       \
+      ::coil::log_write(::coil::LogChannel::channel, fmt::format(__VA_ARGS__)); \
+  } while (0)

@@ -1,0 +1,66 @@
+// Test helpers: compile a graph, run it, and compare every output with the reference
+// interpreter (graph/interpreter.h). Failures print the output name and the worst element.
+#pragma once
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "coil/coil.h"
+#include "graph/interpreter.h"
+#include "graph/text_format.h"
+#include "runtime/compare.h"
+
+namespace coil::testing {
+
+/// Random inputs for every graph input (sizes must be static), seeded deterministically.
+inline std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed = 1, double lo = -2.0,
+                                         double hi = 2.0) {
+  std::vector<Tensor> inputs;
+  for (int id : g.inputs()) {
+    const Node& n = g.node(id);
+    auto sizes = static_sizes(n.type.shape);
+    EXPECT_TRUE(sizes.has_value()) << "input " << n.name << " has symbolic sizes";
+    inputs.push_back(random_tensor(n.type.dtype, *sizes, seed++, lo, hi));
+  }
+  return inputs;
+}
+
+/// Compiles and runs `g` on `inputs` and compares with the reference. `tol_scale` widens the
+/// per-dtype default tolerance (for ops like pow whose f32 rounding error grows with the value).
+inline ::testing::AssertionResult matches_reference(const Graph& g,
+                                                    const std::vector<Tensor>& inputs,
+                                                    const CompileOptions& options = {},
+                                                    double tol_scale = 1.0) {
+  CompiledModel m = compile(g, options);
+  std::vector<Tensor> got = m.run(inputs);
+  std::vector<Tensor> want = interpret(g, inputs);
+  for (size_t i = 0; i < got.size(); ++i) {
+    Tolerance tol = default_tolerance(g.node(g.outputs()[i].node).type.dtype);
+    tol.rtol *= tol_scale;
+    tol.atol *= tol_scale;
+    CompareResult c = compare_tensors(got[i], want[i], tol);
+    if (!c.ok) {
+      return ::testing::AssertionFailure()
+             << "output " << g.outputs()[i].name << " (" << g.node(g.outputs()[i].node).op_name()
+             << "): " << c.message << "\n--- graph ---\n"
+             << to_text(g);
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult matches_reference(const Graph& g, uint64_t seed = 1,
+                                                    double tol_scale = 1.0) {
+  return matches_reference(g, random_inputs(g, seed), {}, tol_scale);
+}
+
+/// Parses a text graph (for concise tests).
+inline Graph graph_from_text(const std::string& text) {
+  return parse_graph(text, "<test>");
+}
+
+}  // namespace coil::testing

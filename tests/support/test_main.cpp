@@ -1,0 +1,16 @@
+// Shared main for coil's GoogleTest binaries: every test process uses a cache directory
+// inside the build tree (COIL_TEST_CACHE_DIR, default build/test-cache) unless COIL_CACHE_DIR is
+// already set, so tests never touch the user's cache.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+int main(int argc, char** argv) {
+  if (!std::getenv("COIL_CACHE_DIR")) {
+    std::string dir = std::string(COIL_BINARY_DIR) + "/test-cache";
+    setenv("COIL_CACHE_DIR", dir.c_str(), 1);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
