@@ -27,6 +27,11 @@ struct CompileOptions {
   std::map<std::string, int64_t> sizes;
   /// When set, the generated source, the shared object and report.json are copied here.
   std::filesystem::path output_dir;
+  /// Fuse computations into kernels (sched/fusion.h). Off: one kernel per computation.
+  bool fusion = true;
+  /// Store every intermediate instead of computing it inside its consumers (for tests of
+  /// memory planning and for debugging: each graph node then has its own buffer).
+  bool store_all_intermediates = false;
 };
 
 /// One generated kernel, for reports and tests.

@@ -96,6 +96,44 @@ static bool is_cheap(const Node& n) {
   return n.op->kind == OpKind::Source || n.op->kind == OpKind::View;
 }
 
+int loader_cost(const TensorBox& box) {
+  LoopBody scratch;
+  std::vector<sym::Expr> idx;
+  for (size_t i = 0; i < box.sizes.size(); ++i) idx.push_back(loop_var(static_cast<int>(i)));
+  box.load(scratch, idx);
+  int cost = 0;
+  for (const BodyOp& op : scratch.ops()) {
+    switch (op.op) {
+      case LoopOp::exp:
+      case LoopOp::log:
+      case LoopOp::log1p:
+      case LoopOp::expm1:
+      case LoopOp::tanh:
+      case LoopOp::erf:
+      case LoopOp::sin:
+      case LoopOp::cos:
+      case LoopOp::pow:
+      case LoopOp::sigmoid:
+        cost += kTranscendentalCost;
+        break;
+      case LoopOp::constant:
+        break;
+      default:
+        cost += 1;
+    }
+  }
+  return cost;
+}
+
+/// Whether a value with `readers` consumers is stored rather than recomputed by each.
+static bool should_realize(const Node& node, const TensorBox& box, int readers,
+                           const LowerOptions& o) {
+  if (box.buffer >= 0 || is_cheap(node)) return false;
+  if (o.realize_all) return true;
+  if (readers <= 1) return false;
+  return readers > kRealizeReadsThreshold || loader_cost(box) > kRealizeCostThreshold;
+}
+
 IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
   LowerContext ctx{g, options, {}, {}};
   std::vector<TensorBox> boxes(static_cast<size_t>(g.num_nodes()));
@@ -152,8 +190,7 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
         box = ctx.realize(box, BufferKind::Output, out_k);
       }
       out_buffer[static_cast<size_t>(out_k)] = box.buffer;
-    } else if (uses[static_cast<size_t>(node.id)] > options.realize_reads_threshold &&
-               !is_cheap(node)) {
+    } else if (should_realize(node, box, uses[static_cast<size_t>(node.id)], options)) {
       box = ctx.realize(box);
     }
     boxes[static_cast<size_t>(node.id)] = box;

@@ -27,10 +27,27 @@ struct TensorBox {
   int buffer = -1;  // set when realized: `load` reads this buffer
 };
 
+/// When a value read by several consumers is stored instead of recomputed in each.
+/// Recomputing saves a round trip through memory; storing saves the repeated work. A value is
+/// stored (realized) when it is a graph output or a reduction, or when it has more than one
+/// reader and either of:
+///   * more than kRealizeReadsThreshold readers (Inductor: realize_reads_threshold = 4);
+///   * a body costing more than kRealizeCostThreshold (ops weighted by expense: a load or an
+///     add costs 1, a transcendental kTranscendentalCost), so expensive values such as
+///     softmax's exp(x - max) are computed once. Inductor bounds op count at 30 instead.
+/// Stored intermediates that never leave a fused kernel become per-row local buffers
+/// (sched/fusion.h), so storing rarely costs memory traffic.
+constexpr int kRealizeReadsThreshold = 4;
+constexpr int kRealizeCostThreshold = 8;
+constexpr int kTranscendentalCost = 8;
+
 struct LowerOptions {
-  /// Realize a node read by more than this many consumers (Inductor: realize_reads_threshold).
-  int realize_reads_threshold = 1;
+  /// Store every non-view node instead of inlining (tests of memory planning use it).
+  bool realize_all = false;
 };
+
+/// Cost of computing one element of `box` (weights above).
+int loader_cost(const TensorBox& box);
 
 struct LowerContext {
   const Graph& graph;

@@ -77,9 +77,13 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   Graph g = decompose_and_bind(graph, options.sizes);
   COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
   mark("decompose");
-  IrProgram program = lower_graph(g);
+  LowerOptions lower_options;
+  lower_options.realize_all = options.store_all_intermediates;
+  IrProgram program = lower_graph(g, lower_options);
   mark("lower");
-  Schedule schedule = schedule_program(program);
+  ScheduleOptions schedule_options;
+  schedule_options.fusion.enabled = options.fusion;
+  Schedule schedule = schedule_program(program, schedule_options);
   mark("schedule");
   CppModule module = generate_cpp_module(program, schedule);
   COIL_LOG(output_code, "generated C++:\n{}", module.source);
@@ -168,8 +172,11 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   }
   impl->constants = program.constants;
   for (const auto& c : impl->constants) impl->constant_ptrs.push_back(c->data());
-  for (const auto& k : module.kernels)
-    report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written});
+  for (size_t k = 0; k < module.kernels.size(); ++k) {
+    KernelTraffic t = kernel_traffic(program, schedule, k);
+    report.kernels.push_back(
+        {module.kernels[k].name, "cpu", module.kernels[k].origins, t.bytes_read, t.bytes_written});
+  }
   report.arena_bytes = schedule.memory.arena_bytes;
   report.cache_hit = built.cache_hit;
   report.cache_key = built.key;

@@ -1,50 +1,63 @@
 #include "sched/scheduler.h"
 
+#include <set>
+
 #include "support/check.h"
 #include "support/log.h"
 
 namespace coil {
 
-int64_t buffer_nbytes(const Buffer& b) {
-  auto n = b.layout.numel().as_const();
-  COIL_ASSERT(n.has_value(), "buffer {} has symbolic size", b.name);
-  return *n * dtype_size(b.layout.dtype);
+KernelTraffic kernel_traffic(const IrProgram& p, const Schedule& s, size_t k) {
+  const KernelGroup& g = s.kernels[k];
+  std::set<int> written, local(g.local_buffers.begin(), g.local_buffers.end()), read;
+  for (int c : g.computations()) written.insert(p.computations[static_cast<size_t>(c)].buffer);
+  for (int c : g.computations())
+    for (const auto& r : s.deps.computations[static_cast<size_t>(c)].reads)
+      if (!written.count(r.buffer)) read.insert(r.buffer);
+  KernelTraffic t;
+  for (int b : read) t.bytes_read += buffer_nbytes(p.buffer(b));
+  for (int b : written)
+    if (!local.count(b)) t.bytes_written += buffer_nbytes(p.buffer(b));
+  return t;
 }
 
-static MemoryPlan plan_memory(const IrProgram& program) {
-  MemoryPlan plan;
-  plan.offsets.assign(program.buffers.size(), -1);
-  for (const Buffer& b : program.buffers) {
-    if (b.kind != BufferKind::Intermediate) continue;
-    plan.offsets[static_cast<size_t>(b.id)] = plan.arena_bytes;
-    int64_t bytes = std::max<int64_t>(buffer_nbytes(b), 1);
-    plan.arena_bytes +=
-        (bytes + MemoryPlan::kAlignment - 1) / MemoryPlan::kAlignment * MemoryPlan::kAlignment;
-  }
-  return plan;
-}
-
-Schedule schedule_program(const IrProgram& program) {
-  Schedule s;
-  for (size_t i = 0; i < program.computations.size(); ++i)
-    s.kernels.push_back({{static_cast<int>(i)}});
-  s.memory = plan_memory(program);
-  if (log_enabled(LogChannel::schedule)) {
-    std::string text;
-    for (size_t k = 0; k < s.kernels.size(); ++k) {
-      for (int ci : s.kernels[k].computations) {
-        const ComputedBuffer& c = program.computations[static_cast<size_t>(ci)];
-        text += fmt::format("  kernel {}: {} <- {}\n", k, program.buffer(c.buffer).name,
-                            fmt::join(c.origin_names, ", "));
+static void log_schedule(const IrProgram& p, const Schedule& s) {
+  std::string text;
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    const KernelGroup& g = s.kernels[k];
+    KernelTraffic t = kernel_traffic(p, s, k);
+    text += fmt::format("kernel {}: {} nest(s), {} shared outer loop(s); reads {} B, writes {} B\n",
+                        k, g.nests.size(), g.outer_depth, t.bytes_read, t.bytes_written);
+    for (size_t n = 0; n < g.nests.size(); ++n) {
+      for (int c : g.nests[n].computations) {
+        const ComputedBuffer& comp = p.computations[static_cast<size_t>(c)];
+        bool is_local = std::find(g.local_buffers.begin(), g.local_buffers.end(), comp.buffer) !=
+                        g.local_buffers.end();
+        text += fmt::format(
+            "  nest {}: {} {}{}{} <- {}\n", n, comp.is_reduction() ? "Reduction" : "Pointwise",
+            p.buffer(comp.buffer).name, shape_str(p.buffer(comp.buffer).layout.sizes),
+            is_local ? " (local)" : "", fmt::join(comp.origin_names, ", "));
       }
     }
-    text += fmt::format("  arena: {} bytes\n", s.memory.arena_bytes);
-    for (const Buffer& b : program.buffers)
-      if (s.memory.offsets[static_cast<size_t>(b.id)] >= 0)
-        text += fmt::format("    {} at offset {} ({} bytes)\n", b.name,
-                            s.memory.offsets[static_cast<size_t>(b.id)], buffer_nbytes(b));
-    COIL_LOG(schedule, "schedule:\n{}", text);
   }
+  text += fmt::format("arena: {} bytes ({} without reuse)\n", s.memory.arena_bytes,
+                      s.memory.unplanned_bytes);
+  for (const Buffer& b : p.buffers) {
+    int64_t off = s.memory.offsets[static_cast<size_t>(b.id)];
+    if (off >= 0)
+      text += fmt::format("  {} at offset {} ({} bytes)\n", b.name, off, buffer_nbytes(b));
+  }
+  for (const auto& [b, a] : s.memory.in_place)
+    text += fmt::format("  {} updates {} in place\n", p.buffer(b).name, p.buffer(a).name);
+  COIL_LOG(schedule, "schedule:\n{}", text);
+}
+
+Schedule schedule_program(const IrProgram& program, const ScheduleOptions& options) {
+  Schedule s;
+  s.deps = build_dependencies(program);
+  s.kernels = fuse_computations(program, s.deps, options.fusion);
+  s.memory = plan_memory(program, s.deps, s.kernels);
+  if (log_enabled(LogChannel::schedule)) log_schedule(program, s);
   return s;
 }
 

@@ -1,33 +1,32 @@
-// The scheduler: which computations run together as one kernel, in what order, and where
-// every intermediate buffer lives. (Today each computation is its own kernel; the fusion
-// pass comes with the scheduler issue.)
+// The scheduler: dependencies, then fusion into kernels (sched/fusion.h), then the memory plan
+// (sched/memory_plan.h). COIL_LOGS=schedule prints the result: each kernel with its graph
+// nodes and the bytes it must move, and the arena plan.
 #pragma once
 
 #include <vector>
 
-#include "ir/ir.h"
+#include "sched/memory_plan.h"
 
 namespace coil {
 
-struct ScheduledKernel {
-  std::vector<int> computations;  // indices into IrProgram::computations, in execution order
-};
-
-/// Where intermediates live: byte offsets into one arena allocated per compiled model.
-struct MemoryPlan {
-  static constexpr int64_t kAlignment = 64;
-  std::vector<int64_t> offsets;  // per buffer id; -1 for inputs, outputs, constants
-  int64_t arena_bytes = 0;
+struct ScheduleOptions {
+  FusionOptions fusion;
 };
 
 struct Schedule {
-  std::vector<ScheduledKernel> kernels;
+  DependencyGraph deps;
+  std::vector<KernelGroup> kernels;  // in execution order
   MemoryPlan memory;
 };
 
-Schedule schedule_program(const IrProgram& program);
+Schedule schedule_program(const IrProgram& program, const ScheduleOptions& options = {});
 
-/// Bytes of a buffer with static sizes.
-int64_t buffer_nbytes(const Buffer& b);
+/// The minimum bytes kernel `k` must move: every buffer it reads from outside the kernel, once,
+/// and every buffer it writes that outlives the kernel, once.
+struct KernelTraffic {
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+};
+KernelTraffic kernel_traffic(const IrProgram& program, const Schedule& schedule, size_t k);
 
 }  // namespace coil

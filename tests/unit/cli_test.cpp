@@ -52,7 +52,7 @@ TEST_F(Cli, CompileWritesSourceObjectAndReport) {
   EXPECT_TRUE(fs::exists(dir / "out/module.cpp"));
   EXPECT_TRUE(fs::exists(dir / "out/module.so"));
   auto report = nlohmann::json::parse(std::ifstream(dir / "out/report.json"));
-  EXPECT_GE(report["kernels"].size(), 3u);
+  EXPECT_GE(report["kernels"].size(), 1u);
   EXPECT_EQ(report["kernels"][0]["device"], "cpu");
   EXPECT_TRUE(report["kernels"][0].contains("bytes_read"));
   EXPECT_TRUE(report.contains("arena_bytes"));

@@ -40,129 +40,192 @@ int64_t product(const std::vector<int64_t>& v) {
   return p;
 }
 
-/// "cpp_fused_add_mul_3" from the ops of the graph nodes a kernel came from.
-std::string kernel_name(const IrProgram&, const ComputedBuffer& c, int index) {
-  std::vector<std::string> ops;
-  for (const auto& o : c.origin_names) {
-    auto l = o.find('('), r = o.rfind(')');
-    std::string op = l == std::string::npos ? o : o.substr(l + 1, r - l - 1);
-    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
-  }
-  std::sort(ops.begin(), ops.end());
-  if (ops.size() > 4) ops.resize(4);
-  return fmt::format("cpp_fused_{}_{}", fmt::join(ops, "_"), index);
-}
-
-struct ReductionSpec {
-  std::string init, combine, combine_partial, finalize, acc_type;
-};
-
-ReductionSpec reduction_spec(ReductionType t, DType value_dtype, DType result_dtype) {
-  std::string vt = cpp_value_type(value_dtype), rt = cpp_value_type(result_dtype);
-  switch (t) {
-    case ReductionType::sum:
-      return {"0", "{acc} = {acc} + {v};", "{acc} = {acc} + {p};", "{acc}", rt};
-    case ReductionType::prod:
-      return {"1", "{acc} = {acc} * {v};", "{acc} = {acc} * {p};", "{acc}", rt};
-    case ReductionType::max:
-      return {fmt::format("coil::lowest<{}>()", rt),
-              fmt::format("{{acc}} = coil::maximum<{}>({{acc}}, {{v}});", rt),
-              fmt::format("{{acc}} = coil::maximum<{}>({{acc}}, {{p}});", rt), "{acc}", rt};
-    case ReductionType::min:
-      return {fmt::format("coil::highest<{}>()", rt),
-              fmt::format("{{acc}} = coil::minimum<{}>({{acc}}, {{v}});", rt),
-              fmt::format("{{acc}} = coil::minimum<{}>({{acc}}, {{p}});", rt), "{acc}", rt};
-    case ReductionType::argmax:
-    case ReductionType::argmin: {
-      std::string f = t == ReductionType::argmax ? "argmax_combine" : "argmin_combine";
-      return {fmt::format("{{{}(0), -1}}", vt),
-              fmt::format("coil::{}({{acc}}, {{v}}, {{ridx}});", f),
-              fmt::format("coil::{}({{acc}}, {{p}});", f), "{acc}.index",
-              fmt::format("coil::IndexValue<{}>", vt)};
-    }
-  }
-  COIL_UNREACHABLE("bad reduction");
-}
-
 std::string subst(std::string s, const std::string& key, const std::string& value) {
   for (size_t p = s.find(key); p != std::string::npos; p = s.find(key, p + value.size()))
     s.replace(p, key.size(), value);
   return s;
 }
 
+/// How one reduction type accumulates: {acc} is the accumulator, {v} the value, {p} a partial,
+/// {ridx} the linear reduction index.
+struct ReductionSpec {
+  std::string acc_type, init, combine, combine_partial, finalize;
+};
+
+ReductionSpec reduction_spec(ReductionType t, DType value_dtype, DType result_dtype) {
+  std::string vt = cpp_value_type(value_dtype), rt = cpp_value_type(result_dtype);
+  switch (t) {
+    case ReductionType::sum:
+      return {rt, "0", "{acc} = {acc} + {v};", "{acc} = {acc} + {p};", "{acc}"};
+    case ReductionType::prod:
+      return {rt, "1", "{acc} = {acc} * {v};", "{acc} = {acc} * {p};", "{acc}"};
+    case ReductionType::max:
+    case ReductionType::min: {
+      bool mx = t == ReductionType::max;
+      std::string f = fmt::format("coil::{}<{}>", mx ? "maximum" : "minimum", rt);
+      return {rt, fmt::format("coil::{}<{}>()", mx ? "lowest" : "highest", rt),
+              "{acc} = " + f + "({acc}, {v});", "{acc} = " + f + "({acc}, {p});", "{acc}"};
+    }
+    case ReductionType::argmax:
+    case ReductionType::argmin: {
+      std::string f = t == ReductionType::argmax ? "coil::argmax_combine" : "coil::argmin_combine";
+      return {fmt::format("coil::IndexValue<{}>", vt), fmt::format("{{{}(0), -1}}", vt),
+              f + "({acc}, {v}, {ridx});", f + "({acc}, {p});", "{acc}.index"};
+    }
+  }
+  COIL_UNREACHABLE("bad reduction");
+}
+
+/// A loop nest of the kernel: shared loops and the merged body of its computations.
+struct Nest {
+  std::vector<int64_t> ranges, red_ranges;
+  LoopBody body;
+  std::vector<int> reductions;  // body positions of reduction ops
+  std::vector<bool> after;      // per op: depends on a reduction (runs after the r loops)
+  int tmp_base = 0;             // tmpN numbering offset
+};
+
 class KernelPrinter {
  public:
-  KernelPrinter(const IrProgram& program, const ComputedBuffer& c) : program_(program), c_(c) {
-    ranges_ = static_ranges(c.ranges);
-    red_ranges_ = static_ranges(c.reduction_ranges);
-    for (size_t i = 0; i < ranges_.size(); ++i)
-      analyzer_.bind_loop_var(loop_var(static_cast<int>(i)), ranges_[i]);
-    for (size_t i = 0; i < red_ranges_.size(); ++i)
-      analyzer_.bind_loop_var(reduction_var(static_cast<int>(i)), red_ranges_[i]);
-  }
+  KernelPrinter(const IrProgram& p, const Schedule& s, size_t k)
+      : p_(p), s_(s), g_(s.kernels[k]), index_(k) {}
 
-  CppKernelSource generate(int index) {
-    CppKernelSource k;
-    k.name = kernel_name(program_, c_, index);
-    k.origins = c_.origin_names;
-    int n_in = 0;
-    for (int b : c_.reads()) {
-      k.args.push_back({b, false, fmt::format("in_ptr{}", n_in++)});
-      k.bytes_read += buffer_bytes(b);
-    }
-    k.args.push_back({c_.buffer, true, "out_ptr0"});
-    k.bytes_written = buffer_bytes(c_.buffer);
-    for (const auto& a : k.args) arg_name_[a.buffer] = a.name;
-
+  CppKernelSource generate() {
+    CppKernelSource out;
+    build_nests();
+    assign_args(out);
+    out.name = kernel_name();
+    for (int c : g_.computations())
+      for (const auto& o : p_.computations[static_cast<size_t>(c)].origin_names)
+        out.origins.push_back(o);
     std::vector<std::string> params;
-    for (const auto& a : k.args) {
-      const Buffer& b = program_.buffer(a.buffer);
+    for (const auto& a : out.args) {
       params.push_back(fmt::format("{}{}* __restrict__ {}", a.is_output ? "" : "const ",
-                                   dtype_cpp_type(b.layout.dtype), a.name));
+                                   dtype_cpp_type(p_.buffer(a.buffer).layout.dtype), a.name));
     }
-    w_.linef("// {}: {} {}{}", k.name, c_.is_reduction() ? "Reduction" : "Pointwise",
-             program_.buffer(c_.buffer).name, shape_str(program_.buffer(c_.buffer).layout.sizes));
-    w_.linef("// graph nodes: {}", fmt::join(c_.origin_names, ", "));
-    w_.linef("extern \"C\" void {}({})", k.name, fmt::join(params, ", "));
+    w_.linef("// {}: {} loop nest(s){}", out.name, nests_.size(),
+             g_.nests.size() > 1 ? fmt::format(" sharing {} outer loop(s)", g_.outer_depth) : "");
+    w_.linef("// graph nodes: {}", fmt::join(out.origins, ", "));
+    w_.linef("extern \"C\" void {}({})", out.name, fmt::join(params, ", "));
     w_.open();
-    if (c_.is_reduction()) {
-      emit_reduction();
+    if (nests_.size() == 1 && split_reduction(nests_[0])) {
+      emit_split_reduction(nests_[0]);
     } else {
-      int depth = decide_parallel_depth(ranges_, product(ranges_), kParallelThreadsHint);
-      open_loops(loop_vars(), ranges_, depth);
-      emit_ops(0, static_cast<int>(c_.body.ops().size()));
-      close_loops(ranges_.size());
+      emit_fused();
     }
     w_.close();
-    k.code = w_.str();
-    return k;
+    out.code = w_.str();
+    return out;
   }
 
  private:
-  int64_t buffer_bytes(int b) const {
-    const Layout& l = program_.buffer(b).layout;
-    return product(static_ranges(l.sizes)) * dtype_size(l.dtype);
-  }
-  std::vector<std::string> loop_vars() const {
-    std::vector<std::string> v;
-    for (size_t i = 0; i < ranges_.size(); ++i) v.push_back(fmt::format("x{}", i));
-    return v;
-  }
-  std::vector<std::string> red_vars() const {
-    std::vector<std::string> v;
-    for (size_t i = 0; i < red_ranges_.size(); ++i) v.push_back(fmt::format("r{}", i));
-    return v;
+  // ---- structure -----------------------------------------------------------------------
+
+  void build_nests() {
+    std::set<int> local(g_.local_buffers.begin(), g_.local_buffers.end());
+    int tmp_base = 0;
+    for (const LoopNest& ln : g_.nests) {
+      Nest n;
+      const ComputedBuffer& first = p_.computations[static_cast<size_t>(ln.computations[0])];
+      n.ranges = static_ranges(first.ranges);
+      n.red_ranges = static_ranges(first.reduction_ranges);
+      // Merge bodies; a load of a value stored earlier in this body at the same index is
+      // forwarded; a store of a local buffer that nothing else reads is dropped later.
+      std::map<std::pair<int, const void*>, int> stored;
+      for (int c : ln.computations) {
+        const LoopBody& b = p_.computations[static_cast<size_t>(c)].body;
+        std::vector<int> remap;
+        for (BodyOp op : b.ops()) {
+          for (int& a : op.args)
+            if (a >= 0) a = remap[static_cast<size_t>(a)];
+          if (op.op == LoopOp::load) {
+            auto it = stored.find({op.buffer, op.index.get()});
+            if (it != stored.end()) {
+              remap.push_back(it->second);
+              continue;
+            }
+          }
+          if (op.op == LoopOp::store) stored[{op.buffer, op.index.get()}] = op.args[0];
+          remap.push_back(n.body.append(std::move(op)));
+        }
+      }
+      n.after.assign(n.body.ops().size(), false);
+      for (size_t i = 0; i < n.body.ops().size(); ++i) {
+        const BodyOp& op = n.body.op(static_cast<int>(i));
+        if (op.op == LoopOp::reduction) n.reductions.push_back(static_cast<int>(i));
+        for (int a : op.args)
+          if (a >= 0 && (n.after[static_cast<size_t>(a)] || n.body.op(a).op == LoopOp::reduction))
+            n.after[i] = true;
+      }
+      n.tmp_base = tmp_base;
+      tmp_base += static_cast<int>(n.body.ops().size());
+      for (const BodyOp& op : n.body.ops())
+        if (op.op == LoopOp::load && local.count(op.buffer)) needs_array_.insert(op.buffer);
+      nests_.push_back(std::move(n));
+    }
   }
 
-  void open_loops(const std::vector<std::string>& vars, const std::vector<int64_t>& ranges,
-                  int parallel_depth, size_t first = 0) {
-    for (size_t i = first; i < vars.size(); ++i) {
-      if (i == first && parallel_depth > 0) {
-        w_.line(parallel_depth > 1
-                    ? fmt::format("#pragma omp parallel for collapse({})", parallel_depth)
-                    : "#pragma omp parallel for");
+  void assign_args(CppKernelSource& out) {
+    std::set<int> written, local(g_.local_buffers.begin(), g_.local_buffers.end());
+    for (int c : g_.computations()) written.insert(p_.computations[static_cast<size_t>(c)].buffer);
+    int n_in = 0, n_out = 0;
+    for (const Nest& n : nests_) {
+      for (const BodyOp& op : n.body.ops()) {
+        if (op.op != LoopOp::load || written.count(op.buffer) || arg_name_.count(op.buffer))
+          continue;
+        arg_name_[op.buffer] = fmt::format("in_ptr{}", n_in++);
+        out.args.push_back({op.buffer, false, arg_name_[op.buffer]});
       }
-      w_.linef("for (int64_t {0} = 0; {0} < {1}; {0}++)", vars[i], cpp_index(ranges[i], analyzer_));
+    }
+    for (int c : g_.computations()) {
+      int b = p_.computations[static_cast<size_t>(c)].buffer;
+      if (local.count(b)) {
+        if (needs_array_.count(b)) local_name_[b] = p_.buffer(b).name + "_local";
+        continue;
+      }
+      arg_name_[b] = fmt::format("out_ptr{}", n_out++);
+      out.args.push_back({b, true, arg_name_[b]});
+    }
+  }
+
+  std::string kernel_name() const {
+    std::vector<std::string> ops;
+    for (int c : g_.computations()) {
+      for (const auto& o : p_.computations[static_cast<size_t>(c)].origin_names) {
+        auto l = o.find('('), r = o.rfind(')');
+        std::string op = l == std::string::npos ? o : o.substr(l + 1, r - l - 1);
+        if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+      }
+    }
+    std::sort(ops.begin(), ops.end());
+    if (ops.size() > 4) ops.resize(4);
+    return fmt::format("cpp_fused_{}_{}", fmt::join(ops, "_"), index_);
+  }
+
+  int64_t local_row_elements(int b) const {
+    const Layout& l = p_.buffer(b).layout;
+    auto row = g_.outer_depth == 0 ? l.numel() : l.strides[static_cast<size_t>(g_.outer_depth - 1)];
+    return row.as_const().value();
+  }
+
+  // ---- emission ------------------------------------------------------------------------
+
+  sym::Analyzer analyzer_for(const Nest& n) const {
+    sym::Analyzer a;
+    for (size_t i = 0; i < n.ranges.size(); ++i)
+      a.bind_loop_var(loop_var(static_cast<int>(i)), n.ranges[i]);
+    for (size_t i = 0; i < n.red_ranges.size(); ++i)
+      a.bind_loop_var(reduction_var(static_cast<int>(i)), n.red_ranges[i]);
+    return a;
+  }
+
+  void open_loops(const char* prefix, const std::vector<int64_t>& ranges, size_t first, size_t last,
+                  int parallel) {
+    for (size_t i = first; i < last; ++i) {
+      if (i == first && parallel > 0)
+        w_.line(parallel > 1 ? fmt::format("#pragma omp parallel for collapse({})", parallel)
+                             : "#pragma omp parallel for");
+      w_.linef("for (int64_t {0}{1} = 0; {0}{1} < {2}; {0}{1}++)", prefix, i, ranges[i]);
       w_.open();
     }
   }
@@ -170,36 +233,55 @@ class KernelPrinter {
     for (size_t i = 0; i < n; ++i) w_.close();
   }
 
-  std::string tmp(int i) const { return fmt::format("tmp{}", i); }
+  std::string tmp(const Nest& n, int i) const { return fmt::format("tmp{}", n.tmp_base + i); }
 
-  /// Prints body ops [begin, end) except the reduction op.
-  void emit_ops(int begin, int end) {
-    const auto& ops = c_.body.ops();
-    for (int i = begin; i < end; ++i) {
-      const BodyOp& op = ops[static_cast<size_t>(i)];
+  /// The C++ lvalue of buffer `b` at `index` in nest `n`: a local row element or a pointer.
+  std::string access(const Nest& n, int b, const sym::Expr& index, const sym::Analyzer& a) const {
+    auto it = local_name_.find(b);
+    if (it != local_name_.end()) {
+      const Layout& l = p_.buffer(b).layout;
+      std::vector<sym::Expr> rng, red;
+      for (int64_t r : n.ranges) rng.push_back(r);
+      for (int64_t r : n.red_ranges) red.push_back(r);
+      sym::Expr inner;
+      bool ok = row_partitioned(index, l, g_.outer_depth, rng, red, &inner);
+      COIL_ASSERT(ok, "local buffer {} accessed outside its row at {}", p_.buffer(b).name,
+                  sym::to_string(index));
+      return fmt::format("{}[{}]", it->second, cpp_index(inner, a));
+    }
+    return fmt::format("{}[{}]", arg_name_.at(b), cpp_index(index, a));
+  }
+
+  /// Prints the ops of `n` for which `pick(i)` holds, except reductions.
+  template <typename Pick>
+  void emit_ops(const Nest& n, const sym::Analyzer& a, Pick pick) {
+    std::set<int> local(g_.local_buffers.begin(), g_.local_buffers.end());
+    for (int i = 0; i < static_cast<int>(n.body.ops().size()); ++i) {
+      if (!pick(i)) continue;
+      const BodyOp& op = n.body.op(i);
       std::string ty = cpp_value_type(op.dtype);
       switch (op.op) {
         case LoopOp::reduction:
           break;
         case LoopOp::load: {
-          const Buffer& b = program_.buffer(op.buffer);
-          std::string e =
-              fmt::format("{}[{}]", arg_name_.at(op.buffer), cpp_index(op.index, analyzer_));
-          if (b.layout.dtype != op.dtype) e = fmt::format("static_cast<{}>({})", ty, e);
-          w_.linef("{} {} = {};", ty, tmp(i), e);
+          std::string e = access(n, op.buffer, op.index, a);
+          if (p_.buffer(op.buffer).layout.dtype != op.dtype)
+            e = fmt::format("static_cast<{}>({})", ty, e);
+          w_.linef("{} {} = {};", ty, tmp(n, i), e);
           break;
         }
         case LoopOp::store: {
-          const Buffer& b = program_.buffer(op.buffer);
-          std::string v = tmp(op.args[0]);
-          if (b.layout.dtype != op.dtype)
-            v = fmt::format("static_cast<{}>({})", dtype_cpp_type(b.layout.dtype), v);
-          w_.linef("{}[{}] = {};", arg_name_.at(op.buffer), cpp_index(op.index, analyzer_), v);
+          if (local.count(op.buffer) && !local_name_.count(op.buffer)) break;  // forwarded only
+          std::string v = tmp(n, op.args[0]);
+          DType storage = p_.buffer(op.buffer).layout.dtype;
+          if (storage != op.dtype)
+            v = fmt::format("static_cast<{}>({})", dtype_cpp_type(storage), v);
+          w_.linef("{} = {};", access(n, op.buffer, op.index, a), v);
           break;
         }
         case LoopOp::index_expr: {
-          std::string e = cpp_index(op.index, analyzer_);
-          w_.linef("{} {} = {};", ty, tmp(i),
+          std::string e = cpp_index(op.index, a);
+          w_.linef("{} {} = {};", ty, tmp(n, i),
                    op.dtype == DType::I64 ? e : fmt::format("static_cast<{}>({})", ty, e));
           break;
         }
@@ -207,98 +289,177 @@ class KernelPrinter {
           std::vector<std::string> args;
           std::vector<DType> dts;
           for (int k = 0; k < loop_op_arity(op.op); ++k) {
-            args.push_back(tmp(op.args[static_cast<size_t>(k)]));
-            dts.push_back(c_.body.dtype_of(op.args[static_cast<size_t>(k)]));
+            args.push_back(tmp(n, op.args[static_cast<size_t>(k)]));
+            dts.push_back(n.body.dtype_of(op.args[static_cast<size_t>(k)]));
           }
-          w_.linef("{} {} = {};", ty, tmp(i), cpp_scalar_op(op, args, dts));
+          w_.linef("{} {} = {};", ty, tmp(n, i), cpp_scalar_op(op, args, dts));
         }
       }
     }
   }
 
-  std::string linear_reduction_index() const {
+  std::string linear_reduction_index(const Nest& n, const sym::Analyzer& a) const {
+    if (n.red_ranges.empty()) return "0";
     sym::Expr lin = 0;
-    for (size_t i = 0; i < red_ranges_.size(); ++i)
-      lin = lin * red_ranges_[i] + reduction_var(static_cast<int>(i));
-    return cpp_index(analyzer_.simplify(lin), analyzer_);
+    for (size_t i = 0; i < n.red_ranges.size(); ++i)
+      lin = lin * n.red_ranges[i] + reduction_var(static_cast<int>(i));
+    return cpp_index(a.simplify(lin), a);
   }
 
-  void emit_reduction() {
-    int red = c_.body.reduction_op();
-    COIL_ASSERT(red >= 0, "reduction computation without a reduction op");
-    const BodyOp& rop = c_.body.op(red);
-    DType value_t = c_.body.dtype_of(rop.args[0]);
-    ReductionSpec spec = reduction_spec(rop.reduction, value_t, rop.dtype);
-    std::string acc = "tmp_acc0";
-    auto fill = [&](const std::string& pattern, const std::string& a) {
-      std::string s = subst(pattern, "{acc}", a);
-      s = subst(s, "{v}", tmp(rop.args[0]));
-      s = subst(s, "{p}", acc + "_part[c]");
-      return subst(s, "{ridx}", red_ranges_.empty() ? "0" : linear_reduction_index());
-    };
-    int64_t outer = product(ranges_), inner = product(red_ranges_);
-    bool split =
-        outer < kParallelThreadsHint && inner >= kSplitReductionMinElements && !red_ranges_.empty();
-    int depth = split ? 0
-                      : decide_parallel_depth(ranges_, outer * std::max<int64_t>(inner, 1),
-                                              kParallelThreadsHint);
-    open_loops(loop_vars(), ranges_, depth);
-    w_.linef("{} {} = {};", spec.acc_type, acc, spec.init);
-    if (!split) {
-      open_loops(red_vars(), red_ranges_, 0);
-      emit_ops(0, red);
-      w_.line(fill(spec.combine, acc));
-      close_loops(red_ranges_.size());
-    } else {
-      // Fixed chunks of the outermost reduction loop: the partials and their combine order
-      // depend only on the sizes, so the result is the same for any thread count.
-      int64_t r0 = red_ranges_[0], per_r0 = inner / std::max<int64_t>(r0, 1);
-      int64_t chunk =
-          std::max<int64_t>(1, kSplitReductionChunkElements / std::max<int64_t>(per_r0, 1));
-      int64_t chunks = (r0 + chunk - 1) / chunk;
-      if (chunks > 1024) {
-        chunk = (r0 + 1023) / 1024;
-        chunks = (r0 + chunk - 1) / chunk;
-      }
-      w_.linef("{} {}_part[{}];", spec.acc_type, acc, chunks);
-      w_.line("#pragma omp parallel for");
-      w_.linef("for (int64_t c = 0; c < {}; c++)", chunks);
-      w_.open();
-      w_.linef("{} {}_local = {};", spec.acc_type, acc, spec.init);
-      w_.linef("for (int64_t r0 = c * {0}; r0 < std::min<int64_t>(c * {0} + {0}, {1}); r0++)",
-               chunk, r0);
-      w_.open();
-      open_loops(red_vars(), red_ranges_, 0, 1);
-      emit_ops(0, red);
-      w_.line(fill(spec.combine, acc + "_local"));
-      close_loops(red_ranges_.size() - 1);
-      w_.close();
-      w_.linef("{}_part[c] = {}_local;", acc, acc);
-      w_.close();
-      w_.linef("for (int64_t c = 0; c < {}; c++)", chunks);
-      w_.open();
-      w_.line(fill(spec.combine_partial, acc));
-      w_.close();
+  std::string fill(const std::string& pattern, const std::string& acc, const Nest& n, int red,
+                   const sym::Analyzer& a, const std::string& partial = "") {
+    std::string s = subst(pattern, "{acc}", acc);
+    s = subst(s, "{v}", tmp(n, n.body.op(red).args[0]));
+    s = subst(s, "{p}", partial);
+    return subst(s, "{ridx}", linear_reduction_index(n, a));
+  }
+
+  ReductionSpec spec_of(const Nest& n, int red) const {
+    const BodyOp& rop = n.body.op(red);
+    return reduction_spec(rop.reduction, n.body.dtype_of(rop.args[0]), rop.dtype);
+  }
+
+  /// One nest inside the shared outer loops: its own inner loops, accumulators, body.
+  void emit_nest(const Nest& n) {
+    sym::Analyzer a = analyzer_for(n);
+    size_t depth = static_cast<size_t>(g_.outer_depth);
+    open_loops("x", n.ranges, depth, n.ranges.size(), 0);
+    std::vector<std::string> accs;
+    for (int red : n.reductions) {
+      accs.push_back(fmt::format("tmp_acc{}", acc_counter_++));
+      w_.linef("{} {} = {};", spec_of(n, red).acc_type, accs.back(), spec_of(n, red).init);
     }
-    w_.linef("{} {} = {};", cpp_value_type(rop.dtype), tmp(red),
-             subst(spec.finalize, "{acc}", acc));
-    emit_ops(red + 1, static_cast<int>(c_.body.ops().size()));
-    close_loops(ranges_.size());
+    if (!n.reductions.empty()) open_loops("r", n.red_ranges, 0, n.red_ranges.size(), 0);
+    emit_ops(n, a, [&](int i) { return !n.after[static_cast<size_t>(i)]; });
+    for (size_t k = 0; k < n.reductions.size(); ++k)
+      w_.line(fill(spec_of(n, n.reductions[k]).combine, accs[k], n, n.reductions[k], a));
+    if (!n.reductions.empty()) close_loops(n.red_ranges.size());
+    for (size_t k = 0; k < n.reductions.size(); ++k) {
+      int red = n.reductions[k];
+      w_.linef("{} {} = {};", cpp_value_type(n.body.op(red).dtype), tmp(n, red),
+               subst(spec_of(n, red).finalize, "{acc}", accs[k]));
+    }
+    emit_ops(n, a, [&](int i) { return n.after[static_cast<size_t>(i)]; });
+    close_loops(n.ranges.size() - depth);
   }
 
-  const IrProgram& program_;
-  const ComputedBuffer& c_;
-  std::vector<int64_t> ranges_, red_ranges_;
-  sym::Analyzer analyzer_;
-  std::map<int, std::string> arg_name_;
+  void emit_fused() {
+    std::vector<int64_t> outer(nests_[0].ranges.begin(), nests_[0].ranges.begin() + g_.outer_depth);
+    int64_t work = 0;
+    for (const Nest& n : nests_)
+      work += product(n.ranges) * std::max<int64_t>(product(n.red_ranges), 1);
+    int par = std::min(decide_parallel_depth(outer, work, kParallelThreadsHint), g_.outer_depth);
+    int64_t local_bytes = 0;
+    for (const auto& [b, name] : local_name_)
+      local_bytes += local_row_elements(b) * dtype_size(p_.buffer(b).layout.dtype);
+    bool heap_locals = local_bytes > kMaxStackLocalBytes;
+    auto declare_locals = [&](bool heap) {
+      for (const auto& [b, name] : local_name_) {
+        std::string ty(dtype_cpp_type(p_.buffer(b).layout.dtype));
+        if (heap) {
+          w_.linef("std::unique_ptr<{0}[]> {1}_storage(new {0}[{2}]);", ty, name,
+                   local_row_elements(b));
+          w_.linef("{}* {} = {}_storage.get();", ty, name, name);
+        } else {
+          w_.linef("{} {}[{}];", ty, name, local_row_elements(b));
+        }
+      }
+    };
+    if (heap_locals) {
+      // Per-thread row buffers, allocated once per thread, not per row.
+      if (par > 0) {
+        w_.line("#pragma omp parallel");
+        w_.open();
+      }
+      declare_locals(true);
+      if (par > 0)
+        w_.line(par > 1 ? fmt::format("#pragma omp for collapse({})", par) : "#pragma omp for");
+      open_loops("x", outer, 0, outer.size(), 0);
+    } else {
+      open_loops("x", outer, 0, outer.size(), par);
+      declare_locals(false);
+    }
+    for (const Nest& n : nests_) emit_nest(n);
+    close_loops(outer.size());
+    if (heap_locals && par > 0) w_.close();
+  }
+
+  // ---- a lone reduction with too few outputs: fixed chunks of its outermost r loop --------
+
+  bool split_reduction(const Nest& n) const {
+    return !n.reductions.empty() && !n.red_ranges.empty() &&
+           product(n.ranges) < kParallelThreadsHint &&
+           product(n.red_ranges) >= kSplitReductionMinElements;
+  }
+
+  void emit_split_reduction(const Nest& n) {
+    sym::Analyzer a = analyzer_for(n);
+    int64_t r0 = n.red_ranges[0], per_r0 = product(n.red_ranges) / std::max<int64_t>(r0, 1);
+    int64_t chunk =
+        std::max<int64_t>(1, kSplitReductionChunkElements / std::max<int64_t>(per_r0, 1));
+    int64_t chunks = (r0 + chunk - 1) / chunk;
+    if (chunks > 1024) {
+      chunk = (r0 + 1023) / 1024;
+      chunks = (r0 + chunk - 1) / chunk;
+    }
+    open_loops("x", n.ranges, 0, n.ranges.size(), 0);
+    std::vector<std::string> accs;
+    for (int red : n.reductions) {
+      accs.push_back(fmt::format("tmp_acc{}", acc_counter_++));
+      const ReductionSpec sp = spec_of(n, red);
+      w_.linef("{} {} = {};", sp.acc_type, accs.back(), sp.init);
+      w_.linef("{} {}_part[{}];", sp.acc_type, accs.back(), chunks);
+    }
+    // The partials and their combine order depend only on the sizes, so the result is the
+    // same for any thread count.
+    w_.line("#pragma omp parallel for");
+    w_.linef("for (int64_t c = 0; c < {}; c++)", chunks);
+    w_.open();
+    for (size_t k = 0; k < accs.size(); ++k)
+      w_.linef("{} {}_local = {};", spec_of(n, n.reductions[k]).acc_type, accs[k],
+               spec_of(n, n.reductions[k]).init);
+    w_.linef("for (int64_t r0 = c * {0}; r0 < std::min<int64_t>(c * {0} + {0}, {1}); r0++)", chunk,
+             r0);
+    w_.open();
+    open_loops("r", n.red_ranges, 1, n.red_ranges.size(), 0);
+    emit_ops(n, a, [&](int i) { return !n.after[static_cast<size_t>(i)]; });
+    for (size_t k = 0; k < accs.size(); ++k)
+      w_.line(fill(spec_of(n, n.reductions[k]).combine, accs[k] + "_local", n, n.reductions[k], a));
+    close_loops(n.red_ranges.size() - 1);
+    w_.close();
+    for (const auto& acc : accs) w_.linef("{0}_part[c] = {0}_local;", acc);
+    w_.close();
+    w_.linef("for (int64_t c = 0; c < {}; c++)", chunks);
+    w_.open();
+    for (size_t k = 0; k < accs.size(); ++k)
+      w_.line(fill(spec_of(n, n.reductions[k]).combine_partial, accs[k], n, n.reductions[k], a,
+                   accs[k] + "_part[c]"));
+    w_.close();
+    for (size_t k = 0; k < n.reductions.size(); ++k) {
+      int red = n.reductions[k];
+      w_.linef("{} {} = {};", cpp_value_type(n.body.op(red).dtype), tmp(n, red),
+               subst(spec_of(n, red).finalize, "{acc}", accs[k]));
+    }
+    emit_ops(n, a, [&](int i) { return n.after[static_cast<size_t>(i)]; });
+    close_loops(n.ranges.size());
+  }
+
+  const IrProgram& p_;
+  const Schedule& s_;
+  const KernelGroup& g_;
+  size_t index_;
+  std::vector<Nest> nests_;
+  std::set<int> needs_array_;              // local buffers some nest loads (not only forwarded)
+  std::map<int, std::string> arg_name_;    // buffer -> in_ptrN / out_ptrN
+  std::map<int, std::string> local_name_;  // local buffer -> row array name
+  int acc_counter_ = 0;
   CodeWriter w_;
 };
 
 }  // namespace
 
-CppKernelSource generate_cpp_kernel(const IrProgram& program, const ComputedBuffer& computation,
-                                    int index) {
-  return KernelPrinter(program, computation).generate(index);
+CppKernelSource generate_cpp_kernel(const IrProgram& program, const Schedule& schedule, size_t k) {
+  return KernelPrinter(program, schedule, k).generate();
 }
 
 }  // namespace coil

@@ -1,5 +1,5 @@
-// CppKernel: prints one kernel group (today: one ComputedBuffer) as one readable
-// `extern "C"` C++ function. Scalar code; explicit SIMD comes with CppVecKernel.
+// CppKernel: prints one fused kernel (sched/fusion.h: nests under shared outer loops) as one
+// readable `extern "C"` C++ function. Scalar code; explicit SIMD comes with CppVecKernel.
 //
 // Parallelism (Inductor's rule, inductor.md §1.7): OpenMP on the outermost loops, as many as
 // needed to give >= 2x threads of parallel iterations without chunks under 512 elements; no
@@ -8,15 +8,15 @@
 // is the same on every machine.
 //
 // Reductions are bitwise identical for any thread count: each output element is reduced by
-// one thread in loop order, or, when there are too few outputs to parallelize over, the
-// outermost reduction loop is cut into a fixed number of chunks (a function of the sizes
+// one thread in loop order, or, when a lone reduction has too few outputs to parallelize over,
+// its outermost reduction loop is cut into a fixed number of chunks (a function of the sizes
 // only) whose partials are combined in chunk order.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "ir/ir.h"
+#include "sched/scheduler.h"
 
 namespace coil {
 
@@ -28,6 +28,9 @@ constexpr int64_t kMinChunkSize = 512;
 constexpr int64_t kSplitReductionMinElements = 8192;
 /// Elements per chunk of a split reduction (before rounding to whole r0 iterations).
 constexpr int64_t kSplitReductionChunkElements = 32768;
+/// Local row buffers up to this many bytes in total live on the stack of each outer
+/// iteration; larger ones are allocated once per thread.
+constexpr int64_t kMaxStackLocalBytes = 32 * 1024;
 
 /// Number of leading loops to parallelize (0 = serial), Inductor's decide_parallel_depth.
 int decide_parallel_depth(const std::vector<int64_t>& ranges, int64_t total_work, int threads);
@@ -44,12 +47,9 @@ struct CppKernelSource {
   std::string code;  // the function definition
   std::vector<KernelArg> args;
   std::vector<std::string> origins;  // graph nodes, "t3 (add)"
-  int64_t bytes_read = 0;            // minimum bytes the kernel must read (each input once)
-  int64_t bytes_written = 0;
 };
 
-/// Generates the kernel computing `computation`; `index` numbers kernels in the module.
-CppKernelSource generate_cpp_kernel(const IrProgram& program, const ComputedBuffer& computation,
-                                    int index);
+/// Generates kernel `k` of `schedule`.
+CppKernelSource generate_cpp_kernel(const IrProgram& program, const Schedule& schedule, size_t k);
 
 }  // namespace coil

@@ -12,11 +12,7 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
   w.line("#include \"coil_kernel.h\"");
   w.line();
   for (size_t k = 0; k < schedule.kernels.size(); ++k) {
-    const auto& group = schedule.kernels[k];
-    COIL_ASSERT(group.computations.size() == 1, "multi-computation kernels are not generated yet");
-    CppKernelSource ks = generate_cpp_kernel(
-        program, program.computations[static_cast<size_t>(group.computations[0])],
-        static_cast<int>(k));
+    CppKernelSource ks = generate_cpp_kernel(program, schedule, k);
     w.raw(ks.code);
     w.line();
     m.kernels.push_back(std::move(ks));
@@ -42,6 +38,7 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
         w.linef("auto* {} = static_cast<{}*>(outputs[{}]);", b.name, ty, b.external_index);
         break;
       case BufferKind::Intermediate:
+        if (schedule.memory.offsets[static_cast<size_t>(b.id)] < 0) break;  // lives inside a kernel
         w.linef("auto* {} = reinterpret_cast<{}*>(arena + {});  // {} bytes", b.name, ty,
                 schedule.memory.offsets[static_cast<size_t>(b.id)], buffer_nbytes(b));
         break;

@@ -1,0 +1,251 @@
+#include "sched/fusion.h"
+
+#include <algorithm>
+#include <set>
+
+#include "support/check.h"
+#include "support/log.h"
+#include "sym/analyzer.h"
+
+namespace coil {
+
+std::vector<int> KernelGroup::computations() const {
+  std::vector<int> out;
+  for (const auto& n : nests) out.insert(out.end(), n.computations.begin(), n.computations.end());
+  return out;
+}
+
+static sym::Analyzer analyzer_for(const std::vector<sym::Expr>& ranges,
+                                  const std::vector<sym::Expr>& red) {
+  sym::Analyzer a;
+  for (size_t i = 0; i < ranges.size(); ++i)
+    a.bind_loop_var(loop_var(static_cast<int>(i)), ranges[i]);
+  for (size_t i = 0; i < red.size(); ++i)
+    a.bind_loop_var(reduction_var(static_cast<int>(i)), red[i]);
+  return a;
+}
+
+bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
+                     const std::vector<sym::Expr>& ranges,
+                     const std::vector<sym::Expr>& reduction_ranges, sym::Expr* inner) {
+  if (depth > static_cast<int>(layout.strides.size()) || depth > static_cast<int>(ranges.size()))
+    return false;
+  sym::Analyzer a = analyzer_for(ranges, reduction_ranges);
+  sym::Expr rest = index;
+  for (int j = 0; j < depth; ++j) {
+    auto stride = a.linear_stride(index, loop_var(j));
+    if (!stride || !a.statically_known_equal(*stride, layout.strides[static_cast<size_t>(j)]))
+      return false;
+    if (!a.statically_known_equal(ranges[static_cast<size_t>(j)],
+                                  layout.sizes[static_cast<size_t>(j)]))
+      return false;
+    rest = rest - loop_var(j) * layout.strides[static_cast<size_t>(j)];
+  }
+  rest = a.simplify(rest);
+  for (int j = 0; j < depth; ++j)
+    if (sym::depends_on(rest, loop_var(j))) return false;
+  sym::Expr row = depth == 0 ? layout.numel() : layout.strides[static_cast<size_t>(depth - 1)];
+  if (!a.statically_known_nonnegative(rest) || !a.statically_known_lt(rest, row)) return false;
+  if (inner) *inner = rest;
+  return true;
+}
+
+namespace {
+
+int64_t product(const std::vector<sym::Expr>& v) {
+  int64_t p = 1;
+  for (const auto& e : v) p *= e.as_const().value_or(1);
+  return p;
+}
+
+class Fuser {
+ public:
+  Fuser(const IrProgram& p, const DependencyGraph& d) : p_(p), d_(d) {}
+
+  std::vector<KernelGroup> run(bool enabled) {
+    size_t n = p_.computations.size();
+    std::vector<bool> done(n, false);
+    std::vector<KernelGroup> groups;
+    size_t remaining = n;
+    while (remaining > 0) {
+      KernelGroup g;
+      int first = next_ready(done, -1, g, false);
+      add_new_nest(g, first);
+      done[static_cast<size_t>(first)] = true;
+      --remaining;
+      while (enabled && remaining > 0) {
+        int c = next_ready(done, first, g, true);
+        if (c < 0) break;
+        done[static_cast<size_t>(c)] = true;
+        --remaining;
+      }
+      finish(g);
+      groups.push_back(std::move(g));
+    }
+    return groups;
+  }
+
+ private:
+  const ComputedBuffer& comp(int c) const { return p_.computations[static_cast<size_t>(c)]; }
+  std::string name(int c) const {
+    return fmt::format("{} ({})", p_.buffer(comp(c).buffer).name,
+                       fmt::join(comp(c).origin_names, ", "));
+  }
+  bool ready(const std::vector<bool>& done, int c) const {
+    for (int pred : d_.predecessors[static_cast<size_t>(c)])
+      if (!done[static_cast<size_t>(pred)]) return false;
+    return true;
+  }
+
+  /// The first ready computation (try_fuse = false), or the first ready one that can join `g`.
+  int next_ready(const std::vector<bool>& done, int, KernelGroup& g, bool try_fuse) {
+    for (size_t c = 0; c < done.size(); ++c) {
+      if (done[c] || !ready(done, static_cast<int>(c))) continue;
+      if (!try_fuse) return static_cast<int>(c);
+      if (try_add(g, static_cast<int>(c))) return static_cast<int>(c);
+    }
+    return -1;
+  }
+
+  void add_new_nest(KernelGroup& g, int c) {
+    int depth = static_cast<int>(comp(c).ranges.size());
+    g.outer_depth = g.nests.empty() ? depth : std::min(g.outer_depth, depth);
+    g.nests.push_back({{c}});
+  }
+
+  bool shares_data(const KernelGroup& g, int c) const {
+    std::set<int> touched;
+    for (int m : g.computations()) {
+      touched.insert(comp(m).buffer);
+      for (const auto& r : d_.computations[static_cast<size_t>(m)].reads) touched.insert(r.buffer);
+    }
+    for (const auto& r : d_.computations[static_cast<size_t>(c)].reads)
+      if (touched.count(r.buffer)) return true;
+    return false;
+  }
+
+  int body_ops(const KernelGroup& g) const {
+    int n = 0;
+    for (int m : g.computations()) n += static_cast<int>(comp(m).body.ops().size());
+    return n;
+  }
+
+  bool refuse(int c, const KernelGroup& g, const std::string& why) {
+    COIL_LOG(fusion, "refuse {} into kernel of [{}]: {}", name(c), group_names(g), why);
+    return false;
+  }
+  std::string group_names(const KernelGroup& g) const {
+    std::vector<std::string> names;
+    for (int m : g.computations()) names.push_back(p_.buffer(comp(m).buffer).name);
+    return fmt::format("{}", fmt::join(names, ", "));
+  }
+
+  /// Same loops as nest `nest`, and every value c reads from that nest is read at the index
+  /// where it is stored (so the merged body forwards it) from a pointwise producer.
+  bool can_share_nest(const LoopNest& nest, int c) const {
+    const ComputedBuffer& a = comp(nest.computations[0]);
+    const ComputedBuffer& b = comp(c);
+    if (a.ranges != b.ranges || a.reduction_ranges != b.reduction_ranges) return false;
+    for (const auto& r : d_.computations[static_cast<size_t>(c)].reads) {
+      for (int m : nest.computations) {
+        if (comp(m).buffer != r.buffer) continue;
+        if (comp(m).is_reduction() ||
+            r.index != d_.computations[static_cast<size_t>(m)].write.index)
+          return false;
+      }
+    }
+    return true;
+  }
+
+  /// Every buffer passed from one nest to a later one is row-partitioned at `depth`.
+  bool rows_independent(const KernelGroup& g, int depth, std::string* why) const {
+    std::map<int, int> nest_of;  // computation -> nest position
+    for (size_t i = 0; i < g.nests.size(); ++i)
+      for (int m : g.nests[i].computations) nest_of[m] = static_cast<int>(i);
+    for (const auto& [m, ni] : nest_of) {
+      const ComputedBuffer& reader = comp(m);
+      for (const auto& r : d_.computations[static_cast<size_t>(m)].reads) {
+        int w = d_.writer[static_cast<size_t>(r.buffer)];
+        auto it = nest_of.find(w);
+        if (it == nest_of.end() || it->second == ni) continue;  // external, or forwarded in-nest
+        const ComputedBuffer& writer = comp(w);
+        const Layout& layout = p_.buffer(r.buffer).layout;
+        if (!row_partitioned(d_.computations[static_cast<size_t>(w)].write.index, layout, depth,
+                             writer.ranges, writer.reduction_ranges) ||
+            !row_partitioned(r.index, layout, depth, reader.ranges, reader.reduction_ranges)) {
+          *why = fmt::format("{} reads {} outside the rows of the shared {} outer loop(s)",
+                             p_.buffer(reader.buffer).name, p_.buffer(r.buffer).name, depth);
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  bool try_add(KernelGroup& g, int c) {
+    if (!shares_data(g, c)) return false;  // unrelated: not a candidate, not logged
+    if (static_cast<int>(g.computations().size()) >= kMaxFusedComputations ||
+        body_ops(g) + static_cast<int>(comp(c).body.ops().size()) > kMaxFusedOps)
+      return refuse(c, g, "the kernel would exceed its size bound");
+    // Same loops as the last nest: merge bodies.
+    if (can_share_nest(g.nests.back(), c)) {
+      KernelGroup trial = g;
+      trial.nests.back().computations.push_back(c);
+      std::string why;
+      if (rows_independent(trial, trial.outer_depth, &why)) {
+        g = std::move(trial);
+        COIL_LOG(fusion, "fuse {} into kernel of [{}]: same loops, one body", name(c),
+                 group_names(g));
+        return true;
+      }
+    }
+    // Outer-loop fusion: a new nest under the common outer loops.
+    const auto& outer = comp(g.nests[0].computations[0]).ranges;
+    const auto& mine = comp(c).ranges;
+    int k = 0;
+    while (k < g.outer_depth && k < static_cast<int>(mine.size()) &&
+           outer[static_cast<size_t>(k)] == mine[static_cast<size_t>(k)])
+      ++k;
+    if (k == 0) return refuse(c, g, "no common outer loop");
+    std::vector<sym::Expr> shared(outer.begin(), outer.begin() + k);
+    int64_t rows = product(shared);
+    int64_t row_work = std::max(
+        product(comp(c).ranges) * product(comp(c).reduction_ranges) / std::max<int64_t>(rows, 1),
+        int64_t{1});
+    if (rows < kMinFusedRows && row_work >= kLongRowElements)
+      return refuse(
+          c, g, fmt::format("{} long rows are too few to parallelize one fused row loop", rows));
+    KernelGroup trial = g;
+    trial.outer_depth = k;
+    trial.nests.push_back({{c}});
+    std::string why;
+    if (!rows_independent(trial, k, &why)) return refuse(c, g, why);
+    g = std::move(trial);
+    COIL_LOG(fusion, "fuse {} into kernel of [{}]: outer-loop fusion over {}", name(c),
+             group_names(g), shape_str(shared));
+    return true;
+  }
+
+  /// Intermediates read only inside the kernel become local row buffers.
+  void finish(KernelGroup& g) {
+    auto members = g.computations();
+    for (int m : members) {
+      int b = comp(m).buffer;
+      if (p_.buffer(b).kind != BufferKind::Intermediate) continue;
+      if (!d_.read_only_within(b, members)) continue;
+      g.local_buffers.push_back(b);
+    }
+  }
+
+  const IrProgram& p_;
+  const DependencyGraph& d_;
+};
+
+}  // namespace
+
+std::vector<KernelGroup> fuse_computations(const IrProgram& program, const DependencyGraph& deps,
+                                           const FusionOptions& options) {
+  return Fuser(program, deps).run(options.enabled);
+}
+
+}  // namespace coil

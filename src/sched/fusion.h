@@ -1,0 +1,69 @@
+// Fusion: which computations share one kernel (Inductor's Scheduler.fuse_nodes, CPU flavour).
+//
+// A kernel is a list of loop nests that share their first `outer_depth` loops:
+//
+//   for x0 in rows:                 <- outer loops, parallelized
+//       nest 1: max over r0         <- each nest runs its remaining loops
+//       nest 2: for x1: e = exp(x - max)
+//       nest 3: sum of e over r0
+//       nest 4: for x1: out = e / sum
+//
+// Three kinds of fusion build it:
+//   * same-loop: computations with identical loops share one nest and one body (horizontal
+//     fusion of sum and sum of squares; a pointwise consumer reading its producer at the very
+//     index it was stored, which the body then forwards without a load);
+//   * outer-loop: computations whose loops start with the same outer loops become successive
+//     nests (softmax, layer_norm: reductions with their pointwise prologue and epilogue);
+//   * intermediates read only inside one kernel become per-row local buffers that never touch
+//     memory.
+// Legality: only a computation whose inputs are all computed may join (so no cycle and no
+// read before write); a buffer passed between nests must be row-partitioned: the rows an outer
+// iteration writes are exactly the rows the same iteration reads. Every decision is logged
+// (COIL_LOGS=fusion), refusals with their reason.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sched/dependencies.h"
+
+namespace coil {
+
+/// A kernel may hold at most this many computations (Inductor: max_fusion_size = 64) ...
+constexpr int kMaxFusedComputations = 64;
+/// ... and at most this many body ops, so that generated functions stay compilable and readable.
+constexpr int kMaxFusedOps = 600;
+/// Outer-loop fusion needs at least this many outer iterations when the rows are long:
+/// otherwise the fused row loop could not be parallelized, while the unfused reductions can be
+/// (split into chunks).
+constexpr int64_t kMinFusedRows = 16;
+constexpr int64_t kLongRowElements = 8192;
+
+struct LoopNest {
+  std::vector<int> computations;  // identical loops; bodies merged in this order
+};
+
+struct KernelGroup {
+  std::vector<LoopNest> nests;
+  int outer_depth = 0;             // leading loops shared by all nests
+  std::vector<int> local_buffers;  // intermediates that live in one outer iteration only
+
+  std::vector<int> computations() const;
+};
+
+struct FusionOptions {
+  bool enabled = true;  // false: one computation per kernel
+};
+
+std::vector<KernelGroup> fuse_computations(const IrProgram& program, const DependencyGraph& deps,
+                                           const FusionOptions& options = {});
+
+/// Whether `index`, an access to `layout` in the loop variables of a computation with `ranges`,
+/// touches only the row selected by the first `depth` loop variables: index =
+/// sum_{j<depth} x_j * stride_j + inner, with inner free of x_0..x_{depth-1} and within one row.
+/// On success `inner` receives the in-row offset.
+bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
+                     const std::vector<sym::Expr>& ranges,
+                     const std::vector<sym::Expr>& reduction_ranges, sym::Expr* inner = nullptr);
+
+}  // namespace coil
