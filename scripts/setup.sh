@@ -10,7 +10,7 @@ PACKAGES=(
   # toolchain
   g++ clang-14 clang-format-14 cmake ninja-build pkg-config libomp-14-dev
   # C++ libraries (see docs/dependencies.md for why each one)
-  libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libsleef-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # Python used by tests and benchmarks: Debian's /usr/bin/python3 with torch/numpy
   python3 python3-numpy python3-torch python3-pytest

@@ -27,6 +27,9 @@ struct CompileOptions {
   std::map<std::string, int64_t> sizes;
   /// When set, the generated source, the shared object and report.json are copied here.
   std::filesystem::path output_dir;
+  /// The vector instruction set of generated kernels: "avx512", "avx2", "neon", "scalar", or
+  /// empty for the host's best (COIL_CPU_ISA overrides the default).
+  std::string isa;
   /// Fuse computations into kernels (sched/fusion.h). Off: one kernel per computation.
   bool fusion = true;
   /// Store every intermediate instead of computing it inside its consumers (for tests of

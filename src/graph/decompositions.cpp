@@ -58,6 +58,9 @@ int softmax_impl(Graph& g, const Node& node, const std::vector<int>& in, bool lo
                                 b.type(in[0]).rank());
   Attrs keep{{"axes", std::vector<int64_t>{axis}}, {"keepdim", true}};
   int x = b.to_compute(in[0]);
+  // An empty softmax dim means an empty result: nothing to normalize (and max has no identity).
+  if (b.type(x).rank() > 0 && b.type(x).shape[static_cast<size_t>(axis)] == sym::Expr(0))
+    return b.cast_back(x, node.type.dtype);
   int m = b.op("max", {x}, keep);
   int d = b.op("sub", {x, m});
   int e = b.op("exp", {d});

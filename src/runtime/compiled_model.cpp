@@ -13,6 +13,7 @@
 #include "graph/decompositions.h"
 #include "ir/lowering.h"
 #include "runtime/code_cache.h"
+#include "runtime/isa.h"
 #include "runtime/loader.h"
 #include "runtime/pipeline.h"
 #include "sched/scheduler.h"
@@ -68,6 +69,10 @@ class StageTimer {
   clock::time_point start_, last_;
 };
 
+const IsaInfo& target_isa(const CompileOptions& options) {
+  return options.isa.empty() ? host_isa() : isa_by_name(options.isa);
+}
+
 GeneratedProgram generate_program(const Graph& graph, const CompileOptions& options,
                                   StageTimer* timer) {
   auto mark = [&](const char* stage) {
@@ -85,7 +90,9 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   schedule_options.fusion.enabled = options.fusion;
   Schedule schedule = schedule_program(program, schedule_options);
   mark("schedule");
-  CppModule module = generate_cpp_module(program, schedule);
+  CppTarget target;
+  target.vec_lanes = target_isa(options).lanes(DType::F32);
+  CppModule module = generate_cpp_module(program, schedule, target);
   COIL_LOG(output_code, "generated C++:\n{}", module.source);
   mark("codegen");
   return GeneratedProgram{std::move(g), std::move(program), std::move(schedule), std::move(module)};
@@ -154,7 +161,9 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   const Schedule& schedule = gen.schedule;
   const CppModule& module = gen.module;
 
-  CompileResult built = compile_cached(module.source);
+  const IsaInfo& isa = target_isa(options);
+  COIL_USER_CHECK(cpu_supports(isa), "isa {}: this CPU cannot run it", isa.name);
+  CompileResult built = compile_cached(module.source, isa_compile_flags(isa));
   timer.mark("compile");
 
   impl->library = SharedLibrary::open(built.so_path);

@@ -10,6 +10,10 @@
 namespace coil {
 
 class StageTimer;
+struct IsaInfo;
+
+/// The vector ISA generated code targets: options.isa, else the host's (runtime/isa.h).
+const IsaInfo& target_isa(const CompileOptions& options);
 
 struct GeneratedProgram {
   Graph graph;  // decomposed, sizes bound

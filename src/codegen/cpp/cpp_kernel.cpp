@@ -4,6 +4,7 @@
 #include <set>
 
 #include "codegen/code_writer.h"
+#include "codegen/cpp/cpp_nest.h"
 #include "codegen/cpp/cpp_printer.h"
 #include "support/check.h"
 
@@ -21,8 +22,6 @@ int decide_parallel_depth(const std::vector<int64_t>& ranges, int64_t total_work
   }
   return depth;
 }
-
-namespace {
 
 std::vector<int64_t> static_ranges(const std::vector<sym::Expr>& ranges) {
   std::vector<int64_t> out;
@@ -46,12 +45,6 @@ std::string subst(std::string s, const std::string& key, const std::string& valu
   return s;
 }
 
-/// How one reduction type accumulates: {acc} is the accumulator, {v} the value, {p} a partial,
-/// {ridx} the linear reduction index.
-struct ReductionSpec {
-  std::string acc_type, init, combine, combine_partial, finalize;
-};
-
 ReductionSpec reduction_spec(ReductionType t, DType value_dtype, DType result_dtype) {
   std::string vt = cpp_value_type(value_dtype), rt = cpp_value_type(result_dtype);
   switch (t) {
@@ -62,7 +55,7 @@ ReductionSpec reduction_spec(ReductionType t, DType value_dtype, DType result_dt
     case ReductionType::max:
     case ReductionType::min: {
       bool mx = t == ReductionType::max;
-      std::string f = fmt::format("coil::{}<{}>", mx ? "maximum" : "minimum", rt);
+      std::string f = fmt::format("coil::{}", mx ? "maximum" : "minimum");
       return {rt, fmt::format("coil::{}<{}>()", mx ? "lowest" : "highest", rt),
               "{acc} = " + f + "({acc}, {v});", "{acc} = " + f + "({acc}, {p});", "{acc}"};
     }
@@ -76,19 +69,21 @@ ReductionSpec reduction_spec(ReductionType t, DType value_dtype, DType result_dt
   COIL_UNREACHABLE("bad reduction");
 }
 
-/// A loop nest of the kernel: shared loops and the merged body of its computations.
-struct Nest {
-  std::vector<int64_t> ranges, red_ranges;
-  LoopBody body;
-  std::vector<int> reductions;  // body positions of reduction ops
-  std::vector<bool> after;      // per op: depends on a reduction (runs after the r loops)
-  int tmp_base = 0;             // tmpN numbering offset
-};
+sym::Analyzer nest_analyzer(const Nest& n) {
+  sym::Analyzer a;
+  for (size_t i = 0; i < n.ranges.size(); ++i)
+    a.bind_loop_var(loop_var(static_cast<int>(i)), n.ranges[i]);
+  for (size_t i = 0; i < n.red_ranges.size(); ++i)
+    a.bind_loop_var(reduction_var(static_cast<int>(i)), n.red_ranges[i]);
+  return a;
+}
 
-class KernelPrinter {
+namespace {
+
+class KernelPrinter final : public NestPrinter {
  public:
-  KernelPrinter(const IrProgram& p, const Schedule& s, size_t k)
-      : p_(p), s_(s), g_(s.kernels[k]), index_(k) {}
+  KernelPrinter(const IrProgram& p, const Schedule& s, size_t k, const CppTarget& t)
+      : p_(p), s_(s), g_(s.kernels[k]), index_(k), target_(t) {}
 
   CppKernelSource generate() {
     CppKernelSource out;
@@ -210,15 +205,6 @@ class KernelPrinter {
 
   // ---- emission ------------------------------------------------------------------------
 
-  sym::Analyzer analyzer_for(const Nest& n) const {
-    sym::Analyzer a;
-    for (size_t i = 0; i < n.ranges.size(); ++i)
-      a.bind_loop_var(loop_var(static_cast<int>(i)), n.ranges[i]);
-    for (size_t i = 0; i < n.red_ranges.size(); ++i)
-      a.bind_loop_var(reduction_var(static_cast<int>(i)), n.red_ranges[i]);
-    return a;
-  }
-
   void open_loops(const char* prefix, const std::vector<int64_t>& ranges, size_t first, size_t last,
                   int parallel) {
     for (size_t i = first; i < last; ++i) {
@@ -233,10 +219,28 @@ class KernelPrinter {
     for (size_t i = 0; i < n; ++i) w_.close();
   }
 
-  std::string tmp(const Nest& n, int i) const { return fmt::format("tmp{}", n.tmp_base + i); }
+  // ---- NestPrinter ------------------------------------------------------------------------
+
+  CodeWriter& writer() override { return w_; }
+  int lanes() const override { return target_.vec_lanes; }
+  DType storage_dtype(int b) const override { return p_.buffer(b).layout.dtype; }
+  bool store_dropped(int b) const override {
+    return std::find(g_.local_buffers.begin(), g_.local_buffers.end(), b) !=
+               g_.local_buffers.end() &&
+           !local_name_.count(b);
+  }
+  std::string new_acc() override { return fmt::format("tmp_acc{}", acc_counter_++); }
+  void emit_scalar_ops(const Nest& n, const sym::Analyzer& a,
+                       const std::function<bool(int)>& pick) override {
+    emit_ops(n, a, pick);
+  }
+  std::string tmp(const Nest& n, int i) const override {
+    return fmt::format("tmp{}", n.tmp_base + i);
+  }
 
   /// The C++ lvalue of buffer `b` at `index` in nest `n`: a local row element or a pointer.
-  std::string access(const Nest& n, int b, const sym::Expr& index, const sym::Analyzer& a) const {
+  std::string access(const Nest& n, int b, const sym::Expr& index,
+                     const sym::Analyzer& a) const override {
     auto it = local_name_.find(b);
     if (it != local_name_.end()) {
       const Layout& l = p_.buffer(b).layout;
@@ -320,13 +324,16 @@ class KernelPrinter {
   }
 
   /// One nest inside the shared outer loops: its own inner loops, accumulators, body.
-  void emit_nest(const Nest& n) {
-    sym::Analyzer a = analyzer_for(n);
-    size_t depth = static_cast<size_t>(g_.outer_depth);
+  void emit_nest(const Nest& n, size_t depth, bool parallel_vec_loop) {
+    if (choose_vec_loop(n, depth, target_.vec_lanes)) {
+      emit_vec_nest(*this, n, depth, parallel_vec_loop);
+      return;
+    }
+    sym::Analyzer a = nest_analyzer(n);
     open_loops("x", n.ranges, depth, n.ranges.size(), 0);
     std::vector<std::string> accs;
     for (int red : n.reductions) {
-      accs.push_back(fmt::format("tmp_acc{}", acc_counter_++));
+      accs.push_back(new_acc());
       w_.linef("{} {} = {};", spec_of(n, red).acc_type, accs.back(), spec_of(n, red).init);
     }
     if (!n.reductions.empty()) open_loops("r", n.red_ranges, 0, n.red_ranges.size(), 0);
@@ -349,6 +356,19 @@ class KernelPrinter {
     for (const Nest& n : nests_)
       work += product(n.ranges) * std::max<int64_t>(product(n.red_ranges), 1);
     int par = std::min(decide_parallel_depth(outer, work, kParallelThreadsHint), g_.outer_depth);
+    // A lone nest vectorized along its last outer loop opens that loop itself (stepping by the
+    // vector width); when it is the only loop the rule parallelizes, it carries the pragma.
+    size_t first_loop = outer.size();
+    bool parallel_vec_loop = false;
+    if (nests_.size() == 1 && !outer.empty()) {
+      auto vl = choose_vec_loop(nests_[0], outer.size() - 1, target_.vec_lanes);
+      if (vl && !vl->reduction && vl->index == outer.size() - 1) {
+        first_loop = outer.size() - 1;
+        parallel_vec_loop = first_loop == 0 && par > 0;
+        outer.pop_back();
+        par = std::min<int>(par, static_cast<int>(outer.size()));
+      }
+    }
     int64_t local_bytes = 0;
     for (const auto& [b, name] : local_name_)
       local_bytes += local_row_elements(b) * dtype_size(p_.buffer(b).layout.dtype);
@@ -379,7 +399,7 @@ class KernelPrinter {
       open_loops("x", outer, 0, outer.size(), par);
       declare_locals(false);
     }
-    for (const Nest& n : nests_) emit_nest(n);
+    for (const Nest& n : nests_) emit_nest(n, first_loop, parallel_vec_loop);
     close_loops(outer.size());
     if (heap_locals && par > 0) w_.close();
   }
@@ -393,7 +413,7 @@ class KernelPrinter {
   }
 
   void emit_split_reduction(const Nest& n) {
-    sym::Analyzer a = analyzer_for(n);
+    sym::Analyzer a = nest_analyzer(n);
     int64_t r0 = n.red_ranges[0], per_r0 = product(n.red_ranges) / std::max<int64_t>(r0, 1);
     int64_t chunk =
         std::max<int64_t>(1, kSplitReductionChunkElements / std::max<int64_t>(per_r0, 1));
@@ -405,7 +425,7 @@ class KernelPrinter {
     open_loops("x", n.ranges, 0, n.ranges.size(), 0);
     std::vector<std::string> accs;
     for (int red : n.reductions) {
-      accs.push_back(fmt::format("tmp_acc{}", acc_counter_++));
+      accs.push_back(new_acc());
       const ReductionSpec sp = spec_of(n, red);
       w_.linef("{} {} = {};", sp.acc_type, accs.back(), sp.init);
       w_.linef("{} {}_part[{}];", sp.acc_type, accs.back(), chunks);
@@ -448,6 +468,7 @@ class KernelPrinter {
   const Schedule& s_;
   const KernelGroup& g_;
   size_t index_;
+  CppTarget target_;
   std::vector<Nest> nests_;
   std::set<int> needs_array_;              // local buffers some nest loads (not only forwarded)
   std::map<int, std::string> arg_name_;    // buffer -> in_ptrN / out_ptrN
@@ -458,8 +479,9 @@ class KernelPrinter {
 
 }  // namespace
 
-CppKernelSource generate_cpp_kernel(const IrProgram& program, const Schedule& schedule, size_t k) {
-  return KernelPrinter(program, schedule, k).generate();
+CppKernelSource generate_cpp_kernel(const IrProgram& program, const Schedule& schedule, size_t k,
+                                    const CppTarget& target) {
+  return KernelPrinter(program, schedule, k, target).generate();
 }
 
 }  // namespace coil

@@ -49,7 +49,14 @@ struct CppKernelSource {
   std::vector<std::string> origins;  // graph nodes, "t3 (add)"
 };
 
+/// Target of generated CPU code.
+struct CppTarget {
+  /// f32 lanes of the ISA's vectors (coil::kFloatLanes under its macro); 1 disables SIMD.
+  int vec_lanes = 1;
+};
+
 /// Generates kernel `k` of `schedule`.
-CppKernelSource generate_cpp_kernel(const IrProgram& program, const Schedule& schedule, size_t k);
+CppKernelSource generate_cpp_kernel(const IrProgram& program, const Schedule& schedule, size_t k,
+                                    const CppTarget& target);
 
 }  // namespace coil

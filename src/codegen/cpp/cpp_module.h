@@ -22,6 +22,7 @@ struct CppModule {
   std::vector<CppKernelSource> kernels;  // in call order
 };
 
-CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule);
+CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule,
+                              const CppTarget& target);
 
 }  // namespace coil

@@ -194,10 +194,11 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::pow:
       return fp ? fmt::format("std::pow({}, {})", a(0), a(1))
                 : fmt::format("coil::ipow<{}>({}, {})", ty, a(0), a(1));
+    // No explicit template argument: coil_vec.h's vector overloads must not be instantiated.
     case LoopOp::maximum:
-      return fmt::format("coil::maximum<{}>({}, {})", ty, a(0), a(1));
+      return fmt::format("coil::maximum({}, {})", a(0), a(1));
     case LoopOp::minimum:
-      return fmt::format("coil::minimum<{}>({}, {})", ty, a(0), a(1));
+      return fmt::format("coil::minimum({}, {})", a(0), a(1));
     case LoopOp::fmod:
       return fp ? fmt::format("std::fmod({}, {})", a(0), a(1))
                 : fmt::format("coil::int_fmod({}, {})", a(0), a(1));

@@ -1,0 +1,323 @@
+// CppVecKernel: explicit SIMD for one loop nest, with coil_vec.h's coil::Vec<float> (the ISA's
+// float register; kFloatLanes lanes). One loop steps by the vector width:
+//   * horizontal reduction: the innermost r loop; vector accumulators, reduced across lanes
+//     after the loop (in coil_vec.h's fixed order), then the scalar epilogue;
+//   * pointwise and vertical reduction: the innermost x loop; each lane is one output.
+// Accesses along the vector loop: stride 0 broadcasts a scalar, stride 1 is a vector load or
+// store, any other stride gathers lane by lane. The main loop covers whole vectors; the tail
+// (size % kFloatLanes elements) runs the same body with masked loads and stores, which never
+// touch memory past the end.
+#include <set>
+
+#include "codegen/cpp/cpp_nest.h"
+#include "ir/ir.h"
+#include "support/check.h"
+
+namespace coil {
+namespace {
+
+constexpr const char* kVec = "coil::Vec<float>";
+
+bool vectorizable_op(const BodyOp& op) {
+  switch (op.op) {
+    case LoopOp::load:
+    case LoopOp::store:
+    case LoopOp::constant:
+    case LoopOp::abs:
+    case LoopOp::neg:
+    case LoopOp::exp:
+    case LoopOp::log:
+    case LoopOp::log1p:
+    case LoopOp::expm1:
+    case LoopOp::sqrt:
+    case LoopOp::rsqrt:
+    case LoopOp::reciprocal:
+    case LoopOp::relu:
+    case LoopOp::sigmoid:
+    case LoopOp::tanh:
+    case LoopOp::erf:
+    case LoopOp::sin:
+    case LoopOp::cos:
+    case LoopOp::floor:
+    case LoopOp::ceil:
+    case LoopOp::round:
+    case LoopOp::sign:
+    case LoopOp::add:
+    case LoopOp::sub:
+    case LoopOp::mul:
+    case LoopOp::div:
+    case LoopOp::pow:
+    case LoopOp::maximum:
+    case LoopOp::minimum:
+    case LoopOp::fmod:
+      return true;
+    case LoopOp::reduction:
+      return op.reduction != ReductionType::argmax && op.reduction != ReductionType::argmin;
+    default:
+      return false;
+  }
+}
+
+/// Stride of `index` along `var`: 0, 1, or anything else (-1 = not constant).
+int64_t stride_along(const sym::Analyzer& a, const sym::Expr& index, const sym::Expr& var) {
+  auto s = a.stride(index, var);
+  if (!s) return -1;
+  return s->as_const().value_or(-1);
+}
+
+sym::Expr var_of(const VecLoop& v) {
+  return v.reduction ? reduction_var(static_cast<int>(v.index))
+                     : loop_var(static_cast<int>(v.index));
+}
+
+/// Prints the vector ops of a nest, for a main loop (count empty) or its tail (count "tail").
+class VecOpPrinter {
+ public:
+  VecOpPrinter(NestPrinter& p, const Nest& n, const sym::Analyzer& a, const VecLoop& v,
+               std::string count)
+      : p_(p), n_(n), a_(a), v_(v), var_(var_of(v)), count_(std::move(count)) {}
+
+  void emit(const std::function<bool(int)>& pick) {
+    CodeWriter& w = p_.writer();
+    for (int i = 0; i < static_cast<int>(n_.body.ops().size()); ++i) {
+      if (!pick(i)) continue;
+      const BodyOp& op = n_.body.op(i);
+      std::string t = p_.tmp(n_, i);
+      auto arg = [&](int k) { return p_.tmp(n_, op.args[static_cast<size_t>(k)]); };
+      switch (op.op) {
+        case LoopOp::reduction:
+          break;
+        case LoopOp::load:
+          emit_load(op, t);
+          break;
+        case LoopOp::store: {
+          if (p_.store_dropped(op.buffer)) break;
+          COIL_ASSERT(stride_along(a_, op.index, var_) == 1, "vector store must be contiguous");
+          w.linef("{}.store(&{}{});", arg(0), p_.access(n_, op.buffer, op.index, a_), count_arg());
+          break;
+        }
+        case LoopOp::constant:
+          w.linef("auto {} = {}({});", t, kVec, cpp_float(op.fvalue));
+          break;
+        case LoopOp::neg:
+          w.linef("auto {} = -{};", t, arg(0));
+          break;
+        case LoopOp::add:
+          w.linef("auto {} = {} + {};", t, arg(0), arg(1));
+          break;
+        case LoopOp::sub:
+          w.linef("auto {} = {} - {};", t, arg(0), arg(1));
+          break;
+        case LoopOp::mul:
+          w.linef("auto {} = {} * {};", t, arg(0), arg(1));
+          break;
+        case LoopOp::div:
+          w.linef("auto {} = {} / {};", t, arg(0), arg(1));
+          break;
+        case LoopOp::pow:
+        case LoopOp::maximum:
+        case LoopOp::minimum:
+        case LoopOp::fmod:
+          w.linef("auto {} = {}.{}({});", t, arg(0), loop_op_name(op.op), arg(1));
+          break;
+        default:
+          w.linef("auto {} = {}.{}();", t, arg(0), loop_op_name(op.op));
+      }
+    }
+  }
+
+ private:
+  std::string count_arg() const { return count_.empty() ? "" : ", " + count_; }
+
+  static std::string cpp_float(double v) {
+    if (std::isnan(v)) return "std::numeric_limits<float>::quiet_NaN()";
+    if (std::isinf(v))
+      return v > 0 ? "std::numeric_limits<float>::infinity()"
+                   : "-std::numeric_limits<float>::infinity()";
+    std::string s = fmt::format("{}", static_cast<float>(v));
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s + "f";
+  }
+
+  void emit_load(const BodyOp& op, const std::string& t) {
+    CodeWriter& w = p_.writer();
+    std::string lv = p_.access(n_, op.buffer, op.index, a_);
+    int64_t s = stride_along(a_, op.index, var_);
+    if (s == 0) {
+      w.linef("auto {} = {}(static_cast<float>({}));", t, kVec, lv);
+    } else if (s == 1) {
+      w.linef("auto {} = {}::loadu(&{}{});", t, kVec, lv, count_arg());
+    } else {
+      // Gather: each lane reads at its own index (the loop variable shadowed per lane).
+      std::string v = var_.symbol_name();
+      w.linef("alignas(64) float {}_lanes[{}] = {{}};", t, p_.lanes());
+      w.open();
+      w.linef("const int64_t {0}_vec = {0};", v);
+      w.linef("for (int64_t lane = 0; lane < {}; lane++)",
+              count_.empty() ? std::to_string(p_.lanes()) : count_);
+      w.open();
+      w.linef("const int64_t {0} = {0}_vec + lane;", v);
+      w.linef("{}_lanes[lane] = static_cast<float>({});", t, lv);
+      w.close();
+      w.close();
+      w.linef("auto {0} = {1}::loadu({0}_lanes);", t, kVec);
+    }
+  }
+
+  NestPrinter& p_;
+  const Nest& n_;
+  const sym::Analyzer& a_;
+  VecLoop v_;
+  sym::Expr var_;
+  std::string count_;
+};
+
+struct VecReduction {
+  std::string init, combine, finalize;  // {acc} {v}; finalize reduces lanes
+};
+
+VecReduction vec_reduction(ReductionType t) {
+  switch (t) {
+    case ReductionType::sum:
+      return {"0.0f", "{acc} + {v}", "{acc}.reduce_add()"};
+    case ReductionType::prod:
+      return {"1.0f", "{acc} * {v}", "{acc}.reduce_mul()"};
+    case ReductionType::max:
+      return {"coil::lowest<float>()", "{acc}.maximum({v})", "{acc}.reduce_max()"};
+    case ReductionType::min:
+      return {"coil::highest<float>()", "{acc}.minimum({v})", "{acc}.reduce_min()"};
+    default:
+      COIL_UNREACHABLE("{} has no vector form", reduction_type_name(t));
+  }
+}
+
+}  // namespace
+
+std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes) {
+  if (lanes < 2) return std::nullopt;
+  for (const BodyOp& op : n.body.ops()) {
+    if (!vectorizable_op(op) || op.dtype != DType::F32) return std::nullopt;
+  }
+  sym::Analyzer a = nest_analyzer(n);
+  bool has_red = !n.reductions.empty() && !n.red_ranges.empty();
+  if (has_red) {
+    sym::Expr r = reduction_var(static_cast<int>(n.red_ranges.size() - 1));
+    bool ok = true;
+    for (const BodyOp& op : n.body.ops()) {
+      if (op.op != LoopOp::load) continue;
+      int64_t s = stride_along(a, op.index, r);
+      if (s != 0 && s != 1) ok = false;
+    }
+    if (ok) return VecLoop{true, n.red_ranges.size() - 1};
+  }
+  if (n.ranges.size() <= first_loop) return std::nullopt;
+  size_t xi = n.ranges.size() - 1;
+  sym::Expr x = loop_var(static_cast<int>(xi));
+  for (const BodyOp& op : n.body.ops()) {
+    if (op.op == LoopOp::store && stride_along(a, op.index, x) != 1) return std::nullopt;
+  }
+  // A vertical reduction must not need a pointwise-lane value for its combine order: every
+  // lane is its own output, so any reduction is fine here.
+  return VecLoop{false, xi};
+}
+
+void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parallel) {
+  auto vl = choose_vec_loop(n, first_loop, p.lanes());
+  COIL_ASSERT(vl.has_value(), "emit_vec_nest on a nest without a vector loop");
+  CodeWriter& w = p.writer();
+  sym::Analyzer a = nest_analyzer(n);
+  size_t x_end = vl->reduction ? n.ranges.size() : vl->index;
+  for (size_t i = first_loop; i < x_end; ++i) {
+    w.linef("for (int64_t x{0} = 0; x{0} < {1}; x{0}++)", i, n.ranges[i]);
+    w.open();
+  }
+  // The vector loop as a main part of whole vectors and a masked tail.
+  std::string v = vl->reduction ? fmt::format("r{}", vl->index) : fmt::format("x{}", vl->index);
+  int64_t extent = vl->reduction ? n.red_ranges[vl->index] : n.ranges[vl->index];
+  const int64_t lanes = p.lanes(), full = extent / lanes * lanes;
+  auto main_and_tail = [&](const std::function<void(const std::string& count)>& body, bool par) {
+    if (full > 0) {
+      if (par) w.line("#pragma omp parallel for");
+      w.linef("for (int64_t {0} = 0; {0} < {1}; {0} += {2})", v, full, lanes);
+      w.open();
+      body("");
+      w.close();
+    }
+    if (extent % lanes != 0) {
+      w.open();
+      w.linef("const int64_t {} = {};", v, full);
+      w.linef("const int64_t tail = {};", extent - full);
+      body("tail");
+      w.close();
+    }
+  };
+  auto inside = [&](int i) { return !n.after[static_cast<size_t>(i)]; };
+  auto after = [&](int i) { return n.after[static_cast<size_t>(i)]; };
+
+  if (n.reductions.empty()) {
+    main_and_tail([&](const std::string& count) { VecOpPrinter(p, n, a, *vl, count).emit(inside); },
+                  parallel);
+  } else if (vl->reduction) {
+    // Horizontal: vector accumulators over the r loops, reduced across lanes at the end.
+    std::vector<std::string> accs;
+    for (int red : n.reductions) {
+      accs.push_back(p.new_acc() + "_vec");
+      w.linef("auto {} = {}({});", accs.back(), kVec, vec_reduction(n.body.op(red).reduction).init);
+    }
+    for (size_t j = 0; j + 1 < n.red_ranges.size(); ++j) {
+      w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_ranges[j]);
+      w.open();
+    }
+    main_and_tail(
+        [&](const std::string& count) {
+          VecOpPrinter(p, n, a, *vl, count).emit(inside);
+          for (size_t k = 0; k < accs.size(); ++k) {
+            const BodyOp& rop = n.body.op(n.reductions[k]);
+            std::string c = subst(subst(vec_reduction(rop.reduction).combine, "{acc}", accs[k]),
+                                  "{v}", p.tmp(n, rop.args[0]));
+            if (count.empty())
+              w.linef("{} = {};", accs[k], c);
+            else
+              w.linef("{0} = {1}::set({0}, {2}, {3});", accs[k], kVec, c, count);
+          }
+        },
+        false);
+    for (size_t j = 0; j + 1 < n.red_ranges.size(); ++j) w.close();
+    for (size_t k = 0; k < accs.size(); ++k) {
+      int red = n.reductions[k];
+      w.linef("float {} = {};", p.tmp(n, red),
+              subst(vec_reduction(n.body.op(red).reduction).finalize, "{acc}", accs[k]));
+    }
+    p.emit_scalar_ops(n, a, after);
+  } else {
+    // Vertical: each lane accumulates its own output over the scalar r loops.
+    main_and_tail(
+        [&](const std::string& count) {
+          std::vector<std::string> accs;
+          for (int red : n.reductions) {
+            accs.push_back(p.new_acc() + "_vec");
+            w.linef("auto {} = {}({});", accs.back(), kVec,
+                    vec_reduction(n.body.op(red).reduction).init);
+          }
+          for (size_t j = 0; j < n.red_ranges.size(); ++j) {
+            w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_ranges[j]);
+            w.open();
+          }
+          VecOpPrinter(p, n, a, *vl, count).emit(inside);
+          for (size_t k = 0; k < accs.size(); ++k) {
+            const BodyOp& rop = n.body.op(n.reductions[k]);
+            w.linef("{} = {};", accs[k],
+                    subst(subst(vec_reduction(rop.reduction).combine, "{acc}", accs[k]), "{v}",
+                          p.tmp(n, rop.args[0])));
+          }
+          for (size_t j = 0; j < n.red_ranges.size(); ++j) w.close();
+          for (size_t k = 0; k < accs.size(); ++k)
+            w.linef("auto {} = {};", p.tmp(n, n.reductions[k]), accs[k]);
+          VecOpPrinter(p, n, a, *vl, count).emit(after);
+        },
+        parallel);
+  }
+  for (size_t i = first_loop; i < x_end; ++i) w.close();
+}
+
+}  // namespace coil

@@ -1,0 +1,48 @@
+// The header generated vector kernels (CppVecKernel) include: explicit SIMD modeled on
+// at::vec::Vectorized. Real code, compiled and tested for every ISA by
+// tests/unit/kernel_vec_test.cpp, embedded into libcoil like coil_kernel.h.
+//
+// The implementation is chosen by one macro, which runtime/isa.h's isa_compile_flags() passes
+// together with the instruction-set flags:
+//   COIL_CPU_AVX512  16 float lanes (coil_vec_avx512.h; -mavx512f -mavx512dq -mavx512vl ...)
+//   COIL_CPU_AVX2     8 float lanes (coil_vec_avx2.h; -mavx2 -mfma -mf16c)
+//   COIL_CPU_NEON     4 float lanes, portable lane loops for now (coil_vec_generic.h)
+//   (none)            1 lane: compiles and runs anywhere, same math as the scalar kernels
+// AVX-512 and AVX2 take exp/log/tanh/... from SLEEF (libsleef-dev; link -lsleef, which
+// IsaInfo::link_flags carries); the others use <cmath>.
+//
+// Types
+//   Vectorized<T>       one register of T in {float, double, int32_t, int64_t}; size() lanes.
+//   VectorizedN<T, N>   N registers of T with the same interface.
+//   Vec<T>              kFloatLanes lanes of T (Vectorized or VectorizedN): with a loop step of
+//                       kFloatLanes, every dtype of a kernel moves the same elements per step.
+//   bf16/f16/bool/u8/i8 have no vector type: they are loaded into (and stored from) vectors of
+//                       their compute type, Vec<float>::loadu(const bfloat16*, count) etc.
+//
+// Semantics
+//   Masks are vectors of the same type whose lanes have every bit set (true) or none (false),
+//   as at::vec's comparison results; blendv reads a lane's top bit. A float mask lane is a NaN
+//   bit pattern: use masks only with blendv/where/&/|/^/~, mask_cast, and store to bool.
+//   loadu(p, count)/store(p, count) touch only the first count elements (masked instructions);
+//   loaded lanes past count are zero. count >= size() means the whole vector.
+//   maximum/minimum/relu/sign/round/isnan follow coil_kernel.h bit for bit (NaN propagates;
+//   round is half-to-even); bf16/f16 conversions match coil_types.h bit for bit.
+//   exp, expm1, log, log1p, tanh, erf, sin, cos, pow are within 1 ulp (SLEEF u10) on SIMD ISAs;
+//   sigmoid = 1 / (1 + exp(-x)). Integer + - * wrap; integer x / 0 and x % 0 give 0.
+//   Horizontal reductions (reduce_add/mul/max/min) combine lane i with lane i + size()/2,
+//   recursively: a fixed order per ISA.
+//
+// A vectorized loop with a masked tail:
+//   for (int64_t x0 = 0; x0 < n; x0 += coil::kFloatLanes) {
+//     int64_t tail = n - x0;  // >= kFloatLanes except in the last step
+//     auto tmp0 = coil::Vec<float>::loadu(in_ptr0 + x0, tail);
+//     auto tmp1 = coil::Vec<float>::loadu(in_ptr1 + x0, tail);  // in_ptr1: const bfloat16*
+//     auto tmp2 = coil::maximum(tmp0 * tmp1, coil::Vec<float>(0.0f));
+//     tmp2.store(out_ptr0 + x0, tail);                            // out_ptr0: bfloat16*
+//   }
+#pragma once
+
+// coil_vec_core.h includes the implementation the macro selects.
+#include "coil_vec_core.h"
+#include "coil_vec_n.h"
+#include "coil_vec_reduce.h"

@@ -1,0 +1,297 @@
+// coil::Vectorized<T>: one register of T, written once over the primitives of the selected ISA
+// (vec_detail::Ops<T> from coil_vec_avx512.h, coil_vec_avx2.h or coil_vec_generic.h). This is
+// where the NaN rules live, so every ISA shares them. Included by coil_vec.h only.
+#pragma once
+
+#include "coil_vec_base.h"
+
+// Exactly one of these defines vec_detail::Ops (each is empty unless its macro selects it).
+#include "coil_vec_avx2.h"
+#include "coil_vec_avx512.h"
+#include "coil_vec_generic.h"
+
+namespace coil {
+
+template <typename T>
+class Vectorized : public VecMembers<Vectorized<T>, T> {
+  using Ops = vec_detail::Ops<T>;
+  using Members = VecMembers<Vectorized<T>, T>;
+  static constexpr bool kFloat = std::is_floating_point_v<T>;
+
+ public:
+  using value_type = T;
+  using reg_type = typename Ops::reg;
+
+  /// Lanes per register: 16 floats on AVX-512, 8 on AVX2, 1 without a SIMD ISA.
+  static constexpr int size() { return Ops::lanes; }
+
+  /// All lanes zero.
+  Vectorized() : v_(Ops::zero()) {}
+  /// Broadcast (implicit, as at::vec::Vectorized: `v + 1.0f` works).
+  Vectorized(T x) : v_(Ops::set1(x)) {}  // NOLINT(google-explicit-constructor)
+  Vectorized(reg_type r) : v_(r) {}      // NOLINT(google-explicit-constructor)
+  reg_type reg() const { return v_; }
+
+  // ---- memory -----------------------------------------------------------------------------
+
+  static Vectorized loadu(const T* p) { return Ops::loadu(p); }
+  /// The first `count` lanes from p, the rest zero; never reads p[count] or beyond.
+  static Vectorized loadu(const T* p, int64_t count) {
+    if (count >= size()) return Ops::loadu(p);
+    return Ops::loadu_n(p, count < 0 ? 0 : count);
+  }
+  /// Loads elements of another type U and converts them (bfloat16/half round-trip exactly;
+  /// bool/uint8_t/int8_t become 0/1 or their value).
+  template <typename U, std::enable_if_t<!std::is_same_v<U, T>, int> = 0>
+  static Vectorized loadu(const U* p, int64_t count = size()) {
+    int64_t n = vec_detail::clamp_count(count, size());
+    if constexpr (vec_detail::FastIO<T, U>::available) {
+      return vec_detail::FastIO<T, U>::load(p, n);
+    } else {
+      return ConvertIO<Vectorized, U>::load(p, n);
+    }
+  }
+  void store(T* p) const { Ops::storeu(p, v_); }
+  /// Stores the first `count` lanes; never writes p[count] or beyond.
+  void store(T* p, int64_t count) const {
+    if (count >= size()) {
+      Ops::storeu(p, v_);
+    } else if (count > 0) {
+      Ops::storeu_n(p, v_, count);
+    }
+  }
+  /// Converts to U and stores: bfloat16/half round to nearest even (bit for bit as
+  /// coil_types.h), bool stores 1 for nonzero lanes (and for true mask lanes).
+  template <typename U, std::enable_if_t<!std::is_same_v<U, T>, int> = 0>
+  void store(U* p, int64_t count = size()) const {
+    int64_t n = vec_detail::clamp_count(count, size());
+    if constexpr (vec_detail::FastIO<T, U>::available) {
+      vec_detail::FastIO<T, U>::store(p, v_, n);
+    } else {
+      ConvertIO<Vectorized, U>::store(*this, p, n);
+    }
+  }
+  using Members::gather;
+  using Members::scatter;
+
+  // ---- construction -----------------------------------------------------------------------
+
+  /// lane i = base + i * step.
+  static Vectorized arange(T base = T(0), T step = T(1)) {
+    return Vectorized(base) + Vectorized(Ops::iota()) * Vectorized(step);
+  }
+  /// The mask of lanes i < count.
+  static Vectorized tail_mask(int64_t count) {
+    return Ops::from_mask(Ops::first_n(vec_detail::clamp_count(count, size())));
+  }
+  /// mask ? b : a per lane (a mask lane is true when its top bit is set).
+  static Vectorized blendv(const Vectorized& a, const Vectorized& b, const Vectorized& mask) {
+    return Ops::blend(Ops::to_mask(mask.v_), a.v_, b.v_);
+  }
+  /// Lanes i < count from b, the others from a.
+  static Vectorized set(const Vectorized& a, const Vectorized& b, int64_t count) {
+    return Ops::blend(Ops::first_n(vec_detail::clamp_count(count, size())), a.v_, b.v_);
+  }
+
+  // ---- arithmetic; integers wrap, integer x / 0 is 0 ----------------------------------------
+
+  friend Vectorized operator+(const Vectorized& a, const Vectorized& b) {
+    return Ops::add(a.v_, b.v_);
+  }
+  friend Vectorized operator-(const Vectorized& a, const Vectorized& b) {
+    return Ops::sub(a.v_, b.v_);
+  }
+  friend Vectorized operator*(const Vectorized& a, const Vectorized& b) {
+    return Ops::mul(a.v_, b.v_);
+  }
+  friend Vectorized operator/(const Vectorized& a, const Vectorized& b) {
+    if constexpr (kFloat) {
+      return Ops::div(a.v_, b.v_);
+    } else {
+      return vec_detail::zip_lanes<Ops>(a.v_, b.v_, vec_detail::safe_div<T>);
+    }
+  }
+  friend Vectorized operator-(const Vectorized& a) { return Ops::neg(a.v_); }
+  // Bitwise, on the lanes' bits: mostly for masks.
+  friend Vectorized operator&(const Vectorized& a, const Vectorized& b) {
+    return Ops::bit_and(a.v_, b.v_);
+  }
+  friend Vectorized operator|(const Vectorized& a, const Vectorized& b) {
+    return Ops::bit_or(a.v_, b.v_);
+  }
+  friend Vectorized operator^(const Vectorized& a, const Vectorized& b) {
+    return Ops::bit_xor(a.v_, b.v_);
+  }
+  friend Vectorized operator~(const Vectorized& a) {
+    return Ops::bit_xor(a.v_, Ops::set1(vec_detail::true_lane<T>()));
+  }
+
+  // ---- comparisons: masks (all bits set where true); != is true for NaN ---------------------
+
+  friend Vectorized operator==(const Vectorized& a, const Vectorized& b) {
+    return Ops::from_mask(Ops::eq(a.v_, b.v_));
+  }
+  friend Vectorized operator!=(const Vectorized& a, const Vectorized& b) {
+    return Ops::from_mask(Ops::ne(a.v_, b.v_));
+  }
+  friend Vectorized operator<(const Vectorized& a, const Vectorized& b) {
+    return Ops::from_mask(Ops::lt(a.v_, b.v_));
+  }
+  friend Vectorized operator<=(const Vectorized& a, const Vectorized& b) {
+    return Ops::from_mask(Ops::le(a.v_, b.v_));
+  }
+  friend Vectorized operator>(const Vectorized& a, const Vectorized& b) {
+    return Ops::from_mask(Ops::gt(a.v_, b.v_));
+  }
+  friend Vectorized operator>=(const Vectorized& a, const Vectorized& b) {
+    return Ops::from_mask(Ops::ge(a.v_, b.v_));
+  }
+
+  // ---- unary math (the names of the loop ops) -----------------------------------------------
+
+  Vectorized abs() const { return Ops::abs(v_); }
+  Vectorized neg() const { return Ops::neg(v_); }
+  /// Mask of NaN lanes (all false for integers).
+  Vectorized isnan() const {
+    if constexpr (kFloat) {
+      return Ops::from_mask(Ops::isnan(v_));
+    } else {
+      return Vectorized();
+    }
+  }
+  // Rounding: integers are already whole.
+  Vectorized floor() const {
+    if constexpr (kFloat) {
+      return Ops::floor(v_);
+    } else {
+      return *this;
+    }
+  }
+  Vectorized ceil() const {
+    if constexpr (kFloat) {
+      return Ops::ceil(v_);
+    } else {
+      return *this;
+    }
+  }
+  /// Half to even, as torch.round and std::nearbyint.
+  Vectorized round() const {
+    if constexpr (kFloat) {
+      return Ops::round(v_);
+    } else {
+      return *this;
+    }
+  }
+  Vectorized trunc() const {
+    if constexpr (kFloat) {
+      return Ops::trunc(v_);
+    } else {
+      return *this;
+    }
+  }
+  /// max(x, 0); NaN stays NaN; -0 gives +0 (as coil::relu).
+  Vectorized relu() const { return maximum(Vectorized()); }
+  /// -1, 0 or 1; NaN stays NaN; ±0 gives +0 (as coil::sign).
+  Vectorized sign() const {
+    reg_type one = Ops::set1(T(1));
+    reg_type pos = Ops::blend(Ops::gt(v_, Ops::zero()), Ops::zero(), one);
+    reg_type neg = Ops::blend(Ops::lt(v_, Ops::zero()), Ops::zero(), one);
+    reg_type r = Ops::sub(pos, neg);
+    if constexpr (kFloat) r = Ops::blend(Ops::isnan(v_), r, v_);
+    return r;
+  }
+  // Float-only math (a compile error for integer lanes).
+  Vectorized sqrt() const { return float_op(Ops::sqrt(v_)); }
+  /// 1 / sqrt(x), correctly rounded twice (no rsqrt approximation).
+  Vectorized rsqrt() const { return Vectorized(T(1)) / sqrt(); }
+  Vectorized reciprocal() const { return Vectorized(T(1)) / *this; }
+  Vectorized exp() const { return float_op(Ops::exp(v_)); }
+  Vectorized expm1() const { return float_op(Ops::expm1(v_)); }
+  Vectorized log() const { return float_op(Ops::log(v_)); }
+  Vectorized log1p() const { return float_op(Ops::log1p(v_)); }
+  Vectorized tanh() const { return float_op(Ops::tanh(v_)); }
+  Vectorized erf() const { return float_op(Ops::erf(v_)); }
+  Vectorized sin() const { return float_op(Ops::sin(v_)); }
+  Vectorized cos() const { return float_op(Ops::cos(v_)); }
+  /// 1 / (1 + exp(-x)), as coil::sigmoid.
+  Vectorized sigmoid() const {
+    Vectorized one(T(1));
+    return one / (one + float_op(Ops::exp(Ops::neg(v_))));
+  }
+
+  // ---- binary math ------------------------------------------------------------------------
+
+  /// NaN-propagating max with coil::maximum's rule: a NaN a wins, then a NaN b, then
+  /// a > b ? a : b.
+  Vectorized maximum(const Vectorized& b) const {
+    reg_type r = Ops::max(v_, b.v_);  // a > b ? a : b, so b when either is NaN
+    if constexpr (kFloat) r = Ops::blend(Ops::isnan(v_), r, v_);
+    return r;
+  }
+  Vectorized minimum(const Vectorized& b) const {
+    reg_type r = Ops::min(v_, b.v_);  // a < b ? a : b, b when either is NaN
+    if constexpr (kFloat) r = Ops::blend(Ops::isnan(v_), r, v_);
+    return r;
+  }
+  /// std::pow for floats, coil::ipow for integers.
+  Vectorized pow(const Vectorized& b) const {
+    if constexpr (kFloat) {
+      return Ops::pow(v_, b.v_);
+    } else {
+      return vec_detail::zip_lanes<Ops>(v_, b.v_, [](T x, T y) { return ::coil::ipow<T>(x, y); });
+    }
+  }
+  /// std::fmod for floats; C's % for integers, with x % 0 = 0 and x % -1 = 0 (no trap).
+  Vectorized fmod(const Vectorized& b) const {
+    if constexpr (kFloat) {
+      return Ops::fmod(v_, b.v_);
+    } else {
+      return vec_detail::zip_lanes<Ops>(
+          v_, b.v_, [](T x, T y) { return (y == 0 || y == T(-1)) ? T(0) : static_cast<T>(x % y); });
+    }
+  }
+
+  // ---- horizontal reductions: lane i meets lane i + size()/2, then recursively --------------
+
+  T reduce_add() const {
+    return reduce_tree([](T a, T b) {
+      if constexpr (kFloat) {
+        return a + b;
+      } else {
+        return vec_detail::wrap_add(a, b);
+      }
+    });
+  }
+  T reduce_mul() const {
+    return reduce_tree([](T a, T b) {
+      if constexpr (kFloat) {
+        return a * b;
+      } else {
+        return vec_detail::wrap_mul(a, b);
+      }
+    });
+  }
+  /// NaN if any lane is NaN.
+  T reduce_max() const { return reduce_tree(::coil::maximum<T>); }
+  T reduce_min() const { return reduce_tree(::coil::minimum<T>); }
+
+ private:
+  // Keeps integer lanes from reaching a float-only primitive with a readable message.
+  static Vectorized float_op(reg_type r) {
+    static_assert(kFloat, "this op needs float or double lanes");
+    return r;
+  }
+  template <typename F>
+  T reduce_tree(F op) const {
+    alignas(kVecAlign) T buf[size()];
+    Ops::storeu(buf, v_);
+    for (int width = size() / 2; width >= 1; width /= 2) {
+      for (int i = 0; i < width; ++i) buf[i] = op(buf[i], buf[i + width]);
+    }
+    return buf[0];
+  }
+
+  reg_type v_;
+};
+
+}  // namespace coil

@@ -1,0 +1,343 @@
+#include "runtime/isa.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "runtime/code_cache.h"
+#include "runtime/embedded_headers.h"
+#include "support/check.h"
+#include "support/log.h"
+
+namespace coil {
+namespace fs = std::filesystem;
+namespace {
+
+// SLEEF is a shared library; with --as-needed (the default of some distributions) a -lsleef
+// placed before the source file would be dropped, since the code cache puts CompileFlags
+// before the source. push-state/no-as-needed keeps it regardless of position.
+const std::vector<std::string> kSleefLink = {"-Wl,--push-state,--no-as-needed", "-lsleef",
+                                             "-Wl,--pop-state"};
+
+// Flags that let the avx512 probe use (and kernels be compiled with) AVX512-BF16.
+const std::vector<std::string> kBf16ProbeFlags = {"-mavx512bf16", "-DCOIL_PROBE_AVX512BF16"};
+
+std::vector<IsaInfo> make_table() {
+  IsaInfo avx512{
+      "avx512",
+      512,
+      "COIL_CPU_AVX512",
+      {"-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma", "-mprefer-vector-width=512"},
+      kSleefLink,
+      {"avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"}};
+  IsaInfo avx2{"avx2",          256,
+               "COIL_CPU_AVX2", {"-mavx2", "-mfma", "-mf16c"},
+               kSleefLink,      {"avx2", "fma", "f16c"}};
+  // NEON is part of every AArch64 CPU; coil_vec.h has no NEON intrinsics yet (portable loops).
+  IsaInfo neon{"neon", 128, "COIL_CPU_NEON", {}, {}, {"asimd"}};
+  IsaInfo scalar{"scalar", 0, "", {}, {}, {}};
+  return {avx512, avx2, neon, scalar};
+}
+
+// One feature, as /proc/cpuinfo names it. __builtin_cpu_supports also checks that the OS saves
+// the wide registers (XCR0); it needs literal names, hence the chain.
+bool cpu_has(std::string_view f) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (f == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (f == "avx512dq") return __builtin_cpu_supports("avx512dq");
+  if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
+  if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
+  if (f == "avx512_bf16") return __builtin_cpu_supports("avx512bf16");
+  if (f == "avx2") return __builtin_cpu_supports("avx2");
+  if (f == "fma") return __builtin_cpu_supports("fma");
+  if (f == "f16c") {
+    // clang 14's __builtin_cpu_supports does not know "f16c": CPUID.1:ECX bit 29.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0 &&
+           __builtin_cpu_supports("avx");
+  }
+#elif defined(__aarch64__)
+  if (f == "asimd") return true;
+#endif
+  return false;
+}
+
+std::string hex128(XXH128_hash_t hash) {
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, hash);
+  std::string out;
+  for (unsigned char byte : canonical.digest) out += fmt::format("{:02x}", byte);
+  return out;
+}
+
+// Length-prefixed fields, so that ("ab", "c") and ("a", "bc") differ.
+std::string hash_fields(const std::vector<std::string>& fields) {
+  XXH3_state_t* state = XXH3_createState();
+  COIL_ASSERT(state != nullptr, "XXH3_createState failed");
+  XXH3_128bits_reset(state);
+  for (const std::string& f : fields) {
+    uint64_t size = f.size();
+    XXH3_128bits_update(state, &size, sizeof size);
+    XXH3_128bits_update(state, f.data(), f.size());
+  }
+  std::string hex = hex128(XXH3_128bits_digest(state));
+  XXH3_freeState(state);
+  return hex;
+}
+
+// The probe: SLEEF's exp through the vector header, a masked tail load, a bf16 round trip and
+// a horizontal sum, then the lane count, which the caller compares with the table.
+constexpr std::string_view kProbeSource = R"(
+#include <cstdio>
+#include <cstring>
+#include "coil_vec.h"
+#if defined(COIL_PROBE_AVX512BF16)
+#include <immintrin.h>
+#endif
+int main() {
+  using V = coil::Vectorized<float>;
+  float in[3] = {1.0f, 2.0f, -0.5f};
+  V v = V::loadu(in, 3);
+  float e = v.exp()[0];
+  coil::bfloat16 b[V::size()];
+  v.store(b, 3);
+  float sum = V::loadu(b, 3).reduce_add();
+  float want = 0.0f;
+  for (int i = 0; i < 3 && i < V::size(); ++i) want += in[i];
+  if (!(e > 2.7182815f && e < 2.7182820f) || sum != want) return 1;
+#if defined(COIL_PROBE_AVX512BF16)
+  __m256bh h = _mm512_cvtneps_pbh(_mm512_set1_ps(1.0f));
+  unsigned short bits[16];
+  std::memcpy(bits, &h, sizeof bits);
+  if (bits[15] != 0x3f80) return 2;
+#endif
+  std::printf("coil-isa-probe lanes=%d\n", V::size());
+  return 0;
+}
+)";
+
+std::string unique_suffix() {
+  thread_local std::mt19937_64 rng{(uint64_t{std::random_device{}()} << 32) ^
+                                   std::random_device{}()};
+  return fmt::format("{}.{:016x}", ::getpid(), rng());
+}
+
+void make_private_dir(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) return;
+  user_error("cannot create directory {}: {}", dir.string(), std::strerror(errno));
+}
+
+void write_file(const fs::path& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  COIL_USER_CHECK(out.good(), "cannot write {}: {}", path.string(), std::strerror(errno));
+}
+
+// The command building the probe executable: the kernel flags minus -shared, then the ISA's.
+std::vector<std::string> probe_command(const Toolchain& tc, const IsaInfo& isa,
+                                       const std::vector<std::string>& extra,
+                                       const std::string& dir) {
+  std::vector<std::string> argv{tc.cxx};
+  for (std::string& f : tc.base_flags()) {
+    if (f != "-shared") argv.push_back(std::move(f));
+  }
+  for (const std::string& f : isa_compile_flags(isa).extra) argv.push_back(f);
+  for (const std::string& f : extra) argv.push_back(f);
+  argv.push_back("-I" + dir + "/include");
+  argv.push_back(dir + "/probe.cpp");
+  argv.push_back("-o");
+  argv.push_back(dir + "/probe");
+  // Again after the source, for linkers that resolve libraries left to right.
+  for (const std::string& f : isa.link_flags) argv.push_back(f);
+  return argv;
+}
+
+IsaProbe run_probe(const Toolchain& tc, const IsaInfo& isa, const std::vector<std::string>& extra,
+                   const fs::path& tmp) {
+  make_private_dir(tmp);
+  make_private_dir(tmp / "include");
+  for (const EmbeddedFile& f : embedded_kernel_headers())
+    write_file(tmp / "include" / f.name, f.text);
+  write_file(tmp / "probe.cpp", kProbeSource);
+  std::vector<std::string> argv = probe_command(tc, isa, extra, tmp.string());
+  IsaProbe probe;
+  ProcessResult built = run_process(argv);
+  if (built.status != 0) {
+    probe.detail = fmt::format("compiling the probe failed (exit status {}): {}\n{}", built.status,
+                               command_string(argv), built.output.substr(0, 4000));
+    return probe;
+  }
+  ProcessResult ran = run_process({(tmp / "probe").string()});
+  std::string expected = fmt::format("coil-isa-probe lanes={}\n", isa.lanes(DType::F32));
+  if (ran.status != 0 || ran.output != expected) {
+    probe.detail = fmt::format("the probe program failed (exit status {}; a signal is 128+n): {}",
+                               ran.status, ran.output.substr(0, 2000));
+    return probe;
+  }
+  probe.ok = true;
+  return probe;
+}
+
+}  // namespace
+
+int IsaInfo::lanes(DType t) const {
+  if (is_scalar()) return 1;
+  return bit_width / (8 * dtype_size(t));
+}
+
+const std::vector<IsaInfo>& all_isas() {
+  static const std::vector<IsaInfo> table = make_table();
+  return table;
+}
+
+namespace {
+
+const IsaInfo* find_isa(std::string_view name) {
+  for (const IsaInfo& isa : all_isas()) {
+    if (isa.name == name) return &isa;
+  }
+  return nullptr;
+}
+
+std::string isa_names() {
+  std::string names;
+  for (const IsaInfo& isa : all_isas()) names += (names.empty() ? "" : ", ") + isa.name;
+  return names;
+}
+
+}  // namespace
+
+const IsaInfo& isa_by_name(std::string_view name) {
+  const IsaInfo* isa = find_isa(name);
+  COIL_USER_CHECK(isa != nullptr, "unknown vector ISA '{}'; expected one of {}", name, isa_names());
+  return *isa;
+}
+
+bool cpu_supports(const IsaInfo& isa) {
+  for (const std::string& f : isa.cpu_features) {
+    if (!cpu_has(f)) return false;
+  }
+  return true;
+}
+
+IsaProbe probe_isa(const IsaInfo& isa, const Toolchain& toolchain,
+                   const std::vector<std::string>& extra_flags) {
+  std::vector<std::string> fields{"coil-isa-probe-v1", toolchain.version, toolchain.host_cpu,
+                                  std::string(kProbeSource)};
+  for (std::string& arg : probe_command(toolchain, isa, extra_flags, "{dir}")) {
+    fields.push_back(std::move(arg));
+  }
+  for (const EmbeddedFile& f : embedded_kernel_headers()) {
+    fields.emplace_back(f.name);
+    fields.emplace_back(f.text);
+  }
+  std::string key = hash_fields(fields);
+  fs::path dir = cache_root() / "isa";
+  make_private_dir(dir);
+  fs::path result = dir / (key + ".txt");
+
+  IsaProbe probe;
+  std::ifstream in(result);
+  std::string status;
+  if (in && std::getline(in, status) && (status == "ok" || status == "fail")) {
+    probe.ok = status == "ok";
+    probe.cached = true;
+    std::ostringstream rest;
+    rest << in.rdbuf();
+    probe.detail = rest.str();
+    return probe;
+  }
+
+  fs::path tmp = dir / (key + ".tmp." + unique_suffix());
+  try {
+    probe = run_probe(toolchain, isa, extra_flags, tmp);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  // Written through rename, so a concurrent reader sees all of it or nothing.
+  fs::path partial = tmp.string() + ".txt";
+  write_file(partial, (probe.ok ? "ok\n" : "fail\n") + probe.detail);
+  if (::rename(partial.c_str(), result.c_str()) != 0) fs::remove(partial);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  COIL_LOG(cache, "isa probe {}{}: {}", isa.name, extra_flags.empty() ? "" : " (+extensions)",
+           probe.ok ? "ok" : probe.detail);
+  return probe;
+}
+
+namespace {
+
+// The table entry plus the optional extensions the CPU has and the probe confirms.
+IsaInfo with_extensions(const IsaInfo& isa, const Toolchain& tc) {
+  IsaInfo out = isa;
+  if (isa.name == "avx512" && cpu_has("avx512_bf16") && probe_isa(isa, tc, kBf16ProbeFlags).ok) {
+    out.flags.push_back("-mavx512bf16");
+  }
+  return out;
+}
+
+}  // namespace
+
+IsaInfo detect_host_isa() {
+  const Toolchain& tc = Toolchain::get();
+  const char* env = std::getenv("COIL_CPU_ISA");
+  if (env && *env) {
+    const IsaInfo* found = find_isa(env);
+    COIL_USER_CHECK(found != nullptr,
+                    "COIL_CPU_ISA='{}' is not a vector ISA coil knows; expected one of {}", env,
+                    isa_names());
+    if (found->is_scalar()) return *found;
+    for (const std::string& f : found->cpu_features) {
+      COIL_USER_CHECK(cpu_has(f),
+                      "COIL_CPU_ISA={} asks for an ISA this machine cannot run: the CPU lacks "
+                      "'{}' (needs {})",
+                      env, f, fmt::join(found->cpu_features, ", "));
+    }
+    IsaProbe probe = probe_isa(*found, tc);
+    COIL_USER_CHECK(probe.ok, "COIL_CPU_ISA={}: this machine cannot build or run {} kernels: {}",
+                    env, found->name, probe.detail);
+    return with_extensions(*found, tc);
+  }
+  for (const IsaInfo& isa : all_isas()) {
+    if (isa.is_scalar()) return isa;
+    if (!cpu_supports(isa)) continue;
+    IsaProbe probe = probe_isa(isa, tc);
+    if (probe.ok) return with_extensions(isa, tc);
+    warn(fmt::format(
+        "the CPU supports {} but its probe failed, so kernels will not use it (set COIL_CPU_ISA "
+        "to choose; delete {} to probe again): {}",
+        isa.name, (cache_root() / "isa").string(), probe.detail));
+  }
+  COIL_UNREACHABLE("the ISA table has no scalar entry");
+}
+
+const IsaInfo& host_isa() {
+  static const IsaInfo isa = detect_host_isa();
+  return isa;
+}
+
+CompileFlags isa_compile_flags(const IsaInfo& isa) {
+  CompileFlags flags;
+  flags.extra = isa.flags;
+  if (!isa.macro.empty()) flags.extra.push_back("-D" + isa.macro);
+  for (const std::string& f : isa.link_flags) flags.extra.push_back(f);
+  return flags;
+}
+
+}  // namespace coil

@@ -1,0 +1,82 @@
+// The vector instruction sets generated CPU kernels can target (Inductor's cpu_vec_isa.py): per
+// ISA its register width, lanes per dtype, compiler and linker flags and the macro that selects
+// the implementation in src/codegen/cpp/runtime/coil_vec.h.
+//
+// Detection (host_isa): the first ISA of [avx512, avx2] (x86) or [neon] (AArch64) that the CPU
+// reports (__builtin_cpu_supports / cpuid) and that passes a compile-and-run probe: a small
+// program using coil_vec.h (and SLEEF) built with the ISA's flags, run in a child process. The
+// probe's outcome is cached in <cache_root()>/isa/<key>, key = hash of the compiler version,
+// the full command line, the embedded headers and the host CPU flags, so a later process only
+// reads a file. Nothing usable: "scalar" (one-lane vectors, no SLEEF).
+// COIL_CPU_ISA=avx512|avx2|neon|scalar overrides the choice; naming an ISA this machine cannot
+// run is a coil::Error.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "coil/dtype.h"
+#include "runtime/toolchain.h"
+
+namespace coil {
+
+/// One vector instruction set.
+struct IsaInfo {
+  /// "avx512", "avx2", "neon" or "scalar" (the COIL_CPU_ISA spelling).
+  std::string name;
+  /// Register width in bits; 0 for scalar.
+  int bit_width = 0;
+  /// The macro coil_vec.h selects the implementation with ("" for scalar).
+  std::string macro;
+  /// Compiler flags that enable the instructions. host_isa() may add optional extensions that
+  /// the probe confirmed (-mavx512bf16).
+  std::vector<std::string> flags;
+  /// Linker flags generated code needs (SLEEF for the x86 ISAs).
+  std::vector<std::string> link_flags;
+  /// CPU features that must all be present (names as /proc/cpuinfo spells them).
+  std::vector<std::string> cpu_features;
+
+  /// Lanes of `t` in one register (Inductor's table: 16 f32, 32 bf16, 64 u8 on AVX-512); 1 for
+  /// every dtype on scalar. coil_vec.h loads bf16/f16/bool/u8/i8 into vectors of their compute
+  /// type, so a kernel's loop step is lanes(F32).
+  int lanes(DType t) const;
+  bool is_scalar() const { return bit_width == 0; }
+};
+
+/// Every ISA coil knows, in detection priority order: avx512, avx2, neon, scalar.
+const std::vector<IsaInfo>& all_isas();
+
+/// The table entry named `name`; throws coil::Error listing the names for an unknown one.
+const IsaInfo& isa_by_name(std::string_view name);
+
+/// Whether this CPU (and OS) reports every feature the ISA needs. Scalar: always true.
+bool cpu_supports(const IsaInfo& isa);
+
+/// The outcome of a compile-and-run probe.
+struct IsaProbe {
+  bool ok = false;
+  /// True when the outcome was read from the cache directory.
+  bool cached = false;
+  /// Why the probe failed (compiler or program output), empty when ok.
+  std::string detail;
+};
+
+/// Compiles and runs the probe program for `isa` with `toolchain` (and `extra_flags`, e.g.
+/// -mavx512bf16 to check that extension), or reads its cached outcome. Does not check cpuid.
+IsaProbe probe_isa(const IsaInfo& isa, const Toolchain& toolchain = Toolchain::get(),
+                   const std::vector<std::string>& extra_flags = {});
+
+/// COIL_CPU_ISA if set, else the best ISA this machine runs (see the top of this file).
+/// Probes (through the disk cache) on every call; host_isa() remembers the answer.
+IsaInfo detect_host_isa();
+
+/// detect_host_isa(), computed once per process (thread-safe).
+const IsaInfo& host_isa();
+
+/// Flags compiling generated code for `isa` (through compile_cached): the ISA's flags, the
+/// -D of its macro and its link flags. They are on the command line, so the ISA is part of the
+/// code cache key.
+CompileFlags isa_compile_flags(const IsaInfo& isa);
+
+}  // namespace coil

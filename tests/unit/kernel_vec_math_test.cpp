@@ -1,0 +1,475 @@
+// coil_vec.h's math and reductions for every ISA variant (see kernel_vec_test.cpp): every unary
+// and binary op against the scalar definitions of coil_kernel.h and <cmath> (bit for bit where
+// the result is exact, within 2 ulp of a long double reference for SLEEF's functions), then
+// horizontal and masked reductions (exact order), Welford, argmax/argmin ties and NaN, and the
+// cascade sum.
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include "codegen/cpp/runtime/coil_kernel.h"
+#include "kernel_vec/harness.h"
+
+namespace coil::vec_test {
+namespace {
+
+class KernelVecMathTest : public VecFixture {};
+
+template <typename T>
+constexpr const char* type_name() {
+  if constexpr (std::is_same_v<T, float>) return "f32";
+  if constexpr (std::is_same_v<T, double>) return "f64";
+  if constexpr (std::is_same_v<T, int32_t>) return "i32";
+  return "i64";
+}
+template <typename T>
+constexpr int type_code() {
+  if constexpr (std::is_same_v<T, float>) return kF32;
+  if constexpr (std::is_same_v<T, double>) return kF64;
+  if constexpr (std::is_same_v<T, int32_t>) return kI32;
+  return kI64;
+}
+
+template <typename T>
+T true_mask() {
+  return std::bit_cast<T>(~decltype(bits_of(T(0)))(0));
+}
+
+// ---- inputs ---------------------------------------------------------------------------------
+
+template <typename T>
+std::vector<T> specials() {
+  if constexpr (std::is_integral_v<T>) {
+    return {
+        0, 1, -1, 2, -2, 7, -7, 100, std::numeric_limits<T>::max(), std::numeric_limits<T>::min()};
+  } else {
+    using L = std::numeric_limits<T>;
+    return {T(0),      T(-0.0), L::infinity(),   -L::infinity(),   L::quiet_NaN(), -L::quiet_NaN(),
+            T(1),      T(-1),   T(0.5),          T(-0.5),          T(1.5),         T(2.5),
+            T(-2.5),   T(3.5),  L::denorm_min(), -L::denorm_min(), L::min(),       L::max(),
+            -L::max(), T(1e-30)};
+  }
+}
+
+/// Specials, then `n` values uniform in [lo, hi] (or log-uniform in [lo, hi] when `log_scale`).
+template <typename T>
+std::vector<T> inputs(double lo, double hi, int n = 997, bool log_scale = false) {
+  std::vector<T> v = specials<T>();
+  std::mt19937_64 rng(12345);
+  std::uniform_real_distribution<double> u(log_scale ? std::log(lo) : lo,
+                                           log_scale ? std::log(hi) : hi);
+  for (int i = 0; i < n; ++i) {
+    double x = u(rng);
+    v.push_back(static_cast<T>(log_scale ? std::exp(x) : x));
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    for (int k = -6; k <= 6; ++k) v.push_back(static_cast<T>(k + 0.5));  // rounding ties
+  }
+  return v;
+}
+
+// ---- unary ----------------------------------------------------------------------------------
+
+struct UnaryRef {
+  enum Kind { kExact, kExactNan, kUlp, kMask } kind;
+  std::function<long double(long double)> f;  // kUlp: the exact function
+  double max_ulp = 2;
+};
+
+template <typename T>
+T exact_unary(const std::string& op, T x) {
+  if constexpr (std::is_integral_v<T>) {
+    T negated = static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(x));  // wraps
+    if (op == "abs") return x < 0 ? negated : x;
+    if (op == "neg") return negated;
+  } else {
+    if (op == "abs") return std::fabs(x);
+    if (op == "neg") return -x;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (op == "floor") return std::floor(x);
+    if (op == "ceil") return std::ceil(x);
+    if (op == "round") return std::nearbyint(x);
+    if (op == "trunc") return std::trunc(x);
+    if (op == "sqrt") return std::sqrt(x);
+    if (op == "rsqrt") return T(1) / std::sqrt(x);
+    if (op == "reciprocal") return T(1) / x;
+  } else {
+    if (op == "floor" || op == "ceil" || op == "round" || op == "trunc") return x;
+  }
+  if (op == "relu") return coil::relu(x);
+  if (op == "sign") return coil::sign(x);
+  ADD_FAILURE() << "no reference for " << op;
+  return x;
+}
+
+template <typename T>
+void check_unary(const VecProgram& program) {
+  using Fn = void (*)(int, const void*, void*, int64_t);
+  auto name_of = program.fn<const char* (*)(int, int)>("unary_op_name");
+  Fn run = program.fn<Fn>(std::string("unary_") + type_name<T>());
+  std::map<std::string, std::pair<UnaryRef, std::vector<T>>> table;
+  auto ulp = [](auto f, std::vector<T> in, double max_ulp = 2) {
+    return std::make_pair(UnaryRef{UnaryRef::kUlp, f, max_ulp}, std::move(in));
+  };
+  std::vector<T> general = inputs<T>(-1e4, 1e4);
+  int ops = 0;
+  for (int op = 0; const char* name = name_of(type_code<T>(), op); ++op, ++ops) {
+    std::string s = name;
+    SCOPED_TRACE(std::string(type_name<T>()) + " " + s);
+    std::pair<UnaryRef, std::vector<T>> test{UnaryRef{UnaryRef::kExact, {}}, general};
+    if (s == "abs" || s == "neg" || s == "relu" || s == "sign")
+      test.first.kind = UnaryRef::kExactNan;
+    if (s == "isnan") test.first.kind = UnaryRef::kMask;
+    if constexpr (std::is_floating_point_v<T>) {
+      if (s == "exp") test = ulp([](long double x) { return std::exp(x); }, inputs<T>(-110, 110));
+      if (s == "expm1") test = ulp([](long double x) { return std::expm1(x); }, inputs<T>(-20, 20));
+      if (s == "log")
+        test = ulp([](long double x) { return std::log(x); }, inputs<T>(1e-30, 1e30, 997, true));
+      if (s == "log1p")
+        test = ulp([](long double x) { return std::log1p(x); }, inputs<T>(-0.999, 1e6));
+      if (s == "tanh") test = ulp([](long double x) { return std::tanh(x); }, inputs<T>(-20, 20));
+      if (s == "erf") test = ulp([](long double x) { return std::erf(x); }, inputs<T>(-6, 6));
+      if (s == "sin") test = ulp([](long double x) { return std::sin(x); }, inputs<T>(-1000, 1000));
+      if (s == "cos") test = ulp([](long double x) { return std::cos(x); }, inputs<T>(-1000, 1000));
+      // Three roundings (exp, +, /) after an exact reciprocal of 1 + e^-x: 3 ulp.
+      if (s == "sigmoid")
+        test = ulp([](long double x) { return 1 / (1 + std::exp(-x)); }, inputs<T>(-80, 80), 3);
+    }
+    const std::vector<T>& in = test.second;
+    std::vector<T> out(in.size() + 1, T(77));
+    run(op, in.data(), out.data(), static_cast<int64_t>(in.size()));
+    EXPECT_EQ(out.back(), T(77)) << "wrote past the end";
+    int failures = 0;
+    for (size_t i = 0; i < in.size() && failures < 5; ++i) {
+      T x = in[i], got = out[i];
+      bool ok = true;
+      std::string want;
+      switch (test.first.kind) {
+        case UnaryRef::kExact:
+        case UnaryRef::kExactNan: {
+          T w = exact_unary(s, x);
+          ok = same_value(got, w, test.first.kind == UnaryRef::kExactNan);
+          want = fmt::format("{}", w);
+          break;
+        }
+        case UnaryRef::kMask: {
+          T w = coil::isnan_(x) ? true_mask<T>() : T(0);
+          ok = bits_of(got) == bits_of(w);
+          break;
+        }
+        case UnaryRef::kUlp: {
+          long double ref = test.first.f(static_cast<long double>(x));
+          double err = ulp_error(got, ref);
+          ok = err <= test.first.max_ulp;
+          want = fmt::format("{} ({} ulp)", static_cast<double>(ref), err);
+          break;
+        }
+      }
+      if (!ok) {
+        ++failures;
+        ADD_FAILURE() << s << "(" << x << ") = " << got << ", want " << want;
+      }
+    }
+  }
+  EXPECT_GE(ops, 9);
+}
+
+TEST_P(KernelVecMathTest, UnaryOpsMatchScalarDefinitions) {
+  check_unary<float>(*program_);
+  check_unary<double>(*program_);
+  check_unary<int32_t>(*program_);
+  check_unary<int64_t>(*program_);
+}
+
+// ---- binary ---------------------------------------------------------------------------------
+
+// The expected lane for binary op `s`; `lane` is the position in its vector (for set3).
+template <typename T>
+T binary_ref(const std::string& s, T a, T b, int lane) {
+  auto mask = [](bool m) { return m ? true_mask<T>() : T(0); };
+  auto bits = [](auto x) { return std::bit_cast<T>(x); };
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;  // integer lanes wrap
+    if (s == "add") return static_cast<T>(U(a) + U(b));
+    if (s == "sub") return static_cast<T>(U(a) - U(b));
+    if (s == "mul") return static_cast<T>(U(a) * U(b));
+    if (s == "div") return b == 0 ? T(0) : b == T(-1) ? static_cast<T>(U(0) - U(a)) : T(a / b);
+  } else {
+    if (s == "add") return a + b;
+    if (s == "sub") return a - b;
+    if (s == "mul") return a * b;
+    if (s == "div") return a / b;
+  }
+  if (s == "maximum") return coil::maximum(a, b);
+  if (s == "minimum") return coil::minimum(a, b);
+  if (s == "fmod") {
+    if constexpr (std::is_integral_v<T>) {
+      return (b == 0 || b == T(-1)) ? T(0) : T(a % b);
+    } else {
+      return std::fmod(a, b);
+    }
+  }
+  if (s == "pow") {
+    if constexpr (std::is_integral_v<T>) return coil::ipow(a, b);
+  }
+  if (s == "eq") return mask(a == b);
+  if (s == "ne") return mask(a != b);
+  if (s == "lt") return mask(a < b);
+  if (s == "le") return mask(a <= b);
+  if (s == "gt") return mask(a > b);
+  if (s == "ge") return mask(a >= b);
+  if (s == "bit_and") return bits(bits_of(a) & bits_of(b));
+  if (s == "bit_or") return bits(bits_of(a) | bits_of(b));
+  if (s == "bit_xor") return bits(bits_of(a) ^ bits_of(b));
+  if (s == "bit_not") return bits(decltype(bits_of(a))(~bits_of(a)));
+  if (s == "where_lt") return a < b ? a : b;
+  if (s == "blendv_gt") return a > b ? b : a;
+  if (s == "set3") return lane < 3 ? b : a;
+  ADD_FAILURE() << "no reference for " << s;
+  return a;
+}
+
+template <typename T>
+void check_binary(const VecProgram& program, int lanes) {
+  using Fn = void (*)(int, const void*, const void*, void*, int64_t);
+  auto name_of = program.fn<const char* (*)(int)>("binary_op_name");
+  Fn run = program.fn<Fn>(std::string("binary_") + type_name<T>());
+  // Every pair of specials (equal values and NaN on either side), then random pairs.
+  std::vector<T> a, b;
+  std::vector<T> sp = specials<T>();
+  for (T x : sp) {
+    for (T y : sp) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  }
+  std::vector<T> r1 = inputs<T>(-1e3, 1e3, 500), r2 = inputs<T>(-50, 50, 500);
+  for (size_t i = 0; i < r1.size(); ++i) {
+    a.push_back(r1[i]);
+    b.push_back(i % 7 == 0 ? r1[i] : r2[i]);
+  }
+  // pow: positive bases with moderate exponents, and whole exponents of negative bases.
+  std::vector<T> pa = a, pb = b;
+  if constexpr (std::is_integral_v<T>) {
+    for (size_t i = 0; i < pa.size(); ++i) {
+      pa[i] = static_cast<T>(static_cast<int64_t>(i % 11) - 5);
+      pb[i] = static_cast<T>(static_cast<int64_t>(i % 13) - 2);
+    }
+  } else {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> base(0, 10), ex(-5, 5);
+    for (size_t i = sp.size() * sp.size(); i < pa.size(); ++i) {
+      pa[i] = static_cast<T>(i % 5 == 0 ? -base(rng) : base(rng));
+      pb[i] = static_cast<T>(i % 5 == 0 ? std::round(ex(rng)) : ex(rng));
+    }
+  }
+  for (int op = 0; const char* name = name_of(op); ++op) {
+    std::string s = name;
+    SCOPED_TRACE(std::string(type_name<T>()) + " " + s);
+    const std::vector<T>& x = s == "pow" ? pa : a;
+    const std::vector<T>& y = s == "pow" ? pb : b;
+    std::vector<T> out(x.size() + 1, T(77));
+    run(op, x.data(), y.data(), out.data(), static_cast<int64_t>(x.size()));
+    EXPECT_EQ(out.back(), T(77)) << "wrote past the end";
+    int failures = 0;
+    for (size_t i = 0; i < x.size() && failures < 5; ++i) {
+      bool ok;
+      std::string want;
+      if constexpr (std::is_floating_point_v<T>) {
+        if (s == "pow") {
+          long double ref =
+              std::pow(static_cast<long double>(x[i]), static_cast<long double>(y[i]));
+          ok = ulp_error(out[i], ref) <= 2;
+          want = fmt::format("{}", static_cast<double>(ref));
+        } else {
+          T w = binary_ref(s, x[i], y[i], static_cast<int>(i % lanes));
+          bool exact_nan = s == "maximum" || s == "minimum" || s.rfind("bit_", 0) == 0 ||
+                           s == "where_lt" || s == "blendv_gt" || s == "set3" || s == "eq" ||
+                           s == "ne" || s == "lt" || s == "le" || s == "gt" || s == "ge";
+          ok = same_value(out[i], w, exact_nan);
+          want = fmt::format("{}", w);
+        }
+      } else {
+        T w = binary_ref(s, x[i], y[i], static_cast<int>(i % lanes));
+        ok = out[i] == w;
+        want = fmt::format("{}", w);
+      }
+      if (!ok) {
+        ++failures;
+        ADD_FAILURE() << s << "(" << x[i] << ", " << y[i] << ") = " << out[i] << ", want " << want;
+      }
+    }
+  }
+}
+
+TEST_P(KernelVecMathTest, BinaryOpsMatchScalarDefinitions) {
+  check_binary<float>(*program_, float_lanes_);
+  check_binary<double>(*program_, float_lanes_);
+  check_binary<int32_t>(*program_, float_lanes_);
+  check_binary<int64_t>(*program_, float_lanes_);
+}
+
+// ---- reductions -----------------------------------------------------------------------------
+
+// What reduce_<T>(op, in, n) must return: per-lane accumulation (tail lanes < count only),
+// then lane i meets lane i + L/2, recursively.
+template <typename T>
+T reduce_ref(int op, const std::vector<T>& in, int lanes) {
+  auto combine = [op](T a, T b) -> T {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      if (op == 0) return static_cast<T>(U(a) + U(b));
+      if (op == 1) return static_cast<T>(U(a) * U(b));
+    } else {
+      if (op == 0) return a + b;
+      if (op == 1) return a * b;
+    }
+    return op == 2 ? coil::maximum(a, b) : coil::minimum(a, b);
+  };
+  T init = op == 0 ? T(0) : op == 1 ? T(1) : op == 2 ? coil::lowest<T>() : coil::highest<T>();
+  std::vector<T> acc(lanes, init);
+  for (size_t i = 0; i < in.size(); ++i) acc[i % lanes] = combine(acc[i % lanes], in[i]);
+  for (int width = lanes / 2; width >= 1; width /= 2) {
+    for (int i = 0; i < width; ++i) acc[i] = combine(acc[i], acc[i + width]);
+  }
+  return acc[0];
+}
+
+template <typename T>
+void check_reduce(const VecProgram& program, int lanes) {
+  using Fn = void (*)(int, const void*, int64_t, void*);
+  Fn run = program.fn<Fn>(std::string("reduce_") + type_name<T>());
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  for (int n : {0, 1, lanes - 1, lanes, lanes + 1, 5 * lanes + 3, 1000}) {
+    for (int with_nan = 0; with_nan < (std::is_integral_v<T> ? 1 : 2); ++with_nan) {
+      std::vector<T> in(n);
+      for (T& x : in) x = static_cast<T>(std::is_integral_v<T> ? u(rng) * 100 - 100 : u(rng));
+      if (with_nan && n > 2) in[n / 2] = std::numeric_limits<T>::quiet_NaN();
+      for (int op = 0; op < 4; ++op) {
+        T got = T(0);
+        run(op, in.data(), n, &got);
+        T want = reduce_ref(op, in, lanes);
+        EXPECT_TRUE(same_value(got, want)) << type_name<T>() << " op " << op << " n " << n
+                                           << " nan " << with_nan << ": " << got << " vs " << want;
+      }
+    }
+  }
+}
+
+TEST_P(KernelVecMathTest, ReductionsFollowTheDocumentedOrder) {
+  check_reduce<float>(*program_, float_lanes_);
+  check_reduce<double>(*program_, float_lanes_);
+  check_reduce<int32_t>(*program_, float_lanes_);
+  check_reduce<int64_t>(*program_, float_lanes_);
+}
+
+template <typename T>
+void check_welford(const VecProgram& program, const std::string& name, double rtol) {
+  auto run = program.fn<void (*)(const T*, int64_t, int64_t, T*)>(name);
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal(3.0, 2.0);
+  for (auto [n, split] : std::vector<std::pair<int, int>>{
+           {0, 0}, {1, 1}, {3, 1}, {17, 0}, {17, 17}, {100, 37}, {1000, 500}, {4099, 1234}}) {
+    std::vector<T> in(n);
+    for (T& x : in) x = static_cast<T>(normal(rng));
+    long double mean = 0, m2 = 0;
+    for (T x : in) mean += x;
+    if (n > 0) mean /= n;
+    for (T x : in) m2 += (x - mean) * (x - mean);
+    T out[3] = {T(-1), T(-1), T(-1)};
+    run(in.data(), n, split, out);
+    SCOPED_TRACE(fmt::format("{} n {} split {}", name, n, split));
+    EXPECT_EQ(out[2], T(n));
+    EXPECT_NEAR(out[0], static_cast<double>(mean),
+                rtol * (1 + std::fabs(static_cast<double>(mean))));
+    EXPECT_NEAR(out[1], static_cast<double>(m2), rtol * (1 + static_cast<double>(m2)));
+  }
+}
+
+TEST_P(KernelVecMathTest, WelfordMatchesTwoPassVariance) {
+  check_welford<float>(*program_, "welford_f32", 1e-5);
+  check_welford<double>(*program_, "welford_f64", 1e-12);
+}
+
+template <typename T>
+void check_arg(const VecProgram& program, int lanes) {
+  using Fn = void (*)(int, const void*, int64_t, int64_t*, void*);
+  Fn run = program.fn<Fn>(std::string("arg_") + type_name<T>());
+  std::mt19937 rng(9);
+  std::vector<std::vector<T>> cases;
+  for (int n : {0, 1, 3, lanes, 2 * lanes + 5, 300}) {
+    std::vector<T> v(n);
+    for (T& x : v) x = static_cast<T>(static_cast<int>(rng() % 7) - 3);  // many ties
+    cases.push_back(v);
+  }
+  cases.push_back(std::vector<T>(2 * lanes + 3, T(5)));  // all equal: index 0
+  if constexpr (std::is_floating_point_v<T>) {
+    T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+    std::vector<T> v(3 * lanes + 1, T(1));
+    v[lanes + 2] = nan;  // the first NaN wins, even over a later larger lane position
+    v[2] = T(9);
+    v[2 * lanes] = nan;
+    cases.push_back(v);
+    cases.push_back(std::vector<T>(lanes + 3, -inf));  // argmax over -inf: index 0
+    cases.push_back(std::vector<T>(lanes + 3, inf));
+    std::vector<T> w(lanes * 2 + 4, T(0));
+    w[lanes + 1] = nan;
+    w[3] = nan;
+    cases.push_back(w);
+  }
+  for (const std::vector<T>& in : cases) {
+    for (int is_min = 0; is_min < 2; ++is_min) {
+      IndexValue<T> want{T(0), -1};
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (is_min) {
+          argmin_combine(want, in[i], static_cast<int64_t>(i));
+        } else {
+          argmax_combine(want, in[i], static_cast<int64_t>(i));
+        }
+      }
+      int64_t index = -7;
+      T value = T(0);
+      run(is_min, in.data(), static_cast<int64_t>(in.size()), &index, &value);
+      EXPECT_EQ(index, want.index)
+          << type_name<T>() << (is_min ? " argmin" : " argmax") << " n " << in.size();
+      if (want.index >= 0) {
+        EXPECT_TRUE(same_value(value, want.value));
+      }
+    }
+  }
+}
+
+TEST_P(KernelVecMathTest, ArgmaxArgminPickTheFirstIndexAndNaN) {
+  check_arg<float>(*program_, float_lanes_);
+  check_arg<double>(*program_, float_lanes_);
+  check_arg<int32_t>(*program_, float_lanes_);
+  check_arg<int64_t>(*program_, float_lanes_);
+}
+
+TEST_P(KernelVecMathTest, CascadeSumKeepsLongSumsAccurate) {
+  const int64_t n = 3'000'017;
+  std::vector<float> in(n);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  long double exact = 0;
+  for (float& x : in) {
+    x = u(rng);
+    exact += x;
+  }
+  auto cascade = program_->fn<float (*)(const float*, int64_t)>("cascade_sum_f32");
+  auto naive = program_->fn<float (*)(const float*, int64_t)>("naive_sum_f32");
+  float got = cascade(in.data(), n);
+  double rel = std::fabs(static_cast<double>((got - exact) / exact));
+  double naive_rel = std::fabs(static_cast<double>((naive(in.data(), n) - exact) / exact));
+  EXPECT_LT(rel, 1e-6) << "naive summation's error: " << naive_rel;
+  EXPECT_EQ(bits_of(cascade(in.data(), n)), bits_of(got)) << "not deterministic";
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelVec, KernelVecMathTest, ::testing::ValuesIn(vec_variants()),
+                         variant_name);
+
+}  // namespace
+}  // namespace coil::vec_test
