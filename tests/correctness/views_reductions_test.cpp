@@ -157,7 +157,10 @@ TEST(Reductions, BitwiseIdenticalAtOneAndTwoThreads) {
 input x: f32[1000003]
 input y: f32[64, 4099]
 input z: f32[3, 70000]
+input w: f32[3000, 37]
 s = sum(x)
+cs = sum(w) {axes=[0]}
+cm = max(w) {axes=[0]}
 m = mean(y) {axes=[1]}
 c = sum(y) {axes=[0]}
 v = var(z) {axes=[1]}
@@ -167,6 +170,8 @@ output m
 output c
 output v
 output a
+output cs
+output cm
 )");
   CompiledModel m = compile(g);
   auto in = random_inputs(g, 5);

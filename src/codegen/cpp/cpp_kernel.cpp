@@ -105,6 +105,14 @@ class KernelPrinter final : public NestPrinter {
     w_.open();
     if (nests_.size() == 1 && split_reduction(nests_[0])) {
       emit_split_reduction(nests_[0]);
+    } else if (nests_.size() == 1 && g_.local_buffers.empty() &&
+               emit_row_split_reduction(*this, nests_[0])) {
+      // printed
+    } else if (nests_.size() == 1 && g_.local_buffers.empty() &&
+               emit_tile2d_nest(*this, nests_[0],
+                                decide_parallel_depth(nests_[0].ranges, product(nests_[0].ranges),
+                                                      kParallelThreadsHint) > 0)) {
+      // printed
     } else {
       emit_fused();
     }

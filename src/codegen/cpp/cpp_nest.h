@@ -75,4 +75,23 @@ std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lan
 /// kernel's parallel loop (a one-dimensional pointwise kernel).
 void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parallel);
 
+/// A column reduction (one pointwise loop x0 of at most kRowSplitMaxColumns outputs, one
+/// reduction loop r0 over many rows), vectorized along x0 and split over rows: each of a fixed
+/// number of row chunks reduces its rows into a partial row that stays in cache, streaming the
+/// input in memory order; the partials are then combined in chunk order, so the result is the
+/// same for any thread count. Inductor parallelizes only over column vectors here (64 for 1024
+/// columns) and walks each column strip down all the rows. Returns false (printing nothing)
+/// when the nest is not of that shape.
+/// CppTile2DKernel: a two-dimensional pointwise nest whose store is contiguous along x1 while
+/// some load is contiguous along x0 (a transpose: x.t() + y). The loops are tiled by
+/// lanes x lanes; each transposed operand is read into an L1 tile with vector loads along x0,
+/// transposed in the tile, and then read back as vectors along x1, so both the read and the
+/// write are contiguous in memory. Returns false (printing nothing) when the nest is not of
+/// that shape.
+bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel);
+
+constexpr int64_t kRowSplitMaxColumns = 16384;
+constexpr int64_t kRowSplitMinRows = 1024;
+bool emit_row_split_reduction(NestPrinter& p, const Nest& n);
+
 }  // namespace coil

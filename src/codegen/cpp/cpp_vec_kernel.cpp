@@ -7,6 +7,7 @@
 // store, any other stride gathers lane by lane. The main loop covers whole vectors; the tail
 // (size % kFloatLanes elements) runs the same body with masked loads and stores, which never
 // touch memory past the end.
+#include <map>
 #include <set>
 
 #include "codegen/cpp/cpp_nest.h"
@@ -74,8 +75,14 @@ sym::Expr var_of(const VecLoop& v) {
 class VecOpPrinter {
  public:
   VecOpPrinter(NestPrinter& p, const Nest& n, const sym::Analyzer& a, const VecLoop& v,
-               std::string count)
-      : p_(p), n_(n), a_(a), v_(v), var_(var_of(v)), count_(std::move(count)) {}
+               std::string count, std::map<int, std::string> tiles = {})
+      : p_(p),
+        n_(n),
+        a_(a),
+        v_(v),
+        var_(var_of(v)),
+        count_(std::move(count)),
+        tiles_(std::move(tiles)) {}
 
   void emit(const std::function<bool(int)>& pick) {
     CodeWriter& w = p_.writer();
@@ -88,7 +95,13 @@ class VecOpPrinter {
         case LoopOp::reduction:
           break;
         case LoopOp::load:
-          emit_load(op, t);
+          if (tiles_.count(i)) {
+            // A row of a transposed tile (CppTile2DKernel), contiguous in L1.
+            w.linef("auto {} = {}::loadu(&{}[a * {}]{});", t, kVec, tiles_.at(i), p_.lanes(),
+                    count_arg());
+          } else {
+            emit_load(op, t);
+          }
           break;
         case LoopOp::store: {
           if (p_.store_dropped(op.buffer)) break;
@@ -170,6 +183,7 @@ class VecOpPrinter {
   VecLoop v_;
   sym::Expr var_;
   std::string count_;
+  std::map<int, std::string> tiles_;  // op -> tile array holding its transposed values
 };
 
 struct VecReduction {
@@ -318,6 +332,140 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
         parallel);
   }
   for (size_t i = first_loop; i < x_end; ++i) w.close();
+}
+
+bool emit_row_split_reduction(NestPrinter& p, const Nest& n) {
+  if (n.ranges.size() != 1 || n.red_ranges.size() != 1 || n.reductions.empty()) return false;
+  auto vl = choose_vec_loop(n, 0, p.lanes());
+  if (!vl || vl->reduction) return false;
+  const int64_t cols = n.ranges[0], rows = n.red_ranges[0], lanes = p.lanes();
+  if (cols > kRowSplitMaxColumns || rows < kRowSplitMinRows) return false;
+  // Chunks depend on the sizes only: about 256 rows each, at most 64.
+  const int64_t chunks = std::min<int64_t>(64, (rows + 255) / 256);
+  const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  CodeWriter& w = p.writer();
+  sym::Analyzer a = nest_analyzer(n);
+  auto inside = [&](int i) { return !n.after[static_cast<size_t>(i)]; };
+  auto after = [&](int i) { return n.after[static_cast<size_t>(i)]; };
+  const int64_t full = cols / lanes * lanes;
+  // Runs `body(count)` over the columns: whole vectors, then a masked tail.
+  auto over_columns = [&](const std::function<void(const std::string&)>& body) {
+    if (full > 0) {
+      w.linef("for (int64_t x0 = 0; x0 < {}; x0 += {})", full, lanes);
+      w.open();
+      body("");
+      w.close();
+    }
+    if (cols % lanes != 0) {
+      w.open();
+      w.linef("const int64_t x0 = {};", full);
+      w.linef("const int64_t tail = {};", cols - full);
+      body("tail");
+      w.close();
+    }
+  };
+  auto cnt = [](const std::string& c) { return c.empty() ? std::string() : ", " + c; };
+  std::vector<std::string> parts;
+  for (int red : n.reductions) {
+    parts.push_back(p.new_acc() + "_part");
+    w.linef("std::unique_ptr<float[]> {}(new float[{}]);", parts.back(), chunks * cols);
+  }
+  w.linef("// {} rows in {} chunks of {}: partial column results, combined in chunk order", rows,
+          chunks, rows_per_chunk);
+  w.line("#pragma omp parallel for");
+  w.linef("for (int64_t c = 0; c < {}; c++)", chunks);
+  w.open();
+  over_columns([&](const std::string& count) {
+    for (size_t k = 0; k < parts.size(); ++k) {
+      w.linef("{}({}).store(&{}[c * {} + x0]{});", kVec,
+              vec_reduction(n.body.op(n.reductions[k]).reduction).init, parts[k], cols, cnt(count));
+    }
+  });
+  w.linef("for (int64_t r0 = c * {0}; r0 < std::min<int64_t>(c * {0} + {0}, {1}); r0++)",
+          rows_per_chunk, rows);
+  w.open();
+  over_columns([&](const std::string& count) {
+    VecOpPrinter(p, n, a, *vl, count).emit(inside);
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const BodyOp& rop = n.body.op(n.reductions[k]);
+      std::string acc =
+          fmt::format("{}::loadu(&{}[c * {} + x0]{})", kVec, parts[k], cols, cnt(count));
+      std::string c = subst(subst(vec_reduction(rop.reduction).combine, "{acc}", "(" + acc + ")"),
+                            "{v}", p.tmp(n, rop.args[0]));
+      w.linef("({}).store(&{}[c * {} + x0]{});", c, parts[k], cols, cnt(count));
+    }
+  });
+  w.close();
+  w.close();
+  over_columns([&](const std::string& count) {
+    for (size_t k = 0; k < parts.size(); ++k) {
+      int red = n.reductions[k];
+      std::string acc = p.tmp(n, red);
+      w.linef("auto {} = {}::loadu(&{}[x0]{});", acc, kVec, parts[k], cnt(count));
+      w.linef("for (int64_t c = 1; c < {}; c++)", chunks);
+      w.open();
+      std::string c =
+          subst(subst(vec_reduction(n.body.op(red).reduction).combine, "{acc}", acc), "{v}",
+                fmt::format("{}::loadu(&{}[c * {} + x0]{})", kVec, parts[k], cols, cnt(count)));
+      w.linef("{} = {};", acc, c);
+      w.close();
+    }
+    VecOpPrinter(p, n, a, *vl, count).emit(after);
+  });
+  return true;
+}
+
+bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel) {
+  if (n.ranges.size() != 2 || !n.reductions.empty()) return false;
+  auto vl = choose_vec_loop(n, 0, p.lanes());
+  if (!vl || vl->reduction || vl->index != 1) return false;
+  sym::Analyzer a = nest_analyzer(n);
+  const sym::Expr x0 = loop_var(0), x1 = loop_var(1);
+  std::map<int, std::string> tiles;
+  for (int i = 0; i < static_cast<int>(n.body.ops().size()); ++i) {
+    const BodyOp& op = n.body.op(i);
+    if (op.op != LoopOp::load) continue;
+    int64_t s1 = stride_along(a, op.index, x1), s0 = stride_along(a, op.index, x0);
+    if (s1 != 0 && s1 != 1 && s0 == 1) tiles[i] = p.tmp(n, i) + "_tile";
+  }
+  if (tiles.empty()) return false;
+  const int64_t L = p.lanes(), rows = n.ranges[0], cols = n.ranges[1];
+  CodeWriter& w = p.writer();
+  w.linef("// 2-D tiles of {0}x{0}: transposed operands are read along x0 and transposed in L1", L);
+  if (parallel) w.line("#pragma omp parallel for");
+  w.linef("for (int64_t x0_tile = 0; x0_tile < {}; x0_tile += {})", rows, L);
+  w.open();
+  w.linef("for (int64_t x1_tile = 0; x1_tile < {}; x1_tile += {})", cols, L);
+  w.open();
+  w.linef("const int64_t rows = std::min<int64_t>({}, {} - x0_tile);", L, rows);
+  w.linef("const int64_t cols = std::min<int64_t>({}, {} - x1_tile);", L, cols);
+  for (const auto& [i, tile] : tiles) {
+    const BodyOp& op = n.body.op(i);
+    w.linef("alignas(64) float {}[{}];", tile, L * L);
+    // Row b of the tile: elements (x0_tile + 0..rows, x1_tile + b), contiguous in the source.
+    w.line("for (int64_t b = 0; b < cols; b++)");
+    w.open();
+    w.line("const int64_t x0 = x0_tile;");
+    w.line("const int64_t x1 = x1_tile + b;");
+    w.linef("{}::loadu(&{}, rows).store(&{}[b * {}]);", kVec, p.access(n, op.buffer, op.index, a),
+            tile, L);
+    w.close();
+    // In-place transpose: tile[b][a] becomes tile[a][b].
+    w.linef("for (int64_t i = 0; i < {}; i++)", L);
+    w.open();
+    w.linef("for (int64_t j = i + 1; j < {0}; j++) std::swap({1}[i * {0} + j], {1}[j * {0} + i]);",
+            L, tile);
+    w.close();
+  }
+  w.line("for (int64_t a = 0; a < rows; a++)");
+  w.open();
+  w.line("const int64_t x0 = x0_tile + a;");
+  w.line("const int64_t x1 = x1_tile;");
+  VecOpPrinter(p, n, a, *vl, "cols", tiles).emit([](int) { return true; });
+  w.close();
+  w.close();
+  w.close();
+  return true;
 }
 
 }  // namespace coil

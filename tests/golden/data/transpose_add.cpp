@@ -6,23 +6,33 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 // graph nodes: z (add)
 extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0)
 {
-    for (int64_t x0 = 0; x0 < 64; x0++)
+    // 2-D tiles of 16x16: transposed operands are read along x0 and transposed in L1
+    for (int64_t x0_tile = 0; x0_tile < 64; x0_tile += 16)
     {
-        for (int64_t x1 = 0; x1 < 96; x1 += 16)
+        for (int64_t x1_tile = 0; x1_tile < 96; x1_tile += 16)
         {
-            alignas(64) float tmp0_lanes[16] = {};
+            const int64_t rows = std::min<int64_t>(16, 64 - x0_tile);
+            const int64_t cols = std::min<int64_t>(16, 96 - x1_tile);
+            alignas(64) float tmp0_tile[256];
+            for (int64_t b = 0; b < cols; b++)
             {
-                const int64_t x1_vec = x1;
-                for (int64_t lane = 0; lane < 16; lane++)
-                {
-                    const int64_t x1 = x1_vec + lane;
-                    tmp0_lanes[lane] = static_cast<float>(in_ptr0[x0 + 64*x1]);
-                }
+                const int64_t x0 = x0_tile;
+                const int64_t x1 = x1_tile + b;
+                coil::Vec<float>::loadu(&in_ptr0[x0 + 64*x1], rows).store(&tmp0_tile[b * 16]);
             }
-            auto tmp0 = coil::Vec<float>::loadu(tmp0_lanes);
-            auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[96*x0 + x1]);
-            auto tmp2 = tmp0 + tmp1;
-            tmp2.store(&out_ptr0[96*x0 + x1]);
+            for (int64_t i = 0; i < 16; i++)
+            {
+                for (int64_t j = i + 1; j < 16; j++) std::swap(tmp0_tile[i * 16 + j], tmp0_tile[j * 16 + i]);
+            }
+            for (int64_t a = 0; a < rows; a++)
+            {
+                const int64_t x0 = x0_tile + a;
+                const int64_t x1 = x1_tile;
+                auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16], cols);
+                auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[96*x0 + x1], cols);
+                auto tmp2 = tmp0 + tmp1;
+                tmp2.store(&out_ptr0[96*x0 + x1], cols);
+            }
         }
     }
 }
