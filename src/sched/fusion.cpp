@@ -143,6 +143,7 @@ class Fuser {
   /// Same loops as nest `nest`, and every value c reads from that nest is read at the index
   /// where it is stored (so the merged body forwards it) from a pointwise producer.
   bool can_share_nest(const LoopNest& nest, int c) const {
+    if (!nest.reindex.empty()) return false;
     const ComputedBuffer& a = comp(nest.computations[0]);
     const ComputedBuffer& b = comp(c);
     if (a.ranges != b.ranges || a.reduction_ranges != b.reduction_ranges) return false;
@@ -182,6 +183,45 @@ class Fuser {
     return true;
   }
 
+  /// The last nest is pointwise over outer + [D] and c reduces over exactly [D] with the same
+  /// outer loops, reading the nest's values element by element: rename the nest's last loop
+  /// variable to r0 and put c in the same nest.
+  bool try_prologue(KernelGroup& g, int c) {
+    LoopNest& last = g.nests.back();
+    const ComputedBuffer& red = comp(c);
+    if (!red.is_reduction() || red.reduction_ranges.size() != 1 || !last.reindex.empty())
+      return false;
+    const ComputedBuffer& p = comp(last.computations[0]);
+    if (p.is_reduction() || p.ranges.size() != red.ranges.size() + 1) return false;
+    if (!std::equal(red.ranges.begin(), red.ranges.end(), p.ranges.begin()) ||
+        p.ranges.back() != red.reduction_ranges[0])
+      return false;
+    std::map<sym::Expr, sym::Expr> rename{
+        {loop_var(static_cast<int>(red.ranges.size())), reduction_var(0)}};
+    bool reads_nest = false;
+    for (const auto& r : d_.computations[static_cast<size_t>(c)].reads) {
+      for (int m : last.computations) {
+        if (comp(m).buffer != r.buffer) continue;
+        if (sym::substitute(d_.computations[static_cast<size_t>(m)].write.index, rename) != r.index)
+          return false;
+        reads_nest = true;
+      }
+    }
+    if (!reads_nest) return false;
+    KernelGroup trial = g;
+    for (int m : trial.nests.back().computations) trial.nests.back().reindex[m] = rename;
+    trial.nests.back().computations.push_back(c);
+    trial.outer_depth = std::min<int>(trial.outer_depth, static_cast<int>(red.ranges.size()));
+    if (trial.outer_depth == 0) return false;
+    std::string why;
+    if (!rows_independent(trial, trial.outer_depth, &why)) return false;
+    g = std::move(trial);
+    COIL_LOG(fusion,
+             "fuse {} into kernel of [{}]: its pointwise prologue runs in the reduction loop",
+             name(c), group_names(g));
+    return true;
+  }
+
   bool try_add(KernelGroup& g, int c) {
     if (!shares_data(g, c)) return false;  // unrelated: not a candidate, not logged
     if (static_cast<int>(g.computations().size()) >= kMaxFusedComputations ||
@@ -199,6 +239,7 @@ class Fuser {
         return true;
       }
     }
+    if (try_prologue(g, c)) return true;
     // Outer-loop fusion: a new nest under the common outer loops.
     const auto& outer = comp(g.nests[0].computations[0]).ranges;
     const auto& mine = comp(c).ranges;

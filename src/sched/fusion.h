@@ -8,10 +8,13 @@
 //       nest 3: sum of e over r0
 //       nest 4: for x1: out = e / sum
 //
-// Three kinds of fusion build it:
+// Four kinds of fusion build it:
 //   * same-loop: computations with identical loops share one nest and one body (horizontal
 //     fusion of sum and sum of squares; a pointwise consumer reading its producer at the very
 //     index it was stored, which the body then forwards without a load);
+//   * prologue: a pointwise nest over [rows, D] followed by a reduction over the same D reading
+//     it element by element joins the reduction's loop (softmax's exp(x - max) is computed,
+//     stored for later and summed in one pass);
 //   * outer-loop: computations whose loops start with the same outer loops become successive
 //     nests (softmax, layer_norm: reductions with their pointwise prologue and epilogue);
 //   * intermediates read only inside one kernel become per-row local buffers that never touch
@@ -22,6 +25,7 @@
 // (COIL_LOGS=fusion), refusals with their reason.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +45,9 @@ constexpr int64_t kLongRowElements = 8192;
 
 struct LoopNest {
   std::vector<int> computations;  // identical loops; bodies merged in this order
+  /// Pointwise prologues merged into a reduction's loop: their innermost loop variable is
+  /// renamed to the reduction's (x_k -> r0), per computation.
+  std::map<int, std::map<sym::Expr, sym::Expr>> reindex;
 };
 
 struct KernelGroup {

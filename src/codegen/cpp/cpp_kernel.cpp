@@ -129,14 +129,20 @@ class KernelPrinter final : public NestPrinter {
     int tmp_base = 0;
     for (const LoopNest& ln : g_.nests) {
       Nest n;
-      const ComputedBuffer& first = p_.computations[static_cast<size_t>(ln.computations[0])];
+      // The nest's loops: a reduction's when a pointwise prologue was merged into it.
+      const ComputedBuffer& first = p_.computations[static_cast<size_t>(ln.computations.back())];
       n.ranges = static_ranges(first.ranges);
       n.red_ranges = static_ranges(first.reduction_ranges);
       // Merge bodies; a load of a value stored earlier in this body at the same index is
       // forwarded; a store of a local buffer that nothing else reads is dropped later.
       std::map<std::pair<int, const void*>, int> stored;
       for (int c : ln.computations) {
-        const LoopBody& b = p_.computations[static_cast<size_t>(c)].body;
+        auto re = ln.reindex.find(c);
+        LoopBody renamed;
+        if (re != ln.reindex.end())
+          renamed = p_.computations[static_cast<size_t>(c)].body.substituted(re->second);
+        const LoopBody& b =
+            re != ln.reindex.end() ? renamed : p_.computations[static_cast<size_t>(c)].body;
         std::vector<int> remap;
         for (BodyOp op : b.ops()) {
           for (int& a : op.args)

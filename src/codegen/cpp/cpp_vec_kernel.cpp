@@ -217,10 +217,12 @@ std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lan
   if (has_red) {
     sym::Expr r = reduction_var(static_cast<int>(n.red_ranges.size() - 1));
     bool ok = true;
-    for (const BodyOp& op : n.body.ops()) {
-      if (op.op != LoopOp::load) continue;
-      int64_t s = stride_along(a, op.index, r);
-      if (s != 0 && s != 1) ok = false;
+    for (size_t i = 0; i < n.body.ops().size(); ++i) {
+      const BodyOp& op = n.body.op(static_cast<int>(i));
+      int64_t s = op.index.defined() ? stride_along(a, op.index, r) : 0;
+      if (op.op == LoopOp::load && s != 0 && s != 1) ok = false;
+      // A prologue's store inside the reduction loop must be a contiguous vector store.
+      if (op.op == LoopOp::store && !n.after[i] && s != 1) ok = false;
     }
     if (ok) return VecLoop{true, n.red_ranges.size() - 1};
   }

@@ -2,7 +2,7 @@
 #include "coil_vec.h"
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
-// cpp_fused_div_exp_max_sum_0: 4 loop nest(s) sharing 1 outer loop(s)
+// cpp_fused_div_exp_max_sum_0: 3 loop nest(s) sharing 1 outer loop(s)
 // graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__4 (div)
 extern "C" void cpp_fused_div_exp_max_sum_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)
 {
@@ -26,51 +26,42 @@ extern "C" void cpp_fused_div_exp_max_sum_0(const float* __restrict__ in_ptr0, f
         }
         float tmp1 = tmp_acc0_vec.reduce_max();
         buf1_local[0] = tmp1;
-        for (int64_t x1 = 0; x1 < 992; x1 += 16)
-        {
-            auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[1000*x0 + x1]);
-            auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
-            auto tmp5 = tmp3 - tmp4;
-            auto tmp6 = tmp5.exp();
-            tmp6.store(&buf2_local[x1]);
-        }
-        {
-            const int64_t x1 = 992;
-            const int64_t tail = 8;
-            auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[1000*x0 + x1], tail);
-            auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
-            auto tmp5 = tmp3 - tmp4;
-            auto tmp6 = tmp5.exp();
-            tmp6.store(&buf2_local[x1], tail);
-        }
         auto tmp_acc1_vec = coil::Vec<float>(0.0f);
         for (int64_t r0 = 0; r0 < 992; r0 += 16)
         {
-            auto tmp8 = coil::Vec<float>::loadu(&buf2_local[r0]);
-            tmp_acc1_vec = tmp_acc1_vec + tmp8;
+            auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+            auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
+            auto tmp5 = tmp3 - tmp4;
+            auto tmp6 = tmp5.exp();
+            tmp6.store(&buf2_local[r0]);
+            tmp_acc1_vec = tmp_acc1_vec + tmp6;
         }
         {
             const int64_t r0 = 992;
             const int64_t tail = 8;
-            auto tmp8 = coil::Vec<float>::loadu(&buf2_local[r0], tail);
-            tmp_acc1_vec = coil::Vec<float>::set(tmp_acc1_vec, tmp_acc1_vec + tmp8, tail);
+            auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], tail);
+            auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
+            auto tmp5 = tmp3 - tmp4;
+            auto tmp6 = tmp5.exp();
+            tmp6.store(&buf2_local[r0], tail);
+            tmp_acc1_vec = coil::Vec<float>::set(tmp_acc1_vec, tmp_acc1_vec + tmp6, tail);
         }
-        float tmp9 = tmp_acc1_vec.reduce_add();
-        buf3_local[0] = tmp9;
+        float tmp8 = tmp_acc1_vec.reduce_add();
+        buf3_local[0] = tmp8;
         for (int64_t x1 = 0; x1 < 992; x1 += 16)
         {
-            auto tmp11 = coil::Vec<float>::loadu(&buf2_local[x1]);
-            auto tmp12 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp13 = tmp11 / tmp12;
-            tmp13.store(&out_ptr0[1000*x0 + x1]);
+            auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1]);
+            auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+            auto tmp12 = tmp10 / tmp11;
+            tmp12.store(&out_ptr0[1000*x0 + x1]);
         }
         {
             const int64_t x1 = 992;
             const int64_t tail = 8;
-            auto tmp11 = coil::Vec<float>::loadu(&buf2_local[x1], tail);
-            auto tmp12 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp13 = tmp11 / tmp12;
-            tmp13.store(&out_ptr0[1000*x0 + x1], tail);
+            auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1], tail);
+            auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+            auto tmp12 = tmp10 / tmp11;
+            tmp12.store(&out_ptr0[1000*x0 + x1], tail);
         }
     }
 }
