@@ -14,6 +14,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # Python used by tests and benchmarks: Debian's /usr/bin/python3 with torch/numpy
   python3 python3-numpy python3-torch python3-pytest
+  # ONNX frontend: protobuf classes, and the backend test data for the conformance suite
+  # (/usr/share/libonnx-testdata/data; see docs/onnx.md)
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx
 )
 
 if [ "${COIL_SKIP_APT:-0}" != "1" ]; then

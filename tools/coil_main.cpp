@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   auto add_model_args = [](CLI::App* c, ModelArgs& a) {
-    c->add_option("model", a.model, "graph in coil's text format (.coil)")->required();
+    c->add_option("model", a.model, "model: coil's text format (.coil) or ONNX (.onnx)")
+        ->required();
     c->add_option("--size", a.sizes, "bind a size symbol, NAME=VALUE (repeatable)");
     c->add_option("--input", a.inputs, "an input as NAME=FILE.npy (repeatable; others are random)");
     c->add_option("--seed", a.seed, "seed for random inputs");

@@ -12,6 +12,7 @@
 
 #include "coil/coil.h"
 #include "demo_model.h"
+#include "frontend/onnx/onnx_import.h"
 #include "graph/interpreter.h"
 #include "graph/op_registry.h"
 #include "graph/text_format.h"
@@ -38,7 +39,8 @@ struct Prepared {
 };
 
 Prepared prepare(const ModelArgs& a) {
-  Prepared p{load_graph_file(a.model), {}, {}};
+  bool onnx = std::filesystem::path(a.model).extension() == ".onnx";
+  Prepared p{onnx ? import_onnx(a.model) : load_graph_file(a.model), {}, {}};
   for (const auto& s : a.sizes) {
     auto [name, value] = split_pair(s, "--size");
     try {

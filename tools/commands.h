@@ -9,7 +9,7 @@ namespace coil::cli {
 
 /// Options shared by compile/run/check/bench.
 struct ModelArgs {
-  std::string model;                // path of a .coil text graph
+  std::string model;                // a .coil text graph or an .onnx model
   std::vector<std::string> sizes;   // "s0=128"
   std::vector<std::string> inputs;  // "x=path.npy"
   uint64_t seed = 0;

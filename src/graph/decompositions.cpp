@@ -2,6 +2,8 @@
 // and rounded once at the end, as PyTorch's kernels for these ops do.
 #include "graph/decompositions.h"
 
+#include <set>
+
 #include "graph/op_registry.h"
 #include "graph/type_rules.h"
 #include "support/check.h"
@@ -14,8 +16,10 @@ class Builder {
  public:
   Builder(Graph& g, const Node& node) : g_(g), base_(node.name) {}
   int op(std::string_view name, std::vector<int> in, Attrs attrs = {}) {
-    return g_.add_node(name, std::move(in), std::move(attrs), fmt::format("{}__{}", base_, k_++));
+    return g_.add_node(name, std::move(in), std::move(attrs), fresh());
   }
+  /// Names of the graph being decomposed: temporaries must not take one a later node uses.
+  static inline thread_local const std::set<std::string>* reserved = nullptr;
   int scalar(double v, DType t) {
     return op("full", {}, Attrs{{"shape", std::vector<int64_t>{}}, {"value", v}, {"dtype", t}});
   }
@@ -30,6 +34,15 @@ class Builder {
     return type(x).dtype == t ? x : op("cast", {x}, Attrs{{"dtype", t}});
   }
 
+ private:
+  std::string fresh() {
+    std::string n;
+    do n = fmt::format("{}__{}", base_, k_++);
+    while (g_.find(n) >= 0 || (reserved && reserved->count(n)));
+    return n;
+  }
+
+ public:
  private:
   Graph& g_;
   std::string base_;
@@ -139,6 +152,12 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
     bind[sym::make_symbol(name)] = sym::Expr(value);
   }
   Graph out;
+  std::set<std::string> names;
+  for (const auto& np : g.nodes()) names.insert(np->name);
+  Builder::reserved = &names;
+  struct Reset {
+    ~Reset() { Builder::reserved = nullptr; }
+  } reset;
   std::vector<int> map(static_cast<size_t>(g.num_nodes()), -1);
   for (const auto& np : g.nodes()) {
     const Node& n = *np;

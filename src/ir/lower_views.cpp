@@ -17,7 +17,10 @@ static sym::Expr linearize(const Index& idx, const Shape& sizes) {
 
 /// The index of linear position `lin` in `sizes` (div/mod; the simplifier folds them).
 static Index delinearize(const sym::Expr& lin, const Shape& sizes) {
-  Index out(sizes.size());
+  Index out(sizes.size(), sym::Expr(0));
+  // An empty tensor's loops never run: any index will do (and div/mod by 0 must not be built).
+  for (const auto& s : sizes)
+    if (s == sym::Expr(0)) return out;
   sym::Expr stride = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     out[i] =

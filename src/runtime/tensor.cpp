@@ -118,7 +118,13 @@ Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   // At least one element so that data() is never null (0-size tensors still get a pointer).
   t.storage_bytes_ = std::max<int64_t>(t.numel(), 1) * dtype_size(dtype);
   size_t bytes = static_cast<size_t>((t.storage_bytes_ + 63) / 64 * 64);
-  std::byte* raw = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(64)));
+  std::byte* raw = nullptr;
+  try {
+    raw = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(64)));
+  } catch (const std::bad_alloc&) {
+    user_error("cannot allocate {} bytes for a {} tensor of shape {}", bytes, dtype_name(dtype),
+               shape_str(t.shape_));
+  }
   t.storage_ = std::shared_ptr<std::byte[]>(
       raw, [](std::byte* q) { ::operator delete[](q, std::align_val_t(64)); });
   return t;

@@ -110,7 +110,7 @@ class Fuser {
   void add_new_nest(KernelGroup& g, int c) {
     int depth = static_cast<int>(comp(c).ranges.size());
     g.outer_depth = g.nests.empty() ? depth : std::min(g.outer_depth, depth);
-    g.nests.push_back({{c}});
+    g.nests.push_back(LoopNest{{c}, {}});
   }
 
   bool shares_data(const KernelGroup& g, int c) const {
@@ -258,7 +258,7 @@ class Fuser {
           c, g, fmt::format("{} long rows are too few to parallelize one fused row loop", rows));
     KernelGroup trial = g;
     trial.outer_depth = k;
-    trial.nests.push_back({{c}});
+    trial.nests.push_back(LoopNest{{c}, {}});
     std::string why;
     if (!rows_independent(trial, k, &why)) return refuse(c, g, why);
     g = std::move(trial);

@@ -74,6 +74,11 @@ TEST(Views, OddShapesAndZeroSize) {
     SCOPED_TRACE(n);
     EXPECT_TRUE(matches_reference(g));
   }
+  // Reshapes of empty tensors (found by the ONNX conformance suite).
+  EXPECT_TRUE(
+      matches_reference(graph_from_text("input x: f32[2, 0, 3]\ny = flatten(x)\noutput y\n")));
+  EXPECT_TRUE(matches_reference(
+      graph_from_text("input x: f32[0, 3]\ny = reshape(x) {shape=[3, 0]}\noutput y\n")));
   Graph z = graph_from_text(
       "input x: f32[0, 3]\ny = permute(x) {dims=[1, 0]}\nw = sum(x) {axes=[0]}\noutput y\noutput "
       "w\n");
@@ -217,6 +222,13 @@ output rn2
     SCOPED_TRACE(dtype_name(t));
     EXPECT_TRUE(matches_reference(graph_from_text(text), 2, 4.0));
   }
+}
+
+TEST(Composites, DecompositionTemporariesNeverTakeAUserName) {
+  EXPECT_TRUE(matches_reference(
+      graph_from_text("input x: f32[4, 8]\ns__0 = exp(x)\ns = softmax(s__0)\noutput s\n")));
+  EXPECT_TRUE(matches_reference(
+      graph_from_text("input x: f32[4, 8]\ns = softmax(x)\ns__0 = exp(s)\noutput s__0\n")));
 }
 
 TEST(Composites, SoftmaxOfIntegersAndOddRows) {

@@ -76,6 +76,13 @@ TEST(UserErrors, RunWithWrongInputs) {
             "run: the model is empty (moved from or default-constructed)");
 }
 
+TEST(UserErrors, OutOfMemoryIsAUserError) {
+  EXPECT_EQ(error_of([] {
+              Tensor::empty(DType::F32, {4000000000, 4});
+            }),
+            "cannot allocate 64000000000 bytes for a f32 tensor of shape [4000000000, 4]");
+}
+
 TEST(UserErrors, UnboundSizeSymbol) {
   Graph g = parse_graph("input x: f32[s0, 4]\ny = exp(x)\noutput y\n");
   EXPECT_EQ(error_of([&] { compile(g); }),

@@ -71,7 +71,7 @@ std::string print(const sym::Expr& e, const sym::Analyzer& a, bool parens) {
   std::string s;
   switch (e.kind()) {
     case K::Const:
-      return e.const_value() < 0 && parens ? "(" + int_literal(e.const_value()) + ")"
+      return e.const_value() < 0 && parens ? fmt::format("({})", int_literal(e.const_value()))
                                            : int_literal(e.const_value());
     case K::Symbol:
       return e.symbol_name();

@@ -368,7 +368,7 @@ bool emit_row_split_reduction(NestPrinter& p, const Nest& n) {
   };
   auto cnt = [](const std::string& c) { return c.empty() ? std::string() : ", " + c; };
   std::vector<std::string> parts;
-  for (int red : n.reductions) {
+  for (size_t k = 0; k < n.reductions.size(); ++k) {
     parts.push_back(p.new_acc() + "_part");
     w.linef("std::unique_ptr<float[]> {}(new float[{}]);", parts.back(), chunks * cols);
   }

@@ -1,0 +1,135 @@
+// What the ONNX op mappings (onnx_ops_*.cpp) see of the importer: one ONNX node, its inputs as
+// coil values, its attributes, and a builder that adds coil nodes (folding constants as it goes).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "graph/graph.h"
+#include "support/check.h"
+
+namespace coil::onnxfe {
+
+/// Thrown by a mapping when the model uses something coil cannot express yet (a dynamic
+/// Gather, a non-constant shape, a Pad mode). The importer collects these for all nodes and
+/// reports them together; a malformed model is a coil::Error instead.
+struct Unsupported {
+  std::string reason;
+};
+
+template <typename... Args>
+[[noreturn]] void unsupported(fmt::format_string<Args...> f, Args&&... args) {
+  throw Unsupported{fmt::format(f, std::forward<Args>(args)...)};
+}
+
+/// Hands out unique identifiers derived from model names.
+class Namer {
+ public:
+  /// sanitize_onnx_name(hint), with "_2", "_3", ... appended until unused.
+  std::string fresh(std::string_view hint);
+
+ private:
+  std::unordered_set<std::string> used_;
+};
+
+/// A model string fit for an error message: printable ASCII, quotes and backslashes escaped,
+/// at most 80 characters.
+std::string printable(std::string_view s);
+
+/// Values of constant nodes are computed at import time when they have at most this many
+/// elements (larger ones stay graph nodes).
+constexpr int64_t kFoldLimit = int64_t{1} << 16;
+
+class OnnxNode {
+ public:
+  OnnxNode(Graph& g, Namer& namer, const onnx::NodeProto& proto, int opset,
+           std::vector<int> inputs);
+
+  const onnx::NodeProto& proto() const { return proto_; }
+  const std::string& op_type() const { return proto_.op_type(); }
+  int opset() const { return opset_; }
+
+  // --- inputs (coil node ids; -1 for an omitted optional input) ---
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  bool has_input(int i) const { return i < num_inputs() && inputs_[static_cast<size_t>(i)] >= 0; }
+  /// Input i; a coil::Error when it is missing.
+  int in(int i) const;
+  const TensorType& type(int id) const { return g_.node(id).type; }
+  int64_t rank(int id) const { return type(id).rank(); }
+  DType dtype(int id) const { return type(id).dtype; }
+  /// The value of a constant node, or null.
+  const Tensor* constant(int id) const;
+  /// Input i as a constant integer list (any integer dtype, any rank); Unsupported when the
+  /// input is not a constant ("`what` is not a constant").
+  std::vector<int64_t> const_ints(int i, std::string_view what) const;
+  /// Input i as a constant scalar (one element).
+  double const_scalar(int i, std::string_view what) const;
+  /// The static sizes of a value; Unsupported when some size is symbolic.
+  std::vector<int64_t> static_shape(int id, std::string_view what) const;
+
+  // --- attributes (a wrong attribute type is a coil::Error) ---
+  bool has_attr(std::string_view name) const { return find_attr(name) != nullptr; }
+  int64_t attr_int(std::string_view name, int64_t dflt) const;
+  double attr_float(std::string_view name, double dflt) const;
+  std::string attr_string(std::string_view name, std::string dflt) const;
+  std::optional<std::vector<int64_t>> attr_ints(std::string_view name) const;
+  std::optional<std::vector<double>> attr_floats(std::string_view name) const;
+  const onnx::TensorProto* attr_tensor(std::string_view name) const;
+  const onnx::AttributeProto* find_attr(std::string_view name) const;
+
+  // --- building ---
+  /// Adds a coil node (folded into a constant when all its inputs are constants).
+  int add(std::string_view op, std::vector<int> inputs, Attrs attrs = {});
+  int add_constant(const Tensor& t);
+  /// A 0-dim constant.
+  int scalar(double v, DType t);
+  /// `x` cast to `t` (x itself when it already is).
+  int cast(int x, DType t);
+  /// Normalizes an ONNX axis for a tensor of `rank` (a coil::Error when out of range).
+  int64_t axis(int64_t a, int64_t rank) const;
+
+  // --- outputs ---
+  int num_outputs() const { return proto_.output_size(); }
+  /// Whether output i exists and has a name (ONNX omits optional outputs with "").
+  bool wants_output(int i) const { return i < num_outputs() && !proto_.output(i).empty(); }
+  void set_output(int i, int id);
+  const std::vector<int>& outputs() const { return outputs_; }
+
+  /// A coil::Error about this node.
+  template <typename... Args>
+  [[noreturn]] void error(fmt::format_string<Args...> f, Args&&... args) const {
+    user_error("{}", fmt::format(f, std::forward<Args>(args)...));
+  }
+
+ private:
+  int fold(int id);
+
+  Graph& g_;
+  Namer& namer_;
+  const onnx::NodeProto& proto_;
+  int opset_;
+  std::vector<int> inputs_;
+  std::vector<int> outputs_;
+  std::string hint_;
+};
+
+/// Maps one ONNX node; sets every wanted output or throws Unsupported / coil::Error.
+using MapFn = void (*)(OnnxNode& n);
+
+struct OnnxOpDef {
+  std::string_view name;
+  MapFn map;              // null: known but not supported yet
+  std::string_view note;  // for docs and for the unsupported message when map is null
+};
+
+/// The ONNX op `name` of the default domain, or null when coil does not know it.
+const OnnxOpDef* find_onnx_op(std::string_view name);
+/// Every ONNX op the frontend knows, in table order.
+std::span<const OnnxOpDef> all_onnx_ops();
+
+}  // namespace coil::onnxfe

@@ -1,0 +1,148 @@
+// The ONNX ops the frontend knows: one row each, with the function that maps it onto coil's
+// graph ops and a note for docs/onnx.md. Rows without a function are recognized but not
+// supported yet; they are reported together with every other unsupported op of a model.
+#include <unordered_map>
+
+#include "frontend/onnx/onnx_ops.h"
+
+namespace coil::onnxfe {
+namespace {
+
+const OnnxOpDef kOnnxOps[] = {
+    // Elementwise (onnx_ops_elementwise.cpp).
+    {"Abs", map_unary, "abs"},
+    {"Neg", map_unary, "neg"},
+    {"Exp", map_unary, "exp"},
+    {"Log", map_unary, "log"},
+    {"Sqrt", map_unary, "sqrt"},
+    {"Reciprocal", map_unary, "reciprocal"},
+    {"Relu", map_unary, "relu"},
+    {"Sigmoid", map_unary, "sigmoid"},
+    {"Tanh", map_unary, "tanh"},
+    {"Erf", map_unary, "erf"},
+    {"Sin", map_unary, "sin"},
+    {"Cos", map_unary, "cos"},
+    {"Floor", map_unary, "floor"},
+    {"Ceil", map_unary, "ceil"},
+    {"Round", map_unary, "round (half to even)"},
+    {"Sign", map_unary, "sign"},
+    {"Not", map_unary, "logical_not"},
+    {"IsNaN", map_unary, "isnan"},
+    {"IsInf", map_isinf, "eq with +-inf"},
+    {"Identity", map_identity, "the input itself"},
+    {"Dropout", map_identity, "inference: the input, and an all-true mask"},
+    {"Add", map_binary, "add"},
+    {"Sub", map_binary, "sub"},
+    {"Mul", map_binary, "mul"},
+    {"Div", map_binary, "div; integers: truncating division computed in f64"},
+    {"Pow", map_binary, "pow, cast to the base's dtype"},
+    {"And", map_binary, "logical_and"},
+    {"Or", map_binary, "logical_or"},
+    {"Xor", map_binary, "ne"},
+    {"Equal", map_binary, "eq"},
+    {"Less", map_binary, "lt"},
+    {"LessOrEqual", map_binary, "le"},
+    {"Greater", map_binary, "gt"},
+    {"GreaterOrEqual", map_binary, "ge"},
+    {"Mod", map_mod, "fmod; fmod=0: fmod corrected to the divisor's sign"},
+    {"Sum", map_variadic, "add chain"},
+    {"Mean", map_variadic, "add chain / count"},
+    {"Max", map_variadic, "maximum chain"},
+    {"Min", map_variadic, "minimum chain"},
+    {"Where", map_where, "where"},
+    {"Cast", map_cast, "cast"},
+    {"CastLike", map_cast, "cast"},
+    {"Clip", map_clip, "clamp (constant bounds) or maximum/minimum"},
+
+    // Activations (onnx_ops_activation.cpp).
+    {"HardSigmoid", map_activation, "clamp(alpha * x + beta, 0, 1)"},
+    {"HardSwish", map_activation, "x * clamp(x / 6 + 0.5, 0, 1)"},
+    {"LeakyRelu", map_activation, "where(x < 0, alpha * x, x)"},
+    {"Elu", map_activation, "where(x < 0, alpha * expm1(x), x)"},
+    {"Selu", map_activation, "gamma * where(x > 0, x, alpha * expm1(x))"},
+    {"Celu", map_activation, "relu(x) + minimum(0, alpha * expm1(x / alpha))"},
+    {"Softplus", map_activation, "relu(x) + log1p(exp(-|x|))"},
+    {"Softsign", map_activation, "x / (1 + |x|)"},
+    {"ThresholdedRelu", map_activation, "where(x > alpha, x, 0)"},
+    {"Shrink", map_activation, "nested where"},
+    {"Mish", map_activation, "x * tanh(softplus(x))"},
+    {"Sinh", map_activation, "(exp(x) - exp(-x)) / 2"},
+    {"Cosh", map_activation, "(exp(x) + exp(-x)) / 2"},
+    {"Tan", map_activation, "sin / cos"},
+    {"PRelu", map_prelu, "where(x < 0, slope * x, x)"},
+
+    // Reductions (onnx_ops_reduce.cpp).
+    {"ReduceSum", map_reduce, "sum"},
+    {"ReduceMean", map_reduce, "mean"},
+    {"ReduceMax", map_reduce, "max"},
+    {"ReduceMin", map_reduce, "min"},
+    {"ReduceProd", map_reduce, "prod"},
+    {"ReduceL1", map_reduce, "sum(abs(x))"},
+    {"ReduceL2", map_reduce, "sqrt(sum(x * x))"},
+    {"ReduceSumSquare", map_reduce, "sum(x * x)"},
+    {"ReduceLogSum", map_reduce, "log(sum(x))"},
+    {"ReduceLogSumExp", map_reduce, "m + log(sum(exp(x - m))), m = max(x)"},
+    {"ArgMax", map_arg_reduce, "argmax; select_last_index: max of matching iota"},
+    {"ArgMin", map_arg_reduce, "argmin; select_last_index: max of matching iota"},
+
+    // Neural-network ops (onnx_ops_nn.cpp).
+    {"Softmax", map_softmax, "softmax; opset < 13: over the flattened dims from axis"},
+    {"LogSoftmax", map_softmax, "log_softmax; opset < 13: as Softmax"},
+    {"Hardmax", map_softmax, "eq(iota, argmax)"},
+    {"LayerNormalization", map_layer_norm, "layer_norm; Mean and InvStdDev outputs by mean/var"},
+    {"BatchNormalization", map_batch_norm, "inference: (x - mean) * scale / sqrt(var + eps) + B"},
+    {"InstanceNormalization", map_instance_norm, "mean and var over the spatial dims"},
+    {"MeanVarianceNormalization", map_mean_variance_norm, "(x - mean) / (std + 1e-9)"},
+    {"GlobalAveragePool", map_global_pool, "mean over the spatial dims"},
+    {"GlobalMaxPool", map_global_pool, "max over the spatial dims"},
+
+    // Shapes (onnx_ops_shape.cpp).
+    {"Reshape", map_reshape, "reshape (constant shape; 0 copies a dim unless allowzero)"},
+    {"Flatten", map_flatten, "flatten to 2-D"},
+    {"Transpose", map_transpose, "permute"},
+    {"Squeeze", map_squeeze, "squeeze"},
+    {"Unsqueeze", map_unsqueeze, "unsqueeze per axis"},
+    {"Expand", map_expand, "expand (bidirectional broadcast)"},
+    {"Concat", map_concat, "concat"},
+    {"Shape", map_shape, "constant (static shapes)"},
+    {"Size", map_size, "constant (static shapes)"},
+    {"Constant", map_constant, "constant"},
+    {"ConstantOfShape", map_constant_of_shape, "constant, or full when large"},
+    {"Range", map_range, "constant, or iota when large"},
+
+    // Indexing (onnx_ops_index.cpp).
+    {"Slice", map_slice, "slice; negative steps: concat of slices"},
+    {"Split", map_split, "slices"},
+    {"Gather", map_gather, "constant indices: slices + concat + reshape"},
+    {"Tile", map_tile, "reshape + expand + reshape"},
+    {"Pad", map_pad, "constant: concat with full; edge, reflect: concat of slices"},
+    {"EyeLike", map_eye_like, "eq(iota - iota, k)"},
+    {"Trilu", map_trilu, "where with an iota mask"},
+    {"OneHot", map_one_hot, "where(eq(indices, iota), on, off)"},
+
+    // Recognized, not supported yet.
+    {"MatMul", nullptr, "needs matmul (a later issue)"},
+    {"Gemm", nullptr, "needs matmul (a later issue)"},
+    {"Conv", nullptr, "needs convolution (a later issue)"},
+    {"ConvTranspose", nullptr, "needs convolution (a later issue)"},
+    {"MaxPool", nullptr, "needs windowed reductions (a later issue)"},
+    {"AveragePool", nullptr, "needs windowed reductions (a later issue)"},
+};
+
+}  // namespace
+
+const OnnxOpDef* find_onnx_op(std::string_view name) {
+  static const std::unordered_map<std::string_view, const OnnxOpDef*> index = [] {
+    std::unordered_map<std::string_view, const OnnxOpDef*> m;
+    for (const OnnxOpDef& op : kOnnxOps) m[op.name] = &op;
+    return m;
+  }();
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : it->second;
+}
+
+std::span<const OnnxOpDef> all_onnx_ops() {
+  return kOnnxOps;
+}
+
+}  // namespace coil::onnxfe

@@ -1,0 +1,80 @@
+// The ONNX op mappings, grouped by file (one MapFn per ONNX op or family of ops), and helpers
+// they share. The table that names them is onnx_op_table.cpp.
+#pragma once
+
+#include <vector>
+
+#include "frontend/onnx/onnx_context.h"
+
+namespace coil::onnxfe {
+
+// onnx_ops_elementwise.cpp
+void map_unary(OnnxNode& n);     // Abs, Neg, Exp, ... (one coil op each)
+void map_binary(OnnxNode& n);    // Add, Sub, Mul, Div, Pow, comparisons, logic
+void map_variadic(OnnxNode& n);  // Sum, Mean, Max, Min
+void map_mod(OnnxNode& n);
+void map_where(OnnxNode& n);
+void map_cast(OnnxNode& n);  // Cast, CastLike
+void map_clip(OnnxNode& n);
+void map_isinf(OnnxNode& n);
+void map_identity(OnnxNode& n);  // Identity, Dropout (inference)
+
+// onnx_ops_activation.cpp: compositions of elementwise ops
+void map_activation(OnnxNode& n);  // HardSigmoid, HardSwish, LeakyRelu, Elu, Selu, Celu,
+                                   // Softplus, Softsign, ThresholdedRelu, Shrink, Mish, ...
+void map_prelu(OnnxNode& n);
+
+// onnx_ops_reduce.cpp
+void map_reduce(OnnxNode& n);      // ReduceSum, ReduceMean, ..., ReduceLogSumExp
+void map_arg_reduce(OnnxNode& n);  // ArgMax, ArgMin
+
+// onnx_ops_nn.cpp
+void map_softmax(OnnxNode& n);  // Softmax, LogSoftmax, Hardmax
+void map_layer_norm(OnnxNode& n);
+void map_batch_norm(OnnxNode& n);
+void map_instance_norm(OnnxNode& n);
+void map_mean_variance_norm(OnnxNode& n);
+void map_global_pool(OnnxNode& n);  // GlobalAveragePool, GlobalMaxPool
+
+// onnx_ops_shape.cpp
+void map_reshape(OnnxNode& n);
+void map_flatten(OnnxNode& n);
+void map_transpose(OnnxNode& n);
+void map_squeeze(OnnxNode& n);
+void map_unsqueeze(OnnxNode& n);
+void map_expand(OnnxNode& n);
+void map_concat(OnnxNode& n);
+void map_shape(OnnxNode& n);
+void map_size(OnnxNode& n);
+void map_constant(OnnxNode& n);
+void map_constant_of_shape(OnnxNode& n);
+void map_range(OnnxNode& n);
+
+// onnx_ops_index.cpp
+void map_slice(OnnxNode& n);
+void map_split(OnnxNode& n);
+void map_gather(OnnxNode& n);
+void map_tile(OnnxNode& n);
+void map_pad(OnnxNode& n);
+void map_eye_like(OnnxNode& n);
+void map_trilu(OnnxNode& n);
+void map_one_hot(OnnxNode& n);
+
+// --- helpers ---
+
+/// Reshapes x to `target` (constant sizes; at most one symbolic size, which coil infers);
+/// Unsupported otherwise.
+int reshape_to(OnnxNode& n, int x, const Shape& target);
+/// x with dim `axis` replaced by the elements at the given (non-negative, in-range) indices,
+/// built from slices and a concat; Unsupported beyond 64 pieces.
+int gather_const(OnnxNode& n, int x, int64_t axis, const std::vector<int64_t>& indices);
+/// A coil reduction ({axes, keepdim}); axes must be normalized.
+int reduce(OnnxNode& n, std::string_view op, int x, const std::vector<int64_t>& axes, bool keepdim);
+/// ONNX's reduction axes (attribute, or input 1 from `input_opset` on) normalized and sorted;
+/// empty means all (or none when noop_with_empty_axes is set: then `noop` is set).
+std::vector<int64_t> reduction_axes(OnnxNode& n, int input_opset, bool* noop);
+/// An iota along `axis` of a tensor of rank `rank` with `size` elements, shaped to broadcast
+/// (size at `axis`, 1 elsewhere).
+int iota_along(OnnxNode& n, int64_t size, int64_t axis, int64_t rank);
+
+}  // namespace coil::onnxfe

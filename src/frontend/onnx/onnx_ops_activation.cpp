@@ -1,0 +1,80 @@
+// Activation functions that ONNX has and coil composes from elementwise ops. Constants take the
+// input's dtype, so a 0-dim input keeps its type.
+#include <cmath>
+
+#include "frontend/onnx/onnx_ops.h"
+
+namespace coil::onnxfe {
+namespace {
+
+struct Builder {
+  OnnxNode& n;
+  DType t;
+  int c(double v) { return n.scalar(v, t); }
+  int op(std::string_view name, std::vector<int> in) { return n.add(name, std::move(in)); }
+  int mul(int a, int b) { return op("mul", {a, b}); }
+  int add(int a, int b) { return op("add", {a, b}); }
+  int sub(int a, int b) { return op("sub", {a, b}); }
+  int where(int c, int a, int b) { return op("where", {c, a, b}); }
+  int clamp01(int x) { return n.add("clamp", {x}, Attrs{{"min", 0.0}, {"max", 1.0}}); }
+  // log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|).
+  int softplus(int x) {
+    return add(op("relu", {x}), op("log1p", {op("exp", {op("neg", {op("abs", {x})})})}));
+  }
+};
+
+}  // namespace
+
+void map_activation(OnnxNode& n) {
+  int x = n.in(0);
+  Builder b{n, n.dtype(x)};
+  const std::string& op = n.op_type();
+  auto alpha = [&](double d) { return n.attr_float("alpha", d); };
+  int y;
+  if (op == "HardSigmoid") {  // max(0, min(1, alpha * x + beta))
+    y = b.clamp01(b.add(b.mul(x, b.c(alpha(0.2))), b.c(n.attr_float("beta", 0.5))));
+  } else if (op == "HardSwish") {  // x * HardSigmoid(x) with alpha 1/6, beta 0.5
+    y = b.mul(x, b.clamp01(b.add(b.mul(x, b.c(1.0 / 6)), b.c(0.5))));
+  } else if (op == "LeakyRelu") {
+    y = b.where(b.op("lt", {x, b.c(0)}), b.mul(x, b.c(alpha(0.01))), x);
+  } else if (op == "Elu") {  // x < 0 ? alpha * (e^x - 1) : x
+    y = b.where(b.op("lt", {x, b.c(0)}), b.mul(b.c(alpha(1.0)), b.op("expm1", {x})), x);
+  } else if (op == "Selu") {  // gamma * (x > 0 ? x : alpha * (e^x - 1))
+    double a = alpha(1.67326319217681884765625),
+           g = n.attr_float("gamma", 1.05070102214813232421875);
+    int neg = b.mul(b.c(a), b.op("expm1", {x}));
+    y = b.mul(b.c(g), b.where(b.op("gt", {x, b.c(0)}), x, neg));
+  } else if (op == "Celu") {  // max(0, x) + min(0, alpha * (e^(x / alpha) - 1))
+    double a = alpha(1.0);
+    int e = b.mul(b.c(a), b.op("expm1", {b.op("div", {x, b.c(a)})}));
+    y = b.add(b.op("relu", {x}), b.op("minimum", {b.c(0), e}));
+  } else if (op == "Softplus") {
+    y = b.softplus(x);
+  } else if (op == "Softsign") {  // x / (1 + |x|)
+    y = b.op("div", {x, b.add(b.c(1), b.op("abs", {x}))});
+  } else if (op == "ThresholdedRelu") {  // x > alpha ? x : 0
+    y = b.where(b.op("gt", {x, b.c(alpha(1.0))}), x, b.c(0));
+  } else if (op == "Shrink") {  // x < -l ? x + bias : x > l ? x - bias : 0
+    double l = n.attr_float("lambd", 0.5), bias = n.attr_float("bias", 0.0);
+    y = b.where(b.op("lt", {x, b.c(-l)}), b.add(x, b.c(bias)),
+                b.where(b.op("gt", {x, b.c(l)}), b.sub(x, b.c(bias)), b.c(0)));
+  } else if (op == "Mish") {  // x * tanh(softplus(x))
+    y = b.mul(x, b.op("tanh", {b.softplus(x)}));
+  } else if (op == "Sinh" || op == "Cosh") {  // (e^x -+ e^-x) / 2
+    int ep = b.op("exp", {x}), en = b.op("exp", {b.op("neg", {x})});
+    y = b.mul(b.op(op == "Sinh" ? "sub" : "add", {ep, en}), b.c(0.5));
+  } else if (op == "Tan") {
+    y = b.op("div", {b.op("sin", {x}), b.op("cos", {x})});
+  } else {
+    COIL_UNREACHABLE("map_activation: {}", op);
+  }
+  n.set_output(0, y);
+}
+
+void map_prelu(OnnxNode& n) {
+  int x = n.in(0), slope = n.in(1);
+  int zero = n.scalar(0, n.dtype(x));
+  n.set_output(0, n.add("where", {n.add("lt", {x, zero}), n.add("mul", {x, slope}), x}));
+}
+
+}  // namespace coil::onnxfe

@@ -1,0 +1,156 @@
+// Elementwise ONNX ops that map onto one coil op, or a few: unary and binary math, comparisons,
+// logic, Where, Cast, Clip, Mod, the variadic Sum/Mean/Max/Min.
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "frontend/onnx/onnx_ops.h"
+#include "frontend/onnx/onnx_tensor.h"
+
+namespace coil::onnxfe {
+
+void map_unary(OnnxNode& n) {
+  static const std::map<std::string, std::string_view, std::less<>> ops = {
+      {"Abs", "abs"},     {"Neg", "neg"},         {"Exp", "exp"},
+      {"Log", "log"},     {"Sqrt", "sqrt"},       {"Reciprocal", "reciprocal"},
+      {"Relu", "relu"},   {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"},
+      {"Erf", "erf"},     {"Sin", "sin"},         {"Cos", "cos"},
+      {"Floor", "floor"}, {"Ceil", "ceil"},       {"Round", "round"},
+      {"Sign", "sign"},   {"Not", "logical_not"}, {"IsNaN", "isnan"},
+  };
+  int x = n.in(0);
+  n.set_output(0, n.add(ops.at(n.op_type()), {x}));
+}
+
+void map_identity(OnnxNode& n) {
+  int x = n.in(0);
+  if (n.op_type() == "Dropout") {
+    // Inference: the identity, and an all-true mask. training_mode (opset 12) must be false.
+    if (n.has_input(2) && n.const_scalar(2, "training_mode") != 0)
+      unsupported("training_mode is true");
+    if (n.wants_output(1)) {
+      std::vector<int64_t> shape = n.static_shape(x, "the input");
+      n.set_output(
+          1, n.add("full", {}, Attrs{{"shape", shape}, {"value", 1.0}, {"dtype", DType::Bool}}));
+    }
+  }
+  n.set_output(0, x);
+}
+
+namespace {
+
+// Integer division truncates toward zero (as onnxruntime's does), computed in f64: exact for
+// magnitudes below 2^53.
+int int_div(OnnxNode& n, int a, int b) {
+  DType t = n.dtype(a);
+  int q = n.add("div", {n.cast(a, DType::F64), n.cast(b, DType::F64)});
+  return n.cast(q, t);
+}
+
+}  // namespace
+
+void map_binary(OnnxNode& n) {
+  static const std::map<std::string, std::string_view, std::less<>> ops = {
+      {"Add", "add"},           {"Sub", "sub"},         {"Mul", "mul"},        {"Div", "div"},
+      {"Pow", "pow"},           {"And", "logical_and"}, {"Or", "logical_or"},  {"Xor", "ne"},
+      {"Equal", "eq"},          {"Less", "lt"},         {"LessOrEqual", "le"}, {"Greater", "gt"},
+      {"GreaterOrEqual", "ge"},
+  };
+  int a = n.in(0), b = n.in(1);
+  const std::string& op = n.op_type();
+  if (op == "Div" && !is_floating(n.dtype(a))) return n.set_output(0, int_div(n, a, b));
+  int r = n.add(ops.at(op), {a, b});
+  // Pow's result has the base's type (the exponent may differ from opset 12 on).
+  if (op == "Pow") r = n.cast(r, n.dtype(a));
+  n.set_output(0, r);
+}
+
+void map_variadic(OnnxNode& n) {
+  static const std::map<std::string, std::string_view, std::less<>> ops = {
+      {"Sum", "add"}, {"Mean", "add"}, {"Max", "maximum"}, {"Min", "minimum"}};
+  if (n.num_inputs() == 0) n.error("needs at least one input");
+  int acc = n.in(0);
+  for (int i = 1; i < n.num_inputs(); ++i) acc = n.add(ops.at(n.op_type()), {acc, n.in(i)});
+  if (n.op_type() == "Mean" && n.num_inputs() > 1) {
+    DType t = n.dtype(acc);
+    int count = n.scalar(static_cast<double>(n.num_inputs()), t);
+    acc = is_floating(t) ? n.add("div", {acc, count}) : int_div(n, acc, count);
+  }
+  n.set_output(0, acc);
+}
+
+void map_mod(OnnxNode& n) {
+  int a = n.in(0), b = n.in(1);
+  int r = n.add("fmod", {a, b});  // the sign of a (C's fmod and %)
+  if (n.attr_int("fmod", 0) == 0) {
+    // Python's % (the sign of b): add b where the remainder is nonzero and its sign differs.
+    DType t = n.dtype(r);
+    int zero = n.scalar(0, t);
+    int fix = n.add("logical_and", {n.add("ne", {r, zero}),
+                                    n.add("ne", {n.add("lt", {r, zero}), n.add("lt", {b, zero})})});
+    r = n.add("where", {fix, n.add("add", {r, b}), r});
+  }
+  n.set_output(0, r);
+}
+
+void map_where(OnnxNode& n) {
+  n.set_output(0, n.add("where", {n.in(0), n.in(1), n.in(2)}));
+}
+
+void map_cast(OnnxNode& n) {
+  int x = n.in(0);
+  DType to;
+  if (n.op_type() == "CastLike") {
+    to = n.dtype(n.in(1));
+  } else {
+    if (!n.has_attr("to")) n.error("attribute 'to' is required");
+    auto et = static_cast<int32_t>(n.attr_int("to", 0));
+    std::optional<DType> t = dtype_from_onnx(et);
+    if (!t) unsupported("cast to {}", onnx_dtype_name(et));
+    to = *t;
+  }
+  n.set_output(0, n.cast(x, to));
+}
+
+void map_clip(OnnxNode& n) {
+  int x = n.in(0);
+  int y = x;
+  if (n.opset() < 11) {
+    Attrs a{{"min", n.attr_float("min", -std::numeric_limits<double>::infinity())},
+            {"max", n.attr_float("max", std::numeric_limits<double>::infinity())}};
+    y = n.add("clamp", {x}, a);
+  } else {
+    // Bounds are optional inputs; constant ones become clamp's attributes.
+    Attrs a;
+    for (int i : {1, 2}) {
+      if (!n.has_input(i)) continue;
+      const char* name = i == 1 ? "min" : "max";
+      if (n.constant(n.in(i))) {
+        a.set(name, n.const_scalar(i, name));
+      } else {
+        y = n.add(i == 1 ? "maximum" : "minimum", {y, n.cast(n.in(i), n.dtype(x))});
+      }
+    }
+    if (a.has("min") && a.has("max") && a.get_float("clamp", "min") > a.get_float("clamp", "max"))
+      a.set("min", a.get_float("clamp", "max"));  // ONNX: every element becomes max
+    if (!a.items().empty()) y = n.add("clamp", {y}, a);
+  }
+  n.set_output(0, y);
+}
+
+void map_isinf(OnnxNode& n) {
+  int x = n.in(0);
+  DType t = n.dtype(x);
+  double inf = std::numeric_limits<double>::infinity();
+  bool pos = n.attr_int("detect_positive", 1) != 0, neg = n.attr_int("detect_negative", 1) != 0;
+  int r = -1;
+  if (pos) r = n.add("eq", {x, n.scalar(inf, t)});
+  if (neg) {
+    int m = n.add("eq", {x, n.scalar(-inf, t)});
+    r = r < 0 ? m : n.add("logical_or", {r, m});
+  }
+  if (r < 0) r = n.add("ne", {x, x}), r = n.add("logical_and", {r, n.add("eq", {x, x})});
+  n.set_output(0, r);
+}
+
+}  // namespace coil::onnxfe

@@ -1,0 +1,300 @@
+// Shape ops: Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Expand, Concat (views in coil), and
+// the shape computations that fold to constants: Shape, Size, Constant, ConstantOfShape, Range.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "frontend/onnx/onnx_ops.h"
+#include "frontend/onnx/onnx_tensor.h"
+
+namespace coil::onnxfe {
+
+int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
+  Shape target = target_in;
+  const Shape& in = n.type(x).shape;
+  // A -1 next to symbolic sizes: infer it here when it comes out constant ([s0, -1] of
+  // [s0, 3, 4] is [s0, 12]), so that the one symbolic size can be coil's -1.
+  auto minus_one = std::find(target.begin(), target.end(), sym::Expr(-1));
+  if (minus_one != target.end()) {
+    // Cancel the symbolic sizes that appear on both sides; the rest must be constants.
+    std::vector<sym::Expr> rest(in.begin(), in.end());
+    int64_t numel = 1, known = 1;
+    bool constant = true;
+    for (auto it = target.begin(); it != target.end(); ++it) {
+      if (it == minus_one) continue;
+      if (auto c = it->as_const()) {
+        known *= *c;
+      } else if (auto m = std::find(rest.begin(), rest.end(), *it); m != rest.end()) {
+        rest.erase(m);
+      } else {
+        constant = false;
+      }
+    }
+    for (const auto& d : rest) {
+      if (auto c = d.as_const())
+        numel *= *c;
+      else
+        constant = false;
+    }
+    if (constant && known > 0 && numel % known == 0) *minus_one = numel / known;
+  }
+  if (in == target) return x;
+  std::vector<int64_t> sizes;
+  int symbolic = 0;
+  bool has_minus_one = false;
+  for (const auto& d : target) {
+    if (auto c = d.as_const()) {
+      has_minus_one |= *c == -1;
+      sizes.push_back(*c);
+    } else {
+      ++symbolic;
+      sizes.push_back(-1);  // coil infers it from the element count
+    }
+  }
+  if (symbolic > 1 || (symbolic == 1 && has_minus_one))
+    unsupported("reshape to the symbolic shape {}", shape_str(target_in));
+  return n.add("reshape", {x}, Attrs{{"shape", sizes}});
+}
+
+void map_reshape(OnnxNode& n) {
+  int x = n.in(0);
+  std::vector<int64_t> raw;
+  if (n.opset() < 5) {
+    raw = n.attr_ints("shape").value_or(std::vector<int64_t>{});
+  } else {
+    raw = n.const_ints(1, "the target shape");
+  }
+  bool allow_zero = n.attr_int("allowzero", 0) != 0;
+  const Shape& in = n.type(x).shape;
+  Shape target;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == 0 && !allow_zero) {
+      if (i >= in.size()) n.error("shape entry {} is 0 but the input has rank {}", i, in.size());
+      target.push_back(in[i]);  // 0 copies the input's size
+    } else if (raw[i] < -1) {
+      n.error("shape entry {} is {}", i, raw[i]);
+    } else {
+      target.push_back(raw[i]);
+    }
+  }
+  n.set_output(0, reshape_to(n, x, target));
+}
+
+void map_flatten(OnnxNode& n) {
+  int x = n.in(0);
+  int64_t r = n.rank(x);
+  int64_t axis = n.attr_int("axis", 1);
+  if (axis < -r || axis > r) n.error("axis {} is out of range for rank {}", axis, r);
+  if (axis < 0) axis += r;
+  int y;
+  if (r == 0) {
+    y = n.add("reshape", {x}, Attrs{{"shape", std::vector<int64_t>{1, 1}}});
+  } else if (axis == 0) {
+    y = n.add("flatten", {n.add("unsqueeze", {x}, Attrs{{"dim", int64_t{0}}})},
+              Attrs{{"start_dim", int64_t{1}}});
+  } else if (axis == r) {
+    y = n.add("unsqueeze", {n.add("flatten", {x}, Attrs{{"start_dim", int64_t{0}}})},
+              Attrs{{"dim", int64_t{1}}});
+  } else {
+    int head = n.add("flatten", {x}, Attrs{{"start_dim", int64_t{0}}, {"end_dim", axis - 1}});
+    y = n.add("flatten", {head}, Attrs{{"start_dim", int64_t{1}}});
+  }
+  n.set_output(0, y);
+}
+
+void map_transpose(OnnxNode& n) {
+  int x = n.in(0);
+  std::vector<int64_t> perm;
+  if (auto p = n.attr_ints("perm")) {
+    perm = *p;
+  } else {
+    for (int64_t i = n.rank(x); i-- > 0;) perm.push_back(i);
+  }
+  if (n.rank(x) == 0 && perm.empty()) return n.set_output(0, x);
+  n.set_output(0, n.add("permute", {x}, Attrs{{"dims", perm}}));
+}
+
+namespace {
+
+std::vector<int64_t> axes_arg(OnnxNode& n) {
+  if (n.opset() >= 13)
+    return n.has_input(1) ? n.const_ints(1, "the axes input") : std::vector<int64_t>{};
+  return n.attr_ints("axes").value_or(std::vector<int64_t>{});
+}
+
+}  // namespace
+
+void map_squeeze(OnnxNode& n) {
+  int x = n.in(0);
+  std::vector<int64_t> axes = axes_arg(n);
+  Attrs a;
+  if (!axes.empty() || (n.opset() < 13 && n.has_attr("axes"))) {
+    std::set<int64_t> dims;
+    for (int64_t d : axes) dims.insert(n.axis(d, n.rank(x)));
+    a.set("dims", std::vector<int64_t>(dims.begin(), dims.end()));
+  } else {
+    for (const auto& d : n.type(x).shape)
+      if (!d.is_const())
+        unsupported("squeeze without axes of the symbolic shape {}", shape_str(n.type(x).shape));
+  }
+  n.set_output(0, n.add("squeeze", {x}, a));
+}
+
+void map_unsqueeze(OnnxNode& n) {
+  int x = n.in(0);
+  std::vector<int64_t> raw = axes_arg(n);
+  int64_t out_rank = n.rank(x) + static_cast<int64_t>(raw.size());
+  std::set<int64_t> axes;
+  for (int64_t a : raw)
+    if (!axes.insert(n.axis(a, out_rank)).second) n.error("axis {} is listed twice", a);
+  int y = x;
+  for (int64_t a : axes) y = n.add("unsqueeze", {y}, Attrs{{"dim", a}});
+  n.set_output(0, y);
+}
+
+void map_expand(OnnxNode& n) {
+  int x = n.in(0);
+  std::vector<int64_t> target = n.const_ints(1, "the target shape");
+  const Shape& in = n.type(x).shape;
+  // Bidirectional broadcasting: the result has the larger rank; 1s stretch either way.
+  size_t rank = std::max(in.size(), target.size());
+  std::vector<int64_t> sizes(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    bool has_in = i >= rank - in.size(), has_t = i >= rank - target.size();
+    int64_t t = has_t ? target[i - (rank - target.size())] : 1;
+    if (t < 0) n.error("target size {} is negative", t);
+    if (!has_in) {
+      sizes[i] = t;
+      continue;
+    }
+    const sym::Expr& d = in[i - (rank - in.size())];
+    if (t == 1 || d == sym::Expr(t)) {
+      sizes[i] = -1;  // keep
+    } else if (d == sym::Expr(1)) {
+      sizes[i] = t;
+    } else if (!d.is_const()) {
+      unsupported("expanding the symbolic size {} to {}", sym::to_string(d), t);
+    } else {
+      n.error("cannot broadcast {} to [{}]", shape_str(in), fmt::join(target, ", "));
+    }
+  }
+  n.set_output(0, n.add("expand", {x}, Attrs{{"shape", sizes}}));
+}
+
+void map_concat(OnnxNode& n) {
+  if (!n.has_attr("axis")) n.error("attribute 'axis' is required");
+  if (n.num_inputs() == 0) n.error("needs at least one input");
+  int64_t axis = n.axis(n.attr_int("axis", 0), n.rank(n.in(0)));
+  std::vector<int> in;
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    int v = n.in(i);
+    // Empty pieces add nothing (ONNX allows them with any size elsewhere).
+    if (n.rank(v) > axis && n.type(v).shape[static_cast<size_t>(axis)] == sym::Expr(0)) continue;
+    in.push_back(v);
+  }
+  if (in.empty()) return n.set_output(0, n.in(0));
+  n.set_output(0, in.size() == 1 ? in[0] : n.add("concat", in, Attrs{{"dim", axis}}));
+}
+
+namespace {
+
+Tensor i64_tensor(const std::vector<int64_t>& v, std::vector<int64_t> shape) {
+  Tensor t = Tensor::empty(DType::I64, std::move(shape));
+  for (size_t i = 0; i < v.size(); ++i) t.data_as<int64_t>()[i] = v[i];
+  return t;
+}
+
+}  // namespace
+
+void map_shape(OnnxNode& n) {
+  int x = n.in(0);
+  std::vector<int64_t> s = n.static_shape(x, "the input");
+  auto r = static_cast<int64_t>(s.size());
+  auto clampi = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
+  int64_t start = clampi(n.attr_int("start", 0)), end = clampi(n.attr_int("end", r));
+  std::vector<int64_t> v;
+  for (int64_t i = start; i < end; ++i) v.push_back(s[static_cast<size_t>(i)]);
+  n.set_output(0, n.add_constant(i64_tensor(v, {static_cast<int64_t>(v.size())})));
+}
+
+void map_size(OnnxNode& n) {
+  std::vector<int64_t> s = n.static_shape(n.in(0), "the input");
+  n.set_output(0, n.add_constant(i64_tensor({shape_numel(s)}, {})));
+}
+
+void map_constant(OnnxNode& n) {
+  if (n.proto().attribute_size() != 1) n.error("needs exactly one attribute");
+  const onnx::AttributeProto& a = n.proto().attribute(0);
+  const std::string& k = a.name();
+  Tensor t;
+  if (k == "value") {
+    t = tensor_from_proto(*n.attr_tensor("value"), "attribute 'value'");
+  } else if (k == "value_float") {
+    t = Tensor::empty(DType::F32, {});
+    t.data_as<float>()[0] = static_cast<float>(n.attr_float(k, 0));
+  } else if (k == "value_int") {
+    t = i64_tensor({n.attr_int(k, 0)}, {});
+  } else if (k == "value_floats") {
+    std::vector<double> v = *n.attr_floats(k);
+    t = Tensor::empty(DType::F32, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.data_as<float>()[i] = static_cast<float>(v[i]);
+  } else if (k == "value_ints") {
+    std::vector<int64_t> v = *n.attr_ints(k);
+    t = i64_tensor(v, {static_cast<int64_t>(v.size())});
+  } else {
+    unsupported("attribute '{}'", printable(k));
+  }
+  n.set_output(0, n.add_constant(t));
+}
+
+void map_constant_of_shape(OnnxNode& n) {
+  std::vector<int64_t> shape = n.const_ints(0, "the shape input");
+  for (int64_t d : shape)
+    if (d < 0) n.error("size {} is negative", d);
+  Tensor value = Tensor::zeros(DType::F32, {1});
+  if (const onnx::TensorProto* v = n.attr_tensor("value")) {
+    value = tensor_from_proto(*v, "attribute 'value'");
+    if (value.numel() != 1) n.error("attribute 'value' must have one element");
+  }
+  DType t = value.dtype();
+  int64_t numel = 1;  // saturates above kFoldLimit
+  for (int64_t d : shape)
+    numel = d > kFoldLimit ? kFoldLimit + 1 : std::min(numel * d, kFoldLimit + 1);
+  for (int64_t d : shape) numel = d == 0 ? 0 : numel;
+  if (numel <= kFoldLimit) {
+    Tensor out = Tensor::empty(t, shape);
+    int64_t bytes = dtype_size(t);
+    for (int64_t i = 0; i < out.numel(); ++i)
+      std::memcpy(static_cast<char*>(out.data()) + i * bytes, value.data(),
+                  static_cast<size_t>(bytes));
+    return n.set_output(0, n.add_constant(out));
+  }
+  n.set_output(0, n.add("full", {},
+                        Attrs{{"shape", shape}, {"value", value.item_as_double(0)}, {"dtype", t}}));
+}
+
+void map_range(OnnxNode& n) {
+  DType t = n.dtype(n.in(0));
+  double start = n.const_scalar(0, "start"), limit = n.const_scalar(1, "limit"),
+         delta = n.const_scalar(2, "delta");
+  if (delta == 0) n.error("delta is 0");
+  double count = std::ceil((limit - start) / delta);
+  if (!(count < 1e15)) n.error("{:.3g} elements are too many", count);
+  auto size = static_cast<int64_t>(std::max(count, 0.0));
+  if (size <= kFoldLimit) {
+    Tensor out = Tensor::empty(t, {size});
+    for (int64_t i = 0; i < size; ++i)
+      out.set_from_double(i, start + static_cast<double>(i) * delta);
+    return n.set_output(0, n.add_constant(out));
+  }
+  Attrs a{{"size", size}, {"dtype", t}};
+  if (is_floating(t)) {
+    a.set("start", start), a.set("step", delta);
+  } else {
+    a.set("start", static_cast<int64_t>(start)), a.set("step", static_cast<int64_t>(delta));
+  }
+  n.set_output(0, n.add("iota", {}, a));
+}
+
+}  // namespace coil::onnxfe

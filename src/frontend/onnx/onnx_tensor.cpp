@@ -1,0 +1,169 @@
+#include "frontend/onnx/onnx_tensor.h"
+
+#include <cctype>
+#include <cstring>
+#include <fstream>
+
+#include "frontend/onnx/onnx_import.h"
+#include "support/check.h"
+
+namespace coil::onnxfe {
+
+using TP = onnx::TensorProto;
+
+std::optional<DType> dtype_from_onnx(int32_t elem_type) {
+  switch (elem_type) {
+    case TP::FLOAT:
+      return DType::F32;
+    case TP::UINT8:
+      return DType::U8;
+    case TP::INT8:
+      return DType::I8;
+    case TP::INT32:
+      return DType::I32;
+    case TP::INT64:
+      return DType::I64;
+    case TP::BOOL:
+      return DType::Bool;
+    case TP::FLOAT16:
+      return DType::F16;
+    case TP::DOUBLE:
+      return DType::F64;
+    case TP::BFLOAT16:
+      return DType::BF16;
+    default:
+      return std::nullopt;
+  }
+}
+
+int32_t dtype_to_onnx(DType t) {
+  switch (t) {
+    case DType::F32:
+      return TP::FLOAT;
+    case DType::U8:
+      return TP::UINT8;
+    case DType::I8:
+      return TP::INT8;
+    case DType::I32:
+      return TP::INT32;
+    case DType::I64:
+      return TP::INT64;
+    case DType::Bool:
+      return TP::BOOL;
+    case DType::F16:
+      return TP::FLOAT16;
+    case DType::F64:
+      return TP::DOUBLE;
+    case DType::BF16:
+      return TP::BFLOAT16;
+  }
+  COIL_UNREACHABLE("bad dtype");
+}
+
+std::string onnx_dtype_name(int32_t elem_type) {
+  if (!TP::DataType_IsValid(elem_type) || elem_type == TP::UNDEFINED)
+    return fmt::format("<unknown elem_type {}>", elem_type);
+  std::string s = TP::DataType_Name(static_cast<TP::DataType>(elem_type));
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+namespace {
+
+// Copies `n` values of a repeated field into the tensor, converting each to the dtype.
+template <typename Field, typename Convert>
+void copy_field(const Field& field, int64_t n, Tensor& out, std::string_view what,
+                std::string_view field_name, Convert convert) {
+  COIL_USER_CHECK(field.size() == n, "{}: {} has {} values for {} elements", what, field_name,
+                  field.size(), n);
+  for (int64_t i = 0; i < n; ++i) convert(field.Get(static_cast<int>(i)), i);
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& t, std::string_view what) {
+  std::optional<DType> dt = dtype_from_onnx(t.data_type());
+  COIL_USER_CHECK(dt.has_value(), "{}: dtype {} is not supported by coil", what,
+                  onnx_dtype_name(t.data_type()));
+  COIL_USER_CHECK(t.data_location() != TP::EXTERNAL,
+                  "{}: external data (a separate weights file) is not supported", what);
+  COIL_USER_CHECK(!t.has_segment(), "{}: segmented tensors are not supported", what);
+  std::vector<int64_t> shape;
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  int64_t numel = 1;
+  for (int64_t d : t.dims()) {
+    COIL_USER_CHECK(d >= 0, "{}: dim {} is negative", what, d);
+    COIL_USER_CHECK(d == 0 || numel <= kLimit / d, "{}: shape has more than 2^62 elements", what);
+    numel = d == 0 ? 0 : numel * d;
+    shape.push_back(d);
+  }
+  // A zero-size dim after a huge one: keep checking the product of the nonzero dims.
+  const int64_t elem = dtype_size(*dt);
+  if (t.has_raw_data()) {
+    const std::string& raw = t.raw_data();
+    COIL_USER_CHECK(numel <= kLimit / elem && static_cast<int64_t>(raw.size()) == numel * elem,
+                    "{}: raw_data has {} bytes, expected {} for {} {} elements", what, raw.size(),
+                    numel <= kLimit / elem ? numel * elem : -1, numel, dtype_name(*dt));
+    Tensor out = Tensor::empty(*dt, shape);
+    if (numel > 0) std::memcpy(out.data(), raw.data(), raw.size());  // little-endian host
+    return out;
+  }
+  // Typed fields: anything larger than 2^31 elements cannot be in a protobuf anyway.
+  COIL_USER_CHECK(numel < (int64_t{1} << 31), "{}: {} elements but no raw_data", what, numel);
+  Tensor out = Tensor::empty(*dt, shape);
+  switch (*dt) {
+    case DType::F32:
+      copy_field(t.float_data(), numel, out, what, "float_data",
+                 [&](float v, int64_t i) { out.data_as<float>()[i] = v; });
+      break;
+    case DType::F64:
+      copy_field(t.double_data(), numel, out, what, "double_data",
+                 [&](double v, int64_t i) { out.data_as<double>()[i] = v; });
+      break;
+    case DType::I64:
+      copy_field(t.int64_data(), numel, out, what, "int64_data",
+                 [&](int64_t v, int64_t i) { out.data_as<int64_t>()[i] = v; });
+      break;
+    case DType::I32:
+      copy_field(t.int32_data(), numel, out, what, "int32_data",
+                 [&](int32_t v, int64_t i) { out.data_as<int32_t>()[i] = v; });
+      break;
+    case DType::I8:
+      copy_field(t.int32_data(), numel, out, what, "int32_data",
+                 [&](int32_t v, int64_t i) { out.data_as<int8_t>()[i] = static_cast<int8_t>(v); });
+      break;
+    case DType::U8:
+      copy_field(t.int32_data(), numel, out, what, "int32_data", [&](int32_t v, int64_t i) {
+        out.data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
+      });
+      break;
+    case DType::Bool:
+      copy_field(t.int32_data(), numel, out, what, "int32_data",
+                 [&](int32_t v, int64_t i) { out.data_as<bool>()[i] = v != 0; });
+      break;
+    case DType::F16:
+    case DType::BF16:  // the 16 bits of each value, stored in int32_data
+      copy_field(t.int32_data(), numel, out, what, "int32_data", [&](int32_t v, int64_t i) {
+        out.data_as<uint16_t>()[i] = static_cast<uint16_t>(v);
+      });
+      break;
+  }
+  return out;
+}
+
+}  // namespace coil::onnxfe
+
+namespace coil {
+
+Tensor load_onnx_tensor(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  COIL_USER_CHECK(f.good(), "{}: cannot open the file", path.string());
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  onnx::TensorProto t;
+  COIL_USER_CHECK(bytes.size() < (size_t{1} << 31) &&
+                      t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
+                  "{}: not a valid serialized TensorProto", path.string());
+  return onnxfe::tensor_from_proto(t, path.string());
+}
+
+}  // namespace coil
