@@ -17,46 +17,12 @@
 
 #include "runtime/embedded_headers.h"
 #include "support/check.h"
+#include "support/hash.h"
 #include "support/log.h"
 
 namespace coil {
 namespace fs = std::filesystem;
 namespace {
-
-std::string hex128(XXH128_hash_t hash) {
-  XXH128_canonical_t canonical;
-  XXH128_canonicalFromHash(&canonical, hash);
-  std::string out;
-  for (unsigned char byte : canonical.digest) out += fmt::format("{:02x}", byte);
-  return out;
-}
-
-std::string checksum(std::string_view bytes) {
-  return hex128(XXH3_128bits(bytes.data(), bytes.size()));
-}
-
-// XXH3-128 over a sequence of fields. Each field is length-prefixed, so ("ab", "c") and
-// ("a", "bc") hash differently.
-class KeyHasher {
- public:
-  KeyHasher() : state_(XXH3_createState()) {
-    COIL_ASSERT(state_ != nullptr, "XXH3_createState failed");
-    XXH3_128bits_reset(state_);
-  }
-  ~KeyHasher() { XXH3_freeState(state_); }
-  KeyHasher(const KeyHasher&) = delete;
-  KeyHasher& operator=(const KeyHasher&) = delete;
-
-  void add(std::string_view field) {
-    uint64_t size = field.size();
-    XXH3_128bits_update(state_, &size, sizeof size);
-    XXH3_128bits_update(state_, field.data(), field.size());
-  }
-  std::string hex() const { return hex128(XXH3_128bits_digest(state_)); }
-
- private:
-  XXH3_state_t* state_;
-};
 
 // "<pid>.<random>": unique across processes (pid) and across threads and forked children of
 // one process (the per-thread generator is seeded from random_device, and a forked child that

@@ -19,6 +19,7 @@
 #include "runtime/code_cache.h"
 #include "runtime/embedded_headers.h"
 #include "support/check.h"
+#include "support/hash.h"
 #include "support/log.h"
 
 namespace coil {
@@ -73,29 +74,6 @@ bool cpu_has(std::string_view f) {
   if (f == "asimd") return true;
 #endif
   return false;
-}
-
-std::string hex128(XXH128_hash_t hash) {
-  XXH128_canonical_t canonical;
-  XXH128_canonicalFromHash(&canonical, hash);
-  std::string out;
-  for (unsigned char byte : canonical.digest) out += fmt::format("{:02x}", byte);
-  return out;
-}
-
-// Length-prefixed fields, so that ("ab", "c") and ("a", "bc") differ.
-std::string hash_fields(const std::vector<std::string>& fields) {
-  XXH3_state_t* state = XXH3_createState();
-  COIL_ASSERT(state != nullptr, "XXH3_createState failed");
-  XXH3_128bits_reset(state);
-  for (const std::string& f : fields) {
-    uint64_t size = f.size();
-    XXH3_128bits_update(state, &size, sizeof size);
-    XXH3_128bits_update(state, f.data(), f.size());
-  }
-  std::string hex = hex128(XXH3_128bits_digest(state));
-  XXH3_freeState(state);
-  return hex;
 }
 
 // The probe: SLEEF's exp through the vector header, a masked tail load, a bf16 round trip and

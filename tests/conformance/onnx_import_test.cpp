@@ -1,7 +1,9 @@
 // The ONNX importer on hand-built models: symbolic dims, folding of shape subgraphs, weights as
 // inputs, name sanitizing, and the CLI on .onnx files.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include "support/error_of.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -19,15 +21,7 @@ namespace {
 using namespace onnx_test;
 namespace fs = std::filesystem;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using coil::testing::error_of;
 
 Graph import(const onnx::ModelProto& m) {
   return import_onnx_bytes(m.SerializeAsString(), "m.onnx");

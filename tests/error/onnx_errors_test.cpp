@@ -4,7 +4,9 @@
 // the ONNX protobuf classes.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
 #include <onnx/onnx_pb.h>
+#include "support/error_of.h"
 
 #include <filesystem>
 #include <fstream>
@@ -19,15 +21,7 @@ namespace {
 
 using namespace onnx_test;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using coil::testing::error_of;
 
 Graph import(const onnx::ModelProto& m) {
   return import_onnx_bytes(m.SerializeAsString(), "m.onnx");

@@ -2,22 +2,15 @@
 // never a crash. Each test checks the message.
 #include <gtest/gtest.h>
 
+#include "support/error_of.h"
+
 #include "coil/coil.h"
 #include "graph/text_format.h"
 
 namespace coil {
 namespace {
 
-/// Runs `f` and returns the coil::Error message it throws ("" if it does not throw).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using coil::testing::error_of;
 
 TEST(UserErrors, GraphConstruction) {
   Graph g;
