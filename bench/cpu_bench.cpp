@@ -1,0 +1,615 @@
+// coil_cpu_bench: the coil half of the CPU benchmark suite (docs/benchmarks.md).
+//
+// In a fresh, empty COIL_CACHE_DIR, a tiny graph is compiled first (the one-off costs of the
+// process and of the cache directory, reported apart). Then for each workload: compile its
+// graph cold (its module is not cached yet) and warm (a hit), check the result once against
+// the reference interpreter, then at each thread count measure, each as warm-up calls followed
+// by timed calls (median reported):
+//   - the bandwidth ceiling at the workload's own footprint: a STREAM-like copy over two arrays
+//     of (bytes read + bytes written) / 2 each for workloads that write as much as they read, a
+//     read-only sum over the bytes read for reductions (bandwidth.h); for copies also the same
+//     copy with non-temporal stores, as a second, informative number; the ceiling is
+//     measured before and after the workload and its median taken over both;
+//   - coil: CompiledModel::run_into with inputs created once and outputs allocated once, so no
+//     timed run page-faults fresh memory.
+// Prints a table and writes JSON (--json); bench/report.py merges it with
+// bench/eager_bench.py's torch numbers.
+//
+//   coil_cpu_bench [--threads 1,2] [--runs 20] [--warmup 3] [--workloads a,b,...]
+//                  [--scale 1.0] [--no-check] [--json FILE] [--list]
+
+#include <omp.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bandwidth.h"
+#include "coil/coil.h"
+#include "graph/interpreter.h"
+#include "graph/text_format.h"
+#include "runtime/compare.h"
+#include "runtime/toolchain.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::ordered_json;
+
+namespace coil::bench {
+namespace {
+
+// ---------------------------------------------------------------- workloads
+
+enum class Ceiling { Copy, Read };
+
+struct Workload {
+  std::string id;
+  std::string desc;
+  std::string text;  // the graph, in coil's text format, sizes bound
+  Ceiling ceiling = Ceiling::Copy;
+  /// The check's absolute tolerance when the dtype's default is too tight: f32 sums of n
+  /// values in [-2, 2) round their partial sums (|partial| ~ 2*sqrt(n)) at each step, and a
+  /// row that cancels to near 0 then fails a 1e-5 atol. 1e-6*n covers that with margin.
+  double check_atol = -1;
+};
+
+int64_t scaled(int64_t n, double scale) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::llround(static_cast<double>(n) * scale)));
+}
+
+std::string gelu_affine(const char* dt, int64_t rows) {
+  return fmt::format(
+      "input x: {0}[{1}, 1024]\n"
+      "input w: {0}[1024]\n"
+      "input b: {0}[1024]\n"
+      "t0 = mul(x, w)\n"
+      "t1 = add(t0, b)\n"
+      "y = gelu(t1)\n"
+      "output y\n",
+      dt, rows);
+}
+
+std::string scale_shift(int64_t n) {
+  return fmt::format(
+      "input x: f32[{}]\n"
+      "half = full() {{shape=[], value=0.5, dtype=f32}}\n"
+      "one = full() {{shape=[], value=1.0, dtype=f32}}\n"
+      "t0 = mul(x, half)\n"
+      "y = add(t0, one)\n"
+      "output y\n",
+      n);
+}
+
+std::string softmax_rows(int64_t rows, int64_t cols) {
+  return fmt::format(
+      "input x: f32[{}, {}]\n"
+      "y = softmax(x) {{axis=-1}}\n"
+      "output y\n",
+      rows, cols);
+}
+
+/// The suite. Sizes are the at scale 1; --scale multiplies the leading dimension
+/// (the element count for the 1-D cases).
+std::vector<Workload> all_workloads(double s) {
+  const int64_t n16m = scaled(int64_t{16} << 20, s), rows = scaled(16384, s);
+  const int64_t frows = scaled(4096, s), irows = scaled(10000, s);
+  std::vector<Workload> w;
+  w.push_back({"a", fmt::format("x*0.5+1, f32[{}]", n16m), scale_shift(n16m), Ceiling::Copy});
+  w.push_back({"b", fmt::format("gelu(x*w+b), f32[{}, 1024]", rows), gelu_affine("f32", rows),
+               Ceiling::Copy});
+  w.push_back({"c", fmt::format("softmax(-1), f32[{}, 1024]", rows), softmax_rows(rows, 1024),
+               Ceiling::Copy});
+  w.push_back({"d", fmt::format("layer_norm(w, b), f32[{}, 1024]", rows),
+               fmt::format("input x: f32[{}, 1024]\n"
+                           "input w: f32[1024]\n"
+                           "input b: f32[1024]\n"
+                           "y = layer_norm(x, w, b) {{dims=1, eps=1e-5}}\n"
+                           "output y\n",
+                           rows),
+               Ceiling::Copy});
+  w.push_back({"e1", fmt::format("sum(-1), f32[{}, 1024]", rows),
+               fmt::format("input x: f32[{}, 1024]\n"
+                           "y = sum(x) {{axes=[1]}}\n"
+                           "output y\n",
+                           rows),
+               Ceiling::Read, 1e-6 * 1024});
+  w.push_back({"e0", fmt::format("sum(0), f32[{}, 1024]", rows),
+               fmt::format("input x: f32[{}, 1024]\n"
+                           "y = sum(x) {{axes=[0]}}\n"
+                           "output y\n",
+                           rows),
+               Ceiling::Read, 1e-6 * static_cast<double>(rows)});
+  w.push_back({"f", fmt::format("x.t()+y, x f32[{}, 4096]", frows),
+               fmt::format("input x: f32[{}, 4096]\n"
+                           "input y: f32[4096, {}]\n"
+                           "xt = transpose(x) {{dim0=0, dim1=1}}\n"
+                           "z = add(xt, y)\n"
+                           "output z\n",
+                           frows, frows),
+               Ceiling::Copy});
+  w.push_back({"i", fmt::format("softmax(-1), f32[{}, 1000]", irows), softmax_rows(irows, 1000),
+               Ceiling::Copy});
+  w.push_back({"j", fmt::format("gelu(x*w+b), bf16[{}, 1024]", rows), gelu_affine("bf16", rows),
+               Ceiling::Copy});
+  w.push_back({"k", fmt::format("x*0.5+1, f32[{}] (tail)", n16m + 3), scale_shift(n16m + 3),
+               Ceiling::Copy});
+  return w;
+}
+
+// ---------------------------------------------------------------- helpers
+
+struct Options {
+  std::vector<int> threads{1, 2};
+  int runs = 20;
+  int warmup = 3;
+  std::vector<std::string> workloads;  // empty: all
+  double scale = 1.0;
+  bool check = true;
+  bool list = false;
+  std::string json_path;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+[[noreturn]] void usage(const std::string& error) {
+  std::cerr << "coil_cpu_bench: " << error << "\n"
+            << "usage: coil_cpu_bench [--threads 1,2] [--runs N>=1] [--warmup N] "
+               "[--workloads a,b,...] [--scale S] [--no-check] [--json FILE] [--list]\n";
+  std::exit(2);
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  auto value = [&](int& i) -> std::string {
+    if (i + 1 >= argc) usage(fmt::format("{} needs a value", argv[i]));
+    return argv[++i];
+  };
+  auto to_int = [](const std::string& s, const char* what) {
+    try {
+      size_t pos = 0;
+      int v = std::stoi(s, &pos);
+      if (pos == s.size()) return v;
+    } catch (const std::exception&) {
+    }
+    usage(fmt::format("{}: '{}' is not an integer", what, s));
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads") {
+      o.threads.clear();
+      for (const auto& t : split(value(i), ',')) o.threads.push_back(to_int(t, "--threads"));
+      if (o.threads.empty()) usage("--threads needs at least one count");
+      for (int t : o.threads)
+        if (t < 1) usage("--threads: counts must be positive");
+    } else if (a == "--runs") {
+      o.runs = to_int(value(i), "--runs");
+      if (o.runs < 1) usage("--runs must be positive");
+    } else if (a == "--warmup") {
+      o.warmup = to_int(value(i), "--warmup");
+      if (o.warmup < 0) usage("--warmup must be >= 0");
+    } else if (a == "--workloads") {
+      o.workloads = split(value(i), ',');
+    } else if (a == "--scale") {
+      std::string v = value(i);
+      try {
+        o.scale = std::stod(v);
+      } catch (const std::exception&) {
+        usage(fmt::format("--scale: '{}' is not a number", v));
+      }
+      if (!(o.scale > 0)) usage("--scale must be positive");
+    } else if (a == "--no-check") {
+      o.check = false;
+    } else if (a == "--json") {
+      o.json_path = value(i);
+    } else if (a == "--list") {
+      o.list = true;
+    } else if (a == "-h" || a == "--help") {
+      usage("help");
+    } else {
+      usage(fmt::format("unknown argument '{}'", a));
+    }
+  }
+  return o;
+}
+
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int runs = 0;
+};
+
+/// The median (and min, max) of a list of times.
+Timing summarize(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  size_t n = t.size();
+  double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  return {med, t.front(), t.back(), static_cast<int>(n)};
+}
+
+/// `warmup` untimed calls, then `runs` calls each timed on its own (back to back, as
+/// eager_bench.py times torch: a workload's data then partly stays in the L3 between calls,
+/// the same for the ceiling, coil and torch). The times are appended to `times`.
+void time_block(const std::function<void()>& f, int warmup, int runs, std::vector<double>& times) {
+  for (int i = 0; i < warmup; ++i) f();
+  for (int i = 0; i < runs; ++i) {
+    auto start = Clock::now();
+    f();
+    times.push_back(ms_since(start));
+  }
+}
+
+json timing_json(const Timing& t, double bytes) {
+  return json{{"median_ms", t.median_ms},
+              {"min_ms", t.min_ms},
+              {"max_ms", t.max_ms},
+              {"runs", t.runs},
+              {"gbps", bytes / (t.median_ms * 1e-3) / 1e9}};
+}
+
+int64_t spec_bytes(const ValueSpec& v) {
+  return shape_numel(v.shape) * dtype_size(v.dtype);
+}
+
+json spec_json(const ValueSpec& v) {
+  return json{{"name", v.name}, {"dtype", std::string(dtype_name(v.dtype))}, {"shape", v.shape}};
+}
+
+std::string read_first_line(const fs::path& p) {
+  std::ifstream f(p);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+std::string load_average() {
+  return read_first_line("/proc/loadavg");
+}
+
+json host_json() {
+  json h;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      h["cpu"] = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  h["logical_cpus"] = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  json caches = json::object();
+  for (int i = 0; i < 8; ++i) {
+    fs::path dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}", i);
+    if (!fs::exists(dir)) break;
+    std::string type = read_first_line(dir / "type");
+    if (type == "Instruction") continue;
+    std::string key =
+        fmt::format("L{}{}", read_first_line(dir / "level"), type == "Data" ? "d" : "");
+    caches[key] = read_first_line(dir / "size");
+  }
+  h["caches_per_cpu0"] = caches;
+  utsname u{};
+  if (uname(&u) == 0) h["kernel"] = fmt::format("{} {} {}", u.sysname, u.release, u.machine);
+  try {
+    h["compiler"] = Toolchain::get().version;
+  } catch (const std::exception& e) {
+    h["compiler"] = std::string("unknown: ") + e.what();
+  }
+  return h;
+}
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", std::localtime(&t));
+  return buf;
+}
+
+/// A fresh, empty, private cache directory; COIL_CACHE_DIR points at it.
+fs::path fresh_cache_dir(const fs::path& root, const std::string& name) {
+  fs::path dir = root / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
+  setenv("COIL_CACHE_DIR", dir.c_str(), 1);
+  return dir;
+}
+
+/// Buffers for the ceiling kernels, allocated and first-touched once at the largest size.
+struct CeilingBuffers {
+  std::unique_ptr<float[], decltype(&std::free)> a{nullptr, &std::free};
+  std::unique_ptr<float[], decltype(&std::free)> b{nullptr, &std::free};
+  int64_t floats = 0;
+
+  void reserve(int64_t n, int threads) {
+    if (n <= floats) return;
+    size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
+    a.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    b.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!a || !b) throw std::bad_alloc();
+    fill_floats(a.get(), n, 1.0f, threads);
+    fill_floats(b.get(), n, 0.0f, threads);
+    floats = n;
+  }
+};
+
+volatile float g_sink = 0;
+
+// ---------------------------------------------------------------- the run
+
+int main_impl(int argc, char** argv) {
+  Options opt = parse_args(argc, argv);
+  std::vector<Workload> suite = all_workloads(opt.scale);
+  if (opt.list) {
+    for (const auto& w : suite)
+      fmt::print("{:<4} {:<40} ceiling: {}\n", w.id, w.desc,
+                 w.ceiling == Ceiling::Copy ? "copy" : "read");
+    return 0;
+  }
+  if (!opt.workloads.empty()) {
+    std::vector<Workload> picked;
+    for (const auto& id : opt.workloads) {
+      auto it =
+          std::find_if(suite.begin(), suite.end(), [&](const Workload& w) { return w.id == id; });
+      if (it == suite.end()) usage(fmt::format("unknown workload '{}' (see --list)", id));
+      picked.push_back(*it);
+    }
+    suite = picked;
+  }
+  if (opt.runs < 10)
+    fmt::print(stderr, "warning: --runs {} is below the suite's minimum of 10 timed runs\n",
+               opt.runs);
+
+  const int max_threads = *std::max_element(opt.threads.begin(), opt.threads.end());
+  char tmpl[] = "/tmp/coil-cpu-bench-XXXXXX";
+  if (!mkdtemp(tmpl)) {
+    fmt::print(stderr, "coil_cpu_bench: cannot create a temporary directory\n");
+    return 2;
+  }
+  const fs::path cache_root = tmpl;
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{cache_root};
+
+  json out;
+  out["tool"] = "coil_cpu_bench";
+  out["date"] = now_iso();
+  out["host"] = host_json();
+  out["load_average_start"] = load_average();
+  out["config"] = json{{"threads", opt.threads},
+                       {"runs", opt.runs},
+                       {"warmup", opt.warmup},
+                       {"scale", opt.scale},
+                       {"check", opt.check},
+                       {"omp_proc_bind", getenv("OMP_PROC_BIND") ? getenv("OMP_PROC_BIND") : ""}};
+
+  fmt::print("coil CPU benchmark on {} ({} logical CPUs), {}\n",
+             out["host"].value("cpu", std::string("?")), out["host"]["logical_cpus"].get<int>(),
+             out["host"]["compiler"].get<std::string>());
+  fmt::print("threads {}, {} warm-up + {} timed runs (median), load average {}\n",
+             fmt::join(opt.threads, ","), opt.warmup, opt.runs, load_average());
+
+  // One fresh, empty cache directory for the run. The first compile in it (a tiny graph) pays
+  // the one-off costs: in the process, toolchain discovery and OpenMP start-up; in the cache
+  // directory, what coil builds once per machine (today the vector-ISA probe and the
+  // precompiled kernel header). Each workload's cold compile then misses only on its own
+  // module (every workload's source differs), which is the per-graph cost.
+  fresh_cache_dir(cache_root, "cache");
+  {
+    Graph g = parse_graph(scale_shift(64), "<first>");
+    auto t0 = Clock::now();
+    CompiledModel m = compile(g);
+    out["first_compile_in_process_ms"] = ms_since(t0);
+    json stages = json::object();
+    for (const auto& [name, s] : m.report().stage_seconds) stages[name] = s * 1e3;
+    out["first_compile_stages_ms"] = stages;
+    fmt::print(
+        "first compile (tiny graph; toolchain discovery and the cache directory's one-off "
+        "work): {:.1f} ms\n",
+        out["first_compile_in_process_ms"].get<double>());
+  }
+
+  CeilingBuffers ceiling_buffers;
+  json results = json::array();
+  fmt::print("\n{:<4} {:>3} {:>9} {:>6} {:>9} {:>7} {:>10} {:>9} {:>7} {:>10} {:>6}\n", "wl", "thr",
+             "min MB", "ceil", "ceil GB/s", "nt GB/s", "coil ms", "coil GB/s", "% ceil",
+             "cold comp", "check");
+  for (const Workload& w : suite) {
+    json r;
+    r["id"] = w.id;
+    r["desc"] = w.desc;
+    r["graph"] = w.text;
+    Graph g = parse_graph(w.text, "<" + w.id + ">");
+
+    // Cold: this graph's module is not in the cache yet. Warm: the same compile again (a hit).
+    auto t0 = Clock::now();
+    CompiledModel m = compile(g);
+    double cold_ms = ms_since(t0);
+    json stages = json::object();
+    for (const auto& [name, s] : m.report().stage_seconds) stages[name] = s * 1e3;
+    t0 = Clock::now();
+    bool warm_hit = compile(g).report().cache_hit;
+    double warm_ms = ms_since(t0);
+    r["compile"] = json{{"cold_ms", cold_ms},
+                        {"cold_cache_hit", m.report().cache_hit},
+                        {"warm_ms", warm_ms},
+                        {"warm_cache_hit", warm_hit},
+                        {"cold_stages_ms", stages},
+                        {"kernels", m.report().kernels.size()},
+                        {"arena_bytes", m.report().arena_bytes}};
+
+    int64_t bytes_read = 0, bytes_written = 0;
+    json ins = json::array(), outs_json = json::array();
+    for (const auto& v : m.inputs()) bytes_read += spec_bytes(v), ins.push_back(spec_json(v));
+    for (const auto& v : m.outputs())
+      bytes_written += spec_bytes(v), outs_json.push_back(spec_json(v));
+    const int64_t min_bytes = bytes_read + bytes_written;
+    r["inputs"] = ins;
+    r["outputs"] = outs_json;
+    r["bytes_read"] = bytes_read;
+    r["bytes_written"] = bytes_written;
+    r["min_bytes"] = min_bytes;
+
+    // Inputs once, outputs once (reused by every run).
+    std::vector<Tensor> inputs;
+    uint64_t seed = 1;
+    for (const auto& v : m.inputs()) inputs.push_back(random_tensor(v.dtype, v.shape, seed++));
+    std::vector<TensorRef> refs;
+    for (const auto& t : inputs) refs.push_back(t.ref());
+    std::vector<Tensor> outputs;
+    for (const auto& v : m.outputs()) outputs.push_back(Tensor::zeros(v.dtype, v.shape));
+
+    json check = json{{"done", opt.check}};
+    std::string check_word = "-";
+    if (opt.check) {
+      m.run_into(refs, outputs);
+      auto t1 = Clock::now();
+      std::vector<Tensor> want = interpret(g, inputs);
+      bool ok = true;
+      double max_abs = 0, max_rel = 0;
+      std::string msg;
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        Tolerance tol = default_tolerance(m.outputs()[i].dtype);
+        if (w.check_atol >= 0) tol.atol = w.check_atol;
+        CompareResult c = compare_tensors(outputs[i], want[i], tol);
+        ok = ok && c.ok;
+        max_abs = std::max(max_abs, c.max_abs_error);
+        max_rel = std::max(max_rel, c.max_rel_error);
+        if (!c.ok && msg.empty()) msg = c.message;
+      }
+      check = json{{"done", true},
+                   {"ok", ok},
+                   {"max_abs_error", max_abs},
+                   {"max_rel_error", max_rel},
+                   {"atol_override", w.check_atol >= 0 ? json(w.check_atol) : json(nullptr)},
+                   {"message", msg},
+                   {"seconds", ms_since(t1) / 1e3}};
+      check_word = ok ? "ok" : "FAIL";
+    }
+    r["check"] = check;
+
+    // The ceiling at this workload's footprint.
+    const bool copy = w.ceiling == Ceiling::Copy;
+    const int64_t ceil_floats = copy ? (min_bytes / 2 + 3) / 4 : (bytes_read + 3) / 4;  // per array
+    const double ceil_bytes =
+        copy ? 8.0 * static_cast<double>(ceil_floats) : 4.0 * static_cast<double>(ceil_floats);
+    ceiling_buffers.reserve(ceil_floats, max_threads);
+    r["ceiling"] = json{{"kind", copy ? "copy" : "read"},
+                        {"array_bytes", ceil_floats * 4},
+                        {"bytes_per_run", ceil_bytes}};
+
+    json per_thread = json::array();
+    for (int t : opt.threads) {
+      set_num_threads(t);
+      // Blocks: ceiling, [non-temporal copy,] coil, ceiling again. The ceiling's median is
+      // over both of its blocks, so a drift of the machine's bandwidth during the coil block
+      // (it is shared) mostly cancels.
+      float* dst = ceiling_buffers.b.get();
+      const float* src = ceiling_buffers.a.get();
+      std::function<void()> ceiling_run;
+      if (copy)
+        ceiling_run = [&] { copy_floats(dst, src, ceil_floats, t); };
+      else
+        ceiling_run = [&] { g_sink = g_sink + sum_floats(src, ceil_floats, t); };
+      std::vector<double> ceiling_times, nt_times, coil_times;
+      time_block(ceiling_run, opt.warmup, opt.runs, ceiling_times);
+      bool streaming = true;
+      if (copy)
+        time_block([&] { streaming = copy_floats_nontemporal(dst, src, ceil_floats, t); },
+                   opt.warmup, opt.runs, nt_times);
+      const long faults0 = minor_faults();
+      time_block([&] { m.run_into(refs, outputs); }, opt.warmup, opt.runs, coil_times);
+      const double faults = static_cast<double>(minor_faults() - faults0) / opt.runs;
+      time_block(ceiling_run, opt.warmup, opt.runs, ceiling_times);
+      const Timing ct = summarize(ceiling_times);
+      const Timing kt = summarize(coil_times);
+      json nt_json = nullptr;
+      if (copy && streaming) nt_json = timing_json(summarize(nt_times), ceil_bytes);
+      json cj = timing_json(ct, ceil_bytes);
+      json kj = timing_json(kt, static_cast<double>(min_bytes));
+      const double ceil_gbps = cj["gbps"].get<double>();
+      kj["frac_ceiling"] = kj["gbps"].get<double>() / ceil_gbps;
+      kj["minor_faults_per_run"] = faults;
+      per_thread.push_back(json{{"threads", t},
+                                {"omp_max_threads", omp_get_max_threads()},
+                                {"ceiling", cj},
+                                {"copy_nontemporal", nt_json},
+                                {"coil", kj}});
+      fmt::print(
+          "{:<4} {:>3} {:>9.1f} {:>6} {:>9.1f} {:>7} {:>10.3f} {:>9.1f} {:>6.0f}% {:>8.0f}ms "
+          "{:>6}\n",
+          w.id, t, static_cast<double>(min_bytes) / 1e6, copy ? "copy" : "read", ceil_gbps,
+          nt_json.is_null() ? std::string("-")
+                            : fmt::format("{:.1f}", nt_json["gbps"].get<double>()),
+          kt.median_ms, kj["gbps"].get<double>(), 100 * kj["frac_ceiling"].get<double>(), cold_ms,
+          check_word);
+      std::fflush(stdout);
+    }
+    r["threads"] = per_thread;
+    results.push_back(r);
+  }
+  out["workloads"] = results;
+  out["load_average_end"] = load_average();
+  fmt::print("load average at the end: {}\n", load_average());
+
+  if (!opt.json_path.empty()) {
+    std::ofstream f(opt.json_path);
+    f << out.dump(2) << "\n";
+    if (!f) {
+      fmt::print(stderr, "coil_cpu_bench: cannot write {}\n", opt.json_path);
+      return 2;
+    }
+    fmt::print("wrote {}\n", opt.json_path);
+  }
+  bool all_ok = true;
+  for (const auto& r : results)
+    if (r["check"].value("done", false) && !r["check"].value("ok", false)) all_ok = false;
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace coil::bench
+
+int main(int argc, char** argv) {
+  try {
+    return coil::bench::main_impl(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "coil_cpu_bench: " << e.what() << "\n";
+    return 3;
+  }
+}

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Merges coil_cpu_bench's JSON and eager_bench.py's JSON into one results file and prints the
+table (docs/benchmarks.md explains the columns).
+
+  python3 bench/report.py --coil coil.json --torch torch.json --out bench/results/cpu-DATE.json
+  python3 bench/report.py --merged bench/results/cpu-DATE.json      # reprint a saved run
+
+Either input may be missing (then its columns are empty). Standard library only.
+"""
+
+import argparse
+import json
+import signal
+import sys
+
+COMPILE_TARGET_MS = 300.0
+TORCH_BACKENDS = ("eager", "inductor_alloc", "inductor")
+
+
+def merge(coil, torch):
+    """One row per (workload, thread count) seen in either input."""
+    rows = {}
+    order = []
+
+    def row(wid, threads, desc, min_bytes):
+        key = (wid, threads)
+        if key not in rows:
+            rows[key] = {"workload": wid, "desc": desc, "threads": threads,
+                         "min_bytes": min_bytes}
+            order.append(key)
+        return rows[key]
+
+    warnings = []
+    if coil:
+        for w in coil["workloads"]:
+            comp = w["compile"]
+            for t in w["threads"]:
+                r = row(w["id"], t["threads"], w["desc"], w["min_bytes"])
+                r["ceiling"] = {"kind": w["ceiling"]["kind"], "gbps": t["ceiling"]["gbps"],
+                                "median_ms": t["ceiling"]["median_ms"],
+                                "min_ms": t["ceiling"]["min_ms"],
+                                "bytes_per_run": w["ceiling"]["bytes_per_run"],
+                                "array_bytes": w["ceiling"]["array_bytes"],
+                                "copy_nontemporal_gbps":
+                                    (t.get("copy_nontemporal") or {}).get("gbps")}
+                c = dict(t["coil"])
+                r["coil"] = c
+                r["coil_compile"] = {"cold_ms": comp["cold_ms"], "warm_ms": comp["warm_ms"],
+                                     "meets_target": comp["cold_ms"] <= COMPILE_TARGET_MS}
+                r["coil_check"] = w["check"].get("ok") if w["check"].get("done") else None
+    if torch:
+        for w in torch["workloads"]:
+            for backend, b in w["backends"].items():
+                for t in b["threads"]:
+                    r = row(w["id"], t["threads"], w["desc"], w["min_bytes"])
+                    if r["min_bytes"] != w["min_bytes"]:
+                        warnings.append(f"{w['id']}: coil counts {r['min_bytes']} bytes, torch "
+                                        f"{w['min_bytes']}")
+                    entry = {k: t[k] for k in ("median_ms", "min_ms", "max_ms", "runs", "gbps",
+                                               "minor_faults_per_run") if k in t}
+                    for k in ("compile_ms", "check_vs_eager"):
+                        if t.get(k) is not None:
+                            entry[k] = t[k]
+                    if b.get("notes"):
+                        entry["notes"] = b["notes"]
+                    r[backend] = entry
+
+    for key in order:
+        r = rows[key]
+        ceil = r.get("ceiling", {}).get("gbps")
+        # The same fraction from the fastest runs (min time, and the ceiling's min time): less
+        # sensitive to other processes on a shared machine than the medians.
+        ceil_best = (r["ceiling"]["bytes_per_run"] / (r["ceiling"]["min_ms"] * 1e-3) / 1e9
+                     if r.get("ceiling") else None)
+        eager = r.get("eager", {}).get("median_ms")
+        for name in ("coil",) + TORCH_BACKENDS:
+            e = r.get(name)
+            if not e:
+                continue
+            if ceil:
+                e["frac_ceiling"] = e["gbps"] / ceil
+                if e.get("min_ms"):
+                    e["frac_ceiling_best"] = r["min_bytes"] / (e["min_ms"] * 1e-3) / 1e9 / ceil_best
+            if eager and name != "eager":
+                e["speedup_vs_eager"] = eager / e["median_ms"]
+        if "coil" in r:
+            for name in ("inductor_alloc", "inductor"):
+                if name in r:
+                    r["coil"][f"speedup_vs_{name}"] = r[name]["median_ms"] / r["coil"]["median_ms"]
+    return [rows[k] for k in order], sorted(set(warnings))
+
+
+def fmt(v, spec, width, suffix=""):
+    """v formatted in `width` characters plus `suffix`, or a right-aligned '-' in as many."""
+    if v is None:
+        return f"{'-':>{width + len(suffix)}}"
+    return f"{v:{width}{spec}}{suffix}"
+
+
+def print_table(merged, out=sys.stdout):
+    rows = merged["rows"]
+    host = merged.get("host") or {}
+    print(f"{merged.get('date', '?')}  {host.get('cpu', '?')} ({host.get('logical_cpus', '?')} "
+          f"CPUs)  {host.get('compiler', '')}  torch {merged.get('torch_version') or '-'}",
+          file=out)
+    if merged.get("notes"):
+        print(merged["notes"], file=out)
+    backends = [b for b in TORCH_BACKENDS if any(b in r for r in rows)]
+    short = {"eager": "eager", "inductor_alloc": "ind", "inductor": "ind-out"}
+    head = (f"{'wl':<4} {'thr':>3} {'MB':>6} {'ceiling':>13} {'nt':>5} | {'coil ms':>9} "
+            f"{'GB/s':>6} {'%ceil':>6}")
+    for b in backends:
+        head += f" | {short[b] + ' ms':>10} {'%ceil':>6}"
+        if b != "eager":
+            head += f" {'/eager':>6}"
+    if "eager" in backends:
+        head += f" | {'coil/eager':>10}"
+    if "inductor_alloc" in backends:
+        head += f" {'coil/ind':>8}"
+    head += f" | {'cold ms':>7} {'check':>5}"
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for r in rows:
+        c, ceil = r.get("coil", {}), r.get("ceiling")
+        line = f"{r['workload']:<4} {r['threads']:>3} {r['min_bytes'] / 1e6:6.1f} "
+        line += (f"{ceil['kind']:>4} {ceil['gbps']:5.1f}GB/s" if ceil else f"{'-':>13}")
+        line += f" {fmt((ceil or {}).get('copy_nontemporal_gbps'), '.1f', 5)}"
+        pct = lambda e: None if e.get("frac_ceiling") is None else 100 * e["frac_ceiling"]  # noqa
+        line += (f" | {fmt(c.get('median_ms'), '.3f', 9)} {fmt(c.get('gbps'), '.1f', 6)}"
+                 f" {fmt(pct(c), '.0f', 5, '%')}")
+        for b in backends:
+            e = r.get(b, {})
+            line += f" | {fmt(e.get('median_ms'), '.3f', 10)} {fmt(pct(e), '.0f', 5, '%')}"
+            if b != "eager":
+                line += f" {fmt(e.get('speedup_vs_eager'), '.2f', 5, 'x')}"
+        if "eager" in backends:
+            line += f" | {fmt(c.get('speedup_vs_eager'), '.2f', 9, 'x')}"
+        if "inductor_alloc" in backends:
+            line += f" {fmt(c.get('speedup_vs_inductor_alloc'), '.2f', 7, 'x')}"
+        comp = r.get("coil_compile", {})
+        check = {True: "ok", False: "FAIL", None: "-"}[r.get("coil_check")]
+        line += f" | {fmt(comp.get('cold_ms'), '.0f', 7)} {check:>5}"
+        print(line, file=out)
+
+    print(file=out)
+    legend = [
+        "MB: minimum bytes (each input read once + each output written once).",
+        "ceiling: copy (read + write bytes) or read-only bandwidth at the workload's footprint, "
+        "same threads;",
+        "  nt: the same copy with non-temporal stores (GB/s, for reference only).",
+        "%ceil = (MB / median time) / ceiling.  X/eager = eager time / X time (> 1: X is faster).",
+        "ind = torch.compile (Inductor CPU) returning fresh outputs (heap-reused); ind-out = "
+        "Inductor storing into a preallocated output.",
+        f"cold ms: coil's compile with an empty cache (target <= {COMPILE_TARGET_MS:.0f} ms); "
+        "check: coil vs the reference interpreter.",
+    ]
+    print("\n".join(legend), file=out)
+    faults = lambda e: e.get("minor_faults_per_run", e.get("minor_faults_per_round", 0))  # noqa
+    faulty = [f"{r['workload']}/{r['threads']}/{b}" for r in rows for b in ["coil"] + backends
+              if faults(r.get(b, {})) > 0.01 * r["min_bytes"] / 4096]
+    if faulty:
+        print("page faults in timed runs (outputs not reused): " + ", ".join(faulty), file=out)
+    for note in sorted({r[b]["notes"] for r in rows for b in backends
+                        if r.get(b, {}).get("notes")}):
+        print(f"note: {note}", file=out)
+    compiles = {r["workload"]: r["coil_compile"] for r in rows if "coil_compile" in r}
+    if compiles:
+        slow = [w for w, c in compiles.items() if not c["meets_target"]]
+        print(f"coil cold compile: {len(compiles) - len(slow)}/{len(compiles)} workloads within "
+              f"{COMPILE_TARGET_MS:.0f} ms" + (f" (over: {', '.join(slow)})" if slow else ""),
+              file=out)
+    coil = merged.get("coil") or {}
+    if coil.get("first_compile_in_process_ms") is not None:
+        print(f"coil: the first compile in the process (a tiny graph, toolchain discovery) took "
+              f"{coil['first_compile_in_process_ms']:.0f} ms, not counted above", file=out)
+    torch = merged.get("torch") or {}
+    if torch.get("inductor_first_compile_ms") is not None:
+        print(f"inductor: the first compile in the process (includes its ISA probe) took "
+              f"{torch['inductor_first_compile_ms']:.0f} ms", file=out)
+    loads = {k: v for k, v in (merged.get("load_average") or {}).items() if v}
+    if loads:
+        print("load average (1/5/15 min): " + "; ".join(
+            f"{k.replace('_', ' ')} {' '.join(v.split()[:3])}" for k, v in loads.items()),
+            file=out)
+        cpus = host.get("logical_cpus") or (torch.get("host") or {}).get("logical_cpus")
+        busiest = max(float(v.split()[0]) for v in loads.values())
+        if cpus and busiest > 0.5 * cpus:
+            print(f"warning: the machine was busy (1-min load up to {busiest:.1f} on {cpus} CPUs): "
+                  "times that use every CPU are unreliable", file=out)
+    for w in merged.get("warnings", []):
+        print(f"warning: {w}", file=out)
+
+
+def load(path):
+    if not path:
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into `head`
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--coil", help="coil_cpu_bench --json output")
+    p.add_argument("--torch", help="eager_bench.py --json output")
+    p.add_argument("--out", help="write the merged results here")
+    p.add_argument("--merged", help="print the table of a merged results file")
+    p.add_argument("--notes", default="", help="free text stored in the merged file")
+    a = p.parse_args()
+    if a.merged:
+        print_table(load(a.merged))
+        return 0
+    coil, torch = load(a.coil), load(a.torch)
+    if not coil and not torch:
+        p.error("give --coil and/or --torch (or --merged)")
+    rows, warnings = merge(coil, torch)
+    first = coil or torch
+    merged = {
+        "schema": "coil-cpu-bench/1",
+        "date": first["date"],
+        "host": (coil or {}).get("host", {}),
+        "torch_version": (torch or {}).get("torch_version"),
+        "notes": a.notes,
+        "load_average": {
+            "coil_start": (coil or {}).get("load_average_start"),
+            "coil_end": (coil or {}).get("load_average_end"),
+            "torch_start": (torch or {}).get("load_average_start"),
+            "torch_end": (torch or {}).get("load_average_end"),
+        },
+        "warnings": warnings,
+        "rows": rows,
+        "coil": coil,
+        "torch": torch,
+    }
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(merged, f, indent=2)
+            f.write("\n")
+    print_table(merged)
+    if a.out:
+        print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
