@@ -449,25 +449,61 @@ class KernelPrinter final : public NestPrinter {
     w_.line("#pragma omp parallel for");
     w_.linef("for (int64_t c = 0; c < {}; c++)", chunks);
     w_.open();
-    for (size_t k = 0; k < accs.size(); ++k)
-      w_.linef("{} {}_local = {};", spec_of(n, n.reductions[k]).acc_type, accs[k],
-               spec_of(n, n.reductions[k]).init);
+    // Float sums inside a chunk use a cascade (error grows with log n, not n).
+    auto cascade = [&](size_t k) {
+      const BodyOp& rop = n.body.op(n.reductions[k]);
+      return rop.reduction == ReductionType::sum && is_floating(rop.dtype);
+    };
+    for (size_t k = 0; k < accs.size(); ++k) {
+      if (cascade(k)) {
+        w_.linef("coil::CascadeSum<{}> {}_local;", spec_of(n, n.reductions[k]).acc_type, accs[k]);
+      } else {
+        w_.linef("{} {}_local = {};", spec_of(n, n.reductions[k]).acc_type, accs[k],
+                 spec_of(n, n.reductions[k]).init);
+      }
+    }
     w_.linef("for (int64_t r0 = c * {0}; r0 < std::min<int64_t>(c * {0} + {0}, {1}); r0++)", chunk,
              r0);
     w_.open();
     open_loops("r", n.red_ranges, 1, n.red_ranges.size(), 0);
     emit_ops(n, a, [&](int i) { return !n.after[static_cast<size_t>(i)]; });
-    for (size_t k = 0; k < accs.size(); ++k)
-      w_.line(fill(spec_of(n, n.reductions[k]).combine, accs[k] + "_local", n, n.reductions[k], a));
+    for (size_t k = 0; k < accs.size(); ++k) {
+      if (cascade(k)) {
+        w_.linef("{}_local.add({});", accs[k], tmp(n, n.body.op(n.reductions[k]).args[0]));
+      } else {
+        w_.line(
+            fill(spec_of(n, n.reductions[k]).combine, accs[k] + "_local", n, n.reductions[k], a));
+      }
+    }
     close_loops(n.red_ranges.size() - 1);
     w_.close();
-    for (const auto& acc : accs) w_.linef("{0}_part[c] = {0}_local;", acc);
+    for (size_t k = 0; k < accs.size(); ++k) {
+      if (cascade(k)) {
+        w_.linef("{0}_part[c] = {0}_local.result();", accs[k]);
+      } else {
+        w_.linef("{0}_part[c] = {0}_local;", accs[k]);
+      }
+    }
     w_.close();
+    // Cascaded sums combine their partials pairwise (a fixed tree), the others in chunk order.
+    for (size_t k = 0; k < accs.size(); ++k) {
+      if (!cascade(k)) continue;
+      w_.linef("for (int64_t width = 1; width < {}; width *= 2)", chunks);
+      w_.open();
+      w_.linef(
+          "for (int64_t c = 0; c + width < {0}; c += 2 * width) {1}_part[c] = {1}_part[c] + "
+          "{1}_part[c + width];",
+          chunks, accs[k]);
+      w_.close();
+      w_.linef("{0} = {0}_part[0];", accs[k]);
+    }
     w_.linef("for (int64_t c = 0; c < {}; c++)", chunks);
     w_.open();
-    for (size_t k = 0; k < accs.size(); ++k)
+    for (size_t k = 0; k < accs.size(); ++k) {
+      if (cascade(k)) continue;
       w_.line(fill(spec_of(n, n.reductions[k]).combine_partial, accs[k], n, n.reductions[k], a,
                    accs[k] + "_part[c]"));
+    }
     w_.close();
     for (size_t k = 0; k < n.reductions.size(); ++k) {
       int red = n.reductions[k];

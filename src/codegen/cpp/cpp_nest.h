@@ -90,6 +90,9 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
 /// that shape.
 bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel);
 
+/// Horizontal float sums longer than this accumulate in a coil::CascadeSum.
+constexpr int64_t kCascadeMinElements = 16384;
+
 constexpr int64_t kRowSplitMaxColumns = 16384;
 constexpr int64_t kRowSplitMinRows = 1024;
 bool emit_row_split_reduction(NestPrinter& p, const Nest& n);

@@ -274,11 +274,22 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
     main_and_tail([&](const std::string& count) { VecOpPrinter(p, n, a, *vl, count).emit(inside); },
                   parallel);
   } else if (vl->reduction) {
-    // Horizontal: vector accumulators over the r loops, reduced across lanes at the end.
+    // Horizontal: vector accumulators over the r loops, reduced across lanes at the end. Long
+    // float sums accumulate in a cascade, so their error grows with log n rather than n.
+    const bool long_rows = product(n.red_ranges) > kCascadeMinElements;
+    auto cascade = [&](size_t k) {
+      return long_rows && n.body.op(n.reductions[k]).reduction == ReductionType::sum;
+    };
     std::vector<std::string> accs;
-    for (int red : n.reductions) {
+    for (size_t k = 0; k < n.reductions.size(); ++k) {
+      int red = n.reductions[k];
       accs.push_back(p.new_acc() + "_vec");
-      w.linef("auto {} = {}({});", accs.back(), kVec, vec_reduction(n.body.op(red).reduction).init);
+      if (cascade(k)) {
+        w.linef("coil::CascadeSum<{}> {};", kVec, accs.back());
+      } else {
+        w.linef("auto {} = {}({});", accs.back(), kVec,
+                vec_reduction(n.body.op(red).reduction).init);
+      }
     }
     for (size_t j = 0; j + 1 < n.red_ranges.size(); ++j) {
       w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_ranges[j]);
@@ -289,8 +300,16 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
           VecOpPrinter(p, n, a, *vl, count).emit(inside);
           for (size_t k = 0; k < accs.size(); ++k) {
             const BodyOp& rop = n.body.op(n.reductions[k]);
-            std::string c = subst(subst(vec_reduction(rop.reduction).combine, "{acc}", accs[k]),
-                                  "{v}", p.tmp(n, rop.args[0]));
+            std::string v = p.tmp(n, rop.args[0]);
+            if (cascade(k)) {
+              if (count.empty())
+                w.linef("{}.add({});", accs[k], v);
+              else
+                w.linef("{}.add({}::set({}(0.0f), {}, {}));", accs[k], kVec, kVec, v, count);
+              continue;
+            }
+            std::string c =
+                subst(subst(vec_reduction(rop.reduction).combine, "{acc}", accs[k]), "{v}", v);
             if (count.empty())
               w.linef("{} = {};", accs[k], c);
             else
@@ -301,8 +320,9 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
     for (size_t j = 0; j + 1 < n.red_ranges.size(); ++j) w.close();
     for (size_t k = 0; k < accs.size(); ++k) {
       int red = n.reductions[k];
+      std::string acc = cascade(k) ? accs[k] + ".result()" : accs[k];
       w.linef("float {} = {};", p.tmp(n, red),
-              subst(vec_reduction(n.body.op(red).reduction).finalize, "{acc}", accs[k]));
+              subst(vec_reduction(n.body.op(red).reduction).finalize, "{acc}", acc));
     }
     p.emit_scalar_ops(n, a, after);
   } else {

@@ -51,17 +51,21 @@ extern "C" void cpp_fused_sum_2(const float* __restrict__ in_ptr0, float* __rest
     #pragma omp parallel for
     for (int64_t c = 0; c < 31; c++)
     {
-        float tmp_acc0_local = 0;
+        coil::CascadeSum<float> tmp_acc0_local;
         for (int64_t r0 = c * 32768; r0 < std::min<int64_t>(c * 32768 + 32768, 1000003); r0++)
         {
             float tmp0 = in_ptr0[r0];
-            tmp_acc0_local = tmp_acc0_local + tmp0;
+            tmp_acc0_local.add(tmp0);
         }
-        tmp_acc0_part[c] = tmp_acc0_local;
+        tmp_acc0_part[c] = tmp_acc0_local.result();
     }
+    for (int64_t width = 1; width < 31; width *= 2)
+    {
+        for (int64_t c = 0; c + width < 31; c += 2 * width) tmp_acc0_part[c] = tmp_acc0_part[c] + tmp_acc0_part[c + width];
+    }
+    tmp_acc0 = tmp_acc0_part[0];
     for (int64_t c = 0; c < 31; c++)
     {
-        tmp_acc0 = tmp_acc0 + tmp_acc0_part[c];
     }
     float tmp1 = tmp_acc0;
     out_ptr0[0] = tmp1;
