@@ -12,6 +12,9 @@ PACKAGES=(
   # C++ libraries (see docs/dependencies.md for why each one)
   libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libsleef-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # extern kernels (library GEMM and convolution calls from generated code): oneDNN, and
+  # OpenBLAS's OpenMP build (not the pthread one; see docs/dependencies.md)
+  libdnnl-dev libopenblas-openmp-dev
   # Python used by tests and benchmarks: Debian's /usr/bin/python3 with torch/numpy
   python3 python3-numpy python3-torch python3-pytest
   # ONNX frontend: protobuf classes, and the backend test data for the conformance suite

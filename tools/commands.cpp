@@ -1,4 +1,5 @@
 #include "commands.h"
+#include <cmath>
 
 #include <omp.h>
 
@@ -225,7 +226,7 @@ int cmd_ops() {
                         : op.min_inputs == op.max_inputs
                             ? std::to_string(op.min_inputs)
                             : fmt::format("{}-{}", op.min_inputs, op.max_inputs);
-    fmt::print("{:<12} {:<12} inputs {:<4} {}\n", op.name, kinds[static_cast<int>(op.kind)], arity,
+    fmt::print("{:<18} {:<12} inputs {:<4} {}\n", op.name, kinds[static_cast<int>(op.kind)], arity,
                op.doc);
   }
   return 0;
@@ -245,7 +246,13 @@ int cmd_demo(int runs) {
 
   std::vector<Tensor> inputs;
   uint64_t seed = 1;
-  for (const auto& in : m.inputs()) inputs.push_back(random_tensor(in.dtype, in.shape, seed++));
+  for (const auto& in : m.inputs()) {
+    // Weights (w_*: [fan_in, fan_out]) as torch's nn.Linear initializes them, so that
+    // activations keep their scale through the block.
+    double bound =
+        in.name.rfind("w_", 0) == 0 ? 1.0 / std::sqrt(static_cast<double>(in.shape[0])) : 2.0;
+    inputs.push_back(random_tensor(in.dtype, in.shape, seed++, -bound, bound));
+  }
   std::vector<Tensor> got = m.run(inputs);
   std::vector<double> times;
   for (int i = 0; i < runs; ++i) {

@@ -35,6 +35,10 @@ struct CompileOptions {
   /// Store every intermediate instead of computing it inside its consumers (for tests of
   /// memory planning and for debugging: each graph node then has its own buffer).
   bool store_all_intermediates = false;
+  /// Time the matmul template against library GEMMs on each matmul's shape and keep the
+  /// fastest (runtime/autotune.h; cached on disk). Off: the template everywhere, and the
+  /// generated code depends on nothing measured. COIL_MATMUL=template|dnnl|openblas forces one.
+  bool autotune = true;
 };
 
 /// One generated kernel, for reports and tests.

@@ -145,6 +145,41 @@ int decompose_rms_norm(Graph& g, const Node& node, const std::vector<int>& in) {
   return b.cast_back(y, node.type.dtype);
 }
 
+// linear(x, w, b?) = matmul(x, transpose(w)) + b. f16/bf16: the product is rounded to the
+// dtype before the bias is added (the reference rounds once, within the dtype's tolerance).
+int decompose_linear(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  int wt = b.op("transpose", {in[1]}, Attrs{{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+  int y = b.op("matmul", {in[0], wt});
+  if (in.size() > 2) y = b.op("add", {y, in[2]});
+  return y;
+}
+
+// addmm(bias, a, b) {alpha, beta} = beta * bias + alpha * (a @ b); a factor of 1 is no
+// multiplication, and beta = 0 drops the bias (as torch: its NaN and inf do not propagate).
+int decompose_addmm(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  double alpha = node.attrs.get_float_or("addmm", "alpha", 1.0);
+  double beta = node.attrs.get_float_or("addmm", "beta", 1.0);
+  DType t = node.type.dtype;
+  // A 0-dim factor never changes the dtype; f64 keeps the attribute exact for f64 tensors.
+  DType factor_t = t == DType::F64 ? DType::F64 : DType::F32;
+  int y = b.op("matmul", {in[1], in[2]});
+  if (alpha != 1.0) y = b.op("mul", {y, b.scalar(alpha, factor_t)});
+  if (beta != 0.0) {
+    int bias = beta == 1.0 ? in[0] : b.op("mul", {in[0], b.scalar(beta, factor_t)});
+    y = b.op("add", {bias, y});
+  }
+  return b.cast_back(y, t);
+}
+
+// global_avg_pool2d(x) = mean over the last two dims, kept as size 1.
+int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  int64_t r = b.type(in[0]).rank();
+  return b.op("mean", {in[0]}, Attrs{{"axes", last_axes(r, 2)}, {"keepdim", true}});
+}
+
 Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes) {
   std::map<sym::Expr, sym::Expr> bind;
   for (const auto& [name, value] : sizes) {

@@ -12,6 +12,9 @@ int decompose_layer_norm(Graph& g, const Node& node, const std::vector<int>& in)
 int decompose_rms_norm(Graph& g, const Node& node, const std::vector<int>& in);
 int decompose_mean(Graph& g, const Node& node, const std::vector<int>& in);
 int decompose_var(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_linear(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_addmm(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<int>& in);
 
 /// A copy of `g` in which every composite node is replaced by its decomposition (recursively),
 /// and every symbolic size is replaced by its binding in `sizes` (all must be bound).

@@ -68,6 +68,12 @@ constexpr OpDef composite(std::string_view name, int min_in, int max_in, InferFn
           ref,  nullptr,           decompose, doc};
 }
 
+constexpr OpDef lowered(std::string_view name, int min_in, int max_in, InferFn infer,
+                        ReferenceFn ref, LowerFn lower, std::string_view doc) {
+  return {name, OpKind::Other, min_in,  max_in, DTypeRule::Same, LoopOp::constant, infer,
+          ref,  lower,         nullptr, doc};
+}
+
 using R = DTypeRule;
 using L = LoopOp;
 
@@ -164,6 +170,32 @@ const OpDef kOps[] = {
               "(x, weight?, bias?) {dims=1, eps=1e-5}: normalize over the last dims"),
     composite("rms_norm", 1, 2, infer_norm, ref_rms_norm, decompose_rms_norm,
               "(x, weight?) {dims=1, eps=1e-6}: x / sqrt(mean(x^2) + eps) * weight"),
+
+    // Linear algebra: one floating dtype for all inputs.
+    lowered("matmul", 2, 2, infer_matmul, ref_matmul, lower_matmul,
+            "(a, b): torch.matmul; 1-D a is [1, K], 1-D b is [K, 1] (the dim is dropped), "
+            "batch dims broadcast: [*batch, M, N]"),
+    lowered("bmm", 2, 2, infer_matmul, ref_matmul, lower_matmul,
+            "(a, b): [B, M, K] @ [B, K, N] -> [B, M, N]"),
+    composite("linear", 2, 3, infer_linear, ref_linear, decompose_linear,
+              "(x, w, b?): x [..., in] @ w[out, in]^T + b[out] -> [..., out]"),
+    composite("addmm", 3, 3, infer_addmm, ref_addmm, decompose_addmm,
+              "(bias, a, b) {alpha=1.0, beta=1.0}: beta * bias + alpha * (a @ b); a [M, K], "
+              "b [K, N], bias broadcasts to [M, N]; beta=0 ignores bias"),
+
+    // Convolution and pooling over the last two dims ({stride, padding, ...}: [h, w] or one int).
+    lowered(
+        "conv2d", 2, 3, infer_conv2d, ref_conv2d, lower_conv2d,
+        "(x, w, b?) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=1}: x [N, C, H, W], "
+        "w [OC, C/groups, KH, KW], b [OC] -> [N, OC, OH, OW]"),
+    lowered("max_pool2d", 1, 1, infer_pool2d, ref_pool2d, lower_pool2d,
+            "{kernel, stride=kernel, padding=[0, 0], dilation=[1, 1], ceil_mode=false}: max over "
+            "each window of the last two dims (rank >= 3); NaN propagates, padding never wins"),
+    lowered("avg_pool2d", 1, 1, infer_pool2d, ref_pool2d, lower_pool2d,
+            "{kernel, stride=kernel, padding=[0, 0], ceil_mode=false, count_include_pad=true}: "
+            "mean over each window of the last two dims (rank >= 3), torch's divisor"),
+    composite("global_avg_pool2d", 1, 1, infer_global_pool2d, ref_global_avg_pool2d,
+              decompose_global_avg_pool2d, "mean over the last two dims, kept as [..., 1, 1]"),
 };
 
 }  // namespace

@@ -388,4 +388,254 @@ TensorType infer_norm(const Node& node, const std::vector<const TensorType*>& in
   return TensorType{in[0]->dtype, s};
 }
 
+// --- Linear algebra and convolution ---
+
+namespace {
+
+std::string types_str(const std::vector<const TensorType*>& in) {
+  std::vector<std::string> parts;
+  for (const TensorType* t : in) parts.push_back(type_str(*t));
+  if (parts.size() == 2) return fmt::format("{} and {}", parts[0], parts[1]);
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// The dtype of matmul-like ops: every input of one floating dtype.
+DType linalg_dtype(std::string_view op, const std::vector<const TensorType*>& in) {
+  DType t = in[0]->dtype;
+  for (const TensorType* x : in)
+    COIL_USER_CHECK(x->dtype == t, "{}: inputs must have the same dtype, got {}", op,
+                    types_str(in));
+  COIL_USER_CHECK(is_floating(t), "{}: inputs must be floating point (f32, f64, f16, bf16), got {}",
+                  op, types_str(in));
+  return t;
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+// An attribute of two integers (height, width): a list of two, a list of one or an integer
+// (both dims); `dflt` when absent.
+std::array<int64_t, 2> int_pair(const Node& node, const std::string& name,
+                                std::array<int64_t, 2> dflt) {
+  if (!node.attrs.has(name)) return dflt;
+  if (const auto* i = std::get_if<int64_t>(&node.attrs.items().at(name))) return {*i, *i};
+  const auto& v = node.attrs.get_ints(node.op_name(), name);
+  COIL_USER_CHECK(v.size() == 1 || v.size() == 2,
+                  "{}: '{}' must have 2 entries (height, width), got [{}]", node.op_name(), name,
+                  fmt::join(v, ", "));
+  return v.size() == 1 ? std::array<int64_t, 2>{v[0], v[0]} : std::array<int64_t, 2>{v[0], v[1]};
+}
+
+std::string pair_str(const std::array<int64_t, 2>& p) {
+  return fmt::format("[{}, {}]", p[0], p[1]);
+}
+
+void check_at_least(std::string_view op, const char* name, const std::array<int64_t, 2>& v,
+                    int64_t lo) {
+  COIL_USER_CHECK(v[0] >= lo && v[1] >= lo, "{}: {} must be {}, got {}", op, name,
+                  lo > 0 ? "positive" : "non-negative", pair_str(v));
+}
+
+// The spatial output sizes of a 2-D window over the last two dims of `x`; an error naming the
+// op and the window when one is not positive.
+std::array<sym::Expr, 2> window_output(std::string_view op, const Shape& x, const Window2d& w) {
+  std::array<sym::Expr, 2> out;
+  for (int d = 0; d < 2; ++d) out[d] = window_output_size(op, x[x.size() - 2 + d], w, d);
+  for (int d = 0; d < 2; ++d) {
+    auto c = out[d].as_const();
+    COIL_USER_CHECK(!c || *c >= 1,
+                    "{}: input {} is too small for the window: output size would be {}x{} "
+                    "(kernel {}, stride {}, padding {}, dilation {})",
+                    op, shape_str(x), sym::to_string(out[0]), sym::to_string(out[1]),
+                    pair_str(w.kernel), pair_str(w.stride), pair_str(w.padding),
+                    pair_str(w.dilation));
+  }
+  return out;
+}
+
+}  // namespace
+
+Window2d conv2d_params(const Node& node) {
+  std::string_view op = node.op_name();
+  Window2d w;
+  w.stride = int_pair(node, "stride", {1, 1});
+  w.padding = int_pair(node, "padding", {0, 0});
+  w.dilation = int_pair(node, "dilation", {1, 1});
+  w.groups = node.attrs.get_int_or(op, "groups", 1);
+  check_at_least(op, "stride", w.stride, 1);
+  check_at_least(op, "padding", w.padding, 0);
+  check_at_least(op, "dilation", w.dilation, 1);
+  COIL_USER_CHECK(w.groups >= 1, "{}: groups must be positive, got {}", op, w.groups);
+  return w;
+}
+
+Window2d pool2d_params(const Node& node) {
+  std::string_view op = node.op_name();
+  bool is_max = op == "max_pool2d";
+  Window2d w;
+  COIL_USER_CHECK(node.attrs.has("kernel"), "{}: missing attribute 'kernel' ([height, width])", op);
+  w.kernel = int_pair(node, "kernel", {1, 1});
+  w.stride = int_pair(node, "stride", w.kernel);
+  w.padding = int_pair(node, "padding", {0, 0});
+  COIL_USER_CHECK(is_max || !node.attrs.has("dilation"), "{}: takes no 'dilation'", op);
+  w.dilation = int_pair(node, "dilation", {1, 1});
+  w.ceil_mode = node.attrs.get_bool_or(op, "ceil_mode", false);
+  COIL_USER_CHECK(!is_max || !node.attrs.has("count_include_pad"),
+                  "{}: takes no 'count_include_pad'", op);
+  w.count_include_pad = node.attrs.get_bool_or(op, "count_include_pad", true);
+  check_at_least(op, "kernel", w.kernel, 1);
+  check_at_least(op, "stride", w.stride, 1);
+  check_at_least(op, "padding", w.padding, 0);
+  check_at_least(op, "dilation", w.dilation, 1);
+  for (int d = 0; d < 2; ++d)
+    COIL_USER_CHECK(w.padding[d] <= w.kernel[d] / 2,
+                    "{}: padding {} must be at most half of the kernel {}", op, pair_str(w.padding),
+                    pair_str(w.kernel));
+  return w;
+}
+
+sym::Expr window_output_size(std::string_view op, const sym::Expr& in, const Window2d& w, int dim) {
+  auto d = static_cast<size_t>(dim);
+  int64_t k = w.kernel[d], s = w.stride[d], p = w.padding[d];
+  int64_t span = w.dilation[d] * (k - 1) + 1;
+  if (auto n = in.as_const()) {
+    int64_t out = floor_div(*n + 2 * p - span + (w.ceil_mode ? s - 1 : 0), s) + 1;
+    // ceil_mode: the last window must start inside the input or the left padding.
+    if (w.ceil_mode && out > 0 && (out - 1) * s >= *n + p) --out;
+    return out;
+  }
+  COIL_USER_CHECK(!w.ceil_mode, "{}: ceil_mode needs a static input size, got {}", op,
+                  sym::to_string(in));
+  return sym::floordiv(in + (2 * p - span), s) + 1;
+}
+
+TensorType infer_matmul(const Node& node, const std::vector<const TensorType*>& in) {
+  std::string_view op = node.op_name();
+  const Shape &a = in[0]->shape, &b = in[1]->shape;
+  if (op == "bmm") {
+    COIL_USER_CHECK(a.size() == 3 && b.size() == 3, "bmm: inputs must be 3-D, got {}",
+                    types_str(in));
+    COIL_USER_CHECK(a[0] == b[0], "bmm: batch sizes differ: {}", types_str(in));
+  }
+  COIL_USER_CHECK(!a.empty() && !b.empty(), "{}: inputs must have at least 1 dim, got {}", op,
+                  types_str(in));
+  DType t = linalg_dtype(op, in);
+  // A 1-D a is a row [1, K], a 1-D b a column [K, 1]; those dims are dropped from the result.
+  Shape am = a.size() == 1 ? Shape{1, a[0]} : a;
+  Shape bm = b.size() == 1 ? Shape{b[0], 1} : b;
+  const sym::Expr &ka = am.back(), &kb = bm[bm.size() - 2];
+  COIL_USER_CHECK(ka == kb, "{}: cannot multiply {} by {} (K: {} vs {})", op, shape_str(a),
+                  shape_str(b), sym::to_string(ka), sym::to_string(kb));
+  Shape out =
+      broadcast_shapes(fmt::format("{}: batch dims of {} and {}", op, shape_str(a), shape_str(b)),
+                       Shape(am.begin(), am.end() - 2), Shape(bm.begin(), bm.end() - 2));
+  if (a.size() > 1) out.push_back(am[am.size() - 2]);
+  if (b.size() > 1) out.push_back(bm.back());
+  return TensorType{t, out};
+}
+
+TensorType infer_linear(const Node& node, const std::vector<const TensorType*>& in) {
+  const Shape &x = in[0]->shape, &w = in[1]->shape;
+  COIL_USER_CHECK(w.size() == 2, "linear: weight must be 2-D [out, in], got {}", type_str(*in[1]));
+  COIL_USER_CHECK(!x.empty(), "linear: input must have at least 1 dim, got {}", type_str(*in[0]));
+  DType t = linalg_dtype("linear", in);
+  COIL_USER_CHECK(x.back() == w[1], "linear: input {} has {} features, weight {} takes {}",
+                  shape_str(x), sym::to_string(x.back()), shape_str(w), sym::to_string(w[1]));
+  if (in.size() > 2)
+    COIL_USER_CHECK(in[2]->shape == Shape{w[0]}, "linear: bias {} must have shape [{}]",
+                    shape_str(in[2]->shape), sym::to_string(w[0]));
+  Shape out = x;
+  out.back() = w[0];
+  return TensorType{t, out};
+}
+
+TensorType infer_addmm(const Node& node, const std::vector<const TensorType*>& in) {
+  const Shape &bias = in[0]->shape, &a = in[1]->shape, &b = in[2]->shape;
+  node.attrs.get_float_or("addmm", "alpha", 1.0);
+  node.attrs.get_float_or("addmm", "beta", 1.0);
+  COIL_USER_CHECK(a.size() == 2 && b.size() == 2, "addmm: a and b must be 2-D, got {} and {}",
+                  type_str(*in[1]), type_str(*in[2]));
+  DType t = linalg_dtype("addmm", in);
+  COIL_USER_CHECK(a[1] == b[0], "addmm: cannot multiply {} by {} (K: {} vs {})", shape_str(a),
+                  shape_str(b), sym::to_string(a[1]), sym::to_string(b[0]));
+  Shape out{a[0], b[1]};
+  bool fits = bias.size() <= 2;
+  for (size_t i = 0; fits && i < bias.size(); ++i) {
+    const sym::Expr& o = out[out.size() - bias.size() + i];
+    fits = bias[i] == o || bias[i] == sym::Expr(1);
+  }
+  COIL_USER_CHECK(fits, "addmm: bias {} does not broadcast to the product's shape {}",
+                  shape_str(bias), shape_str(out));
+  return TensorType{t, out};
+}
+
+TensorType infer_conv2d(const Node& node, const std::vector<const TensorType*>& in) {
+  const Shape &x = in[0]->shape, &w = in[1]->shape;
+  COIL_USER_CHECK(x.size() == 4, "conv2d: input must be 4-D [N, C, H, W], got {}",
+                  type_str(*in[0]));
+  COIL_USER_CHECK(w.size() == 4, "conv2d: weight must be 4-D [OC, C/groups, KH, KW], got {}",
+                  type_str(*in[1]));
+  DType t = linalg_dtype("conv2d", in);
+  Window2d p = conv2d_params(node);
+  const sym::Expr &c = x[1], &oc = w[0];
+  if (auto cc = c.as_const())
+    COIL_USER_CHECK(*cc % p.groups == 0,
+                    "conv2d: input channels {} are not divisible by groups={} (input {})", *cc,
+                    p.groups, shape_str(x));
+  if (auto occ = oc.as_const())
+    COIL_USER_CHECK(*occ % p.groups == 0,
+                    "conv2d: output channels {} are not divisible by groups={} (weight {})", *occ,
+                    p.groups, shape_str(w));
+  COIL_USER_CHECK(w[1] * sym::Expr(p.groups) == c,
+                  "conv2d: weight {} takes {} input channels per group, but the input {} has {} "
+                  "channels for groups={}",
+                  shape_str(w), sym::to_string(w[1]), shape_str(x), sym::to_string(c), p.groups);
+  if (in.size() > 2)
+    COIL_USER_CHECK(in[2]->shape == Shape{oc}, "conv2d: bias {} must have shape [{}]",
+                    shape_str(in[2]->shape), sym::to_string(oc));
+  for (int d = 0; d < 2; ++d) {
+    auto k = w[static_cast<size_t>(2 + d)].as_const();
+    COIL_USER_CHECK(k.has_value(), "conv2d: the kernel size of weight {} must be static",
+                    shape_str(w));
+    COIL_USER_CHECK(*k >= 1, "conv2d: weight {} has an empty kernel", shape_str(w));
+    p.kernel[static_cast<size_t>(d)] = *k;
+  }
+  auto hw = window_output("conv2d", x, p);
+  return TensorType{t, Shape{x[0], oc, hw[0], hw[1]}};
+}
+
+TensorType infer_pool2d(const Node& node, const std::vector<const TensorType*>& in) {
+  std::string_view op = node.op_name();
+  const Shape& x = in[0]->shape;
+  DType t = in[0]->dtype;
+  COIL_USER_CHECK(x.size() >= 3, "{}: input must have at least 3 dims ([..., C, H, W]), got {}", op,
+                  type_str(*in[0]));
+  if (op == "max_pool2d")
+    COIL_USER_CHECK(t != DType::Bool, "{}: not supported for bool inputs", op);
+  else
+    COIL_USER_CHECK(is_floating(t), "{}: input must be floating point, got {}", op,
+                    type_str(*in[0]));
+  Window2d w = pool2d_params(node);
+  auto hw = window_output(op, x, w);
+  Shape out(x.begin(), x.end() - 2);
+  out.push_back(hw[0]);
+  out.push_back(hw[1]);
+  return TensorType{t, out};
+}
+
+TensorType infer_global_pool2d(const Node& node, const std::vector<const TensorType*>& in) {
+  std::string_view op = node.op_name();
+  const Shape& x = in[0]->shape;
+  COIL_USER_CHECK(x.size() >= 3, "{}: input must have at least 3 dims ([..., C, H, W]), got {}", op,
+                  type_str(*in[0]));
+  COIL_USER_CHECK(is_floating(in[0]->dtype), "{}: input must be floating point, got {}", op,
+                  type_str(*in[0]));
+  Shape out(x.begin(), x.end() - 2);
+  out.push_back(1);
+  out.push_back(1);
+  return TensorType{in[0]->dtype, out};
+}
+
 }  // namespace coil

@@ -2,6 +2,7 @@
 // helpers they share with lowering and the reference interpreter.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "graph/graph.h"
@@ -29,6 +30,25 @@ struct SliceParams {
 };
 SliceParams slice_params(const Node& node, const Shape& in);
 
+/// The window of conv2d and the 2-D pools, per spatial dim (height, width), validated.
+/// conv2d: stride, padding, dilation, groups (the kernel comes from the weight's shape).
+/// max_pool2d / avg_pool2d: kernel, stride (default: kernel), padding (at most half the
+/// kernel), dilation (max only), ceil_mode, count_include_pad (avg only). Each of kernel,
+/// stride, padding and dilation is written [h, w], [n] or n.
+struct Window2d {
+  std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+Window2d conv2d_params(const Node& node);
+Window2d pool2d_params(const Node& node);
+/// Output extent of a window sliding over `in` elements along spatial dim `dim` (0: height,
+/// 1: width), torch's rule: floor (or ceil with ceil_mode) of (in + 2p - d(k-1) - 1) / s, plus
+/// one; with ceil_mode a last window that would start in the right padding is dropped.
+/// Symbolic `in` gives a floordiv expression (ceil_mode needs a static size).
+sym::Expr window_output_size(std::string_view op, const sym::Expr& in, const Window2d& w, int dim);
+
 // The `infer` functions of the registry.
 TensorType infer_elementwise(const Node& node, const std::vector<const TensorType*>& in);
 TensorType infer_full(const Node& node, const std::vector<const TensorType*>& in);
@@ -47,5 +67,12 @@ TensorType infer_reduction(const Node& node, const std::vector<const TensorType*
 TensorType infer_arg_reduction(const Node& node, const std::vector<const TensorType*>& in);
 TensorType infer_softmax(const Node& node, const std::vector<const TensorType*>& in);
 TensorType infer_norm(const Node& node, const std::vector<const TensorType*>& in);
+TensorType infer_matmul(const Node& node, const std::vector<const TensorType*>& in);  // matmul bmm
+TensorType infer_linear(const Node& node, const std::vector<const TensorType*>& in);
+TensorType infer_addmm(const Node& node, const std::vector<const TensorType*>& in);
+TensorType infer_conv2d(const Node& node, const std::vector<const TensorType*>& in);
+TensorType infer_pool2d(const Node& node,
+                        const std::vector<const TensorType*>& in);  // max_pool2d avg_pool2d
+TensorType infer_global_pool2d(const Node& node, const std::vector<const TensorType*>& in);
 
 }  // namespace coil

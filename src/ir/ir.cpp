@@ -87,6 +87,45 @@ int IrProgram::add_buffer(BufferKind kind, Layout layout, int external_index) {
   return buffers.back().id;
 }
 
+std::optional<StridedOperand::BlasLayout> StridedOperand::blas_layout(int64_t rows,
+                                                                      int64_t cols) const {
+  if (cols == 1 || col_stride == 1) {
+    int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : row_stride;
+    if (ld >= std::max<int64_t>(cols, 1)) return BlasLayout{false, ld};
+  }
+  if (rows == 1 || row_stride == 1) {
+    int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : col_stride;
+    if (ld >= std::max<int64_t>(rows, 1)) return BlasLayout{true, ld};
+  }
+  return std::nullopt;
+}
+
+std::string_view matmul_impl_name(MatmulImpl i) {
+  switch (i) {
+    case MatmulImpl::Template:
+      return "template";
+    case MatmulImpl::Dnnl:
+      return "dnnl";
+    case MatmulImpl::OpenBlas:
+      return "openblas";
+  }
+  return "?";
+}
+
+std::string_view loop_kind_name(LoopKind k) {
+  switch (k) {
+    case LoopKind::Pointwise:
+      return "Pointwise";
+    case LoopKind::Reduction:
+      return "Reduction";
+    case LoopKind::Template:
+      return "Template";
+    case LoopKind::Extern:
+      return "Extern";
+  }
+  return "?";
+}
+
 std::string to_string(const IrProgram& p) {
   std::string out;
   for (const Buffer& b : p.buffers) {
@@ -95,8 +134,14 @@ std::string to_string(const IrProgram& p) {
                        shape_str(b.layout.strides));
   }
   for (const ComputedBuffer& c : p.computations) {
-    out += fmt::format("{} {} ranges {}", c.is_reduction() ? "Reduction" : "Pointwise",
-                       p.buffer(c.buffer).name, shape_str(c.ranges));
+    out += fmt::format("{} {} ranges {}", loop_kind_name(c.kind), p.buffer(c.buffer).name,
+                       shape_str(c.ranges));
+    if (c.matmul) {
+      const MatmulSpec& m = *c.matmul;
+      out += fmt::format(" matmul[{}] batch [{}] m={} n={} k={}", matmul_impl_name(m.impl),
+                         fmt::join(m.batch, ", "), m.m, m.n, m.k);
+    }
+    if (c.conv) out += fmt::format(" conv2d groups={}", c.conv->groups);
     if (c.is_reduction()) out += fmt::format(" reduction_ranges {}", shape_str(c.reduction_ranges));
     out += fmt::format("  # from {}\n", fmt::join(c.origin_names, ", "));
     // Print buffer ids with their names for readability.

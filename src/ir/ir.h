@@ -4,12 +4,21 @@
 //   ComputedBuffer  a buffer plus the loop nest computing it. Its kind is
 //                     Pointwise: for x in ranges: store(body(x))
 //                     Reduction: for x in ranges: store(reduce_{r in reduction_ranges} body(x, r))
+//                     Template:  a matmul computed by a code template (Inductor's TemplateBuffer:
+//                                tiles, packing, micro-kernel) into which pointwise epilogues fuse
+//                     Extern:    a library call (Inductor's ExternKernel: oneDNN, OpenBLAS);
+//                                nothing fuses into it
+//                   Template and Extern bodies only list their operands (loads at index 0) and
+//                   the store of their result; the spec says how they are accessed.
 //   IrProgram       all buffers and computations of a graph, in a valid execution order.
 //
 // Layouts are row-major contiguous for every buffer coil allocates; inputs are made contiguous
 // by the runtime before a call (a later issue may specialize on input strides).
 #pragma once
 
+#include <array>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +48,50 @@ struct Buffer {
   int external_index = -1;  // position among graph inputs / constants / outputs
 };
 
-enum class LoopKind { Pointwise, Reduction };
+enum class LoopKind { Pointwise, Reduction, Template, Extern };
+std::string_view loop_kind_name(LoopKind k);
+
+/// A strided operand of a template or extern kernel: element (batch..., row, col) of `buffer`
+/// at offset + sum(batch_i * batch_strides_i) + row * row_stride + col * col_stride.
+struct StridedOperand {
+  int buffer = -1;
+  int64_t offset = 0;
+  std::vector<int64_t> batch_strides;  // per output batch dim; 0 where broadcast
+  int64_t row_stride = 0, col_stride = 0;
+
+  /// How a BLAS addresses the rows x cols matrix: transposed or not, and its leading dimension
+  /// (dims of extent 1 take any stride). nullopt when neither stride is 1.
+  struct BlasLayout {
+    bool transposed;
+    int64_t ld;
+  };
+  std::optional<BlasLayout> blas_layout(int64_t rows, int64_t cols) const;
+};
+
+/// How a matmul is computed; chosen at compile time (sched/autotune.h).
+enum class MatmulImpl { Template, Dnnl, OpenBlas };
+std::string_view matmul_impl_name(MatmulImpl i);
+
+/// out[batch..., i, j] = sum_k a(batch..., i, k) * b(batch..., k, j), accumulated in f32.
+/// Batch dims that the weight broadcasts over are folded into M when `a` allows it, so
+/// x[B, S, D] @ W[D, E] is one [B*S, D] x [D, E] product.
+struct MatmulSpec {
+  StridedOperand a, b;
+  std::vector<int64_t> batch;  // batch sizes after folding (empty: a single product)
+  int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::F32;  // of a and b (f32 or bf16); the result is stored in its own dtype
+  MatmulImpl impl = MatmulImpl::Template;
+};
+
+/// y = conv2d(x, w) + bias over NCHW tensors (torch semantics; padding top/left/bottom/right).
+struct Conv2dSpec {
+  int x = -1, w = -1, bias = -1;  // buffers (bias -1: none)
+  int64_t n = 0, c = 0, h = 0, wd = 0, oc = 0, kh = 0, kw = 0;
+  std::array<int64_t, 2> stride{1, 1}, dilation{1, 1};
+  std::array<int64_t, 4> padding{0, 0, 0, 0};
+  int64_t groups = 1;
+  bool weights_constant = false;
+};
 
 struct ComputedBuffer {
   int buffer = -1;  // the buffer written
@@ -50,7 +102,12 @@ struct ComputedBuffer {
   std::vector<int> origins;                 // graph node ids this computation came from
   std::vector<std::string> origin_names;    // "t3 (add)" for comments in generated code
 
+  std::shared_ptr<const MatmulSpec> matmul;  // Template, or Extern with a matmul
+  std::shared_ptr<const Conv2dSpec> conv;    // Extern conv2d
+
   bool is_reduction() const { return kind == LoopKind::Reduction; }
+  /// Template or Extern: computed by a template or library call, not by its body.
+  bool is_opaque() const { return kind == LoopKind::Template || kind == LoopKind::Extern; }
   /// Buffers read by the body, in first-use order.
   std::vector<int> reads() const;
 };

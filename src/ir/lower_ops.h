@@ -16,5 +16,11 @@ TensorBox lower_concat(LowerContext& ctx, const Node& node, const std::vector<Te
 TensorBox lower_reduction(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 TensorBox lower_arg_reduction(LowerContext& ctx, const Node& node,
                               const std::vector<TensorBox>& in);
+/// matmul and bmm: a matmul template (TemplateBuffer) or, for dtypes without one, a reduction.
+TensorBox lower_matmul(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+/// conv2d: an extern kernel (oneDNN) or, for dtypes without one, a reduction.
+TensorBox lower_conv2d(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+/// max_pool2d and avg_pool2d: a pointwise computation over the unrolled window.
+TensorBox lower_pool2d(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 
 }  // namespace coil

@@ -44,10 +44,14 @@ TensorBox LowerContext::realize(const TensorBox& box, BufferKind kind, int exter
   auto idx = loop_vars(box.sizes.size(), loop_var);
   int v = box.load(c.body, idx);
   c.body.store(id, program.buffer(id).layout.offset_of(idx), v);
+  add_computation(std::move(c));
+  return buffer_box(id);
+}
+
+void LowerContext::add_computation(ComputedBuffer c) {
   c.origins = origins;
   c.origin_names = origin_names(graph, origins);
   program.computations.push_back(std::move(c));
-  return buffer_box(id);
 }
 
 TensorBox LowerContext::reduce(const TensorBox& input, const std::vector<int64_t>& axes,
@@ -86,9 +90,7 @@ TensorBox LowerContext::reduce(const TensorBox& input, const std::vector<int64_t
   if (type == ReductionType::sum || type == ReductionType::prod) v = c.body.to_dtype(v, acc);
   int r = c.body.reduction(type, v, acc);
   c.body.store(id, program.buffer(id).layout.offset_of(out_idx), r);
-  c.origins = origins;
-  c.origin_names = origin_names(graph, origins);
-  program.computations.push_back(std::move(c));
+  add_computation(std::move(c));
   return buffer_box(id);
 }
 

@@ -61,6 +61,8 @@ struct LowerContext {
   /// a realized intermediate and kind is Intermediate.
   TensorBox realize(const TensorBox& box, BufferKind kind = BufferKind::Intermediate,
                     int external_index = -1);
+  /// Appends `c` to the program, tagged with the graph nodes being lowered.
+  void add_computation(ComputedBuffer c);
   /// A Reduction computation over `axes` of `input` into a new buffer shaped `out_shape` (the
   /// node's shape: reduced dims dropped, or kept as 1 with keepdim).
   TensorBox reduce(const TensorBox& input, const std::vector<int64_t>& axes, ReductionType type,

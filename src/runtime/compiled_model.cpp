@@ -12,6 +12,7 @@
 #include "coil/coil.h"
 #include "graph/decompositions.h"
 #include "ir/lowering.h"
+#include "runtime/autotune.h"
 #include "runtime/code_cache.h"
 #include "runtime/isa.h"
 #include "runtime/loader.h"
@@ -31,6 +32,7 @@ struct CompiledModel::Impl {
   CompileReport report;
   mutable std::mutex arena_mutex;  // one call at a time uses the arena
   mutable Tensor arena;
+  Tensor packed;  // constants packed once at load (coil_graph_pack)
 };
 
 CompiledModel::CompiledModel() = default;
@@ -86,6 +88,10 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   lower_options.realize_all = options.store_all_intermediates;
   IrProgram program = lower_graph(g, lower_options);
   mark("lower");
+  AutotuneOptions autotune_options;
+  autotune_options.enabled = options.autotune;
+  autotune_matmuls(program, target_isa(options), autotune_options);
+  mark("autotune");
   ScheduleOptions schedule_options;
   schedule_options.fusion.enabled = options.fusion;
   Schedule schedule = schedule_program(program, schedule_options);
@@ -167,11 +173,21 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
 
   const IsaInfo& isa = target_isa(options);
   COIL_USER_CHECK(cpu_supports(isa), "isa {}: this CPU cannot run it", isa.name);
-  CompileResult built = compile_cached(module.source, isa_compile_flags(isa));
+  CompileFlags flags = isa_compile_flags(isa);
+  if (module.uses_extern_libraries)
+    for (const std::string& f : extern_link_flags()) flags.extra.push_back(f);
+  CompileResult built = compile_cached(module.source, flags);
   timer.mark("compile");
 
   impl->library = SharedLibrary::open(built.so_path);
   impl->run = impl->library->symbol_as<GraphRunFn>(kGraphRunSymbol);
+  impl->constants = program.constants;
+  for (const auto& c : impl->constants) impl->constant_ptrs.push_back(c->data());
+  // Weights that templates read packed are packed here, once.
+  int64_t packed_bytes = impl->library->symbol_as<GraphPackedBytesFn>(kGraphPackedBytesSymbol)();
+  impl->packed = Tensor::empty(DType::U8, {std::max<int64_t>(packed_bytes, 64)});
+  impl->library->symbol_as<GraphPackFn>(kGraphPackSymbol)(impl->constant_ptrs.data(),
+                                                          static_cast<char*>(impl->packed.data()));
   timer.mark("load");
   timer.finish();
 
@@ -183,8 +199,6 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
     const Node& n = g.node(o.node);
     impl->outputs.push_back({o.name, n.type.dtype, bound_shape(n.type.shape)});
   }
-  impl->constants = program.constants;
-  for (const auto& c : impl->constants) impl->constant_ptrs.push_back(c->data());
   for (size_t k = 0; k < module.kernels.size(); ++k) {
     KernelTraffic t = kernel_traffic(program, schedule, k);
     report.kernels.push_back(
@@ -257,7 +271,8 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
   }
   std::lock_guard<std::mutex> lock(impl_->arena_mutex);
   impl_->run(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), impl_->constant_ptrs.data(),
-             static_cast<char*>(impl_->arena.data()));
+             static_cast<char*>(impl_->arena.data()),
+             static_cast<const char*>(impl_->packed.data()));
 }
 
 std::vector<Tensor> CompiledModel::run(const std::vector<TensorRef>& inputs) const {

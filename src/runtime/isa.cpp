@@ -318,4 +318,25 @@ CompileFlags isa_compile_flags(const IsaInfo& isa) {
   return flags;
 }
 
+std::vector<std::string> extern_link_flags() {
+  std::vector<std::string> flags = {"-Wl,--push-state,--no-as-needed", "-ldnnl"};
+#ifdef COIL_OPENBLAS_OPENMP_DIR
+  // -L through -Wl: the linker applies it to every -l wherever it appears, and it stays out of
+  // the precompiled header's command line.
+  flags.push_back(std::string("-Wl,-L") + COIL_OPENBLAS_OPENMP_DIR);
+  flags.push_back(std::string("-Wl,-rpath,") + COIL_OPENBLAS_OPENMP_DIR);
+  flags.push_back("-lopenblas");
+#endif
+  flags.push_back("-Wl,--pop-state");
+  return flags;
+}
+
+bool extern_have_openblas() {
+#ifdef COIL_OPENBLAS_OPENMP_DIR
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace coil

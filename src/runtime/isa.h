@@ -79,4 +79,19 @@ const IsaInfo& host_isa();
 /// code cache key.
 CompileFlags isa_compile_flags(const IsaInfo& isa);
 
+/// Linker flags for a generated module that calls extern kernels
+/// (src/codegen/cpp/runtime/coil_extern.h): oneDNN (-ldnnl) and, when libcoil was built with it
+/// (extern_have_openblas()), OpenBLAS's OpenMP build by its directory, with an rpath, since the
+/// plain libopenblas.so usually names the pthread build, whose threads fight OpenMP's. Kept
+/// with --no-as-needed like SLEEF (the code cache puts flags before the source). All are -Wl,
+/// or -l flags, which the code cache leaves out of the precompiled header's command, so modules
+/// with and without extern kernels share one precompiled coil_vec.h. Not part of
+/// isa_compile_flags: only modules that call a library need them.
+std::vector<std::string> extern_link_flags();
+
+/// Whether OpenBLAS's OpenMP build was found when libcoil was built. Generated code that calls
+/// coil::ext::sgemm_openblas must then `#define COIL_HAVE_OPENBLAS 1` before including
+/// coil_extern.h (a -D flag works too, at the cost of a second precompiled header).
+bool extern_have_openblas();
+
 }  // namespace coil

@@ -222,11 +222,44 @@ class Fuser {
     return true;
   }
 
+  /// A pointwise computation over the template's output shape joins the template's kernel as
+  /// its epilogue: it runs on each output tile right after the tile is computed, while the tile
+  /// is in cache. Values of the kernel (the product, earlier epilogue values) must be read at
+  /// the index where they are stored; anything else may be read freely.
+  bool try_epilogue(KernelGroup& g, int c) {
+    const ComputedBuffer& t = comp(g.nests[0].computations[0]);
+    const ComputedBuffer& e = comp(c);
+    if (e.kind != LoopKind::Pointwise) return refuse(c, g, "only pointwise epilogues fuse");
+    if (e.ranges != t.ranges)
+      return refuse(c, g,
+                    fmt::format("loops {} differ from the product's {}", shape_str(e.ranges),
+                                shape_str(t.ranges)));
+    for (const auto& r : d_.computations[static_cast<size_t>(c)].reads) {
+      for (int m : g.computations()) {
+        if (comp(m).buffer == r.buffer &&
+            r.index != d_.computations[static_cast<size_t>(m)].write.index)
+          return refuse(c, g,
+                        fmt::format("reads {} away from the element being computed",
+                                    p_.buffer(r.buffer).name));
+      }
+    }
+    if (g.nests.size() == 1) g.nests.push_back(LoopNest{});
+    g.nests.back().computations.push_back(c);
+    COIL_LOG(fusion, "fuse {} into kernel of [{}]: epilogue of the matmul template", name(c),
+             group_names(g));
+    return true;
+  }
+
   bool try_add(KernelGroup& g, int c) {
     if (!shares_data(g, c)) return false;  // unrelated: not a candidate, not logged
+    LoopKind first = comp(g.nests[0].computations[0]).kind;
+    if (first == LoopKind::Extern)
+      return refuse(c, g, "nothing fuses into an extern call (it gets its own kernel)");
+    if (comp(c).is_opaque()) return refuse(c, g, "a template or extern call starts its own kernel");
     if (static_cast<int>(g.computations().size()) >= kMaxFusedComputations ||
         body_ops(g) + static_cast<int>(comp(c).body.ops().size()) > kMaxFusedOps)
       return refuse(c, g, "the kernel would exceed its size bound");
+    if (first == LoopKind::Template) return try_epilogue(g, c);
     // Same loops as the last nest: merge bodies.
     if (can_share_nest(g.nests.back(), c)) {
       KernelGroup trial = g;
@@ -274,6 +307,9 @@ class Fuser {
       int b = comp(m).buffer;
       if (p_.buffer(b).kind != BufferKind::Intermediate) continue;
       if (!d_.read_only_within(b, members)) continue;
+      // A template's product in a narrower dtype than its f32 accumulator (bf16) is stored
+      // and read back rounded by its epilogue.
+      if (comp(m).kind == LoopKind::Template && p_.buffer(b).layout.dtype != DType::F32) continue;
       g.local_buffers.push_back(b);
     }
   }

@@ -18,7 +18,10 @@
 //   * outer-loop: computations whose loops start with the same outer loops become successive
 //     nests (softmax, layer_norm: reductions with their pointwise prologue and epilogue);
 //   * intermediates read only inside one kernel become per-row local buffers that never touch
-//     memory.
+//     memory;
+//   * epilogue: pointwise computations over a matmul template's output join it as its epilogue
+//     (nests[0] is the template, nests[1] the merged epilogue body), applied to each output
+//     tile while it is in cache. Extern calls (library kernels) fuse with nothing.
 // Legality: only a computation whose inputs are all computed may join (so no cycle and no
 // read before write); a buffer passed between nests must be row-partitioned: the rows an outer
 // iteration writes are exactly the rows the same iteration reads. Every decision is logged

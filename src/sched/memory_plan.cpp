@@ -33,7 +33,7 @@ bool in_place_ok(const IrProgram& p, const DependencyGraph& d, const KernelGroup
   if (buffer_nbytes(p.buffer(a)) != buffer_nbytes(p.buffer(b))) return false;
   sym::Expr write_index;
   for (int c : k.computations()) {
-    if (p.computations[static_cast<size_t>(c)].is_reduction()) return false;
+    if (p.computations[static_cast<size_t>(c)].kind != LoopKind::Pointwise) return false;
     if (p.computations[static_cast<size_t>(c)].buffer == b)
       write_index = d.computations[static_cast<size_t>(c)].write.index;
   }

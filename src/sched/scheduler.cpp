@@ -33,10 +33,10 @@ static void log_schedule(const IrProgram& p, const Schedule& s) {
         const ComputedBuffer& comp = p.computations[static_cast<size_t>(c)];
         bool is_local = std::find(g.local_buffers.begin(), g.local_buffers.end(), comp.buffer) !=
                         g.local_buffers.end();
-        text += fmt::format(
-            "  nest {}: {} {}{}{} <- {}\n", n, comp.is_reduction() ? "Reduction" : "Pointwise",
-            p.buffer(comp.buffer).name, shape_str(p.buffer(comp.buffer).layout.sizes),
-            is_local ? " (local)" : "", fmt::join(comp.origin_names, ", "));
+        text +=
+            fmt::format("  nest {}: {} {}{}{} <- {}\n", n, loop_kind_name(comp.kind),
+                        p.buffer(comp.buffer).name, shape_str(p.buffer(comp.buffer).layout.sizes),
+                        is_local ? " (local)" : "", fmt::join(comp.origin_names, ", "));
       }
     }
   }

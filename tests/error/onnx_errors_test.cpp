@@ -224,14 +224,15 @@ TEST(OnnxErrors, HugeDims) {
 
 TEST(OnnxErrors, UnsupportedOpsAreListedTogether) {
   onnx::ModelProto m = relu_model();
-  add_node(m, "MatMul", {"y", "y"}, {"a"}, "fc1");
-  add_node(m, "Conv", {"a", "a"}, {"b"}, "conv1");
-  add_node(m, "Conv", {"b", "b"}, {"c"}, "conv2");
+  add_node(m, "Resize", {"y", "y"}, {"a"}, "up1");
+  add_node(m, "ConvTranspose", {"a", "a"}, {"b"}, "deconv1");
+  add_node(m, "ConvTranspose", {"b", "b"}, {"c"}, "deconv2");
   add_node(m, "FancyOp", {"c"}, {"d"}, "fancy");
   add_node(m, "Custom", {"d"}, {"e"}, "custom")->set_domain("com.example");
   EXPECT_EQ(import_error(m),
-            "m.onnx: unsupported ops: MatMul (node 'fc1', opset 13), Conv (2 nodes, opset 13), "
-            "FancyOp (node 'fancy', opset 13), com.example.Custom (node 'custom', opset 13)");
+            "m.onnx: unsupported ops: Resize (node 'up1', opset 13), ConvTranspose (2 nodes, "
+            "opset 13), FancyOp (node 'fancy', opset 13), com.example.Custom (node 'custom', "
+            "opset 13)");
 }
 
 TEST(OnnxErrors, DynamicArgumentsAreUnsupported) {
@@ -239,9 +240,9 @@ TEST(OnnxErrors, DynamicArgumentsAreUnsupported) {
   set_type(m.mutable_graph()->add_input(), "idx", TP::INT64, {2});
   add_node(m, "Gather", {"y", "idx"}, {"g"}, "gather");
   add_node(m, "Reshape", {"y", "idx"}, {"r"}, "reshape");
-  add_node(m, "MatMul", {"y", "y"}, {"mm"}, "mm");
+  add_node(m, "ConvTranspose", {"y", "y"}, {"ct"}, "ct");
   EXPECT_EQ(import_error(m),
-            "m.onnx: unsupported ops: MatMul (node 'mm', opset 13), Gather (node 'gather', "
+            "m.onnx: unsupported ops: ConvTranspose (node 'ct', opset 13), Gather (node 'gather', "
             "opset 13: the indices input is not a constant), Reshape (node 'reshape', opset 13: "
             "the target "
             "shape is not a constant)");

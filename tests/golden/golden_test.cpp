@@ -37,6 +37,7 @@ std::vector<fs::path> corpus() {
 CompileOptions golden_options() {
   CompileOptions o;
   o.isa = "avx512";
+  o.autotune = false;  // golden code must not depend on timings
   return o;
 }
 

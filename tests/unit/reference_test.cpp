@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include "coil/error.h"
+#include "graph/decompositions.h"
 #include "graph/interpreter.h"
 #include "graph/op_registry.h"
+#include "runtime/compare.h"
 #include "support/check.h"
 
 namespace coil {
@@ -615,6 +617,129 @@ TEST(ReferenceComposites, RmsNorm) {
   EXPECT_TRUE(has_values(
       run("rms_norm", {y}, {{"dims", int64_t{2}}, {"eps", 0.0}}), DType::F32, {2, 2},
       {0.3849001794597505, 0.3849001794597505, 1.1547005383792515, 1.539600717839002}, tol));
+}
+
+// --- Linear algebra and CNN ops ----------------------------------------------------------
+
+TEST(ReferenceLinalg, Matmul) {
+  Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), b = f32({3, 2}, {1, 0, 0, 1, 1, 1});
+  EXPECT_TRUE(has_values(run("matmul", {a, b}), DType::F32, {2, 2}, {4, 5, 10, 11}));
+  Tensor v = f32({3}, {1, -1, 2});
+  EXPECT_TRUE(has_values(run("matmul", {v, v}), DType::F32, {}, {6}));       // dot
+  EXPECT_TRUE(has_values(run("matmul", {a, v}), DType::F32, {2}, {5, 11}));  // matrix-vector
+  EXPECT_TRUE(has_values(run("matmul", {v, b}), DType::F32, {2}, {3, 1}));   // vector-matrix
+  Tensor batch = f32({2, 1, 3}, {1, 0, 0, 0, 0, 1});
+  EXPECT_TRUE(has_values(run("matmul", {batch, b}), DType::F32, {2, 1, 2}, {1, 0, 1, 1}));
+  EXPECT_TRUE(has_values(run("bmm", {batch, f32({2, 3, 1}, {1, 2, 3, 4, 5, 6})}), DType::F32,
+                         {2, 1, 1}, {1, 6}));
+  // K = 0: zeros. bf16 rounds once: 1 + 3 * 2^-8 rounds to 1 + 2^-6, where rounding each
+  // partial sum would stay at 1.
+  EXPECT_TRUE(has_values(run("matmul", {f32({2, 0}, {}), f32({0, 3}, {})}), DType::F32, {2, 3},
+                         {0, 0, 0, 0, 0, 0}));
+  Tensor h = make(DType::BF16, {1, 4}, {1, 0.00390625, 0.00390625, 0.00390625});
+  EXPECT_TRUE(has_values(run("matmul", {h, make(DType::BF16, {4}, {1, 1, 1, 1})}), DType::BF16, {1},
+                         {1.015625}));
+}
+
+TEST(ReferenceLinalg, Conv2d) {
+  // 1x1x3x3 input, 2x2 kernel of ones, padding 1: sums of the windows over the padded input.
+  Tensor x = f32({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor w = f32({1, 1, 2, 2}, {1, 1, 1, 1});
+  EXPECT_TRUE(has_values(
+      run("conv2d", {x, w, f32({1}, {0.5})}, {{"padding", int64_t{1}}, {"stride", int64_t{2}}}),
+      DType::F32, {1, 1, 2, 2}, {1.5, 5.5, 11.5, 28.5}));
+  // groups=2: each output channel sees its own input channel; dilation 2 picks the corners.
+  Tensor x2 =
+      make(DType::F32, {1, 2, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+  Tensor w2 = f32({2, 1, 2, 2}, {1, 1, 1, 1, 1, 2, 3, 4});
+  EXPECT_TRUE(
+      has_values(run("conv2d", {x2, w2}, {{"groups", int64_t{2}}, {"dilation", int64_t{2}}}),
+                 DType::F32, {1, 2, 1, 1}, {20, 10}));
+}
+
+TEST(ReferenceLinalg, Pools) {
+  Tensor x = f32({1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  using A = std::vector<int64_t>;
+  Attrs k2{{"kernel", A{2, 2}}, {"stride", A{2, 2}}, {"padding", A{1, 1}}};
+  EXPECT_TRUE(has_values(run("max_pool2d", {x}, k2), DType::F32, {1, 2, 2}, {1, 3, 7, 9}));
+  // count_include_pad: every window counts 4; without: the taps inside the input.
+  EXPECT_TRUE(has_values(run("avg_pool2d", {x}, k2), DType::F32, {1, 2, 2}, {0.25, 1.25, 2.75, 7}));
+  Attrs k2x = k2;
+  k2x.set("count_include_pad", false);
+  EXPECT_TRUE(has_values(run("avg_pool2d", {x}, k2x), DType::F32, {1, 2, 2}, {1, 2.5, 5.5, 7}));
+  // ceil_mode: a last window clipped by the input's end counts only what it covers, even with
+  // count_include_pad (torch clips at the padded input's end).
+  Attrs c{{"kernel", A{2, 2}}, {"ceil_mode", true}};
+  EXPECT_TRUE(has_values(run("avg_pool2d", {x}, c), DType::F32, {1, 2, 2}, {3, 4.5, 7.5, 9}));
+  EXPECT_TRUE(has_values(run("max_pool2d", {x}, c), DType::F32, {1, 2, 2}, {5, 6, 8, 9}));
+  // NaN wins over everything; padding never does.
+  Tensor n = f32({1, 2, 2}, {-5, kNaN, -7, -8});
+  EXPECT_TRUE(has_values(
+      run("max_pool2d", {n}, {{"kernel", A{2, 2}}, {"stride", A{1, 1}}, {"padding", A{1, 1}}}),
+      DType::F32, {1, 3, 3}, {-5, kNaN, kNaN, -5, kNaN, kNaN, -7, -7, -8}));
+  EXPECT_TRUE(has_values(run("max_pool2d", {make(DType::I8, {1, 2, 2}, {-5, -128, -7, -8})},
+                             {{"kernel", A{2, 2}}, {"stride", A{1, 1}}, {"padding", A{1, 1}}}),
+                         DType::I8, {1, 3, 3}, {-5, -5, -128, -5, -5, -8, -7, -7, -8}));
+  EXPECT_TRUE(has_values(run("global_avg_pool2d", {x}), DType::F32, {1, 1, 1}, {5}));
+}
+
+// The composites' decompositions (interpreted) agree with their direct reference kernels.
+TEST(ReferenceLinalg, DecompositionsMatchTheOps) {
+  struct Comp {
+    const char* op;
+    std::vector<Tensor> in;
+    Attrs attrs;
+  };
+  auto r = [](DType t, std::vector<int64_t> s, uint64_t seed) {
+    return random_tensor(t, std::move(s), seed);
+  };
+  Tensor nan_bias = f32({3}, {1, kNaN, 2});
+  std::vector<Comp> comps = {
+      {"linear",
+       {r(DType::F32, {2, 3, 5}, 1), r(DType::F32, {4, 5}, 2), r(DType::F32, {4}, 3)},
+       {}},
+      {"linear", {r(DType::F64, {5}, 4), r(DType::F64, {3, 5}, 5)}, {}},
+      {"linear",
+       {r(DType::BF16, {3, 8}, 6), r(DType::BF16, {2, 8}, 7), r(DType::BF16, {2}, 8)},
+       {}},
+      {"addmm", {r(DType::F32, {3}, 9), r(DType::F32, {2, 4}, 10), r(DType::F32, {4, 3}, 11)}, {}},
+      {"addmm",
+       {r(DType::F32, {2, 1}, 12), r(DType::F32, {2, 4}, 13), r(DType::F32, {4, 3}, 14)},
+       {{"alpha", 0.5}, {"beta", -2.0}}},
+      {"addmm",
+       {nan_bias, r(DType::F32, {2, 4}, 15), r(DType::F32, {4, 3}, 16)},
+       {{"alpha", 3.0}, {"beta", 0.0}}},
+      {"addmm",
+       {r(DType::F16, {2, 3}, 17), r(DType::F16, {2, 4}, 18), r(DType::F16, {4, 3}, 19)},
+       {{"beta", 0.25}}},
+      {"global_avg_pool2d", {r(DType::F32, {2, 3, 5, 7}, 20)}, {}},
+      {"global_avg_pool2d", {r(DType::BF16, {4, 3, 3}, 21)}, {}},
+  };
+  for (const Comp& c : comps) {
+    Graph g;
+    std::vector<int> ids;
+    for (size_t i = 0; i < c.in.size(); ++i)
+      ids.push_back(
+          g.add_input(fmt::format("x{}", i), c.in[i].dtype(), make_shape(c.in[i].shape())));
+    g.add_output(g.add_node(c.op, ids, c.attrs), "y");
+    Graph d = decompose_and_bind(g, {});
+    for (const auto& n : d.nodes()) EXPECT_NE(n->op->kind, OpKind::Composite) << n->op_name();
+    Tensor want = interpret(g, c.in)[0], got = interpret(d, c.in)[0];
+    SCOPED_TRACE(to_text(d));
+    ASSERT_EQ(got.dtype(), want.dtype());
+    ASSERT_EQ(got.shape(), want.shape());
+    // f16/bf16: the decompositions round the product before adding the bias.
+    double tol = is_low_precision(want.dtype()) ? 1e-2 : 1e-6;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      double a = got.item_as_double(i), e = want.item_as_double(i);
+      if (std::isnan(e)) {
+        EXPECT_TRUE(std::isnan(a)) << i;
+        continue;
+      }
+      EXPECT_FALSE(std::isnan(a)) << i;  // beta = 0 drops a NaN bias
+      EXPECT_LE(std::fabs(a - e), tol * (1 + std::fabs(e))) << c.op << " element " << i;
+    }
+  }
 }
 
 // --- Sources -----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // Cross-check of the reference interpreter against PyTorch eager: every elementwise op,
-// the reductions, softmax/log_softmax, layer_norm and rms_norm run on random inputs of a few
-// shapes and dtypes, here and in tests/unit/torch_reference.py (one Python process for all
-// cases), and the results must agree in dtype, shape and value within tight tolerances.
+// the reductions, softmax/log_softmax, layer_norm and rms_norm, and the linear-algebra and CNN
+// ops (matmul, bmm, linear, addmm, conv2d, the pools) run on random inputs of a few shapes and
+// dtypes, here and in tests/unit/torch_reference.py (one Python process for all cases), and the
+// results must agree in dtype, shape and value within tight tolerances.
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@ struct Case {
   std::string op;
   std::vector<Tensor> inputs;
   Attrs attrs = {};
+  double tol = 0;  // relative tolerance; 0: the result dtype's (tolerance() below)
 };
 
 // Deterministic random inputs.
@@ -219,6 +221,119 @@ void add_composite_cases(Gen& g, std::vector<Case>& cases) {
       {"concat", {g.uniform(DType::I32, {2, 3}, -9, 9), g.uniform(f32, {1, 3}, -1, 1)}});
 }
 
+// Matrix products and convolutions mostly take multiples of 0.5 (halves), whose products and
+// sums are exact in f32: torch's f32/f16/bf16 kernels then agree with the double reference up
+// to the final rounding, whatever their summation order. Uniform values run in f64, and in f32
+// with a tolerance for torch's f32 accumulation.
+void add_linalg_cases(Gen& g, std::vector<Case>& cases) {
+  const DType f32 = DType::F32;
+  using A = std::vector<int64_t>;
+  auto h = [&](Sizes s, DType t = DType::F32) { return g.halves(t, std::move(s), -2, 2); };
+  const std::pair<Sizes, Sizes> matmuls[] = {
+      {{3, 4}, {4, 5}},         {{17}, {17}},        {{17}, {17, 3}},           {{2, 3, 17}, {17}},
+      {{1, 1}, {1, 1}},         {{1, 5}, {5, 1}},    {{2, 1, 3, 4}, {5, 4, 3}}, {{3, 4}, {2, 4, 5}},
+      {{7, 1, 3, 17}, {17, 1}}, {{4, 3, 0}, {0, 2}}, {{1, 17, 3}, {3, 3, 5}}};
+  for (const auto& [sa, sb] : matmuls) cases.push_back({"matmul", {h(sa), h(sb)}});
+  cases.push_back(
+      {"matmul",
+       {g.uniform(DType::F64, {5, 17}, -1, 1), g.uniform(DType::F64, {2, 17, 3}, -1, 1)}});
+  cases.push_back(
+      {"matmul", {g.uniform(f32, {17, 33}, -1, 1), g.uniform(f32, {33, 9}, -1, 1)}, {}, 1e-5});
+  for (DType t : {DType::BF16, DType::F16})
+    cases.push_back({"matmul", {h({3, 17}, t), h({2, 17, 5}, t)}});
+  cases.push_back({"bmm", {h({2, 3, 4}), h({2, 4, 5})}});
+  cases.push_back({"bmm", {h({1, 17, 3}), h({1, 3, 1})}});
+  cases.push_back({"bmm", {h({3, 5, 7}, DType::BF16), h({3, 7, 2}, DType::BF16)}});
+
+  cases.push_back({"linear", {h({2, 3, 17}), h({5, 17}), h({5})}});
+  cases.push_back({"linear", {h({17}), h({3, 17})}});
+  cases.push_back({"linear", {h({4, 8}), h({1, 8}), h({1})}});
+  cases.push_back({"linear",
+                   {g.uniform(DType::F64, {3, 9}, -1, 1), g.uniform(DType::F64, {4, 9}, -1, 1),
+                    g.uniform(DType::F64, {4}, -1, 1)}});
+  cases.push_back(
+      {"linear", {h({3, 9}, DType::BF16), h({4, 9}, DType::BF16), h({4}, DType::BF16)}});
+  cases.push_back({"addmm", {h({3, 5}), h({3, 4}), h({4, 5})}});
+  cases.push_back({"addmm", {h({5}), h({3, 17}), h({17, 5})}, {{"alpha", 0.5}, {"beta", 2.0}}});
+  cases.push_back({"addmm", {h({3, 1}), h({3, 4}), h({4, 1})}, {{"beta", 0.0}}});
+  cases.push_back({"addmm", {h({}), h({1, 4}), h({4, 3})}, {{"alpha", -1.5}}});
+  cases.push_back({"addmm",
+                   {g.uniform(DType::F64, {1, 6}, -1, 1), g.uniform(DType::F64, {4, 5}, -1, 1),
+                    g.uniform(DType::F64, {5, 6}, -1, 1)},
+                   {{"alpha", 0.3}, {"beta", -0.7}}});
+
+  // conv2d: groups, stride, padding, dilation, odd sizes, no bias.
+  auto conv = [&](Sizes x, Sizes w, bool bias, Attrs a, DType t = DType::F32) {
+    std::vector<Tensor> in{h(x, t), h(w, t)};
+    if (bias) in.push_back(h({w[0]}, t));
+    cases.push_back({"conv2d", in, std::move(a)});
+  };
+  conv({1, 3, 5, 5}, {4, 3, 3, 3}, true, {});
+  conv({2, 4, 7, 9}, {6, 2, 3, 2}, true,
+       {{"groups", int64_t{2}}, {"stride", A{2, 1}}, {"padding", A{1, 0}}, {"dilation", A{1, 2}}});
+  conv({1, 3, 17, 17}, {3, 1, 3, 3}, true,
+       {{"groups", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}});
+  conv({2, 1, 1, 1}, {1, 1, 1, 1}, true, {});
+  conv({1, 2, 6, 5}, {2, 2, 2, 3}, false, {{"dilation", A{2, 2}}, {"padding", A{2, 1}}});
+  conv({1, 6, 3, 17}, {4, 3, 1, 5}, false,
+       {{"groups", int64_t{2}}, {"stride", A{1, 3}}, {"padding", A{0, 2}}});
+  conv({1, 2, 5, 6}, {3, 2, 3, 3}, true, {{"padding", A{1, 1}}}, DType::BF16);
+  conv({1, 2, 5, 6}, {3, 2, 3, 3}, true, {{"padding", A{1, 1}}}, DType::F16);
+  cases.push_back({"conv2d",
+                   {g.uniform(DType::F64, {2, 3, 6, 7}, -1, 1),
+                    g.uniform(DType::F64, {4, 3, 3, 2}, -1, 1), g.uniform(DType::F64, {4}, -1, 1)},
+                   {{"stride", A{2, 2}}, {"padding", A{1, 1}}}});
+
+  // Pools: padding, stride, dilation, ceil_mode (incl. a dropped last window), rank 3 and 5.
+  struct Pool {
+    Sizes x;
+    Attrs a;
+  };
+  const Pool pools[] = {
+      {{1, 3, 7, 7}, {{"kernel", A{3, 3}}, {"stride", A{2, 2}}, {"padding", A{1, 1}}}},
+      {{2, 3, 8, 7},
+       {{"kernel", A{3, 3}}, {"stride", A{2, 2}}, {"padding", A{1, 1}}, {"ceil_mode", true}}},
+      {{1, 1, 17, 13},
+       {{"kernel", A{2, 3}}, {"stride", A{3, 2}}, {"padding", A{1, 1}}, {"ceil_mode", true}}},
+      {{3, 5, 5}, {{"kernel", int64_t{2}}}},
+      {{2, 2, 1, 9, 9}, {{"kernel", A{1, 3}}, {"stride", A{1, 1}}}},
+      {{1, 2, 5, 6},
+       {{"kernel", A{2, 2}}, {"stride", A{3, 3}}, {"padding", A{1, 1}}, {"ceil_mode", true}}},
+      {{1, 1, 1, 1}, {{"kernel", A{1, 1}}}},
+  };
+  for (const Pool& p : pools) {
+    cases.push_back({"max_pool2d", {g.uniform(f32, p.x, -3, 3)}, p.a});
+    for (bool include : {true, false}) {
+      Attrs a = p.a;
+      a.set("count_include_pad", include);
+      cases.push_back({"avg_pool2d", {g.uniform(f32, p.x, -3, 3)}, a});
+    }
+  }
+  cases.push_back({"max_pool2d",
+                   {g.uniform(f32, {1, 1, 17, 13}, -3, 3)},
+                   {{"kernel", A{3, 2}},
+                    {"stride", A{2, 3}},
+                    {"padding", A{1, 1}},
+                    {"dilation", A{2, 3}},
+                    {"ceil_mode", true}}});
+  Tensor with_nan = g.uniform(f32, {1, 2, 5, 5}, -3, 3);
+  with_nan.set_from_double(7, std::nan(""));
+  cases.push_back(
+      {"max_pool2d", {with_nan}, {{"kernel", A{3, 3}}, {"padding", A{1, 1}}, {"stride", A{1, 1}}}});
+  cases.push_back({"max_pool2d",
+                   {g.uniform(f32, {2, 3, 5}, -3, 3)},
+                   {{"kernel", A{2, 2}}, {"padding", A{1, 1}}}});
+  for (DType t : {DType::F64, DType::BF16, DType::F16}) {
+    Attrs a{{"kernel", A{3, 3}}, {"stride", A{2, 2}}, {"padding", A{1, 1}}, {"ceil_mode", true}};
+    cases.push_back({"max_pool2d", {g.uniform(t, {1, 2, 8, 9}, -3, 3)}, a});
+    cases.push_back({"avg_pool2d", {g.uniform(t, {1, 2, 8, 9}, -3, 3)}, a});
+  }
+  cases.push_back({"global_avg_pool2d", {g.uniform(f32, {2, 3, 5, 7}, -3, 3)}});
+  cases.push_back({"global_avg_pool2d", {g.uniform(f32, {3, 1, 1}, -3, 3)}});
+  cases.push_back({"global_avg_pool2d", {g.uniform(DType::F64, {2, 17, 3}, -3, 3)}});
+  cases.push_back({"global_avg_pool2d", {g.uniform(DType::BF16, {1, 4, 6, 6}, -3, 3)}});
+}
+
 nlohmann::json attrs_json(const Attrs& attrs) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [name, v] : attrs.items()) {
@@ -270,13 +385,13 @@ double tolerance(DType t) {
 }
 
 // Empty when `ours` matches `theirs`; else what differs.
-std::string compare(const Tensor& ours, const Tensor& theirs) {
+std::string compare(const Tensor& ours, const Tensor& theirs, double case_tol) {
   if (ours.dtype() != theirs.dtype())
     return fmt::format("dtype {} vs torch {}", dtype_name(ours.dtype()),
                        dtype_name(theirs.dtype()));
   if (ours.shape() != theirs.shape())
     return fmt::format("shape {} vs torch {}", shape_str(ours.shape()), shape_str(theirs.shape()));
-  double tol = tolerance(ours.dtype());
+  double tol = case_tol > 0 ? case_tol : tolerance(ours.dtype());
   for (int64_t i = 0; i < ours.numel(); ++i) {
     double a = ours.item_as_double(i), b = theirs.item_as_double(i);
     if (std::isnan(a) && std::isnan(b)) continue;
@@ -292,6 +407,7 @@ TEST(ReferenceTorch, MatchesEager) {
   add_elementwise_cases(g, cases);
   add_reduction_cases(g, cases);
   add_composite_cases(g, cases);
+  add_linalg_cases(g, cases);
 
   fs::path dir = fs::temp_directory_path() / fmt::format("coil_reference_torch_{}", getpid());
   fs::remove_all(dir);
@@ -315,7 +431,8 @@ TEST(ReferenceTorch, MatchesEager) {
   for (size_t i = 0; i < cases.size(); ++i) {
     std::string diff;
     try {
-      diff = compare(interpret_case(cases[i]), read_npy(dir / fmt::format("c{}_out.npy", i)));
+      diff = compare(interpret_case(cases[i]), read_npy(dir / fmt::format("c{}_out.npy", i)),
+                     cases[i].tol);
     } catch (const std::exception& e) {
       diff = fmt::format("threw: {}", e.what());
     }

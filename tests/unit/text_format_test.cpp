@@ -473,6 +473,16 @@ TEST(TextFormat, EveryOpRoundTrips) {
       {"log_softmax", "log_softmax(x)"},
       {"layer_norm", "layer_norm(x, w, w) {dims=1, eps=1e-05}"},
       {"rms_norm", "rms_norm(x, w) {eps=1e-06}"},
+      {"matmul", "matmul(x, w)"},
+      {"bmm", "bmm(b, b)"},
+      {"linear", "linear(x, x)"},
+      {"addmm", "addmm(w, x, q) {alpha=0.5, beta=2}"},
+      {"conv2d", "conv2d(c, cw, cb) {stride=[2, 1], padding=1, dilation=[1, 1], groups=1}"},
+      {"max_pool2d",
+       "max_pool2d(c) {kernel=[3, 2], stride=[2, 2], padding=[1, 1], dilation=[1, 2], "
+       "ceil_mode=true}"},
+      {"avg_pool2d", "avg_pool2d(c) {kernel=3, padding=1, count_include_pad=false}"},
+      {"global_avg_pool2d", "global_avg_pool2d(c)"},
   };
   std::set<std::string> covered;
   for (const OpDef& op : all_ops()) {
@@ -486,6 +496,8 @@ TEST(TextFormat, EveryOpRoundTrips) {
     covered.insert(name);
     std::string src =
         "input x: f32[4, 3]\ninput m: bool[4, 1, 3]\ninput k: i32[4, 3]\n"
+        "input b: f32[2, 3, 3]\ninput q: f32[3, 3]\ninput c: f32[1, 3, 5, 5]\n"
+        "input cw: f32[4, 3, 3, 3]\ninput cb: f32[4]\n"
         "const w: f32[3] = [0.5, -1.0, 2.0]\nr = " +
         it->second + "\noutput r\n";
     SCOPED_TRACE(src);

@@ -59,6 +59,27 @@ def rms_norm(x, w, dims, eps):
     return y.to(x.dtype)
 
 
+def pair(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def pool2d(op, attrs, x):
+    # coil pools the last two dims of any rank >= 3; torch takes [C, H, W] or [N, C, H, W].
+    lead, hw = x.shape[:-2], x.shape[-2:]
+    x4 = x.reshape(1, -1, *hw)
+    kernel = pair(attrs["kernel"])
+    stride = pair(attrs.get("stride", attrs["kernel"]))
+    padding = pair(attrs.get("padding", 0))
+    ceil_mode = attrs.get("ceil_mode", False)
+    if op == "max_pool2d":
+        y = F.max_pool2d(x4, kernel, stride, padding, pair(attrs.get("dilation", 1)),
+                         ceil_mode=ceil_mode)
+    else:
+        y = F.avg_pool2d(x4, kernel, stride, padding, ceil_mode=ceil_mode,
+                         count_include_pad=attrs.get("count_include_pad", True))
+    return y.reshape(*lead, *y.shape[-2:])
+
+
 UNARY = {
     "abs": torch.abs, "neg": torch.neg, "exp": torch.exp, "log": torch.log,
     "log1p": torch.log1p, "expm1": torch.expm1, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
@@ -124,6 +145,23 @@ def run(op, attrs, xs):
                         attrs.get("eps", 1e-6))
     if op == "concat":
         return torch.cat(xs, dim=attrs.get("dim", 0))
+    if op == "matmul":
+        return torch.matmul(xs[0], xs[1])
+    if op == "bmm":
+        return torch.bmm(xs[0], xs[1])
+    if op == "linear":
+        return F.linear(xs[0], xs[1], xs[2] if len(xs) > 2 else None)
+    if op == "addmm":
+        return torch.addmm(xs[0], xs[1], xs[2], beta=attrs.get("beta", 1.0),
+                           alpha=attrs.get("alpha", 1.0))
+    if op == "conv2d":
+        return F.conv2d(xs[0], xs[1], xs[2] if len(xs) > 2 else None,
+                        stride=pair(attrs.get("stride", 1)), padding=pair(attrs.get("padding", 0)),
+                        dilation=pair(attrs.get("dilation", 1)), groups=attrs.get("groups", 1))
+    if op in ("max_pool2d", "avg_pool2d"):
+        return pool2d(op, attrs, xs[0])
+    if op == "global_avg_pool2d":
+        return torch.mean(xs[0], dim=(-2, -1), keepdim=True)
     raise ValueError(f"torch_reference.py: no torch mapping for op '{op}'")
 
 

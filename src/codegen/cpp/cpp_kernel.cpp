@@ -6,6 +6,7 @@
 #include "codegen/code_writer.h"
 #include "codegen/cpp/cpp_nest.h"
 #include "codegen/cpp/cpp_printer.h"
+#include "codegen/cpp/cpp_template.h"
 #include "support/check.h"
 
 namespace coil {
@@ -98,12 +99,31 @@ class KernelPrinter final : public NestPrinter {
       params.push_back(fmt::format("{}{}* __restrict__ {}", a.is_output ? "" : "const ",
                                    dtype_cpp_type(p_.buffer(a.buffer).layout.dtype), a.name));
     }
-    w_.linef("// {}: {} loop nest(s){}", out.name, nests_.size(),
-             g_.nests.size() > 1 ? fmt::format(" sharing {} outer loop(s)", g_.outer_depth) : "");
+    const ComputedBuffer& head = p_.computations[static_cast<size_t>(g_.nests[0].computations[0])];
+    if (head.matmul) {
+      const MatmulSpec& ms = *head.matmul;
+      w_.linef("// {}: {} matmul{} [{}, {}] x [{}, {}]{}", out.name,
+               head.kind == LoopKind::Template ? "template" : matmul_impl_name(ms.impl),
+               ms.batch.empty() ? "" : fmt::format(" batch [{}]", fmt::join(ms.batch, ", ")), ms.m,
+               ms.k, ms.k, ms.n, nests_.size() > 1 ? ", epilogue fused on each tile" : "");
+    } else if (head.conv) {
+      w_.linef("// {}: oneDNN convolution (extern call)", out.name);
+    } else {
+      w_.linef("// {}: {} loop nest(s){}", out.name, nests_.size(),
+               g_.nests.size() > 1 ? fmt::format(" sharing {} outer loop(s)", g_.outer_depth) : "");
+    }
     w_.linef("// graph nodes: {}", fmt::join(out.origins, ", "));
     w_.linef("extern \"C\" void {}({})", out.name, fmt::join(params, ", "));
     w_.open();
-    if (nests_.size() == 1 && split_reduction(nests_[0])) {
+    const ComputedBuffer& first = p_.computations[static_cast<size_t>(g_.nests[0].computations[0])];
+    if (first.kind == LoopKind::Template) {
+      emit_matmul_template(*this, first, nests_.size() > 1 ? &nests_[1] : nullptr,
+                           is_local(first.buffer), out);
+    } else if (first.kind == LoopKind::Extern && first.conv) {
+      emit_extern_conv2d(*this, first);
+    } else if (first.kind == LoopKind::Extern) {
+      emit_library_matmul(*this, first);
+    } else if (nests_.size() == 1 && split_reduction(nests_[0])) {
       emit_split_reduction(nests_[0]);
     } else if (nests_.size() == 1 && g_.local_buffers.empty() &&
                emit_row_split_reduction(*this, nests_[0])) {
@@ -123,6 +143,12 @@ class KernelPrinter final : public NestPrinter {
 
  private:
   // ---- structure -----------------------------------------------------------------------
+
+  /// A template or extern kernel: its first nest is not a loop nest (cpp_template.h), and its
+  /// epilogue reads the product from the accumulator tile, not from a local row array.
+  bool opaque_kernel() const {
+    return p_.computations[static_cast<size_t>(g_.nests[0].computations[0])].is_opaque();
+  }
 
   void build_nests() {
     std::set<int> local(g_.local_buffers.begin(), g_.local_buffers.end());
@@ -169,7 +195,8 @@ class KernelPrinter final : public NestPrinter {
       n.tmp_base = tmp_base;
       tmp_base += static_cast<int>(n.body.ops().size());
       for (const BodyOp& op : n.body.ops())
-        if (op.op == LoopOp::load && local.count(op.buffer)) needs_array_.insert(op.buffer);
+        if (op.op == LoopOp::load && local.count(op.buffer) && !opaque_kernel())
+          needs_array_.insert(op.buffer);
       nests_.push_back(std::move(n));
     }
   }
@@ -208,7 +235,11 @@ class KernelPrinter final : public NestPrinter {
     }
     std::sort(ops.begin(), ops.end());
     if (ops.size() > 4) ops.resize(4);
-    return fmt::format("cpp_fused_{}_{}", fmt::join(ops, "_"), index_);
+    LoopKind kind = p_.computations[static_cast<size_t>(g_.nests[0].computations[0])].kind;
+    const char* prefix = kind == LoopKind::Template ? "cpp_template"
+                         : kind == LoopKind::Extern ? "cpp_extern"
+                                                    : "cpp_fused";
+    return fmt::format("{}_{}_{}", prefix, fmt::join(ops, "_"), index_);
   }
 
   int64_t local_row_elements(int b) const {
@@ -237,7 +268,14 @@ class KernelPrinter final : public NestPrinter {
 
   CodeWriter& writer() override { return w_; }
   int lanes() const override { return target_.vec_lanes; }
-  DType storage_dtype(int b) const override { return p_.buffer(b).layout.dtype; }
+  DType storage_dtype(int b) const override {
+    return b == kAccumulatorBuffer ? DType::F32 : p_.buffer(b).layout.dtype;
+  }
+  std::string pointer(int b) const override { return arg_name_.at(b); }
+  const Buffer& buffer_info(int b) const override { return p_.buffer(b); }
+  bool is_local(int b) const {
+    return std::find(g_.local_buffers.begin(), g_.local_buffers.end(), b) != g_.local_buffers.end();
+  }
   bool store_dropped(int b) const override {
     return std::find(g_.local_buffers.begin(), g_.local_buffers.end(), b) !=
                g_.local_buffers.end() &&
@@ -255,6 +293,7 @@ class KernelPrinter final : public NestPrinter {
   /// The C++ lvalue of buffer `b` at `index` in nest `n`: a local row element or a pointer.
   std::string access(const Nest& n, int b, const sym::Expr& index,
                      const sym::Analyzer& a) const override {
+    if (b == kAccumulatorBuffer) return accumulator_access(n);
     auto it = local_name_.find(b);
     if (it != local_name_.end()) {
       const Layout& l = p_.buffer(b).layout;
@@ -283,8 +322,7 @@ class KernelPrinter final : public NestPrinter {
           break;
         case LoopOp::load: {
           std::string e = access(n, op.buffer, op.index, a);
-          if (p_.buffer(op.buffer).layout.dtype != op.dtype)
-            e = fmt::format("static_cast<{}>({})", ty, e);
+          if (storage_dtype(op.buffer) != op.dtype) e = fmt::format("static_cast<{}>({})", ty, e);
           w_.linef("{} {} = {};", ty, tmp(n, i), e);
           break;
         }

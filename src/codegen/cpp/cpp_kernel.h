@@ -42,11 +42,21 @@ struct KernelArg {
   std::string name;  // in_ptr0, out_ptr0, ...
 };
 
+/// A constant operand that the module packs once at load time (coil_graph_pack): the kernel's
+/// argument for `buffer` is then the packed copy. `setup`, then `pack` with {src} and {dst}
+/// replaced by typed pointers, fills `elements` (a C++ expression) of `elem_type`.
+struct PackedOperand {
+  int buffer = -1;
+  std::string elem_type;
+  std::string setup, pack, elements;
+};
+
 struct CppKernelSource {
   std::string name;  // cpp_fused_<ops>_<n>
   std::string code;  // the function definition
   std::vector<KernelArg> args;
-  std::vector<std::string> origins;  // graph nodes, "t3 (add)"
+  std::vector<std::string> origins;   // graph nodes, "t3 (add)"
+  std::vector<PackedOperand> packed;  // constants packed at load time
 };
 
 /// Target of generated CPU code.

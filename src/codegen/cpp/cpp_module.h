@@ -12,14 +12,22 @@
 namespace coil {
 
 /// Signature of the generated entry point. `inputs`, `outputs` and `constants` hold one data
-/// pointer per graph input, output and constant; `arena` holds MemoryPlan::arena_bytes.
+/// pointer per graph input, output and constant; `arena` holds MemoryPlan::arena_bytes;
+/// `packed` holds the constants that templates read packed (filled once by GraphPackFn).
 using GraphRunFn = void (*)(void* const* inputs, void* const* outputs, void* const* constants,
-                            char* arena);
+                            char* arena, const char* packed);
 inline constexpr const char* kGraphRunSymbol = "coil_graph_run";
+/// Bytes of the packed-constant region (64-byte aligned).
+using GraphPackedBytesFn = int64_t (*)();
+inline constexpr const char* kGraphPackedBytesSymbol = "coil_graph_packed_bytes";
+/// Packs the constants (weights) once, when the module is loaded.
+using GraphPackFn = void (*)(void* const* constants, char* packed);
+inline constexpr const char* kGraphPackSymbol = "coil_graph_pack";
 
 struct CppModule {
   std::string source;
   std::vector<CppKernelSource> kernels;  // in call order
+  bool uses_extern_libraries = false;    // link with oneDNN / OpenBLAS (runtime/coil_extern.h)
 };
 
 CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule,

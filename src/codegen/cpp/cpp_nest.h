@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codegen/code_writer.h"
+#include "ir/ir.h"
 #include "ir/loop_body.h"
 #include "sym/analyzer.h"
 
@@ -47,6 +48,10 @@ class NestPrinter {
                              const sym::Analyzer& a) const = 0;
   /// The storage dtype of buffer `b`.
   virtual DType storage_dtype(int b) const = 0;
+  /// The kernel parameter holding buffer `b` ("in_ptr0").
+  virtual std::string pointer(int b) const = 0;
+  /// The program's description of buffer `b`.
+  virtual const Buffer& buffer_info(int b) const = 0;
   /// Whether a store to `b` is dropped (a local buffer whose every read was forwarded).
   virtual bool store_dropped(int b) const = 0;
   /// The name of op `i`'s value ("tmp12").
@@ -57,6 +62,10 @@ class NestPrinter {
   virtual void emit_scalar_ops(const Nest& n, const sym::Analyzer& a,
                                const std::function<bool(int)>& pick) = 0;
 };
+
+/// A pseudo buffer id: the matmul template's accumulator tile. Its epilogue loads the product
+/// from it (the NestPrinter maps it to the current tile row) instead of from memory.
+constexpr int kAccumulatorBuffer = -2;
 
 /// The loop a nest is vectorized along (CppVecKernel): the innermost reduction loop
 /// (horizontal reduction) when every load is contiguous or invariant along it, else the
@@ -89,6 +98,13 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
 /// write are contiguous in memory. Returns false (printing nothing) when the nest is not of
 /// that shape.
 bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel);
+
+/// Prints a pointwise nest's innermost loop over [begin, end) (C++ expressions; the outer loop
+/// variables are defined by the caller) with explicit SIMD: whole vectors, then one masked
+/// tail. Returns false (printing nothing) when the loop has no vector form. The matmul
+/// template prints its epilogue on each tile row this way.
+bool emit_vec_segment(NestPrinter& p, const Nest& n, const std::string& begin,
+                      const std::string& end);
 
 /// Horizontal float sums longer than this accumulate in a coil::CascadeSum.
 constexpr int64_t kCascadeMinElements = 16384;

@@ -356,6 +356,28 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
   for (size_t i = first_loop; i < x_end; ++i) w.close();
 }
 
+bool emit_vec_segment(NestPrinter& p, const Nest& n, const std::string& begin,
+                      const std::string& end) {
+  if (!n.reductions.empty() || n.ranges.empty()) return false;
+  auto vl = choose_vec_loop(n, n.ranges.size() - 1, p.lanes());
+  if (!vl || vl->reduction || vl->index != n.ranges.size() - 1) return false;
+  CodeWriter& w = p.writer();
+  sym::Analyzer a = nest_analyzer(n);
+  std::string v = fmt::format("x{}", vl->index);
+  auto all = [](int) { return true; };
+  w.linef("int64_t {0} = {1};", v, begin);
+  w.linef("for (; {0} + {1} <= {2}; {0} += {1})", v, p.lanes(), end);
+  w.open();
+  VecOpPrinter(p, n, a, *vl, "").emit(all);
+  w.close();
+  w.linef("if ({} < {})", v, end);
+  w.open();
+  w.linef("const int64_t tail = {} - {};", end, v);
+  VecOpPrinter(p, n, a, *vl, "tail").emit(all);
+  w.close();
+  return true;
+}
+
 bool emit_row_split_reduction(NestPrinter& p, const Nest& n) {
   if (n.ranges.size() != 1 || n.red_ranges.size() != 1 || n.reductions.empty()) return false;
   auto vl = choose_vec_loop(n, 0, p.lanes());

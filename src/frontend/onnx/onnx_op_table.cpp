@@ -120,13 +120,15 @@ const OnnxOpDef kOnnxOps[] = {
     {"Trilu", map_trilu, "where with an iota mask"},
     {"OneHot", map_one_hot, "where(eq(indices, iota), on, off)"},
 
+    // Matrix products, convolution, pooling (onnx_ops_linalg.cpp); floating point, 2-D windows.
+    {"MatMul", map_matmul, "matmul"},
+    {"Gemm", map_gemm, "addmm (with C) or matmul, transA/transB as transposes"},
+    {"Conv", map_conv, "conv2d; asymmetric pads: concat with zeros"},
+    {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf"},
+    {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
+
     // Recognized, not supported yet.
-    {"MatMul", nullptr, "needs matmul (a later issue)"},
-    {"Gemm", nullptr, "needs matmul (a later issue)"},
-    {"Conv", nullptr, "needs convolution (a later issue)"},
-    {"ConvTranspose", nullptr, "needs convolution (a later issue)"},
-    {"MaxPool", nullptr, "needs windowed reductions (a later issue)"},
-    {"AveragePool", nullptr, "needs windowed reductions (a later issue)"},
+    {"ConvTranspose", nullptr, "needs transposed convolution (a later issue)"},
 };
 
 }  // namespace

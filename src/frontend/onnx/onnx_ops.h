@@ -36,6 +36,12 @@ void map_instance_norm(OnnxNode& n);
 void map_mean_variance_norm(OnnxNode& n);
 void map_global_pool(OnnxNode& n);  // GlobalAveragePool, GlobalMaxPool
 
+// onnx_ops_linalg.cpp
+void map_matmul(OnnxNode& n);
+void map_gemm(OnnxNode& n);
+void map_conv(OnnxNode& n);
+void map_pool(OnnxNode& n);  // MaxPool, AveragePool
+
 // onnx_ops_shape.cpp
 void map_reshape(OnnxNode& n);
 void map_flatten(OnnxNode& n);

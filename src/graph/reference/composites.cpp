@@ -13,15 +13,6 @@
 namespace coil {
 namespace {
 
-// Runs the op's shape rule on the actual inputs, which validates them (weight shapes, dims).
-void check_inputs(const Node& node, const std::vector<Tensor>& in) {
-  std::vector<TensorType> types;
-  for (const Tensor& t : in) types.push_back(TensorType{t.dtype(), make_shape(t.shape())});
-  std::vector<const TensorType*> ptrs;
-  for (const TensorType& t : types) ptrs.push_back(&t);
-  node.op->infer(node, ptrs);
-}
-
 double nan_max(double a, double b) {
   return std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b);
 }
@@ -29,7 +20,7 @@ double nan_max(double a, double b) {
 }  // namespace
 
 Tensor ref_softmax(const Node& node, const std::vector<Tensor>& in) {
-  check_inputs(node, in);
+  ref::check_inputs(node, in);
   const Tensor& x = in[0];
   std::string_view op = node.op_name();
   bool log = op == "log_softmax";
@@ -79,7 +70,7 @@ NormRows norm_rows(const Node& node, const Tensor& x) {
 }  // namespace
 
 Tensor ref_layer_norm(const Node& node, const std::vector<Tensor>& in) {
-  check_inputs(node, in);
+  ref::check_inputs(node, in);
   const Tensor& x = in[0];
   double eps = node.attrs.get_float_or("layer_norm", "eps", 1e-5);
   NormRows r = norm_rows(node, x);
@@ -108,7 +99,7 @@ Tensor ref_layer_norm(const Node& node, const std::vector<Tensor>& in) {
 }
 
 Tensor ref_rms_norm(const Node& node, const std::vector<Tensor>& in) {
-  check_inputs(node, in);
+  ref::check_inputs(node, in);
   const Tensor& x = in[0];
   double eps = node.attrs.get_float_or("rms_norm", "eps", 1e-6);
   NormRows r = norm_rows(node, x);

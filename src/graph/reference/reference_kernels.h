@@ -24,5 +24,12 @@ Tensor ref_arg_reduction(const Node& node, const std::vector<Tensor>& in);  // a
 Tensor ref_softmax(const Node& node, const std::vector<Tensor>& in);        // softmax log_softmax
 Tensor ref_layer_norm(const Node& node, const std::vector<Tensor>& in);
 Tensor ref_rms_norm(const Node& node, const std::vector<Tensor>& in);
+// linalg.cpp
+Tensor ref_matmul(const Node& node, const std::vector<Tensor>& in);  // matmul bmm
+Tensor ref_linear(const Node& node, const std::vector<Tensor>& in);
+Tensor ref_addmm(const Node& node, const std::vector<Tensor>& in);
+Tensor ref_conv2d(const Node& node, const std::vector<Tensor>& in);
+Tensor ref_pool2d(const Node& node, const std::vector<Tensor>& in);  // max_pool2d avg_pool2d
+Tensor ref_global_avg_pool2d(const Node& node, const std::vector<Tensor>& in);
 
 }  // namespace coil

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "graph/op_registry.h"
 #include "graph/type_rules.h"
 #include "support/check.h"
 
@@ -194,6 +195,14 @@ Number number_attr(const Node& node, const std::string& name) {
   else
     n.i = static_cast<int64_t>(n.d);
   return n;
+}
+
+void check_inputs(const Node& node, const std::vector<Tensor>& in) {
+  std::vector<TensorType> types;
+  for (const Tensor& t : in) types.push_back(TensorType{t.dtype(), make_shape(t.shape())});
+  std::vector<const TensorType*> ptrs;
+  for (const TensorType& t : types) ptrs.push_back(&t);
+  node.op->infer(node, ptrs);
 }
 
 }  // namespace coil::ref

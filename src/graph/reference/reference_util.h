@@ -56,6 +56,10 @@ struct Number {
 };
 Number number_attr(const Node& node, const std::string& name);
 
+/// Runs the op's shape rule on the actual inputs, which validates them (weight shapes, dims,
+/// sizes that were symbolic in the graph).
+void check_inputs(const Node& node, const std::vector<Tensor>& in);
+
 /// Calls f(index) for every multi-index of `shape` in row-major order.
 template <typename F>
 void for_each_index(const std::vector<int64_t>& shape, F&& f) {

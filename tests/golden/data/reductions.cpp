@@ -71,9 +71,28 @@ extern "C" void cpp_fused_sum_2(const float* __restrict__ in_ptr0, float* __rest
     out_ptr0[0] = tmp1;
 }
 
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena)
+// Byte offsets of the constants packed at load time; offsets[n] is the total size.
+static void packed_layout(int64_t* offsets)
 {
-    (void)inputs; (void)outputs; (void)constants; (void)arena;
+    int64_t bytes = 0;
+    offsets[0] = bytes;
+}
+
+extern "C" int64_t coil_graph_packed_bytes()
+{
+    int64_t offsets[1];
+    packed_layout(offsets);
+    return offsets[0];
+}
+
+extern "C" void coil_graph_pack(void* const* constants, char* packed)
+{
+    (void)constants; (void)packed;
+}
+
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
+{
+    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* arg1 = static_cast<const float*>(inputs[1]);
     auto* out0 = static_cast<float*>(outputs[0]);

@@ -1,0 +1,223 @@
+// CppMatmulKernel (the matmul template) and extern calls: the kernels that are not loop nests.
+//
+// A template kernel calls coil::gemm::matmul (runtime/coil_gemm.h: packing, cache and thread
+// blocking, register-blocked micro-kernels) and hands it the epilogue as a lambda: for each
+// finished output block the lambda walks its rows and runs the fused pointwise body along
+// the row with explicit SIMD, reading the product from the accumulator tile (kAccumulatorBuffer)
+// while it is in cache. A product that outlives the kernel is stored by the same lambda.
+// A constant B (a weight) is packed once when the module is loaded (coil_graph_pack), never
+// per call; any other B is packed at the start of each call.
+//
+// Extern kernels call a library (runtime/coil_extern.h): dnnl_sgemm / cblas_sgemm for matmuls
+// that autotuning gave to a library, oneDNN's convolution for conv2d.
+#include "codegen/cpp/cpp_template.h"
+
+#include "codegen/cpp/cpp_printer.h"
+#include "support/check.h"
+
+namespace coil {
+namespace {
+
+std::string elem_type(DType t) {
+  return t == DType::BF16 ? "coil::bfloat16" : "float";
+}
+
+int64_t prod(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+/// `base + offset + sum(batch index_d * stride_d)` for flat batch index `b`, as C++.
+std::string batch_offset(const std::string& base, const StridedOperand& op,
+                         const std::vector<int64_t>& batch) {
+  std::string e = op.offset == 0 ? base : fmt::format("{} + {}", base, op.offset);
+  int64_t inner = 1;
+  for (size_t d = batch.size(); d-- > 0;) {
+    if (op.batch_strides[d] != 0 && batch[d] > 1) {
+      std::string idx = inner == 1 ? "b" : fmt::format("b / {}", inner);
+      if (d > 0) idx = fmt::format("({}) % {}", idx, batch[d]);
+      e += fmt::format(" + ({}) * {}", idx, op.batch_strides[d]);
+    }
+    inner *= batch[d];
+  }
+  return e;
+}
+
+bool batch_invariant(const StridedOperand& op) {
+  for (int64_t s : op.batch_strides)
+    if (s != 0) return false;
+  return true;
+}
+
+/// The epilogue nest: the product read from the accumulator tile, stored to its buffer when
+/// it outlives the kernel, then the fused pointwise body (its loads of the product redirected
+/// to the tile).
+Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_narrowed,
+                   const Nest* fused, bool store_product, int tmp_base) {
+  Nest e;
+  e.ranges = static_ranges(t.ranges);
+  sym::Expr index;
+  for (const BodyOp& op : t.body.ops())
+    if (op.op == LoopOp::store) index = op.index;
+  int acc = e.body.load(kAccumulatorBuffer, index, DType::F32);
+  if (store_product) e.body.store(product_buffer, index, acc);
+  if (fused) {
+    std::vector<int> remap;
+    for (BodyOp op : fused->body.ops()) {
+      for (int& a : op.args)
+        if (a >= 0) a = remap[static_cast<size_t>(a)];
+      // A product stored in a narrower dtype (bf16) is read back from memory, rounded, as
+      // any consumer of the stored value sees it.
+      if (op.op == LoopOp::load && op.buffer == product_buffer && !product_narrowed) {
+        COIL_ASSERT(op.index == index, "epilogue reads the product away from its element");
+        remap.push_back(acc);
+        continue;
+      }
+      remap.push_back(e.body.append(std::move(op)));
+    }
+  }
+  e.after.assign(e.body.ops().size(), false);
+  e.tmp_base = tmp_base;
+  return e;
+}
+
+void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e) {
+  CodeWriter& w = p.writer();
+  const MatmulSpec& s = *t.matmul;
+  std::vector<int64_t> rows(e.ranges.begin(), e.ranges.end() - 1);  // all dims but the last
+  size_t last = e.ranges.size() - 1;
+  w.line(
+      "[&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, "
+      "int64_t ld) {");
+  w.indent();
+  w.line("(void)b;");
+  w.line("for (int64_t row = m0; row < m1; row++)");
+  w.open();
+  w.line("const float* acc_row = acc + (row - m0) * ld;");
+  // The output row (b, row) as the epilogue's loop variables x0 .. x{last-1}.
+  if (rows.size() == 1) {
+    w.line("const int64_t x0 = row;");
+  } else {
+    w.linef("const int64_t flat_row = b * {} + row;", s.m);
+    int64_t inner = 1;
+    for (size_t d = rows.size(); d-- > 0;) {
+      std::string v = inner == 1 ? "flat_row" : fmt::format("flat_row / {}", inner);
+      w.linef("const int64_t x{} = {};", d, d == 0 ? v : fmt::format("({}) % {}", v, rows[d]));
+      inner *= rows[d];
+    }
+    for (size_t d = 0; d < rows.size(); ++d) w.linef("(void)x{};", d);
+  }
+  if (!emit_vec_segment(p, e, "n0", "n1")) {
+    w.linef("for (int64_t x{0} = n0; x{0} < n1; x{0}++)", last);
+    w.open();
+    p.emit_scalar_ops(e, nest_analyzer(e), [](int) { return true; });
+    w.close();
+  }
+  w.close();
+  w.dedent();
+  w.line("});");
+}
+
+}  // namespace
+
+std::string accumulator_access(const Nest& n) {
+  return fmt::format("acc_row[x{} - n0]", n.ranges.size() - 1);
+}
+
+void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* fused,
+                          bool product_is_local, CppKernelSource& out) {
+  CodeWriter& w = p.writer();
+  const MatmulSpec& s = *t.matmul;
+  COIL_ASSERT(s.impl == MatmulImpl::Template, "emit_matmul_template on a library matmul");
+  const std::string et = elem_type(s.dtype);
+  const bool bf16 = s.dtype == DType::BF16;
+  const int64_t batches = std::max<int64_t>(prod(s.batch), 1);
+  const std::string pack_fn = bf16 ? "coil::gemm::pack_b_bf16" : "coil::gemm::pack_b";
+  const std::string packed_elems =
+      fmt::format("coil::gemm::packed_b_elements{}({}, {}, blk)", bf16 ? "_bf16" : "", s.k, s.n);
+  const bool b_once = batch_invariant(s.b);
+  const int64_t b_batches = b_once ? 1 : batches;
+  w.linef("const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});", s.m, s.n,
+          s.k, bf16 ? 2 : 4);
+  std::string b_ptr = p.pointer(s.b.buffer);
+  const Buffer& bbuf = p.buffer_info(s.b.buffer);
+  std::string pack_loop =
+      b_batches == 1
+          ? fmt::format("{}({}, {}, {}, {}, {}, blk, {});", pack_fn, batch_offset("{src}", s.b, {}),
+                        s.b.row_stride, s.b.col_stride, s.k, s.n, "{dst}")
+          : fmt::format(
+                "for (int64_t b = 0; b < {}; b++) {}({}, {}, {}, {}, {}, blk, {} + b * {});",
+                b_batches, pack_fn, batch_offset("{src}", s.b, s.batch), s.b.row_stride,
+                s.b.col_stride, s.k, s.n, "{dst}", packed_elems);
+  if (bbuf.kind == BufferKind::Constant) {
+    // Packed when the module is loaded; this argument already points at the packed panels.
+    PackedOperand po;
+    po.buffer = s.b.buffer;
+    po.elem_type = et;
+    po.setup =
+        fmt::format("const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});",
+                    s.m, s.n, s.k, bf16 ? 2 : 4);
+    po.elements = packed_elems + (b_batches == 1 ? "" : fmt::format(" * {}", b_batches));
+    po.pack = pack_loop;
+    out.packed.push_back(po);
+    w.linef("const {}* packed_b = {};  // packed at load time (coil_graph_pack)", et, b_ptr);
+  } else {
+    // Packed per call into a buffer that each calling thread allocates once.
+    w.linef("static thread_local std::vector<{}> packed_b_storage;", et);
+    w.linef("packed_b_storage.resize({}{});", packed_elems,
+            b_batches == 1 ? "" : fmt::format(" * {}", b_batches));
+    w.linef("{}* packed_b = packed_b_storage.data();", et);
+    w.line(subst(subst(pack_loop, "{src}", b_ptr), "{dst}", "packed_b"));
+  }
+  w.linef("coil::gemm::{}(", bf16 ? "matmul_bf16" : "matmul");
+  w.indent();
+  w.linef("{}, {}, {}, {},", batches, s.m, s.n, s.k);
+  w.linef("[&](int64_t b) {{ (void)b; return {}; }}, {}, {},",
+          batch_offset(p.pointer(s.a.buffer), s.a, s.batch), s.a.row_stride, s.a.col_stride);
+  if (b_once) {
+    w.linef("[&](int64_t) {{ return packed_b; }}, blk,");
+  } else {
+    w.linef("[&](int64_t b) {{ return packed_b + b * {}; }}, blk,", packed_elems);
+  }
+  const bool narrowed = p.storage_dtype(t.buffer) != DType::F32;
+  COIL_ASSERT(!(narrowed && product_is_local), "a narrowed product must be stored");
+  Nest e =
+      epilogue_nest(t, t.buffer, narrowed, fused, !product_is_local, fused ? fused->tmp_base : 0);
+  emit_epilogue_lambda(p, t, e);
+  w.dedent();
+}
+
+void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t) {
+  CodeWriter& w = p.writer();
+  const MatmulSpec& s = *t.matmul;
+  const int64_t batches = std::max<int64_t>(prod(s.batch), 1);
+  auto la = s.a.blas_layout(s.m, s.k), lb = s.b.blas_layout(s.k, s.n);
+  COIL_ASSERT(la && lb, "a library matmul needs operands with a unit stride");
+  const char* fn =
+      s.impl == MatmulImpl::Dnnl ? "coil::ext::sgemm_dnnl" : "coil::ext::sgemm_openblas";
+  w.linef("for (int64_t b = 0; b < {}; b++)", batches);
+  w.open();
+  w.linef("{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {} + b * {}, {});", fn, s.m, s.n, s.k,
+          batch_offset(p.pointer(s.a.buffer), s.a, s.batch), la->ld, la->transposed,
+          batch_offset(p.pointer(s.b.buffer), s.b, s.batch), lb->ld, lb->transposed,
+          p.pointer(t.buffer), s.m * s.n, s.n);
+  w.close();
+}
+
+void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
+  CodeWriter& w = p.writer();
+  const Conv2dSpec& c = *t.conv;
+  // Built once per call site (thread-safe static): oneDNN's primitive and, for constant
+  // weights, their reordered copy.
+  w.linef(
+      "static coil::ext::Conv2d conv({}, {}, {}, {}, {}, {}, {}, {{{}, {}}}, {{{}, {}, {}, {}}}, "
+      "{{{}, {}}}, {}, {}, false, {});",
+      c.n, c.c, c.h, c.wd, c.oc, c.kh, c.kw, c.stride[0], c.stride[1], c.padding[0], c.padding[1],
+      c.padding[2], c.padding[3], c.dilation[0], c.dilation[1], c.groups,
+      c.bias >= 0 ? "true" : "false", c.weights_constant ? "true" : "false");
+  w.linef("conv.run({}, {}, {}, {});", p.pointer(c.x), p.pointer(c.w),
+          c.bias >= 0 ? p.pointer(c.bias) : "nullptr", p.pointer(t.buffer));
+}
+
+}  // namespace coil

@@ -1,0 +1,203 @@
+// Matrix products, convolution and windowed pooling: MatMul, Gemm, Conv, MaxPool, AveragePool.
+// Conv and the pools are 2-D only (coil's conv2d, max_pool2d, avg_pool2d); their ONNX padding
+// (pads, auto_pad) becomes the op's symmetric padding plus, where ONNX pads one side more (or
+// more than torch's half-kernel limit for pools), an explicit concat with constant blocks.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "frontend/onnx/onnx_ops.h"
+
+namespace coil::onnxfe {
+namespace {
+
+void require_float(OnnxNode& n, int x) {
+  if (!is_floating(n.dtype(x)))
+    unsupported("{} inputs (coil's matrix products and convolutions are floating point only)",
+                dtype_name(n.dtype(x)));
+}
+
+// The padding of the two spatial dims of x [N, C, H, W] for a window of `kernel`, `stride` and
+// `dilation`: pads[d] at the start, pads[2 + d] at the end (ONNX's order), from the pads
+// attribute or auto_pad.
+std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& kernel,
+                               const std::vector<int64_t>& stride,
+                               const std::vector<int64_t>& dilation) {
+  std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> pads(4, 0);
+  if (auto_pad == "NOTSET") {
+    pads = n.attr_ints("pads").value_or(pads);
+    if (pads.size() != 4) n.error("pads has {} entries, expected 4", pads.size());
+    for (int64_t p : pads)
+      if (p < 0) n.error("negative pads [{}]", fmt::join(pads, ", "));
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    // The output is ceil(in / stride); the padding that takes, split evenly, the odd one at
+    // the end (SAME_UPPER) or the start (SAME_LOWER).
+    for (size_t d = 0; d < 2; ++d) {
+      auto size = n.type(x).shape[2 + d].as_const();
+      if (!size) unsupported("auto_pad {} with a symbolic spatial size", auto_pad);
+      int64_t out = (*size + stride[d] - 1) / stride[d];
+      int64_t total =
+          std::max<int64_t>((out - 1) * stride[d] + (kernel[d] - 1) * dilation[d] + 1 - *size, 0);
+      int64_t small = total / 2, large = total - small;
+      pads[d] = auto_pad == "SAME_UPPER" ? small : large;
+      pads[2 + d] = auto_pad == "SAME_UPPER" ? large : small;
+    }
+  } else if (auto_pad != "VALID") {
+    n.error("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
+            printable(auto_pad));
+  }
+  return pads;
+}
+
+// x with `before` and `after` elements of `value` added along `axis` (a concat with `full`
+// blocks; the shape must be static).
+int pad_axis(OnnxNode& n, int x, int64_t axis, int64_t before, int64_t after, double value) {
+  if (before == 0 && after == 0) return x;
+  std::vector<int64_t> shape = n.static_shape(x, "the input of asymmetric padding");
+  std::vector<int> parts;
+  auto block = [&](int64_t size) {
+    shape[static_cast<size_t>(axis)] = size;
+    return n.add("full", {}, Attrs{{"shape", shape}, {"value", value}, {"dtype", n.dtype(x)}});
+  };
+  if (before > 0) parts.push_back(block(before));
+  parts.push_back(x);
+  if (after > 0) parts.push_back(block(after));
+  return n.add("concat", parts, Attrs{{"dim", axis}});
+}
+
+// An int-list attribute of one entry per spatial dim (2), or `dflt`.
+std::vector<int64_t> spatial_attr(OnnxNode& n, std::string_view name, int64_t dflt) {
+  std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>{dflt, dflt});
+  if (v.size() != 2) n.error("{} has {} entries for 2 spatial dims", name, v.size());
+  return v;
+}
+
+// The rank check shared by Conv and the pools: 2 spatial dims, else unsupported.
+void require_2d(OnnxNode& n, int x) {
+  int64_t r = n.rank(x);
+  if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
+  if (r != 4) unsupported("{}-D windows (coil supports 2-D only)", r - 2);
+}
+
+}  // namespace
+
+void map_matmul(OnnxNode& n) {
+  int a = n.in(0), b = n.in(1);
+  require_float(n, a);
+  n.set_output(0, n.add("matmul", {a, b}));
+}
+
+void map_gemm(OnnxNode& n) {
+  int a = n.in(0), b = n.in(1);
+  require_float(n, a);
+  if (n.rank(a) != 2 || n.rank(b) != 2)
+    n.error("A and B must be 2-D, got {} and {}", shape_str(n.type(a).shape),
+            shape_str(n.type(b).shape));
+  Attrs swap{{"dim0", int64_t{0}}, {"dim1", int64_t{1}}};
+  if (n.attr_int("transA", 0) != 0) a = n.add("transpose", {a}, swap);
+  if (n.attr_int("transB", 0) != 0) b = n.add("transpose", {b}, swap);
+  double alpha = n.attr_float("alpha", 1.0), beta = n.attr_float("beta", 1.0);
+  if (n.has_input(2)) {
+    n.set_output(0, n.add("addmm", {n.in(2), a, b}, Attrs{{"alpha", alpha}, {"beta", beta}}));
+    return;
+  }
+  int y = n.add("matmul", {a, b});
+  if (alpha != 1.0) y = n.add("mul", {y, n.scalar(alpha, n.dtype(y))});
+  n.set_output(0, y);
+}
+
+void map_conv(OnnxNode& n) {
+  int x = n.in(0), w = n.in(1);
+  require_2d(n, x);
+  require_float(n, x);
+  if (n.rank(w) != 4) n.error("the weight must be 4-D, got {}", shape_str(n.type(w).shape));
+  std::vector<int64_t> kernel;
+  for (size_t d = 2; d < 4; ++d) {
+    auto k = n.type(w).shape[d].as_const();
+    if (!k) unsupported("a weight of symbolic shape {}", shape_str(n.type(w).shape));
+    kernel.push_back(*k);
+  }
+  if (auto ks = n.attr_ints("kernel_shape"); ks && *ks != kernel)
+    n.error("kernel_shape [{}] differs from the weight's {}", fmt::join(*ks, ", "),
+            shape_str(n.type(w).shape));
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1);
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation);
+  std::vector<int64_t> padding;
+  for (int64_t d = 0; d < 2; ++d) {
+    auto i = static_cast<size_t>(d);
+    int64_t common = std::min(pads[i], pads[2 + i]);
+    padding.push_back(common);
+    x = pad_axis(n, x, 2 + d, pads[i] - common, pads[2 + i] - common, 0.0);
+  }
+  std::vector<int> in{x, w};
+  if (n.has_input(2)) in.push_back(n.in(2));
+  n.set_output(0, n.add("conv2d", in,
+                        Attrs{{"stride", stride},
+                              {"padding", padding},
+                              {"dilation", dilation},
+                              {"groups", n.attr_int("group", 1)}}));
+}
+
+void map_pool(OnnxNode& n) {
+  int x = n.in(0);
+  bool is_max = n.op_type() == "MaxPool";
+  require_2d(n, x);
+  if (is_max && n.wants_output(1)) unsupported("the Indices output");
+  auto kernel_attr = n.attr_ints("kernel_shape");
+  if (!kernel_attr) n.error("kernel_shape is missing");
+  std::vector<int64_t> kernel = *kernel_attr;
+  if (kernel.size() != 2) n.error("kernel_shape has {} entries for 2 spatial dims", kernel.size());
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1);
+  if (!is_max && dilation != std::vector<int64_t>{1, 1}) unsupported("dilations");
+  bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
+  bool include_pad = !is_max && n.attr_int("count_include_pad", 0) != 0;
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation);
+  // The op pads both sides alike, by at most half the kernel; the rest is explicit: -inf for
+  // max (never wins), zeros for an average that counts them. An average that does not count
+  // padding divides the padded sum by the pooled count of ones instead.
+  std::vector<int64_t> padding, before(2), after(2);
+  bool explicit_pad = false;
+  for (size_t d = 0; d < 2; ++d) {
+    int64_t common = std::min({pads[d], pads[2 + d], kernel[d] / 2});
+    padding.push_back(common);
+    before[d] = pads[d] - common;
+    after[d] = pads[2 + d] - common;
+    explicit_pad |= before[d] > 0 || after[d] > 0;
+  }
+  DType t = n.dtype(x);
+  double fill = 0;
+  if (is_max && is_floating(t)) {
+    fill = -std::numeric_limits<double>::infinity();
+  } else if (is_max) {
+    if (t == DType::I64 && explicit_pad) unsupported("asymmetric padding of int64 inputs");
+    fill = t == DType::U8 ? 0.0 : t == DType::I8 ? -128.0 : -2147483648.0;
+  }
+  Attrs attrs{
+      {"kernel", kernel}, {"stride", stride}, {"padding", padding}, {"ceil_mode", ceil_mode}};
+  if (is_max) {
+    attrs.set("dilation", dilation);
+  } else {
+    attrs.set("count_include_pad", include_pad || explicit_pad);
+  }
+  auto pad = [&](int v, double value) {
+    for (int64_t d = 0; d < 2; ++d)
+      v = pad_axis(n, v, 2 + d, before[static_cast<size_t>(d)], after[static_cast<size_t>(d)],
+                   value);
+    return v;
+  };
+  const char* op = is_max ? "max_pool2d" : "avg_pool2d";
+  int y = n.add(op, {pad(x, fill)}, attrs);
+  if (explicit_pad && !is_max && !include_pad) {
+    // sum / count: both pooled with the same divisor, which cancels.
+    std::vector<int64_t> plane = n.static_shape(x, "the input");
+    plane[0] = plane[1] = 1;
+    int ones = n.add("full", {}, Attrs{{"shape", plane}, {"value", 1.0}, {"dtype", t}});
+    y = n.add("div", {y, n.add(op, {pad(ones, 0.0)}, attrs)});
+  }
+  n.set_output(0, y);
+}
+
+}  // namespace coil::onnxfe
