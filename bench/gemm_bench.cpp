@@ -417,6 +417,54 @@ void coil_rows(const Options& opt, int threads, Results& res, json& skipped) {
            std::copy(y, y + 64 * 256, h.data_as<float>());
          }
        }});
+  // The same with the weights as constants, as in a model (Graph::add_constant, ONNX
+  // initializers): coil packs them once when the model is loaded, not in each call.
+  const Tensor wc = random_tensor(DType::F32, {1024, 1024}, 101, -1.0, 1.0);
+  const Tensor bc = random_tensor(DType::F32, {1024}, 102, -1.0, 1.0);
+  auto xw_const = [wc, bc](bool bias_relu) {
+    return [wc, bc, bias_relu] {
+      Graph g;
+      int x = g.add_input("x", DType::F32, make_shape({512, 1024}));
+      int y = g.add_node("matmul", {x, g.add_constant(wc, "w")});
+      if (bias_relu) y = g.add_node("relu", {g.add_node("add", {y, g.add_constant(bc, "b")})});
+      g.add_output(y, "y");
+      return g;
+    };
+  };
+  cases.push_back(
+      {"xw_const", "x@W, W constant (packed at load)", xw_flops, false, xw_const(false),
+       [=](const std::vector<Tensor>& in, float* y) { mm(in[0], wc, y, 512, 1024, 1024); }});
+  cases.push_back({"xw_bias_relu_const", "relu(x@W+b), W, b constant", xw_flops, false,
+                   xw_const(true), [=](const std::vector<Tensor>& in, float* y) {
+                     mm(in[0], wc, y, 512, 1024, 1024);
+                     bias_relu(y, bc.data_as<float>(), 512, 1024);
+                   }});
+  std::vector<Tensor> mlp_w, mlp_b;
+  for (int l = 0; l < 3; ++l) {
+    mlp_w.push_back(random_tensor(DType::F32, {256, 256}, 110 + l, -0.0625, 0.0625));
+    mlp_b.push_back(random_tensor(DType::F32, {256}, 120 + l, -0.0625, 0.0625));
+  }
+  cases.push_back({"mlp3_const", "3x relu(linear), weights constant", 3 * 2.0 * 64 * 256 * 256,
+                   false,
+                   [=] {
+                     Graph g;
+                     int x = g.add_input("x", DType::F32, make_shape({64, 256}));
+                     for (int l = 0; l < 3; ++l) {
+                       int w = g.add_constant(mlp_w[static_cast<size_t>(l)], fmt::format("w{}", l));
+                       int b = g.add_constant(mlp_b[static_cast<size_t>(l)], fmt::format("b{}", l));
+                       x = g.add_node("relu", {g.add_node("linear", {x, w, b})});
+                     }
+                     g.add_output(x, "y");
+                     return g;
+                   },
+                   [=](const std::vector<Tensor>& in, float* y) {
+                     Tensor h = in[0].clone();
+                     for (int l = 0; l < 3; ++l) {
+                       mm(h, mlp_w[static_cast<size_t>(l)], y, 64, 256, 256, true);
+                       bias_relu(y, mlp_b[static_cast<size_t>(l)].data_as<float>(), 64, 256);
+                       std::copy(y, y + 64 * 256, h.data_as<float>());
+                     }
+                   }});
   cases.push_back({"bf16_sq2048", "A@B, bf16[2048,2048]", 2.0 * 2048 * 2048 * 2048, true,
                    square(2048, DType::BF16), [](const std::vector<Tensor>& in, float* y) {
                      DnnlMatmul ref(2048, 2048, 2048, dnnl_bf16, false);

@@ -15,8 +15,9 @@ PACKAGES=(
   # extern kernels (library GEMM and convolution calls from generated code): oneDNN, and
   # OpenBLAS's OpenMP build (not the pthread one; see docs/dependencies.md)
   libdnnl-dev libopenblas-openmp-dev
-  # Python used by tests and benchmarks: Debian's /usr/bin/python3 with torch/numpy
-  python3 python3-numpy python3-torch python3-pytest
+  # Python used by tests and benchmarks: Debian's /usr/bin/python3 with torch/numpy, and
+  # torchvision for the real-model tests (tests/models/export_models.py: resnet18, mobilenet_v2)
+  python3 python3-numpy python3-torch python3-pytest python3-torchvision
   # ONNX frontend: protobuf classes, and the backend test data for the conformance suite
   # (/usr/share/libonnx-testdata/data; see docs/onnx.md)
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx

@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
     c->add_option("--size", a.sizes, "bind a size symbol, NAME=VALUE (repeatable)");
     c->add_option("--input", a.inputs, "an input as NAME=FILE.npy (repeatable; others are random)");
     c->add_option("--seed", a.seed, "seed for random inputs");
+    c->add_option("--device", a.device,
+                  "cpu (default) or cuda: Triton kernels in a Python module for coil_runtime")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
   };
 
   int demo_runs = 20;
@@ -31,7 +34,9 @@ int main(int argc, char** argv) {
   ModelArgs compile_args;
   std::string out_dir;
   auto* compile =
-      app.add_subcommand("compile", "write the generated code, the .so and report.json to DIR");
+      app.add_subcommand("compile",
+                         "write the generated code, the .so (cpu) and report.json to DIR; with "
+                         "--device cuda, module.py (Triton) and report.json");
   add_model_args(compile, compile_args);
   compile->add_option("-o,--output-dir", out_dir, "output directory")->required();
 

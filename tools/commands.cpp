@@ -42,6 +42,7 @@ struct Prepared {
 Prepared prepare(const ModelArgs& a) {
   bool onnx = std::filesystem::path(a.model).extension() == ".onnx";
   Prepared p{onnx ? import_onnx(a.model) : load_graph_file(a.model), {}, {}};
+  p.options.device = a.device;
   for (const auto& s : a.sizes) {
     auto [name, value] = split_pair(s, "--size");
     try {
@@ -107,7 +108,7 @@ void print_kernels(const CompileReport& r) {
   for (const auto& k : r.kernels)
     fmt::print("  {:<40} reads {:>10} B  writes {:>10} B  from {}\n", k.name, k.bytes_read,
                k.bytes_written, fmt::join(k.origins, ", "));
-  fmt::print("arena: {} bytes\n", r.arena_bytes);
+  if (r.device == "cpu") fmt::print("arena: {} bytes\n", r.arena_bytes);
 }
 
 /// Compares outputs with expected tensors; prints the worst error per output.
@@ -129,9 +130,27 @@ bool report_comparison(const CompiledModel& m, const std::vector<Tensor>& got,
 
 }  // namespace
 
+/// run/check/bench execute the model here, which needs the CPU target.
+static void require_cpu(const ModelArgs& a, const char* command) {
+  COIL_USER_CHECK(a.device == "cpu",
+                  "coil {} --device {} needs a GPU: write the module with `coil compile {} "
+                  "--device {} -o DIR`, then run DIR/module.py through python/coil_runtime on a "
+                  "CUDA machine",
+                  command, a.device, a.model, a.device);
+}
+
 int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
   Prepared p = prepare(a);
   p.options.output_dir = out_dir;
+  if (a.device == "cuda") {
+    CompileReport r = generate_gpu_module(p.graph, p.options);
+    print_kernels(r);
+    fmt::print(
+        "generated in {:.1f} ms; wrote {}/module.py, report.json, graph.coil (run module.py "
+        "through python/coil_runtime on a CUDA machine)\n",
+        r.total_seconds * 1e3, out_dir);
+    return 0;
+  }
   CompiledModel m = compile(p.graph, p.options);
   print_kernels(m.report());
   fmt::print("compiled in {:.1f} ms (cache {}); wrote {}/module.cpp, module.so, report.json\n",
@@ -140,6 +159,7 @@ int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
 }
 
 int cmd_run(const ModelArgs& a, const std::string& out_dir) {
+  require_cpu(a, "run");
   Prepared p = prepare(a);
   CompiledModel m = compile(p.graph, p.options);
   std::vector<Tensor> outs = m.run(p.inputs);
@@ -155,6 +175,7 @@ int cmd_run(const ModelArgs& a, const std::string& out_dir) {
 
 int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, double rtol,
               double atol) {
+  require_cpu(a, "check");
   Prepared p = prepare(a);
   CompiledModel m = compile(p.graph, p.options);
   std::vector<Tensor> got = m.run(p.inputs);
@@ -182,10 +203,12 @@ int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, doubl
 }
 
 int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) {
+  require_cpu(a, "bench");
   COIL_USER_CHECK(runs > 0, "--runs must be positive");
   Prepared p = prepare(a);
-  CompiledModel m = compile(p.graph, p.options);
+  // Before compiling: matmul autotuning times its candidates at the current thread count.
   if (threads > 0) set_num_threads(threads);
+  CompiledModel m = compile(p.graph, p.options);
   std::vector<TensorRef> refs;
   for (const auto& t : p.inputs) refs.push_back(t.ref());
   std::vector<Tensor> outs;
@@ -203,6 +226,7 @@ int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) 
   int used_threads = omp_get_max_threads();
   if (json) {
     nlohmann::ordered_json j{{"compile_s", m.report().total_seconds},
+                             {"cache_hit", m.report().cache_hit},
                              {"median_ms", med},
                              {"min_ms", mn},
                              {"max_ms", mx},

@@ -13,6 +13,7 @@ struct ModelArgs {
   std::vector<std::string> sizes;   // "s0=128"
   std::vector<std::string> inputs;  // "x=path.npy"
   uint64_t seed = 0;
+  std::string device = "cpu";  // cpu | cuda
 };
 
 int cmd_demo(int runs);

@@ -39,6 +39,10 @@ struct CompileOptions {
   /// fastest (runtime/autotune.h; cached on disk). Off: the template everywhere, and the
   /// generated code depends on nothing measured. COIL_MATMUL=template|dnnl|openblas forces one.
   bool autotune = true;
+  /// Where the generated code runs: "cpu" (C++ kernels, compiled and loaded in-process) or
+  /// "cuda" (a Python module of Triton kernels for python/coil_runtime; see
+  /// generate_gpu_module: compile() and CompiledModel are CPU-only).
+  std::string device = "cpu";
 };
 
 /// One generated kernel, for reports and tests.
@@ -59,7 +63,8 @@ struct CompileReport {
   bool cache_hit = false;
   std::string cache_key;
   std::filesystem::path so_path;
-  std::string source;  // the generated C++
+  std::string source;  // the generated C++ (or, for device "cuda", the Python module)
+  std::string device = "cpu";
 
   /// The report as JSON (what `coil compile` writes as report.json).
   std::string to_json() const;
@@ -99,6 +104,12 @@ class CompiledModel {
 /// Compiles `graph` for the CPU: decompose, lower, schedule, generate C++, compile (through
 /// the disk cache), load.
 CompiledModel compile(const Graph& graph, const CompileOptions& options = {});
+
+/// Generates the GPU module of `graph` (options.device must be "cuda"): Triton kernels and the
+/// Python wrapper that launches them through python/coil_runtime (docs/architecture.md, "GPU
+/// code generation"). Nothing is compiled or run here. With options.output_dir set, writes
+/// module.py, report.json and graph.coil there. The report's source is the module.
+CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& options);
 
 /// Sets the OpenMP thread count used by compiled kernels in this process (0 = leave as is).
 /// Defaults come from COIL_NUM_THREADS, else OMP_NUM_THREADS, else all cores.

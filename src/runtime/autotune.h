@@ -36,8 +36,9 @@ struct AutotuneOptions {
 /// library into Extern computations.
 void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOptions& options);
 
-/// The median seconds of the template on an M x N x K product on `isa` (A with strides a_rs,
-/// a_cs; B packed ahead when `b_packed_ahead`, else packed in each call), for tests and benches.
+/// The fastest sample (seconds) of the template on an M x N x K product on `isa` (A with strides
+/// a_rs, a_cs; B packed ahead when `b_packed_ahead`, else packed in each call), for tests and
+/// benches.
 double time_template_matmul(const IsaInfo& isa, int64_t m, int64_t n, int64_t k, bool a_transposed,
                             bool b_packed_ahead, int reps = 5, double max_seconds = 0.1);
 

@@ -75,11 +75,34 @@ const IsaInfo& target_isa(const CompileOptions& options) {
   return options.isa.empty() ? host_isa() : isa_by_name(options.isa);
 }
 
+std::string describe_graph(const Graph& graph) {
+  auto values = [&](const std::vector<int>& ids, const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const Node& n = graph.node(ids[i]);
+      out.push_back(
+          fmt::format("{}: {}", is_identifier(names[i]) ? names[i] : "value", type_str(n.type)));
+    }
+    return fmt::format("{}", fmt::join(out, ", "));
+  };
+  std::vector<int> outs;
+  std::vector<std::string> in_names, out_names;
+  for (int id : graph.inputs()) in_names.push_back(graph.node(id).name);
+  for (const auto& o : graph.outputs()) {
+    outs.push_back(o.node);
+    out_names.push_back(o.name);
+  }
+  return fmt::format("({}) -> ({})", values(graph.inputs(), in_names), values(outs, out_names));
+}
+
 GeneratedProgram generate_program(const Graph& graph, const CompileOptions& options,
                                   StageTimer* timer) {
   auto mark = [&](const char* stage) {
     if (timer) timer->mark(stage);
   };
+  COIL_USER_CHECK(options.device == "cpu" || options.device == "cuda",
+                  "device '{}': expected cpu or cuda", options.device);
+  const bool gpu = options.device == "cuda";
   COIL_LOG(graph, "input graph:\n{}", to_text(graph));
   Graph g = decompose_and_bind(graph, options.sizes);
   COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
@@ -88,20 +111,35 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   lower_options.realize_all = options.store_all_intermediates;
   IrProgram program = lower_graph(g, lower_options);
   mark("lower");
-  AutotuneOptions autotune_options;
-  autotune_options.enabled = options.autotune;
-  autotune_matmuls(program, target_isa(options), autotune_options);
-  mark("autotune");
+  if (!gpu) {
+    AutotuneOptions autotune_options;
+    autotune_options.enabled = options.autotune;
+    autotune_matmuls(program, target_isa(options), autotune_options);
+    mark("autotune");
+  }
   ScheduleOptions schedule_options;
   schedule_options.fusion.enabled = options.fusion;
+  schedule_options.fusion.fuse_into_templates = !gpu;
   Schedule schedule = schedule_program(program, schedule_options);
   mark("schedule");
+  if (gpu) {
+    TritonModuleOptions module_options;
+    module_options.description = describe_graph(g);
+    for (int id : g.inputs()) module_options.input_names.push_back(g.node(id).name);
+    TritonModule module = generate_triton_module(program, schedule, module_options);
+    COIL_LOG(output_code, "generated Triton module:\n{}", module.source);
+    mark("codegen");
+    GeneratedProgram out{std::move(g), std::move(program), std::move(schedule), {}, {}};
+    out.triton = std::move(module);
+    return out;
+  }
   CppTarget target;
   target.vec_lanes = target_isa(options).lanes(DType::F32);
   CppModule module = generate_cpp_module(program, schedule, target);
   COIL_LOG(output_code, "generated C++:\n{}", module.source);
   mark("codegen");
-  return GeneratedProgram{std::move(g), std::move(program), std::move(schedule), std::move(module)};
+  return GeneratedProgram{
+      std::move(g), std::move(program), std::move(schedule), std::move(module), {}};
 }
 
 namespace {
@@ -144,6 +182,7 @@ std::string CompileReport::to_json() const {
                             {"bytes_read", k.bytes_read},
                             {"bytes_written", k.bytes_written}});
   }
+  j["device"] = device;
   j["arena_bytes"] = arena_bytes;
   nlohmann::ordered_json stages;
   for (const auto& [name, s] : stage_seconds) stages[name] = s;
@@ -155,7 +194,36 @@ std::string CompileReport::to_json() const {
   return j.dump(2) + "\n";
 }
 
+CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& options) {
+  COIL_USER_CHECK(options.device == "cuda", "generate_gpu_module: device '{}' is not cuda",
+                  options.device);
+  CompileReport report;
+  report.device = "cuda";
+  StageTimer timer(report);
+  GeneratedProgram gen = generate_program(graph, options, &timer);
+  timer.finish();
+  const TritonModule& module = gen.triton;
+  for (const auto& k : module.kernels)
+    report.kernels.push_back({k.name, "cuda", k.origins, k.bytes_read, k.bytes_written});
+  for (const auto& e : module.externs)
+    report.kernels.push_back({e.name, "cuda", e.origins, e.bytes_read, e.bytes_written});
+  report.source = module.source;
+  if (!options.output_dir.empty()) {
+    namespace fs = std::filesystem;
+    fs::create_directories(options.output_dir);
+    std::ofstream(options.output_dir / "module.py") << module.source;
+    std::ofstream(options.output_dir / "report.json") << report.to_json();
+    std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+  }
+  return report;
+}
+
 CompiledModel compile(const Graph& graph, const CompileOptions& options) {
+  COIL_USER_CHECK(options.device == "cpu",
+                  "device '{}' needs a GPU: generate the module with `coil compile MODEL --device "
+                  "cuda -o DIR` (coil::generate_gpu_module), then run DIR/module.py through "
+                  "python/coil_runtime on a CUDA machine",
+                  options.device);
   init_threads_from_env();
   auto impl = std::make_unique<CompiledModel::Impl>();
   CompileReport& report = impl->report;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "codegen/cpp/cpp_module.h"
+#include "codegen/triton/triton_module.h"
 #include "coil/coil.h"
 #include "ir/ir.h"
 #include "sched/scheduler.h"
@@ -15,14 +16,20 @@ struct IsaInfo;
 /// The vector ISA generated code targets: options.isa, else the host's (runtime/isa.h).
 const IsaInfo& target_isa(const CompileOptions& options);
 
+/// "<graph>" of the generated module's header: its inputs and outputs with their types.
+std::string describe_graph(const Graph& graph);
+
 struct GeneratedProgram {
   Graph graph;  // decomposed, sizes bound
   IrProgram program;
   Schedule schedule;
-  CppModule module;
+  CppModule module;     // device "cpu"
+  TritonModule triton;  // device "cuda"
 };
 
-/// Runs every stage up to code generation; `timer` (optional) records each stage's time.
+/// Runs every stage up to code generation for options.device; `timer` (optional) records each
+/// stage's time. The GPU target skips matmul autotuning (it measures CPU candidates) and keeps
+/// matmul epilogues out of templates (they are library calls there).
 GeneratedProgram generate_program(const Graph& graph, const CompileOptions& options,
                                   StageTimer* timer = nullptr);
 

@@ -60,9 +60,11 @@ int64_t product(const std::vector<sym::Expr>& v) {
 
 class Fuser {
  public:
-  Fuser(const IrProgram& p, const DependencyGraph& d) : p_(p), d_(d) {}
+  Fuser(const IrProgram& p, const DependencyGraph& d, const FusionOptions& o)
+      : p_(p), d_(d), o_(o) {}
 
-  std::vector<KernelGroup> run(bool enabled) {
+  std::vector<KernelGroup> run() {
+    const bool enabled = o_.enabled;
     size_t n = p_.computations.size();
     std::vector<bool> done(n, false);
     std::vector<KernelGroup> groups;
@@ -255,6 +257,8 @@ class Fuser {
     LoopKind first = comp(g.nests[0].computations[0]).kind;
     if (first == LoopKind::Extern)
       return refuse(c, g, "nothing fuses into an extern call (it gets its own kernel)");
+    if (first == LoopKind::Template && !o_.fuse_into_templates)
+      return refuse(c, g, "this target calls a library for matmuls (no epilogue fusion)");
     if (comp(c).is_opaque()) return refuse(c, g, "a template or extern call starts its own kernel");
     if (static_cast<int>(g.computations().size()) >= kMaxFusedComputations ||
         body_ops(g) + static_cast<int>(comp(c).body.ops().size()) > kMaxFusedOps)
@@ -316,13 +320,14 @@ class Fuser {
 
   const IrProgram& p_;
   const DependencyGraph& d_;
+  const FusionOptions& o_;
 };
 
 }  // namespace
 
 std::vector<KernelGroup> fuse_computations(const IrProgram& program, const DependencyGraph& deps,
                                            const FusionOptions& options) {
-  return Fuser(program, deps).run(options.enabled);
+  return Fuser(program, deps, options).run();
 }
 
 }  // namespace coil

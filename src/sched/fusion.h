@@ -63,6 +63,9 @@ struct KernelGroup {
 
 struct FusionOptions {
   bool enabled = true;  // false: one computation per kernel
+  /// Pointwise epilogues join a matmul template's kernel. The GPU target turns this off: its
+  /// matmuls are library calls (like Extern ones), and their epilogues get their own kernels.
+  bool fuse_into_templates = true;
 };
 
 std::vector<KernelGroup> fuse_computations(const IrProgram& program, const DependencyGraph& deps,

@@ -1,5 +1,5 @@
 // ONNX conformance: every test in allowlist.txt must pass (a regression fails CI). A test marked
-// "slow" there runs only with COIL_SLOW_TESTS=1 (none is yet: all ~500 take under a minute on
+// "slow" there runs only with COIL_SLOW_TESTS=1 (none is yet: all ~670 take about 90 s at -j2 on
 // 2 cores with a cold code cache). The full picture, with reasons, is conformance_report_test.cpp.
 #include <gtest/gtest.h>
 

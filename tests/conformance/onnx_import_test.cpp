@@ -130,6 +130,97 @@ TEST(OnnxImport, InputValues) {
   EXPECT_EQ(shape_str(graph.node(graph.outputs()[0].node).type.shape), "[3, 4]");
 }
 
+// Shapes of tensors with symbolic dims: Shape, Size and the arithmetic on them (Gather, Mul, Div,
+// Unsqueeze, Concat, Slice, Cast) are size expressions at import, so Reshape and Expand to them
+// fold into views, as exporters emit with a dynamic batch.
+TEST(OnnxImport, SymbolicShapeArithmetic) {
+  onnx::ModelProto m = empty_model(13);
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "x", TP::FLOAT, {-1, 6});
+  set_type(g->add_output(), "y", TP::FLOAT, {-1, 3}, "M");
+  add_i64_initializer(m, "zero", {0}, true);
+  add_i64_initializer(m, "two", {2}, true);
+  add_i64_initializer(m, "three", {3}, true);
+  add_i64_initializer(m, "axes", {0});
+  add_i64_initializer(m, "one_to_two", {1, 2});  // Slice starts [1], ends [2] below
+  add_i64_initializer(m, "starts", {1});
+  add_i64_initializer(m, "ends", {2});
+  add_i64_initializer(m, "dim3", {3});
+  add_node(m, "Shape", {"x"}, {"s"});
+  add_node(m, "Gather", {"s", "zero"}, {"n"});  // N
+  add_node(m, "Mul", {"n", "two"}, {"n2"});     // 2N
+  add_node(m, "Unsqueeze", {"n2", "axes"}, {"n2u"});
+  add_int_attr(add_node(m, "Concat", {"n2u", "dim3"}, {"target"}), "axis", 0);
+  add_node(m, "Reshape", {"x", "target"}, {"r"});  // [2N, 3]
+  add_node(m, "Size", {"x"}, {"size"});            // 6N
+  add_node(m, "Div", {"size", "three"}, {"d"});    // 2N
+  add_node(m, "Cast", {"d"}, {"d32"});
+  add_int_attr(g->mutable_node(g->node_size() - 1), "to", TP::INT32);
+  add_node(m, "Cast", {"d32"}, {"d64"});
+  add_int_attr(g->mutable_node(g->node_size() - 1), "to", TP::INT64);
+  add_node(m, "Unsqueeze", {"d64", "axes"}, {"du"});
+  add_node(m, "Slice", {"s", "starts", "ends"}, {"six"});  // [6]
+  add_node(m, "Div", {"six", "two"}, {"half"});            // [3]
+  add_int_attr(add_node(m, "Concat", {"du", "half"}, {"target2"}), "axis", 0);
+  add_node(m, "Expand", {"r", "target2"}, {"e"});  // [2N, 3]: the same shape
+  add_node(m, "Relu", {"e"}, {"y"});
+  Graph graph = import(m);
+  EXPECT_EQ(shape_str(graph.node(graph.outputs()[0].node).type.shape), "[2*N, 3]");
+  CompileOptions opt;
+  opt.sizes["N"] = 5;
+  EXPECT_TRUE(testing::matches_reference(graph, {random_tensor(DType::F32, {5, 6}, 4)}, opt));
+}
+
+// Opsets 1 to 6: binary ops broadcast B onto A from `axis` (legacy broadcast=1), Cast-1 names
+// its type, Concat-1's axis defaults to 1, PRelu-6's 1-D slope is per channel; the legacy
+// attributes (consumed_inputs, is_test=1) are accepted.
+TEST(OnnxImport, LegacyOpsets) {
+  onnx::ModelProto m = empty_model(6);
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "x", TP::FLOAT, {2, 3, 4});
+  set_type(g->add_input(), "b", TP::FLOAT, {3});
+  set_type(g->add_input(), "c", TP::FLOAT, {3, 1});
+  auto* add = add_node(m, "Add", {"x", "b"}, {"s"});
+  add_int_attr(add, "broadcast", 1);
+  add_int_attr(add, "axis", 1);
+  add_ints_attr(add, "consumed_inputs", {0, 0});
+  auto* mul = add_node(m, "Mul", {"s", "c"}, {"p"});  // [3, 1] at axis 1: per j, all k
+  add_int_attr(mul, "broadcast", 1);
+  add_int_attr(mul, "axis", 1);
+  add_node(m, "PRelu", {"p", "b"}, {"r"});           // slope [3]: per channel (dim 1)
+  add_node(m, "Concat", {"r", "x"}, {"cat"});        // axis 1 (Concat-1's default)
+  auto* cast = add_node(m, "Cast", {"cat"}, {"y"});  // Cast-1 names the type
+  auto* to = cast->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::STRING);
+  to->set_s("DOUBLE");
+  auto* dropout = add_node(m, "Dropout", {"y"}, {"z"});
+  add_int_attr(dropout, "is_test", 1);
+  set_type(g->add_output(), "z", TP::DOUBLE, {2, 6, 4});
+  m.mutable_opset_import(0)->set_version(4);  // Concat-4 needs its axis
+  EXPECT_EQ(error_of([&] { import(m); }),
+            "m.onnx: node #3 (output 'cat') (Concat): attribute 'axis' is required");
+  m.mutable_opset_import(0)->set_version(3);
+  Graph graph = import(m);
+  EXPECT_EQ(shape_str(graph.node(graph.outputs()[0].node).type.shape), "[2, 6, 4]");
+  Tensor x = random_tensor(DType::F32, {2, 3, 4}, 1), b = random_tensor(DType::F32, {3}, 2),
+         c = random_tensor(DType::F32, {3, 1}, 3);
+  std::vector<Tensor> out = interpret(graph, {x, b, c});
+  ASSERT_EQ(out[0].dtype(), DType::F64);
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 3; ++j) {
+      for (int64_t k = 0; k < 4; ++k) {
+        double xv = x.item_as_double((i * 3 + j) * 4 + k), bj = b.item_as_double(j);
+        double p = static_cast<float>(static_cast<float>(xv + bj) * c.item_as_double(j));
+        double want = p < 0 ? static_cast<float>(p * bj) : p;
+        EXPECT_NEAR(out[0].item_as_double((i * 6 + j) * 4 + k), want, 1e-6) << i << j << k;
+        EXPECT_EQ(out[0].item_as_double((i * 6 + 3 + j) * 4 + k), xv);
+      }
+    }
+  }
+  EXPECT_TRUE(testing::matches_reference(graph, {x, b, c}));
+}
+
 // CNNs shaped like torchvision's resnet18 and mobilenet_v2 (Conv + BatchNormalization + Relu /
 // Clip, MaxPool, depthwise Conv, residual Add, GlobalAveragePool, Flatten, Gemm, a dynamic
 // batch) and a model of pooling corner cases, exported by torch.onnx

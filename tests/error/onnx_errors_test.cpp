@@ -8,13 +8,22 @@
 #include <onnx/onnx_pb.h>
 #include "support/error_of.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <limits>
+#include <map>
 #include <random>
+#include <sstream>
 
 #include "coil/coil.h"
 #include "conformance/onnx_model_builder.h"
+#include "frontend/onnx/onnx_context.h"
 #include "frontend/onnx/onnx_import.h"
+#include "runtime/pipeline.h"
 
 namespace coil {
 namespace {
@@ -249,13 +258,64 @@ TEST(OnnxErrors, DynamicArgumentsAreUnsupported) {
 }
 
 TEST(OnnxErrors, Opsets) {
-  EXPECT_EQ(import_error(relu_model(6)),
-            "m.onnx: opset 6 is not supported (coil supports opsets 7 to 17)");
+  EXPECT_EQ(import(relu_model(1)).num_nodes(), 2);
+  EXPECT_EQ(import_error(relu_model(0)),
+            "m.onnx: opset 0 is not supported (coil supports opsets 1 to 17)");
   EXPECT_EQ(import_error(relu_model(18)),
-            "m.onnx: opset 18 is not supported (coil supports opsets 7 to 17)");
+            "m.onnx: opset 18 is not supported (coil supports opsets 1 to 17)");
   onnx::ModelProto m = relu_model();
   m.clear_opset_import();
   EXPECT_EQ(import_error(m), "m.onnx: the model imports no opset of the default ONNX domain");
+  m.set_ir_version(2);  // before IR 3, no opset_import meant opset 1
+  EXPECT_EQ(import(m).num_nodes(), 2);
+}
+
+// Opsets 1 to 6: legacy attributes whose semantics coil does not implement are reported as
+// unsupported (training modes, Tile-1); models that break the legacy rules are errors.
+TEST(OnnxErrors, LegacyOpsets) {
+  auto with = [](int64_t opset, const std::string& op, std::vector<std::string> in,
+                 const std::vector<std::pair<std::string, int64_t>>& attrs,
+                 const std::vector<std::vector<int64_t>>& shapes) {
+    onnx::ModelProto m = empty_model(opset);
+    for (size_t i = 1; i < in.size(); ++i)
+      set_type(m.mutable_graph()->add_input(), in[i], TP::FLOAT, shapes[i - 1]);
+    set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {2, 3});
+    set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {2, 3});
+    in[0] = "x";
+    auto* n = add_node(m, op, in, {"y"}, "n");
+    for (const auto& [name, v] : attrs) add_int_attr(n, name, v);
+    return m;
+  };
+  EXPECT_EQ(import_error(with(6, "Add", {"", "b"}, {}, {{3}})),
+            "m.onnx: node 'n' (Add): inputs of shapes [2, 3] and [3] differ and broadcast is 0 "
+            "(opset 6 broadcasts only with broadcast=1)");
+  EXPECT_EQ(import(with(7, "Add", {"", "b"}, {}, {{3}})).num_nodes(), 3);
+  EXPECT_EQ(import(with(6, "Add", {"", "b"}, {{"broadcast", 1}}, {{3}})).num_nodes(), 3);
+  EXPECT_EQ(import_error(with(6, "Sub", {"", "b"}, {{"broadcast", 1}, {"axis", 0}}, {{3}})),
+            "m.onnx: node 'n' (Sub): cannot broadcast B [3] onto A [2, 3] from axis 0 (dim 0: 3 vs "
+            "2)");
+  EXPECT_EQ(import_error(with(6, "Mul", {"", "b"}, {{"broadcast", 1}, {"axis", 1}}, {{3, 1}})),
+            "m.onnx: node 'n' (Mul): B [3, 1] does not fit into A [2, 3] from axis 1 "
+            "(broadcast=1)");
+  EXPECT_EQ(import_error(with(7, "Sum", {"", "b"}, {}, {{3}})),
+            "m.onnx: node 'n' (Sum): inputs of shapes [2, 3] and [3] differ (opset 7 does not "
+            "broadcast them)");
+  EXPECT_EQ(import_error(with(6, "Dropout", {""}, {}, {})),
+            "m.onnx: unsupported ops: Dropout (node 'n', opset 6: is_test=0 (training mode; "
+            "opset 6 needs is_test=1 for inference))");
+  EXPECT_EQ(import(with(6, "Dropout", {""}, {{"is_test", 1}}, {})).num_nodes(), 1);
+  EXPECT_EQ(import_error(
+                with(6, "BatchNormalization", {"", "s", "b", "m", "v"}, {}, {{3}, {3}, {3}, {3}})),
+            "m.onnx: unsupported ops: BatchNormalization (node 'n', opset 6: is_test=0 (training "
+            "mode; opset 6 needs is_test=1 for inference))");
+  EXPECT_EQ(import_error(with(5, "Tile", {"", "t", "a"}, {}, {{1}, {1}})),
+            "m.onnx: unsupported ops: Tile (node 'n', opset 5: Tile-1's tiles and axis inputs "
+            "(coil reads Tile from opset 6 on))");
+  EXPECT_EQ(import_error(with(6, "PRelu", {"", "s"}, {}, {{2}})),
+            "m.onnx: node 'n' (PRelu): slope [2] is neither one element, per channel nor x's "
+            "shape [2, 3]");
+  EXPECT_EQ(import_error(with(6, "Gemm", {"", "w", "c"}, {}, {{3, 3}, {3}})),
+            "m.onnx: node 'n' (Gemm): C is [3], not [2, 3], and broadcast is 0");
 }
 
 // Names are data: a node, value, input and output named to inject code come out as harmless
@@ -291,6 +351,337 @@ TEST(OnnxErrors, InjectionNamesAreSanitized) {
   // In messages, model strings are escaped and truncated.
   g->mutable_node(0)->set_op_type("Evil\nOp'");
   EXPECT_EQ(import_error(m).substr(0, 32), "m.onnx: unsupported ops: Evil\\x0");
+}
+
+// Sizes computed from symbolic dims (Shape of [N, 3]) are only shape arithmetic and shape
+// arguments: used as data, cast to floats or output, they are reported, never computed with.
+TEST(OnnxErrors, SymbolicSizesAreNotData) {
+  auto model = [](const std::string& op, int32_t to = 0) {
+    onnx::ModelProto m = empty_model(13);
+    set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {-1, 3});
+    add_node(m, "Shape", {"x"}, {"s"}, "shape");
+    if (op == "Cast") {
+      add_int_attr(add_node(m, "Cast", {"s"}, {"y"}, "cast"), "to", to);
+    } else if (op == "Neg") {
+      add_node(m, "Neg", {"s"}, {"y"}, "neg");
+    } else {
+      m.mutable_graph()->mutable_node(0)->set_output(0, "y");
+    }
+    set_type(m.mutable_graph()->add_output(), "y", to ? to : TP::INT64, {2});
+    return m;
+  };
+  EXPECT_EQ(import_error(model("Neg")),
+            "m.onnx: unsupported ops: Neg (node 'neg', opset 13: input 0 ('s') holds the symbolic "
+            "sizes [N, 3], which coil computes with only in shape arithmetic and as a Reshape or "
+            "Expand target)");
+  EXPECT_EQ(import_error(model("Cast", TP::FLOAT)),
+            "m.onnx: unsupported ops: Cast (node 'cast', opset 13: a cast of symbolic sizes to "
+            "float)");
+  EXPECT_EQ(import_error(model("")),
+            "m.onnx: graph output 'y' holds sizes computed from symbolic dims (coil outputs "
+            "tensors only)");
+}
+
+// A set of broken model files through the CLI (`coil check FILE`, under a 60 s `timeout`): each
+// ends with exit status 2 (a coil::Error, printed with the file's name), never 3 (an internal
+// error), a signal or the timeout.
+TEST(OnnxErrors, BrokenFilesThroughTheCli) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(COIL_BINARY_DIR) / "test-cli" / fmt::format("broken-onnx-{}", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::map<std::string, std::string> files;  // name -> bytes
+  std::string valid = relu_model().SerializeAsString();
+  files["empty"] = "";
+  files["garbage"] = "\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01 not a model";
+  files["truncated"] = valid.substr(0, valid.size() / 2);
+  files["text_format"] = "input x: f32[4]\ny = relu(x)\noutput y\n";
+  onnx::ModelProto m = relu_model();
+  add_node(m, "Neg", {"b"}, {"a"}, "n1");
+  add_node(m, "Neg", {"a"}, {"b"}, "n2");
+  files["cycle"] = m.SerializeAsString();
+  m = relu_model();
+  m.mutable_graph()->mutable_node(0)->set_input(0, "y");
+  files["self_loop"] = m.SerializeAsString();
+  m = relu_model();
+  add_node(m, "Add", {"y", "y"}, {"z"}, "n3");
+  add_node(m, "Mul", {"z", "w"}, {"w"}, "n4");  // a cycle through a second node
+  files["cycle_via_output"] = m.SerializeAsString();
+  m = relu_model();
+  add_int_attr(add_node(m, "Softmax", {"y"}, {"z"}), "axis", 7);
+  files["axis_out_of_range"] = m.SerializeAsString();
+  m = relu_model();
+  m.mutable_graph()->mutable_node(0)->set_op_type("Softmax");
+  auto* a = m.mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("one");
+  files["wrong_attribute_type"] = m.SerializeAsString();
+  m = relu_model();
+  m.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_value(int64_t{1} << 62);
+  files["huge_dims"] = m.SerializeAsString();
+  m = relu_model();
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(TP::FLOAT);
+  w->add_dims(int64_t{1} << 40);
+  files["huge_initializer"] = m.SerializeAsString();
+  w->set_dims(0, 4);
+  w->set_raw_data(std::string(3, 'x'));
+  files["short_initializer"] = m.SerializeAsString();
+  m = relu_model();
+  m.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_value(-3);
+  files["negative_dim"] = m.SerializeAsString();
+  m = relu_model();
+  add_node(m, "Resize", {"y"}, {"z"}, "up");
+  files["unsupported_op"] = m.SerializeAsString();
+  m = relu_model();
+  m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");
+  files["undefined_input"] = m.SerializeAsString();
+  m = relu_model();
+  m.clear_graph();
+  files["no_graph"] = m.SerializeAsString();
+  files["opset_99"] = relu_model(99).SerializeAsString();
+  m = relu_model();  // valid, with a 4 TiB input (the CLI makes random inputs): no memory
+  for (int d : {0, 1})
+    m.mutable_graph()
+        ->mutable_input(0)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->mutable_dim(d)
+        ->set_dim_value(int64_t{1} << 20);
+  files["huge_input"] = m.SerializeAsString();
+  // Subgraphs nested 500 deep (If's then_branch): beyond protobuf's recursion limit.
+  onnx::GraphProto inner;
+  for (int depth = 0; depth < 500; ++depth) {
+    onnx::GraphProto outer;
+    auto* n = outer.add_node();
+    n->set_op_type("If");
+    auto* g = n->add_attribute();
+    g->set_name("then_branch");
+    g->set_type(onnx::AttributeProto::GRAPH);
+    *g->mutable_g() = inner;
+    inner = outer;
+  }
+  m = relu_model();
+  *m.mutable_graph()->add_node() = inner.node(0);
+  files["deep_nesting"] = m.SerializeAsString();
+  for (const auto& [name, bytes] : files) std::ofstream(dir / (name + ".onnx")) << bytes;
+  fs::create_directories(dir / "a_directory.onnx");
+  files["a_directory"] = "";
+  files["missing"] = "";
+  fs::remove(dir / "missing.onnx");
+
+  for (const auto& [name, bytes] : files) {
+    SCOPED_TRACE(name);
+    fs::path model = dir / (name + ".onnx");
+    fs::path log = dir / (name + ".log");
+    int status = std::system(fmt::format("timeout 60 '{}' check '{}' > '{}' 2>&1", COIL_CLI,
+                                         model.string(), log.string())
+                                 .c_str());
+    std::ifstream in(log);
+    std::stringstream out;
+    out << in.rdbuf();
+    ASSERT_TRUE(WIFEXITED(status)) << out.str();
+    EXPECT_EQ(WEXITSTATUS(status), 2) << out.str();
+    std::string want = name == "huge_input" ? "coil: error: cannot allocate 4398046511104 bytes"
+                                            : "coil: error: " + model.string() + ": ";
+    EXPECT_NE(out.str().find(want), std::string::npos) << out.str();
+  }
+  fs::remove_all(dir);
+}
+
+// Structural mutations of real models (ONNX node tests with several ops, and a hand-built one):
+// inputs rewired (cycles, undefined values), nodes removed or duplicated, op types swapped,
+// attributes retyped or given extreme values, dims and dtypes changed, opsets changed. Each
+// mutant imports or fails with a coil::Error; what imports also goes through every stage up to
+// the C++ source (decompose, lower, schedule, codegen), again with at worst a coil::Error.
+TEST(OnnxErrors, MutatedModels) {
+  namespace fs = std::filesystem;
+  std::vector<onnx::ModelProto> seeds{relu_model()};
+  fs::path data = "/usr/share/libonnx-testdata/data/node";
+  for (const char* t : {"test_layer_normalization_4d_axis1_expanded",
+                        "test_softmax_axis_0_expanded",
+                        "test_gemm_all_attributes",
+                        "test_conv_with_strides_and_asymmetric_padding",
+                        "test_maxpool_2d_pads",
+                        "test_averagepool_2d_ceil",
+                        "test_reshape_reordered_all_dims",
+                        "test_slice_neg_steps",
+                        "test_pad",
+                        "test_gather_0",
+                        "test_split_equal_parts_1d",
+                        "test_reduce_log_sum_exp_keepdims_random",
+                        "test_batchnorm_epsilon",
+                        "test_matmul_4d",
+                        "test_tile",
+                        "test_expand_dim_changed",
+                        "test_argmax_keepdims_random_select_last_index",
+                        "test_onehot_with_axis",
+                        "test_trilu_lower",
+                        "test_instancenorm_epsilon"}) {
+    std::ifstream f(data / t / "model.onnx", std::ios::binary);
+    onnx::ModelProto m;
+    if (f && m.ParseFromIstream(&f)) seeds.push_back(m);
+  }
+  std::vector<std::string> ops;
+  for (const auto& op : onnxfe::all_onnx_ops()) ops.emplace_back(op.name);
+  std::mt19937 rng(11);
+  auto pick = [&](auto n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  const int64_t extremes[] = {0,
+                              1,
+                              -1,
+                              2,
+                              3,
+                              -7,
+                              1000,
+                              int64_t{1} << 31,
+                              int64_t{1} << 62,
+                              std::numeric_limits<int64_t>::min()};
+  int imported = 0, generated = 0;
+  for (int trial = 0; trial < 10000; ++trial) {
+    onnx::ModelProto m = seeds[static_cast<size_t>(trial) % seeds.size()];
+    auto* g = m.mutable_graph();
+    std::string what;
+    for (int k = 0; k <= trial % 3; ++k) {
+      int nn = g->node_size();
+      auto* node = nn > 0 ? g->mutable_node(pick(nn)) : nullptr;
+      switch (pick(11)) {
+        case 0:  // rewire an input to any value (maybe a later one: a cycle)
+          if (node && node->input_size() > 0) {
+            const auto& src = g->node(pick(nn));
+            std::string v = src.output_size() > 0 ? src.output(0) : "nowhere";
+            node->set_input(pick(node->input_size()), v);
+            what += " rewire";
+          }
+          break;
+        case 1:  // drop or blank an input
+          if (node && node->input_size() > 0) {
+            if (pick(2))
+              node->mutable_input()->RemoveLast();
+            else
+              node->set_input(pick(node->input_size()), "");
+            what += " drop-input";
+          }
+          break;
+        case 2:  // another op
+          if (node) node->set_op_type(ops[static_cast<size_t>(pick(ops.size()))]);
+          what += " op=" + (node ? node->op_type() : "");
+          break;
+        case 3:  // an attribute's type or value
+          if (node && node->attribute_size() > 0) {
+            auto* a = node->mutable_attribute(pick(node->attribute_size()));
+            int64_t v = extremes[pick(std::size(extremes))];
+            if (pick(3) == 0) {
+              a->set_type(static_cast<onnx::AttributeProto::AttributeType>(1 + pick(10)));
+            } else if (a->type() == onnx::AttributeProto::INTS) {
+              a->clear_ints();
+              for (int i = pick(6); i > 0; --i) a->add_ints(extremes[pick(std::size(extremes))]);
+            } else {
+              a->set_i(v);
+              a->set_f(static_cast<float>(v));
+            }
+            what += " attr=" + a->name();
+          }
+          break;
+        case 4:  // a graph input's dim
+          if (g->input_size() > 0) {
+            auto* shape = g->mutable_input(pick(g->input_size()))
+                              ->mutable_type()
+                              ->mutable_tensor_type()
+                              ->mutable_shape();
+            if (shape->dim_size() > 0) {
+              auto* d = shape->mutable_dim(pick(shape->dim_size()));
+              if (pick(4) == 0)
+                d->set_dim_param("n");
+              else
+                d->set_dim_value(extremes[pick(std::size(extremes))]);
+            } else {
+              shape->add_dim()->set_dim_value(3);
+            }
+            what += " dim";
+          }
+          break;
+        case 5:  // a graph input's dtype
+          if (g->input_size() > 0)
+            g->mutable_input(pick(g->input_size()))
+                ->mutable_type()
+                ->mutable_tensor_type()
+                ->set_elem_type(1 + pick(16));
+          what += " dtype";
+          break;
+        case 6:  // an initializer's dims or dtype
+          if (g->initializer_size() > 0) {
+            auto* t = g->mutable_initializer(pick(g->initializer_size()));
+            if (pick(2) && t->dims_size() > 0)
+              t->set_dims(pick(t->dims_size()), extremes[pick(std::size(extremes))]);
+            else
+              t->set_data_type(1 + pick(16));
+            what += " initializer";
+          }
+          break;
+        case 7:  // remove a node
+          if (nn > 0) {
+            g->mutable_node()->SwapElements(pick(nn), nn - 1);
+            g->mutable_node()->RemoveLast();
+            what += " remove-node";
+          }
+          break;
+        case 8:  // duplicate a node
+          if (node) *g->add_node() = *node;
+          what += " duplicate-node";
+          break;
+        case 9:  // another opset
+          m.mutable_opset_import(0)->set_version(pick(19));
+          what += " opset";
+          break;
+        default:  // an output renamed, or an extra output of some node
+          if (g->output_size() > 0 && node && node->output_size() > 0)
+            g->mutable_output(pick(g->output_size()))->set_name(node->output(0));
+          what += " output";
+          break;
+      }
+    }
+    SCOPED_TRACE(fmt::format("trial {}:{}", trial, what));
+    Graph graph;
+    try {
+      graph = import_onnx_bytes(m.SerializeAsString(), "mutant.onnx");
+    } catch (const Error&) {
+      continue;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "import: not a coil::Error: " << e.what();
+      continue;
+    }
+    ++imported;
+    CompileOptions opt;
+    for (int id : graph.inputs())
+      for (const auto& d : graph.node(id).type.shape)
+        if (d.is_symbol()) opt.sizes[d.symbol_name()] = 2;
+    try {
+      generate_program(graph, opt);
+      ++generated;
+    } catch (const Error&) {
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "generate_program: not a coil::Error: " << e.what() << "\n"
+                    << to_text(graph);
+    }
+  }
+  std::cout << imported << " of 10000 mutants imported, " << generated << " generated C++\n";
+  EXPECT_GT(imported, 500);
+  EXPECT_GT(generated, 250);
 }
 
 // A long chain imports in linear time, with no recursion over the graph.

@@ -133,7 +133,9 @@ void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* f
   const std::string et = elem_type(s.dtype);
   const bool bf16 = s.dtype == DType::BF16;
   const int64_t batches = std::max<int64_t>(prod(s.batch), 1);
-  const std::string pack_fn = bf16 ? "coil::gemm::pack_b_bf16" : "coil::gemm::pack_b";
+  // Packing splits B's panels over the threads when B is large (serial below 64K elements).
+  const std::string pack_fn =
+      bf16 ? "coil::gemm::pack_b_bf16_parallel" : "coil::gemm::pack_b_parallel";
   const std::string packed_elems =
       fmt::format("coil::gemm::packed_b_elements{}({}, {}, blk)", bf16 ? "_bf16" : "", s.k, s.n);
   const bool b_once = batch_invariant(s.b);

@@ -1,5 +1,7 @@
 #include "frontend/onnx/onnx_context.h"
 
+#include <algorithm>
+
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/onnx/onnx_tensor.h"
 #include "graph/interpreter.h"
@@ -50,9 +52,14 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-OnnxNode::OnnxNode(Graph& g, Namer& namer, const onnx::NodeProto& proto, int opset,
-                   std::vector<int> inputs)
-    : g_(g), namer_(namer), proto_(proto), opset_(opset), inputs_(std::move(inputs)) {
+OnnxNode::OnnxNode(Graph& g, Namer& namer, SymbolicInts& symbolic, const onnx::NodeProto& proto,
+                   int opset, std::vector<int> inputs)
+    : g_(g),
+      namer_(namer),
+      symbolic_(symbolic),
+      proto_(proto),
+      opset_(opset),
+      inputs_(std::move(inputs)) {
   outputs_.assign(static_cast<size_t>(proto.output_size()), -1);
   hint_ = proto.output_size() > 0 && !proto.output(0).empty() ? proto.output(0) : proto.op_type();
 }
@@ -85,6 +92,35 @@ double OnnxNode::const_scalar(int i, std::string_view what) const {
   if (!t) unsupported("{} is not a constant", what);
   if (t->numel() != 1) error("{} must have one element, got shape {}", what, shape_str(t->shape()));
   return t->item_as_double(0);
+}
+
+const std::vector<sym::Expr>* OnnxNode::symbolic(int id) const {
+  auto it = symbolic_.find(id);
+  return it == symbolic_.end() ? nullptr : &it->second;
+}
+
+std::vector<sym::Expr> OnnxNode::sym_ints(int i, std::string_view what) const {
+  if (const auto* s = symbolic(in(i))) return *s;
+  std::vector<sym::Expr> v;
+  for (int64_t k : const_ints(i, what)) v.emplace_back(k);
+  return v;
+}
+
+int OnnxNode::add_ints(const std::vector<sym::Expr>& v, bool scalar, DType t) {
+  if (scalar && v.size() != 1) error("a scalar needs one value, got {}", v.size());
+  std::vector<int64_t> shape;
+  if (!scalar) shape.push_back(static_cast<int64_t>(v.size()));
+  bool constant = std::all_of(v.begin(), v.end(), [](const sym::Expr& e) { return e.is_const(); });
+  if (constant) {
+    Tensor c = Tensor::empty(t, shape);
+    for (size_t k = 0; k < v.size(); ++k)
+      c.set_from_double(static_cast<int64_t>(k), static_cast<double>(*v[k].as_const()));
+    return add_constant(c);
+  }
+  int id = g_.add_node("full", {}, Attrs{{"shape", shape}, {"value", 0.0}, {"dtype", t}},
+                       namer_.fresh(hint_));
+  symbolic_[id] = v;
+  return id;
 }
 
 std::vector<int64_t> OnnxNode::static_shape(int id, std::string_view what) const {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -45,9 +46,17 @@ std::string printable(std::string_view s);
 /// elements (larger ones stay graph nodes).
 constexpr int64_t kFoldLimit = int64_t{1} << 16;
 
+/// Integer tensors of rank 0 or 1 whose elements are size expressions with symbols: the Shape of
+/// a tensor with a symbolic dim (`[batch, 64, 256]`) and the shape arithmetic on it (Gather,
+/// Unsqueeze, Concat, Mul, ...; onnx_ops_symbolic.cpp), kept by the importer so that a Reshape
+/// to such a shape folds like a constant one. Each is represented in the graph by a placeholder
+/// node (zeros of its dtype and shape), keyed here by its id, which nothing may compute with:
+/// the importer reports any other use as unsupported.
+using SymbolicInts = std::unordered_map<int, std::vector<sym::Expr>>;
+
 class OnnxNode {
  public:
-  OnnxNode(Graph& g, Namer& namer, const onnx::NodeProto& proto, int opset,
+  OnnxNode(Graph& g, Namer& namer, SymbolicInts& symbolic, const onnx::NodeProto& proto, int opset,
            std::vector<int> inputs);
 
   const onnx::NodeProto& proto() const { return proto_; }
@@ -71,6 +80,11 @@ class OnnxNode {
   double const_scalar(int i, std::string_view what) const;
   /// The static sizes of a value; Unsupported when some size is symbolic.
   std::vector<int64_t> static_shape(int id, std::string_view what) const;
+  /// The size expressions of a symbolic integer value (SymbolicInts), or null.
+  const std::vector<sym::Expr>* symbolic(int id) const;
+  /// Input i as integers that may be size expressions: a constant integer tensor or a symbolic
+  /// value (any rank for constants); Unsupported otherwise ("`what` is not a constant").
+  std::vector<sym::Expr> sym_ints(int i, std::string_view what) const;
 
   // --- attributes (a wrong attribute type is a coil::Error) ---
   bool has_attr(std::string_view name) const { return find_attr(name) != nullptr; }
@@ -86,6 +100,9 @@ class OnnxNode {
   /// Adds a coil node (folded into a constant when all its inputs are constants).
   int add(std::string_view op, std::vector<int> inputs, Attrs attrs = {});
   int add_constant(const Tensor& t);
+  /// An integer value of dtype `t`, 0-D (`scalar`, one element) or 1-D: a constant when every
+  /// element is a constant, else a SymbolicInts placeholder.
+  int add_ints(const std::vector<sym::Expr>& v, bool scalar, DType t);
   /// A 0-dim constant.
   int scalar(double v, DType t);
   /// `x` cast to `t` (x itself when it already is).
@@ -111,6 +128,7 @@ class OnnxNode {
 
   Graph& g_;
   Namer& namer_;
+  SymbolicInts& symbolic_;
   const onnx::NodeProto& proto_;
   int opset_;
   std::vector<int> inputs_;

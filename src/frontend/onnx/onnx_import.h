@@ -1,4 +1,4 @@
-// The ONNX frontend: reads an ONNX model (.onnx, opsets 7 to 17 of the default domain) into a
+// The ONNX frontend: reads an ONNX model (.onnx, opsets 1 to 17 of the default domain) into a
 // coil Graph. docs/onnx.md lists the supported ops and how each maps onto coil's ops.
 //
 //   coil::Graph g = coil::import_onnx("model.onnx");
@@ -10,7 +10,10 @@
 // - Every name from the model (values, nodes, dim params) is sanitized into a unique identifier
 //   ("input.1" -> "input_1"); names never reach generated code (coil names its own buffers).
 // - Subgraphs computing on constants (Shape -> Gather -> Concat -> Reshape, ...) are folded at
-//   import time; what remains is graph ops only.
+//   import time; what remains is graph ops only. With symbolic dims, Shape and the arithmetic on
+//   it compute size expressions ([batch, 64] -> 4*batch) that Reshape and Expand take as targets.
+// - Opsets 1 to 6 are read with each op's legacy semantics where coil implements them (binary
+//   ops' broadcast/axis, is_test, ...; docs/onnx.md), else reported as unsupported.
 // - Any problem is a coil::Error naming the model: a malformed or truncated file, a cyclic or
 //   otherwise invalid graph, an unsupported dtype or opset, and unsupported ops, which are all
 //   listed in one message ("model.onnx: unsupported ops: MatMul (node 'fc1', opset 13), ...").

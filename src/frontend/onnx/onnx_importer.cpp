@@ -9,13 +9,17 @@
 
 #include "frontend/onnx/onnx_context.h"
 #include "frontend/onnx/onnx_import.h"
+#include "frontend/onnx/onnx_ops.h"
 #include "frontend/onnx/onnx_tensor.h"
 
 namespace coil {
 namespace onnxfe {
 namespace {
 
-constexpr int kMinOpset = 7, kMaxOpset = 17;
+// Opsets 1 to 6 are read with each op's version of that opset: the mappings implement the
+// legacy attributes where the semantics differ (binary ops' broadcast/axis, BatchNormalization's
+// is_test, Cast's string `to`, ...) and report the rest as unsupported (docs/onnx.md).
+constexpr int kMinOpset = 1, kMaxOpset = 17;
 
 bool is_default_domain(const std::string& d) {
   return d.empty() || d == "ai.onnx";
@@ -65,19 +69,27 @@ class Importer {
   Namer names_, symbols_, output_names_;
   std::map<std::string, std::string> symbol_of_param_;
   std::unordered_map<std::string, int> values_;  // ONNX value name -> coil node id
+  SymbolicInts symbolic_;                        // shapes with symbolic sizes (onnx_context.h)
   std::unordered_set<std::string> poisoned_;     // values downstream of unsupported nodes
   std::vector<bool> skip_;                       // nodes already reported as unsupported
   std::vector<UnsupportedUse> unsupported_;
 };
 
 void Importer::read_opset(const onnx::ModelProto& m) {
-  for (const auto& o : m.opset_import())
-    if (is_default_domain(o.domain())) opset_ = static_cast<int>(o.version());
-  if (opset_ == 0 && m.opset_import_size() == 0 && m.ir_version() > 0 && m.ir_version() < 3)
-    opset_ = 1;  // IR versions before 3 had no opset_import: opset 1
-  if (opset_ == 0) fail("the model imports no opset of the default ONNX domain");
-  if (opset_ < kMinOpset || opset_ > kMaxOpset)
-    fail("opset {} is not supported (coil supports opsets {} to {})", opset_, kMinOpset, kMaxOpset);
+  bool found = false;
+  int64_t version = 0;
+  for (const auto& o : m.opset_import()) {
+    if (!is_default_domain(o.domain())) continue;
+    found = true;
+    version = o.version();
+  }
+  if (!found && m.opset_import_size() == 0 && m.ir_version() > 0 && m.ir_version() < 3)
+    found = true, version = 1;  // IR versions before 3 had no opset_import: opset 1
+  if (!found) fail("the model imports no opset of the default ONNX domain");
+  if (version < kMinOpset || version > kMaxOpset)
+    fail("opset {} is not supported (coil supports opsets {} to {})", version, kMinOpset,
+         kMaxOpset);
+  opset_ = static_cast<int>(version);
 }
 
 void Importer::add_initializers(const onnx::GraphProto& g) {
@@ -229,9 +241,25 @@ void Importer::import_node(const onnx::NodeProto& n, int index) {
     if (poisoned_.count(in)) return poison();
     inputs.push_back(values_.at(in));
   }
-  OnnxNode ctx(g_, names_, n, opset_, std::move(inputs));
+  OnnxNode ctx(g_, names_, symbolic_, n, opset_, std::move(inputs));
   try {
-    find_onnx_op(n.op_type())->map(ctx);
+    bool symbolic = false;
+    for (int i = 0; i < ctx.num_inputs(); ++i)
+      symbolic |= ctx.has_input(i) && ctx.symbolic(ctx.in(i)) != nullptr;
+    if (!symbolic || !map_symbolic(ctx)) {
+      // A symbolic value's placeholder holds no data: only a shape argument may read it.
+      for (int i = 0; i < ctx.num_inputs(); ++i) {
+        const auto* s = ctx.has_input(i) ? ctx.symbolic(ctx.in(i)) : nullptr;
+        if (!s || accepts_symbolic(n.op_type(), i)) continue;
+        std::vector<std::string> sizes;
+        for (const auto& e : *s) sizes.push_back(sym::to_string(e));
+        unsupported(
+            "input {} ('{}') holds the symbolic sizes [{}], which coil computes with only in "
+            "shape arithmetic and as a Reshape or Expand target",
+            i, printable(n.input(i)), fmt::join(sizes, ", "));
+      }
+      find_onnx_op(n.op_type())->map(ctx);
+    }
     for (int i = 0; i < ctx.num_outputs(); ++i)
       if (ctx.wants_output(i) && ctx.outputs()[static_cast<size_t>(i)] < 0)
         unsupported("output {} ('{}')", i, printable(n.output(i)));
@@ -270,6 +298,9 @@ void Importer::add_outputs(const onnx::GraphProto& g) {
     auto it = values_.find(o.name());
     if (it == values_.end())
       fail("graph output '{}' is not computed by any node", printable(o.name()));
+    if (symbolic_.count(it->second))
+      fail("graph output '{}' holds sizes computed from symbolic dims (coil outputs tensors only)",
+           printable(o.name()));
     DType got = g_.node(it->second).type.dtype;
     if (o.type().has_tensor_type() && o.type().tensor_type().elem_type() != 0) {
       int32_t et = o.type().tensor_type().elem_type();
@@ -294,6 +325,10 @@ Graph Importer::pruned() const {
   for (int id = g_.num_nodes(); id-- > 0;)
     if (live[static_cast<size_t>(id)])
       for (int in : g_.node(id).inputs) live[static_cast<size_t>(in)] = true;
+  for (const auto& [id, sizes] : symbolic_)
+    if (live[static_cast<size_t>(id)])
+      throw InternalError(
+          fmt::format("{}: a symbolic value's placeholder is computed with", name_));
   Graph out;
   std::vector<int> remap(static_cast<size_t>(g_.num_nodes()), -1);
   for (const auto& n : g_.nodes()) {
@@ -343,9 +378,17 @@ Graph import_onnx_bytes(std::string_view bytes, std::string_view name,
 }
 
 Graph import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options) {
+  std::error_code ec;
+  COIL_USER_CHECK(!std::filesystem::is_directory(path, ec), "{}: is a directory, not a model file",
+                  path.string());
   std::ifstream f(path, std::ios::binary);
   COIL_USER_CHECK(f.good(), "{}: cannot open the file", path.string());
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } catch (const std::exception& e) {  // libstdc++ throws from the stream buffer on EISDIR, EIO
+    user_error("{}: read error ({})", path.string(), e.what());
+  }
   COIL_USER_CHECK(!f.bad(), "{}: read error", path.string());
   return import_onnx_bytes(bytes, path.string(), options);
 }

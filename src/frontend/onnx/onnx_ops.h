@@ -66,6 +66,13 @@ void map_eye_like(OnnxNode& n);
 void map_trilu(OnnxNode& n);
 void map_one_hot(OnnxNode& n);
 
+// onnx_ops_symbolic.cpp: shape arithmetic on SymbolicInts (Shape of symbolic tensors)
+/// Maps a node with a symbolic integer input (Identity, Cast, Gather, Unsqueeze, Squeeze, Concat,
+/// Slice, Add, Sub, Mul, Div); false when `n` is not such an op or uses the value otherwise.
+bool map_symbolic(OnnxNode& n);
+/// Whether input `input` of op `op` may be a symbolic value (Reshape's and Expand's shape).
+bool accepts_symbolic(std::string_view op, int input);
+
 // --- helpers ---
 
 /// Reshapes x to `target` (constant sizes; at most one symbolic size, which coil infers);

@@ -40,8 +40,10 @@ void map_activation(OnnxNode& n) {
   } else if (op == "Elu") {  // x < 0 ? alpha * (e^x - 1) : x
     y = b.where(b.op("lt", {x, b.c(0)}), b.mul(b.c(alpha(1.0)), b.op("expm1", {x})), x);
   } else if (op == "Selu") {  // gamma * (x > 0 ? x : alpha * (e^x - 1))
-    double a = alpha(1.67326319217681884765625),
-           g = n.attr_float("gamma", 1.05070102214813232421875);
+    // Selu-1's defaults were these constants rounded (1.6732, 1.0507).
+    bool v1 = n.opset() < 6;
+    double a = alpha(v1 ? 1.6732000112533569 : 1.67326319217681884765625),
+           g = n.attr_float("gamma", v1 ? 1.0507000684738159 : 1.05070102214813232421875);
     int neg = b.mul(b.c(a), b.op("expm1", {x}));
     y = b.mul(b.c(g), b.where(b.op("gt", {x, b.c(0)}), x, neg));
   } else if (op == "Celu") {  // max(0, x) + min(0, alpha * (e^(x / alpha) - 1))
@@ -73,6 +75,19 @@ void map_activation(OnnxNode& n) {
 
 void map_prelu(OnnxNode& n) {
   int x = n.in(0), slope = n.in(1);
+  // Opsets 1 to 6 (before numpy broadcasting): a slope of one element is shared, a 1-D slope of
+  // C elements is per channel (dim 1 of x), as the exporters of the time (Caffe2, PyTorch) meant.
+  if (n.opset() < 7) {
+    const Shape& sx = n.type(x).shape;
+    const Shape& ss = n.type(slope).shape;
+    if (ss.size() == 1 && sx.size() >= 2 && ss[0] == sx[1] && ss[0] != sym::Expr(1)) {
+      for (size_t i = 2; i < sx.size(); ++i)
+        slope = n.add("unsqueeze", {slope}, Attrs{{"dim", int64_t{-1}}});
+    } else if (ss != sx && shape_numel(static_sizes(ss).value_or(std::vector<int64_t>{0})) != 1) {
+      n.error("slope {} is neither one element, per channel nor x's shape {}", shape_str(ss),
+              shape_str(sx));
+    }
+  }
   int zero = n.scalar(0, n.dtype(x));
   n.set_output(0, n.add("where", {n.add("lt", {x, zero}), n.add("mul", {x, slope}), x}));
 }

@@ -28,6 +28,9 @@ void map_identity(OnnxNode& n) {
     // Inference: the identity, and an all-true mask. training_mode (opset 12) must be false.
     if (n.has_input(2) && n.const_scalar(2, "training_mode") != 0)
       unsupported("training_mode is true");
+    // Opsets 1 to 6: is_test=0 (the default) is training mode; only is_test=1 is the identity.
+    if (n.opset() < 7 && n.attr_int("is_test", 0) == 0)
+      unsupported("is_test=0 (training mode; opset {} needs is_test=1 for inference)", n.opset());
     if (n.wants_output(1)) {
       std::vector<int64_t> shape = n.static_shape(x, "the input");
       n.set_output(
@@ -47,6 +50,37 @@ int int_div(OnnxNode& n, int a, int b) {
   return n.cast(q, t);
 }
 
+// Opsets 1 to 6: a binary op broadcasts only with broadcast=1, and then B onto A's shape: B's
+// dims line up with A's from `axis` on (default: A's trailing dims), each equal or 1. B becomes
+// A's rank by unsqueezes, after which numpy broadcasting computes the same thing.
+int legacy_broadcast(OnnxNode& n, int a, int b) {
+  const Shape& sa = n.type(a).shape;
+  const Shape& sb = n.type(b).shape;
+  if (n.attr_int("broadcast", 0) == 0) {
+    if (sa != sb)
+      n.error(
+          "inputs of shapes {} and {} differ and broadcast is 0 (opset {} broadcasts only "
+          "with broadcast=1)",
+          shape_str(sa), shape_str(sb), n.opset());
+    return b;
+  }
+  auto ra = static_cast<int64_t>(sa.size()), rb = static_cast<int64_t>(sb.size());
+  int64_t axis = n.has_attr("axis") ? n.axis(n.attr_int("axis", 0), ra) : ra - rb;
+  if (axis + rb > ra)
+    n.error("B {} does not fit into A {} from axis {} (broadcast=1)", shape_str(sb), shape_str(sa),
+            axis);
+  for (int64_t i = 0; i < rb; ++i) {
+    const sym::Expr& db = sb[static_cast<size_t>(i)];
+    if (db != sa[static_cast<size_t>(axis + i)] && db != sym::Expr(1))
+      n.error("cannot broadcast B {} onto A {} from axis {} (dim {}: {} vs {})", shape_str(sb),
+              shape_str(sa), axis, i, sym::to_string(db),
+              sym::to_string(sa[static_cast<size_t>(axis + i)]));
+  }
+  for (int64_t i = 0; i < ra - axis - rb; ++i)
+    b = n.add("unsqueeze", {b}, Attrs{{"dim", int64_t{-1}}});
+  return b;
+}
+
 }  // namespace
 
 void map_binary(OnnxNode& n) {
@@ -58,6 +92,7 @@ void map_binary(OnnxNode& n) {
   };
   int a = n.in(0), b = n.in(1);
   const std::string& op = n.op_type();
+  if (n.opset() < 7) b = legacy_broadcast(n, a, b);
   if (op == "Div" && !is_floating(n.dtype(a))) return n.set_output(0, int_div(n, a, b));
   int r = n.add(ops.at(op), {a, b});
   // Pow's result has the base's type (the exponent may differ from opset 12 on).
@@ -70,7 +105,13 @@ void map_variadic(OnnxNode& n) {
       {"Sum", "add"}, {"Mean", "add"}, {"Max", "maximum"}, {"Min", "minimum"}};
   if (n.num_inputs() == 0) n.error("needs at least one input");
   int acc = n.in(0);
-  for (int i = 1; i < n.num_inputs(); ++i) acc = n.add(ops.at(n.op_type()), {acc, n.in(i)});
+  for (int i = 1; i < n.num_inputs(); ++i) {
+    // Broadcasting came with opset 8; before, the inputs have one shape.
+    if (n.opset() < 8 && n.type(n.in(i)).shape != n.type(acc).shape)
+      n.error("inputs of shapes {} and {} differ (opset {} does not broadcast them)",
+              shape_str(n.type(acc).shape), shape_str(n.type(n.in(i)).shape), n.opset());
+    acc = n.add(ops.at(n.op_type()), {acc, n.in(i)});
+  }
   if (n.op_type() == "Mean" && n.num_inputs() > 1) {
     DType t = n.dtype(acc);
     int count = n.scalar(static_cast<double>(n.num_inputs()), t);
@@ -104,7 +145,17 @@ void map_cast(OnnxNode& n) {
     to = n.dtype(n.in(1));
   } else {
     if (!n.has_attr("to")) n.error("attribute 'to' is required");
-    auto et = static_cast<int32_t>(n.attr_int("to", 0));
+    int32_t et = 0;
+    if (n.opset() < 6 && n.find_attr("to")->type() == onnx::AttributeProto::STRING) {
+      // Cast-1 names the type: "FLOAT", "INT64", ...
+      std::string name = n.attr_string("to", "");
+      onnx::TensorProto_DataType v;
+      if (!onnx::TensorProto_DataType_Parse(name, &v) || v == onnx::TensorProto::UNDEFINED)
+        n.error("attribute 'to' names no ONNX type: '{}'", printable(name));
+      et = static_cast<int32_t>(v);
+    } else {
+      et = static_cast<int32_t>(n.attr_int("to", 0));
+    }
     std::optional<DType> t = dtype_from_onnx(et);
     if (!t) unsupported("cast to {}", onnx_dtype_name(et));
     to = *t;

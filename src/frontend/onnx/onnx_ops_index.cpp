@@ -109,7 +109,7 @@ void map_split(OnnxNode& n) {
   int64_t axis = n.axis(n.attr_int("axis", 0), n.rank(x));
   int64_t d = static_dim(n, x, axis, "Split");
   std::vector<int64_t> sizes;
-  if (n.opset() >= 13 && n.has_input(1)) {
+  if ((n.opset() >= 13 || n.opset() < 2) && n.has_input(1)) {  // Split-1 had it as an input too
     sizes = n.const_ints(1, "the split input");
   } else if (n.opset() < 13 && n.has_attr("split")) {
     sizes = *n.attr_ints("split");
@@ -154,6 +154,8 @@ void map_gather(OnnxNode& n) {
 
 void map_tile(OnnxNode& n) {
   int x = n.in(0);
+  if (n.opset() < 6)
+    unsupported("Tile-1's tiles and axis inputs (coil reads Tile from opset 6 on)");
   std::vector<int64_t> reps = n.const_ints(1, "repeats");
   const Shape& s = n.type(x).shape;
   if (reps.size() != s.size()) n.error("{} repeats for rank {}", reps.size(), s.size());
@@ -179,7 +181,7 @@ void map_pad(OnnxNode& n) {
   std::vector<int64_t> pads;
   double value = 0;
   if (n.opset() < 11) {
-    pads = n.attr_ints("pads").value_or(std::vector<int64_t>{});
+    pads = n.attr_ints(n.opset() < 2 ? "paddings" : "pads").value_or(std::vector<int64_t>{});
     value = n.attr_float("value", 0);
   } else {
     pads = n.const_ints(1, "pads");

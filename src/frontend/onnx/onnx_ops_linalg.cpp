@@ -1,7 +1,9 @@
 // Matrix products, convolution and windowed pooling: MatMul, Gemm, Conv, MaxPool, AveragePool.
-// Conv and the pools are 2-D only (coil's conv2d, max_pool2d, avg_pool2d); their ONNX padding
-// (pads, auto_pad) becomes the op's symmetric padding plus, where ONNX pads one side more (or
-// more than torch's half-kernel limit for pools), an explicit concat with constant blocks.
+// Conv and the pools are 2-D (coil's conv2d, max_pool2d, avg_pool2d); a 1-D window is a 2-D one
+// of width 1 (the input and the weight get a trailing dim of size 1, the result loses it), 3-D
+// is unsupported. Their ONNX padding (pads, auto_pad) becomes the op's symmetric padding plus,
+// where ONNX pads one side more (or more than torch's half-kernel limit for pools), an explicit
+// concat with constant blocks.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -22,12 +24,14 @@ void require_float(OnnxNode& n, int x) {
 // attribute or auto_pad.
 std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& kernel,
                                const std::vector<int64_t>& stride,
-                               const std::vector<int64_t>& dilation) {
+                               const std::vector<int64_t>& dilation, bool one_d) {
   std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   std::vector<int64_t> pads(4, 0);
   if (auto_pad == "NOTSET") {
-    pads = n.attr_ints("pads").value_or(pads);
-    if (pads.size() != 4) n.error("pads has {} entries, expected 4", pads.size());
+    pads = n.attr_ints("pads").value_or(std::vector<int64_t>(one_d ? 2 : 4, 0));
+    if (pads.size() != (one_d ? 2u : 4u))
+      n.error("pads has {} entries, expected {}", pads.size(), one_d ? 2 : 4);
+    if (one_d) pads = {pads[0], 0, pads[1], 0};
     for (int64_t p : pads)
       if (p < 0) n.error("negative pads [{}]", fmt::join(pads, ", "));
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
@@ -66,18 +70,32 @@ int pad_axis(OnnxNode& n, int x, int64_t axis, int64_t before, int64_t after, do
   return n.add("concat", parts, Attrs{{"dim", axis}});
 }
 
-// An int-list attribute of one entry per spatial dim (2), or `dflt`.
-std::vector<int64_t> spatial_attr(OnnxNode& n, std::string_view name, int64_t dflt) {
-  std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>{dflt, dflt});
-  if (v.size() != 2) n.error("{} has {} entries for 2 spatial dims", name, v.size());
+// An int-list attribute of one entry per spatial dim, or `dflt`; for a 1-D window, the entry of
+// the added dim (`extra`) is appended.
+std::vector<int64_t> spatial_attr(OnnxNode& n, std::string_view name, int64_t dflt, bool one_d,
+                                  int64_t extra = 1) {
+  size_t dims = one_d ? 1 : 2;
+  std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(dims, dflt));
+  if (v.size() != dims) n.error("{} has {} entries for {} spatial dims", name, v.size(), dims);
+  if (one_d) v.push_back(extra);
   return v;
 }
 
-// The rank check shared by Conv and the pools: 2 spatial dims, else unsupported.
-void require_2d(OnnxNode& n, int x) {
+// The rank check shared by Conv and the pools: 1 or 2 spatial dims, else unsupported. Returns
+// whether the window is 1-D.
+bool check_window_rank(OnnxNode& n, int x) {
   int64_t r = n.rank(x);
   if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
-  if (r != 4) unsupported("{}-D windows (coil supports 2-D only)", r - 2);
+  if (r != 3 && r != 4) unsupported("{}-D windows (coil supports 1-D and 2-D)", r - 2);
+  return r == 3;
+}
+
+int unsqueeze_last(OnnxNode& n, int x) {
+  return n.add("unsqueeze", {x}, Attrs{{"dim", int64_t{-1}}});
+}
+
+int squeeze_last(OnnxNode& n, int x) {
+  return n.add("squeeze", {x}, Attrs{{"dims", std::vector<int64_t>{n.rank(x) - 1}}});
 }
 
 }  // namespace
@@ -99,6 +117,12 @@ void map_gemm(OnnxNode& n) {
   if (n.attr_int("transB", 0) != 0) b = n.add("transpose", {b}, swap);
   double alpha = n.attr_float("alpha", 1.0), beta = n.attr_float("beta", 1.0);
   if (n.has_input(2)) {
+    // Opsets 1 to 6: C is [M, N] unless broadcast=1 (then numpy's unidirectional broadcast, as
+    // from opset 7 on).
+    const Shape& c = n.type(n.in(2)).shape;
+    Shape mn{n.type(a).shape[0], n.type(b).shape[1]};
+    if (n.opset() < 7 && n.attr_int("broadcast", 0) == 0 && c != mn)
+      n.error("C is {}, not {}, and broadcast is 0", shape_str(c), shape_str(mn));
     n.set_output(0, n.add("addmm", {n.in(2), a, b}, Attrs{{"alpha", alpha}, {"beta", beta}}));
     return;
   }
@@ -109,21 +133,23 @@ void map_gemm(OnnxNode& n) {
 
 void map_conv(OnnxNode& n) {
   int x = n.in(0), w = n.in(1);
-  require_2d(n, x);
+  bool one_d = check_window_rank(n, x);
   require_float(n, x);
-  if (n.rank(w) != 4) n.error("the weight must be 4-D, got {}", shape_str(n.type(w).shape));
+  if (n.rank(w) != n.rank(x))
+    n.error("the weight must be {}-D, got {}", n.rank(x), shape_str(n.type(w).shape));
+  if (one_d) x = unsqueeze_last(n, x), w = unsqueeze_last(n, w);
   std::vector<int64_t> kernel;
   for (size_t d = 2; d < 4; ++d) {
     auto k = n.type(w).shape[d].as_const();
     if (!k) unsupported("a weight of symbolic shape {}", shape_str(n.type(w).shape));
     kernel.push_back(*k);
   }
-  if (auto ks = n.attr_ints("kernel_shape"); ks && *ks != kernel)
-    n.error("kernel_shape [{}] differs from the weight's {}", fmt::join(*ks, ", "),
-            shape_str(n.type(w).shape));
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1);
-  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation);
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d) != kernel)
+    n.error("kernel_shape [{}] differs from the weight's {}",
+            fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(n.in(1)).shape));
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d);
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, one_d);
   std::vector<int64_t> padding;
   for (int64_t d = 0; d < 2; ++d) {
     auto i = static_cast<size_t>(d);
@@ -133,28 +159,28 @@ void map_conv(OnnxNode& n) {
   }
   std::vector<int> in{x, w};
   if (n.has_input(2)) in.push_back(n.in(2));
-  n.set_output(0, n.add("conv2d", in,
-                        Attrs{{"stride", stride},
-                              {"padding", padding},
-                              {"dilation", dilation},
-                              {"groups", n.attr_int("group", 1)}}));
+  int y = n.add("conv2d", in,
+                Attrs{{"stride", stride},
+                      {"padding", padding},
+                      {"dilation", dilation},
+                      {"groups", n.attr_int("group", 1)}});
+  n.set_output(0, one_d ? squeeze_last(n, y) : y);
 }
 
 void map_pool(OnnxNode& n) {
   int x = n.in(0);
   bool is_max = n.op_type() == "MaxPool";
-  require_2d(n, x);
+  bool one_d = check_window_rank(n, x);
   if (is_max && n.wants_output(1)) unsupported("the Indices output");
-  auto kernel_attr = n.attr_ints("kernel_shape");
-  if (!kernel_attr) n.error("kernel_shape is missing");
-  std::vector<int64_t> kernel = *kernel_attr;
-  if (kernel.size() != 2) n.error("kernel_shape has {} entries for 2 spatial dims", kernel.size());
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1);
+  if (!n.has_attr("kernel_shape")) n.error("kernel_shape is missing");
+  if (one_d) x = unsqueeze_last(n, x);
+  std::vector<int64_t> kernel = spatial_attr(n, "kernel_shape", 1, one_d);
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d);
   if (!is_max && dilation != std::vector<int64_t>{1, 1}) unsupported("dilations");
   bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
   bool include_pad = !is_max && n.attr_int("count_include_pad", 0) != 0;
-  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation);
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, one_d);
   // The op pads both sides alike, by at most half the kernel; the rest is explicit: -inf for
   // max (never wins), zeros for an average that counts them. An average that does not count
   // padding divides the padded sum by the pooled count of ones instead.
@@ -197,7 +223,7 @@ void map_pool(OnnxNode& n) {
     int ones = n.add("full", {}, Attrs{{"shape", plane}, {"value", 1.0}, {"dtype", t}});
     y = n.add("div", {y, n.add(op, {pad(ones, 0.0)}, attrs)});
   }
-  n.set_output(0, y);
+  n.set_output(0, one_d ? squeeze_last(n, y) : y);
 }
 
 }  // namespace coil::onnxfe

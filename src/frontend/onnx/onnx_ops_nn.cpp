@@ -96,6 +96,9 @@ int per_channel(OnnxNode& n, int p, int64_t rank) {
 void map_batch_norm(OnnxNode& n) {
   int x = n.in(0);
   if (n.attr_int("training_mode", 0) != 0) unsupported("training_mode=1");
+  // Opsets 1 to 6: is_test=0 (the default) normalizes with the batch's statistics.
+  if (n.opset() < 7 && n.attr_int("is_test", 0) == 0)
+    unsupported("is_test=0 (training mode; opset {} needs is_test=1 for inference)", n.opset());
   if (n.opset() < 9 && n.attr_int("spatial", 1) == 0) unsupported("spatial=0");
   for (int i = 1; i < n.num_outputs(); ++i)
     if (n.wants_output(i)) unsupported("the training outputs (running mean and variance)");

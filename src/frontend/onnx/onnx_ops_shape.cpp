@@ -59,21 +59,22 @@ int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
 
 void map_reshape(OnnxNode& n) {
   int x = n.in(0);
-  std::vector<int64_t> raw;
+  std::vector<sym::Expr> raw;  // constants, or size expressions (onnx_ops_symbolic.cpp)
   if (n.opset() < 5) {
-    raw = n.attr_ints("shape").value_or(std::vector<int64_t>{});
+    for (int64_t v : n.attr_ints("shape").value_or(std::vector<int64_t>{})) raw.emplace_back(v);
   } else {
-    raw = n.const_ints(1, "the target shape");
+    raw = n.sym_ints(1, "the target shape");
   }
   bool allow_zero = n.attr_int("allowzero", 0) != 0;
   const Shape& in = n.type(x).shape;
   Shape target;
   for (size_t i = 0; i < raw.size(); ++i) {
-    if (raw[i] == 0 && !allow_zero) {
+    auto c = raw[i].as_const();
+    if (c && *c == 0 && !allow_zero) {
       if (i >= in.size()) n.error("shape entry {} is 0 but the input has rank {}", i, in.size());
       target.push_back(in[i]);  // 0 copies the input's size
-    } else if (raw[i] < -1) {
-      n.error("shape entry {} is {}", i, raw[i]);
+    } else if (c && *c < -1) {
+      n.error("shape entry {} is {}", i, *c);
     } else {
       target.push_back(raw[i]);
     }
@@ -155,37 +156,49 @@ void map_unsqueeze(OnnxNode& n) {
 
 void map_expand(OnnxNode& n) {
   int x = n.in(0);
-  std::vector<int64_t> target = n.const_ints(1, "the target shape");
+  // Constants, or size expressions (onnx_ops_symbolic.cpp) that must equal x's own sizes.
+  std::vector<sym::Expr> target = n.sym_ints(1, "the target shape");
   const Shape& in = n.type(x).shape;
   // Bidirectional broadcasting: the result has the larger rank; 1s stretch either way.
   size_t rank = std::max(in.size(), target.size());
   std::vector<int64_t> sizes(rank);
   for (size_t i = 0; i < rank; ++i) {
     bool has_in = i >= rank - in.size(), has_t = i >= rank - target.size();
-    int64_t t = has_t ? target[i - (rank - target.size())] : 1;
-    if (t < 0) n.error("target size {} is negative", t);
-    if (!has_in) {
-      sizes[i] = t;
-      continue;
+    sym::Expr te = has_t ? target[i - (rank - target.size())] : sym::Expr(1);
+    const sym::Expr* d = has_in ? &in[i - (rank - in.size())] : nullptr;
+    auto tc = te.as_const();
+    if (!tc) {
+      if (d && *d == te) {
+        sizes[i] = -1;  // keep
+        continue;
+      }
+      unsupported("expanding {} to the symbolic size {}", d ? sym::to_string(*d) : "a new dim",
+                  sym::to_string(te));
     }
-    const sym::Expr& d = in[i - (rank - in.size())];
-    if (t == 1 || d == sym::Expr(t)) {
-      sizes[i] = -1;  // keep
-    } else if (d == sym::Expr(1)) {
+    int64_t t = *tc;
+    if (t < 0) n.error("target size {} is negative", t);
+    if (!d) {
       sizes[i] = t;
-    } else if (!d.is_const()) {
-      unsupported("expanding the symbolic size {} to {}", sym::to_string(d), t);
+    } else if (t == 1 || *d == sym::Expr(t)) {
+      sizes[i] = -1;  // keep
+    } else if (*d == sym::Expr(1)) {
+      sizes[i] = t;
+    } else if (!d->is_const()) {
+      unsupported("expanding the symbolic size {} to {}", sym::to_string(*d), t);
     } else {
-      n.error("cannot broadcast {} to [{}]", shape_str(in), fmt::join(target, ", "));
+      std::vector<std::string> ts;
+      for (const auto& e : target) ts.push_back(sym::to_string(e));
+      n.error("cannot broadcast {} to [{}]", shape_str(in), fmt::join(ts, ", "));
     }
   }
   n.set_output(0, n.add("expand", {x}, Attrs{{"shape", sizes}}));
 }
 
 void map_concat(OnnxNode& n) {
-  if (!n.has_attr("axis")) n.error("attribute 'axis' is required");
+  // Concat-1's axis defaults to 1; from opset 4 on it is required.
+  if (!n.has_attr("axis") && n.opset() >= 4) n.error("attribute 'axis' is required");
   if (n.num_inputs() == 0) n.error("needs at least one input");
-  int64_t axis = n.axis(n.attr_int("axis", 0), n.rank(n.in(0)));
+  int64_t axis = n.axis(n.attr_int("axis", 1), n.rank(n.in(0)));
   std::vector<int> in;
   for (int i = 0; i < n.num_inputs(); ++i) {
     int v = n.in(i);
@@ -207,20 +220,20 @@ Tensor i64_tensor(const std::vector<int64_t>& v, std::vector<int64_t> shape) {
 
 }  // namespace
 
+// A constant, or with symbolic sizes a SymbolicInts value (onnx_ops_symbolic.cpp).
 void map_shape(OnnxNode& n) {
-  int x = n.in(0);
-  std::vector<int64_t> s = n.static_shape(x, "the input");
+  const Shape& s = n.type(n.in(0)).shape;
   auto r = static_cast<int64_t>(s.size());
   auto clampi = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
   int64_t start = clampi(n.attr_int("start", 0)), end = clampi(n.attr_int("end", r));
-  std::vector<int64_t> v;
-  for (int64_t i = start; i < end; ++i) v.push_back(s[static_cast<size_t>(i)]);
-  n.set_output(0, n.add_constant(i64_tensor(v, {static_cast<int64_t>(v.size())})));
+  std::vector<sym::Expr> v(s.begin() + start, s.begin() + std::max(start, end));
+  n.set_output(0, n.add_ints(v, false, DType::I64));
 }
 
 void map_size(OnnxNode& n) {
-  std::vector<int64_t> s = n.static_shape(n.in(0), "the input");
-  n.set_output(0, n.add_constant(i64_tensor({shape_numel(s)}, {})));
+  sym::Expr numel(1);
+  for (const auto& d : n.type(n.in(0)).shape) numel = numel * d;
+  n.set_output(0, n.add_ints({numel}, true, DType::I64));
 }
 
 void map_constant(OnnxNode& n) {

@@ -12,7 +12,7 @@ extern "C" void cpp_template_matmul_relu_0(const float* __restrict__ in_ptr0, co
     static thread_local std::vector<float> packed_b_storage;
     packed_b_storage.resize(coil::gemm::packed_b_elements(96, 80, blk));
     float* packed_b = packed_b_storage.data();
-    coil::gemm::pack_b(in_ptr1, 1, 96, 96, 80, blk, packed_b);
+    coil::gemm::pack_b_parallel(in_ptr1, 1, 96, 96, 80, blk, packed_b);
     coil::gemm::matmul(
         1, 64, 80, 96,
         [&](int64_t b) { (void)b; return in_ptr0; }, 96, 1,

@@ -1,0 +1,442 @@
+"""Kernel decorators for generated Triton modules, and the autotuner they return.
+
+A generated module writes
+
+    @heuristics.pointwise(size_hints={'x': 4194304}, name='triton_poi_fused_add_0', kernel_hash='..')
+    @triton.jit
+    def triton_poi_fused_add_0(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr): ...
+
+    triton_poi_fused_add_0.run(arg0_1, buf0, 4194304)
+
+The decorator returns a `CoilAutotuner`. Its `run(*args)` takes the kernel's non-constexpr
+arguments (pointers, then numels) positionally, and:
+
+1. computes a cheap specialization key from the call (the integer arguments, and whether each
+   tensor's address is 16-byte aligned: what Triton specializes on);
+2. on a key seen before, calls the cached launcher: one Python function that calls the compiled
+   kernel's C launcher (`CompiledKernel.run`) with a precomputed grid, the way Inductor's
+   CachingAutotuner launches (no JIT binder, no grid lambda, no kwargs);
+3. on a new key, picks the config for the numels' size bucket (autotune.py: benchmark once, then
+   cached in memory and on disk), compiles it through the JITFunction for these arguments, and
+   builds the launcher.
+
+COIL_TRITON_LAUNCHER=jit (or `set_launch_mode("jit")`) launches through `fn[grid](...)` instead:
+the slower, always-working fallback, also used automatically when the direct path fails.
+"""
+
+import inspect
+import os
+
+from . import autotune, configs as cfgs
+from .logs import log, warn
+
+# Numel parameter names of generated kernels, by size-hint prefix.
+_NUMEL_NAMES = {"x": "xnumel", "y": "ynumel", "z": "znumel", "r0_": "r0_numel", "r1_": "r1_numel"}
+
+_launch_mode = os.environ.get("COIL_TRITON_LAUNCHER", "direct")
+
+
+def set_launch_mode(mode):
+    """'direct' (default) or 'jit'; applies to launchers built after the call."""
+    global _launch_mode
+    if mode not in ("direct", "jit"):
+        raise ValueError(f"launch mode must be 'direct' or 'jit', not {mode!r}")
+    _launch_mode = mode
+
+
+def autotune_mode():
+    """COIL_TRITON_AUTOTUNE: '1' (default: Inductor's lists), 'max' (wider lists), '0' (no tuning)."""
+    mode = os.environ.get("COIL_TRITON_AUTOTUNE", "1")
+    return mode if mode in ("0", "1", "max") else "1"
+
+
+def _hint_name(hint, allowed):
+    """'INNER', 'ReductionHint.INNER' or an enum member -> 'INNER'."""
+    if hint is None or hint is False:
+        return "DEFAULT"
+    name = str(getattr(hint, "name", hint)).split(".")[-1].upper()
+    if name not in allowed:
+        raise ValueError(f"unknown hint {hint!r}; expected one of {allowed}")
+    return name
+
+
+# ---------------------------------------------------------------------------------------------
+# Decorators
+
+
+def pointwise(size_hints, tile_hint=None, name=None, kernel_hash=None, min_elem_per_thread=0,
+              **meta):
+    """1-D (size_hints {'x'}), 2-D tiles ({'y', 'x'}) or 3-D pointwise kernels."""
+    tile = None if tile_hint is None else _hint_name(tile_hint, cfgs.TILE_HINTS)
+    configs = cfgs.pointwise_configs(size_hints, tile, min_elem_per_thread, mode=autotune_mode())
+    return _decorator("pointwise", size_hints, configs, name, kernel_hash, meta)
+
+
+def persistent_reduction(size_hints, reduction_hint="DEFAULT", name=None, kernel_hash=None,
+                         **meta):
+    """One program reduces whole rows: XBLOCK from the table, R0_BLOCK = next_pow2(r0_numel)."""
+    hint = _hint_name(reduction_hint, cfgs.REDUCTION_HINTS)
+    configs = cfgs.persistent_reduction_configs(size_hints, hint, mode=autotune_mode())
+    return _decorator("persistent_reduction", size_hints, configs, name, kernel_hash, meta)
+
+
+def reduction(size_hints, reduction_hint="DEFAULT", name=None, kernel_hash=None, **meta):
+    """Looped reductions: (XBLOCK, R0_BLOCK) from Inductor's table for the hint."""
+    hint = _hint_name(reduction_hint, cfgs.REDUCTION_HINTS)
+    configs = cfgs.reduction_configs(size_hints, hint, num_load=int(meta.get("num_load", 0)),
+                                     num_reduction=int(meta.get("num_reduction", 0)),
+                                     mode=autotune_mode())
+    return _decorator("reduction", size_hints, configs, name, kernel_hash, meta)
+
+
+def _decorator(kind, size_hints, configs, name, kernel_hash, meta):
+    def wrap(fn):
+        return CoilAutotuner(fn, kind, size_hints, configs, name=name, kernel_hash=kernel_hash,
+                             meta=meta)
+    return wrap
+
+
+def autotuners_of(module):
+    """The CoilAutotuner objects among a loaded module's globals (tests, benchmarks)."""
+    return [v for v in vars(module).values() if isinstance(v, CoilAutotuner)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Signature
+
+
+def kernel_signature(fn):
+    """(arg_names, constexpr_names) of a JITFunction (or anything wrapping a Python function)."""
+    names = getattr(fn, "arg_names", None)
+    constexpr_idx = getattr(fn, "constexprs", None)
+    if names is not None and constexpr_idx is not None:
+        names = list(names)
+        return names, [names[i] for i in constexpr_idx]
+    py = getattr(fn, "fn", fn)
+    params = list(inspect.signature(py).parameters.values())
+    names = [p.name for p in params]
+    constexprs = [p.name for p in params
+                  if "constexpr" in str(p.annotation) or p.name.endswith("BLOCK")]
+    return names, constexprs
+
+
+def _triton_version():
+    import triton
+    parts = []
+    for piece in triton.__version__.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def _raw_stream_getter():
+    """torch's fast current-stream query (Inductor's get_raw_stream), else the public API."""
+    import torch
+    fast = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if fast is not None:
+        return fast
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+def _launch_hooks():
+    """Triton's launch enter/exit hooks (profilers): knobs in Triton >= 3.4, else class attrs."""
+    try:
+        from triton import knobs
+        return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+    except ImportError:
+        from triton.compiler import CompiledKernel
+        return (getattr(CompiledKernel, "launch_enter_hook", None),
+                getattr(CompiledKernel, "launch_exit_hook", None))
+
+
+def _hook_active(hook):
+    """Whether a launch hook does anything: Triton >= 3.5 keeps a HookChain object there even
+    when nothing is registered (its `calls` list is then empty)."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return len(calls) > 0 if calls is not None else True
+
+
+def _device_index(args):
+    """The CUDA device of the first tensor argument (else the current device)."""
+    for a in args:
+        device = getattr(a, "device", None)
+        if device is not None and device.type == "cuda" and device.index is not None:
+            return device.index
+    import torch
+    return torch.cuda.current_device()
+
+
+_allocator_set = False
+
+
+def _ensure_triton_allocator():
+    """Kernels that need global scratch memory ask Triton's allocator (set once, via torch)."""
+    global _allocator_set
+    if _allocator_set:
+        return
+    _allocator_set = True
+    import torch
+    import triton
+    if hasattr(triton, "set_allocator"):
+        triton.set_allocator(
+            lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The autotuner
+
+
+class CoilAutotuner:
+    """A generated Triton kernel with its configs, its chosen config per size bucket and its
+    cached launchers. `run(*args)` is the only call generated code makes."""
+
+    def __init__(self, fn, kind, size_hints, configs, name=None, kernel_hash=None, meta=None):
+        self.fn = fn
+        self.kind = kind
+        self.size_hints = cfgs.normalize_size_hints(size_hints)
+        self.configs = list(configs)
+        self.name = name or getattr(fn, "__name__", None) or getattr(
+            getattr(fn, "fn", None), "__name__", "triton_kernel")
+        self.kernel_hash = kernel_hash
+        self.meta = dict(meta or {})
+        self.arg_names, self.constexpr_names = kernel_signature(fn)
+        self.runtime_names = [n for n in self.arg_names if n not in self.constexpr_names]
+        self.numel_pos = {}
+        for prefix in self.size_hints:
+            pname = _NUMEL_NAMES[prefix]
+            if pname not in self.runtime_names and prefix == "r0_" and "rnumel" in self.runtime_names:
+                pname = "rnumel"
+            if pname not in self.runtime_names:
+                raise TypeError(f"{self.name}: size_hints has '{prefix}' but the kernel has no "
+                                f"'{pname}' parameter (parameters: {self.arg_names})")
+            self.numel_pos[prefix] = self.runtime_names.index(pname)
+        for c in self.configs:
+            self._constexpr_values(c, {"r0_": 1})  # validates block names against the signature
+        # Args benchmarking must not modify: outputs, cloned during autotuning. Inductor's names
+        # say which they are; without them every pointer is cloned.
+        self.mutated_pos = [i for i, n in enumerate(self.runtime_names)
+                            if n.startswith(("out_ptr", "in_out_ptr"))]
+        if not any(n.startswith(("in_ptr", "out_ptr", "in_out_ptr")) for n in self.runtime_names):
+            numels = set(self.numel_pos.values())
+            self.mutated_pos = [i for i in range(len(self.runtime_names)) if i not in numels]
+        self.chosen = {}          # size bucket -> Config (autotuned, cached, or the only one)
+        self.forced = None        # Config forced by select() (tests)
+        self.timings = {}         # size bucket -> autotune rows (for reports)
+        self.binary_info = {}     # Config key -> {"n_regs", "n_spills", "shared"}
+        self.launch_modes = set() # 'direct' / 'jit': what the launchers built so far use
+        self._launchers = {}      # specialization key -> launcher(args, stream)
+        self._key = self._first_key
+
+    def __repr__(self):
+        return f"<CoilAutotuner {self.name} {self.kind} {len(self.configs)} configs>"
+
+    # -- the hot path ---------------------------------------------------------------------------
+
+    def run(self, *args, stream=None):
+        """Launches the kernel on the current CUDA stream (or `stream`, a raw cudaStream_t)."""
+        try:
+            key = self._key(args)
+        except Exception:  # an unexpected argument type: the generic (slower) key
+            key = self._generic_key(args)
+        launcher = self._launchers.get(key)
+        if launcher is None:
+            launcher = self._prepare(args, key)
+        launcher(args, stream)
+
+    # -- specialization keys --------------------------------------------------------------------
+
+    @staticmethod
+    def _generic_key(args):
+        parts = ["generic"]  # never equal to a key of the specialized key function
+        for a in args:
+            if hasattr(a, "data_ptr"):
+                parts.append(("T", a.data_ptr() % 16 == 0))
+            else:
+                parts.append(a)
+        return tuple(parts)
+
+    def _first_key(self, args):
+        """Builds a specialized key function for this argument layout (exec'd: one tuple of the
+        ints plus a bitmask of tensor alignments), installs it, and returns its key."""
+        if len(args) != len(self.runtime_names):  # _prepare reports the error
+            return self._generic_key(args)
+        ints, bits = [], []
+        for i, a in enumerate(args):
+            if hasattr(a, "data_ptr"):
+                bits.append(f"((a[{i}].data_ptr() & 15) == 0) << {len(bits)}")
+            else:
+                ints.append(f"a[{i}]")
+        mask = " | ".join(bits) or "0"
+        src = (f"def key(a):\n"
+               f"    if len(a) != {len(args)}:\n"
+               f"        raise IndexError\n"
+               f"    return ({', '.join(ints + [mask])},)\n")
+        scope = {}
+        exec(src, scope)
+        self._key = scope["key"]
+        return self._key(args)
+
+    # -- choosing and building a launcher -------------------------------------------------------
+
+    def numels_of(self, args):
+        return {p: int(args[i]) for p, i in self.numel_pos.items()}
+
+    def _constexpr_values(self, config, numels):
+        """The constexpr arguments for a config: its blocks, plus R0_BLOCK for persistent
+        reductions (next_pow2 of r0_numel). Checks them against the kernel's signature."""
+        values = {}
+        for k, v in config.kwargs.items():
+            if k in self.constexpr_names:
+                values[k] = v
+            elif not (k == "XBLOCK" and v == 1):  # no XBLOCK parameter: only XBLOCK=1 is valid
+                raise TypeError(f"{self.name}: config {config} sets {k}, which is not a constexpr "
+                                f"parameter of the kernel ({self.constexpr_names})")
+        if self.kind == "persistent_reduction" and "R0_BLOCK" in self.constexpr_names:
+            values["R0_BLOCK"] = cfgs.next_power_of_2(numels.get("r0_", 1))
+        missing = [n for n in self.constexpr_names if n not in values]
+        if missing:
+            raise TypeError(f"{self.name}: no value for constexpr parameter(s) {missing} in "
+                            f"config {config}")
+        return values
+
+    def select(self, index):
+        """Forces configs[index] for all later calls (None: back to autotuning). Tests use this
+        to run every config."""
+        self.forced = None if index is None else self.configs[min(index, len(self.configs) - 1)]
+        self._launchers.clear()
+
+    def config_for(self, args):
+        """The config for these arguments: forced, already chosen for the size bucket, the only
+        one, or autotuned now (benchmarks, cached on disk)."""
+        if self.forced is not None:
+            return self.forced
+        numels = self.numels_of(args)
+        bucket = autotune.size_bucket(numels)
+        cfg = self.chosen.get(bucket)
+        if cfg is None:
+            cfg = autotune.choose_config(self, args, numels, bucket)
+            self.chosen[bucket] = cfg
+        return cfg
+
+    def _prepare(self, args, key):
+        if len(args) != len(self.runtime_names):
+            raise TypeError(f"{self.name}.run takes {len(self.runtime_names)} arguments "
+                            f"({', '.join(self.runtime_names)}), got {len(args)}")
+        cfg = self.config_for(args)
+        launcher = self.make_launcher(cfg, args)
+        self._launchers[key] = launcher
+        return launcher
+
+    def compile(self, config, args):
+        """Compiles `config` for these arguments through the JITFunction (Triton's own cache
+        makes repeats cheap) and loads it. Returns the CompiledKernel."""
+        numels = self.numels_of(args)
+        consts = self._constexpr_values(config, numels)
+        kernel = self.fn.warmup(*args, grid=(1,), num_warps=config.num_warps,
+                                num_stages=config.num_stages, **consts)
+        if hasattr(kernel, "result"):  # an asynchronous compile
+            kernel = kernel.result()
+        if hasattr(kernel, "_init_handles"):
+            kernel._init_handles()  # loads the binary: n_regs / n_spills become known
+        self.binary_info[config.key()] = {
+            "n_regs": getattr(kernel, "n_regs", None),
+            "n_spills": getattr(kernel, "n_spills", None),
+            "shared": getattr(getattr(kernel, "metadata", None), "shared", None),
+        }
+        return kernel
+
+    def make_launcher(self, config, args):
+        """A launcher(args, stream) for this config and these arguments' specialization."""
+        numels = self.numels_of(args)
+        grid = cfgs.grid_for(config, numels)
+        if 0 in grid:
+            return lambda a, stream: None  # nothing to compute
+        if _launch_mode == "direct":
+            try:
+                kernel = self.compile(config, args)  # compile errors propagate...
+            except (AttributeError, TypeError) as e:  # ...API differences fall back
+                kernel = None
+                warn(f"{self.name}: cannot compile through JITFunction.warmup "
+                     f"({type(e).__name__}: {e}); using the JIT launcher")
+            if kernel is not None:
+                try:
+                    return self._direct_launcher(config, args, grid, kernel)
+                except Exception as e:  # an API difference: fall back to the JIT path
+                    warn(f"{self.name}: direct launch unavailable ({type(e).__name__}: {e}); "
+                         f"using the JIT launcher")
+        return self._jit_launcher(config, numels, grid)
+
+    def _jit_launcher(self, config, numels, grid):
+        consts = self._constexpr_values(config, numels)
+        jit_run = self.fn[grid]
+        warps, stages = config.num_warps, config.num_stages
+        self.launch_modes.add("jit")
+
+        def launch(args, stream):
+            jit_run(*args, num_warps=warps, num_stages=stages, **consts)
+        return launch
+
+    def _direct_launcher(self, config, args, grid, kernel):
+        """Inductor-style launcher: exec'd code calling CompiledKernel.run directly."""
+        _ensure_triton_allocator()
+        enter_hook, exit_hook = _launch_hooks()
+        if _hook_active(enter_hook):
+            raise RuntimeError("a launch hook is installed (profiler): it needs launch metadata")
+        numels = self.numels_of(args)
+        consts = self._constexpr_values(config, numels)
+        scope = {
+            "runner": kernel.run,
+            "function": kernel.function,
+            "metadata": (kernel.packed_metadata if getattr(kernel, "packed_metadata", None)
+                         is not None else kernel.metadata),
+            "get_stream": _raw_stream_getter(),
+            "dev": _device_index(args),
+        }
+        # Triton >= 3.3 launchers take every declared argument, constexprs included (and ignore
+        # those); older ones take only the others.
+        with_constexprs = _triton_version() >= (3, 3)
+        call = []
+        for name in self.arg_names:
+            if name in consts:
+                if with_constexprs:
+                    scope[f"c_{name}"] = consts[name]
+                    call.append(f"c_{name}")
+            else:
+                call.append(f"a[{self.runtime_names.index(name)}]")
+        src = (f"def launch(a, stream):\n"
+               f"    if stream is None:\n"
+               f"        stream = get_stream(dev)\n"
+               f"    runner({grid[0]}, {grid[1]}, {grid[2]}, stream, function, metadata, None, "
+               f"None, None, {', '.join(call)})\n")
+        exec(src, scope)
+        launch = scope["launch"]
+        log("launch", f"{self.name}: direct launcher, grid {grid}, {config}\n{src}")
+        return _FirstLaunchProbe(self, launch, config, numels, grid)
+
+
+class _FirstLaunchProbe:
+    """Wraps a new direct launcher for its first call: if the C launcher rejects the argument
+    list (a Triton API difference), fall back to the JIT launcher; afterwards the plain launcher
+    replaces the probe in the autotuner's cache (or, outside it, is called through it)."""
+
+    def __init__(self, tuner, launch, config, numels, grid):
+        self.tuner, self.launch, self.config, self.numels, self.grid = (
+            tuner, launch, config, numels, grid)
+        self.final = None
+
+    def __call__(self, args, stream):
+        if self.final is not None:
+            return self.final(args, stream)
+        try:
+            self.launch(args, stream)
+            self.final = self.launch
+            self.tuner.launch_modes.add("direct")
+        except TypeError as e:
+            warn(f"{self.tuner.name}: direct launch failed ({e}); using the JIT launcher")
+            self.final = self.tuner._jit_launcher(self.config, self.numels, self.grid)
+            self.final(args, stream)
+        for k, v in list(self.tuner._launchers.items()):
+            if v is self:
+                self.tuner._launchers[k] = self.final

@@ -1,0 +1,153 @@
+"""Helpers generated modules call (check_input, empty_strided), plus module loading and .npy I/O.
+
+`check_input` and `empty_strided` run on every call of a generated module: their fast paths are
+one comparison chain and one allocation. Errors take the slow path, which re-checks precisely
+and raises a ValueError naming the input.
+"""
+
+import hashlib
+import importlib.util
+import os
+import sys
+
+import torch
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+
+_cpu_ok = False  # tests without a GPU accept CPU tensors (allow_cpu_for_tests)
+
+
+def allow_cpu_for_tests(enabled):
+    global _cpu_ok
+    _cpu_ok = bool(enabled)
+
+
+def check_input(t, name, shape, stride, dtype):
+    """Raises ValueError unless `t` is a CUDA tensor with this shape, strides and dtype."""
+    try:
+        if (t.shape == shape and t.dtype == dtype and (t.is_cuda or _cpu_ok) and
+                t.stride() == stride):
+            return
+    except AttributeError:
+        pass
+    _check_input_slow(t, name, tuple(shape), tuple(stride), dtype)
+
+
+def _check_input_slow(t, name, shape, stride, dtype):
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"input '{name}': expected a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cuda" and not _cpu_ok:
+        raise ValueError(f"input '{name}': expected a CUDA tensor, got one on {t.device}; "
+                         f"pass {name}.cuda()")
+    if t.dtype != dtype:
+        raise ValueError(f"input '{name}': expected dtype {dtype}, got {t.dtype}")
+    if tuple(t.shape) != shape:
+        raise ValueError(f"input '{name}': expected shape {shape}, got {tuple(t.shape)}")
+    got = t.stride()
+    if t.numel() == 0:
+        return  # an empty tensor has no element whose address could be wrong
+    # Strides of dims of size 0 or 1 never matter (torch's own contiguity rule).
+    if any(g != s for g, s, n in zip(got, stride, shape) if n > 1):
+        raise ValueError(f"input '{name}': expected strides {stride}, got {tuple(got)} "
+                         f"(the module was compiled for that layout; pass {name}.contiguous() "
+                         f"if the expected strides are contiguous)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs and buffers
+
+_alloc = None
+_poison = os.environ.get("COIL_POISON_OUTPUTS", "") not in ("", "0")
+
+
+def _resolve_alloc():
+    """Inductor's fast allocator (torch._C._dynamo.guards._empty_strided_cuda) if present."""
+    global _alloc
+    try:
+        from torch._C._dynamo.guards import _empty_strided_cuda as fast
+        fast((2,), (1,), torch.float32)  # the signature this module calls it with
+        _alloc = fast
+    except Exception:  # absent, or another signature: the public API
+        _alloc = lambda size, stride, dtype: torch.empty_strided(  # noqa: E731
+            size, stride, dtype=dtype, device="cuda")
+
+
+def empty_strided(size, stride, dtype):
+    """An uninitialized CUDA tensor (on the current device) with these sizes and strides."""
+    if _alloc is None:
+        _resolve_alloc()
+    t = _alloc(size, stride, dtype)
+    if _poison:
+        poison_(t)
+    return t
+
+
+def set_poison(enabled):
+    """Fill every buffer empty_strided returns with NaN (or a sentinel for integers), so a test
+    sees elements a kernel never wrote. Also COIL_POISON_OUTPUTS=1."""
+    global _poison
+    _poison = bool(enabled)
+
+
+def poison_(t):
+    if t.dtype.is_floating_point:
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    elif t.dtype == torch.uint8:
+        t.fill_(0xA5)
+    elif t.dtype == torch.int8:
+        t.fill_(-91)
+    else:
+        t.fill_(-0x5A5A5A5A)
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules
+
+
+def load_module(path, name=None):
+    """Imports a generated module.py from its path (registered in sys.modules, so that Triton
+    can read the kernels' source). Each path gets its own module name unless one is given."""
+    path = os.path.abspath(path)
+    if name is None:
+        digest = hashlib.sha256(path.encode()).hexdigest()[:12]
+        name = f"coil_generated_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+# ---------------------------------------------------------------------------------------------
+# .npy files (coil writes bf16 as numpy's 2-byte void type '|V2')
+
+
+def read_npy(path):
+    """A .npy file as a CPU torch tensor; '|V2' arrays are bf16."""
+    import numpy as np
+    a = np.load(path, allow_pickle=False).copy(order="C")  # (not ascontiguousarray: keeps 0-d)
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def write_npy(path, t):
+    """Writes a tensor as .npy (bf16 as '|V2', like coil)."""
+    import numpy as np
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        a = t.view(torch.int16).numpy().view(np.dtype("V2"))
+    else:
+        a = t.numpy()
+    np.save(path, a, allow_pickle=False)

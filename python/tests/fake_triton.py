@@ -1,0 +1,120 @@
+"""A stand-in for the parts of triton that coil_runtime and generated modules touch, so the
+runtime's import, config and launch paths can be tested without a GPU.
+
+`install()` puts fake `triton`, `triton.language`, `triton.language.extra(.libdevice)`,
+`triton.testing` and `triton.knobs` modules into sys.modules. `@triton.jit` returns a
+FakeJITFunction; its `warmup` "compiles" a FakeCompiledKernel whose `run` (the C launcher's
+signature in Triton >= 3.3) records every launch in `LAUNCHES`.
+"""
+
+import inspect
+import sys
+import types
+
+LAUNCHES = []   # (kernel name, grid, stream, kernel args, constexprs, num_warps) per launch
+COMPILES = []   # (kernel name, constexprs, num_warps, alignment of tensor args) per compile
+JIT_LAUNCHES = []
+SPILLS = {}     # kernel name -> {frozenset(constexpr items): n_spills}
+FAIL = {}       # kernel name -> set of frozenset(constexpr items) that fail to compile
+REJECT_CONSTEXPR_ARGS = False  # the fake C launcher takes only non-constexpr args (old Triton)
+EMULATORS = {}  # kernel name -> fn(runtime args): computes what the kernel would (dry runs)
+
+
+def reset():
+    for lst in (LAUNCHES, COMPILES, JIT_LAUNCHES):
+        lst.clear()
+    SPILLS.clear()
+    FAIL.clear()
+    EMULATORS.clear()
+    global REJECT_CONSTEXPR_ARGS
+    REJECT_CONSTEXPR_ARGS = False
+
+
+class constexpr:  # noqa: N801 (triton's spelling)
+    pass
+
+
+class FakeCompiledKernel:
+    def __init__(self, jit, consts, num_warps, num_stages, aligned):
+        self.jit, self.consts, self.num_warps, self.aligned = jit, consts, num_warps, aligned
+        self.function = object()
+        self.packed_metadata = ("packed", num_warps, num_stages)
+        self.metadata = types.SimpleNamespace(shared=0, num_warps=num_warps)
+        self.n_regs = 40
+        self.n_spills = SPILLS.get(jit.__name__, {}).get(frozenset(consts.items()), 0)
+        self.initialized = False
+
+    def _init_handles(self):
+        self.initialized = True
+
+    def run(self, gx, gy, gz, stream, function, metadata, launch_metadata, enter, exit_, *args):
+        assert function is self.function and metadata is self.packed_metadata
+        n_runtime = len(self.jit.arg_names) - len(self.jit.constexprs)
+        expected = n_runtime if REJECT_CONSTEXPR_ARGS else len(self.jit.arg_names)
+        if len(args) != expected:
+            raise TypeError(f"launcher takes {expected} kernel args, got {len(args)}")
+        runtime_args = [a for i, a in enumerate(args)
+                        if REJECT_CONSTEXPR_ARGS or i not in self.jit.constexprs]
+        consts = {} if REJECT_CONSTEXPR_ARGS else {
+            self.jit.arg_names[i]: args[i] for i in self.jit.constexprs}
+        LAUNCHES.append((self.jit.__name__, (gx, gy, gz), stream, runtime_args, consts,
+                         self.num_warps))
+        if self.jit.__name__ in EMULATORS:
+            EMULATORS[self.jit.__name__](*runtime_args)
+
+
+class FakeJITFunction:
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        params = list(inspect.signature(fn).parameters.values())
+        self.arg_names = [p.name for p in params]
+        self.constexprs = [i for i, p in enumerate(params) if p.annotation is constexpr]
+
+    def warmup(self, *args, grid, num_warps=4, num_stages=3, **consts):
+        assert grid is not None
+        key = frozenset(consts.items())
+        if key in FAIL.get(self.__name__, set()):
+            raise RuntimeError("PTXASError: fake compile failure")
+        aligned = tuple(a.data_ptr() % 16 == 0 for a in args if hasattr(a, "data_ptr"))
+        COMPILES.append((self.__name__, dict(consts), num_warps, aligned))
+        return FakeCompiledKernel(self, dict(consts), num_warps, num_stages, aligned)
+
+    def __getitem__(self, grid):
+        def launch(*args, num_warps=4, num_stages=3, **consts):
+            JIT_LAUNCHES.append((self.__name__, tuple(grid), list(args), dict(consts), num_warps))
+            if self.__name__ in EMULATORS:
+                EMULATORS[self.__name__](*args)
+        return launch
+
+
+def _jit(fn=None, **kwargs):
+    if fn is None:
+        return lambda f: FakeJITFunction(f)
+    return FakeJITFunction(fn)
+
+
+def install(version="3.6.0"):
+    """Registers the fake modules (replacing any real triton in sys.modules)."""
+    triton = types.ModuleType("triton")
+    triton.__version__ = version
+    triton.jit = _jit
+    triton.set_allocator = lambda fn: None
+    language = types.ModuleType("triton.language")
+    language.constexpr = constexpr
+    extra = types.ModuleType("triton.language.extra")
+    libdevice = types.ModuleType("triton.language.extra.libdevice")
+    extra.libdevice = libdevice
+    language.extra = extra
+    testing = types.ModuleType("triton.testing")
+    testing.do_bench = lambda fn, **kw: (fn(), 1.0)[1]
+    knobs = types.ModuleType("triton.knobs")
+    knobs.runtime = types.SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None)
+    triton.language, triton.testing, triton.knobs = language, testing, knobs
+    for name, mod in {"triton": triton, "triton.language": language,
+                      "triton.language.extra": extra,
+                      "triton.language.extra.libdevice": libdevice,
+                      "triton.testing": testing, "triton.knobs": knobs}.items():
+        sys.modules[name] = mod
+    reset()
+    return triton

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Packs what coil's binaries need on a machine without Debian's packages (the lent GPU host:
+# Ubuntu 24.04, g++ 13, no network) into device-bundle/coil-bundle.tar.xz (git-ignored; name
+# it in the device tool's `carry`). The bundle holds:
+#   bin/      coil, coil_cpu_bench (built here, glibc 2.36: they run on newer glibc)
+#   lib/      the shared libraries they link that a bare host lacks (fmt, xxhash, oneDNN,
+#             OpenBLAS's OpenMP build and its Fortran runtime, SLEEF for generated kernels);
+#             never libc/libstdc++/libgomp: the host's own (newer, compatible) ones are used,
+#             so that generated kernels compiled there share one OpenMP runtime with coil
+#   include/  headers generated kernels include beyond the embedded ones (sleef.h, dnnl*.h)
+# On the host: tar xJf coil-bundle.tar.xz -C DIR; export LD_LIBRARY_PATH=DIR/lib
+# LIBRARY_PATH=DIR/lib CPATH=DIR/include (bench/run_gpu_host_cpu.sh does this).
+#
+#   bash scripts/device_bundle.sh        (after scripts/setup.sh has built build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${COIL_BUILD_DIR:-build}"
+cmake --build "$build" --target coil coil_cpu_bench -j"$(nproc)" >/dev/null
+
+stage=$(mktemp -d /tmp/coil-bundle-XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib" "$stage/include"
+cp "$build/bin/coil" "$build/bin/coil_cpu_bench" "$stage/bin/"
+
+# Libraries: every dependency of the binaries except the C/C++/OpenMP runtimes and the loader.
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libgomp|libpthread|libdl\.so|librt\.so)'
+for b in "$stage"/bin/*; do
+  ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if ! echo "$name" | grep -Eq "$skip"; then cp -L "$path" "$stage/lib/$name"; fi
+done
+# SLEEF: generated kernels link -lsleef and include sleef.h.
+sleef=$(readlink -f /usr/lib/x86_64-linux-gnu/libsleef.so)
+cp "$sleef" "$stage/lib/"
+ln -sf "$(basename "$sleef")" "$stage/lib/libsleef.so"
+ln -sf "$(basename "$sleef")" "$stage/lib/libsleef.so.3"
+cp /usr/include/x86_64-linux-gnu/sleef.h "$stage/include/"
+# oneDNN's C headers, for modules with extern kernels.
+cp /usr/include/dnnl*.h "$stage/include/"
+cp -r /usr/include/oneapi "$stage/include/"
+
+mkdir -p device-bundle
+tar cf - -C "$stage" . | xz -T"$(nproc)" -6 > device-bundle/coil-bundle.tar.xz
+du -h device-bundle/coil-bundle.tar.xz

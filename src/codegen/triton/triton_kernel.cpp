@@ -1,0 +1,661 @@
+#include "codegen/triton/triton_kernel.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "codegen/code_writer.h"
+#include "codegen/triton/triton_printer.h"
+#include "support/check.h"
+#include "support/hash.h"
+
+namespace coil {
+namespace {
+
+bool is_arg_reduction(ReductionType t) {
+  return t == ReductionType::argmax || t == ReductionType::argmin;
+}
+
+/// An index variable of the kernel: xindex or a quotient/remainder of it ("x1 = xindex % 128").
+struct IndexAtom {
+  std::string name;
+  sym::Expr expr;
+  sym::Expr symbol;
+};
+
+class TritonKernelPrinter {
+ public:
+  TritonKernelPrinter(const TritonProgramPlan& plan, size_t k, int index)
+      : plan_(plan), k_(plan.kernels[k]), body_(k_.body), index_(index) {}
+
+  TritonKernelSource generate() {
+    analyze();
+    TritonKernelSource out;
+    out.name = kernel_name();
+    out.origins = k_.origins;
+    out.args = args_;
+    for (const auto& a : args_) {
+      int64_t bytes = plan_.buffers[static_cast<size_t>(a.buffer)].nbytes();
+      (a.is_output ? out.bytes_written : out.bytes_read) += bytes;
+    }
+    std::vector<std::string> params;
+    for (const auto& a : args_) params.push_back(a.name);
+    if (k_.kind == TritonKernelKind::Tiled) {
+      params.insert(params.end(), {"ynumel", "xnumel"});
+      out.numels = {k_.ynumel, k_.xnumel};
+    } else {
+      params.push_back("xnumel");
+      out.numels = {k_.xnumel};
+    }
+    if (k_.is_reduction()) {
+      params.push_back("r0_numel");
+      out.numels.push_back(k_.r0_numel);
+    }
+    if (k_.kind == TritonKernelKind::Tiled) params.push_back("YBLOCK : tl.constexpr");
+    params.push_back("XBLOCK : tl.constexpr");
+    if (k_.is_reduction()) params.push_back("R0_BLOCK : tl.constexpr");
+
+    w_.line("@triton.jit");
+    w_.linef("def {}({}):", out.name, fmt::join(params, ", "));
+    w_.indent();
+    emit_prelude();
+    switch (k_.kind) {
+      case TritonKernelKind::Pointwise:
+      case TritonKernelKind::Tiled:
+      case TritonKernelKind::Persistent:
+        for (int i = 0; i < n(); ++i)
+          if (live_[static_cast<size_t>(i)]) emit_op(i);
+        break;
+      case TritonKernelKind::Looped:
+        emit_looped();
+        break;
+    }
+    w_.dedent();
+    out.code = w_.str();
+    out.hash = checksum(out.code);
+    out.helpers.assign(helpers_.begin(), helpers_.end());
+    out.decorator = decorator(out);
+    return out;
+  }
+
+ private:
+  int n() const { return static_cast<int>(body_.ops().size()); }
+  const BodyOp& op(int i) const { return body_.op(i); }
+  bool two_d() const { return k_.kind != TritonKernelKind::Pointwise; }
+  std::string block_shape() const {
+    return k_.kind == TritonKernelKind::Tiled ? "[YBLOCK, XBLOCK]" : "[XBLOCK, R0_BLOCK]";
+  }
+  std::string index_dtype() const { return k_.int64_index ? "tl.int64" : "tl.int32"; }
+
+  // ---- analysis ------------------------------------------------------------------------
+
+  void analyze() {
+    const size_t count = body_.ops().size();
+    rdep_.assign(count, false);
+    users_.assign(count, {});
+    for (int i = 0; i < n(); ++i) {
+      const BodyOp& o = op(i);
+      bool d = o.op != LoopOp::reduction && o.index.defined() &&
+               sym::depends_on(o.index, triton_rindex());
+      for (int a : o.args) {
+        if (a < 0) continue;
+        users_[static_cast<size_t>(a)].push_back(i);
+        if (o.op != LoopOp::reduction && rdep_[static_cast<size_t>(a)]) d = true;
+      }
+      rdep_[static_cast<size_t>(i)] = d;
+    }
+    live_.assign(count, false);
+    for (int i = n(); i-- > 0;) {
+      const BodyOp& o = op(i);
+      if (o.op == LoopOp::store && !dropped(i)) live_[static_cast<size_t>(i)] = true;
+      if (!live_[static_cast<size_t>(i)]) continue;
+      for (int a : o.args)
+        if (a >= 0) live_[static_cast<size_t>(a)] = true;
+    }
+    // Arguments: loaded buffers in first-use order, then stored ones.
+    std::map<int, std::string> names;
+    int n_in = 0, n_out = 0;
+    for (int i = 0; i < n(); ++i) {
+      const BodyOp& o = op(i);
+      if (o.op != LoopOp::load || !live_[static_cast<size_t>(i)] || names.count(o.buffer)) continue;
+      names[o.buffer] = fmt::format("in_ptr{}", n_in++);
+      args_.push_back({o.buffer, false, names[o.buffer]});
+    }
+    for (int i = 0; i < n(); ++i) {
+      const BodyOp& o = op(i);
+      if (o.op != LoopOp::store || !live_[static_cast<size_t>(i)]) continue;
+      names[o.buffer] = fmt::format("out_ptr{}", n_out++);
+      args_.push_back({o.buffer, true, names[o.buffer]});
+    }
+    ptr_ = std::move(names);
+    // Masks (inductor.md §3.2).
+    xmask_ = triton_needs_mask(k_.xnumel, kTritonMaxXBlock);
+    ymask_ = k_.kind == TritonKernelKind::Tiled && triton_needs_mask(k_.ynumel, kTritonMaxYBlock);
+    // Persistent R0_BLOCK is next_pow2(r0_numel): the same rule.
+    if (k_.is_reduction()) rmask_ = triton_needs_mask(k_.r0_numel, kTritonMaxLoopedR0Block);
+    row_mask_ = k_.row_index.defined();
+    // Index variables, numbered in order of first use.
+    ka_.bind(triton_xindex(), 0, std::max<int64_t>(k_.xnumel - 1, 0));
+    ka_.bind(triton_yindex(), 0, std::max<int64_t>(k_.ynumel - 1, 0));
+    ka_.bind(triton_rindex(), 0, std::max<int64_t>(k_.r0_numel - 1, 0));
+    for (int i = 0; i < n(); ++i)
+      if (live_[static_cast<size_t>(i)] && op(i).index.defined()) collect_atoms(op(i).index);
+    if (row_mask_) collect_atoms(k_.row_index);
+    names_.resize(count);
+    for (int i = 0; i < n(); ++i) names_[static_cast<size_t>(i)] = fmt::format("tmp{}", i);
+    counter_ = n();
+  }
+
+  bool dropped(int i) const {
+    return op(i).op == LoopOp::store && !plan_.in_memory[static_cast<size_t>(op(i).buffer)];
+  }
+
+  static char space_of(const sym::Expr& e) {
+    auto syms = sym::free_symbols(e);
+    if (syms.size() != 1) return 0;
+    if (syms[0] == triton_xindex()) return 'x';
+    if (syms[0] == triton_yindex()) return 'y';
+    if (syms[0] == triton_rindex()) return 'r';
+    return 0;
+  }
+
+  void collect_atoms(const sym::Expr& e) {
+    bool candidate =
+        e.is_symbol() || e.kind() == sym::ExprKind::FloorDiv || e.kind() == sym::ExprKind::Mod;
+    char space = space_of(e);
+    if (candidate && space) {
+      if (atom_of_.count(e)) return;
+      int& count = space == 'x' ? nx_ : space == 'y' ? ny_ : nr_;
+      std::string name =
+          space == 'r' ? fmt::format("r0_{}", count++) : fmt::format("{}{}", space, count++);
+      sym::Expr symbol = sym::make_symbol(name);
+      sym::Range r = ka_.bounds(e);
+      pa_.bind(symbol, r.lo, r.hi);
+      atom_of_[e] = symbol;
+      atoms_.push_back({name, e, symbol});
+      return;
+    }
+    for (const sym::Expr& o : e.operands()) collect_atoms(o);
+  }
+
+  std::string index(const sym::Expr& e) const {
+    return triton_index(sym::substitute(e, atom_of_), pa_);
+  }
+
+  void emit_atoms(char space) {
+    for (const IndexAtom& a : atoms_)
+      if (space_of(a.expr) == space) w_.linef("{} = {}", a.name, triton_index(a.expr, ka_));
+  }
+
+  std::string kernel_name() const {
+    std::vector<std::string> ops;
+    for (const auto& o : k_.origins) {
+      auto l = o.find('('), r = o.rfind(')');
+      std::string name = l == std::string::npos ? o : o.substr(l + 1, r - l - 1);
+      if (std::find(ops.begin(), ops.end(), name) == ops.end()) ops.push_back(name);
+    }
+    std::sort(ops.begin(), ops.end());
+    if (ops.size() > 6) ops.resize(6);
+    return fmt::format("{}_fused_{}_{}", k_.prefix(), fmt::join(ops, "_"), index_);
+  }
+
+  std::string decorator(const TritonKernelSource& s) const {
+    std::string hints;
+    if (k_.kind == TritonKernelKind::Tiled)
+      hints =
+          fmt::format("'y': {}, 'x': {}", triton_size_hint(k_.ynumel), triton_size_hint(k_.xnumel));
+    else
+      hints = fmt::format("'x': {}", triton_size_hint(k_.xnumel));
+    if (k_.is_reduction()) hints += fmt::format(", 'r0_': {}", triton_size_hint(k_.r0_numel));
+    std::string what = k_.kind == TritonKernelKind::Persistent ? "persistent_reduction"
+                       : k_.kind == TritonKernelKind::Looped   ? "reduction"
+                                                               : "pointwise";
+    std::string extra = k_.kind == TritonKernelKind::Tiled ? ", tile_hint='TILE'" : "";
+    if (k_.is_reduction())
+      extra = fmt::format(", reduction_hint='{}'", reduction_hint_name(k_.hint));
+    return fmt::format("@heuristics.{}(size_hints={{{}}}{}, name='{}', kernel_hash='{}')", what,
+                       hints, extra, s.name, s.hash);
+  }
+
+  // ---- masks ---------------------------------------------------------------------------
+
+  /// The mask of an access at `e`: the masks of the index spaces it depends on.
+  std::string mask_for(const sym::Expr& e) const {
+    std::vector<std::string> parts;
+    bool r = sym::depends_on(e, triton_rindex());
+    if (r && (rmask_ || row_mask_)) parts.push_back("r0_mask");
+    if (xmask_ && (sym::depends_on(e, triton_xindex()) || (r && row_mask_)))
+      parts.push_back("xmask");
+    if (ymask_ && sym::depends_on(e, triton_yindex())) parts.push_back("ymask");
+    return fmt::format("{}", fmt::join(parts, " & "));
+  }
+  /// The mask of a reduction's lanes.
+  std::string reduction_mask() const {
+    std::vector<std::string> parts;
+    if (rmask_ || row_mask_) parts.push_back("r0_mask");
+    if (xmask_) parts.push_back("xmask");
+    return fmt::format("{}", fmt::join(parts, " & "));
+  }
+
+  // ---- prelude -------------------------------------------------------------------------
+
+  void emit_prelude() {
+    std::string pid0 = k_.int64_index ? "tl.program_id(0).to(tl.int64)" : "tl.program_id(0)";
+    if (k_.kind == TritonKernelKind::Tiled) {
+      std::string pid1 = k_.int64_index ? "tl.program_id(1).to(tl.int64)" : "tl.program_id(1)";
+      w_.linef("ynumel = {}", k_.ynumel);
+      w_.linef("xnumel = {}", k_.xnumel);
+      w_.linef("yoffset = {} * YBLOCK", pid1);
+      w_.line("yindex = yoffset + tl.arange(0, YBLOCK)[:, None]");
+      if (ymask_) w_.line("ymask = yindex < ynumel");
+      w_.linef("xoffset = {} * XBLOCK", pid0);
+      w_.line("xindex = xoffset + tl.arange(0, XBLOCK)[None, :]");
+      if (xmask_) w_.line("xmask = xindex < xnumel");
+      emit_atoms('y');
+      emit_atoms('x');
+      return;
+    }
+    w_.linef("xnumel = {}", k_.xnumel);
+    if (k_.is_reduction()) w_.linef("r0_numel = {}", k_.r0_numel);
+    w_.linef("xoffset = {} * XBLOCK", pid0);
+    w_.linef("xindex = xoffset + tl.arange(0, XBLOCK){}", two_d() ? "[:, None]" : "[:]");
+    if (xmask_) w_.line("xmask = xindex < xnumel");
+    if (k_.kind == TritonKernelKind::Persistent) {
+      w_.linef("r0_index = tl.arange(0, R0_BLOCK)[None, :]{}",
+               k_.int64_index ? ".to(tl.int64)" : "");
+      w_.line("r0_offset = 0");
+      emit_rmask();
+    }
+    if (k_.kind == TritonKernelKind::Looped)
+      w_.linef("r0_base = tl.arange(0, R0_BLOCK)[None, :]{}",
+               k_.int64_index ? ".to(tl.int64)" : "");
+    emit_atoms('x');
+    if (k_.kind == TritonKernelKind::Persistent) emit_atoms('r');
+  }
+
+  /// r0_mask: inside r0_numel, and inside the row for a split reduction's chunks.
+  void emit_rmask() {
+    std::vector<std::string> parts;
+    if (rmask_) parts.push_back(row_mask_ ? "(r0_index < r0_numel)" : "r0_index < r0_numel");
+    if (row_mask_) {
+      // The row index mixes x and r variables, which are defined by now.
+      std::string row = triton_index(k_.row_index, ka_);
+      parts.push_back(fmt::format("({} < {})", row, k_.row_numel));
+    }
+    if (!parts.empty()) w_.linef("r0_mask = {}", fmt::join(parts, " & "));
+  }
+
+  // ---- ops -----------------------------------------------------------------------------
+
+  /// A float32 constant prints as a Python literal, like Inductor's, where every user is an
+  /// arithmetic op or comparison with a tensor operand (which gives the literal its type);
+  /// elsewhere constants are tl.full([1], value, dtype) tensors.
+  bool literal(int i) const {
+    const BodyOp& o = op(i);
+    if (o.op != LoopOp::constant || o.dtype != DType::F32) return false;
+    for (int u : users_[static_cast<size_t>(i)]) {
+      const BodyOp& uo = op(u);
+      switch (uo.op) {
+        case LoopOp::add:
+        case LoopOp::sub:
+        case LoopOp::mul:
+        case LoopOp::div:
+        case LoopOp::maximum:
+        case LoopOp::minimum:
+        case LoopOp::eq:
+        case LoopOp::ne:
+        case LoopOp::lt:
+        case LoopOp::le:
+        case LoopOp::gt:
+        case LoopOp::ge:
+          for (int a : uo.args)
+            if (a >= 0 && a != i && op(a).op == LoopOp::constant) return false;
+          if (uo.args[0] == uo.args[1]) return false;
+          break;
+        case LoopOp::where:
+          if (uo.args[0] == i || op(uo.args[0]).op == LoopOp::constant) return false;
+          break;
+        default:
+          return false;
+      }
+    }
+    return true;
+  }
+
+  std::string value(int i) const {
+    auto it = loop_names_.find(i);
+    return it != loop_names_.end() ? it->second : names_[static_cast<size_t>(i)];
+  }
+  std::string fresh() { return fmt::format("tmp{}", counter_++); }
+  std::string scalar_shape() const { return two_d() ? "[1, 1]" : "[1]"; }
+
+  /// The name op `i` gets when printed now: its own inside the first loop (or outside any),
+  /// a fresh one when a later loop recomputes it.
+  std::string define(int i) {
+    if (!in_loop_) return names_[static_cast<size_t>(i)];
+    std::string name = printed_.count(i) ? fresh() : names_[static_cast<size_t>(i)];
+    loop_names_[i] = name;
+    return name;
+  }
+
+  void emit_op(int i) {
+    const BodyOp& o = op(i);
+    switch (o.op) {
+      case LoopOp::load:
+        return emit_load(i);
+      case LoopOp::store:
+        return emit_store(i);
+      case LoopOp::reduction:
+        return emit_inline_reduction(i);
+      case LoopOp::constant: {
+        std::string name = define(i);
+        if (literal(i)) {
+          w_.linef("{} = {}", name, python_float_literal(o.fvalue, o.dtype));
+        } else {
+          std::string v = is_floating(o.dtype) ? python_float_literal(o.fvalue, o.dtype)
+                                               : std::to_string(o.ivalue);
+          w_.linef("{} = tl.full({}, {}, {})", name, scalar_shape(), v, triton_dtype(o.dtype));
+        }
+        break;
+      }
+      case LoopOp::index_expr: {
+        std::string name = define(i);
+        if (auto c = o.index.as_const()) {
+          w_.linef("{} = tl.full({}, {}, {})", name, scalar_shape(), *c, triton_dtype(o.dtype));
+        } else {
+          std::string e = index(o.index);
+          bool same = (o.dtype == DType::I64) == k_.int64_index &&
+                      (o.dtype == DType::I64 || o.dtype == DType::I32);
+          w_.linef("{} = {}", name,
+                   same ? e : fmt::format("({}).to({})", e, triton_dtype(o.dtype)));
+        }
+        break;
+      }
+      default: {
+        std::vector<std::string> args;
+        std::vector<DType> dts;
+        for (int a = 0; a < loop_op_arity(o.op); ++a) {
+          args.push_back(value(o.args[static_cast<size_t>(a)]));
+          dts.push_back(body_.dtype_of(o.args[static_cast<size_t>(a)]));
+        }
+        std::string name = define(i);
+        w_.linef("{} = {}", name, triton_op(o, args, dts));
+      }
+    }
+    printed_.insert(i);
+  }
+
+  void emit_load(int i) {
+    const BodyOp& o = op(i);
+    const TritonBuffer& b = plan_.buffers[static_cast<size_t>(o.buffer)];
+    std::string mask = mask_for(o.index);
+    std::string call = fmt::format("tl.load({} + ({})", ptr_.at(o.buffer), index(o.index));
+    std::string policy = eviction_policy(i);
+    if (!mask.empty() || !policy.empty()) call += ", " + (mask.empty() ? "None" : mask);
+    if (!policy.empty()) call += fmt::format(", eviction_policy='{}'", policy);
+    // Masked-out lanes of a reduction kernel read a defined value (they are excluded from
+    // every reduction by tl.where, but stay finite on the way there).
+    if (!mask.empty() && k_.is_reduction())
+      call += is_floating(b.dtype) ? ", other=0.0" : ", other=0";
+    call += ")";
+    if (o.dtype != b.dtype) call += fmt::format(".to({})", triton_dtype(o.dtype));
+    std::string name = define(i);
+    w_.linef("{} = {}", name, call);
+    printed_.insert(i);
+  }
+
+  /// evict_last for data read again (a broadcast operand, or a row a later loop re-reads),
+  /// evict_first for data a looped reduction streams through once.
+  std::string eviction_policy(int i) const {
+    bool reused = k_.reused[static_cast<size_t>(i)];
+    if (k_.kind != TritonKernelKind::Looped) return reused ? "evict_last" : "";
+    if (!rdep_[static_cast<size_t>(i)]) return "evict_last";
+    return reused || loops_using_[static_cast<size_t>(i)] > 1 ? "evict_last" : "evict_first";
+  }
+
+  void emit_store(int i) {
+    const BodyOp& o = op(i);
+    if (dropped(i)) return;
+    const TritonBuffer& b = plan_.buffers[static_cast<size_t>(o.buffer)];
+    std::string v = value(o.args[0]);
+    if (body_.dtype_of(o.args[0]) != b.dtype) v += fmt::format(".to({})", triton_dtype(b.dtype));
+    std::string idx, mask;
+    if (auto c = o.index.as_const()) {
+      // A store of one element (a full reduction): the pointer takes the value's shape.
+      std::string shape = k_.kind == TritonKernelKind::Tiled ? "[YBLOCK, XBLOCK]"
+                          : two_d()                          ? "[XBLOCK, 1]"
+                                                             : "[XBLOCK]";
+      idx = fmt::format("tl.full({}, {}, {})", shape, *c, index_dtype());
+      mask = xmask_ ? "xmask" : "";
+    } else {
+      idx = index(o.index);
+      mask = mask_for(o.index);
+    }
+    w_.linef("tl.store({} + ({}), {}, {})", ptr_.at(o.buffer), idx, v,
+             mask.empty() ? "None" : mask);
+    printed_.insert(i);
+  }
+
+  /// A reduction of a pointwise kernel (over one element) or of a persistent one (the whole
+  /// row is in the block).
+  void emit_inline_reduction(int i) {
+    const BodyOp& o = op(i);
+    int v = o.args[0];
+    std::string val = value(v);
+    std::string name = names_[static_cast<size_t>(i)];
+    bool arg = is_arg_reduction(o.reduction);
+    if (k_.kind == TritonKernelKind::Pointwise) {
+      if (arg) {
+        w_.linef("{} = tl.full([1], 0, tl.int64)", name);
+      } else {
+        w_.linef("{} = {}", name,
+                 body_.dtype_of(v) == o.dtype
+                     ? val
+                     : fmt::format("{}.to({})", val, triton_dtype(o.dtype)));
+      }
+      printed_.insert(i);
+      return;
+    }
+    std::string b = broadcast_value(i);
+    std::string mask = reduction_mask();
+    if (!mask.empty()) {
+      std::string t = fresh();
+      w_.linef("{} = tl.where({}, {}, {})", t, mask, b,
+               reduction_identity(o.reduction, value_dtype(i)));
+      b = t;
+    }
+    std::string helper = reduction_helper(o.reduction, value_dtype(i));
+    if (!helper.empty()) helpers_.insert(helper);
+    if (!arg) {
+      w_.linef("{} = {}", name, reduction_over_axis(o.reduction, o.dtype, b));
+    } else {
+      std::string idx = fresh(), vals = fresh();
+      w_.linef("{} = tl.broadcast_to(r0_index, [XBLOCK, R0_BLOCK])", idx);
+      w_.linef("{}, {} = tl.reduce(({}, {}), 1, {})", vals, name, b, idx, helper);
+      w_.linef("{0} = {0}[:, None].to({1})", name, triton_dtype(o.dtype));
+    }
+    printed_.insert(i);
+  }
+
+  /// The dtype a reduction combines in: the value's for argmax/argmin, the result's otherwise.
+  DType value_dtype(int i) const {
+    const BodyOp& o = op(i);
+    return is_arg_reduction(o.reduction) ? body_.dtype_of(o.args[0]) : o.dtype;
+  }
+
+  /// tmpN = tl.broadcast_to(value, [XBLOCK, R0_BLOCK]), converted to the combine dtype.
+  std::string broadcast_value(int i) {
+    const BodyOp& o = op(i);
+    std::string val = value(o.args[0]);
+    if (body_.dtype_of(o.args[0]) != value_dtype(i))
+      val += fmt::format(".to({})", triton_dtype(value_dtype(i)));
+    std::string b = fresh();
+    w_.linef("{} = tl.broadcast_to({}, [XBLOCK, R0_BLOCK])", b, val);
+    return b;
+  }
+
+  // ---- looped reductions ---------------------------------------------------------------
+
+  /// Per op: the r loop (nest) whose cone needs it, as a set per loop.
+  std::vector<std::vector<bool>> loop_cones() const {
+    std::vector<std::vector<bool>> cones(static_cast<size_t>(k_.num_nests));
+    for (int l = 0; l < k_.num_nests; ++l) {
+      auto& cone = cones[static_cast<size_t>(l)];
+      cone.assign(body_.ops().size(), false);
+      for (int i = 0; i < n(); ++i) {
+        const BodyOp& o = op(i);
+        if (op_nest(i) != l || !live_[static_cast<size_t>(i)]) continue;
+        if (o.op == LoopOp::reduction || (o.op == LoopOp::store && rdep_[static_cast<size_t>(i)]))
+          cone[static_cast<size_t>(i)] = true;
+      }
+      for (int i = n(); i-- > 0;) {
+        if (!cone[static_cast<size_t>(i)]) continue;
+        for (int a : op(i).args) {
+          if (a < 0 || op(a).op == LoopOp::reduction) continue;  // results of earlier loops
+          cone[static_cast<size_t>(a)] = true;
+        }
+      }
+    }
+    return cones;
+  }
+  int op_nest(int i) const { return k_.op_nest[static_cast<size_t>(i)]; }
+
+  bool args_printed(int i) const {
+    for (int a : op(i).args)
+      if (a >= 0 && !printed_.count(a)) return false;
+    return true;
+  }
+
+  void emit_looped() {
+    auto cones = loop_cones();
+    loops_using_.assign(body_.ops().size(), 0);
+    for (const auto& cone : cones)
+      for (int i = 0; i < n(); ++i)
+        if (cone[static_cast<size_t>(i)] && rdep_[static_cast<size_t>(i)])
+          ++loops_using_[static_cast<size_t>(i)];
+    for (int l = 0; l < k_.num_nests; ++l) {
+      const auto& cone = cones[static_cast<size_t>(l)];
+      std::vector<int> reductions;
+      bool any = false;
+      for (int i = 0; i < n(); ++i) {
+        if (!cone[static_cast<size_t>(i)]) continue;
+        any = true;
+        // Row-invariant operands are computed once, before the loop.
+        if (!rdep_[static_cast<size_t>(i)] && op(i).op != LoopOp::reduction && !printed_.count(i))
+          emit_op(i);
+        if (op(i).op == LoopOp::reduction && op_nest(i) == l) reductions.push_back(i);
+      }
+      if (any) emit_loop(cone, reductions);
+      flush_row_ops(l);
+    }
+    flush_row_ops(k_.num_nests);
+  }
+
+  /// Row-invariant ops of nests up to `last` whose operands are ready (per-row epilogues and
+  /// their stores), in body order.
+  void flush_row_ops(int last) {
+    for (int i = 0; i < n(); ++i) {
+      if (!live_[static_cast<size_t>(i)] || rdep_[static_cast<size_t>(i)] || printed_.count(i))
+        continue;
+      if (op(i).op == LoopOp::reduction || op_nest(i) > last || !args_printed(i)) continue;
+      emit_op(i);
+    }
+  }
+
+  void emit_loop(const std::vector<bool>& cone, const std::vector<int>& reductions) {
+    for (int r : reductions) {
+      const BodyOp& o = op(r);
+      std::string acc = "_" + names_[static_cast<size_t>(r)];
+      DType vt = value_dtype(r);
+      w_.linef("{} = tl.full([XBLOCK, R0_BLOCK], {}, {})", acc, reduction_identity(o.reduction, vt),
+               triton_dtype(vt));
+      if (is_arg_reduction(o.reduction))
+        w_.linef("{}_index = tl.full([XBLOCK, R0_BLOCK], {}, {})", acc,
+                 k_.int64_index ? "9223372036854775807" : "2147483647", index_dtype());
+    }
+    w_.line("for r0_offset in range(0, r0_numel, R0_BLOCK):");
+    w_.indent();
+    w_.line("r0_index = r0_offset + r0_base");
+    emit_rmask();
+    emit_atoms('r');
+    in_loop_ = true;
+    loop_names_.clear();
+    for (int i = 0; i < n(); ++i) {
+      if (!cone[static_cast<size_t>(i)] || !rdep_[static_cast<size_t>(i)]) continue;
+      emit_op(i);
+    }
+    std::string mask = reduction_mask();
+    for (int r : reductions) {
+      const BodyOp& o = op(r);
+      std::string acc = "_" + names_[static_cast<size_t>(r)];
+      std::string b = broadcast_value(r);
+      std::string helper = reduction_helper(o.reduction, value_dtype(r));
+      if (!helper.empty()) helpers_.insert(helper);
+      if (is_arg_reduction(o.reduction)) {
+        std::string v = fresh(), ix = fresh();
+        w_.linef("{}, {} = {}({}, {}_index, {}, r0_index)", v, ix, helper, acc, acc, b);
+        if (mask.empty()) {
+          w_.linef("{} = {}", acc, v);
+          w_.linef("{}_index = {}", acc, ix);
+        } else {
+          w_.linef("{0} = tl.where({1}, {2}, {0})", acc, mask, v);
+          w_.linef("{0}_index = tl.where({1}, {2}, {0}_index)", acc, mask, ix);
+        }
+      } else {
+        std::string c = fresh();
+        w_.linef("{} = {}", c, reduction_combine(o.reduction, o.dtype, acc, b));
+        if (mask.empty())
+          w_.linef("{} = {}", acc, c);
+        else
+          w_.linef("{0} = tl.where({1}, {2}, {0})", acc, mask, c);
+      }
+    }
+    in_loop_ = false;
+    loop_names_.clear();
+    w_.dedent();
+    for (int r : reductions) {
+      const BodyOp& o = op(r);
+      std::string acc = "_" + names_[static_cast<size_t>(r)];
+      std::string name = names_[static_cast<size_t>(r)];
+      if (is_arg_reduction(o.reduction)) {
+        w_.linef("{}, {} = tl.reduce(({}, {}_index), 1, {})", fresh(), name, acc, acc,
+                 reduction_helper(o.reduction, value_dtype(r)));
+        w_.linef("{0} = {0}[:, None].to({1})", name, triton_dtype(o.dtype));
+      } else {
+        w_.linef("{} = {}", name, reduction_over_axis(o.reduction, o.dtype, acc));
+      }
+      printed_.insert(r);
+    }
+  }
+
+  const TritonProgramPlan& plan_;
+  const TritonKernelPlan& k_;
+  const LoopBody& body_;
+  int index_;
+  CodeWriter w_;
+  std::vector<bool> rdep_, live_;
+  std::vector<std::vector<int>> users_;
+  std::vector<TritonKernelArg> args_;
+  std::map<int, std::string> ptr_;  // buffer -> in_ptrN / out_ptrN
+  bool xmask_ = false, ymask_ = false, rmask_ = false, row_mask_ = false;
+  sym::Analyzer ka_;  // kernel index symbols
+  sym::Analyzer pa_;  // index variables (for printing)
+  std::map<sym::Expr, sym::Expr> atom_of_;
+  std::vector<IndexAtom> atoms_;
+  int nx_ = 0, ny_ = 0, nr_ = 0;
+  std::vector<std::string> names_;
+  std::map<int, std::string> loop_names_;  // ops recomputed in the current loop
+  std::set<int> printed_;
+  std::vector<int> loops_using_;
+  std::set<std::string> helpers_;
+  bool in_loop_ = false;
+  int counter_ = 0;
+};
+
+}  // namespace
+
+TritonKernelSource generate_triton_kernel(const TritonProgramPlan& plan, size_t k, int index) {
+  return TritonKernelPrinter(plan, k, index).generate();
+}
+
+}  // namespace coil

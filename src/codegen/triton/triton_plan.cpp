@@ -1,0 +1,460 @@
+#include "codegen/triton/triton_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "codegen/triton/triton_split.h"
+#include "support/check.h"
+#include "support/log.h"
+
+namespace coil {
+
+const sym::Expr& triton_xindex() {
+  static const sym::Expr e = sym::make_symbol("xindex");
+  return e;
+}
+const sym::Expr& triton_yindex() {
+  static const sym::Expr e = sym::make_symbol("yindex");
+  return e;
+}
+const sym::Expr& triton_rindex() {
+  static const sym::Expr e = sym::make_symbol("r0_index");
+  return e;
+}
+
+std::string_view reduction_hint_name(ReductionHint h) {
+  switch (h) {
+    case ReductionHint::Inner:
+      return "INNER";
+    case ReductionHint::Outer:
+      return "OUTER";
+    case ReductionHint::Default:
+      return "DEFAULT";
+  }
+  COIL_UNREACHABLE("bad reduction hint");
+}
+
+int64_t next_power_of_2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+bool triton_needs_mask(const sym::Expr& numel, int64_t max_block) {
+  // The runtime clamps each block to the size hint too (Inductor's triton_config), so a static
+  // numel of 512 is covered exactly by any block it may pick.
+  int64_t block = max_block;
+  if (auto c = numel.as_const()) {
+    if (*c == 0) return true;  // every lane is outside
+    block = std::min(max_block, next_power_of_2(*c));
+  }
+  return !sym::Analyzer().statically_known_multiple_of(numel, block);
+}
+
+bool use_persistent_reduction(int64_t r0_numel, ReductionHint hint) {
+  return r0_numel <= (hint == ReductionHint::Outer ? kPersistentMaxOuter : kPersistentMaxInner);
+}
+
+int64_t TritonBuffer::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+std::string TritonKernelPlan::prefix() const {
+  switch (kind) {
+    case TritonKernelKind::Pointwise:
+    case TritonKernelKind::Tiled:
+      return "triton_poi";
+    case TritonKernelKind::Persistent:
+      return "triton_per";
+    case TritonKernelKind::Looped:
+      return "triton_red";
+  }
+  COIL_UNREACHABLE("bad kernel kind");
+}
+
+namespace {
+
+/// Product of v[begin, end) (end clamped to the size).
+int64_t product(const std::vector<int64_t>& v, size_t begin = 0, size_t end = SIZE_MAX) {
+  end = std::min(end, v.size());
+  int64_t p = 1;
+  for (auto it = v.begin() + static_cast<long>(std::min(begin, end));
+       it != v.begin() + static_cast<long>(end); ++it)
+    p *= *it;
+  return p;
+}
+
+std::vector<int64_t> static_extents(const std::vector<sym::Expr>& ranges) {
+  std::vector<int64_t> out;
+  for (const auto& r : ranges) {
+    auto c = r.as_const();
+    COIL_ASSERT(c.has_value(), "loop range {} is not static", sym::to_string(r));
+    out.push_back(*c);
+  }
+  return out;
+}
+
+/// Row-major decomposition of `flat` over `sizes`: the value of each loop variable.
+std::vector<sym::Expr> decompose(const sym::Expr& flat, const std::vector<int64_t>& sizes) {
+  std::vector<sym::Expr> out(sizes.size(), sym::Expr(0));
+  int64_t stride = 1;
+  size_t outermost = 0;
+  while (outermost < sizes.size() && sizes[outermost] == 1) ++outermost;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] != 1) {
+      sym::Expr q = stride == 1 ? flat : sym::floordiv(flat, stride);
+      out[i] = i == outermost ? q : sym::mod(q, sizes[i]);
+    }
+    stride *= sizes[i];
+  }
+  return out;
+}
+
+sym::Analyzer loop_analyzer(const std::vector<int64_t>& ranges, const std::vector<int64_t>& red) {
+  sym::Analyzer a;
+  for (size_t i = 0; i < ranges.size(); ++i)
+    a.bind_loop_var(loop_var(static_cast<int>(i)), ranges[i]);
+  for (size_t i = 0; i < red.size(); ++i)
+    a.bind_loop_var(reduction_var(static_cast<int>(i)), red[i]);
+  return a;
+}
+
+/// A load that misses some loop variable of extent > 1 reads each element several times.
+bool reads_repeatedly(const sym::Expr& index, const std::vector<int64_t>& ranges,
+                      const std::vector<int64_t>& red) {
+  for (size_t i = 0; i < ranges.size(); ++i)
+    if (ranges[i] > 1 && !sym::depends_on(index, loop_var(static_cast<int>(i)))) return true;
+  for (size_t i = 0; i < red.size(); ++i)
+    if (red[i] > 1 && !sym::depends_on(index, reduction_var(static_cast<int>(i)))) return true;
+  return false;
+}
+
+/// The loop along which `index` is contiguous (stride 1), or -1.
+int contiguous_loop(const sym::Expr& index, const std::vector<int64_t>& ranges,
+                    const sym::Analyzer& a) {
+  for (size_t i = ranges.size(); i-- > 0;) {
+    if (ranges[i] == 1) continue;
+    auto s = a.stride(index, loop_var(static_cast<int>(i)));
+    if (s && s->as_const() == 1) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+/// Inductor's 2-D tiling (simd.py candidate_tilings) for a pointwise nest: when the store is
+/// contiguous along loop j and some load is contiguous along an earlier loop k while striding
+/// along j (a transposed read), tile as y = loops [0, k], x = loops (k, n): both the read and the
+/// write then walk memory contiguously inside a tile. Returns k + 1 (the number of y loops), or 0.
+size_t choose_tiling(const std::vector<BodyOp>& accesses, const std::vector<int64_t>& ranges) {
+  if (ranges.size() < 2) return 0;
+  sym::Analyzer a = loop_analyzer(ranges, {});
+  int store_loop = -1;
+  for (const BodyOp& op : accesses) {
+    if (op.op != LoopOp::store) continue;
+    int j = contiguous_loop(op.index, ranges, a);
+    if (j < 0 || (store_loop >= 0 && j != store_loop)) return 0;
+    store_loop = j;
+  }
+  if (store_loop < 0) return 0;
+  for (const BodyOp& op : accesses) {
+    if (op.op != LoopOp::load) continue;
+    int k = contiguous_loop(op.index, ranges, a);
+    if (k < 0 || k >= store_loop) continue;
+    auto along_store = a.stride(op.index, loop_var(store_loop));
+    if (along_store && (along_store->as_const() == 0 || along_store->as_const() == 1)) continue;
+    auto split = static_cast<size_t>(k) + 1;
+    int64_t y = product(ranges, 0, split), x = product(ranges, split);
+    if (y < kTileMinExtent || x < kTileMinExtent || y > kTileMaxY) continue;
+    return static_cast<size_t>(k) + 1;
+  }
+  return 0;
+}
+
+/// The result of reducing no element, as a constant op: the identity of sum and prod; for
+/// max/min (an error in torch) the identity too, as the CPU kernels produce; 0 for argmax/argmin.
+BodyOp empty_reduction_value(ReductionType t, DType dtype) {
+  BodyOp c;
+  c.op = LoopOp::constant;
+  c.dtype = dtype;
+  const bool fp = is_floating(dtype);
+  const bool wide = dtype == DType::I64;
+  switch (t) {
+    case ReductionType::sum:
+    case ReductionType::argmax:
+    case ReductionType::argmin:
+      break;
+    case ReductionType::prod:
+      c.fvalue = 1;
+      c.ivalue = 1;
+      break;
+    case ReductionType::max:
+      c.fvalue = -std::numeric_limits<double>::infinity();
+      c.ivalue = wide ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min();
+      break;
+    case ReductionType::min:
+      c.fvalue = std::numeric_limits<double>::infinity();
+      c.ivalue = wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
+      break;
+  }
+  if (fp) c.ivalue = 0;
+  if (!fp) c.fvalue = 0;
+  return c;
+}
+
+/// Builds Triton kernels from kernel groups (see triton_plan.h).
+class Planner {
+ public:
+  Planner(const IrProgram& p, const Schedule& s) : p_(p), s_(s) {}
+
+  TritonProgramPlan run() {
+    for (const Buffer& b : p_.buffers) {
+      TritonBuffer tb;
+      tb.dtype = b.layout.dtype;
+      tb.sizes = static_extents(b.layout.sizes);
+      tb.strides = static_extents(b.layout.strides);
+      tb.kind = b.kind;
+      tb.external_index = b.external_index;
+      tb.name = b.kind == BufferKind::Input      ? fmt::format("arg{}_1", b.external_index)
+                : b.kind == BufferKind::Constant ? fmt::format("const{}", b.external_index)
+                                                 : b.name;
+      out_.buffers.push_back(std::move(tb));
+    }
+    for (const KernelGroup& g : s_.kernels) plan_group(g);
+    mark_in_memory();
+    return std::move(out_);
+  }
+
+ private:
+  const ComputedBuffer& comp(int c) const { return p_.computations[static_cast<size_t>(c)]; }
+
+  void plan_group(const KernelGroup& g) {
+    const ComputedBuffer& head = comp(g.nests[0].computations[0]);
+    size_t first = 0;
+    if (head.is_opaque()) {
+      // A library call; with a CPU schedule its fused epilogue (nests[1]) follows as a kernel.
+      out_.steps.push_back({-1, g.nests[0].computations[0]});
+      first = 1;
+    }
+    std::vector<const LoopNest*> nests;
+    for (size_t i = first; i < g.nests.size(); ++i) {
+      // A nest over no element writes an empty buffer: nothing to launch.
+      if (product(static_extents(comp(g.nests[i].computations.back()).ranges)) > 0)
+        nests.push_back(&g.nests[i]);
+    }
+    if (nests.empty()) return;
+    std::string why;
+    if (first == 0) {
+      if (auto k = build(nests, g.outer_depth, &why)) return add_kernel(std::move(*k));
+      COIL_LOG(fusion, "triton: kernel group of {} nests split into one kernel per nest: {}",
+               nests.size(), why);
+    }
+    for (const LoopNest* n : nests) {
+      int depth = static_cast<int>(comp(n->computations.back()).ranges.size());
+      auto k = build({n}, depth, &why);
+      COIL_ASSERT(k.has_value(), "a single loop nest must make a Triton kernel: {}", why);
+      add_kernel(std::move(*k));
+    }
+  }
+
+  void add_kernel(TritonKernelPlan k) {
+    if (auto split = split_reduction(k, out_.buffers)) {
+      out_.steps.push_back({static_cast<int>(out_.kernels.size()), -1});
+      out_.kernels.push_back(std::move(split->first));
+      out_.steps.push_back({static_cast<int>(out_.kernels.size()), -1});
+      out_.kernels.push_back(std::move(split->second));
+      return;
+    }
+    out_.steps.push_back({static_cast<int>(out_.kernels.size()), -1});
+    out_.kernels.push_back(std::move(k));
+  }
+
+  /// One Triton kernel for `nests` sharing their first `outer_depth` loops, or nullopt (with
+  /// the reason) when they cannot share one.
+  std::optional<TritonKernelPlan> build(const std::vector<const LoopNest*>& nests, int outer_depth,
+                                        std::string* why) {
+    struct NestLoops {
+      std::vector<int64_t> ranges, red;
+    };
+    std::vector<NestLoops> loops;
+    for (const LoopNest* n : nests) {
+      // The nest's loops are its last computation's (a reduction's, when a pointwise prologue
+      // was merged into it, renamed to its variables).
+      const ComputedBuffer& head = comp(n->computations.back());
+      loops.push_back({static_extents(head.ranges), static_extents(head.reduction_ranges)});
+    }
+    const auto d = static_cast<size_t>(outer_depth);
+    std::vector<int64_t> outer(loops[0].ranges.begin(), loops[0].ranges.begin() + outer_depth);
+    TritonKernelPlan k;
+    k.xnumel = product(outer);
+    k.num_nests = static_cast<int>(nests.size());
+    std::vector<int64_t> row(nests.size());
+    k.r0_numel = 0;  // a reduction over no element leaves its identity
+    bool any_reduction = false;
+    for (size_t i = 0; i < nests.size(); ++i) {
+      const NestLoops& l = loops[i];
+      bool reduces = comp(nests[i]->computations.back()).is_reduction();
+      if (!std::equal(outer.begin(), outer.end(), l.ranges.begin())) {
+        *why = "nests differ in their outer loops";
+        return std::nullopt;
+      }
+      if (reduces && l.ranges.size() != d) {
+        *why = "a reduction nest has pointwise loops inside the shared ones";
+        return std::nullopt;
+      }
+      // A reduction over no element is its identity, computed once per row (see below).
+      row[i] = reduces && product(l.red) == 0 ? 1 : product(l.ranges, d) * product(l.red);
+      k.r0_numel = std::max(k.r0_numel, row[i]);
+      any_reduction = any_reduction || reduces;
+    }
+    if (k.r0_numel == 0 && !any_reduction) k.r0_numel = 1;
+    for (size_t i = 0; i < nests.size(); ++i) {
+      bool reduces = comp(nests[i]->computations.back()).is_reduction();
+      if ((row[i] != 1 || reduces) && row[i] != k.r0_numel) {
+        *why = fmt::format("rows of {} and {} elements", row[i], k.r0_numel);
+        return std::nullopt;
+      }
+    }
+    // The flat index of each loop variable, per nest.
+    size_t tile_y = 0;
+    if (k.r0_numel == 1 && nests.size() == 1 && nests[0]->reindex.empty()) {
+      std::vector<BodyOp> accesses;
+      for (int c : nests[0]->computations)
+        for (const BodyOp& op : comp(c).body.ops())
+          if (op.op == LoopOp::load || op.op == LoopOp::store) accesses.push_back(op);
+      tile_y = choose_tiling(accesses, loops[0].ranges);
+    }
+    sym::Analyzer ka;
+    std::vector<std::map<sym::Expr, sym::Expr>> var_map(nests.size());
+    if (tile_y > 0) {
+      k.kind = TritonKernelKind::Tiled;
+      const auto& r = loops[0].ranges;
+      std::vector<int64_t> ys(r.begin(), r.begin() + static_cast<long>(tile_y));
+      std::vector<int64_t> xs(r.begin() + static_cast<long>(tile_y), r.end());
+      k.ynumel = product(ys);
+      k.xnumel = product(xs);
+      auto yv = decompose(triton_yindex(), ys), xv = decompose(triton_xindex(), xs);
+      for (size_t i = 0; i < r.size(); ++i)
+        var_map[0][loop_var(static_cast<int>(i))] = i < tile_y ? yv[i] : xv[i - tile_y];
+    } else {
+      auto xv = decompose(triton_xindex(), outer);
+      for (size_t n = 0; n < nests.size(); ++n) {
+        for (size_t i = 0; i < d; ++i) var_map[n][loop_var(static_cast<int>(i))] = xv[i];
+        std::vector<int64_t> inner(loops[n].ranges.begin() + outer_depth, loops[n].ranges.end());
+        inner.insert(inner.end(), loops[n].red.begin(), loops[n].red.end());
+        auto rv = decompose(triton_rindex(), inner);
+        size_t j = 0;
+        for (size_t i = d; i < loops[n].ranges.size(); ++i)
+          var_map[n][loop_var(static_cast<int>(i))] = rv[j++];
+        for (size_t i = 0; i < loops[n].red.size(); ++i)
+          var_map[n][reduction_var(static_cast<int>(i))] = rv[j++];
+      }
+      k.kind = k.r0_numel == 1 ? TritonKernelKind::Pointwise : TritonKernelKind::Looped;
+    }
+    ka.bind(triton_xindex(), 0, std::max<int64_t>(k.xnumel - 1, 0));
+    ka.bind(triton_yindex(), 0, std::max<int64_t>(k.ynumel - 1, 0));
+    ka.bind(triton_rindex(), 0, std::max<int64_t>(k.r0_numel - 1, 0));
+
+    // Merge the bodies in the flat index space, forwarding stored values.
+    std::set<int> written;
+    for (const LoopNest* n : nests)
+      for (int c : n->computations) written.insert(comp(c).buffer);
+    std::map<std::pair<int, const void*>, int> stored;
+    for (size_t n = 0; n < nests.size(); ++n) {
+      for (int c : nests[n]->computations) {
+        auto re = nests[n]->reindex.find(c);
+        std::vector<int> remap;
+        for (BodyOp op : comp(c).body.ops()) {
+          for (int& a : op.args)
+            if (a >= 0) a = remap[static_cast<size_t>(a)];
+          bool reused = false;
+          if (op.index.defined()) {
+            sym::Expr idx = op.index;
+            if (re != nests[n]->reindex.end()) idx = sym::substitute(idx, re->second);
+            reused = op.op == LoopOp::load && reads_repeatedly(idx, loops[n].ranges, loops[n].red);
+            op.index = ka.simplify(sym::substitute(idx, var_map[n]));
+          }
+          if (op.op == LoopOp::reduction && product(loops[n].red) == 0) {
+            // Its loads are then dead, so no empty tensor is ever read.
+            op = empty_reduction_value(op.reduction, op.dtype);
+          }
+          if (op.op == LoopOp::load) {
+            auto it = stored.find({op.buffer, op.index.get()});
+            if (it != stored.end()) {
+              remap.push_back(it->second);
+              continue;
+            }
+            if (written.count(op.buffer)) {
+              *why = fmt::format("{} is read at another element than the one stored",
+                                 p_.buffer(op.buffer).name);
+              return std::nullopt;
+            }
+          }
+          size_t before = k.body.ops().size();
+          int id = k.body.append(op);
+          if (k.body.ops().size() > before) {
+            k.op_nest.push_back(static_cast<int>(n));
+            k.reused.push_back(reused);
+          } else if (reused) {
+            k.reused[static_cast<size_t>(id)] = true;
+          }
+          if (op.op == LoopOp::store) stored[{op.buffer, op.index.get()}] = op.args[0];
+          remap.push_back(id);
+        }
+      }
+      for (int c : nests[n]->computations)
+        for (const auto& o : comp(c).origin_names) k.origins.push_back(o);
+    }
+    finish(k, ka);
+    return k;
+  }
+
+  /// Reduction hint, persistent or looped, index width.
+  void finish(TritonKernelPlan& k, const sym::Analyzer& ka) {
+    int64_t biggest = k.xnumel * k.ynumel * k.r0_numel;
+    int contiguous = 0, strided = 0;
+    for (const BodyOp& op : k.body.ops()) {
+      if (op.op != LoopOp::load && op.op != LoopOp::store) continue;
+      biggest = std::max(biggest, out_.buffers[static_cast<size_t>(op.buffer)].numel());
+      if (op.op != LoopOp::load || !sym::depends_on(op.index, triton_rindex())) continue;
+      auto s = ka.stride(op.index, triton_rindex());
+      (s && s->as_const() == 1 ? contiguous : strided) += 1;
+    }
+    k.int64_index = biggest > INT32_MAX;
+    if (k.kind != TritonKernelKind::Looped) return;
+    k.hint = strided == 0      ? ReductionHint::Inner
+             : contiguous == 0 ? ReductionHint::Outer
+                               : ReductionHint::Default;
+    if (use_persistent_reduction(k.r0_numel, k.hint)) k.kind = TritonKernelKind::Persistent;
+  }
+
+  void mark_in_memory() {
+    out_.in_memory.assign(out_.buffers.size(), false);
+    for (size_t b = 0; b < out_.buffers.size(); ++b)
+      out_.in_memory[b] = out_.buffers[b].kind != BufferKind::Intermediate;
+    for (const TritonKernelPlan& k : out_.kernels)
+      for (const BodyOp& op : k.body.ops())
+        if (op.op == LoopOp::load) out_.in_memory[static_cast<size_t>(op.buffer)] = true;
+    for (const TritonStep& st : out_.steps) {
+      if (st.computation < 0) continue;
+      const ComputedBuffer& c = comp(st.computation);
+      out_.in_memory[static_cast<size_t>(c.buffer)] = true;
+      for (int b : c.reads()) out_.in_memory[static_cast<size_t>(b)] = true;
+    }
+  }
+
+  const IrProgram& p_;
+  const Schedule& s_;
+  TritonProgramPlan out_;
+};
+
+}  // namespace
+
+TritonProgramPlan plan_triton_program(const IrProgram& program, const Schedule& schedule) {
+  return Planner(program, schedule).run();
+}
+
+}  // namespace coil

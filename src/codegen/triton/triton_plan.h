@@ -1,0 +1,124 @@
+// The GPU backend's scheduling step (Inductor's TritonScheduling): turns the schedule's kernel
+// groups into Triton kernels over a flat iteration space, before any text is printed.
+//
+// A Triton kernel iterates over xindex (the group's shared outer loops, flattened row-major)
+// and, for reductions, r0_index (each nest's remaining loops: its inner pointwise loops or its
+// reduction loops, flattened). Every index expression of every nest is rewritten in those
+// symbols, so the nests' bodies merge into one LoopBody: identical loads are computed once, and
+// a load of a value that an earlier nest stored at the same element is forwarded in registers
+// (the softmax's exp, the layer norm's mean). A group that cannot be one Triton kernel (nests
+// over different row lengths, a value read back at another element of its row, a reduction
+// nest with inner pointwise loops) is split into one kernel per nest; the values passed between
+// them are then materialized in memory.
+//
+// Kernel kinds (Inductor's names):
+//   triton_poi  pointwise over xnumel (1-D), or over [ynumel, xnumel] tiles when a load and the
+//               store are contiguous along different loops (x.t() + y);
+//   triton_per  persistent reduction: a whole row of r0_numel <= 1024 lives in registers;
+//   triton_red  looped reduction: each nest runs its own loop over the row in R0_BLOCK chunks;
+//   split       a reduction with few outputs and long rows becomes a triton_red kernel reducing
+//               chunks of each row into a partial buffer, then a kernel reducing the partials.
+// Templates and extern calls (matmul, conv2d) are library calls through torch in the wrapper.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sched/scheduler.h"
+#include "sym/analyzer.h"
+
+namespace coil {
+
+/// The symbols of a Triton kernel's iteration space.
+const sym::Expr& triton_xindex();
+const sym::Expr& triton_yindex();
+const sym::Expr& triton_rindex();
+
+// The largest blocks the runtime's configs may pick (powers of two). Masks are dropped only
+// where a numel is a multiple of these, so the runtime must never exceed them.
+constexpr int64_t kTritonMaxXBlock = 1024;
+constexpr int64_t kTritonMaxYBlock = 1024;
+constexpr int64_t kTritonMaxLoopedR0Block = 2048;
+// Persistent reductions (Inductor's thresholds): rows up to 1024 elements when they are read
+// contiguously, up to 64 otherwise.
+constexpr int64_t kPersistentMaxInner = 1024;
+constexpr int64_t kPersistentMaxOuter = 64;
+// 2-D tiles: the y extent goes to grid dimension 1, limited to 65535 programs.
+constexpr int64_t kTileMinExtent = 16;
+constexpr int64_t kTileMaxY = 65535;
+
+enum class TritonKernelKind { Pointwise, Tiled, Persistent, Looped };
+enum class ReductionHint { Inner, Outer, Default };
+std::string_view reduction_hint_name(ReductionHint h);  // "INNER", "OUTER", "DEFAULT"
+
+int64_t next_power_of_2(int64_t n);
+/// Size hint of a numel: the next power of two (Inductor's size_hints).
+inline int64_t triton_size_hint(int64_t numel) {
+  return next_power_of_2(numel);
+}
+/// Whether accesses need the `index < numel` mask. Every block the runtime may pick is a power
+/// of two no larger than `max_block` nor than the size hint, so it tiles `numel` exactly when
+/// numel is a multiple of min(max_block, size hint): a multiple of max_block, or a power of two
+/// below it.
+bool triton_needs_mask(const sym::Expr& numel, int64_t max_block);
+/// Persistent (whole row in registers) or looped reduction, by row length and access pattern.
+bool use_persistent_reduction(int64_t r0_numel, ReductionHint hint);
+
+/// A buffer the generated module names: a program buffer, or a partial buffer of a split
+/// reduction (ids after the program's).
+struct TritonBuffer {
+  std::string name;  // the wrapper's name: arg0_1 (input i), const0, buf3, out0, part0
+  DType dtype = DType::F32;
+  std::vector<int64_t> sizes, strides;
+  BufferKind kind = BufferKind::Intermediate;
+  int external_index = -1;
+  int64_t numel() const;
+  int64_t nbytes() const { return numel() * dtype_size(dtype); }
+};
+
+/// One Triton kernel, its body in the symbols of triton_xindex/yindex/rindex.
+struct TritonKernelPlan {
+  TritonKernelKind kind = TritonKernelKind::Pointwise;
+  int64_t xnumel = 1, ynumel = 1, r0_numel = 1;
+  LoopBody body;
+  /// Per op: the nest it came from. A looped kernel runs one r loop per nest holding
+  /// reductions or element stores, in nest order.
+  std::vector<int> op_nest;
+  /// Per op: a load that reads the same element for several iterations (a broadcast operand),
+  /// which gets eviction_policy='evict_last'.
+  std::vector<bool> reused;
+  int num_nests = 1;
+  /// Split reductions, first stage: the lane's position in the original row; lanes where it is
+  /// >= row_numel lie past the row's end (the last chunk may be partial). Undefined when every
+  /// lane is inside.
+  sym::Expr row_index;
+  int64_t row_numel = 0;
+  ReductionHint hint = ReductionHint::Default;
+  bool int64_index = false;          // some index may exceed int32
+  std::vector<std::string> origins;  // graph nodes, "t3 (add)"
+  std::string prefix() const;        // triton_poi / triton_per / triton_red
+  bool is_reduction() const {
+    return kind == TritonKernelKind::Persistent || kind == TritonKernelKind::Looped;
+  }
+};
+
+/// One step of the wrapper: a Triton kernel launch or a library call.
+struct TritonStep {
+  int kernel = -1;       // into TritonProgramPlan::kernels
+  int computation = -1;  // an Extern/Template computation of the program
+};
+
+struct TritonProgramPlan {
+  std::vector<TritonBuffer> buffers;  // by id: the program's, then partials
+  std::vector<TritonKernelPlan> kernels;
+  std::vector<TritonStep> steps;
+  /// Per buffer: some kernel reads it from memory, a library call reads or writes it, or it is
+  /// a graph output. Stores to intermediates that are not are dropped (their values are only
+  /// ever forwarded in registers), and the wrapper allocates only these.
+  std::vector<bool> in_memory;
+};
+
+TritonProgramPlan plan_triton_program(const IrProgram& program, const Schedule& schedule);
+
+}  // namespace coil

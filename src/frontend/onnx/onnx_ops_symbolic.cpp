@@ -1,0 +1,165 @@
+// Shape arithmetic on symbolic sizes (SymbolicInts, onnx_context.h): what exporters emit around
+// a dynamic dim. torch's multi-head attention with a dynamic batch, for one:
+//   Shape(x) -> Gather(1) -> Mul(4) -> Unsqueeze -> Concat([64], ., [64]) -> Reshape(q, .)
+// Each value is a list of size expressions (`4*batch`), computed here at import time as if it
+// were a constant; Reshape and Expand take such a list as their target shape. Any other use of
+// a symbolic value is unsupported (the importer says so), since its placeholder holds no data.
+#include <algorithm>
+
+#include "frontend/onnx/onnx_ops.h"
+#include "frontend/onnx/onnx_tensor.h"
+#include "sym/analyzer.h"
+
+namespace coil::onnxfe {
+namespace {
+
+// An integer input of rank 0 or 1 as size expressions.
+struct Ints {
+  std::vector<sym::Expr> v;
+  bool scalar = false;
+};
+
+Ints ints_of(OnnxNode& n, int i, std::string_view what) {
+  int id = n.in(i);
+  if (n.rank(id) > 1) unsupported("{} of rank {} computed from symbolic sizes", what, n.rank(id));
+  return {n.sym_ints(i, what), n.rank(id) == 0};
+}
+
+DType integer_dtype(OnnxNode& n, int id) {
+  DType t = n.dtype(id);
+  if (!is_integral(t) || t == DType::Bool)
+    n.error("shape arithmetic on {} values (sizes are integers)", dtype_name(t));
+  return t;
+}
+
+// Axes of Unsqueeze / Squeeze: an input from opset 13, an attribute before.
+std::vector<int64_t> axes_of(OnnxNode& n) {
+  if (n.opset() >= 13)
+    return n.has_input(1) ? n.const_ints(1, "the axes input") : std::vector<int64_t>{};
+  return n.attr_ints("axes").value_or(std::vector<int64_t>{});
+}
+
+// ONNX's Slice bounds for one axis of size `d`: (start, end) clamped as numpy does.
+std::pair<int64_t, int64_t> slice_bounds(int64_t start, int64_t end, int64_t step, int64_t d) {
+  auto clamp = [&](int64_t v, int64_t lo, int64_t hi) {
+    if (v < 0) v += d;
+    return std::clamp(v, lo, hi);
+  };
+  if (step > 0) return {clamp(start, 0, d), clamp(end, 0, d)};
+  return {clamp(start, -1, d - 1), clamp(end, -1, d - 1)};
+}
+
+sym::Expr apply(const std::string& op, const sym::Expr& a, const sym::Expr& b) {
+  if (op == "Add") return a + b;
+  if (op == "Sub") return a - b;
+  if (op == "Mul") return a * b;
+  // Div: ONNX's integer division truncates; sizes are non-negative, where it is floor division.
+  if (auto c = b.as_const(); c && *c == 0) unsupported("a division of sizes by 0");
+  return sym::Analyzer().simplify(sym::floordiv(a, b));  // (6*N) // 3 -> 2*N
+}
+
+}  // namespace
+
+bool map_symbolic(OnnxNode& n) {
+  const std::string& op = n.op_type();
+  if (op == "Identity") {
+    n.set_output(0, n.in(0));
+    return true;
+  }
+  if (op == "Cast") {
+    Ints x = ints_of(n, 0, "the input");
+    auto et = static_cast<int32_t>(n.attr_int("to", 0));
+    std::optional<DType> to = dtype_from_onnx(et);
+    if (!to || !is_integral(*to) || *to == DType::Bool)
+      unsupported("a cast of symbolic sizes to {}", onnx_dtype_name(et));
+    n.set_output(0, n.add_ints(x.v, x.scalar, *to));
+    return true;
+  }
+  if (op == "Gather") {
+    if (!n.symbolic(n.in(0))) return false;
+    Ints data = ints_of(n, 0, "the data");
+    if (data.scalar) n.error("data must have at least one dim");
+    n.axis(n.attr_int("axis", 0), 1);  // 1-D: axis 0 (or -1)
+    std::vector<int64_t> idx = n.const_ints(1, "the indices input");
+    auto d = static_cast<int64_t>(data.v.size());
+    std::vector<sym::Expr> out;
+    for (int64_t i : idx) {
+      if (i < -d || i >= d) n.error("index {} is out of range for a dim of size {}", i, d);
+      out.push_back(data.v[static_cast<size_t>(i < 0 ? i + d : i)]);
+    }
+    int64_t idx_rank = n.rank(n.in(1));
+    if (idx_rank > 1) unsupported("indices of rank {} into symbolic sizes", idx_rank);
+    n.set_output(0, n.add_ints(out, idx_rank == 0, integer_dtype(n, n.in(0))));
+    return true;
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    Ints x = ints_of(n, 0, "the input");
+    std::vector<int64_t> axes = axes_of(n);
+    bool unsq = op == "Unsqueeze";
+    // 0-D <-> [1]: the only reshapes a list of sizes takes.
+    bool ok = unsq ? x.scalar && axes.size() == 1 && (axes[0] == 0 || axes[0] == -1)
+                   : !x.scalar && x.v.size() == 1 &&
+                         (axes.empty() || (axes.size() == 1 && (axes[0] == 0 || axes[0] == -1)));
+    if (!ok) unsupported("{} of symbolic sizes to rank {}", op, unsq ? 2 : 0);
+    n.set_output(0, n.add_ints(x.v, !unsq, integer_dtype(n, n.in(0))));
+    return true;
+  }
+  if (op == "Concat") {
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis != 0 && axis != -1) n.error("axis {} is out of range for rank 1", axis);
+    std::vector<sym::Expr> out;
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      Ints x = ints_of(n, i, "an input");
+      if (x.scalar) n.error("input {} is 0-D", i);
+      out.insert(out.end(), x.v.begin(), x.v.end());
+    }
+    n.set_output(0, n.add_ints(out, false, integer_dtype(n, n.in(0))));
+    return true;
+  }
+  if (op == "Slice") {
+    if (!n.symbolic(n.in(0))) return false;
+    Ints x = ints_of(n, 0, "the data");
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (n.opset() < 10) {
+      starts = n.attr_ints("starts").value_or(starts);
+      ends = n.attr_ints("ends").value_or(ends);
+      axes = n.attr_ints("axes").value_or(axes);
+    } else {
+      starts = n.const_ints(1, "starts");
+      ends = n.const_ints(2, "ends");
+      if (n.has_input(3)) axes = n.const_ints(3, "axes");
+      if (n.has_input(4)) steps = n.const_ints(4, "steps");
+    }
+    if (starts.size() != 1 || ends.size() != 1 || axes.size() > 1 || steps.size() > 1)
+      n.error("a slice of a 1-D value takes one start, end, axis and step");
+    if (!axes.empty()) n.axis(axes[0], 1);
+    int64_t step = steps.empty() ? 1 : steps[0];
+    if (step == 0) n.error("step is 0");
+    auto [b, e] = slice_bounds(starts[0], ends[0], step, static_cast<int64_t>(x.v.size()));
+    std::vector<sym::Expr> out;
+    for (int64_t i = b; step > 0 ? i < e : i > e; i += step)
+      out.push_back(x.v[static_cast<size_t>(i)]);
+    n.set_output(0, n.add_ints(out, false, integer_dtype(n, n.in(0))));
+    return true;
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    Ints a = ints_of(n, 0, "input 0"), b = ints_of(n, 1, "input 1");
+    DType t = integer_dtype(n, n.in(0));
+    if (integer_dtype(n, n.in(1)) != t) n.error("inputs of two dtypes");
+    size_t len = std::max(a.v.size(), b.v.size());
+    if ((a.v.size() != len && a.v.size() != 1) || (b.v.size() != len && b.v.size() != 1))
+      n.error("inputs of {} and {} elements do not broadcast", a.v.size(), b.v.size());
+    std::vector<sym::Expr> out;
+    for (size_t i = 0; i < len; ++i)
+      out.push_back(apply(op, a.v[a.v.size() == 1 ? 0 : i], b.v[b.v.size() == 1 ? 0 : i]));
+    n.set_output(0, n.add_ints(out, a.scalar && b.scalar, t));
+    return true;
+  }
+  return false;
+}
+
+bool accepts_symbolic(std::string_view op, int input) {
+  return (op == "Reshape" || op == "Expand") && input == 1;
+}
+
+}  // namespace coil::onnxfe

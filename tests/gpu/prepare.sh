@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Prepares the GPU run on THIS machine (where coil builds): builds coil, then writes
+# tests/gpu/generated/ (Triton modules from `coil compile --device cuda`, fixed inputs, expected
+# outputs from coil's CPU backend, checked against the reference interpreter). The GPU machine
+# gets a copy of the working tree, so run this before the device call, after any change to the
+# code generator. See docs/gpu-results.md.
+#
+#   bash tests/gpu/prepare.sh [--only CASE ...]      (COIL_REBUILD=0: use build/bin/coil as is)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+py="${COIL_PYTHON:-/usr/bin/python3}"
+[ -x "$py" ] || py=python3
+if [ "${COIL_REBUILD:-1}" = 1 ]; then
+  if ! log=$(cmake --build build --target coil 2>&1); then
+    echo "$log" | tail -20
+    if [ -x build/bin/coil ]; then
+      echo "WARNING: building coil failed; using the existing build/bin/coil"
+    else
+      echo "ERROR: building coil failed and there is no build/bin/coil"; exit 1
+    fi
+  fi
+fi
+"$py" tests/gpu/prepare_cases.py --coil build/bin/coil "$@"

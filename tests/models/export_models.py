@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Real models, exported to ONNX by torch.onnx (opset 17), with their input and torch's output,
+for onnx_models_test.cpp (coil checks each against torch) and bench/model_bench.py.
+
+Usage: export_models.py DIR [NAME ...]     (default: every model; --list prints the names)
+
+Writes DIR/<name>.onnx, DIR/<name>_in.npy (the input, graph input "x") and DIR/<name>_out.npy
+(torch's output, graph output "y"), all fp32. Weights are random with fixed seeds: nothing is
+downloaded. The models:
+
+  mlp              3-layer MLP (512 -> 1024 -> 1024 -> 10, ReLU), batch 16
+  ln_gelu_mlp      pre-norm MLP block: x + Linear(GELU(Linear(LayerNorm(x)))), d 256, 4x, [4, 64, 256]
+  transformer      nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True), [2, 64, 256]
+  resnet18         torchvision resnet18 (1000 classes), [1, 3, 224, 224]
+  mobilenet_v2     torchvision mobilenet_v2 (1000 classes), [1, 3, 224, 224]
+  transformer_dynbatch  the transformer layer exported with a dynamic batch dim ("batch"):
+                   traced at batch 2, its input and output saved at batch 3, so its
+                   Shape -> Gather -> Mul -> Concat -> Reshape subgraphs compute on a symbol
+
+Every model is in eval mode (dropout off, batch norm with its running statistics, which are
+randomized so that they are not the identity). The transformer layer is traced with autograd
+enabled: in eval mode with grad disabled, PyTorch would run (and export) its fused fast path
+(one aten::_transformer_encoder_layer_fwd) instead of the primitive ops.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                                 nn.Linear(1024, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class LnGeluMlp(nn.Module):
+    def __init__(self, d=256):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+
+def randomize_norms(model):
+    """Batch norm statistics and affine parameters away from the identity; layer norms' too."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.2, 0.2)
+            m.running_var.uniform_(0.5, 1.5)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+        elif isinstance(m, nn.LayerNorm):
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+
+
+def build(name):
+    """(model, input shape) for a model name."""
+    if name == "mlp":
+        return Mlp(), [16, 512]
+    if name == "ln_gelu_mlp":
+        return LnGeluMlp(), [4, 64, 256]
+    if name in ("transformer", "transformer_dynbatch"):
+        return nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True), [2, 64, 256]
+    import torchvision  # only the CNNs need it (Debian's python3-torchvision)
+    if name == "resnet18":
+        return torchvision.models.resnet18(weights=None), [1, 3, 224, 224]
+    if name == "mobilenet_v2":
+        return torchvision.models.mobilenet_v2(weights=None), [1, 3, 224, 224]
+    raise SystemExit(f"unknown model {name!r} (known: {', '.join(ALL)})")
+
+
+MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2"]
+DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256])}  # dynamic_axes, saved input
+ALL = MODELS + list(DYNAMIC)
+
+
+def export(name, out):
+    """Writes the model's files into `out`; returns the module (eval mode) and its input."""
+    torch.manual_seed(0)
+    model, shape = build(name)
+    randomize_norms(model)
+    model.eval()
+    x = torch.randn(*shape)
+    axes = None
+    if name in DYNAMIC:
+        axes, saved = DYNAMIC[name]
+        axes = {"x": axes, "y": axes}
+    # Autograd stays enabled while tracing (see the module docstring); the parameters require
+    # grad as usual.
+    with torch.enable_grad():
+        torch.onnx.export(model, (x,), os.path.join(out, f"{name}.onnx"), opset_version=17,
+                          input_names=["x"], output_names=["y"], dynamic_axes=axes,
+                          training=torch.onnx.TrainingMode.EVAL)
+    if name in DYNAMIC:
+        x = torch.randn(*saved)  # another size than the traced one
+    with torch.no_grad():
+        y = model(x)
+    np.save(os.path.join(out, f"{name}_in.npy"), x.numpy())
+    np.save(os.path.join(out, f"{name}_out.npy"), y.numpy())
+    return model, x
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("dir", nargs="?")
+    p.add_argument("names", nargs="*")
+    p.add_argument("--list", action="store_true", help="print the model names and exit")
+    a = p.parse_args()
+    if a.list:
+        print("\n".join(ALL))
+        return 0
+    if not a.dir:
+        p.error("DIR is required")
+    os.makedirs(a.dir, exist_ok=True)
+    torch.set_num_threads(1)
+    for name in a.names or ALL:
+        export(name, a.dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

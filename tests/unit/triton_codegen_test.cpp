@@ -1,0 +1,239 @@
+// The GPU code generator's decisions (codegen/triton): masks, size hints, persistent vs looped,
+// split reductions, tiling, and the kernels small graphs become; plus `coil --device cuda`.
+// Nothing here runs Triton (CI has no GPU): tests/gpu runs the modules on a GPU.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "codegen/triton/triton_plan.h"
+#include "codegen/triton/triton_split.h"
+#include "graph/text_format.h"
+#include "runtime/pipeline.h"
+
+namespace coil {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(TritonMask, DroppedOnlyWhereEveryBlockDividesTheNumel) {
+  // Multiples of the largest block.
+  EXPECT_FALSE(triton_needs_mask(4194304, kTritonMaxXBlock));
+  EXPECT_FALSE(triton_needs_mask(3072, kTritonMaxXBlock));
+  // Powers of two below it: blocks are clamped to the size hint.
+  EXPECT_FALSE(triton_needs_mask(512, kTritonMaxXBlock));
+  EXPECT_FALSE(triton_needs_mask(1, kTritonMaxXBlock));
+  // Everything else.
+  EXPECT_TRUE(triton_needs_mask(1000, kTritonMaxXBlock));
+  EXPECT_TRUE(triton_needs_mask(1536, kTritonMaxXBlock));
+  EXPECT_TRUE(triton_needs_mask(17, kTritonMaxXBlock));
+  EXPECT_TRUE(triton_needs_mask(1000003, kTritonMaxXBlock));
+  EXPECT_TRUE(triton_needs_mask(1024 + 2048, kTritonMaxLoopedR0Block));
+  EXPECT_FALSE(triton_needs_mask(16384, kTritonMaxLoopedR0Block));
+  // Symbolic sizes: only what is provable.
+  sym::Expr s0 = sym::make_symbol("s0");
+  EXPECT_FALSE(triton_needs_mask(s0 * 2048, kTritonMaxXBlock));
+  EXPECT_TRUE(triton_needs_mask(s0 * 512, kTritonMaxXBlock));
+  EXPECT_TRUE(triton_needs_mask(s0, kTritonMaxXBlock));
+}
+
+TEST(TritonSizeHints, NextPowerOfTwo) {
+  EXPECT_EQ(triton_size_hint(1), 1);
+  EXPECT_EQ(triton_size_hint(17), 32);
+  EXPECT_EQ(triton_size_hint(1000), 1024);
+  EXPECT_EQ(triton_size_hint(1024), 1024);
+  EXPECT_EQ(triton_size_hint(1000003), 1048576);
+  EXPECT_EQ(triton_size_hint(4194304), 4194304);
+}
+
+TEST(TritonReduction, PersistentThresholdsDependOnTheAccessPattern) {
+  EXPECT_TRUE(use_persistent_reduction(1000, ReductionHint::Inner));
+  EXPECT_TRUE(use_persistent_reduction(1024, ReductionHint::Inner));
+  EXPECT_FALSE(use_persistent_reduction(1025, ReductionHint::Inner));
+  EXPECT_TRUE(use_persistent_reduction(1024, ReductionHint::Default));
+  EXPECT_TRUE(use_persistent_reduction(64, ReductionHint::Outer));
+  EXPECT_FALSE(use_persistent_reduction(65, ReductionHint::Outer));
+}
+
+TEST(TritonReduction, SplitShapes) {
+  // sum(x, dim=0) of [65536, 1024]: 128 chunks of 512 rows (Inductor's split).
+  auto outer = choose_split(1024, 65536, ReductionHint::Outer);
+  ASSERT_TRUE(outer.has_value());
+  EXPECT_EQ(outer->splits, 128);
+  EXPECT_EQ(outer->chunk, 512);
+  EXPECT_TRUE(outer->outputs_contiguous);
+  // A full sum of a prime count: no divisor, so the last chunk is partial.
+  auto full = choose_split(1, 1000003, ReductionHint::Inner);
+  ASSERT_TRUE(full.has_value());
+  EXPECT_EQ(full->splits, 128);
+  EXPECT_EQ(full->chunk, 7813);
+  EXPECT_FALSE(full->outputs_contiguous);
+  // A divisor near the target is preferred.
+  auto even = choose_split(8, 3 * 65536, ReductionHint::Inner);
+  ASSERT_TRUE(even.has_value());
+  EXPECT_EQ(even->splits * even->chunk, 3 * 65536);
+  // Enough outputs, or short rows: one kernel.
+  EXPECT_FALSE(choose_split(4096, 1000, ReductionHint::Inner).has_value());
+  EXPECT_FALSE(choose_split(256, 16384, ReductionHint::Inner).has_value());
+  EXPECT_FALSE(choose_split(16384, 65536, ReductionHint::Outer).has_value());
+  EXPECT_FALSE(choose_split(1024, 1024, ReductionHint::Outer).has_value());
+}
+
+/// The Triton module of a graph in the text format.
+TritonModule triton_of(const std::string& text) {
+  CompileOptions o;
+  o.device = "cuda";
+  return generate_program(parse_graph(text, "<test>"), o).triton;
+}
+
+std::vector<std::string> kernel_names(const TritonModule& m) {
+  std::vector<std::string> names;
+  for (const auto& k : m.kernels) names.push_back(k.name);
+  return names;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(TritonKernels, PointwiseChainIsOneKernelWithoutMask) {
+  TritonModule m = triton_of(
+      "input x: f32[64, 1024]\ninput w: f32[1024]\nt = mul(x, w)\ny = gelu(t)\noutput y\n");
+  ASSERT_EQ(kernel_names(m), std::vector<std::string>{"triton_poi_fused_gelu_0"});
+  const std::string& code = m.kernels[0].code;
+  EXPECT_TRUE(contains(code, "xindex = xoffset + tl.arange(0, XBLOCK)[:]"));
+  EXPECT_FALSE(contains(code, "xmask"));
+  EXPECT_TRUE(contains(code, "eviction_policy='evict_last'"));  // w is broadcast
+  EXPECT_TRUE(contains(code, "libdevice.erf"));
+  EXPECT_EQ(m.kernels[0].numels, std::vector<int64_t>{65536});
+  EXPECT_TRUE(contains(m.kernels[0].decorator, "size_hints={'x': 65536}"));
+}
+
+TEST(TritonKernels, SoftmaxIsOnePersistentReduction) {
+  TritonModule m = triton_of("input x: f32[128, 1000]\ny = softmax(x) {axis=-1}\noutput y\n");
+  ASSERT_EQ(m.kernels.size(), 1u);
+  const TritonKernelSource& k = m.kernels[0];
+  EXPECT_EQ(k.name, "triton_per_fused_div_exp_max_sum_0");
+  EXPECT_TRUE(contains(k.decorator, "reduction_hint='INNER'"));
+  EXPECT_TRUE(contains(k.code, "r0_mask = r0_index < r0_numel"));
+  // The input is read once; exp(x - max) is forwarded in registers to the sum and the division.
+  EXPECT_EQ(k.args.size(), 2u);
+  size_t loads = 0;
+  for (size_t p = k.code.find("tl.load("); p != std::string::npos;
+       p = k.code.find("tl.load(", p + 1))
+    ++loads;
+  EXPECT_EQ(loads, 1u);
+}
+
+TEST(TritonKernels, LongRowsLoopOncePerNest) {
+  TritonModule m = triton_of("input x: f32[128, 8192]\ny = softmax(x) {axis=-1}\noutput y\n");
+  ASSERT_EQ(m.kernels.size(), 1u);
+  const std::string& code = m.kernels[0].code;
+  EXPECT_TRUE(contains(m.kernels[0].name, "triton_red_fused_"));
+  size_t loops = 0;
+  for (size_t p = code.find("for r0_offset"); p != std::string::npos;
+       p = code.find("for r0_offset", p + 1))
+    ++loops;
+  EXPECT_EQ(loops, 3u);
+}
+
+TEST(TritonKernels, TransposedReadIsTiled) {
+  TritonModule m = triton_of(
+      "input x: f32[96, 64]\ninput y: f32[64, 96]\nt = transpose(x)\nz = add(t, y)\noutput z\n");
+  ASSERT_EQ(m.kernels.size(), 1u);
+  EXPECT_TRUE(contains(m.kernels[0].decorator, "tile_hint='TILE'"));
+  EXPECT_TRUE(contains(m.kernels[0].code, "YBLOCK : tl.constexpr, XBLOCK : tl.constexpr"));
+  EXPECT_EQ(m.kernels[0].numels, (std::vector<int64_t>{64, 96}));
+}
+
+TEST(TritonKernels, ColumnSumOfManyRowsIsSplit) {
+  TritonModule m = triton_of("input x: f32[65536, 1024]\ny = sum(x) {axes=[0]}\noutput y\n");
+  ASSERT_EQ(m.kernels.size(), 2u);
+  EXPECT_EQ(m.kernels[0].numels, (std::vector<int64_t>{131072, 512}));
+  EXPECT_EQ(m.kernels[1].numels, (std::vector<int64_t>{1024, 128}));
+  EXPECT_TRUE(contains(m.source, "part0 = runtime.empty_strided((128, 1024), (1024, 1)"));
+}
+
+TEST(TritonKernels, MatmulIsALibraryCallWithItsEpilogueAsAKernel) {
+  TritonModule m = triton_of(
+      "input x: f32[64, 96]\ninput w: f32[96, 80]\ninput b: f32[80]\nm = matmul(x, w)\n"
+      "s = add(m, b)\ny = relu(s)\noutput y\n");
+  ASSERT_EQ(m.externs.size(), 1u);
+  ASSERT_EQ(kernel_names(m), std::vector<std::string>{"triton_poi_fused_relu_0"});
+  EXPECT_TRUE(contains(m.source, "torch.mm(arg0_1, arg1_1, out=buf3)"));
+}
+
+TEST(TritonKernels, LargeTensorsIndexWith64Bits) {
+  TritonModule m = triton_of("input x: f32[65536, 65536]\ny = relu(x)\noutput y\n");
+  ASSERT_EQ(m.kernels.size(), 1u);
+  EXPECT_TRUE(contains(m.kernels[0].code, "tl.program_id(0).to(tl.int64)"));
+  TritonModule small = triton_of("input x: f32[1024, 1024]\ny = relu(x)\noutput y\n");
+  EXPECT_FALSE(contains(small.kernels[0].code, "int64"));
+}
+
+TEST(TritonKernels, EmptyTensorsAreNeverRead) {
+  // A sum over a zero-sized dim is its identity; the empty relu output needs no kernel.
+  TritonModule m =
+      triton_of("input x: f32[4, 0]\ny = sum(x) {axes=[1]}\nz = relu(x)\noutput y\noutput z\n");
+  ASSERT_EQ(m.kernels.size(), 1u);
+  EXPECT_FALSE(contains(m.kernels[0].code, "tl.load"));
+  EXPECT_TRUE(contains(m.kernels[0].code, "tl.full([1], 0.0, tl.float32)"));
+  EXPECT_TRUE(contains(m.source, "out1 = runtime.empty_strided((4, 0), (0, 1), torch.float32)"));
+}
+
+struct TritonCli : ::testing::Test {
+  fs::path dir;
+  void SetUp() override {
+    dir = fs::path(COIL_BINARY_DIR) / "test-triton-cli" / std::to_string(getpid());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "model.coil") << "input x: f32[s0, 16]\ny = softmax(x)\noutput y\n";
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  int coil(const std::string& args) {
+    return std::system(
+        fmt::format("'{}' {} > '{}' 2>&1", COIL_CLI, args, (dir / "log.txt").string()).c_str());
+  }
+  std::string log() const {
+    std::ifstream in(dir / "log.txt");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+};
+
+TEST_F(TritonCli, CompileWritesTheModule) {
+  std::string model = (dir / "model.coil").string(), out = (dir / "out").string();
+  ASSERT_EQ(coil(fmt::format("compile '{}' --size s0=32 --device cuda -o '{}'", model, out)), 0)
+      << log();
+  EXPECT_TRUE(fs::exists(dir / "out" / "module.py"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "report.json"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "graph.coil"));
+  EXPECT_FALSE(fs::exists(dir / "out" / "module.so"));
+  std::ifstream report(dir / "out" / "report.json");
+  std::string json(std::istreambuf_iterator<char>(report), {});
+  EXPECT_TRUE(contains(json, "\"device\": \"cuda\""));
+  EXPECT_TRUE(contains(json, "triton_per_fused_"));
+}
+
+TEST_F(TritonCli, RunNeedsAGpu) {
+  std::string model = (dir / "model.coil").string();
+  int rc = coil(fmt::format("run '{}' --size s0=32 --device cuda", model));
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  EXPECT_TRUE(contains(log(), "needs a GPU")) << log();
+  EXPECT_TRUE(contains(log(), "python/coil_runtime")) << log();
+}
+
+TEST(TritonApi, CompileRefusesTheGpuTarget) {
+  CompileOptions o;
+  o.device = "cuda";
+  Graph g = parse_graph("input x: f32[4]\ny = relu(x)\noutput y\n", "<test>");
+  EXPECT_THROW(compile(g, o), Error);
+  o.device = "tpu";
+  EXPECT_THROW(generate_program(g, o), Error);
+}
+
+}  // namespace
+}  // namespace coil
