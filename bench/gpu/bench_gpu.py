@@ -33,7 +33,7 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
-from coil_runtime import heuristics, runtime, testing  # noqa: E402
+from coil_runtime import configs as cfgs, heuristics, runtime, testing  # noqa: E402
 
 # Inductor on the H200 (inductor-measured.md): (eager ms, Inductor ms).
 INDUCTOR_REF = {"a": (0.2605, 0.1307), "b": (0.5200, 0.1326), "c": (0.1363, 0.1314),
@@ -110,6 +110,32 @@ def kernel_report(mod):
     return out
 
 
+def template_report(mod, flops):
+    """(g): the matmul template's autotune table: its best Triton config's time, the extern
+    choice's (torch.mm + epilogue kernel), and which one the autotuner kept."""
+    out = {}
+    for t in heuristics.autotuners_of(mod):
+        if not isinstance(t, heuristics.TemplateAutotuner):
+            continue
+        out["template_kernel"] = t.name
+        out["template_choice"] = t.choice()
+        for rows in t.timings.values():
+            if not isinstance(rows, list):
+                out["template_timings"] = rows  # "cache hit": times are in the cache file
+                continue
+            tri = [x for x in rows if x["ms"] is not None and not cfgs.is_extern(x["config"])]
+            ext = [x for x in rows if x["ms"] is not None and cfgs.is_extern(x["config"])]
+            if tri:
+                best = min(tri, key=lambda x: x["ms"])
+                out["template_best_ms"] = best["ms"]
+                out["template_best_config"] = str(best["config"])
+                out["template_best_tflops"] = flops / best["ms"] / 1e9
+            if ext:
+                out["template_extern_ms"] = ext[0]["ms"]
+                out["template_extern_tflops"] = flops / ext[0]["ms"] / 1e9
+    return out
+
+
 def run_workload(wid, title, make, eager_fn, copy_gbps):
     r = {"id": wid, "workload": title}
     inputs = make()
@@ -158,6 +184,8 @@ def run_workload(wid, title, make, eager_fn, copy_gbps):
             if f"{key}_ms" in r:
                 r[f"{key}_tflops"] = flops / r[f"{key}_ms"] / 1e9
         r["inductor_ref_tflops"] = INDUCTOR_REF_G_TFLOPS
+        if mod is not None:
+            r.update(template_report(mod, flops))
     return r  # the inputs and outputs go with this frame (main empties the cache)
 
 
@@ -238,6 +266,13 @@ def table(results, copy_gbps):
                          f"{fmt(r.get('inductor_tflops'), '.0f')}, coil {fmt(r.get('coil_tflops'), '.0f')}, "
                          f"cuBLAS mm alone {fmt(r.get('cublas_mm_tflops'), '.0f')} (Inductor ref "
                          f"{INDUCTOR_REF_G_TFLOPS:.0f})")
+            if "template_kernel" in r:
+                lines.append(
+                    f"     template {r['template_kernel']}: best Triton config "
+                    f"{fmt(r.get('template_best_tflops'), '.0f')} TFLOP/s "
+                    f"({r.get('template_best_config', r.get('template_timings', '?'))}), extern "
+                    f"(cuBLAS + epilogue) {fmt(r.get('template_extern_tflops'), '.0f')} TFLOP/s; "
+                    f"autotuner chose {r.get('template_choice')}")
     for r in results:
         if "error" in r:
             lines.append(f"{'(' + r['id'] + ')':<6}ERROR {r['error']}")

@@ -203,12 +203,17 @@ def choose_config(tuner, args, numels, bucket):
     tuner.timings[bucket] = rows
     lines = [f"{tuner.name} ({tuner.kind}, {bucket_str(bucket)}) on {device}: "
              f"{len(rows)} configs"]
+    flops = getattr(tuner, "flops", None)
     for r in rows:
         ms = f"{r['ms']:.4f} ms" if r["ms"] is not None else "-"
         regs = "" if r["n_regs"] is None else f"  regs {r['n_regs']}  spills {r['n_spills']}"
+        if flops and r["ms"]:
+            regs = f"  {flops / r['ms'] / 1e9:7.1f} TFLOP/s" + regs
         note = "  <- best" if r["config"] is best else (
             "" if r["status"] == "ok" else f"  ({r['status']})")
-        lines.append(f"  {str(r['config']):<48} {ms:>12}{regs}{note}")
+        label = "extern (torch mm + epilogue kernel)" if cfgs.is_extern(r["config"]) else str(
+            r["config"])
+        lines.append(f"  {label:<48} {ms:>12}{regs}{note}")
     lines.append(f"  tuned in {seconds:.2f} s; cached in {path}")
     log("autotune", "\n".join(lines))
     return best

@@ -271,6 +271,13 @@ def _check_reduction_hints(size_hints, reduction_hint):
         raise NotImplementedError(f"reductions need size_hints x and r0_: {size_hints}")
 
 
+def _outer_wide_configs(size_hints, make):
+    """More bytes in flight for OUTER reductions over long rows with many outputs."""
+    if size_hints["x"] < 4096 or size_hints["r0_"] < 64:
+        return []
+    return [make(64, 32, num_warps=8), make(128, 16, num_warps=8), make(256, 8, num_warps=8)]
+
+
 def reduction_configs(size_hints, reduction_hint="DEFAULT", num_load=0, num_reduction=0,
                       mode="1"):
     """Inductor's _reduction_configs: looped reductions (XBLOCK, R0_BLOCK)."""
@@ -314,7 +321,12 @@ def reduction_configs(size_hints, reduction_hint="DEFAULT", num_load=0, num_redu
     if mode == "0" or (mode != "max" and reduction_hint == "INNER"):
         return clamp_to_coil_limits([contiguous])
     if mode != "max" and reduction_hint == "OUTER":
-        return clamp_to_coil_limits([outer])
+        # coil's addition (split reductions' first stage, (e0)): Inductor's single OUTER config
+        # keeps XBLOCK*R0_BLOCK = 512 elements (16 bytes per thread) in flight per iteration;
+        # Little's law at ~4.2 TB/s and ~1 us needs ~32 KiB in flight per SM. These keep 4x
+        # more per program (8 KiB, at least 256 contiguous bytes per row) and are timed
+        # against Inductor's.
+        return clamp_to_coil_limits([outer] + _outer_wide_configs(size_hints, make))
     if mode != "max" and reduction_hint == "OUTER_TINY":
         return clamp_to_coil_limits([tiny])
     return clamp_to_coil_limits([contiguous, outer, tiny, make(64, 64), make(8, 512),
@@ -379,3 +391,65 @@ def grid_for(config, numels):
             raise ValueError(f"grid {prefix}={g} exceeds CUDA's limit {limit} for config {config}")
         grid.append(g)
     return tuple(grid)
+
+
+# ---------------------------------------------------------------------------------------------
+# Matmul templates (Inductor's kernel/mm_common.py mm_configs, CUDA)
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), Inductor's default mm list.
+MM_CONFIGS = (
+    (32, 32, 16, 1, 2), (32, 32, 128, 2, 4), (32, 64, 32, 5, 8), (64, 32, 32, 5, 8),
+    (64, 32, 128, 5, 4), (64, 64, 16, 2, 4), (64, 64, 32, 2, 4), (64, 64, 64, 3, 8),
+    (64, 64, 128, 5, 4), (64, 128, 32, 3, 4), (64, 128, 32, 4, 8), (64, 128, 64, 3, 4),
+    (64, 128, 128, 4, 4), (128, 64, 32, 3, 4), (128, 64, 32, 4, 8), (128, 128, 32, 2, 8),
+    (128, 128, 32, 3, 4), (128, 128, 64, 3, 4), (128, 128, 64, 5, 8),
+)
+MM_GROUP_M = 8
+# Shared memory per block on Hopper (H100/H200: 227 KiB opt-in); the configs' pipelined A and B
+# tiles must fit.
+MM_SHARED_MEMORY = 232448
+# The blocks the code generator assumes (triton_kernel.cpp template_even): powers of two in
+# [16, 128], each clamped to max(16, next_pow2(dim)).
+MM_MIN_BLOCK, MM_MAX_BLOCK = 16, 128
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+# The extern choice of a template: torch.mm (cuBLAS) + the epilogue kernel. A Config so the
+# autotuner's table, cache and select() treat it like the others.
+EXTERN = Config({"EXTERN": 1}, num_warps=0, num_stages=0)
+
+
+def is_extern(config):
+    return config.kwargs.get("EXTERN") == 1
+
+
+def _mm_block(block, dim):
+    return max(MM_MIN_BLOCK, min(block, next_power_of_2(dim), MM_MAX_BLOCK))
+
+
+def mm_configs(mm, dtype="float32", mode="1", shared_memory=MM_SHARED_MEMORY):
+    """Inductor's mm configs scaled down to the problem (each block <= next_pow2 of its dim,
+    >= 16), deduplicated, those whose pipelined tiles exceed the shared memory dropped, then the
+    extern choice. mode '0': the first Triton config only (no benchmarking)."""
+    size = DTYPE_BYTES.get(dtype, 4)
+    out = []
+    for bm, bn, bk, stages, warps in MM_CONFIGS:
+        bm, bn, bk = _mm_block(bm, mm["m"]), _mm_block(bn, mm["n"]), _mm_block(bk, mm["k"])
+        if (bm * bk + bk * bn) * size * stages > shared_memory:
+            continue
+        out.append(Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": MM_GROUP_M},
+                          num_warps=warps, num_stages=stages))
+    out = unique_configs(out)
+    if mode == "0":
+        return out[:1]
+    return out + [EXTERN]
+
+
+def mm_grid(config, mm):
+    """(cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), batch, 1): Inductor's mm_grid, batch in y."""
+    if mm["m"] == 0 or mm["n"] == 0 or mm.get("batch", 1) == 0:
+        return (0, 1, 1)
+    g = cdiv(mm["m"], config.kwargs["BLOCK_M"]) * cdiv(mm["n"], config.kwargs["BLOCK_N"])
+    batch = mm.get("batch", 1)
+    if g > MAX_GRID[0] or batch > MAX_GRID[1]:
+        raise ValueError(f"matmul grid ({g}, {batch}) exceeds CUDA's limits for {config}")
+    return (g, batch, 1)

@@ -89,6 +89,19 @@ def reduction(size_hints, reduction_hint="DEFAULT", name=None, kernel_hash=None,
     return _decorator("reduction", size_hints, configs, name, kernel_hash, meta)
 
 
+def template(mm, dtype="float32", name=None, kernel_hash=None, **meta):
+    """A matmul template with its fused epilogue (triton_tem): mm = {'m', 'n', 'k', 'batch'}.
+    The configs are Inductor's mm list fitted to the problem plus the extern choice (the
+    module's `extern_<n>`, attached as `kernel.extern`); the autotuner times them all."""
+    mm = {k: int(mm.get(k, 1)) for k in ("m", "n", "k", "batch")}
+    configs = cfgs.mm_configs(mm, dtype, mode=autotune_mode())
+
+    def wrap(fn):
+        return TemplateAutotuner(fn, mm, dtype, configs, name=name, kernel_hash=kernel_hash,
+                                 meta=meta)
+    return wrap
+
+
 def _decorator(kind, size_hints, configs, name, kernel_hash, meta):
     def wrap(fn):
         return CoilAutotuner(fn, kind, size_hints, configs, name=name, kernel_hash=kernel_hash,
@@ -320,6 +333,9 @@ class CoilAutotuner:
             self.chosen[bucket] = cfg
         return cfg
 
+    def grid_for(self, config, numels):
+        return cfgs.grid_for(config, numels)
+
     def _prepare(self, args, key):
         if len(args) != len(self.runtime_names):
             raise TypeError(f"{self.name}.run takes {len(self.runtime_names)} arguments "
@@ -350,7 +366,7 @@ class CoilAutotuner:
     def make_launcher(self, config, args):
         """A launcher(args, stream) for this config and these arguments' specialization."""
         numels = self.numels_of(args)
-        grid = cfgs.grid_for(config, numels)
+        grid = self.grid_for(config, numels)
         if 0 in grid:
             return lambda a, stream: None  # nothing to compute
         if _launch_mode == "direct":
@@ -440,3 +456,55 @@ class _FirstLaunchProbe:
         for k, v in list(self.tuner._launchers.items()):
             if v is self:
                 self.tuner._launchers[k] = self.final
+
+
+class TemplateAutotuner(CoilAutotuner):
+    """A matmul template kernel (`run(A, B, in_ptr..., out_ptr...)`): the Triton configs plus
+    `configs.EXTERN`, which calls `self.extern(*args)` (torch.mm + the epilogue kernel). The
+    autotuner times both kinds per size bucket and keeps the fastest; `COIL_LOGS=autotune`
+    prints the table with TFLOP/s."""
+
+    def __init__(self, fn, mm, dtype, configs, name=None, kernel_hash=None, meta=None):
+        self.mm = dict(mm)
+        self.dtype = dtype
+        self.extern = None  # set by the generated module after its extern_<n> definition
+        super().__init__(fn, "template", {}, configs, name=name, kernel_hash=kernel_hash,
+                         meta=meta)
+
+    @property
+    def flops(self):
+        return 2 * self.mm["m"] * self.mm["n"] * self.mm["k"] * self.mm["batch"]
+
+    def numels_of(self, args):
+        return dict(self.mm)
+
+    def grid_for(self, config, numels):
+        return cfgs.mm_grid(config, numels)
+
+    def _constexpr_values(self, config, numels):
+        if cfgs.is_extern(config):
+            return {}
+        return super()._constexpr_values(config, numels)
+
+    def compile(self, config, args):
+        if cfgs.is_extern(config):
+            if self.extern is None:
+                raise RuntimeError(f"{self.name}: no extern choice attached")
+            self.binary_info[config.key()] = {"n_regs": None, "n_spills": None, "shared": None}
+            return None
+        return super().compile(config, args)
+
+    def make_launcher(self, config, args):
+        if cfgs.is_extern(config):
+            extern = self.extern
+            if extern is None:
+                raise RuntimeError(f"{self.name}: no extern choice attached")
+            return lambda a, stream: extern(*a)
+        return super().make_launcher(config, args)
+
+    def choice(self):
+        """'extern' or 'triton' for the (last) chosen config; None before the first call."""
+        cfg = self.forced or next(iter(self.chosen.values()), None)
+        if cfg is None:
+            return None
+        return "extern" if cfgs.is_extern(cfg) else "triton"

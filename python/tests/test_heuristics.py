@@ -79,9 +79,11 @@ def test_persistent_xblock_limits():
 
 
 def test_looped_reduction_tables():
-    # (e0) sum(0) of [65536,1024] as Inductor splits it: both kernels OUTER.
+    # (e0) sum(0) of [65536,1024] as Inductor splits it: both kernels OUTER. Inductor's config
+    # first, then coil's wider ones (more bytes in flight), timed against it.
     assert blocks(cfgs.reduction_configs({"x": 131072, "r0_": 512}, "OUTER")) == [
-        ({"R0_BLOCK": 8, "XBLOCK": 64}, 4)]
+        ({"R0_BLOCK": 8, "XBLOCK": 64}, 4), ({"R0_BLOCK": 32, "XBLOCK": 64}, 8),
+        ({"R0_BLOCK": 16, "XBLOCK": 128}, 8), ({"R0_BLOCK": 8, "XBLOCK": 256}, 8)]
     assert blocks(cfgs.reduction_configs({"x": 1024, "r0_": 128}, "OUTER")) == [
         ({"R0_BLOCK": 64, "XBLOCK": 8}, 4)]
     # One long row: XBLOCK=1, R0_BLOCK=2048, 16 warps.

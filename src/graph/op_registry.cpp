@@ -145,6 +145,11 @@ const OpDef kOps[] = {
     view("flatten", infer_flatten, "{start_dim=0, end_dim=-1}: merge a range of dims"),
     {"concat", OpKind::Other, 1, -1, R::Same, L::where, infer_concat, ref_concat, lower_concat,
      nullptr, "{dim=0}: join along a dim"},
+    {"gather", OpKind::Other, 2, 2, R::Same, L::load, infer_gather, ref_gather, lower_gather,
+     nullptr,
+     "(data, indices) {axis=0}: data[indices] along axis (an embedding lookup); indices i32 or "
+     "i64, negative ones count from the end; out of range: an error in the reference, clamped "
+     "in compiled code"},
 
     // Reductions over any set of axes ({axes?, keepdim=false}; no axes = all).
     reduction("sum", infer_reduction, ref_reduction, lower_reduction, nullptr, "sum"),

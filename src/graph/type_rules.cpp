@@ -321,6 +321,23 @@ TensorType infer_concat(const Node& node, const std::vector<const TensorType*>& 
   return TensorType{t, out};
 }
 
+TensorType infer_gather(const Node& node, const std::vector<const TensorType*>& in) {
+  const TensorType& data = *in[0];
+  const TensorType& indices = *in[1];
+  COIL_USER_CHECK(data.rank() > 0, "gather: data must have at least one dim");
+  COIL_USER_CHECK(indices.dtype == DType::I32 || indices.dtype == DType::I64,
+                  "gather: indices must be i32 or i64, got {}", dtype_name(indices.dtype));
+  auto axis = static_cast<size_t>(
+      normalize_axis("gather", node.attrs.get_int_or("gather", "axis", 0), data.rank()));
+  COIL_USER_CHECK(indices.shape.empty() || data.shape[axis] != sym::Expr(0),
+                  "gather: cannot index dim {} of size 0", axis);
+  Shape out(data.shape.begin(), data.shape.begin() + static_cast<std::ptrdiff_t>(axis));
+  out.insert(out.end(), indices.shape.begin(), indices.shape.end());
+  out.insert(out.end(), data.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1,
+             data.shape.end());
+  return TensorType{data.dtype, out};
+}
+
 static Shape reduced_shape(const Node& node, const Shape& s, const std::vector<int64_t>& axes) {
   bool keepdim = node.attrs.get_bool_or(node.op_name(), "keepdim", false);
   Shape out;

@@ -88,6 +88,35 @@ int LoopBody::load(int buffer, sym::Expr index, DType compute_dtype) {
   return add(std::move(b));
 }
 
+sym::Expr indirect_var() {
+  return sym::make_symbol("ind");
+}
+
+bool is_indirect_load(const BodyOp& op) {
+  return op.op == LoopOp::load && op.args[0] >= 0;
+}
+
+int LoopBody::load_indirect(int buffer, sym::Expr index, DType compute_dtype, int ind) {
+  COIL_ASSERT(op(ind).op == LoopOp::indirect_index, "load_indirect: tmp{} is not an index", ind);
+  BodyOp b;
+  b.op = LoopOp::load;
+  b.dtype = compute_dtype;
+  b.buffer = buffer;
+  b.index = index;
+  b.args[0] = ind;
+  return add(std::move(b));
+}
+
+int LoopBody::indirect_index(int value, int64_t size) {
+  COIL_ASSERT(size > 0, "indirect_index into an empty dim");
+  BodyOp b;
+  b.op = LoopOp::indirect_index;
+  b.dtype = DType::I64;
+  b.args[0] = value;
+  b.ivalue = size;
+  return add(std::move(b));
+}
+
 int LoopBody::constant(double value, DType dtype) {
   BodyOp b;
   b.op = LoopOp::constant;
@@ -168,6 +197,10 @@ std::string to_string(const LoopBody& body) {
     switch (op.op) {
       case LoopOp::load:
         args = fmt::format("buf{}, {}", op.buffer, sym::to_string(op.index));
+        if (op.args[0] >= 0) args += fmt::format(", ind={}", arg(op.args[0]));
+        break;
+      case LoopOp::indirect_index:
+        args = fmt::format("{}, size={}", arg(op.args[0]), op.ivalue);
         break;
       case LoopOp::store:
         args = fmt::format("buf{}, {}, {}", op.buffer, sym::to_string(op.index), arg(op.args[0]));

@@ -18,11 +18,18 @@
 
 namespace coil {
 
+/// The symbol a load's index uses for the value of its indirect_index operand (args[0]).
+sym::Expr indirect_var();
+/// True when `op` is a load through an indirect_index (it may read anywhere in its buffer).
+struct BodyOp;
+bool is_indirect_load(const BodyOp& op);
+
 struct BodyOp {
   LoopOp op = LoopOp::constant;
   DType dtype = DType::F32;                // compute dtype of the result (store: of the value)
   std::array<int, 3> args = {-1, -1, -1};  // operand positions in the body
   int buffer = -1;                         // load/store: buffer id in the IrProgram
+                                           // (load: args[0] >= 0 is an indirect_index)
   sym::Expr index;                         // load/store/index_expr
   double fvalue = 0;                       // constant (floating dtypes)
   int64_t ivalue = 0;                      // constant (integer and bool dtypes)
@@ -36,6 +43,10 @@ class LoopBody {
   int load(int buffer, sym::Expr index, DType compute_dtype);
   int constant(double value, DType dtype);
   int index_expr(sym::Expr index, DType dtype);
+  /// An i64 index into a dim of `size` elements from the integer `value` (loop_ops.h).
+  int indirect_index(int value, int64_t size);
+  /// A load whose `index` may use indirect_var(), standing for the indirect_index `ind`.
+  int load_indirect(int buffer, sym::Expr index, DType compute_dtype, int ind);
   int to_dtype(int value, DType dtype);
   /// Unary/binary/ternary math op; `dtype` is the result dtype.
   int compute(LoopOp op, DType dtype, std::initializer_list<int> args);

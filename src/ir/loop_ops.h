@@ -7,6 +7,12 @@
 // f32, f64; never f16/bf16, which load as f32 and are rounded on store). Float ops follow
 // IEEE with no fast-math; integer division by zero is a user error in the reference and
 // undefined in generated code (as in PyTorch).
+//
+// Indirect indexing (gather): `indirect_index(v)` turns an integer value v into an i64 index
+// into a dim of size `ivalue`: v + size when v < 0 (ONNX/numpy wrapping), then clamped into
+// [0, size), so generated code never reads out of bounds (the reference interpreter reports an
+// out-of-range index as an error instead). A `load` whose args[0] is such a value may use the
+// symbol indirect_var() ("ind") in its index, standing for that value.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +26,7 @@ namespace coil {
   X(load, 0, "buffer[index], converted to its compute dtype")             \
   X(constant, 0, "a literal of the op's dtype")                           \
   X(index_expr, 0, "an index expression (sym::Expr) as an integer value") \
+  X(indirect_index, 1, "an integer value as a clamped index (gather)")    \
   /* conversion */                                                        \
   X(to_dtype, 1, "static_cast to the op's dtype")                         \
   /* unary math */                                                        \

@@ -125,6 +125,32 @@ TensorBox lower_concat(LowerContext&, const Node& node, const std::vector<Tensor
                    }};
 }
 
+TensorBox lower_gather(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
+  const size_t rank = in[0].sizes.size();
+  auto axis = static_cast<size_t>(normalize_axis(
+      "gather", node.attrs.get_int_or("gather", "axis", 0), static_cast<int64_t>(rank)));
+  // The data is read at a computed position, so it must be a buffer (one load per element).
+  TensorBox data = ctx.realize(in[0]);
+  const Layout layout = ctx.program.buffer(data.buffer).layout;
+  auto size = layout.sizes[axis].as_const();
+  COIL_USER_CHECK(size.has_value(), "gather: dim {} of the data must have a known size", axis);
+  TensorBox indices = in[1];
+  const size_t k = indices.sizes.size();
+  const int buffer = data.buffer;
+  const int64_t n = *size;
+  return TensorBox{
+      node.type.dtype, node.type.shape,
+      [indices, layout, axis, k, buffer, n](LoopBody& b, const Index& idx) {
+        Index at(idx.begin() + static_cast<std::ptrdiff_t>(axis),
+                 idx.begin() + static_cast<std::ptrdiff_t>(axis + k));
+        int ind = b.indirect_index(indices.load(b, at), n);
+        Index src(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(axis));
+        src.push_back(indirect_var());
+        src.insert(src.end(), idx.begin() + static_cast<std::ptrdiff_t>(axis + k), idx.end());
+        return b.load_indirect(buffer, layout.offset_of(src), compute_dtype(layout.dtype), ind);
+      }};
+}
+
 static ReductionType reduction_type_of(std::string_view op) {
 #define COIL_RED_MATCH(name, doc) \
   if (op == #name) return ReductionType::name;

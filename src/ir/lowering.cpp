@@ -224,7 +224,14 @@ void simplify_indices(IrProgram& program) {
       BodyOp op = op0;
       for (int& a2 : op.args)
         if (a2 >= 0) a2 = remap[static_cast<size_t>(a2)];
-      if (op.index.defined()) op.index = a.simplify(op.index);
+      if (is_indirect_load(op)) {
+        // The indirect index is unknown, but within [0, size) (clamped in generated code).
+        sym::Analyzer ai = a;
+        ai.bind(indirect_var(), 0, c.body.op(op0.args[0]).ivalue - 1);
+        op.index = ai.simplify(op.index);
+      } else if (op.index.defined()) {
+        op.index = a.simplify(op.index);
+      }
       int id = simplified.append(std::move(op));
       remap.push_back(id);
     }

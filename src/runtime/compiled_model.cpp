@@ -119,7 +119,6 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   }
   ScheduleOptions schedule_options;
   schedule_options.fusion.enabled = options.fusion;
-  schedule_options.fusion.fuse_into_templates = !gpu;
   Schedule schedule = schedule_program(program, schedule_options);
   mark("schedule");
   if (gpu) {

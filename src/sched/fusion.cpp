@@ -30,6 +30,8 @@ bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
                      const std::vector<sym::Expr>& reduction_ranges, sym::Expr* inner) {
   if (depth > static_cast<int>(layout.strides.size()) || depth > static_cast<int>(ranges.size()))
     return false;
+  // An indirect load (gather) may read anywhere in its buffer.
+  if (sym::depends_on(index, indirect_var())) return false;
   sym::Analyzer a = analyzer_for(ranges, reduction_ranges);
   sym::Expr rest = index;
   for (int j = 0; j < depth; ++j) {

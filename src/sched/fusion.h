@@ -63,8 +63,8 @@ struct KernelGroup {
 
 struct FusionOptions {
   bool enabled = true;  // false: one computation per kernel
-  /// Pointwise epilogues join a matmul template's kernel. The GPU target turns this off: its
-  /// matmuls are library calls (like Extern ones), and their epilogues get their own kernels.
+  /// Pointwise epilogues join a matmul template's kernel (both targets: the GPU prints the group
+  /// as a triton_tem kernel with the epilogue on the accumulator tile).
   bool fuse_into_templates = true;
 };
 

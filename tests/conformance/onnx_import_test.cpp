@@ -77,6 +77,30 @@ TEST(OnnxImport, ShapeSubgraphsFold) {
   EXPECT_EQ(shape_str(graph.node(graph.outputs()[0].node).type.shape), "[2, 12]");
 }
 
+// Gather with indices from a graph input (an embedding lookup) maps to coil's gather.
+TEST(OnnxImport, GatherWithDynamicIndices) {
+  onnx::ModelProto m = empty_model(13);
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "table", TP::FLOAT, {10, 4});
+  set_type(g->add_input(), "ids", TP::INT64, {2, 3});
+  set_type(g->add_output(), "y", TP::FLOAT, {2, 3, 4});
+  set_type(g->add_output(), "z", TP::FLOAT, {10, 2, 3});
+  add_node(m, "Gather", {"table", "ids"}, {"e"});
+  add_node(m, "Relu", {"e"}, {"y"});
+  add_int_attr(add_node(m, "Gather", {"table", "ids"}, {"z"}), "axis", -1);
+  Graph graph = import(m);
+  int gathers = 0;
+  for (int id = 0; id < graph.num_nodes(); ++id) gathers += graph.node(id).op_name() == "gather";
+  EXPECT_EQ(gathers, 2) << to_text(graph);
+  EXPECT_EQ(shape_str(graph.node(graph.outputs()[0].node).type.shape), "[2, 3, 4]");
+  EXPECT_EQ(shape_str(graph.node(graph.outputs()[1].node).type.shape), "[10, 2, 3]");
+  Tensor table = random_tensor(DType::F32, {10, 4}, 1);
+  Tensor ids = Tensor::empty(DType::I64, {2, 3});
+  const int64_t v[] = {0, 3, -1, 2, -4, 1};  // also valid for axis -1 (size 4)
+  for (int k = 0; k < 6; ++k) ids.data_as<int64_t>()[k] = v[k];
+  EXPECT_TRUE(testing::matches_reference(graph, {table, ids}));
+}
+
 // Weights listed as graph inputs too (IR < 4) are constants; names become identifiers.
 TEST(OnnxImport, InitializersAndNames) {
   onnx::ModelProto m = empty_model(13);

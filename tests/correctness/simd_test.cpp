@@ -92,6 +92,29 @@ output r
   }
 }
 
+// CppTile2DKernel: x.t() + y with both dims off the tile size (17 = one tile and a 1-row tail,
+// 1000 = 62 tiles and an 8-wide tail at 16 lanes), and one exact multiple; SIMD ISAs transpose
+// each tile in registers (coil::transpose_tile), masked in the tails.
+TEST(Simd, TransposedTilesAtEveryTail) {
+  for (const std::string& isa : runnable_isas()) {
+    for (auto [m, n] : {std::pair{17, 1000}, std::pair{1000, 17}, std::pair{64, 48}}) {
+      SCOPED_TRACE(fmt::format("{} {}x{}", isa, m, n));
+      CompileOptions o;
+      o.isa = isa;
+      Graph g = graph_from_text(fmt::format(
+          "input x: f32[{1}, {0}]\ninput y: f32[{0}, {1}]\nt = transpose(x)\nz = add(t, y)\n"
+          "output z\n",
+          m, n));
+      CompiledModel c = compile(g, o);
+      if (isa != "scalar") {
+        EXPECT_NE(c.report().source.find("coil::transpose_tile("), std::string::npos)
+            << c.report().source;
+      }
+      EXPECT_TRUE(matches_reference(g, testing::random_inputs(g, 5), o));
+    }
+  }
+}
+
 TEST(Simd, LowPrecisionPointwiseAndReductions) {
   for (const std::string& isa : runnable_isas()) {
     for (const char* dtype : {"bf16", "f16"}) {

@@ -285,6 +285,47 @@ TEST_P(KernelVecTest, ArangeIsBasePlusLaneTimesStep) {
   check_arange<int64_t>(*program_, "i64", float_lanes_, int64_t{1} << 40, 5);
 }
 
+// transpose_tile_f32 transposes a lanes x lanes tile: dst[j][i] = src[i][j] for the first rows
+// rows and cols columns of src, zero elsewhere in the tile; dst's padding past each row of the
+// tile is untouched. src ends at a guard page, so reading past (rows - 1, cols - 1) crashes.
+TEST_P(KernelVecTest, TransposeTileMatchesScalarAtEveryTail) {
+  using Transpose = void (*)(const float*, int64_t, float*, int64_t, int64_t, int64_t);
+  Transpose transpose = program_->fn<Transpose>("transpose_tile_f32");
+  const int lanes = float_lanes_;
+  const int64_t ss = lanes + 3, ds = lanes + 5;
+  const float sentinel = -7.5f;
+  for (int rows = 0; rows <= lanes + 1; ++rows) {
+    for (int cols = 0; cols <= lanes + 1; ++cols) {
+      // rows/cols == lanes + 1 stands for the unmasked form (default arguments).
+      const bool full = rows == lanes + 1 || cols == lanes + 1;
+      if (full && rows != cols) continue;
+      const int r = full ? lanes : rows, c = full ? lanes : cols;
+      SCOPED_TRACE(fmt::format("rows {} cols {}{}", r, c, full ? " (unmasked)" : ""));
+      const size_t n = r == 0 ? 0 : static_cast<size_t>((r - 1) * ss + c);
+      GuardedBuffer src_mem(n * sizeof(float) + 1);
+      float* src = src_mem.tail<float>(n);
+      for (size_t k = 0; k < n; ++k) src[k] = static_cast<float>(k) + 0.25f;
+      std::vector<float> dst(static_cast<size_t>(lanes * ds), sentinel);
+      transpose(src, ss, dst.data(), ds, full ? -1 : rows, full ? -1 : cols);
+      for (int j = 0; j < lanes; ++j) {
+        for (int i = 0; i < ds; ++i) {
+          float want = i >= lanes ? sentinel : i < r && j < c ? src[i * ss + j] : 0.0f;
+          EXPECT_EQ(dst[j * ds + i], want) << "dst row " << j << " col " << i;
+        }
+      }
+    }
+  }
+  // In place, as the tile kernel's tails use it.
+  std::vector<float> tile(static_cast<size_t>(lanes * lanes));
+  for (size_t k = 0; k < tile.size(); ++k) tile[k] = static_cast<float>(k);
+  transpose(tile.data(), lanes, tile.data(), lanes, -1, -1);
+  for (int j = 0; j < lanes; ++j) {
+    for (int i = 0; i < lanes; ++i) {
+      EXPECT_EQ(tile[j * lanes + i], static_cast<float>(i * lanes + j)) << j << "," << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KernelVec, KernelVecTest, ::testing::ValuesIn(vec_variants()),
                          variant_name);
 

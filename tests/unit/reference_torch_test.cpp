@@ -219,6 +219,17 @@ void add_composite_cases(Gen& g, std::vector<Case>& cases) {
                    {{"dim", int64_t{1}}}});
   cases.push_back(
       {"concat", {g.uniform(DType::I32, {2, 3}, -9, 9), g.uniform(f32, {1, 3}, -1, 1)}});
+  // gather: embedding lookups (axis 0 of a 2-D table), other axes, negative indices.
+  cases.push_back(
+      {"gather", {g.uniform(f32, {10, 4}, -1, 1), g.uniform(DType::I64, {3, 5}, 0, 9)}});
+  cases.push_back({"gather",
+                   {g.uniform(f32, {2, 6, 3}, -1, 1), g.uniform(DType::I32, {4}, -6, 5)},
+                   {{"axis", int64_t{1}}}});
+  cases.push_back({"gather",
+                   {g.uniform(DType::BF16, {3, 7}, -1, 1), g.uniform(DType::I64, {2, 2}, -7, 6)},
+                   {{"axis", int64_t{-1}}}});
+  cases.push_back(
+      {"gather", {g.uniform(DType::I32, {5, 2}, -9, 9), g.uniform(DType::I32, {3}, -5, 4)}});
 }
 
 // Matrix products and convolutions mostly take multiples of 0.5 (halves), whose products and

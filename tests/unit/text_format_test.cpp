@@ -461,6 +461,7 @@ TEST(TextFormat, EveryOpRoundTrips) {
       {"unsqueeze", "unsqueeze(x) {dim=-1}"},
       {"flatten", "flatten(x) {start_dim=0, end_dim=1}"},
       {"concat", "concat(x, x, x) {dim=1}"},
+      {"gather", "gather(x, k) {axis=1}"},
       {"sum", "sum(x) {axes=[0], keepdim=true}"},
       {"prod", "prod(k)"},
       {"max", "max(x) {axis=1}"},

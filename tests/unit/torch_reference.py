@@ -145,6 +145,14 @@ def run(op, attrs, xs):
                         attrs.get("eps", 1e-6))
     if op == "concat":
         return torch.cat(xs, dim=attrs.get("dim", 0))
+    if op == "gather":
+        x, idx = xs[0], xs[1].long()
+        axis = attrs.get("axis", 0) % x.dim()
+        idx = torch.where(idx < 0, idx + x.shape[axis], idx)
+        if axis == 0 and x.dim() == 2:
+            return F.embedding(idx, x)
+        out = torch.index_select(x, axis, idx.reshape(-1))
+        return out.reshape(x.shape[:axis] + idx.shape + x.shape[axis + 1:])
     if op == "matmul":
         return torch.matmul(xs[0], xs[1])
     if op == "bmm":

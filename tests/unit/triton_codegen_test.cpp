@@ -158,13 +158,33 @@ TEST(TritonKernels, ColumnSumOfManyRowsIsSplit) {
   EXPECT_TRUE(contains(m.source, "part0 = runtime.empty_strided((128, 1024), (1024, 1)"));
 }
 
-TEST(TritonKernels, MatmulIsALibraryCallWithItsEpilogueAsAKernel) {
+TEST(TritonKernels, MatmulTemplateFusesItsEpilogueWithAnExternChoice) {
   TritonModule m = triton_of(
       "input x: f32[64, 96]\ninput w: f32[96, 80]\ninput b: f32[80]\nm = matmul(x, w)\n"
       "s = add(m, b)\ny = relu(s)\noutput y\n");
+  EXPECT_TRUE(m.externs.empty());
+  ASSERT_EQ(kernel_names(m), (std::vector<std::string>{"triton_tem_fused_matmul_relu_0",
+                                                       "triton_poi_fused_relu_1"}));
+  const std::string& tem = m.kernels[0].code;
+  EXPECT_TRUE(contains(tem, "acc = tl.dot(a, b, acc, input_precision='ieee')"));
+  EXPECT_TRUE(contains(tem, "group_id = pid // width"));
+  EXPECT_TRUE(contains(tem, "rbn = rn % N"));  // N = 80: not a multiple of every BLOCK_N
+  EXPECT_TRUE(contains(tem, "xmask = (idx_m < M) & (idx_n < N)"));
+  EXPECT_TRUE(contains(m.source, "@heuristics.template(mm={'m': 64, 'n': 80, 'k': 96, "));
+  EXPECT_TRUE(
+      contains(m.source, "triton_tem_fused_matmul_relu_0.run(arg0_1, arg1_1, arg2_1, out0)"));
+  EXPECT_TRUE(contains(m.source,
+                       "    torch.mm(arg0_1, arg1_1, out=buf3)\n"
+                       "    triton_poi_fused_relu_1.run(buf3, arg2_1, out0, 5120)"));
+  EXPECT_TRUE(contains(m.source, "triton_tem_fused_matmul_relu_0.extern = extern_0"));
+}
+
+TEST(TritonKernels, MatmulWhoseProductIsAlsoAnOutputStaysALibraryCall) {
+  TritonModule m = triton_of(
+      "input x: f32[64, 96]\ninput w: f32[96, 80]\nm = matmul(x, w)\ny = relu(m)\n"
+      "output m\noutput y\n");
   ASSERT_EQ(m.externs.size(), 1u);
   ASSERT_EQ(kernel_names(m), std::vector<std::string>{"triton_poi_fused_relu_0"});
-  EXPECT_TRUE(contains(m.source, "torch.mm(arg0_1, arg1_1, out=buf3)"));
 }
 
 TEST(TritonKernels, LargeTensorsIndexWith64Bits) {

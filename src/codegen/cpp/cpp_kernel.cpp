@@ -321,7 +321,13 @@ class KernelPrinter final : public NestPrinter {
         case LoopOp::reduction:
           break;
         case LoopOp::load: {
-          std::string e = access(n, op.buffer, op.index, a);
+          // An indirect load's index names the variable of its indirect_index.
+          sym::Expr index =
+              op.args[0] >= 0
+                  ? sym::substitute(op.index,
+                                    {{indirect_var(), sym::make_symbol(tmp(n, op.args[0]))}})
+                  : op.index;
+          std::string e = access(n, op.buffer, index, a);
           if (storage_dtype(op.buffer) != op.dtype) e = fmt::format("static_cast<{}>({})", ty, e);
           w_.linef("{} {} = {};", ty, tmp(n, i), e);
           break;

@@ -138,6 +138,12 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
       COIL_UNREACHABLE("{} is printed by the kernel", loop_op_name(op.op));
     case LoopOp::constant:
       return cpp_literal(op.fvalue, op.ivalue, op.dtype);
+    case LoopOp::indirect_index: {
+      // Wrap a negative index once, then clamp into [0, size): never out of bounds.
+      std::string v = fmt::format("static_cast<int64_t>({})", a(0));
+      return fmt::format("std::min<int64_t>(std::max<int64_t>({0} < 0 ? {0} + {1} : {0}, 0), {2})",
+                         v, op.ivalue, op.ivalue - 1);
+    }
     case LoopOp::to_dtype:
       return fmt::format("static_cast<{}>({})", ty, a(0));
     case LoopOp::abs:

@@ -210,6 +210,8 @@ VecReduction vec_reduction(ReductionType t) {
 std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes) {
   if (lanes < 2) return std::nullopt;
   for (const BodyOp& op : n.body.ops()) {
+    // Indirect loads (gather) print scalar: their index is a value, not a loop expression.
+    if (is_indirect_load(op)) return std::nullopt;
     if (!vectorizable_op(op) || op.dtype != DType::F32) return std::nullopt;
   }
   sym::Analyzer a = nest_analyzer(n);
@@ -466,16 +468,21 @@ bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel) {
   sym::Analyzer a = nest_analyzer(n);
   const sym::Expr x0 = loop_var(0), x1 = loop_var(1);
   std::map<int, std::string> tiles;
+  std::map<int, int64_t> tile_strides;  // stride along x1 of each transposed operand
   for (int i = 0; i < static_cast<int>(n.body.ops().size()); ++i) {
     const BodyOp& op = n.body.op(i);
     if (op.op != LoopOp::load) continue;
     int64_t s1 = stride_along(a, op.index, x1), s0 = stride_along(a, op.index, x0);
-    if (s1 != 0 && s1 != 1 && s0 == 1) tiles[i] = p.tmp(n, i) + "_tile";
+    if (s1 != 0 && s1 != 1 && s0 == 1) {
+      tiles[i] = p.tmp(n, i) + "_tile";
+      tile_strides[i] = s1;
+    }
   }
   if (tiles.empty()) return false;
   const int64_t L = p.lanes(), rows = n.ranges[0], cols = n.ranges[1];
   CodeWriter& w = p.writer();
-  w.linef("// 2-D tiles of {0}x{0}: transposed operands are read along x0 and transposed in L1", L);
+  w.linef("// 2-D tiles of {0}x{0}: transposed operands are read along x0, transposed in registers",
+          L);
   if (parallel) w.line("#pragma omp parallel for");
   w.linef("for (int64_t x0_tile = 0; x0_tile < {}; x0_tile += {})", rows, L);
   w.open();
@@ -486,19 +493,14 @@ bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel) {
   for (const auto& [i, tile] : tiles) {
     const BodyOp& op = n.body.op(i);
     w.linef("alignas(64) float {}[{}];", tile, L * L);
-    // Row b of the tile: elements (x0_tile + 0..rows, x1_tile + b), contiguous in the source.
-    w.line("for (int64_t b = 0; b < cols; b++)");
+    // Source row b: elements (x0_tile + 0..rows, x1_tile + b), contiguous, tile_strides[i] apart.
+    // coil::transpose_tile loads the cols x rows block as row vectors (masked in the tails),
+    // transposes it in registers and stores tile[a][b].
     w.open();
     w.line("const int64_t x0 = x0_tile;");
-    w.line("const int64_t x1 = x1_tile + b;");
-    w.linef("{}::loadu(&{}, rows).store(&{}[b * {}]);", kVec, p.access(n, op.buffer, op.index, a),
-            tile, L);
-    w.close();
-    // In-place transpose: tile[b][a] becomes tile[a][b].
-    w.linef("for (int64_t i = 0; i < {}; i++)", L);
-    w.open();
-    w.linef("for (int64_t j = i + 1; j < {0}; j++) std::swap({1}[i * {0} + j], {1}[j * {0} + i]);",
-            L, tile);
+    w.line("const int64_t x1 = x1_tile;");
+    w.linef("coil::transpose_tile(&{}, {}, {}, {}, cols, rows);",
+            p.access(n, op.buffer, op.index, a), tile_strides.at(i), tile, L);
     w.close();
   }
   w.line("for (int64_t a = 0; a < rows; a++)");

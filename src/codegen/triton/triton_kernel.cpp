@@ -40,7 +40,11 @@ class TritonKernelPrinter {
     }
     std::vector<std::string> params;
     for (const auto& a : args_) params.push_back(a.name);
-    if (k_.kind == TritonKernelKind::Tiled) {
+    if (k_.kind == TritonKernelKind::Template) {
+      // M, N, K are constants of the body; the runtime knows them from the decorator.
+      params.insert(params.end(), {"BLOCK_M : tl.constexpr", "BLOCK_N : tl.constexpr",
+                                   "BLOCK_K : tl.constexpr", "GROUP_M : tl.constexpr"});
+    } else if (k_.kind == TritonKernelKind::Tiled) {
       params.insert(params.end(), {"ynumel", "xnumel"});
       out.numels = {k_.ynumel, k_.xnumel};
     } else {
@@ -52,14 +56,20 @@ class TritonKernelPrinter {
       out.numels.push_back(k_.r0_numel);
     }
     if (k_.kind == TritonKernelKind::Tiled) params.push_back("YBLOCK : tl.constexpr");
-    params.push_back("XBLOCK : tl.constexpr");
+    if (k_.kind != TritonKernelKind::Template) params.push_back("XBLOCK : tl.constexpr");
     if (k_.is_reduction()) params.push_back("R0_BLOCK : tl.constexpr");
 
     w_.line("@triton.jit");
     w_.linef("def {}({}):", out.name, fmt::join(params, ", "));
     w_.indent();
-    emit_prelude();
+    if (k_.kind != TritonKernelKind::Template) emit_prelude();
     switch (k_.kind) {
+      case TritonKernelKind::Template:
+        emit_template_mainloop();
+        emit_atoms('x');
+        for (int i = 0; i < n(); ++i)
+          if (live_[static_cast<size_t>(i)]) emit_op(i);
+        break;
       case TritonKernelKind::Pointwise:
       case TritonKernelKind::Tiled:
       case TritonKernelKind::Persistent:
@@ -115,9 +125,14 @@ class TritonKernelPrinter {
     // Arguments: loaded buffers in first-use order, then stored ones.
     std::map<int, std::string> names;
     int n_in = 0, n_out = 0;
+    if (k_.kind == TritonKernelKind::Template) {
+      args_.push_back({k_.matmul->a.buffer, false, "arg_A"});
+      args_.push_back({k_.matmul->b.buffer, false, "arg_B"});
+    }
     for (int i = 0; i < n(); ++i) {
       const BodyOp& o = op(i);
       if (o.op != LoopOp::load || !live_[static_cast<size_t>(i)] || names.count(o.buffer)) continue;
+      if (o.buffer == k_.acc_buffer) continue;  // the accumulator tile
       names[o.buffer] = fmt::format("in_ptr{}", n_in++);
       args_.push_back({o.buffer, false, names[o.buffer]});
     }
@@ -130,6 +145,8 @@ class TritonKernelPrinter {
     ptr_ = std::move(names);
     // Masks (inductor.md §3.2).
     xmask_ = triton_needs_mask(k_.xnumel, kTritonMaxXBlock);
+    if (k_.kind == TritonKernelKind::Template)
+      xmask_ = !template_even(k_.matmul->m) || !template_even(k_.matmul->n);
     ymask_ = k_.kind == TritonKernelKind::Tiled && triton_needs_mask(k_.ynumel, kTritonMaxYBlock);
     // Persistent R0_BLOCK is next_pow2(r0_numel): the same rule.
     if (k_.is_reduction()) rmask_ = triton_needs_mask(k_.r0_numel, kTritonMaxLoopedR0Block);
@@ -200,6 +217,15 @@ class TritonKernelPrinter {
   }
 
   std::string decorator(const TritonKernelSource& s) const {
+    if (k_.kind == TritonKernelKind::Template) {
+      const MatmulSpec& ms = *k_.matmul;
+      int64_t batch = 1;
+      for (int64_t b : ms.batch) batch *= b;
+      return fmt::format(
+          "@heuristics.template(mm={{'m': {}, 'n': {}, 'k': {}, 'batch': {}}}, dtype='{}', "
+          "name='{}', kernel_hash='{}')",
+          ms.m, ms.n, ms.k, batch, torch_dtype(ms.dtype).substr(6), s.name, s.hash);
+    }
     std::string hints;
     if (k_.kind == TritonKernelKind::Tiled)
       hints =
@@ -215,6 +241,104 @@ class TritonKernelPrinter {
       extra = fmt::format(", reduction_hint='{}'", reduction_hint_name(k_.hint));
     return fmt::format("@heuristics.{}(size_hints={{{}}}{}, name='{}', kernel_hash='{}')", what,
                        hints, extra, s.name, s.hash);
+  }
+
+  // ---- matmul template (Inductor's triton_mm.py.jinja) -----------------------------------
+
+  /// Whether every block the runtime may pick for a dim of `size` divides it: blocks are powers
+  /// of two in [16, 128], clamped to max(16, next_pow2(size)) (heuristics.template).
+  static bool template_even(int64_t size) {
+    if (size % 128 == 0) return true;
+    return size >= 16 && next_power_of_2(size) == size;
+  }
+
+  /// The offset of batch `bid` in an operand: its batch strides over the decomposed index.
+  static std::string batch_offset(const std::vector<int64_t>& batch,
+                                  const std::vector<int64_t>& strides, int64_t offset) {
+    std::vector<std::string> parts;
+    if (offset != 0) parts.push_back(std::to_string(offset));
+    int64_t inner = 1;
+    for (size_t i = batch.size(); i-- > 0;) {
+      if (batch[i] != 1 && strides[i] != 0) {
+        std::string q = inner == 1 ? "bid" : fmt::format("(bid // {})", inner);
+        if (i != 0) q = fmt::format("({} % {})", q, batch[i]);
+        parts.push_back(fmt::format("{} * {}", q, strides[i]));
+      }
+      inner *= batch[i];
+    }
+    return parts.empty() ? "0" : fmt::format("{}", fmt::join(parts, " + "));
+  }
+
+  void emit_template_mainloop() {
+    const MatmulSpec& ms = *k_.matmul;
+    const TritonBuffer& ab = plan_.buffers[static_cast<size_t>(ms.a.buffer)];
+    const TritonBuffer& bb = plan_.buffers[static_cast<size_t>(ms.b.buffer)];
+    const bool even_m = template_even(ms.m), even_n = template_even(ms.n),
+               even_k = template_even(ms.k);
+    int64_t batch = 1;
+    for (int64_t b : ms.batch) batch *= b;
+    w_.linef("M = {}", ms.m);
+    w_.linef("N = {}", ms.n);
+    w_.linef("K = {}", ms.k);
+    w_.line("# program id with GROUP_M swizzle: GROUP_M row blocks share the B tiles in L2");
+    w_.line("pid = tl.program_id(0)");
+    w_.line("grid_m = (M + BLOCK_M - 1) // BLOCK_M");
+    w_.line("grid_n = (N + BLOCK_N - 1) // BLOCK_N");
+    w_.line("width = GROUP_M * grid_n");
+    w_.line("group_id = pid // width");
+    w_.line("group_size = min(grid_m - group_id * GROUP_M, GROUP_M)");
+    w_.line("pid_m = group_id * GROUP_M + (pid % group_size)");
+    w_.line("pid_n = (pid % width) // (group_size)");
+    std::string wide = k_.int64_index ? ".to(tl.int64)" : "";
+    w_.linef("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M){}", wide);
+    w_.linef("rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N){}", wide);
+    // Rows/cols past the end wrap around (valid addresses, results masked at the store).
+    w_.line(even_m ? "ram = tl.max_contiguous(tl.multiple_of(rm, BLOCK_M), BLOCK_M)"
+                   : "ram = rm % M");
+    w_.line(even_n ? "rbn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)"
+                   : "rbn = rn % N");
+    std::string a_off = fmt::format("{}", ms.a.offset), b_off = fmt::format("{}", ms.b.offset);
+    if (batch > 1) {
+      w_.linef("bid = tl.program_id(1){}", wide);
+      a_off = batch_offset(ms.batch, ms.a.batch_strides, ms.a.offset);
+      b_off = batch_offset(ms.batch, ms.b.batch_strides, ms.b.offset);
+    }
+    w_.line("rk = tl.arange(0, BLOCK_K)");
+    auto term = [](const std::string& idx, int64_t stride) {
+      return stride == 1 ? idx : fmt::format("{} * {}", idx, stride);
+    };
+    auto base = [](const std::string& off) { return off == "0" ? "" : off + " + "; };
+    w_.linef("A = arg_A + ({}{} + {})", base(a_off), term("ram[:, None]", ms.a.row_stride),
+             term("rk[None, :]", ms.a.col_stride));
+    w_.linef("B = arg_B + ({}{} + {})", base(b_off), term("rk[:, None]", ms.b.row_stride),
+             term("rbn[None, :]", ms.b.col_stride));
+    w_.line("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)");
+    w_.line("for k in range(K, 0, -BLOCK_K):");
+    w_.indent();
+    std::string dt = triton_dtype(ms.dtype);
+    std::string a_conv = ab.dtype != ms.dtype ? fmt::format(".to({})", dt) : "";
+    std::string b_conv = bb.dtype != ms.dtype ? fmt::format(".to({})", dt) : "";
+    if (even_k) {
+      w_.linef("a = tl.load(A){}", a_conv);
+      w_.linef("b = tl.load(B){}", b_conv);
+    } else {
+      w_.linef("a = tl.load(A, mask=rk[None, :] < k, other=0.0){}", a_conv);
+      w_.linef("b = tl.load(B, mask=rk[:, None] < k, other=0.0){}", b_conv);
+    }
+    // f32 inputs multiply in full f32 (Inductor's default: torch.backends.cuda.matmul.allow_tf32
+    // is False, so ALLOW_TF32=False); bf16/f16 use the tensor cores as they are.
+    if (ms.dtype == DType::F32)
+      w_.line("acc = tl.dot(a, b, acc, input_precision='ieee')");
+    else
+      w_.line("acc = tl.dot(a, b, acc)");
+    w_.linef("A += {}", term("BLOCK_K", ms.a.col_stride));
+    w_.linef("B += {}", term("BLOCK_K", ms.b.row_stride));
+    w_.dedent();
+    w_.line("# the epilogue on the accumulator tile: xindex = the flat output index");
+    w_.line("idx_m = rm[:, None]");
+    w_.line("idx_n = rn[None, :]");
+    if (xmask_) w_.line("xmask = (idx_m < M) & (idx_n < N)");
+    w_.linef("xindex = {}idx_n + N * idx_m", batch > 1 ? "M * N * bid + " : "");
   }
 
   // ---- masks ---------------------------------------------------------------------------
@@ -388,6 +512,15 @@ class TritonKernelPrinter {
   void emit_load(int i) {
     const BodyOp& o = op(i);
     const TritonBuffer& b = plan_.buffers[static_cast<size_t>(o.buffer)];
+    if (o.buffer == k_.acc_buffer && k_.kind == TritonKernelKind::Template) {
+      // The product, rounded to its buffer's dtype as the stored product would be.
+      std::string v = "acc";
+      if (b.dtype != DType::F32) v += fmt::format(".to({})", triton_dtype(b.dtype));
+      if (o.dtype != b.dtype) v += fmt::format(".to({})", triton_dtype(o.dtype));
+      w_.linef("{} = {}", define(i), v);
+      printed_.insert(i);
+      return;
+    }
     std::string mask = mask_for(o.index);
     std::string call = fmt::format("tl.load({} + ({})", ptr_.at(o.buffer), index(o.index));
     std::string policy = eviction_policy(i);

@@ -66,6 +66,7 @@ class ModulePrinter {
       w_.line(k.decorator);
       w_.raw(k.code);
     }
+    emit_template_choices(m);
     emit_call(m);
     emit_benchmark();
     m.source = w_.str();
@@ -262,6 +263,48 @@ class ModulePrinter {
     return call;
   }
 
+  // ---- matmul templates: the extern choice ---------------------------------------------
+
+  /// For each triton_tem kernel, `extern_<n>(*args)`: the same outputs from the same arguments
+  /// through torch.mm (cuBLAS) and the epilogue kernel. The template's autotuner times it
+  /// against the Triton configs and keeps the fastest.
+  void emit_template_choices(const TritonModule& m) {
+    int index = 0;
+    for (const TritonStep& st : plan_.steps) {
+      if (st.fallback < 0) continue;
+      const TritonKernelSource& tem = m.kernels[static_cast<size_t>(st.kernel)];
+      const TritonKernelSource& epi = m.kernels[static_cast<size_t>(st.fallback)];
+      const ComputedBuffer& c = p_.computations[static_cast<size_t>(st.computation)];
+      const MatmulSpec& ms = *c.matmul;
+      std::vector<std::string> params;
+      for (const auto& a : tem.args) params.push_back(name(a.buffer));
+      std::string fn = fmt::format("extern_{}", index++);
+      w_.line();
+      w_.line();
+      w_.linef("def {}(*args):", fn);
+      w_.indent();
+      w_.linef("# {}'s other choice: cuBLAS through torch, then {}", tem.name, epi.name);
+      w_.linef("{}{} = args", fmt::join(params, ", "), params.size() == 1 ? "," : "");
+      DType out = buf(c.buffer).dtype;
+      std::vector<int64_t> out_sizes = ms.batch;
+      out_sizes.insert(out_sizes.end(), {ms.m, ms.n});
+      w_.linef("{} = runtime.empty_strided({}, {}, {})", name(c.buffer),
+               py_tuple(buf(c.buffer).sizes), py_tuple(buf(c.buffer).strides), torch_dtype(out));
+      std::string a = operand(ms.a, ms.batch, ms.m, ms.k, out);
+      std::string b = operand(ms.b, ms.batch, ms.k, ms.n, out);
+      w_.linef("torch.{}({}, {}, out={})", ms.batch.empty() ? "mm" : "matmul", a, b,
+               view(c.buffer, out_sizes));
+      std::vector<std::string> args;
+      for (const auto& a2 : epi.args) args.push_back(name(a2.buffer));
+      for (int64_t n : epi.numels) args.push_back(std::to_string(n));
+      w_.linef("{}.run({})", epi.name, fmt::join(args, ", "));
+      w_.dedent();
+      w_.line();
+      w_.line();
+      w_.linef("{}.extern = {}", tem.name, fn);
+    }
+  }
+
   // ---- benchmark harness ---------------------------------------------------------------
 
   void emit_benchmark() {
@@ -311,6 +354,12 @@ class ModulePrinter {
 
 TritonModule generate_triton_module(const IrProgram& program, const Schedule& schedule,
                                     const TritonModuleOptions& options) {
+  for (const ComputedBuffer& c : program.computations)
+    for (const BodyOp& op : c.body.ops())
+      COIL_USER_CHECK(op.op != LoopOp::indirect_index,
+                      "--device cuda does not support gather with dynamic indices (an indirect "
+                      "load of buffer {}); compile it for the CPU",
+                      program.buffer(c.buffer).name);
   return ModulePrinter(program, schedule, options).generate();
 }
 

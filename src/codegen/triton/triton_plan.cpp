@@ -73,6 +73,8 @@ std::string TritonKernelPlan::prefix() const {
       return "triton_per";
     case TritonKernelKind::Looped:
       return "triton_red";
+    case TritonKernelKind::Template:
+      return "triton_tem";
   }
   COIL_UNREACHABLE("bad kernel kind");
 }
@@ -234,16 +236,17 @@ class Planner {
   void plan_group(const KernelGroup& g) {
     const ComputedBuffer& head = comp(g.nests[0].computations[0]);
     size_t first = 0;
-    if (head.is_opaque()) {
-      // A library call; with a CPU schedule its fused epilogue (nests[1]) follows as a kernel.
-      out_.steps.push_back({-1, g.nests[0].computations[0]});
-      first = 1;
-    }
     std::vector<const LoopNest*> nests;
-    for (size_t i = first; i < g.nests.size(); ++i) {
+    for (size_t i = head.is_opaque() ? 1 : 0; i < g.nests.size(); ++i) {
       // A nest over no element writes an empty buffer: nothing to launch.
       if (product(static_extents(comp(g.nests[i].computations.back()).ranges)) > 0)
         nests.push_back(&g.nests[i]);
+    }
+    if (head.is_opaque()) {
+      if (plan_template(g, nests)) return;
+      // A library call; its fused epilogue (nests[1]) follows as a kernel.
+      out_.steps.push_back({-1, g.nests[0].computations[0]});
+      first = 1;
     }
     if (nests.empty()) return;
     std::string why;
@@ -258,6 +261,67 @@ class Planner {
       COIL_ASSERT(k.has_value(), "a single loop nest must make a Triton kernel: {}", why);
       add_kernel(std::move(*k));
     }
+  }
+
+  /// A matmul template with a pointwise epilogue as a triton_tem kernel (plus the epilogue alone
+  /// for the torch.mm choice). Needs: the product read only by the epilogue, at the element the
+  /// epilogue computes (xindex = its flat [batch..., m, n] index), and a contiguous product.
+  bool plan_template(const KernelGroup& g, const std::vector<const LoopNest*>& nests) {
+    const int mm = g.nests[0].computations[0];
+    const ComputedBuffer& head = comp(mm);
+    if (head.kind != LoopKind::Template || !head.matmul || nests.empty()) return false;
+    const MatmulSpec& ms = *head.matmul;
+    if (ms.dtype != DType::F32 && ms.dtype != DType::BF16 && ms.dtype != DType::F16) return false;
+    if (ms.m <= 0 || ms.n <= 0 || ms.k <= 0) return false;
+    const TritonBuffer& acc = out_.buffers[static_cast<size_t>(head.buffer)];
+    std::vector<int64_t> sizes = ms.batch;
+    sizes.insert(sizes.end(), {ms.m, ms.n});
+    int64_t numel = product(sizes);
+    if (acc.kind != BufferKind::Intermediate || acc.numel() != numel) return false;
+    {
+      // Contiguous: the flat output index addresses it.
+      int64_t stride = 1;
+      for (size_t i = acc.sizes.size(); i-- > 0;) {
+        if (acc.sizes[i] != 1 && acc.strides[i] != stride) return false;
+        stride *= acc.sizes[i];
+      }
+    }
+    std::set<int> epilogue;
+    for (const LoopNest* n : nests)
+      for (int c : n->computations) epilogue.insert(c);
+    for (size_t c = 0; c < p_.computations.size(); ++c) {
+      if (static_cast<int>(c) == mm || epilogue.count(static_cast<int>(c))) continue;
+      for (int b : p_.computations[c].reads())
+        if (b == head.buffer) return false;
+    }
+    std::string why;
+    auto k = build(nests, g.outer_depth, &why);
+    if (!k || k->kind != TritonKernelKind::Pointwise || k->xnumel != numel) return false;
+    bool reads_acc = false;
+    for (const BodyOp& op : k->body.ops()) {
+      if (op.op == LoopOp::store && op.buffer == head.buffer) return false;
+      if (op.op != LoopOp::load || op.buffer != head.buffer) continue;
+      if (!(op.index == triton_xindex())) return false;
+      reads_acc = true;
+    }
+    if (!reads_acc) return false;
+    TritonKernelPlan tem = *k;
+    tem.kind = TritonKernelKind::Template;
+    tem.matmul = head.matmul;
+    tem.acc_buffer = head.buffer;
+    for (const auto& o : head.origin_names) tem.origins.insert(tem.origins.begin(), o);
+    int64_t biggest = numel;
+    for (int b : {ms.a.buffer, ms.b.buffer})
+      biggest = std::max(biggest, out_.buffers[static_cast<size_t>(b)].numel());
+    tem.int64_index = k->int64_index || biggest > INT32_MAX;
+    TritonStep st;
+    st.kernel = static_cast<int>(out_.kernels.size());
+    st.computation = mm;
+    st.fallback = st.kernel + 1;
+    out_.kernels.push_back(std::move(tem));
+    out_.kernels.push_back(std::move(*k));
+    out_.steps.push_back(st);
+    return true;
   }
 
   void add_kernel(TritonKernelPlan k) {

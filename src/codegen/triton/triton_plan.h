@@ -18,10 +18,13 @@
 //   triton_red  looped reduction: each nest runs its own loop over the row in R0_BLOCK chunks;
 //   split       a reduction with few outputs and long rows becomes a triton_red kernel reducing
 //               chunks of each row into a partial buffer, then a kernel reducing the partials.
-// Templates and extern calls (matmul, conv2d) are library calls through torch in the wrapper.
+// Extern calls (matmul, conv2d) are library calls through torch in the wrapper. A matmul
+// template with a pointwise epilogue becomes a triton_tem kernel (tl.dot K loop, the epilogue on
+// the accumulator tile) plus that epilogue as its own kernel for the torch.mm choice.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,7 +51,7 @@ constexpr int64_t kPersistentMaxOuter = 64;
 constexpr int64_t kTileMinExtent = 16;
 constexpr int64_t kTileMaxY = 65535;
 
-enum class TritonKernelKind { Pointwise, Tiled, Persistent, Looped };
+enum class TritonKernelKind { Pointwise, Tiled, Persistent, Looped, Template };
 enum class ReductionHint { Inner, Outer, Default };
 std::string_view reduction_hint_name(ReductionHint h);  // "INNER", "OUTER", "DEFAULT"
 
@@ -97,7 +100,11 @@ struct TritonKernelPlan {
   ReductionHint hint = ReductionHint::Default;
   bool int64_index = false;          // some index may exceed int32
   std::vector<std::string> origins;  // graph nodes, "t3 (add)"
-  std::string prefix() const;        // triton_poi / triton_per / triton_red
+  /// Template kernels (triton_tem): the matmul whose [BLOCK_M, BLOCK_N] accumulator tile the
+  /// epilogue body reads in place of `acc_buffer` (xindex = the flat output index).
+  std::shared_ptr<const MatmulSpec> matmul;
+  int acc_buffer = -1;
+  std::string prefix() const;  // triton_poi / triton_per / triton_red / triton_tem
   bool is_reduction() const {
     return kind == TritonKernelKind::Persistent || kind == TritonKernelKind::Looped;
   }
@@ -107,6 +114,10 @@ struct TritonKernelPlan {
 struct TritonStep {
   int kernel = -1;       // into TritonProgramPlan::kernels
   int computation = -1;  // an Extern/Template computation of the program
+  /// A matmul template with its epilogue (kernel: the triton_tem kernel, computation: the
+  /// matmul): the pointwise epilogue kernel of the other choice (torch.mm + this kernel), which
+  /// the runtime's autotuner times against the template.
+  int fallback = -1;
 };
 
 struct TritonProgramPlan {

@@ -154,6 +154,7 @@ std::string triton_op(const BodyOp& op, const std::vector<std::string>& args,
     case LoopOp::store:
     case LoopOp::reduction:
     case LoopOp::index_expr:
+    case LoopOp::indirect_index:
     case LoopOp::constant:
       COIL_UNREACHABLE("{} is printed by the kernel", loop_op_name(op.op));
     case LoopOp::to_dtype:

@@ -113,7 +113,7 @@ const OnnxOpDef kOnnxOps[] = {
     // Indexing (onnx_ops_index.cpp).
     {"Slice", map_slice, "slice; negative steps: concat of slices"},
     {"Split", map_split, "slices"},
-    {"Gather", map_gather, "constant indices: slices + concat + reshape"},
+    {"Gather", map_gather, "constant indices: slices + concat + reshape; dynamic indices: gather"},
     {"Tile", map_tile, "reshape + expand + reshape"},
     {"Pad", map_pad, "constant: concat with full; edge, reflect: concat of slices"},
     {"EyeLike", map_eye_like, "eq(iota - iota, k)"},

@@ -1,5 +1,5 @@
 // Indexing ops built from coil's slices, concats and iota masks: Slice, Split, Gather (constant
-// indices), Tile, Pad, EyeLike, Trilu, OneHot.
+// indices; dynamic indices map to coil's gather), Tile, Pad, EyeLike, Trilu, OneHot.
 #include <algorithm>
 #include <limits>
 
@@ -137,6 +137,14 @@ void map_gather(OnnxNode& n) {
   int64_t r = n.rank(x);
   if (r == 0) n.error("data must have at least one dim");
   int64_t axis = n.axis(n.attr_int("axis", 0), r);
+  if (!n.constant(n.in(1))) {
+    // Dynamic indices (an embedding lookup): coil's gather, an indirect load.
+    DType it = n.dtype(n.in(1));
+    if (it != DType::I32 && it != DType::I64)
+      n.error("indices must be int32 or int64, got {}", dtype_name(it));
+    n.set_output(0, n.add("gather", {x, n.in(1)}, Attrs{{"axis", axis}}));
+    return;
+  }
   std::vector<int64_t> idx = n.const_ints(1, "the indices input");
   int64_t d = static_dim(n, x, axis, "Gather");
   for (int64_t& i : idx) {

@@ -1,4 +1,4 @@
-// Reference kernels of the view ops (reshape .. flatten) and concat.
+// Reference kernels of the view ops (reshape .. flatten), concat and gather.
 //
 // A view is computed as an index remap: the output's shape and strides are derived from the
 // input's (the input may itself be strided), and the elements are copied out in row-major
@@ -162,6 +162,52 @@ Tensor ref_concat(const Node& node, const std::vector<Tensor>& in) {
       for (size_t i = 0; i < v.size(); ++i) ref::set_int(out, targets[i], v[i]);
     }
     base += t.shape()[dim] * ostrides[dim];
+  }
+  return out;
+}
+
+Tensor ref_gather(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& data = in[0];
+  const Tensor& indices = in[1];
+  COIL_USER_CHECK(data.dim() > 0, "gather: data must have at least one dim");
+  COIL_USER_CHECK(indices.dtype() == DType::I32 || indices.dtype() == DType::I64,
+                  "gather: indices must be i32 or i64, got {}", dtype_name(indices.dtype()));
+  auto axis = static_cast<size_t>(
+      normalize_axis("gather", node.attrs.get_int_or("gather", "axis", 0), data.dim()));
+  const std::vector<int64_t>& ds = data.shape();
+  const int64_t n = ds[axis];
+  std::vector<int64_t> idx = ref::read_ints(indices);
+  for (int64_t& i : idx) {
+    // Negative indices count from the end (ONNX, numpy); anything else out of range is an error.
+    int64_t w = i < 0 ? i + n : i;
+    COIL_USER_CHECK(w >= 0 && w < n, "gather: index {} is out of range for dim {} of size {}", i,
+                    axis, n);
+    i = w;
+  }
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= ds[d];
+  for (size_t d = axis + 1; d < ds.size(); ++d) inner *= ds[d];
+  std::vector<int64_t> shape(ds.begin(), ds.begin() + static_cast<std::ptrdiff_t>(axis));
+  shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
+  shape.insert(shape.end(), ds.begin() + static_cast<std::ptrdiff_t>(axis) + 1, ds.end());
+  Tensor out = Tensor::empty(node.type.dtype, shape);
+  const auto k = static_cast<int64_t>(idx.size());
+  // Source element (o, idx[j], r) of data, contiguous row-major, for output (o, j, r).
+  auto source = [&](int64_t o, int64_t j, int64_t r) {
+    return (o * n + idx[static_cast<size_t>(j)]) * inner + r;
+  };
+  if (is_floating(data.dtype())) {
+    std::vector<double> v = ref::read_doubles(data);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t r = 0; r < inner; ++r)
+          ref::set_double(out, (o * k + j) * inner + r, v[static_cast<size_t>(source(o, j, r))]);
+  } else {
+    std::vector<int64_t> v = ref::read_ints(data);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t r = 0; r < inner; ++r)
+          ref::set_int(out, (o * k + j) * inner + r, v[static_cast<size_t>(source(o, j, r))]);
   }
   return out;
 }

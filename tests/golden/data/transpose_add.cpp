@@ -6,7 +6,7 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 // graph nodes: z (add)
 extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0)
 {
-    // 2-D tiles of 16x16: transposed operands are read along x0 and transposed in L1
+    // 2-D tiles of 16x16: transposed operands are read along x0, transposed in registers
     for (int64_t x0_tile = 0; x0_tile < 64; x0_tile += 16)
     {
         for (int64_t x1_tile = 0; x1_tile < 96; x1_tile += 16)
@@ -14,15 +14,10 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0, const float* 
             const int64_t rows = std::min<int64_t>(16, 64 - x0_tile);
             const int64_t cols = std::min<int64_t>(16, 96 - x1_tile);
             alignas(64) float tmp0_tile[256];
-            for (int64_t b = 0; b < cols; b++)
             {
                 const int64_t x0 = x0_tile;
-                const int64_t x1 = x1_tile + b;
-                coil::Vec<float>::loadu(&in_ptr0[x0 + 64*x1], rows).store(&tmp0_tile[b * 16]);
-            }
-            for (int64_t i = 0; i < 16; i++)
-            {
-                for (int64_t j = i + 1; j < 16; j++) std::swap(tmp0_tile[i * 16 + j], tmp0_tile[j * 16 + i]);
+                const int64_t x1 = x1_tile;
+                coil::transpose_tile(&in_ptr0[x0 + 64*x1], 64, tmp0_tile, 16, cols, rows);
             }
             for (int64_t a = 0; a < rows; a++)
             {

@@ -6,10 +6,53 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: y (relu)
-@heuristics.pointwise(size_hints={'x': 65536}, name='triton_poi_fused_relu_0', kernel_hash='8493738343eacd39c1ebb9036422f292')
+# graph nodes: m (matmul), y (relu)
+@heuristics.template(mm={'m': 512, 'n': 128, 'k': 256, 'batch': 1}, dtype='float32', name='triton_tem_fused_matmul_relu_0', kernel_hash='6b536f8c1a1f48108fde92bb2a3dec75')
 @triton.jit
-def triton_poi_fused_relu_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+def triton_tem_fused_matmul_relu_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
+    M = 512
+    N = 128
+    K = 256
+    # program id with GROUP_M swizzle: GROUP_M row blocks share the B tiles in L2
+    pid = tl.program_id(0)
+    grid_m = (M + BLOCK_M - 1) // BLOCK_M
+    grid_n = (N + BLOCK_N - 1) // BLOCK_N
+    width = GROUP_M * grid_n
+    group_id = pid // width
+    group_size = min(grid_m - group_id * GROUP_M, GROUP_M)
+    pid_m = group_id * GROUP_M + (pid % group_size)
+    pid_n = (pid % width) // (group_size)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ram = tl.max_contiguous(tl.multiple_of(rm, BLOCK_M), BLOCK_M)
+    rbn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    A = arg_A + (ram[:, None] * 256 + rk[None, :])
+    B = arg_B + (rk[:, None] * 128 + rbn[None, :])
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(K, 0, -BLOCK_K):
+        a = tl.load(A)
+        b = tl.load(B)
+        acc = tl.dot(a, b, acc, input_precision='ieee')
+        A += BLOCK_K
+        B += BLOCK_K * 128
+    # the epilogue on the accumulator tile: xindex = the flat output index
+    idx_m = rm[:, None]
+    idx_n = rn[None, :]
+    xindex = idx_n + N * idx_m
+    x0 = xindex
+    x1 = (xindex % 128)
+    tmp0 = acc
+    tmp1 = tl.load(in_ptr0 + (x1), None, eviction_policy='evict_last')
+    tmp2 = tmp0 + tmp1
+    tmp3 = tl.where(tmp2 < 0, 0, tmp2)
+    tl.store(out_ptr0 + (x0), tmp3, None)
+
+
+# graph nodes: y (relu)
+@heuristics.pointwise(size_hints={'x': 65536}, name='triton_poi_fused_relu_1', kernel_hash='d9a6775f7bd3602d5538b8209779683e')
+@triton.jit
+def triton_poi_fused_relu_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xnumel = 65536
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:]
@@ -22,18 +65,25 @@ def triton_poi_fused_relu_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.cons
     tl.store(out_ptr0 + (x0), tmp3, None)
 
 
+def extern_0(*args):
+    # triton_tem_fused_matmul_relu_0's other choice: cuBLAS through torch, then triton_poi_fused_relu_1
+    arg0_1, arg1_1, arg2_1, out0 = args
+    buf3 = runtime.empty_strided((512, 128), (128, 1), torch.float32)
+    torch.mm(arg0_1, arg1_1, out=buf3)
+    triton_poi_fused_relu_1.run(buf3, arg2_1, out0, 65536)
+
+
+triton_tem_fused_matmul_relu_0.extern = extern_0
+
+
 def call(args):
     arg0_1, arg1_1, arg2_1 = args
     args.clear()
     runtime.check_input(arg0_1, 'x', (512, 256), (256, 1), torch.float32)
     runtime.check_input(arg1_1, 'w', (256, 128), (128, 1), torch.float32)
     runtime.check_input(arg2_1, 'b', (128,), (1,), torch.float32)
-    buf3 = runtime.empty_strided((512, 128), (128, 1), torch.float32)
-    # graph nodes: m (matmul)
-    torch.mm(arg0_1, arg1_1, out=buf3)
     out0 = runtime.empty_strided((512, 128), (128, 1), torch.float32)
-    triton_poi_fused_relu_0.run(buf3, arg2_1, out0, 65536)
-    del buf3
+    triton_tem_fused_matmul_relu_0.run(arg0_1, arg1_1, arg2_1, out0)
     return (out0, )
 
 

@@ -311,6 +311,17 @@ extern "C" void welford_f64(const double* in, int64_t n, int64_t split, double* 
   welford_loop(in, n, split, out);
 }
 
+// coil::transpose_tile (CppTile2DKernel's in-register transpose): a kFloatLanes square, reading
+// rows x cols of src (the masked form) or all of it (the default arguments, when both are -1).
+extern "C" void transpose_tile_f32(const float* src, int64_t src_stride, float* dst,
+                                   int64_t dst_stride, int64_t rows, int64_t cols) {
+  if (rows < 0 && cols < 0) {
+    coil::transpose_tile(src, src_stride, dst, dst_stride);
+  } else {
+    coil::transpose_tile(src, src_stride, dst, dst_stride, rows, cols);
+  }
+}
+
 // Masked copies through Vec<T>, for every storage type a kernel loads.
 #define COPY_ENTRY(name, V, U)                                              \
   extern "C" void copy_##name(const void* s, void* d, void* f, int64_t c) { \

@@ -389,6 +389,41 @@ struct FastIO<float, half> {
 };
 
 }  // namespace vec_detail
+
+/// Transposes an 8x8 float tile in registers (CppTile2DKernel): dst[j * dst_stride + i] =
+/// src[i * src_stride + j] for i, j < 8. Only the first src_rows rows and src_cols columns of
+/// src are read (masked loads); the rest of dst's 8x8 tile is zero. src may equal dst with
+/// equal strides (every row is loaded before any is stored).
+inline void transpose_tile(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                           int64_t src_rows = 8, int64_t src_cols = 8) {
+  __m256 r[8], t[8];
+  if (src_rows >= 8 && src_cols >= 8) {
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * src_stride);
+  } else {
+    const __m256i m = vec_detail::first8_epi32(src_cols);
+    for (int i = 0; i < 8; ++i) {
+      r[i] = i < src_rows ? _mm256_maskload_ps(src + i * src_stride, m) : _mm256_setzero_ps();
+    }
+  }
+  // Pairs of rows interleaved, then quads: r[4k + j]'s 128-bit lane l holds column 4l + j of
+  // rows 4k..4k+3.
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k) {
+    r[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    r[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    r[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    r[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);
+    t[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
+  }
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * dst_stride, t[i]);
+}
+
 }  // namespace coil
 
 #endif  // defined(COIL_CPU_AVX2) && !defined(COIL_CPU_AVX512)

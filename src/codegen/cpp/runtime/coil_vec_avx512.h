@@ -381,6 +381,50 @@ struct FastIO<float, half> {
 };
 
 }  // namespace vec_detail
+
+/// Transposes a 16x16 float tile in registers (CppTile2DKernel): dst[j * dst_stride + i] =
+/// src[i * src_stride + j] for i, j < 16. Only the first src_rows rows and src_cols columns of
+/// src are read (masked loads); the rest of dst's 16x16 tile is zero. src may equal dst with
+/// equal strides (every row is loaded before any is stored).
+inline void transpose_tile(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                           int64_t src_rows = 16, int64_t src_cols = 16) {
+  __m512 r[16], t[16];
+  if (src_rows >= 16 && src_cols >= 16) {
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_stride);
+  } else {
+    const __mmask16 m = vec_detail::first16(src_cols);
+    for (int i = 0; i < 16; ++i) {
+      r[i] = i < src_rows ? _mm512_maskz_loadu_ps(m, src + i * src_stride) : _mm512_setzero_ps();
+    }
+  }
+  // Pairs of rows interleaved: t[2k] lane l = (a4l, b4l, a4l+1, b4l+1), t[2k+1] the upper half.
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  // Quads: r[4k + j]'s 128-bit lane l holds column 4l + j of rows 4k..4k+3.
+  for (int k = 0; k < 4; ++k) {
+    const __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * k + 2]), d = _mm512_castps_pd(t[4 * k + 3]);
+    r[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // 128-bit lanes: output row 4l + j gathers lane l of r[j], r[4 + j], r[8 + j], r[12 + j].
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    t[j] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    t[4 + j] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    t[8 + j] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    t[12 + j] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * dst_stride, t[i]);
+}
+
 }  // namespace coil
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -244,6 +244,26 @@ struct Ops {
 };
 
 }  // namespace vec_detail
+
+/// Transposes an L x L float tile, L the float lane count (CppTile2DKernel; the SIMD headers do
+/// it in registers): dst[j * dst_stride + i] = src[i * src_stride + j] for i, j < L. Only the
+/// first src_rows rows and src_cols columns of src are read; the rest of dst's tile is zero.
+/// src may equal dst with equal strides.
+inline void transpose_tile(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                           int64_t src_rows = vec_detail::Ops<float>::lanes,
+                           int64_t src_cols = vec_detail::Ops<float>::lanes) {
+  constexpr int L = vec_detail::Ops<float>::lanes;
+  float t[L][L];
+  for (int i = 0; i < L; ++i) {
+    for (int j = 0; j < L; ++j) {
+      t[j][i] = i < src_rows && j < src_cols ? src[i * src_stride + j] : 0.0f;
+    }
+  }
+  for (int j = 0; j < L; ++j) {
+    for (int i = 0; i < L; ++i) dst[j * dst_stride + i] = t[j][i];
+  }
+}
+
 }  // namespace coil
 
 #endif  // !defined(COIL_CPU_AVX512) && !defined(COIL_CPU_AVX2)
