@@ -20,8 +20,6 @@
 
 #include <omp.h>
 #include <sys/resource.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bandwidth.h"
+#include "bench_host.h"
 #include "coil/coil.h"
 #include "graph/interpreter.h"
 #include "graph/text_format.h"
@@ -284,49 +283,6 @@ int64_t spec_bytes(const ValueSpec& v) {
 
 json spec_json(const ValueSpec& v) {
   return json{{"name", v.name}, {"dtype", std::string(dtype_name(v.dtype))}, {"shape", v.shape}};
-}
-
-std::string read_first_line(const fs::path& p) {
-  std::ifstream f(p);
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
-
-std::string load_average() {
-  return read_first_line("/proc/loadavg");
-}
-
-json host_json() {
-  json h;
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      h["cpu"] = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  h["logical_cpus"] = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  json caches = json::object();
-  for (int i = 0; i < 8; ++i) {
-    fs::path dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}", i);
-    if (!fs::exists(dir)) break;
-    std::string type = read_first_line(dir / "type");
-    if (type == "Instruction") continue;
-    std::string key =
-        fmt::format("L{}{}", read_first_line(dir / "level"), type == "Data" ? "d" : "");
-    caches[key] = read_first_line(dir / "size");
-  }
-  h["caches_per_cpu0"] = caches;
-  utsname u{};
-  if (uname(&u) == 0) h["kernel"] = fmt::format("{} {} {}", u.sysname, u.release, u.machine);
-  try {
-    h["compiler"] = Toolchain::get().version;
-  } catch (const std::exception& e) {
-    h["compiler"] = std::string("unknown: ") + e.what();
-  }
-  return h;
 }
 
 std::string now_iso() {

@@ -21,8 +21,6 @@
 //                   [--peak-seconds 0.2] [--skip-coil] [--torch FILE] [--json FILE]
 
 #include <omp.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -43,6 +41,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_host.h"
 #include "codegen/cpp/runtime/coil_extern.h"
 #include "coil/coil.h"
 #include "gemm_peak.h"
@@ -530,35 +529,9 @@ void coil_rows(const Options& opt, int threads, Results& res, json& skipped) {
 
 // ---------------------------------------------------------------- host
 
-std::string read_first_line(const fs::path& p) {
-  std::ifstream f(p);
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
-
-std::string load_average() {
-  return read_first_line("/proc/loadavg");
-}
-
-json host_json() {
-  json h;
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      h["cpu"] = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  h["logical_cpus"] = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  utsname u{};
-  if (uname(&u) == 0) h["kernel"] = fmt::format("{} {} {}", u.sysname, u.release, u.machine);
-  try {
-    h["compiler"] = Toolchain::get().version;
-  } catch (const std::exception& e) {
-    h["compiler"] = std::string("unknown: ") + e.what();
-  }
+json gemm_host_json() {
+  // The shared description (bench_host.h), plus the libraries this benchmark compares.
+  json h = bench::host_json();
   const dnnl_version_t* v = dnnl_version();
   h["onednn"] = fmt::format("{}.{}.{} (cpu runtime {})", v->major, v->minor, v->patch,
                             v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other");
@@ -587,7 +560,7 @@ int main_impl(int argc, char** argv) {
   json out;
   out["tool"] = "coil_gemm_bench";
   out["date"] = now_iso();
-  out["host"] = host_json();
+  out["host"] = gemm_host_json();
   out["load_average_start"] = load_average();
   out["config"] = json{{"threads", opt.threads},
                        {"runs", opt.runs},
