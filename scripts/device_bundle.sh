@@ -4,18 +4,21 @@
 # it in the device tool's `carry`). The bundle holds:
 #   bin/      coil, coil_cpu_bench (built here, glibc 2.36: they run on newer glibc)
 #   lib/      the shared libraries they link that a bare host lacks (fmt, xxhash, oneDNN,
-#             OpenBLAS's OpenMP build and its Fortran runtime, SLEEF for generated kernels);
+#             OpenBLAS's OpenMP build and its Fortran runtime, SLEEF and coil's own
+#             libcoil_vmath for generated kernels);
 #             never libc/libstdc++/libgomp: the host's own (newer, compatible) ones are used,
 #             so that generated kernels compiled there share one OpenMP runtime with coil
 #   include/  headers generated kernels include beyond the embedded ones (sleef.h, dnnl*.h)
 # On the host: tar xJf coil-bundle.tar.xz -C DIR; export LD_LIBRARY_PATH=DIR/lib
-# LIBRARY_PATH=DIR/lib CPATH=DIR/include (bench/run_gpu_host_cpu.sh does this).
+# LIBRARY_PATH=DIR/lib CPATH=DIR/include (bench/run_gpu_host_cpu.sh does this). The build's
+# lib/ directory baked into coil does not exist there, so generated kernels find
+# libcoil_vmath.so through LIBRARY_PATH / LD_LIBRARY_PATH (runtime/isa.h: vmath_dir()).
 #
 #   bash scripts/device_bundle.sh        (after scripts/setup.sh has built build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${COIL_BUILD_DIR:-build}"
-cmake --build "$build" --target coil coil_cpu_bench -j"$(nproc)" >/dev/null
+cmake --build "$build" --target coil coil_cpu_bench coil_vmath -j"$(nproc)" >/dev/null
 
 stage=$(mktemp -d /tmp/coil-bundle-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
@@ -35,6 +38,8 @@ cp "$sleef" "$stage/lib/"
 ln -sf "$(basename "$sleef")" "$stage/lib/libsleef.so"
 ln -sf "$(basename "$sleef")" "$stage/lib/libsleef.so.3"
 cp /usr/include/x86_64-linux-gnu/sleef.h "$stage/include/"
+# libcoil_vmath (Eigen's vector erf): AVX-512/AVX2 kernels link -lcoil_vmath.
+cp "$build/lib/libcoil_vmath.so" "$stage/lib/"
 # oneDNN's C headers, for modules with extern kernels.
 cp /usr/include/dnnl*.h "$stage/include/"
 cp -r /usr/include/oneapi "$stage/include/"

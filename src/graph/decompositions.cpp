@@ -78,7 +78,10 @@ int softmax_impl(Graph& g, const Node& node, const std::vector<int>& in, bool lo
   int d = b.op("sub", {x, m});
   int e = b.op("exp", {d});
   int s = b.op("sum", {e}, keep);
-  int y = log ? b.op("sub", {d, b.op("log", {s})}) : b.op("div", {e, s});
+  // e * (1 / s) rather than e / s, as ATen's CPU softmax computes it: one division per row
+  // (the reciprocal is loop-invariant in the row's vector loop), not one per element, which
+  // costs a quarter of softmax's time on a 2-core AVX-512 CPU (docs/numerics.md).
+  int y = log ? b.op("sub", {d, b.op("log", {s})}) : b.op("mul", {e, b.op("reciprocal", {s})});
   return b.cast_back(y, node.type.dtype);
 }
 

@@ -26,11 +26,22 @@ namespace coil {
 namespace fs = std::filesystem;
 namespace {
 
-// SLEEF is a shared library; with --as-needed (the default of some distributions) a -lsleef
-// placed before the source file would be dropped, since the code cache puts CompileFlags
-// before the source. push-state/no-as-needed keeps it regardless of position.
-const std::vector<std::string> kSleefLink = {"-Wl,--push-state,--no-as-needed", "-lsleef",
-                                             "-Wl,--pop-state"};
+// SLEEF and libcoil_vmath are shared libraries; with --as-needed (the default of some
+// distributions) a -l placed before the source file would be dropped, since the code cache
+// puts CompileFlags before the source. push-state/no-as-needed keeps them regardless of
+// position. -L and -rpath go through -Wl: they stay out of the precompiled header's command.
+std::vector<std::string> simd_link_flags() {
+  std::vector<std::string> flags = {"-Wl,--push-state,--no-as-needed"};
+  std::string dir = vmath_dir();
+  if (!dir.empty()) {
+    flags.push_back("-Wl,-L" + dir);
+    flags.push_back("-Wl,-rpath," + dir);
+  }
+  flags.push_back("-lcoil_vmath");
+  flags.push_back("-lsleef");
+  flags.push_back("-Wl,--pop-state");
+  return flags;
+}
 
 // Flags that let the avx512 probe use (and kernels be compiled with) AVX512-BF16.
 const std::vector<std::string> kBf16ProbeFlags = {"-mavx512bf16", "-DCOIL_PROBE_AVX512BF16"};
@@ -41,11 +52,14 @@ std::vector<IsaInfo> make_table() {
       512,
       "COIL_CPU_AVX512",
       {"-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma", "-mprefer-vector-width=512"},
-      kSleefLink,
+      simd_link_flags(),
       {"avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"}};
-  IsaInfo avx2{"avx2",          256,
-               "COIL_CPU_AVX2", {"-mavx2", "-mfma", "-mf16c"},
-               kSleefLink,      {"avx2", "fma", "f16c"}};
+  IsaInfo avx2{"avx2",
+               256,
+               "COIL_CPU_AVX2",
+               {"-mavx2", "-mfma", "-mf16c"},
+               simd_link_flags(),
+               {"avx2", "fma", "f16c"}};
   // NEON is part of every AArch64 CPU; coil_vec.h has no NEON intrinsics yet (portable loops).
   IsaInfo neon{"neon", 128, "COIL_CPU_NEON", {}, {}, {"asimd"}};
   IsaInfo scalar{"scalar", 0, "", {}, {}, {}};
@@ -316,6 +330,22 @@ CompileFlags isa_compile_flags(const IsaInfo& isa) {
   if (!isa.macro.empty()) flags.extra.push_back("-D" + isa.macro);
   for (const std::string& f : isa.link_flags) flags.extra.push_back(f);
   return flags;
+}
+
+std::string vmath_dir() {
+  const char* env = std::getenv("COIL_VMATH_DIR");
+  if (env && *env) {
+    fs::path dir = fs::absolute(env);
+    COIL_USER_CHECK(fs::exists(dir / "libcoil_vmath.so"),
+                    "COIL_VMATH_DIR={}: no libcoil_vmath.so there", std::string(env));
+    return dir.string();
+  }
+#ifdef COIL_VMATH_BUILD_DIR
+  std::error_code ec;
+  if (fs::exists(fs::path(COIL_VMATH_BUILD_DIR) / "libcoil_vmath.so", ec))
+    return COIL_VMATH_BUILD_DIR;
+#endif
+  return "";
 }
 
 std::vector<std::string> extern_link_flags() {

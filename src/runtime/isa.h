@@ -32,7 +32,7 @@ struct IsaInfo {
   /// Compiler flags that enable the instructions. host_isa() may add optional extensions that
   /// the probe confirmed (-mavx512bf16).
   std::vector<std::string> flags;
-  /// Linker flags generated code needs (SLEEF for the x86 ISAs).
+  /// Linker flags generated code needs (SLEEF and libcoil_vmath for the x86 ISAs).
   std::vector<std::string> link_flags;
   /// CPU features that must all be present (names as /proc/cpuinfo spells them).
   std::vector<std::string> cpu_features;
@@ -78,6 +78,15 @@ const IsaInfo& host_isa();
 /// -D of its macro and its link flags. They are on the command line, so the ISA is part of the
 /// code cache key.
 CompileFlags isa_compile_flags(const IsaInfo& isa);
+
+/// Where generated modules of the avx512/avx2 ISAs find libcoil_vmath.so (vector erf from
+/// Eigen; src/runtime/vmath/vmath.h), which IsaInfo::link_flags links with -L and -rpath:
+///   1. $COIL_VMATH_DIR when set (a user error if it lacks the library);
+///   2. else the build's lib/ directory, baked in by CMake, when the library is there;
+///   3. else "": no -L/-rpath, so the linker searches LIBRARY_PATH and the default paths, and
+///      the loader LD_LIBRARY_PATH (how scripts/device_bundle.sh's bundle runs elsewhere).
+/// Read when the ISA table is built (once per process).
+std::string vmath_dir();
 
 /// Linker flags for a generated module that calls extern kernels
 /// (src/codegen/cpp/runtime/coil_extern.h): oneDNN (-ldnnl) and, when libcoil was built with it

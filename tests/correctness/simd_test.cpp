@@ -93,11 +93,13 @@ output r
 }
 
 // CppTile2DKernel: x.t() + y with both dims off the tile size (17 = one tile and a 1-row tail,
-// 1000 = 62 tiles and an 8-wide tail at 16 lanes), and one exact multiple; SIMD ISAs transpose
-// each tile in registers (coil::transpose_tile), masked in the tails.
+// 1000 = 62 tiles and an 8-wide tail at 16 lanes), exact multiples, and sizes over the 128x128
+// block the tiles are visited in (300 = two blocks and a partial one ending in a partial tile);
+// SIMD ISAs transpose each tile in registers (coil::transpose_tile), masked in the tails.
 TEST(Simd, TransposedTilesAtEveryTail) {
   for (const std::string& isa : runnable_isas()) {
-    for (auto [m, n] : {std::pair{17, 1000}, std::pair{1000, 17}, std::pair{64, 48}}) {
+    for (auto [m, n] : {std::pair{17, 1000}, std::pair{1000, 17}, std::pair{64, 48},
+                        std::pair{300, 200}, std::pair{256, 384}}) {
       SCOPED_TRACE(fmt::format("{} {}x{}", isa, m, n));
       CompileOptions o;
       o.isa = isa;
@@ -108,6 +110,9 @@ TEST(Simd, TransposedTilesAtEveryTail) {
       CompiledModel c = compile(g, o);
       if (isa != "scalar") {
         EXPECT_NE(c.report().source.find("coil::transpose_tile("), std::string::npos)
+            << c.report().source;
+        EXPECT_EQ(c.report().source.find("in blocks of 128x128") != std::string::npos,
+                  m > 128 || n > 128)
             << c.report().source;
       }
       EXPECT_TRUE(matches_reference(g, testing::random_inputs(g, 5), o));

@@ -25,11 +25,12 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-// Restores COIL_CPU_ISA and COIL_CACHE_DIR; a test may point the cache at a fresh directory.
+// Restores COIL_CPU_ISA, COIL_CACHE_DIR and COIL_VMATH_DIR; a test may point the cache at a
+// fresh directory.
 class IsaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"COIL_CPU_ISA", "COIL_CACHE_DIR"}) {
+    for (const char* name : {"COIL_CPU_ISA", "COIL_CACHE_DIR", "COIL_VMATH_DIR"}) {
       const char* v = std::getenv(name);
       saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
     }
@@ -107,10 +108,28 @@ TEST_F(IsaTest, CompileFlagsCarryTheMacroAndSleef) {
   for (const char* f : {"-mavx2", "-mfma", "-mf16c", "-DCOIL_CPU_AVX2", "-lsleef"}) {
     EXPECT_TRUE(contains(avx2.extra, f)) << f;
   }
+  // libcoil_vmath (vector erf) from the build's lib/, by -L and rpath.
+  for (const CompileFlags& flags : {avx512, avx2}) {
+    EXPECT_TRUE(contains(flags.extra, "-lcoil_vmath"));
+    EXPECT_TRUE(contains(flags.extra, "-Wl,-rpath," + vmath_dir()));
+  }
   // Scalar vectors use <cmath>: no macro, no library.
   EXPECT_TRUE(isa_compile_flags(isa_by_name("scalar")).extra.empty());
   // Different ISAs, different command lines, different code cache keys.
   EXPECT_NE(avx512, avx2);
+}
+
+TEST_F(IsaTest, VmathDirIsTheBuildsLibUnlessOverridden) {
+  ::unsetenv("COIL_VMATH_DIR");
+  EXPECT_EQ(fs::path(vmath_dir()), fs::path(COIL_BINARY_DIR) / "lib");
+  EXPECT_TRUE(fs::exists(fs::path(vmath_dir()) / "libcoil_vmath.so"));
+  use_fresh_cache();
+  fs::path copy = fresh_dir_ / "vmath";
+  fs::create_directories(copy);
+  ::setenv("COIL_VMATH_DIR", copy.c_str(), 1);
+  EXPECT_THROW(vmath_dir(), Error) << "a directory without the library is a user error";
+  fs::copy_file(fs::path(COIL_BINARY_DIR) / "lib" / "libcoil_vmath.so", copy / "libcoil_vmath.so");
+  EXPECT_EQ(fs::path(vmath_dir()), copy);
 }
 
 TEST_F(IsaTest, DetectsTheBestIsaThisMachineRuns) {

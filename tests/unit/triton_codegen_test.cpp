@@ -60,18 +60,21 @@ TEST(TritonReduction, PersistentThresholdsDependOnTheAccessPattern) {
 }
 
 TEST(TritonReduction, SplitShapes) {
-  // sum(x, dim=0) of [65536, 1024]: 128 chunks of 512 rows (Inductor's split).
+  // sum(x, dim=0) of [65536, 1024]: 64 interleaved chunks of 1024 rows (Inductor: 128
+  // contiguous chunks of 512).
   auto outer = choose_split(1024, 65536, ReductionHint::Outer);
   ASSERT_TRUE(outer.has_value());
-  EXPECT_EQ(outer->splits, 128);
-  EXPECT_EQ(outer->chunk, 512);
+  EXPECT_EQ(outer->splits, 64);
+  EXPECT_EQ(outer->chunk, 1024);
   EXPECT_TRUE(outer->outputs_contiguous);
+  EXPECT_TRUE(outer->interleaved);
   // A full sum of a prime count: no divisor, so the last chunk is partial.
   auto full = choose_split(1, 1000003, ReductionHint::Inner);
   ASSERT_TRUE(full.has_value());
   EXPECT_EQ(full->splits, 128);
   EXPECT_EQ(full->chunk, 7813);
   EXPECT_FALSE(full->outputs_contiguous);
+  EXPECT_FALSE(full->interleaved);
   // A divisor near the target is preferred.
   auto even = choose_split(8, 3 * 65536, ReductionHint::Inner);
   ASSERT_TRUE(even.has_value());
@@ -117,10 +120,11 @@ TEST(TritonKernels, SoftmaxIsOnePersistentReduction) {
   TritonModule m = triton_of("input x: f32[128, 1000]\ny = softmax(x) {axis=-1}\noutput y\n");
   ASSERT_EQ(m.kernels.size(), 1u);
   const TritonKernelSource& k = m.kernels[0];
-  EXPECT_EQ(k.name, "triton_per_fused_div_exp_max_sum_0");
+  EXPECT_EQ(k.name, "triton_per_fused_exp_max_mul_sum_0");
   EXPECT_TRUE(contains(k.decorator, "reduction_hint='INNER'"));
   EXPECT_TRUE(contains(k.code, "r0_mask = r0_index < r0_numel"));
-  // The input is read once; exp(x - max) is forwarded in registers to the sum and the division.
+  // The input is read once; exp(x - max) is forwarded in registers to the sum and the product
+  // with the sum's reciprocal.
   EXPECT_EQ(k.args.size(), 2u);
   size_t loads = 0;
   for (size_t p = k.code.find("tl.load("); p != std::string::npos;
@@ -153,9 +157,12 @@ TEST(TritonKernels, TransposedReadIsTiled) {
 TEST(TritonKernels, ColumnSumOfManyRowsIsSplit) {
   TritonModule m = triton_of("input x: f32[65536, 1024]\ny = sum(x) {axes=[0]}\noutput y\n");
   ASSERT_EQ(m.kernels.size(), 2u);
-  EXPECT_EQ(m.kernels[0].numels, (std::vector<int64_t>{131072, 512}));
-  EXPECT_EQ(m.kernels[1].numels, (std::vector<int64_t>{1024, 128}));
-  EXPECT_TRUE(contains(m.source, "part0 = runtime.empty_strided((128, 1024), (1024, 1)"));
+  EXPECT_EQ(m.kernels[0].numels, (std::vector<int64_t>{65536, 1024}));
+  EXPECT_EQ(m.kernels[1].numels, (std::vector<int64_t>{1024, 64}));
+  EXPECT_TRUE(contains(m.source, "part0 = runtime.empty_strided((64, 1024), (1024, 1)"));
+  // Interleaved chunks: lane x' = s * 1024 + column reads rows s, s + 64, s + 128, ...
+  EXPECT_TRUE(contains(m.kernels[0].code, "tl.load(in_ptr0 + (65536*r0_0 + x0)"))
+      << m.kernels[0].code;
 }
 
 TEST(TritonKernels, MatmulTemplateFusesItsEpilogueWithAnExternChoice) {
@@ -176,7 +183,28 @@ TEST(TritonKernels, MatmulTemplateFusesItsEpilogueWithAnExternChoice) {
   EXPECT_TRUE(contains(m.source,
                        "    torch.mm(arg0_1, arg1_1, out=buf3)\n"
                        "    triton_poi_fused_relu_1.run(buf3, arg2_1, out0, 5120)"));
-  EXPECT_TRUE(contains(m.source, "triton_tem_fused_matmul_relu_0.extern = extern_0"));
+  // relu(x @ w + b) with a 1-D bias: cuBLASLt can fuse the epilogue, a third choice.
+  EXPECT_TRUE(contains(m.source, "    torch._addmm_activation(arg2_1, arg0_1, arg1_1, out=out0)"));
+  EXPECT_TRUE(
+      contains(m.source, "triton_tem_fused_matmul_relu_0.attach_externs(extern_0, extern_0_lt)"));
+}
+
+TEST(TritonKernels, CublasLtChoiceOnlyForABiasEpilogue) {
+  auto source_of = [](const std::string& epilogue) {
+    return triton_of("input x: f32[64, 96]\ninput w: f32[96, 80]\nm = matmul(x, w)\n" + epilogue)
+        .source;
+  };
+  // A bias alone: addmm.
+  std::string bias = source_of("input b: f32[80]\ny = add(m, b)\noutput y\n");
+  EXPECT_TRUE(contains(bias, "torch.addmm(arg2_1, arg0_1, arg1_1, out=out0)")) << bias;
+  // A residual [64, 80], another activation, a scale: not a cuBLASLt epilogue.
+  for (const char* epilogue : {"input r: f32[64, 80]\ny = add(m, r)\noutput y\n",
+                               "input b: f32[80]\nt = add(m, b)\ny = gelu(t)\noutput y\n",
+                               "input b: f32[80]\nt = mul(m, b)\ny = relu(t)\noutput y\n"}) {
+    std::string src = source_of(epilogue);
+    EXPECT_TRUE(contains(src, ".attach_externs(extern_0)\n")) << src;
+    EXPECT_FALSE(contains(src, "extern_0_lt")) << epilogue;
+  }
 }
 
 TEST(TritonKernels, MatmulWhoseProductIsAlsoAnOutputStaysALibraryCall) {
@@ -238,12 +266,47 @@ TEST_F(TritonCli, CompileWritesTheModule) {
   EXPECT_TRUE(contains(json, "triton_per_fused_"));
 }
 
-TEST_F(TritonCli, RunNeedsAGpu) {
-  std::string model = (dir / "model.coil").string();
-  int rc = coil(fmt::format("run '{}' --size s0=32 --device cuda", model));
-  EXPECT_EQ(WEXITSTATUS(rc), 2);
-  EXPECT_TRUE(contains(log(), "needs a GPU")) << log();
-  EXPECT_TRUE(contains(log(), "python/coil_runtime")) << log();
+// run/check/bench --device cuda write the module under the cache and spawn
+// python/coil_runtime/run.py; here, with a Python that sees no GPU, they fail clearly.
+TEST_F(TritonCli, CheckWithoutAGpuIsAClearError) {
+  std::string model = (dir / "model.coil").string(), cache = (dir / "cache").string();
+  std::string env =
+      fmt::format("CUDA_VISIBLE_DEVICES= COIL_CACHE_DIR='{}' COIL_PYTHON='{}'", cache, COIL_PYTHON);
+  int rc = std::system(fmt::format("{} '{}' check '{}' --size s0=32 --device cuda > '{}' 2>&1", env,
+                                   COIL_CLI, model, (dir / "log.txt").string())
+                           .c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2) << log();
+  EXPECT_TRUE(contains(log(), "--device cuda needs an NVIDIA GPU")) << log();
+  EXPECT_TRUE(contains(log(), "no CUDA device")) << log();
+  EXPECT_FALSE(contains(log(), "Traceback")) << log();
+  // The module was generated (and named), and no inputs were left behind.
+  int modules = 0, others = 0;
+  for (const auto& e : fs::directory_iterator(dir / "cache" / "cuda"))
+    (fs::exists(e.path() / "module.py") ? modules : others) += 1;
+  EXPECT_EQ(modules, 1);
+  EXPECT_EQ(others, 0);
+  EXPECT_TRUE(contains(log(), (dir / "cache" / "cuda").string())) << log();
+
+  // No such interpreter; a python/ directory without coil_runtime.
+  rc = std::system(fmt::format("COIL_PYTHON=/nonexistent/python3 '{}' bench '{}' --size s0=32 "
+                               "--device cuda > '{}' 2>&1",
+                               COIL_CLI, model, (dir / "log.txt").string())
+                       .c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2) << log();
+  EXPECT_TRUE(contains(log(), "COIL_PYTHON=/nonexistent/python3: not an executable")) << log();
+  rc = std::system(fmt::format("COIL_PYTHON=no-such-python-coil '{}' run '{}' --size s0=32 "
+                               "--device cuda > '{}' 2>&1",
+                               COIL_CLI, model, (dir / "log.txt").string())
+                       .c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2) << log();
+  EXPECT_TRUE(contains(log(), "'no-such-python-coil' is not on PATH")) << log();
+  rc = std::system(fmt::format("COIL_PYTHON='{}' COIL_PYTHONPATH='{}' '{}' run '{}' --size s0=32 "
+                               "--device cuda > '{}' 2>&1",
+                               COIL_PYTHON, dir.string(), COIL_CLI, model,
+                               (dir / "log.txt").string())
+                       .c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2) << log();
+  EXPECT_TRUE(contains(log(), "set COIL_PYTHONPATH to coil's python/ directory")) << log();
 }
 
 TEST(TritonApi, CompileRefusesTheGpuTarget) {

@@ -480,16 +480,46 @@ bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel) {
   }
   if (tiles.empty()) return false;
   const int64_t L = p.lanes(), rows = n.ranges[0], cols = n.ranges[1];
+  // Tiles are visited in blocks of kTileBlock x kTileBlock elements: the strided side then reads
+  // kTileBlock * 4 contiguous bytes from each of kTileBlock rows per block instead of one cache
+  // line per row over the whole matrix (on a 4096x4096 x.t() + y: 11 ms instead of 23 ms at one
+  // thread, where the same add without the transpose takes 9.4 ms; fewer pages in flight too).
+  constexpr int64_t kTileBlock = 128;
+  const bool full = rows % L == 0 && cols % L == 0;  // no partial tile: unmasked accesses
+  const bool blocked = rows > kTileBlock || cols > kTileBlock;
   CodeWriter& w = p.writer();
-  w.linef("// 2-D tiles of {0}x{0}: transposed operands are read along x0, transposed in registers",
-          L);
-  if (parallel) w.line("#pragma omp parallel for");
-  w.linef("for (int64_t x0_tile = 0; x0_tile < {}; x0_tile += {})", rows, L);
-  w.open();
-  w.linef("for (int64_t x1_tile = 0; x1_tile < {}; x1_tile += {})", cols, L);
-  w.open();
-  w.linef("const int64_t rows = std::min<int64_t>({}, {} - x0_tile);", L, rows);
-  w.linef("const int64_t cols = std::min<int64_t>({}, {} - x1_tile);", L, cols);
+  w.linef(
+      "// 2-D tiles of {0}x{0}{1}: transposed operands are read along x0, transposed in "
+      "registers",
+      L, blocked ? fmt::format(" in blocks of {0}x{0}", kTileBlock) : "");
+  if (blocked) {
+    if (parallel) w.line("#pragma omp parallel for collapse(2)");
+    w.linef("for (int64_t x0_block = 0; x0_block < {}; x0_block += {})", rows, kTileBlock);
+    w.linef("for (int64_t x1_block = 0; x1_block < {}; x1_block += {})", cols, kTileBlock);
+    w.open();
+    w.linef(
+        "for (int64_t x0_tile = x0_block; x0_tile < std::min<int64_t>(x0_block + {}, {}); "
+        "x0_tile += {})",
+        kTileBlock, rows, L);
+    w.open();
+    w.linef(
+        "for (int64_t x1_tile = x1_block; x1_tile < std::min<int64_t>(x1_block + {}, {}); "
+        "x1_tile += {})",
+        kTileBlock, cols, L);
+    w.open();
+  } else {
+    if (parallel) w.line("#pragma omp parallel for");
+    w.linef("for (int64_t x0_tile = 0; x0_tile < {}; x0_tile += {})", rows, L);
+    w.open();
+    w.linef("for (int64_t x1_tile = 0; x1_tile < {}; x1_tile += {})", cols, L);
+    w.open();
+  }
+  if (full) {
+    w.linef("constexpr int64_t rows = {0}, cols = {0};", L);
+  } else {
+    w.linef("const int64_t rows = std::min<int64_t>({}, {} - x0_tile);", L, rows);
+    w.linef("const int64_t cols = std::min<int64_t>({}, {} - x1_tile);", L, cols);
+  }
   for (const auto& [i, tile] : tiles) {
     const BodyOp& op = n.body.op(i);
     w.linef("alignas(64) float {}[{}];", tile, L * L);
@@ -507,10 +537,11 @@ bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel) {
   w.open();
   w.line("const int64_t x0 = x0_tile + a;");
   w.line("const int64_t x1 = x1_tile;");
-  VecOpPrinter(p, n, a, *vl, "cols", tiles).emit([](int) { return true; });
+  VecOpPrinter(p, n, a, *vl, full ? "" : "cols", tiles).emit([](int) { return true; });
   w.close();
   w.close();
   w.close();
+  if (blocked) w.close();
   return true;
 }
 

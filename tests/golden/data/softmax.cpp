@@ -2,9 +2,9 @@
 #include "coil_vec.h"
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
-// cpp_fused_div_exp_max_sum_0: 3 loop nest(s) sharing 1 outer loop(s)
-// graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__4 (div)
-extern "C" void cpp_fused_div_exp_max_sum_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)
+// cpp_fused_exp_max_mul_sum_0: 3 loop nest(s) sharing 1 outer loop(s)
+// graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__5 (mul)
+extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)
 {
     #pragma omp parallel for
     for (int64_t x0 = 0; x0 < 128; x0++)
@@ -52,16 +52,18 @@ extern "C" void cpp_fused_div_exp_max_sum_0(const float* __restrict__ in_ptr0, f
         {
             auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1]);
             auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp12 = tmp10 / tmp11;
-            tmp12.store(&out_ptr0[1000*x0 + x1]);
+            auto tmp12 = tmp11.reciprocal();
+            auto tmp13 = tmp10 * tmp12;
+            tmp13.store(&out_ptr0[1000*x0 + x1]);
         }
         {
             const int64_t x1 = 992;
             const int64_t tail = 8;
             auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1], tail);
             auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp12 = tmp10 / tmp11;
-            tmp12.store(&out_ptr0[1000*x0 + x1], tail);
+            auto tmp12 = tmp11.reciprocal();
+            auto tmp13 = tmp10 * tmp12;
+            tmp13.store(&out_ptr0[1000*x0 + x1], tail);
         }
     }
 }
@@ -90,5 +92,5 @@ extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* 
     (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* out0 = static_cast<float*>(outputs[0]);
-    cpp_fused_div_exp_max_sum_0(arg0, out0);
+    cpp_fused_exp_max_mul_sum_0(arg0, out0);
 }

@@ -11,8 +11,7 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0, const float* 
     {
         for (int64_t x1_tile = 0; x1_tile < 96; x1_tile += 16)
         {
-            const int64_t rows = std::min<int64_t>(16, 64 - x0_tile);
-            const int64_t cols = std::min<int64_t>(16, 96 - x1_tile);
+            constexpr int64_t rows = 16, cols = 16;
             alignas(64) float tmp0_tile[256];
             {
                 const int64_t x0 = x0_tile;
@@ -23,10 +22,10 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0, const float* 
             {
                 const int64_t x0 = x0_tile + a;
                 const int64_t x1 = x1_tile;
-                auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16], cols);
-                auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[96*x0 + x1], cols);
+                auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16]);
+                auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[96*x0 + x1]);
                 auto tmp2 = tmp0 + tmp1;
-                tmp2.store(&out_ptr0[96*x0 + x1], cols);
+                tmp2.store(&out_ptr0[96*x0 + x1]);
             }
         }
     }

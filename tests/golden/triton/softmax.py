@@ -12,10 +12,10 @@ def _coil_maximum(a, b):
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
-# graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__4 (div)
-@heuristics.persistent_reduction(size_hints={'x': 16384, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_div_exp_max_sum_0', kernel_hash='16c2f7977138425ac465e6bc191d1e64')
+# graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__5 (mul)
+@heuristics.persistent_reduction(size_hints={'x': 16384, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_exp_max_mul_sum_0', kernel_hash='be61fe6e91917689a271a5d61bce6091')
 @triton.jit
-def triton_per_fused_div_exp_max_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+def triton_per_fused_exp_max_mul_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 10000
     r0_numel = 1000
     xoffset = tl.program_id(0) * XBLOCK
@@ -27,16 +27,17 @@ def triton_per_fused_div_exp_max_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLO
     x0 = xindex
     r0_0 = r0_index
     tmp0 = tl.load(in_ptr0 + (r0_0 + 1000*x0), r0_mask & xmask, other=0.0)
-    tmp10 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
-    tmp11 = tl.where(r0_mask & xmask, tmp10, float("-inf"))
-    tmp1 = tl.reduce(tmp11, 1, _coil_maximum)[:, None]
+    tmp11 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+    tmp12 = tl.where(r0_mask & xmask, tmp11, float("-inf"))
+    tmp1 = tl.reduce(tmp12, 1, _coil_maximum)[:, None]
     tmp3 = tmp0 - tmp1
     tmp4 = tl.exp(tmp3)
-    tmp12 = tl.broadcast_to(tmp4, [XBLOCK, R0_BLOCK])
-    tmp13 = tl.where(r0_mask & xmask, tmp12, 0)
-    tmp6 = tl.sum(tmp13, 1)[:, None]
-    tmp8 = tmp4 / tmp6
-    tl.store(out_ptr0 + (r0_0 + 1000*x0), tmp8, r0_mask & xmask)
+    tmp13 = tl.broadcast_to(tmp4, [XBLOCK, R0_BLOCK])
+    tmp14 = tl.where(r0_mask & xmask, tmp13, 0)
+    tmp6 = tl.sum(tmp14, 1)[:, None]
+    tmp8 = 1.0 / tmp6
+    tmp9 = tmp4 * tmp8
+    tl.store(out_ptr0 + (r0_0 + 1000*x0), tmp9, r0_mask & xmask)
 
 
 def call(args):
@@ -44,7 +45,7 @@ def call(args):
     args.clear()
     runtime.check_input(arg0_1, 'x', (10000, 1000), (1000, 1), torch.float32)
     out0 = runtime.empty_strided((10000, 1000), (1000, 1), torch.float32)
-    triton_per_fused_div_exp_max_sum_0.run(arg0_1, out0, 10000, 1000)
+    triton_per_fused_exp_max_mul_sum_0.run(arg0_1, out0, 10000, 1000)
     return (out0, )
 
 

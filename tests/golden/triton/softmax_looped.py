@@ -12,10 +12,10 @@ def _coil_maximum(a, b):
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
-# graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__4 (div)
-@heuristics.reduction(size_hints={'x': 512, 'r0_': 8192}, reduction_hint='INNER', name='triton_red_fused_div_exp_max_sum_0', kernel_hash='a1da7463059edcdb63102a70acac692c')
+# graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__5 (mul)
+@heuristics.reduction(size_hints={'x': 512, 'r0_': 8192}, reduction_hint='INNER', name='triton_red_fused_exp_max_mul_sum_0', kernel_hash='1d0f30b21386da89f44d2686dc6857a3')
 @triton.jit
-def triton_red_fused_div_exp_max_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+def triton_red_fused_exp_max_mul_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 512
     r0_numel = 8192
     xoffset = tl.program_id(0) * XBLOCK
@@ -27,29 +27,30 @@ def triton_red_fused_div_exp_max_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLO
         r0_index = r0_offset + r0_base
         r0_0 = r0_index
         tmp0 = tl.load(in_ptr0 + (r0_0 + 8192*x0), None, eviction_policy='evict_last')
-        tmp10 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
-        tmp11 = _coil_maximum(_tmp1, tmp10)
-        _tmp1 = tmp11
+        tmp11 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+        tmp12 = _coil_maximum(_tmp1, tmp11)
+        _tmp1 = tmp12
     tmp1 = tl.reduce(_tmp1, 1, _coil_maximum)[:, None]
     _tmp6 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
     for r0_offset in range(0, r0_numel, R0_BLOCK):
         r0_index = r0_offset + r0_base
         r0_0 = r0_index
-        tmp12 = tl.load(in_ptr0 + (r0_0 + 8192*x0), None, eviction_policy='evict_last')
-        tmp3 = tmp12 - tmp1
+        tmp13 = tl.load(in_ptr0 + (r0_0 + 8192*x0), None, eviction_policy='evict_last')
+        tmp3 = tmp13 - tmp1
         tmp4 = tl.exp(tmp3)
-        tmp13 = tl.broadcast_to(tmp4, [XBLOCK, R0_BLOCK])
-        tmp14 = _tmp6 + tmp13
-        _tmp6 = tmp14
+        tmp14 = tl.broadcast_to(tmp4, [XBLOCK, R0_BLOCK])
+        tmp15 = _tmp6 + tmp14
+        _tmp6 = tmp15
     tmp6 = tl.sum(_tmp6, 1)[:, None]
+    tmp8 = 1.0 / tmp6
     for r0_offset in range(0, r0_numel, R0_BLOCK):
         r0_index = r0_offset + r0_base
         r0_0 = r0_index
-        tmp15 = tl.load(in_ptr0 + (r0_0 + 8192*x0), None, eviction_policy='evict_last')
-        tmp16 = tmp15 - tmp1
-        tmp17 = tl.exp(tmp16)
-        tmp8 = tmp17 / tmp6
-        tl.store(out_ptr0 + (r0_0 + 8192*x0), tmp8, None)
+        tmp16 = tl.load(in_ptr0 + (r0_0 + 8192*x0), None, eviction_policy='evict_last')
+        tmp17 = tmp16 - tmp1
+        tmp18 = tl.exp(tmp17)
+        tmp9 = tmp18 * tmp8
+        tl.store(out_ptr0 + (r0_0 + 8192*x0), tmp9, None)
 
 
 def call(args):
@@ -57,7 +58,7 @@ def call(args):
     args.clear()
     runtime.check_input(arg0_1, 'x', (512, 8192), (8192, 1), torch.float32)
     out0 = runtime.empty_strided((512, 8192), (8192, 1), torch.float32)
-    triton_red_fused_div_exp_max_sum_0.run(arg0_1, out0, 512, 8192)
+    triton_red_fused_exp_max_mul_sum_0.run(arg0_1, out0, 512, 8192)
     return (out0, )
 
 

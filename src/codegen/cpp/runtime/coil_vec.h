@@ -8,8 +8,9 @@
 //   COIL_CPU_AVX2     8 float lanes (coil_vec_avx2.h; -mavx2 -mfma -mf16c)
 //   COIL_CPU_NEON     4 float lanes, portable lane loops for now (coil_vec_generic.h)
 //   (none)            1 lane: compiles and runs anywhere, same math as the scalar kernels
-// AVX-512 and AVX2 take exp/log/tanh/... from SLEEF (libsleef-dev; link -lsleef, which
-// IsaInfo::link_flags carries); the others use <cmath>.
+// AVX-512 and AVX2 take exp/log/tanh/... from SLEEF (libsleef-dev; link -lsleef) and f32 erf
+// from libcoil_vmath (Eigen's, built with coil: src/runtime/vmath/); IsaInfo::link_flags
+// carries both. The others use <cmath>.
 //
 // Types
 //   Vectorized<T>       one register of T in {float, double, int32_t, int64_t}; size() lanes.
@@ -27,7 +28,8 @@
 //   loaded lanes past count are zero. count >= size() means the whole vector.
 //   maximum/minimum/relu/sign/round/isnan follow coil_kernel.h bit for bit (NaN propagates;
 //   round is half-to-even); bf16/f16 conversions match coil_types.h bit for bit.
-//   exp, expm1, log, log1p, tanh, erf, sin, cos, pow are within 1 ulp (SLEEF u10) on SIMD ISAs;
+//   exp, expm1, log, log1p, tanh, erf, sin, cos, pow are within 1 ulp (SLEEF u10) on SIMD ISAs,
+//   except f32 erf (Eigen's: within 8 ulp, 4.5e-7 absolute; |erf| <= 1, NaN/inf/0 exact);
 //   sigmoid = 1 / (1 + exp(-x)). Integer + - * wrap; integer x / 0 and x % 0 give 0.
 //   Horizontal reductions (reduce_add/mul/max/min) combine lane i with lane i + size()/2,
 //   recursively: a fixed order per ISA.

@@ -12,6 +12,10 @@
 
 #include "coil_vec_base.h"
 
+// libcoil_vmath (src/runtime/vmath/vmath.h, built with Eigen, linked through
+// IsaInfo::link_flags): math that would cost a kernel too much compile time to include.
+extern "C" __m256 coil_vmath_erf_f32x8(__m256 x) noexcept __attribute__((const));
+
 namespace coil {
 namespace vec_detail {
 
@@ -91,7 +95,8 @@ struct Ops<float> {
     return any(big) ? blend(big, r, Sleef_logf8_u10avx2(a)) : r;
   }
   static reg tanh(reg a) { return Sleef_tanhf8_u10avx2(a); }
-  static reg erf(reg a) { return Sleef_erff8_u10avx2(a); }
+  // Eigen's erf from libcoil_vmath: 8x faster than SLEEF's, within 8 ulp (docs/numerics.md).
+  static reg erf(reg a) { return coil_vmath_erf_f32x8(a); }
   static reg sin(reg a) { return Sleef_sinf8_u10avx2(a); }
   static reg cos(reg a) { return Sleef_cosf8_u10avx2(a); }
   static reg pow(reg a, reg b) {

@@ -1,0 +1,21 @@
+// libcoil_vmath's AVX-512 functions (vmath.h). This file alone is compiled with -mavx512f
+// -mavx512dq -mfma (CMakeLists.txt), so that Eigen selects its 16-lane packets.
+
+// gcc 12's AVX-512 intrinsics read an "undefined" register (GCC PR 105593; see
+// coil_vec_avx512.h): a false -W(maybe-)uninitialized after inlining.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
+
+#include "runtime/vmath/vmath.h"
+#include "runtime/vmath/vmath_common.h"
+
+static_assert(sizeof(Eigen::internal::Packet16f) == sizeof(__m512));
+
+extern "C" __attribute__((visibility("default"))) __m512 coil_vmath_erf_f32x16(__m512 x) noexcept {
+  using P = Eigen::internal::Packet16f;
+  return coil::vmath::erf_f32<P>(P(x));
+}
