@@ -1,22 +1,23 @@
 #include "commands.h"
-#include <cmath>
 
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
-#include <set>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "coil/coil.h"
 #include "demo_model.h"
-#include "frontend/onnx/onnx_import.h"
+#include "gpu_run.h"
 #include "graph/interpreter.h"
 #include "graph/op_registry.h"
 #include "graph/text_format.h"
+#include "prepare.h"
 #include "runtime/compare.h"
 #include "support/check.h"
 #include "support/npy.h"
@@ -25,74 +26,6 @@ namespace coil::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::pair<std::string, std::string> split_pair(const std::string& s, const char* what) {
-  auto eq = s.find('=');
-  COIL_USER_CHECK(eq != std::string::npos && eq > 0, "{} '{}' must look like NAME=VALUE", what, s);
-  return {s.substr(0, eq), s.substr(eq + 1)};
-}
-
-/// The model's graph, its inputs (files or random), and the size bindings they imply.
-struct Prepared {
-  Graph graph;
-  std::vector<Tensor> inputs;
-  CompileOptions options;
-};
-
-Prepared prepare(const ModelArgs& a) {
-  bool onnx = std::filesystem::path(a.model).extension() == ".onnx";
-  Prepared p{onnx ? import_onnx(a.model) : load_graph_file(a.model), {}, {}};
-  p.options.device = a.device;
-  for (const auto& s : a.sizes) {
-    auto [name, value] = split_pair(s, "--size");
-    try {
-      p.options.sizes[name] = std::stoll(value);
-    } catch (const std::exception&) {
-      user_error("--size {}: '{}' is not an integer", name, value);
-    }
-  }
-  std::map<std::string, Tensor> given;
-  for (const auto& s : a.inputs) {
-    auto [name, path] = split_pair(s, "--input");
-    COIL_USER_CHECK(p.graph.find(name) >= 0, "--input {}: the model has no input named '{}'", name,
-                    name);
-    given[name] = read_npy(path);
-  }
-  // Bind symbols from given inputs' shapes, then make the remaining inputs.
-  for (int id : p.graph.inputs()) {
-    const Node& n = p.graph.node(id);
-    auto it = given.find(n.name);
-    if (it == given.end()) continue;
-    COIL_USER_CHECK(it->second.dim() == n.type.rank(), "input {}: expected {} dims, got {}", n.name,
-                    n.type.rank(), shape_str(it->second.shape()));
-    for (size_t d = 0; d < n.type.shape.size(); ++d)
-      if (n.type.shape[d].is_symbol())
-        p.options.sizes.emplace(n.type.shape[d].symbol_name(), it->second.shape()[d]);
-  }
-  uint64_t k = 0;
-  for (int id : p.graph.inputs()) {
-    const Node& n = p.graph.node(id);
-    auto it = given.find(n.name);
-    if (it != given.end()) {
-      p.inputs.push_back(it->second);
-      continue;
-    }
-    std::vector<int64_t> shape;
-    for (const auto& d : n.type.shape) {
-      if (auto c = d.as_const()) {
-        shape.push_back(*c);
-        continue;
-      }
-      auto b = p.options.sizes.find(d.symbol_name());
-      COIL_USER_CHECK(b != p.options.sizes.end(),
-                      "input {}: size '{}' is not bound; pass --size {}=N or --input {}=FILE.npy",
-                      n.name, d.symbol_name(), d.symbol_name(), n.name);
-      shape.push_back(b->second);
-    }
-    p.inputs.push_back(random_tensor(n.type.dtype, shape, a.seed * 1000003u + k++));
-  }
-  return p;
-}
 
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -112,15 +45,15 @@ void print_kernels(const CompileReport& r) {
 }
 
 /// Compares outputs with expected tensors; prints the worst error per output.
-bool report_comparison(const CompiledModel& m, const std::vector<Tensor>& got,
+bool report_comparison(const std::vector<ValueSpec>& outputs, const std::vector<Tensor>& got,
                        const std::vector<Tensor>& want, double rtol, double atol) {
   bool all_ok = true;
   for (size_t i = 0; i < got.size(); ++i) {
-    Tolerance tol = default_tolerance(m.outputs()[i].dtype);
+    Tolerance tol = default_tolerance(outputs[i].dtype);
     if (rtol >= 0) tol.rtol = rtol;
     if (atol >= 0) tol.atol = atol;
     CompareResult c = compare_tensors(got[i], want[i], tol);
-    fmt::print("  {:<12} {}  max abs error {:.3g}, max rel error {:.3g}{}\n", m.outputs()[i].name,
+    fmt::print("  {:<12} {}  max abs error {:.3g}, max rel error {:.3g}{}\n", outputs[i].name,
                c.ok ? "ok      " : "MISMATCH", c.max_abs_error, c.max_rel_error,
                c.ok ? "" : "\n    " + c.message);
     all_ok = all_ok && c.ok;
@@ -129,15 +62,6 @@ bool report_comparison(const CompiledModel& m, const std::vector<Tensor>& got,
 }
 
 }  // namespace
-
-/// run/check/bench execute the model here, which needs the CPU target.
-static void require_cpu(const ModelArgs& a, const char* command) {
-  COIL_USER_CHECK(a.device == "cpu",
-                  "coil {} --device {} needs a GPU: write the module with `coil compile {} "
-                  "--device {} -o DIR`, then run DIR/module.py through python/coil_runtime on a "
-                  "CUDA machine",
-                  command, a.device, a.model, a.device);
-}
 
 int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
   Prepared p = prepare(a);
@@ -159,13 +83,22 @@ int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
 }
 
 int cmd_run(const ModelArgs& a, const std::string& out_dir) {
-  require_cpu(a, "run");
   Prepared p = prepare(a);
-  CompiledModel m = compile(p.graph, p.options);
-  std::vector<Tensor> outs = m.run(p.inputs);
+  std::vector<Tensor> outs;
+  std::vector<ValueSpec> specs;
+  if (a.device == "cuda") {
+    GpuModule gm = write_gpu_module(p);
+    print_gpu_module(gm);
+    outs = run_gpu_module(p, gm).outputs;
+    specs = graph_outputs(p);
+  } else {
+    CompiledModel m = compile(p.graph, p.options);
+    outs = m.run(p.inputs);
+    specs = m.outputs();
+  }
   std::filesystem::create_directories(out_dir);
   for (size_t i = 0; i < outs.size(); ++i) {
-    auto path = std::filesystem::path(out_dir) / (m.outputs()[i].name + ".npy");
+    auto path = std::filesystem::path(out_dir) / (specs[i].name + ".npy");
     write_npy(path, outs[i]);
     fmt::print("wrote {} ({}{})\n", path.string(), dtype_name(outs[i].dtype()),
                shape_str(outs[i].shape()));
@@ -175,10 +108,19 @@ int cmd_run(const ModelArgs& a, const std::string& out_dir) {
 
 int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, double rtol,
               double atol) {
-  require_cpu(a, "check");
   Prepared p = prepare(a);
-  CompiledModel m = compile(p.graph, p.options);
-  std::vector<Tensor> got = m.run(p.inputs);
+  std::vector<Tensor> got;
+  std::vector<ValueSpec> specs;
+  if (a.device == "cuda") {
+    GpuModule gm = write_gpu_module(p);
+    print_gpu_module(gm);
+    got = run_gpu_module(p, gm).outputs;
+    specs = graph_outputs(p);
+  } else {
+    CompiledModel m = compile(p.graph, p.options);
+    got = m.run(p.inputs);
+    specs = m.outputs();
+  }
   std::vector<Tensor> want;
   if (expects.empty()) {
     fmt::print("checking against the reference interpreter\n");
@@ -189,23 +131,54 @@ int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, doubl
       auto [name, path] = split_pair(e, "--expect");
       files[name] = read_npy(path);
     }
-    for (const auto& o : m.outputs()) {
+    for (const auto& o : specs) {
       auto it = files.find(o.name);
       COIL_USER_CHECK(it != files.end(), "--expect: no file given for output '{}'", o.name);
       want.push_back(it->second);
     }
-    COIL_USER_CHECK(files.size() == m.outputs().size(), "--expect: {} files for {} outputs",
-                    files.size(), m.outputs().size());
+    COIL_USER_CHECK(files.size() == specs.size(), "--expect: {} files for {} outputs", files.size(),
+                    specs.size());
   }
-  bool ok = report_comparison(m, got, want, rtol, atol);
+  bool ok = report_comparison(specs, got, want, rtol, atol);
   fmt::print("{}\n", ok ? "check passed" : "check FAILED");
   return ok ? 0 : 1;
 }
 
 int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) {
-  require_cpu(a, "bench");
   COIL_USER_CHECK(runs > 0, "--runs must be positive");
+  COIL_USER_CHECK(warmup >= 0, "--warmup must not be negative");
   Prepared p = prepare(a);
+  if (a.device == "cuda") {
+    COIL_USER_CHECK(threads == 0, "--threads sets CPU threads; it does not apply to --device cuda");
+    GpuModule gm = write_gpu_module(p);
+    if (!json) print_gpu_module(gm);
+    nlohmann::json r = run_gpu_module(p, gm, runs, warmup).report;
+    double med = r["median_ms"], mn = r["min_ms"], mx = r["max_ms"];
+    if (json) {
+      // The CPU fields (threads: none on a GPU), then the GPU's.
+      nlohmann::ordered_json j{{"compile_s", gm.report.total_seconds},
+                               {"cache_hit", gm.cache_hit},
+                               {"median_ms", med},
+                               {"min_ms", mn},
+                               {"max_ms", mx},
+                               {"runs", runs},
+                               {"threads", nullptr},
+                               {"device", "cuda"},
+                               {"gpu", r.value("device", "")},
+                               {"first_call_ms", r.value("first_call_ms", 0.0)},
+                               {"warmup", warmup},
+                               {"timer", r.value("timer", "")},
+                               {"module", (gm.dir / "module.py").string()}};
+      fmt::print("{}\n", j.dump());
+    } else {
+      fmt::print(
+          "generate {:.1f} ms (module {}); first call {:.1f} ms (autotune, JIT); {} runs on {}: "
+          "median {:.3f} ms, min {:.3f}, max {:.3f}\n",
+          gm.report.total_seconds * 1e3, gm.cache_hit ? "unchanged" : "new",
+          r.value("first_call_ms", 0.0), runs, r.value("device", "the GPU"), med, mn, mx);
+    }
+    return 0;
+  }
   // Before compiling: matmul autotuning times its candidates at the current thread count.
   if (threads > 0) set_num_threads(threads);
   CompiledModel m = compile(p.graph, p.options);
@@ -287,7 +260,7 @@ int cmd_demo(int runs) {
   fmt::print("run: median {:.3f} ms over {} runs on {} threads\n", median(times), runs,
              omp_get_max_threads());
   fmt::print("checking against the reference interpreter:\n");
-  bool ok = report_comparison(m, got, interpret(g, inputs), -1, -1);
+  bool ok = report_comparison(m.outputs(), got, interpret(g, inputs), -1, -1);
   fmt::print("{}\n", ok ? "demo passed" : "demo FAILED");
   return ok ? 0 : 1;
 }

@@ -211,7 +211,7 @@ def choose_config(tuner, args, numels, bucket):
             regs = f"  {flops / r['ms'] / 1e9:7.1f} TFLOP/s" + regs
         note = "  <- best" if r["config"] is best else (
             "" if r["status"] == "ok" else f"  ({r['status']})")
-        label = "extern (torch mm + epilogue kernel)" if cfgs.is_extern(r["config"]) else str(
+        label = tuner.extern_label(r["config"]) if cfgs.is_extern(r["config"]) else str(
             r["config"])
         lines.append(f"  {label:<48} {ms:>12}{regs}{note}")
     lines.append(f"  tuned in {seconds:.2f} s; cached in {path}")

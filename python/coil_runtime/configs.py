@@ -413,13 +413,23 @@ MM_SHARED_MEMORY = 232448
 MM_MIN_BLOCK, MM_MAX_BLOCK = 16, 128
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
-# The extern choice of a template: torch.mm (cuBLAS) + the epilogue kernel. A Config so the
-# autotuner's table, cache and select() treat it like the others.
-EXTERN = Config({"EXTERN": 1}, num_warps=0, num_stages=0)
+# The extern choices of a template: EXTERN=1 is the module's first `extern_<n>` (torch.mm
+# (cuBLAS) + the epilogue kernel), EXTERN=2 the next (cuBLASLt with the epilogue fused), ...
+# Configs so the autotuner's table, cache and select() treat them like the others.
+def extern_config(number=1):
+    return Config({"EXTERN": number}, num_warps=0, num_stages=0)
+
+
+EXTERN = extern_config(1)
 
 
 def is_extern(config):
-    return config.kwargs.get("EXTERN") == 1
+    return "EXTERN" in config.kwargs
+
+
+def extern_index(config):
+    """0 for EXTERN=1: the position of the choice in the template's attached externs."""
+    return config.kwargs["EXTERN"] - 1
 
 
 def _mm_block(block, dim):

@@ -460,16 +460,49 @@ class _FirstLaunchProbe:
 
 class TemplateAutotuner(CoilAutotuner):
     """A matmul template kernel (`run(A, B, in_ptr..., out_ptr...)`): the Triton configs plus
-    `configs.EXTERN`, which calls `self.extern(*args)` (torch.mm + the epilogue kernel). The
-    autotuner times both kinds per size bucket and keeps the fastest; `COIL_LOGS=autotune`
-    prints the table with TFLOP/s."""
+    one extern config per function the module attaches (`attach_externs(extern_0, ...)`:
+    torch.mm + the epilogue kernel, cuBLASLt with the epilogue fused). The autotuner times them
+    all per size bucket and keeps the fastest; `COIL_LOGS=autotune` prints the table with
+    TFLOP/s."""
 
     def __init__(self, fn, mm, dtype, configs, name=None, kernel_hash=None, meta=None):
         self.mm = dict(mm)
         self.dtype = dtype
-        self.extern = None  # set by the generated module after its extern_<n> definition
+        self.externs = []  # set by the generated module after its extern_<n> definitions
         super().__init__(fn, "template", {}, configs, name=name, kernel_hash=kernel_hash,
                          meta=meta)
+
+    def attach_externs(self, *fns):
+        """The module's extern choices, in order; one extern config each replaces the
+        placeholder the config list ends with (none when autotuning is off: mode '0')."""
+        self.externs = list(fns)
+        triton = [c for c in self.configs if not cfgs.is_extern(c)]
+        if len(triton) < len(self.configs):
+            triton += [cfgs.extern_config(i + 1) for i in range(len(fns))]
+        self.configs = triton
+
+    @property
+    def extern(self):
+        """The first extern choice (torch.mm + the epilogue kernel), or None."""
+        return self.externs[0] if self.externs else None
+
+    @extern.setter
+    def extern(self, fn):  # modules generated before attach_externs existed
+        self.attach_externs(fn)
+
+    def extern_label(self, config):
+        """'extern_0 (cuBLAS + epilogue kernel)' for the autotune table."""
+        i = cfgs.extern_index(config)
+        name = self.externs[i].__name__ if i < len(self.externs) else f"extern {i + 1}"
+        what = "cuBLASLt, epilogue fused" if name.endswith("_lt") else "cuBLAS + epilogue kernel"
+        return f"{name} ({what})"
+
+    def _extern_fn(self, config):
+        i = cfgs.extern_index(config)
+        if i >= len(self.externs):
+            raise RuntimeError(f"{self.name}: extern choice {i + 1} is not attached "
+                               f"({len(self.externs)} are)")
+        return self.externs[i]
 
     @property
     def flops(self):
@@ -488,17 +521,14 @@ class TemplateAutotuner(CoilAutotuner):
 
     def compile(self, config, args):
         if cfgs.is_extern(config):
-            if self.extern is None:
-                raise RuntimeError(f"{self.name}: no extern choice attached")
+            self._extern_fn(config)
             self.binary_info[config.key()] = {"n_regs": None, "n_spills": None, "shared": None}
             return None
         return super().compile(config, args)
 
     def make_launcher(self, config, args):
         if cfgs.is_extern(config):
-            extern = self.extern
-            if extern is None:
-                raise RuntimeError(f"{self.name}: no extern choice attached")
+            extern = self._extern_fn(config)
             return lambda a, stream: extern(*a)
         return super().make_launcher(config, args)
 

@@ -41,13 +41,16 @@ def _args():
     return [torch.randn(512, 256), torch.randn(256, 128), torch.randn(128)]
 
 
-def _bench(fake, extern_ms):
-    """Times by what ran: the extern choice launches the epilogue kernel; a template config's
-    time falls with its tile area (so 128x128 wins among them)."""
+def _bench(fake, extern_ms, lt_ms=100.0):
+    """Times by what ran: the first extern choice launches the epilogue kernel, the cuBLASLt
+    one (extern_0_lt) launches nothing; a template config's time falls with its tile area (so
+    128x128 wins among them)."""
     def bench(fn):
         n = len(fake.LAUNCHES)
         fn()
         new = fake.LAUNCHES[n:]
+        if not new:
+            return lt_ms
         if any(la[0] == EPI for la in new):
             return extern_ms
         consts = new[-1][4]
@@ -70,13 +73,14 @@ def test_template_wins_and_launches_on_the_mm_grid(fake_gpu, capsys):
     assert name == TEM and consts["BLOCK_M"] == 128 and consts["BLOCK_N"] == 128
     assert grid == (4, 1, 1) and consts["GROUP_M"] == 8
     err = capsys.readouterr().err
-    assert "TFLOP/s" in err and "extern (torch mm + epilogue kernel)" in err
+    assert "TFLOP/s" in err and "extern_0 (cuBLAS + epilogue kernel)" in err
+    assert "extern_0_lt (cuBLASLt, epilogue fused)" in err
 
 
 def test_extern_wins_computes_through_torch_mm(fake_gpu, capsys):
     fake = fake_gpu
     fake.EMULATORS[EPI] = lambda a, b, out, n: out.copy_(torch.relu(a + b))
-    autotune.set_benchmarker(_bench(fake, extern_ms=0.01))
+    autotune.set_benchmarker(_bench(fake, extern_ms=0.01, lt_ms=0.02))
     mod = runtime.load_module(MODULE, name="tem_extern")
     args = _args()
     (out,) = mod.call(list(args))
@@ -97,9 +101,18 @@ def test_select_forces_each_choice(fake_gpu):
     fake.EMULATORS[EPI] = lambda a, b, out, n: out.copy_(torch.relu(a + b))
     mod = runtime.load_module(MODULE, name="tem_select")
     tem = {t.name: t for t in heuristics.autotuners_of(mod)}[TEM]
-    tem.select(len(tem.configs) - 1)
+    assert [c.kwargs.get("EXTERN") for c in tem.configs[-3:]] == [None, 1, 2]
+    assert tem.externs == [mod.extern_0, mod.extern_0_lt]
+    tem.select(len(tem.configs) - 2)
     mod.call(_args())
     assert tem.choice() == "extern" and fake.LAUNCHES[-1][0] == EPI
+    # cuBLASLt with bias and ReLU fused: one torch call, no kernel launch.
+    n = len(fake.LAUNCHES)
+    args = _args()
+    tem.select(len(tem.configs) - 1)
+    (out,) = mod.call(list(args))
+    assert tem.choice() == "extern" and len(fake.LAUNCHES) == n
+    torch.testing.assert_close(out, torch.relu(args[0] @ args[1] + args[2]))
     tem.select(0)
     mod.call(_args())
     assert tem.choice() == "triton" and fake.LAUNCHES[-1][0] == TEM

@@ -1,6 +1,7 @@
 #include "codegen/triton/triton_module.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "codegen/code_writer.h"
@@ -263,11 +264,66 @@ class ModulePrinter {
     return call;
   }
 
-  // ---- matmul templates: the extern choice ---------------------------------------------
+  // ---- matmul templates: the extern choices --------------------------------------------
 
-  /// For each triton_tem kernel, `extern_<n>(*args)`: the same outputs from the same arguments
-  /// through torch.mm (cuBLAS) and the epilogue kernel. The template's autotuner times it
-  /// against the Triton configs and keeps the fastest.
+  /// An epilogue cuBLASLt can compute inside the GEMM: `out = [relu](mm + bias[n])`, the bias a
+  /// 1-D [N] buffer of the product's dtype, the output the product's shape and dtype.
+  struct LtEpilogue {
+    int bias = -1, out = -1;
+    bool relu = false;
+  };
+
+  std::optional<LtEpilogue> match_lt_epilogue(const TritonKernelPlan& epi, const MatmulSpec& ms,
+                                              int product) const {
+    const LoopBody& b = epi.body;
+    const sym::Expr& xi = triton_xindex();
+    DType dt = buf(product).dtype;
+    if (!ms.batch.empty() || epi.kind != TritonKernelKind::Pointwise) return std::nullopt;
+    int store = -1;
+    for (size_t i = 0; i < b.ops().size(); ++i) {
+      if (b.op(static_cast<int>(i)).op != LoopOp::store) continue;
+      if (store >= 0) return std::nullopt;  // one output only
+      store = static_cast<int>(i);
+    }
+    if (store < 0) return std::nullopt;
+    const BodyOp& st = b.op(store);
+    LtEpilogue lt;
+    lt.out = st.buffer;
+    if (st.index != xi || buf(lt.out).dtype != dt ||
+        buf(lt.out).sizes != std::vector<int64_t>{ms.m, ms.n} ||
+        buf(lt.out).strides != contiguous({ms.m, ms.n}))
+      return std::nullopt;
+    const BodyOp* v = &b.op(st.args[0]);
+    if (v->op == LoopOp::relu) {
+      lt.relu = true;
+      v = &b.op(v->args[0]);
+    }
+    if (v->op != LoopOp::add) return std::nullopt;
+    const BodyOp &p = b.op(v->args[0]), &q = b.op(v->args[1]);
+    auto is_product = [&](const BodyOp& o) {
+      return o.op == LoopOp::load && o.args[0] < 0 && o.buffer == product && o.index == xi;
+    };
+    auto is_bias = [&](const BodyOp& o) {
+      if (o.op != LoopOp::load || o.args[0] >= 0 || o.buffer == product) return false;
+      const TritonBuffer& t = buf(o.buffer);
+      return t.dtype == dt && t.sizes == std::vector<int64_t>{ms.n} && t.strides[0] == 1 &&
+             o.index == sym::mod(xi, sym::Expr(ms.n));
+    };
+    if (is_product(p) && is_bias(q)) {
+      lt.bias = q.buffer;
+    } else if (is_product(q) && is_bias(p)) {
+      lt.bias = p.buffer;
+    } else {
+      return std::nullopt;
+    }
+    return lt;
+  }
+
+  /// For each triton_tem kernel, its extern choices: `extern_<n>(*args)`, the same outputs from
+  /// the same arguments through torch.mm (cuBLAS) and the epilogue kernel, and where the
+  /// epilogue is a bias add (and ReLU), `extern_<n>_lt`: one cuBLASLt call with that epilogue
+  /// fused (torch.addmm / torch._addmm_activation). The template's autotuner times them against
+  /// the Triton configs and keeps the fastest.
   void emit_template_choices(const TritonModule& m) {
     int index = 0;
     for (const TritonStep& st : plan_.steps) {
@@ -299,9 +355,24 @@ class ModulePrinter {
       for (int64_t n : epi.numels) args.push_back(std::to_string(n));
       w_.linef("{}.run({})", epi.name, fmt::join(args, ", "));
       w_.dedent();
+      std::vector<std::string> choices{fn};
+      const TritonKernelPlan& epi_plan = plan_.kernels[static_cast<size_t>(st.fallback)];
+      if (auto lt = match_lt_epilogue(epi_plan, ms, c.buffer)) {
+        choices.push_back(fn + "_lt");
+        w_.line();
+        w_.line();
+        w_.linef("def {}(*args):", choices.back());
+        w_.indent();
+        w_.linef("# {}'s other extern choice: cuBLASLt, the bias{} fused", tem.name,
+                 lt->relu ? " and ReLU" : "");
+        w_.linef("{}{} = args", fmt::join(params, ", "), params.size() == 1 ? "," : "");
+        w_.linef("torch.{}({}, {}, {}, out={})", lt->relu ? "_addmm_activation" : "addmm",
+                 name(lt->bias), a, b, name(lt->out));
+        w_.dedent();
+      }
       w_.line();
       w_.line();
-      w_.linef("{}.extern = {}", tem.name, fn);
+      w_.linef("{}.attach_externs({})", tem.name, fmt::join(choices, ", "));
     }
   }
 

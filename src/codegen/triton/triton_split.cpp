@@ -23,6 +23,7 @@ std::optional<SplitShape> choose_split(int64_t xnumel, int64_t r0_numel, Reducti
   shape.chunk = (r0_numel + splits - 1) / splits;
   shape.splits = (r0_numel + shape.chunk - 1) / shape.chunk;  // no empty chunk
   shape.outputs_contiguous = !inner;
+  shape.interleaved = !inner;
   return shape;
 }
 
@@ -155,7 +156,7 @@ std::optional<std::pair<TritonKernelPlan, TritonKernelPlan>> split_reduction(
   sym::Analyzer a1;
   a1.bind(xi, 0, X * S - 1);
   a1.bind(ri, 0, C - 1);
-  sym::Expr row_index = a1.simplify(s_of * C + ri);
+  sym::Expr row_index = a1.simplify(shape->interleaved ? ri * S + s_of : s_of * C + ri);
   if (S * C != k.r0_numel) {
     s1.row_index = row_index;
     s1.row_numel = k.r0_numel;

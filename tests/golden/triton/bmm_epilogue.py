@@ -84,7 +84,7 @@ def extern_0(*args):
     triton_poi_fused_mul_1.run(buf3, const0, out0, 98304)
 
 
-triton_tem_fused_matmul_mul_0.extern = extern_0
+triton_tem_fused_matmul_mul_0.attach_externs(extern_0)
 
 
 def call(args):

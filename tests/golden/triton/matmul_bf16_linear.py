@@ -87,7 +87,7 @@ def extern_0(*args):
     triton_poi_fused_gelu_1.run(buf3, arg2_1, out0, 196608)
 
 
-triton_tem_fused_gelu_matmul_0.extern = extern_0
+triton_tem_fused_gelu_matmul_0.attach_externs(extern_0)
 
 
 def call(args):

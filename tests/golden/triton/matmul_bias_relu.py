@@ -73,7 +73,13 @@ def extern_0(*args):
     triton_poi_fused_relu_1.run(buf3, arg2_1, out0, 65536)
 
 
-triton_tem_fused_matmul_relu_0.extern = extern_0
+def extern_0_lt(*args):
+    # triton_tem_fused_matmul_relu_0's other extern choice: cuBLASLt, the bias and ReLU fused
+    arg0_1, arg1_1, arg2_1, out0 = args
+    torch._addmm_activation(arg2_1, arg0_1, arg1_1, out=out0)
+
+
+triton_tem_fused_matmul_relu_0.attach_externs(extern_0, extern_0_lt)
 
 
 def call(args):

@@ -71,7 +71,7 @@ def extern_0(*args):
     triton_poi_fused_add_1.run(buf3, arg2_1, out0, 5000)
 
 
-triton_tem_fused_add_matmul_0.extern = extern_0
+triton_tem_fused_add_matmul_0.attach_externs(extern_0)
 
 
 def call(args):

@@ -7,35 +7,11 @@ from coil_runtime import heuristics, runtime
 
 
 # graph nodes: y (sum)
-@heuristics.reduction(size_hints={'x': 131072, 'r0_': 512}, reduction_hint='OUTER', name='triton_red_fused_sum_0', kernel_hash='484a3fbdf833877b172175f287b4d419')
+@heuristics.reduction(size_hints={'x': 65536, 'r0_': 1024}, reduction_hint='OUTER', name='triton_red_fused_sum_0', kernel_hash='a8ea6fd848a3be267335740a6e351129')
 @triton.jit
 def triton_red_fused_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
-    xnumel = 131072
-    r0_numel = 512
-    xoffset = tl.program_id(0) * XBLOCK
-    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
-    r0_base = tl.arange(0, R0_BLOCK)[None, :]
-    x0 = (xindex // 1024)
-    x1 = (xindex % 1024)
-    x2 = xindex
-    _tmp1 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
-    for r0_offset in range(0, r0_numel, R0_BLOCK):
-        r0_index = r0_offset + r0_base
-        r0_0 = r0_index
-        tmp0 = tl.load(in_ptr0 + (1024*r0_0 + 524288*x0 + x1), None, eviction_policy='evict_first')
-        tmp3 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
-        tmp4 = _tmp1 + tmp3
-        _tmp1 = tmp4
-    tmp1 = tl.sum(_tmp1, 1)[:, None]
-    tl.store(out_ptr0 + (x2), tmp1, None)
-
-
-# graph nodes: y (sum)
-@heuristics.reduction(size_hints={'x': 1024, 'r0_': 128}, reduction_hint='OUTER', name='triton_red_fused_sum_1', kernel_hash='38a1ae9339151fbc7bdccc474090b04a')
-@triton.jit
-def triton_red_fused_sum_1(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
-    xnumel = 1024
-    r0_numel = 128
+    xnumel = 65536
+    r0_numel = 1024
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
     r0_base = tl.arange(0, R0_BLOCK)[None, :]
@@ -44,7 +20,7 @@ def triton_red_fused_sum_1(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.cons
     for r0_offset in range(0, r0_numel, R0_BLOCK):
         r0_index = r0_offset + r0_base
         r0_0 = r0_index
-        tmp0 = tl.load(in_ptr0 + (1024*r0_0 + x0), None, eviction_policy='evict_first')
+        tmp0 = tl.load(in_ptr0 + (65536*r0_0 + x0), None, eviction_policy='evict_first')
         tmp3 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
         tmp4 = _tmp1 + tmp3
         _tmp1 = tmp4
@@ -52,14 +28,32 @@ def triton_red_fused_sum_1(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.cons
     tl.store(out_ptr0 + (x0), tmp1, None)
 
 
+# graph nodes: y (sum)
+@heuristics.persistent_reduction(size_hints={'x': 1024, 'r0_': 64}, reduction_hint='OUTER', name='triton_per_fused_sum_1', kernel_hash='9a2890bac7e8b09eed09fbabd94ba4eb')
+@triton.jit
+def triton_per_fused_sum_1(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+    xnumel = 1024
+    r0_numel = 64
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    r0_index = tl.arange(0, R0_BLOCK)[None, :]
+    r0_offset = 0
+    x0 = xindex
+    r0_0 = r0_index
+    tmp0 = tl.load(in_ptr0 + (1024*r0_0 + x0))
+    tmp3 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+    tmp1 = tl.sum(tmp3, 1)[:, None]
+    tl.store(out_ptr0 + (x0), tmp1, None)
+
+
 def call(args):
     arg0_1, = args
     args.clear()
     runtime.check_input(arg0_1, 'x', (65536, 1024), (1024, 1), torch.float32)
-    part0 = runtime.empty_strided((128, 1024), (1024, 1), torch.float32)
-    triton_red_fused_sum_0.run(arg0_1, part0, 131072, 512)
+    part0 = runtime.empty_strided((64, 1024), (1024, 1), torch.float32)
+    triton_red_fused_sum_0.run(arg0_1, part0, 65536, 1024)
     out0 = runtime.empty_strided((1024,), (1,), torch.float32)
-    triton_red_fused_sum_1.run(part0, out0, 1024, 128)
+    triton_per_fused_sum_1.run(part0, out0, 1024, 64)
     del part0
     return (out0, )
 
