@@ -120,6 +120,35 @@ TEST(Simd, TransposedTilesAtEveryTail) {
   }
 }
 
+// Outputs of 16 MiB and more are written with non-temporal stores (store_stream) where a
+// vector is aligned, plain stores elsewhere: 4096x1025 rows start at every alignment; a
+// softmax's per-row output stores too; a smaller output keeps plain stores.
+TEST(Simd, LargeOutputsStreamPastTheCaches) {
+  for (const std::string& isa : runnable_isas()) {
+    SCOPED_TRACE(isa);
+    CompileOptions o;
+    o.isa = isa;
+    Graph g = graph_from_text(R"(
+input x: f32[4096, 1025]
+input w: f32[1025]
+t = mul(x, w)
+y = relu(t)
+s = softmax(x) {axis=-1}
+output y
+output s
+)");
+    CompiledModel m = compile(g, o);
+    const std::string& src = m.report().source;
+    if (isa != "scalar") {
+      EXPECT_NE(src.find(".store_stream(&out_ptr"), std::string::npos) << src;
+      EXPECT_NE(src.find("coil::stream_fence();"), std::string::npos) << src;
+    }
+    EXPECT_TRUE(matches_reference(g, testing::random_inputs(g, 3), o));
+    Graph small = graph_from_text("input x: f32[1000, 1000]\ny = relu(x)\noutput y\n");
+    EXPECT_EQ(compile(small, o).report().source.find("store_stream"), std::string::npos);
+  }
+}
+
 TEST(Simd, LowPrecisionPointwiseAndReductions) {
   for (const std::string& isa : runnable_isas()) {
     for (const char* dtype : {"bf16", "f16"}) {

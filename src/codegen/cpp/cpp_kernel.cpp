@@ -136,6 +136,9 @@ class KernelPrinter final : public NestPrinter {
     } else {
       emit_fused();
     }
+    bool streams = false;
+    for (const Nest& n : nests_) streams = streams || nest_streams(*this, n);
+    if (streams && lanes() >= 2) w_.line("coil::stream_fence();");
     w_.close();
     out.code = w_.str();
     return out;

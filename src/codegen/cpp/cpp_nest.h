@@ -78,6 +78,10 @@ struct VecLoop {
 };
 std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes);
 
+/// Whether a nest's vector stores bypass the caches (a large f32 graph output: see
+/// kStreamMinBytes in cpp_vec_kernel.cpp); its kernel then ends with coil::stream_fence().
+bool nest_streams(const NestPrinter& p, const Nest& n);
+
 /// Prints nest `n` with explicit SIMD along choose_vec_loop(n, first_loop), which must exist:
 /// its x loops from `first_loop` on (the earlier ones are open already), the vector loop
 /// stepping by coil::kFloatLanes, then a masked tail. `parallel`: the vector loop is the

@@ -275,20 +275,24 @@ inline int64_t matmul_scratch_bytes(int64_t /*M*/, int64_t /*N*/, int64_t /*K*/,
 template <class AOf, class BOf, class Epilogue>
 void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, AOf&& a_of, int64_t a_rs, int64_t a_cs,
             BOf&& packed_b_of, const Blocking& blk, Epilogue&& epilogue) {
-  detail::run_matmul<detail::PathF32<float>>(batch, M, N, K, a_of, a_rs, a_cs, packed_b_of, blk.mc,
-                                             blk.nc, blk.kc, epilogue);
+  auto a = [&](int64_t b) -> const float* { return a_of(b); };
+  auto pb = [&](int64_t b) -> const void* { return packed_b_of(b); };
+  detail::run_matmul<detail::PathF32<float>>(batch, M, N, K, a, a_rs, a_cs, pb, blk.mc, blk.nc,
+                                             blk.kc, epilogue);
 }
 
 /// matmul for bfloat16 A (`const bfloat16*`) and B packed by pack_b_bf16, summed in f32.
 template <class AOf, class BOf, class Epilogue>
 void matmul_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, AOf&& a_of, int64_t a_rs,
                  int64_t a_cs, BOf&& packed_b_of, const Blocking& blk, Epilogue&& epilogue) {
+  auto a = [&](int64_t b) -> const bfloat16* { return a_of(b); };
+  auto pb = [&](int64_t b) -> const void* { return packed_b_of(b); };
 #if COIL_GEMM_HAS_BF16_KERNEL
-  detail::run_matmul<detail::PathBf16>(batch, M, N, K, a_of, a_rs, a_cs, packed_b_of, blk.mc,
-                                       blk.nc, blk.kc, epilogue);
+  detail::run_matmul<detail::PathBf16>(batch, M, N, K, a, a_rs, a_cs, pb, blk.mc, blk.nc, blk.kc,
+                                       epilogue);
 #else
-  detail::run_matmul<detail::PathF32<bfloat16>>(batch, M, N, K, a_of, a_rs, a_cs, packed_b_of,
-                                                blk.mc, blk.nc, blk.kc, epilogue);
+  detail::run_matmul<detail::PathF32<bfloat16>>(batch, M, N, K, a, a_rs, a_cs, pb, blk.mc, blk.nc,
+                                                blk.kc, epilogue);
 #endif
 }
 

@@ -18,6 +18,28 @@
 
 namespace coil::gemm::detail {
 
+/// A non-owning reference to a callable, so that run_matmul is compiled once per element path
+/// in a module rather than once per call site's lambdas: a module with five matmuls compiled
+/// its loops five times (the demo's g++ time was mostly that). The callables run once per block
+/// (A and B lookups) or once per finished block (the epilogue), so the indirect call is free.
+template <class Sig>
+class FunctionRef;
+template <class R, class... Args>
+class FunctionRef<R(Args...)> {
+ public:
+  template <class F>
+  FunctionRef(F& f)  // NOLINT(google-explicit-constructor): a parameter type
+      : obj_(static_cast<void*>(&f)),
+        call_([](void* o, Args... args) -> R { return (*static_cast<F*>(o))(args...); }) {}
+  R operator()(Args... args) const { return call_(obj_, args...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, Args...);
+};
+
+using EpilogueRef = FunctionRef<void(int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t)>;
+
 // Per-core data caches of the target (Zen4 EPYC: 32 KiB L1d, 1 MiB L2; most x86 server cores
 // since Skylake-SP have 32-48 KiB / 1-2 MiB). A wrong guess costs speed, never correctness.
 constexpr int64_t kL1Bytes = 32 * 1024;
@@ -148,9 +170,11 @@ inline int choose_tn(int nthr, int64_t M, int64_t N, int64_t K, int64_t row_unit
   return best_tn;
 }
 
-template <class P, class AOf, class BOf, class Epilogue>
-void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K, AOf& a_of, int64_t a_rs,
-                int64_t a_cs, BOf& b_of, int64_t mc, int64_t nc, int64_t kc, Epilogue& epilogue) {
+template <class P>
+void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
+                FunctionRef<const typename P::AElem*(int64_t)> a_of, int64_t a_rs, int64_t a_cs,
+                FunctionRef<const void*(int64_t)> b_of, int64_t mc, int64_t nc, int64_t kc,
+                EpilogueRef epilogue) {
   using PackedA = typename P::PackedA;
   using PackedB = typename P::PackedB;
   if (batch <= 0 || M <= 0 || N <= 0) return;

@@ -45,6 +45,14 @@ struct Ops<float> {
   static reg loadu(const float* p) { return _mm256_loadu_ps(p); }
   static reg loadu_n(const float* p, int64_t n) { return _mm256_maskload_ps(p, first8_epi32(n)); }
   static void storeu(float* p, reg a) { _mm256_storeu_ps(p, a); }
+  /// A non-temporal store where p is 32-byte aligned (vmovntps needs it), else a plain one.
+  static void stream(float* p, reg a) {
+    if ((reinterpret_cast<uintptr_t>(p) & 31) == 0) {
+      _mm256_stream_ps(p, a);
+    } else {
+      _mm256_storeu_ps(p, a);
+    }
+  }
   static void storeu_n(float* p, reg a, int64_t n) { _mm256_maskstore_ps(p, first8_epi32(n), a); }
   static mask first_n(int64_t n) { return _mm256_castsi256_ps(first8_epi32(n)); }
 

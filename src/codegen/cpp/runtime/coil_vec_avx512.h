@@ -53,6 +53,14 @@ struct Ops<float> {
   static reg loadu_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(first16(n), p); }
   static void storeu(float* p, reg a) { _mm512_storeu_ps(p, a); }
   static void storeu_n(float* p, reg a, int64_t n) { _mm512_mask_storeu_ps(p, first16(n), a); }
+  /// A non-temporal store where p is 64-byte aligned (vmovntps needs it), else a plain one.
+  static void stream(float* p, reg a) {
+    if ((reinterpret_cast<uintptr_t>(p) & 63) == 0) {
+      _mm512_stream_ps(p, a);
+    } else {
+      _mm512_storeu_ps(p, a);
+    }
+  }
   static mask first_n(int64_t n) { return first16(n); }
 
   static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }

@@ -38,6 +38,14 @@ inline constexpr int kVecAlign = 64;
 
 namespace vec_detail {
 
+/// Whether an ISA's Ops<T> has a non-temporal `stream(p, reg)` (AVX-512/AVX2 float).
+template <typename O, typename = void>
+struct has_stream : std::false_type {};
+template <typename O>
+struct has_stream<O, std::void_t<decltype(O::stream(std::declval<typename O::T*>(),
+                                                    std::declval<typename O::reg>()))>>
+    : std::true_type {};
+
 /// The unsigned integer with the size of T (bit patterns of lanes).
 template <typename T>
 using bits_t = std::conditional_t<sizeof(T) == 8, uint64_t,
