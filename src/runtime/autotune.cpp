@@ -75,7 +75,7 @@ TemplateTimingFn template_timing_fn(const IsaInfo& isa) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = built.find(isa.name);
   if (it == built.end()) {
-    CompileResult r = compile_cached(kTemplateBenchSource, isa_compile_flags(isa));
+    CompileResult r = compile_cached(kTemplateBenchSource, module_compile_flags(isa));
     auto lib = SharedLibrary::open(r.so_path);
     auto fn = lib->symbol_as<TemplateTimingFn>("coil_time_template_matmul");
     it = built.emplace(isa.name, std::make_pair(lib, fn)).first;

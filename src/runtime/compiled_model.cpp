@@ -240,7 +240,7 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
 
   const IsaInfo& isa = target_isa(options);
   COIL_USER_CHECK(cpu_supports(isa), "isa {}: this CPU cannot run it", isa.name);
-  CompileFlags flags = isa_compile_flags(isa);
+  CompileFlags flags = module_compile_flags(isa);
   if (module.uses_extern_libraries)
     for (const std::string& f : extern_link_flags()) flags.extra.push_back(f);
   CompileResult built = compile_cached(module.source, flags);

@@ -332,6 +332,12 @@ CompileFlags isa_compile_flags(const IsaInfo& isa) {
   return flags;
 }
 
+CompileFlags module_compile_flags(const IsaInfo& isa) {
+  CompileFlags flags = isa_compile_flags(isa);
+  if (isa.name == "avx512" || isa.name == "avx2") flags.extra.push_back("-DCOIL_GEMM_PRECOMPILED");
+  return flags;
+}
+
 std::string vmath_dir() {
   const char* env = std::getenv("COIL_VMATH_DIR");
   if (env && *env) {

@@ -79,6 +79,10 @@ const IsaInfo& host_isa();
 /// code cache key.
 CompileFlags isa_compile_flags(const IsaInfo& isa);
 
+/// isa_compile_flags plus what generated modules (not the runtime headers' own tests) get:
+/// -DCOIL_GEMM_PRECOMPILED where libcoil_vmath holds the ISA's matmul loops (avx512, avx2).
+CompileFlags module_compile_flags(const IsaInfo& isa);
+
 /// Where generated modules of the avx512/avx2 ISAs find libcoil_vmath.so (vector erf from
 /// Eigen; src/runtime/vmath/vmath.h), which IsaInfo::link_flags links with -L and -rpath:
 ///   1. $COIL_VMATH_DIR when set (a user error if it lacks the library);

@@ -132,6 +132,7 @@ inline int64_t packed_b_elements_bf16(int64_t K, int64_t N, const Blocking& /*bl
 }
 
 namespace detail {
+inline namespace COIL_GEMM_ABI {
 
 // Panels [p0, p1) of B (b(k, n) = b[k * rs + n * cs]) as float.
 template <class T>
@@ -217,6 +218,7 @@ inline void pack_b_panels_bf16_pairs(const bfloat16* b, int64_t rs, int64_t cs, 
 }
 #endif
 
+}  // namespace COIL_GEMM_ABI
 }  // namespace detail
 
 /// Packs B (K x N, b(k, n) = b[k * rs + n * cs], any strides) for matmul into

@@ -17,6 +17,7 @@
 #include "coil_types.h"
 
 namespace coil::gemm::detail {
+inline namespace COIL_GEMM_ABI {
 
 /// A non-owning reference to a callable, so that run_matmul is compiled once per element path
 /// in a module rather than once per call site's lambdas: a module with five matmuls compiled
@@ -259,4 +260,21 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
 #endif
 }
 
+#ifdef COIL_GEMM_PRECOMPILED
+// Generated modules of the AVX-512/AVX2 ISAs link these from libcoil_vmath
+// (src/runtime/vmath/gemm_*.cpp, built with the same ISA macros) instead of compiling the
+// blocking loops and micro-kernels again: 0.4-1 s of g++ per module with a matmul.
+#define COIL_GEMM_DECLARE_RUN(P)                                                                   \
+  extern template void run_matmul<P>(                                                              \
+      int64_t, int64_t, int64_t, int64_t, FunctionRef<const typename P::AElem*(int64_t)>, int64_t, \
+      int64_t, FunctionRef<const void*(int64_t)>, int64_t, int64_t, int64_t, EpilogueRef);
+COIL_GEMM_DECLARE_RUN(PathF32<float>)
+COIL_GEMM_DECLARE_RUN(PathF32<bfloat16>)
+#if COIL_GEMM_HAS_BF16_KERNEL
+COIL_GEMM_DECLARE_RUN(PathBf16)
+#endif
+#undef COIL_GEMM_DECLARE_RUN
+#endif
+
+}  // namespace COIL_GEMM_ABI
 }  // namespace coil::gemm::detail

@@ -41,7 +41,21 @@
 #define COIL_GEMM_HAS_BF16_KERNEL 0
 #endif
 
+// The detail namespace's code differs per ISA, so it lives in an inline namespace named after
+// it: libcoil_vmath holds run_matmul compiled for each (src/runtime/vmath/gemm_*.cpp), side by
+// side without clashing, and a module links the one of its own ISA (COIL_GEMM_PRECOMPILED).
+#if defined(COIL_CPU_AVX512) && COIL_GEMM_HAS_BF16_KERNEL
+#define COIL_GEMM_ABI avx512_bf16
+#elif defined(COIL_CPU_AVX512)
+#define COIL_GEMM_ABI avx512
+#elif defined(COIL_CPU_AVX2)
+#define COIL_GEMM_ABI avx2
+#else
+#define COIL_GEMM_ABI portable
+#endif
+
 namespace coil::gemm::detail {
+inline namespace COIL_GEMM_ABI {
 
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -392,4 +406,5 @@ inline void pack_a_panel_bf16_pairs(const bfloat16* a, int64_t rs, int64_t cs, i
   }
 }
 
+}  // namespace COIL_GEMM_ABI
 }  // namespace coil::gemm::detail
