@@ -168,14 +168,17 @@ void discard_entry(const fs::path& entry, const std::string& source) {
       run.status, command_string(argv), kept.string(), shown);
 }
 
-// A precompiled coil_vec.h for gcc: the SIMD header and SLEEF's take most of a kernel's compile
-// time (about 1 s of 1.3 s); with the .gch a module compiles in a fraction of that. gcc looks
-// for <include>/coil_vec.h.gch/ (a directory) and uses the file in it whose flags match the
-// compilation, so one file per flag set lives there. Built like cache entries (temp file, then
-// rename), so concurrent processes are safe; a failure only costs speed, never correctness.
-void ensure_precompiled_header(const fs::path& include_dir, const CompileFlags& flags) {
+// A precompiled header for gcc: the SIMD header and SLEEF's take most of a kernel's compile
+// time (about 1 s of 1.3 s); with the .gch a module compiles in a fraction of that. gcc uses a
+// precompiled form of the first header a source includes, looking for <include>/<header>.gch/
+// (a directory) and taking the file in it whose flags match the compilation, so one file per
+// flag set lives there. `header` is the source's first include: coil_vec.h, or coil_vec_gemm.h
+// for modules with a matmul template. Built like cache entries (temp file, then rename), so
+// concurrent processes are safe; a failure only costs speed, never correctness.
+void ensure_precompiled_header(const fs::path& include_dir, const CompileFlags& flags,
+                               const std::string& header) {
   const Toolchain& tc = Toolchain::get();
-  if (tc.is_clang || tc.debug) return;
+  if (tc.is_clang || tc.debug || !fs::exists(include_dir / header)) return;
   std::vector<std::string> argv{tc.cxx};
   for (std::string& f : tc.base_flags()) argv.push_back(std::move(f));
   for (const std::string& f : flags.extra)
@@ -183,7 +186,7 @@ void ensure_precompiled_header(const fs::path& include_dir, const CompileFlags& 
   argv.push_back("-I" + include_dir.string());
   KeyHasher h;
   for (const std::string& a : argv) h.add(a);
-  fs::path dir = include_dir / "coil_vec.h.gch";
+  fs::path dir = include_dir / (header + ".gch");
   fs::path pch = dir / (h.hex() + ".gch");
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
@@ -192,7 +195,7 @@ void ensure_precompiled_header(const fs::path& include_dir, const CompileFlags& 
   fs::create_directories(dir, ec);
   fs::path tmp = pch.string() + ".tmp." + unique_suffix();
   argv.insert(argv.end(),
-              {"-x", "c++-header", (include_dir / "coil_vec.h").string(), "-o", tmp.string()});
+              {"-x", "c++-header", (include_dir / header).string(), "-o", tmp.string()});
   auto start = std::chrono::steady_clock::now();
   ProcessResult run = run_process(argv);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -202,7 +205,15 @@ void ensure_precompiled_header(const fs::path& include_dir, const CompileFlags& 
              run.output.substr(0, 2000));
     return;
   }
-  COIL_LOG(cache, "precompiled coil_vec.h in {:.0f} ms: {}", seconds * 1e3, pch.string());
+  COIL_LOG(cache, "precompiled {} in {:.0f} ms: {}", header, seconds * 1e3, pch.string());
+}
+
+/// The header named by the first `#include "..."` of a source ("" if none).
+std::string first_include(const std::string& source) {
+  size_t at = source.find("#include \"");
+  if (at == std::string::npos) return "";
+  size_t begin = at + 10, end = source.find('"', begin);
+  return end == std::string::npos ? "" : source.substr(begin, end - begin);
 }
 
 struct Built {
@@ -227,7 +238,9 @@ Built build_entry(const fs::path& root, const fs::path& entry, const std::string
   } cleanup{tmp};
 
   write_file(tmp / "source.cpp", source);
-  ensure_precompiled_header(include_dir, flags);
+  std::string header = first_include(source);
+  if (header == "coil_vec.h" || header == "coil_vec_gemm.h")
+    ensure_precompiled_header(include_dir, flags, header);
   std::vector<std::string> argv = Toolchain::get().shared_object_command(
       tmp / "source.cpp", tmp / "module.so", include_dir, flags);
   auto start = std::chrono::steady_clock::now();

@@ -320,13 +320,39 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
       }
     }
     // Without a cascade, kAccumulators accumulators per reduction over consecutive vectors
-    // (unrolled main loop), combined pairwise at the end: a single one makes every vector wait
-    // for the previous add (3-4 cycles), which caps a row sum at ~20 B/cycle when its data is
-    // in cache, and its lanes sum n/16 terms each instead of n/64.
+    // (unrolled main loop), combined pairwise at the end: with one, every vector's math call
+    // waits for the previous add, and softmax's exp-and-sum loop ran 1.5x slower.
     bool any_cascade = false;
     for (size_t k = 0; k < accs.size(); ++k) any_cascade = any_cascade || cascade(k);
+    // Only where the loop body has a long-latency op (a math call, a division): a plain sum or
+    // max over loads runs at memory speed either way (measured on e1: no gain), and every
+    // unrolled body costs compile time.
+    bool heavy = false;
+    for (size_t i = 0; i < n.body.ops().size(); ++i) {
+      if (n.after[i]) continue;
+      switch (n.body.op(static_cast<int>(i)).op) {
+        case LoopOp::exp:
+        case LoopOp::log:
+        case LoopOp::log1p:
+        case LoopOp::expm1:
+        case LoopOp::erf:
+        case LoopOp::tanh:
+        case LoopOp::sigmoid:
+        case LoopOp::sin:
+        case LoopOp::cos:
+        case LoopOp::pow:
+        case LoopOp::div:
+        case LoopOp::sqrt:
+        case LoopOp::rsqrt:
+        case LoopOp::reciprocal:
+          heavy = true;
+          break;
+        default:
+          break;
+      }
+    }
     const int64_t vectors = extent / lanes;
-    const bool unroll = !any_cascade && vectors >= 2 * kAccumulators;
+    const bool unroll = heavy && !any_cascade && vectors >= 2 * kAccumulators;
     std::vector<std::vector<std::string>> part_accs(accs.size());
     if (unroll) {
       for (size_t k = 0; k < accs.size(); ++k) {
