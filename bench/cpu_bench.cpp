@@ -19,6 +19,7 @@
 //                  [--scale 1.0] [--no-check] [--json FILE] [--list]
 
 #include <omp.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -302,7 +303,10 @@ fs::path fresh_cache_dir(const fs::path& root, const std::string& name) {
   return dir;
 }
 
-/// Buffers for the ceiling kernels, allocated and first-touched once at the largest size.
+/// Buffers for the ceiling kernels, allocated and first-touched once at the largest size. Like
+/// coil's own large tensors (Tensor::empty) they are 2 MiB aligned and advised to use huge
+/// pages, so that the ceiling has the same page size as the workloads it bounds (4 KiB pages
+/// cost a row sum ~40% here).
 struct CeilingBuffers {
   std::unique_ptr<float[], decltype(&std::free)> a{nullptr, &std::free};
   std::unique_ptr<float[], decltype(&std::free)> b{nullptr, &std::free};
@@ -310,10 +314,13 @@ struct CeilingBuffers {
 
   void reserve(int64_t n, int threads) {
     if (n <= floats) return;
-    size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
-    a.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    b.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    constexpr size_t kHuge = size_t{2} << 20;
+    size_t bytes = (static_cast<size_t>(n) * sizeof(float) + kHuge - 1) / kHuge * kHuge;
+    a.reset(static_cast<float*>(std::aligned_alloc(kHuge, bytes)));
+    b.reset(static_cast<float*>(std::aligned_alloc(kHuge, bytes)));
     if (!a || !b) throw std::bad_alloc();
+    ::madvise(a.get(), bytes, MADV_HUGEPAGE);
+    ::madvise(b.get(), bytes, MADV_HUGEPAGE);
     fill_floats(a.get(), n, 1.0f, threads);
     fill_floats(b.get(), n, 0.0f, threads);
     floats = n;

@@ -184,7 +184,7 @@ def test_bench_dry_run(fake_cuda, monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(bench, "do_bench", lambda fn, **kw: (fn(), 0.01)[1])
     monkeypatch.setattr(bench, "copy_bandwidth", lambda: 4000.0)
     monkeypatch.setattr(bench, "host_overhead", functools.partial(bench.host_overhead, calls=50))
-    monkeypatch.setattr(bench.torch, "compile", lambda fn: fn, raising=False)
+    monkeypatch.setattr(bench.torch, "compile", lambda fn, **kw: fn, raising=False)
     monkeypatch.setattr(bench.torch.cuda, "get_device_properties",
                         lambda i: type("P", (), {"multi_processor_count": 132})())
     monkeypatch.setattr(bench, "WORKLOADS", [
