@@ -82,20 +82,30 @@ int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
   return 0;
 }
 
-int cmd_run(const ModelArgs& a, const std::string& out_dir) {
-  Prepared p = prepare(a);
-  std::vector<Tensor> outs;
+namespace {
+
+/// The model's outputs on p.inputs and their descriptions: compiled and run here, or, for
+/// --device cuda, the generated module run through the Python runtime (gpu_run.h).
+struct Outputs {
+  std::vector<Tensor> values;
   std::vector<ValueSpec> specs;
+};
+
+Outputs run_prepared(const ModelArgs& a, const Prepared& p) {
   if (a.device == "cuda") {
     GpuModule gm = write_gpu_module(p);
     print_gpu_module(gm);
-    outs = run_gpu_module(p, gm).outputs;
-    specs = graph_outputs(p);
-  } else {
-    CompiledModel m = compile(p.graph, p.options);
-    outs = m.run(p.inputs);
-    specs = m.outputs();
+    return {run_gpu_module(p, gm).outputs, graph_outputs(p)};
   }
+  CompiledModel m = compile(p.graph, p.options);
+  return {m.run(p.inputs), m.outputs()};
+}
+
+}  // namespace
+
+int cmd_run(const ModelArgs& a, const std::string& out_dir) {
+  Prepared p = prepare(a);
+  auto [outs, specs] = run_prepared(a, p);
   std::filesystem::create_directories(out_dir);
   for (size_t i = 0; i < outs.size(); ++i) {
     auto path = std::filesystem::path(out_dir) / (specs[i].name + ".npy");
@@ -109,18 +119,7 @@ int cmd_run(const ModelArgs& a, const std::string& out_dir) {
 int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, double rtol,
               double atol) {
   Prepared p = prepare(a);
-  std::vector<Tensor> got;
-  std::vector<ValueSpec> specs;
-  if (a.device == "cuda") {
-    GpuModule gm = write_gpu_module(p);
-    print_gpu_module(gm);
-    got = run_gpu_module(p, gm).outputs;
-    specs = graph_outputs(p);
-  } else {
-    CompiledModel m = compile(p.graph, p.options);
-    got = m.run(p.inputs);
-    specs = m.outputs();
-  }
+  auto [got, specs] = run_prepared(a, p);
   std::vector<Tensor> want;
   if (expects.empty()) {
     fmt::print("checking against the reference interpreter\n");
