@@ -37,6 +37,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "bandwidth.h"
@@ -165,73 +166,29 @@ struct Options {
   std::string json_path;
 };
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-[[noreturn]] void usage(const std::string& error) {
-  std::cerr << "coil_cpu_bench: " << error << "\n"
-            << "usage: coil_cpu_bench [--threads 1,2] [--runs N>=1] [--warmup N] "
-               "[--workloads a,b,...] [--scale S] [--no-check] [--json FILE] [--list]\n";
-  std::exit(2);
-}
-
+/// The options through CLI11 (as the coil tool): bad values stop with the usage and exit 2.
 Options parse_args(int argc, char** argv) {
   Options o;
-  auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) usage(fmt::format("{} needs a value", argv[i]));
-    return argv[++i];
-  };
-  auto to_int = [](const std::string& s, const char* what) {
-    try {
-      size_t pos = 0;
-      int v = std::stoi(s, &pos);
-      if (pos == s.size()) return v;
-    } catch (const std::exception&) {
-    }
-    usage(fmt::format("{}: '{}' is not an integer", what, s));
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--threads") {
-      o.threads.clear();
-      for (const auto& t : split(value(i), ',')) o.threads.push_back(to_int(t, "--threads"));
-      if (o.threads.empty()) usage("--threads needs at least one count");
-      for (int t : o.threads)
-        if (t < 1) usage("--threads: counts must be positive");
-    } else if (a == "--runs") {
-      o.runs = to_int(value(i), "--runs");
-      if (o.runs < 1) usage("--runs must be positive");
-    } else if (a == "--warmup") {
-      o.warmup = to_int(value(i), "--warmup");
-      if (o.warmup < 0) usage("--warmup must be >= 0");
-    } else if (a == "--workloads") {
-      o.workloads = split(value(i), ',');
-    } else if (a == "--scale") {
-      std::string v = value(i);
-      try {
-        o.scale = std::stod(v);
-      } catch (const std::exception&) {
-        usage(fmt::format("--scale: '{}' is not a number", v));
-      }
-      if (!(o.scale > 0)) usage("--scale must be positive");
-    } else if (a == "--no-check") {
-      o.check = false;
-    } else if (a == "--json") {
-      o.json_path = value(i);
-    } else if (a == "--list") {
-      o.list = true;
-    } else if (a == "-h" || a == "--help") {
-      usage("help");
-    } else {
-      usage(fmt::format("unknown argument '{}'", a));
-    }
+  CLI::App app{"coil_cpu_bench: the CPU workloads against the bandwidth ceiling"};
+  app.add_option("--threads", o.threads, "thread counts, e.g. 1,2")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--runs", o.runs, "timed runs per measurement")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
+  app.add_option("--workloads", o.workloads, "a subset, e.g. a,b,e0")->delimiter(',');
+  app.add_option("--scale", o.scale, "multiplies every workload's leading dimension")
+      ->check(CLI::PositiveNumber);
+  bool no_check = false;
+  app.add_flag("--no-check", no_check, "skip the comparison with the reference interpreter");
+  app.add_option("--json", o.json_path, "write the results here");
+  app.add_flag("--list", o.list, "print the workloads and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    std::exit(rc == 0 ? 0 : 2);
   }
+  o.check = !no_check;
   return o;
 }
 
@@ -345,7 +302,10 @@ int main_impl(int argc, char** argv) {
     for (const auto& id : opt.workloads) {
       auto it =
           std::find_if(suite.begin(), suite.end(), [&](const Workload& w) { return w.id == id; });
-      if (it == suite.end()) usage(fmt::format("unknown workload '{}' (see --list)", id));
+      if (it == suite.end()) {
+        fmt::print(stderr, "coil_cpu_bench: unknown workload '{}' (see --list)\n", id);
+        std::exit(2);
+      }
       picked.push_back(*it);
     }
     suite = picked;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "bench_host.h"
@@ -68,77 +69,31 @@ struct Options {
   std::string json_path;
 };
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-[[noreturn]] void usage(const std::string& error) {
-  std::cerr << "coil_gemm_bench: " << error << "\n"
-            << "usage: coil_gemm_bench [--threads LIST] [--runs N>=1] [--warmup N] "
-               "[--sizes 256,512,...] [--peak-seconds S] [--skip-coil] [--torch FILE] "
-               "[--json FILE]\n";
-  std::exit(2);
-}
-
-int to_int(const std::string& s, const char* what) {
-  try {
-    size_t pos = 0;
-    int v = std::stoi(s, &pos);
-    if (pos == s.size()) return v;
-  } catch (const std::exception&) {
-  }
-  usage(fmt::format("{}: '{}' is not an integer", what, s));
-}
-
+/// The options through CLI11 (as the coil tool): bad values stop with the usage and exit 2.
 Options parse_args(int argc, char** argv) {
   Options o;
-  auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) usage(fmt::format("{} needs a value", argv[i]));
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--threads") {
-      o.threads.clear();
-      for (const auto& t : split(value(i), ',')) o.threads.push_back(to_int(t, "--threads"));
-      for (int t : o.threads)
-        if (t < 1) usage("--threads: counts must be positive");
-    } else if (a == "--runs") {
-      o.runs = to_int(value(i), "--runs");
-      if (o.runs < 1) usage("--runs must be positive");
-    } else if (a == "--warmup") {
-      o.warmup = to_int(value(i), "--warmup");
-      if (o.warmup < 0) usage("--warmup must be >= 0");
-    } else if (a == "--sizes") {
-      o.sizes.clear();
-      for (const auto& s : split(value(i), ',')) o.sizes.push_back(to_int(s, "--sizes"));
-      for (int64_t s : o.sizes)
-        if (s < 1) usage("--sizes must be positive");
-    } else if (a == "--peak-seconds") {
-      std::string v = value(i);
-      try {
-        o.peak_seconds = std::stod(v);
-      } catch (const std::exception&) {
-        usage(fmt::format("--peak-seconds: '{}' is not a number", v));
-      }
-      if (!(o.peak_seconds > 0)) usage("--peak-seconds must be positive");
-    } else if (a == "--skip-coil") {
-      o.coil = false;
-    } else if (a == "--torch") {
-      o.torch_json = value(i);
-    } else if (a == "--json") {
-      o.json_path = value(i);
-    } else if (a == "-h" || a == "--help") {
-      usage("help");
-    } else {
-      usage(fmt::format("unknown argument '{}'", a));
-    }
+  CLI::App app{"coil_gemm_bench: coil's matmul template against oneDNN, OpenBLAS and eager"};
+  app.add_option("--threads", o.threads, "thread counts, e.g. 1,2 (default: all cores)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--runs", o.runs, "timed runs per measurement")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
+  app.add_option("--sizes", o.sizes, "square sizes, e.g. 256,512")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--peak-seconds", o.peak_seconds, "time spent measuring the FMA peak")
+      ->check(CLI::PositiveNumber);
+  bool skip_coil = false;
+  app.add_flag("--skip-coil", skip_coil, "measure the libraries only");
+  app.add_option("--torch", o.torch_json, "eager_gemm.py's JSON to merge");
+  app.add_option("--json", o.json_path, "write the results here");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    std::exit(rc == 0 ? 0 : 2);
   }
+  o.coil = !skip_coil;
   if (o.threads.empty()) o.threads.push_back(omp_get_max_threads());
   return o;
 }
