@@ -17,5 +17,9 @@ static_assert(sizeof(Eigen::internal::Packet16f) == sizeof(__m512));
 
 extern "C" __attribute__((visibility("default"))) __m512 coil_vmath_erf_f32x16(__m512 x) noexcept {
   using P = Eigen::internal::Packet16f;
-  return coil::vmath::erf_f32<P>(P(x));
+  using namespace coil::vmath;
+  const __m512 r = erf_f32_unguarded<P>(P(x));
+  const __m512 abs_x = _mm512_abs_ps(x);
+  const __mmask16 tiny = _mm512_cmp_ps_mask(abs_x, _mm512_set1_ps(kErfTiny), _CMP_LT_OQ);
+  return _mm512_mask_mul_ps(r, tiny, x, _mm512_set1_ps(kTwoOverSqrtPi));
 }
