@@ -42,10 +42,15 @@ struct VecVariant {
   std::string name;
   std::string isa;
   std::string compiler;
+  /// Flags after the ISA table's. -march=native turns on every extension of this CPU (e.g.
+  /// AVX512-BF16, which selects vcvtneps2bf16 in coil_vec_avx512.h); -mno-... tests the code a
+  /// CPU without it runs.
+  std::vector<std::string> extra = {};
 };
 
 inline std::vector<VecVariant> vec_variants() {
   return {{"avx512", "avx512", ""},
+          {"avx512_nobf16", "avx512", "", {"-mno-avx512bf16"}},
           {"avx2", "avx2", ""},
           {"scalar", "scalar", ""},
           {"generic4", "neon", ""},
@@ -108,6 +113,7 @@ class VecProgram {
         read_text(fs::path(COIL_SOURCE_DIR) / "tests/unit/kernel_vec/vec_program.cpp");
     COIL_USER_CHECK(!source.empty(), "vec_program.cpp not found");
     CompileFlags flags = isa_compile_flags(isa_by_name(v.isa));
+    flags.extra.insert(flags.extra.end(), v.extra.begin(), v.extra.end());
     fs::path so = v.compiler.empty()
                       ? compile_cached(source, flags).so_path
                       : compile_with(Toolchain::for_compiler(v.compiler), source, flags);

@@ -344,8 +344,8 @@ inline void store_u16x16(void* p, __m256i h, int64_t n) {
   }
 }
 
-// bfloat16 <-> float with integer arithmetic, bit for bit as coil::bfloat16 (vcvtneps2bf16
-// would flush subnormals).
+// bfloat16 <-> float, bit for bit as coil::bfloat16: round to nearest even, a NaN keeps its
+// sign and upper payload and becomes quiet.
 template <>
 struct FastIO<float, bfloat16> {
   static constexpr bool available = true;
@@ -354,6 +354,22 @@ struct FastIO<float, bfloat16> {
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
   static void store(bfloat16* p, __m512 v, int64_t n) {
+#if defined(__AVX512BF16__)
+    // vcvtneps2bf16 rounds and quiets NaNs exactly so, in one instruction instead of the ten
+    // below (bf16 gelu 3-4% faster, A/B), but flushes f32 subnormals to signed zero: a vector
+    // with a subnormal lane (|bits| - 1 < 0x7fffff, unsigned; zeros excluded) takes the
+    // integer path.
+    __m512i mag = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+    __mmask16 subnormal = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(mag, _mm512_set1_epi32(1)),
+                                                  _mm512_set1_epi32(0x7fffff));
+    if (subnormal == 0) {
+      store_u16x16(p, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)), n);
+      return;
+    }
+#endif
+    store_integer(p, v, n);
+  }
+  static void store_integer(bfloat16* p, __m512 v, int64_t n) {
     __m512i u = _mm512_castps_si512(v);
     __m512i hi = _mm512_srli_epi32(u, 16);
     __m512i bias =
