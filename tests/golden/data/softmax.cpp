@@ -13,7 +13,33 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
         float buf2_local[1000];
         float buf3_local[1];
         auto tmp_acc0_vec = coil::Vec<float>(coil::lowest<float>());
-        for (int64_t r0 = 0; r0 < 992; r0 += 16)
+        auto tmp_acc0_vec1 = tmp_acc0_vec;
+        auto tmp_acc0_vec2 = tmp_acc0_vec;
+        auto tmp_acc0_vec3 = tmp_acc0_vec;
+        for (int64_t r0_base = 0; r0_base < 960; r0_base += 64)
+        {
+            {
+                const int64_t r0 = r0_base + 0;
+                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+                tmp_acc0_vec = tmp_acc0_vec.maximum(tmp0);
+            }
+            {
+                const int64_t r0 = r0_base + 16;
+                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+                tmp_acc0_vec1 = tmp_acc0_vec1.maximum(tmp0);
+            }
+            {
+                const int64_t r0 = r0_base + 32;
+                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+                tmp_acc0_vec2 = tmp_acc0_vec2.maximum(tmp0);
+            }
+            {
+                const int64_t r0 = r0_base + 48;
+                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+                tmp_acc0_vec3 = tmp_acc0_vec3.maximum(tmp0);
+            }
+        }
+        for (int64_t r0 = 960; r0 < 992; r0 += 16)
         {
             auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
             tmp_acc0_vec = tmp_acc0_vec.maximum(tmp0);
@@ -24,6 +50,7 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
             auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], tail);
             tmp_acc0_vec = coil::Vec<float>::set(tmp_acc0_vec, tmp_acc0_vec.maximum(tmp0), tail);
         }
+        tmp_acc0_vec = (tmp_acc0_vec.maximum(tmp_acc0_vec1)).maximum((tmp_acc0_vec2.maximum(tmp_acc0_vec3)));
         float tmp1 = tmp_acc0_vec.reduce_max();
         buf1_local[0] = tmp1;
         auto tmp_acc1_vec = coil::Vec<float>(0.0f);
