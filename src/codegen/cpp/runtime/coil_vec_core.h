@@ -317,4 +317,17 @@ class Vectorized : public VecMembers<Vectorized<T>, T> {
   reg_type v_;
 };
 
+/// How many of the n elements from p come before the first address where a whole vector is
+/// aligned for store_stream's non-temporal store (64 bytes on AVX-512): a loop peels these with
+/// a masked store so that its whole vectors all stream (rows of 1000 floats start at every
+/// other 32 bytes, and a misaligned vector falls back to a plain store that reads the line).
+template <typename T>
+int64_t stream_head(const T* p, int64_t n) {
+  constexpr uintptr_t kBytes = sizeof(T) * Vectorized<T>::size();
+  const uintptr_t misaligned = reinterpret_cast<uintptr_t>(p) % kBytes;
+  const int64_t head =
+      misaligned == 0 ? 0 : static_cast<int64_t>((kBytes - misaligned) / sizeof(T));
+  return head < n ? head : n;
+}
+
 }  // namespace coil
