@@ -5,16 +5,60 @@ table (docs/benchmarks.md explains the columns).
   python3 bench/report.py --coil coil.json --torch torch.json --out bench/results/cpu-DATE.json
   python3 bench/report.py --merged bench/results/cpu-DATE.json      # reprint a saved run
 
-Either input may be missing (then its columns are empty). Standard library only.
+Either input may be missing (then its columns are empty). Several --coil/--torch files are
+rounds of the same run (run_cpu.sh --rounds N alternates coil and torch N times): every cell
+becomes the median round's measurement, with all rounds' medians kept beside it
+("rounds_median_ms"), so that a slow phase of a shared machine moves one round, not the table.
+Standard library only.
 """
 
 import argparse
+import copy
 import json
 import signal
 import sys
 
 COMPILE_TARGET_MS = 300.0
 TORCH_BACKENDS = ("eager", "inductor_alloc", "inductor")
+
+
+def median_entry(entries):
+    """The entry whose median_ms is the median over rounds (the lower middle of an even count),
+    with every round's median_ms attached."""
+    ranked = sorted(entries, key=lambda e: e["median_ms"])
+    pick = dict(ranked[(len(ranked) - 1) // 2])
+    pick["rounds_median_ms"] = [e["median_ms"] for e in entries]
+    return pick
+
+
+def combine_rounds(docs, kind):
+    """One coil_cpu_bench (kind "coil") or eager_bench.py ("torch") document from several rounds
+    of the same invocation: each measurement is its median round's."""
+    if len(docs) == 1:
+        return docs[0]
+    out = copy.deepcopy(docs[0])
+    out["rounds"] = len(docs)
+    out["load_average_end"] = docs[-1].get("load_average_end")
+    for wi, w in enumerate(out["workloads"]):
+        ws = [d["workloads"][wi] for d in docs]
+        if any(x["id"] != w["id"] for x in ws):
+            raise SystemExit(f"report.py: rounds disagree on workload {wi} ({w['id']})")
+        if kind == "coil":
+            colds = sorted(x["compile"]["cold_ms"] for x in ws)
+            w["compile"]["cold_ms"] = colds[(len(colds) - 1) // 2]
+            w["compile"]["rounds_cold_ms"] = [x["compile"]["cold_ms"] for x in ws]
+            if all(x["check"].get("done") for x in ws):
+                w["check"]["ok"] = all(x["check"].get("ok") for x in ws)
+            for ti, t in enumerate(w["threads"]):
+                for key in ("ceiling", "coil", "copy_nontemporal"):
+                    if t.get(key):
+                        t[key] = median_entry([x["threads"][ti][key] for x in ws])
+        else:
+            for backend, b in w["backends"].items():
+                for ti, t in enumerate(b["threads"]):
+                    entries = [x["backends"][backend]["threads"][ti] for x in ws]
+                    b["threads"][ti] = median_entry(entries)
+    return out
 
 
 def merge(coil, torch):
@@ -43,6 +87,8 @@ def merge(coil, torch):
                                 "array_bytes": w["ceiling"]["array_bytes"],
                                 "copy_nontemporal_gbps":
                                     (t.get("copy_nontemporal") or {}).get("gbps")}
+                if t["ceiling"].get("rounds_median_ms"):
+                    r["ceiling"]["rounds_median_ms"] = t["ceiling"]["rounds_median_ms"]
                 c = dict(t["coil"])
                 r["coil"] = c
                 r["coil_compile"] = {"cold_ms": comp["cold_ms"], "warm_ms": comp["warm_ms"],
@@ -57,7 +103,8 @@ def merge(coil, torch):
                         warnings.append(f"{w['id']}: coil counts {r['min_bytes']} bytes, torch "
                                         f"{w['min_bytes']}")
                     entry = {k: t[k] for k in ("median_ms", "min_ms", "max_ms", "runs", "gbps",
-                                               "minor_faults_per_run") if k in t}
+                                               "minor_faults_per_run", "rounds_median_ms")
+                             if k in t}
                     for k in ("compile_ms", "check_vs_eager"):
                         if t.get(k) is not None:
                             entry[k] = t[k]
@@ -105,6 +152,9 @@ def print_table(merged, out=sys.stdout):
           file=out)
     if merged.get("notes"):
         print(merged["notes"], file=out)
+    if merged.get("rounds", 1) > 1:
+        print(f"{merged['rounds']} rounds, coil and torch alternating; each time is the median "
+              "round's median", file=out)
     backends = [b for b in TORCH_BACKENDS if any(b in r for r in rows)]
     short = {"eager": "eager", "inductor_alloc": "ind", "inductor": "ind-out"}
     head = (f"{'wl':<4} {'thr':>3} {'MB':>6} {'ceiling':>13} {'nt':>5} | {'coil ms':>9} "
@@ -201,8 +251,10 @@ def load(path):
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into `head`
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--coil", help="coil_cpu_bench --json output")
-    p.add_argument("--torch", help="eager_bench.py --json output")
+    p.add_argument("--coil", action="append", default=[],
+                   help="coil_cpu_bench --json output (repeat for rounds)")
+    p.add_argument("--torch", action="append", default=[],
+                   help="eager_bench.py --json output (repeat for rounds)")
     p.add_argument("--out", help="write the merged results here")
     p.add_argument("--merged", help="print the table of a merged results file")
     p.add_argument("--notes", default="", help="free text stored in the merged file")
@@ -210,7 +262,8 @@ def main():
     if a.merged:
         print_table(load(a.merged))
         return 0
-    coil, torch = load(a.coil), load(a.torch)
+    coil = combine_rounds([load(f) for f in a.coil], "coil") if a.coil else None
+    torch = combine_rounds([load(f) for f in a.torch], "torch") if a.torch else None
     if not coil and not torch:
         p.error("give --coil and/or --torch (or --merged)")
     rows, warnings = merge(coil, torch)
@@ -221,6 +274,7 @@ def main():
         "host": (coil or {}).get("host", {}),
         "torch_version": (torch or {}).get("torch_version"),
         "notes": a.notes,
+        "rounds": max(len(a.coil), len(a.torch)),
         "load_average": {
             "coil_start": (coil or {}).get("load_average_start"),
             "coil_end": (coil or {}).get("load_average_end"),

@@ -6,6 +6,8 @@
 #   bash bench/run_cpu.sh [options]
 #     --threads LIST        thread counts (default 1,2; the GPU host: 2,16)
 #     --runs N              timed runs per measurement, median reported (default 20, >= 10)
+#     --rounds N            run coil and torch alternately N times; each cell is the median
+#                           round's (default 1; 3 on a shared, noisy machine)
 #     --warmup N            untimed runs first (default 3)
 #     --workloads LIST      subset of a,b,c,d,e1,e0,f,i,j,k (default: all)
 #     --scale S             multiplies each workload's leading dimension (default 1)
@@ -22,12 +24,13 @@ set -euo pipefail
 self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
-threads=1,2 runs=20 warmup=3 workloads="" scale=1 backends=auto
+threads=1,2 runs=20 rounds=1 warmup=3 workloads="" scale=1 backends=auto
 python="" bin="" build_dir="${COIL_BUILD_DIR:-build}" build=1 coil=1 torch=1 out="" notes=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --workloads) workloads="$2"; shift 2 ;;
     --scale) scale="$2"; shift 2 ;;
@@ -66,24 +69,28 @@ common=(--threads "$threads" --runs "$runs" --warmup "$warmup" --scale "$scale")
 [ -z "$workloads" ] || common+=(--workloads "$workloads")
 
 merge=()
-if [ "$coil" = 1 ]; then
-  if [ "$build" = 1 ]; then
-    if [ ! -f "$build_dir/CMakeCache.txt" ]; then
-      gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-      cmake -S . -B "$build_dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    fi
-    cmake --build "$build_dir" --target coil_cpu_bench -j"$(nproc)"
+if [ "$coil" = 1 ] && [ "$build" = 1 ]; then
+  if [ ! -f "$build_dir/CMakeCache.txt" ]; then
+    gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+    cmake -S . -B "$build_dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
   fi
-  echo "== coil ($bin)"
-  # Exit status 1 means a result check failed: keep going, the table shows it.
-  "$bin" "${common[@]}" --json "$tmp/coil.json" || [ $? -eq 1 ]
-  merge+=(--coil "$tmp/coil.json")
+  cmake --build "$build_dir" --target coil_cpu_bench -j"$(nproc)"
 fi
-if [ "$torch" = 1 ]; then
-  echo "== torch ($python)"
-  "$python" bench/eager_bench.py "${common[@]}" --backends "$backends" --json "$tmp/torch.json"
-  merge+=(--torch "$tmp/torch.json")
-fi
+for round in $(seq 1 "$rounds"); do
+  [ "$rounds" = 1 ] || echo "== round $round of $rounds"
+  if [ "$coil" = 1 ]; then
+    echo "== coil ($bin)"
+    # Exit status 1 means a result check failed: keep going, the table shows it.
+    "$bin" "${common[@]}" --json "$tmp/coil.$round.json" || [ $? -eq 1 ]
+    merge+=(--coil "$tmp/coil.$round.json")
+  fi
+  if [ "$torch" = 1 ]; then
+    echo "== torch ($python)"
+    "$python" bench/eager_bench.py "${common[@]}" --backends "$backends" \
+      --json "$tmp/torch.$round.json"
+    merge+=(--torch "$tmp/torch.$round.json")
+  fi
+done
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
   rev="$rev+uncommitted changes"

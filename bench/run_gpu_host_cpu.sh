@@ -5,11 +5,14 @@
 # torch.compile/Inductor's CPU backend in the same process), at 2 and 16 threads.
 #
 #   (here)   bash scripts/device_bundle.sh
-#   (device) bash bench/run_gpu_host_cpu.sh [OUT_DIR]     # carry: device-bundle
-# Results: OUT_DIR/cpu-gpuhost.json (default $OUT, else bench/results/).
+#   (device) bash bench/run_gpu_host_cpu.sh [OUT_DIR] [ROUNDS]    # carry: device-bundle
+# Results: OUT_DIR/cpu-gpuhost.json (default $OUT, else bench/results/). ROUNDS (default 2):
+# coil and torch alternate that many times, each cell the median round's (one round takes
+# ~150 s, most of it Inductor's compiles; the device tool allows 600 s per command).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out_dir="${1:-${OUT:-bench/results}}"
+rounds="${2:-2}"
 bundle=/tmp/coil-bundle
 rm -rf "$bundle" && mkdir -p "$bundle"
 tar xJf device-bundle/coil-bundle.tar.xz -C "$bundle"
@@ -19,6 +22,6 @@ export COIL_CACHE_DIR=/tmp/coil-cache
 echo "== host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 "$bundle/bin/coil" demo --runs 5 | tail -3 || echo "coil demo failed (see above)"
 mkdir -p "$out_dir"
-bash bench/run_cpu.sh --threads 2,16 --coil-bench-bin "$bundle/bin/coil_cpu_bench" \
+bash bench/run_cpu.sh --threads 2,16 --rounds "$rounds" --coil-bench-bin "$bundle/bin/coil_cpu_bench" \
   --python python3 --out "$out_dir/cpu-gpuhost.json" \
   --notes "GPU host CPU: $(nproc) cores, bundle from $(git rev-parse --short HEAD 2>/dev/null)"
