@@ -43,7 +43,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_host.h"
-#include "codegen/cpp/runtime/coil_extern.h"
+#include "runtime/extern/dnnl_util.h"
+#ifdef COIL_HAVE_OPENBLAS
+#include <cblas-openblas.h>  // openblas_get_config: which build libcoil_extern loaded
+#endif
 #include "coil/coil.h"
 #include "gemm_peak.h"
 #include "runtime/compare.h"
@@ -167,7 +170,7 @@ class DnnlMatmul {
       : bias_(bias_relu) {
     using ext::check_dnnl;
     const std::string ctx = fmt::format("dnnl matmul {}x{}x{}", M, N, K);
-    dnnl_engine_t engine = ext::Runtime::get().engine();
+    dnnl_engine_t engine = ext::cpu_engine();
     dnnl_dims_t xd = {M, K}, wd = {K, N}, yd = {M, N}, bd = {1, N};
     dnnl_memory_desc_t x_md, w_md, w_any, y_md, b_md;
     check_dnnl(dnnl_memory_desc_init_by_tag(&x_md, 2, xd, dt, dnnl_ab), "md", ctx);
@@ -211,7 +214,7 @@ class DnnlMatmul {
   void prepare(const void* w) {
     dnnl_memory_set_data_handle(user_w_.get(), const_cast<void*>(w));
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user_w_.get()}, {DNNL_ARG_TO, w_.get()}};
-    dnnl_stream_t s = ext::Runtime::get().stream();
+    dnnl_stream_t s = ext::thread_stream();
     ext::check_dnnl(dnnl_primitive_execute(reorder_.get(), s, 2, args), "reorder", "weights");
     dnnl_stream_wait(s);
   }
@@ -225,7 +228,7 @@ class DnnlMatmul {
       dnnl_memory_set_data_handle(b_.get(), const_cast<float*>(b));
       args[n++] = {DNNL_ARG_BIAS, b_.get()};
     }
-    dnnl_stream_t s = ext::Runtime::get().stream();
+    dnnl_stream_t s = ext::thread_stream();
     ext::check_dnnl(dnnl_primitive_execute(prim_.get(), s, n, args), "execute", "dnnl matmul");
     dnnl_stream_wait(s);
   }

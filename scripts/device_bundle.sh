@@ -5,10 +5,10 @@
 #   bin/      coil, coil_cpu_bench (built here, glibc 2.36: they run on newer glibc)
 #   lib/      the shared libraries they link that a bare host lacks (fmt, xxhash, oneDNN,
 #             OpenBLAS's OpenMP build and its Fortran runtime, SLEEF and coil's own
-#             libcoil_vmath for generated kernels);
+#             libcoil_vmath and libcoil_extern for generated kernels);
 #             never libc/libstdc++/libgomp: the host's own (newer, compatible) ones are used,
 #             so that generated kernels compiled there share one OpenMP runtime with coil
-#   include/  headers generated kernels include beyond the embedded ones (sleef.h, dnnl*.h)
+#   include/  headers generated kernels include beyond the embedded ones (sleef.h)
 # On the host: tar xJf coil-bundle.tar.xz -C DIR; export LD_LIBRARY_PATH=DIR/lib
 # LIBRARY_PATH=DIR/lib CPATH=DIR/include (bench/run_gpu_host_cpu.sh does this). The build's
 # lib/ directory baked into coil does not exist there, so generated kernels find
@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${COIL_BUILD_DIR:-build}"
-cmake --build "$build" --target coil coil_cpu_bench coil_vmath -j"$(nproc)" >/dev/null
+cmake --build "$build" --target coil coil_cpu_bench coil_vmath coil_extern -j"$(nproc)" >/dev/null
 
 stage=$(mktemp -d /tmp/coil-bundle-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
@@ -38,11 +38,10 @@ cp "$sleef" "$stage/lib/"
 ln -sf "$(basename "$sleef")" "$stage/lib/libsleef.so"
 ln -sf "$(basename "$sleef")" "$stage/lib/libsleef.so.3"
 cp /usr/include/x86_64-linux-gnu/sleef.h "$stage/include/"
-# libcoil_vmath (Eigen's vector erf): AVX-512/AVX2 kernels link -lcoil_vmath.
-cp "$build/lib/libcoil_vmath.so" "$stage/lib/"
-# oneDNN's C headers, for modules with extern kernels.
-cp /usr/include/dnnl*.h "$stage/include/"
-cp -r /usr/include/oneapi "$stage/include/"
+# libcoil_vmath (Eigen's vector erf, the GEMM loops): AVX-512/AVX2 kernels link -lcoil_vmath.
+# libcoil_extern (oneDNN/OpenBLAS calls): modules with extern kernels link -lcoil_extern (the
+# loop above copied it already, as a dependency of coil, with the OpenBLAS build it loads).
+cp "$build/lib/libcoil_vmath.so" "$build/lib/libcoil_extern.so" "$stage/lib/"
 
 mkdir -p device-bundle
 tar cf - -C "$stage" . | xz -T"$(nproc)" -6 > device-bundle/coil-bundle.tar.xz

@@ -355,14 +355,15 @@ std::string vmath_dir() {
 }
 
 std::vector<std::string> extern_link_flags() {
-  std::vector<std::string> flags = {"-Wl,--push-state,--no-as-needed", "-ldnnl"};
-#ifdef COIL_OPENBLAS_OPENMP_DIR
-  // -L through -Wl: the linker applies it to every -l wherever it appears, and it stays out of
-  // the precompiled header's command line.
-  flags.push_back(std::string("-Wl,-L") + COIL_OPENBLAS_OPENMP_DIR);
-  flags.push_back(std::string("-Wl,-rpath,") + COIL_OPENBLAS_OPENMP_DIR);
-  flags.push_back("-lopenblas");
-#endif
+  // libcoil_extern links oneDNN and OpenBLAS itself (its runpath names OpenBLAS's OpenMP
+  // build), so a module needs only it; from the same directory as libcoil_vmath.
+  std::vector<std::string> flags = {"-Wl,--push-state,--no-as-needed"};
+  std::string dir = vmath_dir();
+  if (!dir.empty()) {
+    flags.push_back("-Wl,-L" + dir);
+    flags.push_back("-Wl,-rpath," + dir);
+  }
+  flags.push_back("-lcoil_extern");
   flags.push_back("-Wl,--pop-state");
   return flags;
 }

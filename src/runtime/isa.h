@@ -83,8 +83,10 @@ CompileFlags isa_compile_flags(const IsaInfo& isa);
 /// -DCOIL_GEMM_PRECOMPILED where libcoil_vmath holds the ISA's matmul loops (avx512, avx2).
 CompileFlags module_compile_flags(const IsaInfo& isa);
 
-/// Where generated modules of the avx512/avx2 ISAs find libcoil_vmath.so (vector erf from
-/// Eigen; src/runtime/vmath/vmath.h), which IsaInfo::link_flags links with -L and -rpath:
+/// Where generated modules find coil's runtime libraries: libcoil_vmath.so (vector erf from
+/// Eigen, the precompiled GEMM loops; src/runtime/vmath/vmath.h), which the avx512/avx2 ISAs'
+/// IsaInfo::link_flags link with -L and -rpath, and libcoil_extern.so (extern_link_flags()),
+/// built into the same directory:
 ///   1. $COIL_VMATH_DIR when set (a user error if it lacks the library);
 ///   2. else the build's lib/ directory, baked in by CMake, when the library is there;
 ///   3. else "": no -L/-rpath, so the linker searches LIBRARY_PATH and the default paths, and
@@ -93,13 +95,14 @@ CompileFlags module_compile_flags(const IsaInfo& isa);
 std::string vmath_dir();
 
 /// Linker flags for a generated module that calls extern kernels
-/// (src/codegen/cpp/runtime/coil_extern.h): oneDNN (-ldnnl) and, when libcoil was built with it
-/// (extern_have_openblas()), OpenBLAS's OpenMP build by its directory, with an rpath, since the
-/// plain libopenblas.so usually names the pthread build, whose threads fight OpenMP's. Kept
-/// with --no-as-needed like SLEEF (the code cache puts flags before the source). All are -Wl,
-/// or -l flags, which the code cache leaves out of the precompiled header's command, so modules
-/// with and without extern kernels share one precompiled coil_vec.h. Not part of
-/// isa_compile_flags: only modules that call a library need them.
+/// (src/codegen/cpp/runtime/coil_extern.h): -lcoil_extern from vmath_dir(), with an rpath.
+/// That library links oneDNN and, when it was built with it (extern_have_openblas()),
+/// OpenBLAS's OpenMP build by its directory (the plain libopenblas.so usually names the
+/// pthread build, whose threads fight OpenMP's). Kept with --no-as-needed like SLEEF (the code
+/// cache puts flags before the source). All are -Wl, or -l flags, which the code cache leaves
+/// out of the precompiled header's command, so modules with and without extern kernels share
+/// one precompiled coil_vec.h. Not part of isa_compile_flags: only modules that call a library
+/// need them.
 std::vector<std::string> extern_link_flags();
 
 /// Whether OpenBLAS's OpenMP build was found when libcoil was built. Generated code that calls

@@ -67,6 +67,20 @@ int have_openblas() {
 #endif
 }
 
+#ifdef COIL_HAVE_OPENBLAS
+// OpenBLAS's own query, resolved at load time from libcoil_extern's dependencies.
+int openblas_get_parallel();
+#endif
+
+// Which threading the loaded OpenBLAS uses (0 none, 1 pthreads, 2 OpenMP); -1 without it.
+int openblas_parallel() {
+#ifdef COIL_HAVE_OPENBLAS
+  return openblas_get_parallel();
+#else
+  return -1;
+#endif
+}
+
 void gemm_openblas(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool ta,
                    const float* B, int64_t ldb, bool tb, float* C, int64_t ldc) {
 #ifdef COIL_HAVE_OPENBLAS
