@@ -93,13 +93,16 @@ output r
 }
 
 // CppTile2DKernel: x.t() + y with both dims off the tile size (17 = one tile and a 1-row tail,
-// 1000 = 62 tiles and an 8-wide tail at 16 lanes), exact multiples, and sizes over the 128x128
-// block the tiles are visited in (300 = two blocks and a partial one ending in a partial tile);
+// 1000 = 62 tiles and an 8-wide tail at 16 lanes), exact multiples, and matrices of 64K
+// elements and more, whose tiles are visited in 128x64 (rows x cols) blocks at these sizes
+// (1000x300: seven row blocks and a partial one ending in a partial tile, four column blocks
+// and a partial one ending in a partial tile); 4096x4096 uses 512x64 blocks (golden
+// transpose_add_large);
 // SIMD ISAs transpose each tile in registers (coil::transpose_tile), masked in the tails.
 TEST(Simd, TransposedTilesAtEveryTail) {
   for (const std::string& isa : runnable_isas()) {
     for (auto [m, n] : {std::pair{17, 1000}, std::pair{1000, 17}, std::pair{64, 48},
-                        std::pair{300, 200}, std::pair{256, 384}}) {
+                        std::pair{300, 200}, std::pair{256, 384}, std::pair{1000, 300}}) {
       SCOPED_TRACE(fmt::format("{} {}x{}", isa, m, n));
       CompileOptions o;
       o.isa = isa;
@@ -111,8 +114,9 @@ TEST(Simd, TransposedTilesAtEveryTail) {
       if (isa != "scalar") {
         EXPECT_NE(c.report().source.find("coil::transpose_tile("), std::string::npos)
             << c.report().source;
-        EXPECT_EQ(c.report().source.find("in blocks of 128x128") != std::string::npos,
-                  m > 128 || n > 128)
+        // Few blocks: 128-row blocks, so that 16 threads still get work.
+        EXPECT_EQ(c.report().source.find("in blocks of 128x64") != std::string::npos,
+                  m * n >= 64 * 1024)
             << c.report().source;
       }
       EXPECT_TRUE(matches_reference(g, testing::random_inputs(g, 5), o));

@@ -6,32 +6,28 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 // graph nodes: z (add)
 extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0)
 {
-    // 2-D tiles of 16x16 in blocks of 128x128: transposed operands are read along x0, transposed in registers
-    #pragma omp parallel for collapse(2)
-    for (int64_t x0_block = 0; x0_block < 200; x0_block += 128)
-    for (int64_t x1_block = 0; x1_block < 150; x1_block += 128)
+    // 2-D tiles of 16x16: transposed operands are read along x0, transposed in registers
+    #pragma omp parallel for
+    for (int64_t x0_tile = 0; x0_tile < 200; x0_tile += 16)
     {
-        for (int64_t x0_tile = x0_block; x0_tile < std::min<int64_t>(x0_block + 128, 200); x0_tile += 16)
+        for (int64_t x1_tile = 0; x1_tile < 150; x1_tile += 16)
         {
-            for (int64_t x1_tile = x1_block; x1_tile < std::min<int64_t>(x1_block + 128, 150); x1_tile += 16)
+            const int64_t rows = std::min<int64_t>(16, 200 - x0_tile);
+            const int64_t cols = std::min<int64_t>(16, 150 - x1_tile);
+            alignas(64) float tmp0_tile[256];
             {
-                const int64_t rows = std::min<int64_t>(16, 200 - x0_tile);
-                const int64_t cols = std::min<int64_t>(16, 150 - x1_tile);
-                alignas(64) float tmp0_tile[256];
-                {
-                    const int64_t x0 = x0_tile;
-                    const int64_t x1 = x1_tile;
-                    coil::transpose_tile(&in_ptr0[x0 + 200*x1], 200, tmp0_tile, 16, cols, rows);
-                }
-                for (int64_t a = 0; a < rows; a++)
-                {
-                    const int64_t x0 = x0_tile + a;
-                    const int64_t x1 = x1_tile;
-                    auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16], cols);
-                    auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[150*x0 + x1], cols);
-                    auto tmp2 = tmp0 + tmp1;
-                    tmp2.store(&out_ptr0[150*x0 + x1], cols);
-                }
+                const int64_t x0 = x0_tile;
+                const int64_t x1 = x1_tile;
+                coil::transpose_tile(&in_ptr0[x0 + 200*x1], 200, tmp0_tile, 16, cols, rows);
+            }
+            for (int64_t a = 0; a < rows; a++)
+            {
+                const int64_t x0 = x0_tile + a;
+                const int64_t x1 = x1_tile;
+                auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16], cols);
+                auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[150*x0 + x1], cols);
+                auto tmp2 = tmp0 + tmp1;
+                tmp2.store(&out_ptr0[150*x0 + x1], cols);
             }
         }
     }
