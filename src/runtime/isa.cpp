@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <sstream>
 
@@ -26,21 +27,26 @@ namespace coil {
 namespace fs = std::filesystem;
 namespace {
 
-// SLEEF and libcoil_vmath are shared libraries; with --as-needed (the default of some
-// distributions) a -l placed before the source file would be dropped, since the code cache
-// puts CompileFlags before the source. push-state/no-as-needed keeps them regardless of
-// position. -L and -rpath go through -Wl: they stay out of the precompiled header's command.
-std::vector<std::string> simd_link_flags() {
+// Links shared libraries `libs` (-l names), coil's own found in vmath_dir(). With --as-needed
+// (the default of some distributions) a -l placed before the source file would be dropped,
+// since the code cache puts CompileFlags before the source; push-state/no-as-needed keeps them
+// regardless of position. -L and -rpath go through -Wl: they stay out of the precompiled
+// header's command.
+std::vector<std::string> runtime_link_flags(std::initializer_list<const char*> libs) {
   std::vector<std::string> flags = {"-Wl,--push-state,--no-as-needed"};
   std::string dir = vmath_dir();
   if (!dir.empty()) {
     flags.push_back("-Wl,-L" + dir);
     flags.push_back("-Wl,-rpath," + dir);
   }
-  flags.push_back("-lcoil_vmath");
-  flags.push_back("-lsleef");
+  for (const char* lib : libs) flags.push_back(std::string("-l") + lib);
   flags.push_back("-Wl,--pop-state");
   return flags;
+}
+
+// SLEEF and libcoil_vmath: what the avx512/avx2 runtime headers call.
+std::vector<std::string> simd_link_flags() {
+  return runtime_link_flags({"coil_vmath", "sleef"});
 }
 
 // Flags that let the avx512 probe use (and kernels be compiled with) AVX512-BF16.
@@ -357,15 +363,7 @@ std::string vmath_dir() {
 std::vector<std::string> extern_link_flags() {
   // libcoil_extern links oneDNN and OpenBLAS itself (its runpath names OpenBLAS's OpenMP
   // build), so a module needs only it; from the same directory as libcoil_vmath.
-  std::vector<std::string> flags = {"-Wl,--push-state,--no-as-needed"};
-  std::string dir = vmath_dir();
-  if (!dir.empty()) {
-    flags.push_back("-Wl,-L" + dir);
-    flags.push_back("-Wl,-rpath," + dir);
-  }
-  flags.push_back("-lcoil_extern");
-  flags.push_back("-Wl,--pop-state");
-  return flags;
+  return runtime_link_flags({"coil_extern"});
 }
 
 bool extern_have_openblas() {
