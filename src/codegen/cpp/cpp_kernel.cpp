@@ -438,8 +438,7 @@ class KernelPrinter final : public NestPrinter {
       for (const auto& [b, name] : local_name_) {
         std::string ty(dtype_cpp_type(p_.buffer(b).layout.dtype));
         if (heap) {
-          w_.linef("std::unique_ptr<{0}[]> {1}_storage(new {0}[{2}]);", ty, name,
-                   local_row_elements(b));
+          w_.linef("coil::ScratchArray<{0}> {1}_storage({2});", ty, name, local_row_elements(b));
           w_.linef("{}* {} = {}_storage.get();", ty, name, name);
         } else {
           w_.linef("{} {}[{}];", ty, name, local_row_elements(b));

@@ -594,7 +594,7 @@ bool emit_row_split_reduction(NestPrinter& p, const Nest& n) {
   std::vector<std::string> parts;
   for (size_t k = 0; k < n.reductions.size(); ++k) {
     parts.push_back(p.new_acc() + "_part");
-    w.linef("std::unique_ptr<float[]> {}(new float[{}]);", parts.back(), chunks * cols);
+    w.linef("coil::ScratchArray<float> {}({});", parts.back(), chunks * cols);
   }
   w.linef("// {} rows in {} chunks of {}: partial column results, combined in chunk order", rows,
           chunks, rows_per_chunk);

@@ -159,4 +159,29 @@ inline void argmin_combine(IndexValue<T>& acc, const IndexValue<T>& o) {
   if (o.index >= 0) argmin_combine(acc, o.value, o.index);
 }
 
+// ---- scratch memory ----------------------------------------------------------------------
+
+/// A kernel's scratch array on the heap (a column reduction's partial rows, row buffers too big
+/// for the stack), 64-byte aligned: a vector of it never straddles two cache lines. operator
+/// new[] alone gives 16 bytes, and a 256 KiB block lands 16 bytes past a page boundary: the
+/// column sum e0's partial-row stores then overlap, in the low 12 address bits, the next input
+/// load's line (4K aliasing) and the load waits for them. e0's generated kernel, A/B in one
+/// process with a same-code control within 2-12%: 2.9-3.2 -> 2.1-2.2 ms at one thread (the read
+/// ceiling's speed), equal at two (1.6-1.8 ms, both at the memory bandwidth then).
+template <typename T>
+class ScratchArray {
+ public:
+  explicit ScratchArray(int64_t n)
+      : storage_(new T[static_cast<size_t>(n > 0 ? n : 0) + 64 / sizeof(T)]) {
+    const auto p = reinterpret_cast<uintptr_t>(storage_.get());
+    data_ = reinterpret_cast<T*>((p + 63) & ~uintptr_t{63});
+  }
+  T* get() const { return data_; }
+  T& operator[](int64_t i) const { return data_[i]; }
+
+ private:
+  std::unique_ptr<T[]> storage_;
+  T* data_;
+};
+
 }  // namespace coil
