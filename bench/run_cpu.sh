@@ -20,12 +20,15 @@
 #     --skip-coil | --skip-torch   run only one half
 #     --out FILE            merged results (default bench/results/cpu-<date>.json)
 #     --notes TEXT          free text stored in the results (machine state, ...)
+#     --source REV          the revision the binaries were built from (default: this tree's
+#                           git HEAD; the GPU host's bundle passes its own)
 set -euo pipefail
 self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
 threads=1,2 runs=20 rounds=1 warmup=3 workloads="" scale=1 backends=auto
 python="" bin="" build_dir="${COIL_BUILD_DIR:-build}" build=1 coil=1 torch=1 out="" notes=""
+source_rev=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
     --skip-torch) torch=0; shift ;;
     --out) out="$2"; shift 2 ;;
     --notes) notes="$2"; shift 2 ;;
+    --source) source_rev="$2"; shift 2 ;;
     -h|--help) sed -n '2,20p' "$self"; exit 0 ;;
     *) echo "run_cpu.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -91,9 +95,13 @@ for round in $(seq 1 "$rounds"); do
     merge+=(--torch "$tmp/torch.$round.json")
   fi
 done
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-  rev="$rev+uncommitted changes"
+if [ -n "$source_rev" ]; then
+  rev="$source_rev"
+else
+  rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    rev="$rev+uncommitted changes"
+  fi
 fi
 notes="source $rev${notes:+; $notes}"
 echo

@@ -24,4 +24,5 @@ echo "== host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 mkdir -p "$out_dir"
 bash bench/run_cpu.sh --threads 2,16 --rounds "$rounds" --coil-bench-bin "$bundle/bin/coil_cpu_bench" \
   --python python3 --out "$out_dir/cpu-gpuhost.json" \
-  --notes "GPU host CPU: $(nproc) cores, bundle from $(git rev-parse --short HEAD 2>/dev/null)"
+  --source "$(cat "$bundle/REVISION" 2>/dev/null || echo unknown) (the bundle)" \
+  --notes "GPU host CPU: $(nproc) cores"

@@ -9,6 +9,7 @@
 #             never libc/libstdc++/libgomp: the host's own (newer, compatible) ones are used,
 #             so that generated kernels compiled there share one OpenMP runtime with coil
 #   include/  headers generated kernels include beyond the embedded ones (sleef.h)
+#   REVISION  the commit the binaries were built from
 # On the host: tar xJf coil-bundle.tar.xz -C DIR; export LD_LIBRARY_PATH=DIR/lib
 # LIBRARY_PATH=DIR/lib CPATH=DIR/include (bench/run_gpu_host_cpu.sh does this). The build's
 # lib/ directory baked into coil does not exist there, so generated kernels find
@@ -24,6 +25,11 @@ stage=$(mktemp -d /tmp/coil-bundle-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/include"
 cp "$build/bin/coil" "$build/bin/coil_cpu_bench" "$stage/bin/"
+# The source the binaries were built from, for the results' provenance (the device's copy of
+# the tree may carry an older .git).
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || rev="$rev+uncommitted"
+echo "$rev" > "$stage/REVISION"
 
 # Libraries: every dependency of the binaries except the C/C++/OpenMP runtimes and the loader.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libgomp|libpthread|libdl\.so|librt\.so)'
