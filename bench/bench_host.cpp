@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -55,6 +56,15 @@ json host_json() {
     h["compiler"] = std::string("unknown: ") + e.what();
   }
   return h;
+}
+
+void parse_or_exit(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    std::exit(rc == 0 ? 0 : 2);
+  }
 }
 
 }  // namespace coil::bench

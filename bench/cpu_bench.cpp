@@ -182,12 +182,7 @@ Options parse_args(int argc, char** argv) {
   app.add_flag("--no-check", no_check, "skip the comparison with the reference interpreter");
   app.add_option("--json", o.json_path, "write the results here");
   app.add_flag("--list", o.list, "print the workloads and exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    std::exit(rc == 0 ? 0 : 2);
-  }
+  parse_or_exit(app, argc, argv);
   o.check = !no_check;
   return o;
 }

@@ -90,12 +90,7 @@ Options parse_args(int argc, char** argv) {
   app.add_flag("--skip-coil", skip_coil, "measure the libraries only");
   app.add_option("--torch", o.torch_json, "eager_gemm.py's JSON to merge");
   app.add_option("--json", o.json_path, "write the results here");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    std::exit(rc == 0 ? 0 : 2);
-  }
+  parse_or_exit(app, argc, argv);
   o.coil = !skip_coil;
   if (o.threads.empty()) o.threads.push_back(omp_get_max_threads());
   return o;

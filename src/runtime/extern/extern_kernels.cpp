@@ -346,10 +346,6 @@ const Conv2dParams& Conv2d::params() const {
   return impl_->p_;
 }
 
-std::string Conv2d::describe() const {
-  return impl_->context_;
-}
-
 std::string Conv2d::implementation() const {
   std::lock_guard<std::mutex> lock(impl_->mutex_);
   return impl_->impl_;

@@ -118,8 +118,6 @@ class COIL_EXTERN_API Conv2d {
   const Conv2dParams& params() const;
   int64_t out_h() const { return params().out_h(); }
   int64_t out_w() const { return params().out_w(); }
-  /// "conv2d N=1 C=64 ... groups 1 bias relu": the context of error messages.
-  std::string describe() const;
   /// oneDNN's name of the implementation it picked ("brg:avx512_core", "gemm:jit", ...).
   std::string implementation() const;
   /// Whether weights / activations are copied into another layout around the primitive.
