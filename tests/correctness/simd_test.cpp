@@ -155,6 +155,45 @@ output s
   }
 }
 
+// A pass that re-reads its row to compute on it (softmax's exp pass) prefetches the row 8 KiB
+// ahead (kPrefetchAheadBytes; at least the next one): 2 rows of 1000 floats, 4 of 1000 bf16.
+// The last rows prefetch past the tensor, which must stay harmless. Light passes (layer_norm's)
+// and rows over 16 KiB do not prefetch.
+TEST(Simd, ComputingRowPassesPrefetchTheNextRows) {
+  for (const std::string& isa : runnable_isas()) {
+    SCOPED_TRACE(isa);
+    CompileOptions o;
+    o.isa = isa;
+    Graph g = graph_from_text(R"(
+input x: f32[37, 1000]
+input h: bf16[5, 1000]
+s = softmax(x) {axis=-1}
+l = log_softmax(h) {axis=-1}
+output s
+output l
+)");
+    const std::string src = compile(g, o).report().source;
+    if (isa == "scalar") {
+      EXPECT_EQ(src.find("prefetch_ahead"), std::string::npos) << src;
+    } else {
+      EXPECT_NE(src.find("coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);"), std::string::npos)
+          << src;
+      EXPECT_NE(src.find("], 4000);"), std::string::npos) << src;  // the bf16 rows
+    }
+    EXPECT_TRUE(matches_reference(g, testing::random_inputs(g, 7), o));
+    Graph light = graph_from_text(R"(
+input x: f32[37, 1000]
+input w: f32[1000]
+input b: f32[1000]
+n = layer_norm(x, w, b) {axis=-1, epsilon=1e-5}
+output n
+)");
+    EXPECT_EQ(compile(light, o).report().source.find("prefetch_ahead"), std::string::npos);
+    Graph wide = graph_from_text("input x: f32[4, 8192]\ny = softmax(x) {axis=-1}\noutput y\n");
+    EXPECT_EQ(compile(wide, o).report().source.find("prefetch_ahead"), std::string::npos);
+  }
+}
+
 TEST(Simd, LowPrecisionPointwiseAndReductions) {
   for (const std::string& isa : runnable_isas()) {
     for (const char* dtype : {"bf16", "f16"}) {

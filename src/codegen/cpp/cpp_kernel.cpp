@@ -459,9 +459,70 @@ class KernelPrinter final : public NestPrinter {
       open_loops("x", outer, 0, outer.size(), par);
       declare_locals(false);
     }
+    mark_revisited_rows();
     for (const Nest& n : nests_) emit_nest(n, first_loop, parallel_vec_loop);
     close_loops(outer.size());
     if (heap_locals && par > 0) w_.close();
+  }
+
+  // ---- prefetching the next rows ------------------------------------------------------------
+
+  /// Whether a nest calls a vector math function (tens of instructions per vector).
+  static bool calls_vector_math(const Nest& n) {
+    for (const BodyOp& op : n.body.ops()) {
+      switch (op.op) {
+        case LoopOp::exp:
+        case LoopOp::expm1:
+        case LoopOp::log:
+        case LoopOp::log1p:
+        case LoopOp::tanh:
+        case LoopOp::erf:
+        case LoopOp::sigmoid:
+        case LoopOp::sin:
+        case LoopOp::cos:
+        case LoopOp::pow:
+          return true;
+        default:
+          break;
+      }
+    }
+    return false;
+  }
+
+  /// Marks, per buffer, the first nest that re-reads a row of it that an earlier nest of the
+  /// kernel read in the same outer iteration (softmax's exp pass re-reads the row its max pass
+  /// read) and that calls vector math. That pass finds the row in L1 and spends its time
+  /// computing, while the first pass over each row waits on memory: the hardware prefetcher,
+  /// trained on the first pass, has stopped by the time the next row starts. So the pass also
+  /// prefetches the row kPrefetchAheadBytes ahead (at least the next one) at the same
+  /// position (prefetch_ahead). A light re-reading pass runs at memory speed itself, and the
+  /// prefetches only cost there: layer_norm over [16384, 1024] 24% slower at 1 thread.
+  void mark_revisited_rows() {
+    std::set<int> seen, marked;
+    for (const Nest& n : nests_) {
+      std::set<int> loads;
+      for (const BodyOp& op : n.body.ops())
+        if (op.op == LoopOp::load && op.buffer >= 0 && arg_name_.count(op.buffer))
+          loads.insert(op.buffer);
+      if (calls_vector_math(n))
+        for (int b : loads)
+          if (seen.count(b) && marked.insert(b).second) revisited_[&n].insert(b);
+      seen.insert(loads.begin(), loads.end());
+    }
+  }
+
+  /// Softmax over [10000, 1000] 8% faster at 1 and 2 threads on this 2-core Zen 4 (one row
+  /// ahead 5-6%, three 8%, four 6%); over [16384, 1024] 4-5%. Rows over kPrefetchMaxRowBytes
+  /// are left to the hardware (they no longer fit in L1 with their neighbours).
+  int64_t prefetch_ahead(const Nest& n, int b, const sym::Expr& index,
+                         const sym::Analyzer& a) const override {
+    auto it = revisited_.find(&n);
+    if (it == revisited_.end() || !it->second.count(b) || g_.outer_depth == 0) return 0;
+    auto stride = a.stride(index, loop_var(g_.outer_depth - 1));
+    int64_t row = stride ? stride->as_const().value_or(0) : 0;
+    int64_t row_bytes = row * dtype_size(storage_dtype(b));
+    if (row <= 0 || row_bytes > kPrefetchMaxRowBytes) return 0;
+    return std::max<int64_t>(1, kPrefetchAheadBytes / row_bytes) * row;
   }
 
   // ---- a lone reduction with too few outputs: fixed chunks of its outermost r loop --------
@@ -569,6 +630,7 @@ class KernelPrinter final : public NestPrinter {
   std::set<int> needs_array_;              // local buffers some nest loads (not only forwarded)
   std::map<int, std::string> arg_name_;    // buffer -> in_ptrN / out_ptrN
   std::map<int, std::string> local_name_;  // local buffer -> row array name
+  std::map<const Nest*, std::set<int>> revisited_;  // nest -> buffers an earlier nest loaded
   int acc_counter_ = 0;
   CodeWriter w_;
 };

@@ -32,6 +32,11 @@ constexpr int64_t kSplitReductionChunkElements = 32768;
 /// iteration; larger ones are allocated once per thread.
 constexpr int64_t kMaxStackLocalBytes = 32 * 1024;
 
+/// A loop nest that re-reads the row an earlier nest of its kernel read prefetches the row this
+/// many bytes ahead (at least the next row), for rows of at most kPrefetchMaxRowBytes.
+constexpr int64_t kPrefetchAheadBytes = 8 * 1024;
+constexpr int64_t kPrefetchMaxRowBytes = 16 * 1024;
+
 /// Number of leading loops to parallelize (0 = serial), Inductor's decide_parallel_depth.
 int decide_parallel_depth(const std::vector<int64_t>& ranges, int64_t total_work, int threads);
 

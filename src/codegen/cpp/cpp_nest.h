@@ -58,6 +58,12 @@ class NestPrinter {
   virtual std::string tmp(const Nest& n, int i) const = 0;
   /// A fresh accumulator name ("tmp_acc3").
   virtual std::string new_acc() = 0;
+  /// Elements ahead of a contiguous vector load of `b` at `index` in nest `n` to prefetch (a
+  /// later row of the kernel's outer loop), or 0 for none.
+  virtual int64_t prefetch_ahead(const Nest& /*n*/, int /*b*/, const sym::Expr& /*index*/,
+                                 const sym::Analyzer& /*a*/) const {
+    return 0;
+  }
   /// Prints the scalar form of the ops of `n` for which `pick` holds (not reductions).
   virtual void emit_scalar_ops(const Nest& n, const sym::Analyzer& a,
                                const std::function<bool(int)>& pick) = 0;

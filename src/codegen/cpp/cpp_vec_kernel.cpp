@@ -180,6 +180,8 @@ class VecOpPrinter {
       w.linef("auto {} = {}(static_cast<float>({}));", t, kVec, lv);
     } else if (s == 1) {
       w.linef("auto {} = {}::loadu(&{}{});", t, kVec, lv, count_arg());
+      if (int64_t ahead = p_.prefetch_ahead(n_, op.buffer, op.index, a_))
+        w.linef("coil::prefetch_ahead(&{}, {});", lv, ahead);
     } else {
       // Gather: each lane reads at its own index (the loop variable shadowed per lane).
       std::string v = var_.symbol_name();

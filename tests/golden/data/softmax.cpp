@@ -62,6 +62,7 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
             {
                 const int64_t r0 = r0_base + 0;
                 auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+                coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
                 auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
@@ -71,6 +72,7 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
             {
                 const int64_t r0 = r0_base + 16;
                 auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+                coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
                 auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
@@ -80,6 +82,7 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
             {
                 const int64_t r0 = r0_base + 32;
                 auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+                coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
                 auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
@@ -89,6 +92,7 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
             {
                 const int64_t r0 = r0_base + 48;
                 auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+                coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
                 auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
@@ -99,6 +103,7 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
         for (int64_t r0 = 960; r0 < 992; r0 += 16)
         {
             auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+            coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
             auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
             auto tmp5 = tmp3 - tmp4;
             auto tmp6 = tmp5.exp();
@@ -109,6 +114,7 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
             const int64_t r0 = 992;
             const int64_t tail = 8;
             auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], tail);
+            coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
             auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
             auto tmp5 = tmp3 - tmp4;
             auto tmp6 = tmp5.exp();

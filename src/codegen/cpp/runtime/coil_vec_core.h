@@ -25,6 +25,16 @@ inline void stream_fence() {
 #endif
 }
 
+/// Asks for the cache line `elements` elements past p (a row the kernel reads a few rows from
+/// now) without waiting for it. The address is computed on integers: for the last rows it lies
+/// past the tensor, where a prefetch does nothing but pointer arithmetic would be undefined.
+template <typename T>
+inline void prefetch_ahead(const T* p, int64_t elements) {
+  const uintptr_t at =
+      reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(elements) * sizeof(T);
+  __builtin_prefetch(reinterpret_cast<const void*>(at), /*rw=*/0, /*locality=*/3);
+}
+
 template <typename T>
 class Vectorized : public VecMembers<Vectorized<T>, T> {
   using Ops = vec_detail::Ops<T>;
