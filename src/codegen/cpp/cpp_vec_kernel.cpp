@@ -593,10 +593,22 @@ bool emit_row_split_reduction(NestPrinter& p, const Nest& n) {
     }
   };
   auto cnt = [](const std::string& c) { return c.empty() ? std::string() : ", " + c; };
-  std::vector<std::string> parts;
+  // The partial rows are placed away from the input rows and each other in the low 12 address
+  // bits (coil::ScratchArray: 4K aliasing), and reached through a plain pointer: through the
+  // array object, the loop would reload its data pointer after every vector store (an
+  // intrinsic store may alias anything).
+  std::vector<std::string> streams, parts;
+  for (const BodyOp& op : n.body.ops())
+    if (op.op == LoopOp::load && op.buffer >= 0) {
+      std::string ptr = p.pointer(op.buffer);
+      if (std::find(streams.begin(), streams.end(), ptr) == streams.end()) streams.push_back(ptr);
+    }
   for (size_t k = 0; k < n.reductions.size(); ++k) {
     parts.push_back(p.new_acc() + "_part");
-    w.linef("coil::ScratchArray<float> {}({});", parts.back(), chunks * cols);
+    w.linef("coil::ScratchArray<float> {}_storage({}, {{{}}});", parts.back(), chunks * cols,
+            fmt::join(streams, ", "));
+    w.linef("float* const {0} = {0}_storage.get();", parts.back());
+    streams.push_back(parts.back());
   }
   w.linef("// {} rows in {} chunks of {}: partial column results, combined in chunk order", rows,
           chunks, rows_per_chunk);

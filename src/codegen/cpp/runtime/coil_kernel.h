@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <type_traits>
@@ -162,24 +163,52 @@ inline void argmin_combine(IndexValue<T>& acc, const IndexValue<T>& o) {
 // ---- scratch memory ----------------------------------------------------------------------
 
 /// A kernel's scratch array on the heap (a column reduction's partial rows, row buffers too big
-/// for the stack), 64-byte aligned: a vector of it never straddles two cache lines. operator
-/// new[] alone gives 16 bytes, and a 256 KiB block lands 16 bytes past a page boundary: the
-/// column sum e0's partial-row stores then overlap, in the low 12 address bits, the next input
-/// load's line (4K aliasing) and the load waits for them. e0's generated kernel, A/B in one
-/// process with a same-code control within 2-12%: 2.9-3.2 -> 2.1-2.2 ms at one thread (the read
-/// ceiling's speed), equal at two (1.6-1.8 ms, both at the memory bandwidth then).
+/// for the stack), 64-byte aligned: a vector of it never straddles two cache lines.
+///
+/// An array that a loop reads and writes in step with others (`streams`: a column sum's partial
+/// rows next to the input rows) is also placed at the offset within a 4 KiB page farthest from
+/// theirs. A load whose address matches a pending store's in the low 12 bits waits for it (4K
+/// aliasing): with the partial row 64 bytes past the input's page offset, each iteration's input
+/// load waits for the previous iteration's partial store. Where operator new[] puts a block
+/// depends on the heap's history (a first 256 KiB block is mmap'ed, 16 bytes past a page), so
+/// two compiled copies of e0's column sum ran 1.8 and 2.2 ms at one thread in one process;
+/// placed this way, three copies run within 3% of each other (1.85-1.98 ms). Page offsets 0 to
+/// 3584 from the input all ran within 1.90-1.98 ms; 64 bytes ran 2.29 ms.
 template <typename T>
 class ScratchArray {
  public:
-  explicit ScratchArray(int64_t n)
-      : storage_(new T[static_cast<size_t>(n > 0 ? n : 0) + 64 / sizeof(T)]) {
-    const auto p = reinterpret_cast<uintptr_t>(storage_.get());
-    data_ = reinterpret_cast<T*>((p + 63) & ~uintptr_t{63});
+  explicit ScratchArray(int64_t n) : storage_(new T[elements(n) + 64 / sizeof(T)]) {
+    data_ = reinterpret_cast<T*>(aligned(storage_.get()));
   }
+
+  ScratchArray(int64_t n, std::initializer_list<const void*> streams)
+      : storage_(new T[elements(n) + (kPage + 64) / sizeof(T)]) {
+    const uintptr_t base = aligned(storage_.get());
+    uintptr_t best = base % kPage, best_gap = 0;
+    for (uintptr_t offset = 0; offset < kPage; offset += 64) {
+      uintptr_t gap = kPage;
+      for (const void* s : streams) {
+        const uintptr_t d = (offset - reinterpret_cast<uintptr_t>(s)) % kPage;
+        gap = std::min(gap, std::min(d, kPage - d));
+      }
+      if (gap > best_gap) {
+        best_gap = gap;
+        best = offset;
+      }
+    }
+    data_ = reinterpret_cast<T*>(base + (best - base) % kPage);
+  }
+
   T* get() const { return data_; }
   T& operator[](int64_t i) const { return data_[i]; }
 
  private:
+  static constexpr uintptr_t kPage = 4096;
+  static size_t elements(int64_t n) { return static_cast<size_t>(n > 0 ? n : 0); }
+  static uintptr_t aligned(const T* p) {
+    return (reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63};
+  }
+
   std::unique_ptr<T[]> storage_;
   T* data_;
 };
