@@ -32,8 +32,9 @@ constexpr int64_t kSplitReductionChunkElements = 32768;
 /// iteration; larger ones are allocated once per thread.
 constexpr int64_t kMaxStackLocalBytes = 32 * 1024;
 
-/// A loop nest that re-reads the row an earlier nest of its kernel read prefetches the row this
-/// many bytes ahead (at least the next row), for rows of at most kPrefetchMaxRowBytes.
+/// A loop nest that re-reads the row an earlier nest of its kernel read, and calls vector math
+/// on it, prefetches the row this many bytes ahead (at least the next row), for rows of at most
+/// kPrefetchMaxRowBytes (cpp_kernel.cpp: mark_revisited_rows).
 constexpr int64_t kPrefetchAheadBytes = 8 * 1024;
 constexpr int64_t kPrefetchMaxRowBytes = 16 * 1024;
 
