@@ -29,8 +29,12 @@ void check_fused(const std::string& text, Expect e) {
     r += k.bytes_read;
     w += k.bytes_written;
   }
-  if (e.bytes_read >= 0) EXPECT_EQ(r, e.bytes_read);
-  if (e.bytes_written >= 0) EXPECT_EQ(w, e.bytes_written);
+  if (e.bytes_read >= 0) {
+    EXPECT_EQ(r, e.bytes_read);
+  }
+  if (e.bytes_written >= 0) {
+    EXPECT_EQ(w, e.bytes_written);
+  }
   EXPECT_TRUE(matches_reference(g));
 }
 

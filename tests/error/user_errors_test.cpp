@@ -1,5 +1,6 @@
 // Bad input gives a coil::Error whose message names the op, the value and the mismatch;
 // never a crash. Each test checks the message.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "support/error_of.h"
@@ -95,7 +96,7 @@ std::string node_error(std::string_view op, const std::vector<In>& ins, Attrs at
   Graph g;
   std::vector<int> ids;
   for (size_t i = 0; i < ins.size(); ++i)
-    ids.push_back(g.add_input("x" + std::to_string(i), ins[i].dtype, make_shape(ins[i].shape)));
+    ids.push_back(g.add_input(fmt::format("x{}", i), ins[i].dtype, make_shape(ins[i].shape)));
   return error_of([&] { g.add_node(op, ids, attrs); });
 }
 

@@ -1,4 +1,5 @@
 // Interning, canonical construction, printing and the traversals of sym/expr.h.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -36,7 +37,7 @@ TEST_F(ExprTest, InterningIsThreadSafe) {
   for (auto& out : built) {
     threads.emplace_back([&out] {
       for (int i = 0; i < 200; ++i) {
-        Expr v = make_symbol("t" + std::to_string(i));
+        Expr v = make_symbol(fmt::format("t{}", i));
         out.push_back((floordiv(v + 7 * i, 5) + mod(v, 100000 + i)).get());
       }
     });

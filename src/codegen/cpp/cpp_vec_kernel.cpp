@@ -471,7 +471,7 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
         while (level.size() > 1) {
           std::vector<std::string> next;
           for (size_t i = 0; i + 1 < level.size(); i += 2)
-            next.push_back("(" + pair(level[i], level[i + 1]) + ")");
+            next.push_back(fmt::format("({})", pair(level[i], level[i + 1])));
           if (level.size() % 2) next.push_back(level.back());
           level = std::move(next);
         }
