@@ -31,6 +31,24 @@ int loop_op_arity(LoopOp op) {
   COIL_UNREACHABLE("bad loop op");
 }
 
+bool is_transcendental(LoopOp op) {
+  switch (op) {
+    case LoopOp::exp:
+    case LoopOp::expm1:
+    case LoopOp::log:
+    case LoopOp::log1p:
+    case LoopOp::tanh:
+    case LoopOp::erf:
+    case LoopOp::sigmoid:
+    case LoopOp::sin:
+    case LoopOp::cos:
+    case LoopOp::pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string_view reduction_type_name(ReductionType t) {
   switch (t) {
 #define COIL_CASE(name, doc) \

@@ -82,6 +82,9 @@ enum class LoopOp : uint8_t {
 
 std::string_view loop_op_name(LoopOp op);
 int loop_op_arity(LoopOp op);
+/// exp, log, tanh, erf, sin, pow, ...: a vector math library call in generated code (tens of
+/// instructions per vector), which the cost model and the CPU kernel printers weigh apart.
+bool is_transcendental(LoopOp op);
 
 // X(name, doc)
 #define COIL_REDUCTION_TYPES(X)                                   \

@@ -105,24 +105,10 @@ int loader_cost(const TensorBox& box) {
   box.load(scratch, idx);
   int cost = 0;
   for (const BodyOp& op : scratch.ops()) {
-    switch (op.op) {
-      case LoopOp::exp:
-      case LoopOp::log:
-      case LoopOp::log1p:
-      case LoopOp::expm1:
-      case LoopOp::tanh:
-      case LoopOp::erf:
-      case LoopOp::sin:
-      case LoopOp::cos:
-      case LoopOp::pow:
-      case LoopOp::sigmoid:
-        cost += kTranscendentalCost;
-        break;
-      case LoopOp::constant:
-        break;
-      default:
-        cost += 1;
-    }
+    if (is_transcendental(op.op))
+      cost += kTranscendentalCost;
+    else if (op.op != LoopOp::constant)
+      cost += 1;
   }
   return cost;
 }

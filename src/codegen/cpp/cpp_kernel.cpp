@@ -467,25 +467,9 @@ class KernelPrinter final : public NestPrinter {
 
   // ---- prefetching the next rows ------------------------------------------------------------
 
-  /// Whether a nest calls a vector math function (tens of instructions per vector).
   static bool calls_vector_math(const Nest& n) {
-    for (const BodyOp& op : n.body.ops()) {
-      switch (op.op) {
-        case LoopOp::exp:
-        case LoopOp::expm1:
-        case LoopOp::log:
-        case LoopOp::log1p:
-        case LoopOp::tanh:
-        case LoopOp::erf:
-        case LoopOp::sigmoid:
-        case LoopOp::sin:
-        case LoopOp::cos:
-        case LoopOp::pow:
-          return true;
-        default:
-          break;
-      }
-    }
+    for (const BodyOp& op : n.body.ops())
+      if (is_transcendental(op.op)) return true;
     return false;
   }
 

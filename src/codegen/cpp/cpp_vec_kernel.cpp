@@ -387,26 +387,9 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parall
     bool heavy = false;
     for (size_t i = 0; i < n.body.ops().size(); ++i) {
       if (n.after[i]) continue;
-      switch (n.body.op(static_cast<int>(i)).op) {
-        case LoopOp::exp:
-        case LoopOp::log:
-        case LoopOp::log1p:
-        case LoopOp::expm1:
-        case LoopOp::erf:
-        case LoopOp::tanh:
-        case LoopOp::sigmoid:
-        case LoopOp::sin:
-        case LoopOp::cos:
-        case LoopOp::pow:
-        case LoopOp::div:
-        case LoopOp::sqrt:
-        case LoopOp::rsqrt:
-        case LoopOp::reciprocal:
-          heavy = true;
-          break;
-        default:
-          break;
-      }
+      const LoopOp op = n.body.op(static_cast<int>(i)).op;
+      heavy = heavy || is_transcendental(op) || op == LoopOp::div || op == LoopOp::sqrt ||
+              op == LoopOp::rsqrt || op == LoopOp::reciprocal;
     }
     const int64_t vectors = extent / lanes;
     const bool unroll = (heavy || only_min_max) && !any_cascade && vectors >= 2 * kAccumulators;
