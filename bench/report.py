@@ -38,6 +38,10 @@ def combine_rounds(docs, kind):
         return docs[0]
     out = copy.deepcopy(docs[0])
     out["rounds"] = len(docs)
+    shared_cache = kind == "torch" and shares_inductor_cache(docs) and any(
+        b.startswith("inductor") for b in (docs[0].get("config") or {}).get("backends", []))
+    if shared_cache:
+        out["inductor_compile_from"] = "first round (later rounds reuse its code cache)"
     out["load_average_end"] = docs[-1].get("load_average_end")
     for wi, w in enumerate(out["workloads"]):
         ws = [d["workloads"][wi] for d in docs]
@@ -58,7 +62,18 @@ def combine_rounds(docs, kind):
                 for ti, t in enumerate(b["threads"]):
                     entries = [x["backends"][backend]["threads"][ti] for x in ws]
                     b["threads"][ti] = median_entry(entries)
+                    if shared_cache and entries[0].get("compile_ms") is not None:
+                        # Later rounds found their kernels in the first round's cache.
+                        b["threads"][ti]["compile_ms"] = entries[0]["compile_ms"]
+                        b["threads"][ti]["rounds_compile_ms"] = [e["compile_ms"] for e in entries]
     return out
+
+
+def shares_inductor_cache(docs):
+    """True when eager_bench.py rounds ran with one Inductor cache directory (run_cpu.sh
+    --rounds N > 1): then only the first round's compile times are cold."""
+    dirs = {(d.get("config") or {}).get("inductor_cache_dir") for d in docs}
+    return len(docs) > 1 and len(dirs) == 1 and None not in dirs
 
 
 def merge(coil, torch):
@@ -105,7 +120,7 @@ def merge(coil, torch):
                     entry = {k: t[k] for k in ("median_ms", "min_ms", "max_ms", "runs", "gbps",
                                                "minor_faults_per_run", "rounds_median_ms")
                              if k in t}
-                    for k in ("compile_ms", "check_vs_eager"):
+                    for k in ("compile_ms", "rounds_compile_ms", "check_vs_eager"):
                         if t.get(k) is not None:
                             entry[k] = t[k]
                     if b.get("notes"):
@@ -227,6 +242,8 @@ def print_table(merged, out=sys.stdout):
     if torch.get("inductor_first_compile_ms") is not None:
         print(f"inductor: the first compile in the process (includes its ISA probe) took "
               f"{torch['inductor_first_compile_ms']:.0f} ms", file=out)
+    if torch.get("inductor_compile_from"):
+        print(f"inductor compile times: {torch['inductor_compile_from']}", file=out)
     loads = {k: v for k, v in (merged.get("load_average") or {}).items() if v}
     if loads:
         print("load average (1/5/15 min): " + "; ".join(

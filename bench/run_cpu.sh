@@ -7,7 +7,9 @@
 #     --threads LIST        thread counts (default 1,2; the GPU host: 2,16)
 #     --runs N              timed runs per measurement, median reported (default 20, >= 10)
 #     --rounds N            run coil and torch alternately N times; each cell is the median
-#                           round's (default 1; 3 on a shared, noisy machine)
+#                           round's (default 1; 3 on a shared, noisy machine). The rounds share
+#                           one Inductor code cache: Inductor's g++ runs in the first round only,
+#                           and its compile times are that (cold) round's
 #     --warmup N            untimed runs first (default 3)
 #     --workloads LIST      subset of a,b,c,d,e1,e0,f,i,j,k (default: all)
 #     --scale S             multiplies each workload's leading dimension (default 1)
@@ -73,6 +75,12 @@ common=(--threads "$threads" --runs "$runs" --warmup "$warmup" --scale "$scale")
 [ -z "$workloads" ] || common+=(--workloads "$workloads")
 
 merge=()
+torch_common=()
+# Later rounds reuse the first round's compiled Inductor kernels (the same C++ source, thread
+# count included, hashes to the same entry; eager_bench.py keeps the FX graph cache off), which
+# saves most of a round's time on the GPU host; report.py takes Inductor's compile times from
+# the first round, whose cache was empty.
+[ "$rounds" = 1 ] || torch_common=(--inductor-cache-dir "$tmp/inductor-cache")
 if [ "$coil" = 1 ] && [ "$build" = 1 ]; then
   if [ ! -f "$build_dir/CMakeCache.txt" ]; then
     gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
@@ -80,6 +88,15 @@ if [ "$coil" = 1 ] && [ "$build" = 1 ]; then
   fi
   cmake --build "$build_dir" --target coil_cpu_bench -j"$(nproc)"
 fi
+if [ -n "$source_rev" ]; then
+  rev="$source_rev"
+else
+  rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    rev="$rev+uncommitted changes"
+  fi
+fi
+notes="source $rev${notes:+; $notes}"
 for round in $(seq 1 "$rounds"); do
   [ "$rounds" = 1 ] || echo "== round $round of $rounds"
   if [ "$coil" = 1 ]; then
@@ -90,19 +107,15 @@ for round in $(seq 1 "$rounds"); do
   fi
   if [ "$torch" = 1 ]; then
     echo "== torch ($python)"
-    "$python" bench/eager_bench.py "${common[@]}" --backends "$backends" \
+    "$python" bench/eager_bench.py "${common[@]}" "${torch_common[@]}" --backends "$backends" \
       --json "$tmp/torch.$round.json"
     merge+=(--torch "$tmp/torch.$round.json")
   fi
-done
-if [ -n "$source_rev" ]; then
-  rev="$source_rev"
-else
-  rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-  if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-    rev="$rev+uncommitted changes"
+  if [ "$round" != "$rounds" ]; then
+    # The rounds so far, in case the run is cut short (the device tool's time limit).
+    "$python" bench/report.py "${merge[@]}" --out "$out" \
+      --notes "$notes; partial: $round of $rounds rounds" >/dev/null
   fi
-fi
-notes="source $rev${notes:+; $notes}"
+done
 echo
 "$python" bench/report.py "${merge[@]}" --out "$out" --notes "$notes"
