@@ -44,26 +44,40 @@ std::vector<std::string> runtime_link_flags(std::initializer_list<const char*> l
   return flags;
 }
 
-// SLEEF and libcoil_vmath: what the avx512/avx2 runtime headers call.
+// SLEEF and libcoil_vmath: what the avx512/avx2 runtime headers call; glibc's libmvec too
+// where the build found its f32 functions (CMakeLists.txt: COIL_HAVE_LIBMVEC).
 std::vector<std::string> simd_link_flags() {
+#ifdef COIL_HAVE_LIBMVEC
+  return runtime_link_flags({"coil_vmath", "sleef", "mvec"});
+#else
   return runtime_link_flags({"coil_vmath", "sleef"});
+#endif
+}
+
+// The avx512/avx2 compile flags: the ISA's instructions, and COIL_USE_LIBMVEC, which makes the
+// runtime headers call libmvec's f32 expm1/tanh/sin/cos instead of SLEEF's.
+std::vector<std::string> simd_flags(std::vector<std::string> isa_flags) {
+#ifdef COIL_HAVE_LIBMVEC
+  isa_flags.push_back("-DCOIL_USE_LIBMVEC");
+#endif
+  return isa_flags;
 }
 
 // Flags that let the avx512 probe use (and kernels be compiled with) AVX512-BF16.
 const std::vector<std::string> kBf16ProbeFlags = {"-mavx512bf16", "-DCOIL_PROBE_AVX512BF16"};
 
 std::vector<IsaInfo> make_table() {
-  IsaInfo avx512{
-      "avx512",
-      512,
-      "COIL_CPU_AVX512",
-      {"-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma", "-mprefer-vector-width=512"},
-      simd_link_flags(),
-      {"avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"}};
+  IsaInfo avx512{"avx512",
+                 512,
+                 "COIL_CPU_AVX512",
+                 simd_flags({"-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma",
+                             "-mprefer-vector-width=512"}),
+                 simd_link_flags(),
+                 {"avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"}};
   IsaInfo avx2{"avx2",
                256,
                "COIL_CPU_AVX2",
-               {"-mavx2", "-mfma", "-mf16c"},
+               simd_flags({"-mavx2", "-mfma", "-mf16c"}),
                simd_link_flags(),
                {"avx2", "fma", "f16c"}};
   // NEON is part of every AArch64 CPU; coil_vec.h has no NEON intrinsics yet (portable loops).
