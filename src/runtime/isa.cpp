@@ -55,7 +55,7 @@ std::vector<std::string> simd_link_flags() {
 }
 
 // The avx512/avx2 compile flags: the ISA's instructions, and COIL_USE_LIBMVEC, which makes the
-// runtime headers call libmvec's f32 expm1/tanh/sin/cos instead of SLEEF's.
+// runtime headers call libmvec's f32 expm1/log1p/tanh/sin/cos instead of SLEEF's.
 std::vector<std::string> simd_flags(std::vector<std::string> isa_flags) {
 #ifdef COIL_HAVE_LIBMVEC
   isa_flags.push_back("-DCOIL_USE_LIBMVEC");

@@ -117,7 +117,7 @@ inline bool uses_vmath_erf(const VecVariant& v) {
 
 /// The error bound of f32 expm1 on SIMD ISAs: glibc libmvec's where the build found it
 /// (COIL_USE_LIBMVEC), 2.35 ulp at worst over every float (docs/numerics.md); SLEEF's 1 ulp
-/// otherwise. libmvec's tanh, sin and cos stay within 2 ulp.
+/// otherwise. libmvec's tanh, log1p, sin and cos stay within 2 ulp.
 constexpr double kVecExpm1F32MaxUlp = 2.5;
 
 template <typename T>
@@ -278,13 +278,14 @@ TEST_P(KernelVecMathTest, ErfF32IsAccurateEverywhere) {
       GetParam().name, max_ulp, worst_x, max_abs, max_ulp_vs_scalar, in.size());
 }
 
-// f32 tanh, expm1, sin and cos densely: on avx512/avx2 they come from glibc's libmvec where the
-// build found it (COIL_USE_LIBMVEC), else from SLEEF; std:: on scalar ISAs. Every 4093rd bit
+// f32 tanh, expm1, log1p, sin and cos densely: on avx512/avx2 they come from glibc's libmvec
+// where the build found it (COIL_USE_LIBMVEC; log1p only for vectors whose lanes are all above
+// -1, SLEEF's for the others), else from SLEEF; std:: on scalar ISAs. Every 4093rd bit
 // pattern of both signs (all binades, denormals, the saturated tails, sin/cos arguments up to
 // FLT_MAX, past libmvec's fast range) and a 1e-3 grid over [-20, 20], against long double:
 // within 2 ulp (2.5 for expm1 on SIMD ISAs and for tanh); NaN, +-inf and +-0 as std:: gives
 // them (the sign of a zero included). Prints the measured errors, which docs/numerics.md quotes.
-TEST_P(KernelVecMathTest, TanhExpm1SinCosF32AreAccurateEverywhere) {
+TEST_P(KernelVecMathTest, LibmvecF32FunctionsAreAccurateEverywhere) {
   using Fn = void (*)(int, const void*, void*, int64_t);
   auto name_of = program_->fn<const char* (*)(int, int)>("unary_op_name");
   Fn run = program_->fn<Fn>("unary_f32");
@@ -311,6 +312,8 @@ TEST_P(KernelVecMathTest, TanhExpm1SinCosF32AreAccurateEverywhere) {
        2.5},
       {"expm1", [](long double x) { return std::expm1(x); }, [](float x) { return std::expm1(x); },
        simd ? kVecExpm1F32MaxUlp : 2},
+      {"log1p", [](long double x) { return std::log1p(x); }, [](float x) { return std::log1p(x); },
+       2},
       {"sin", [](long double x) { return std::sin(x); }, [](float x) { return std::sin(x); }, 2},
       {"cos", [](long double x) { return std::cos(x); }, [](float x) { return std::cos(x); }, 2},
   };

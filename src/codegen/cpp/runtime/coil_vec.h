@@ -30,7 +30,7 @@
 //   round is half-to-even); bf16/f16 conversions match coil_types.h bit for bit.
 //   exp, expm1, log, log1p, tanh, erf, sin, cos, pow are within 1 ulp (SLEEF u10) on SIMD ISAs,
 //   except f32 erf (Eigen's: within 8 ulp, 4.5e-7 absolute; |erf| <= 1, NaN/inf/0 exact) and,
-//   with COIL_USE_LIBMVEC, f32 expm1, tanh, sin, cos (glibc's libmvec: within 2 ulp);
+//   with COIL_USE_LIBMVEC, f32 expm1, log1p, tanh, sin, cos (glibc's libmvec: within 2.4 ulp);
 //   sigmoid = 1 / (1 + exp(-x)). Integer + - * wrap; integer x / 0 and x % 0 give 0.
 //   Horizontal reductions (reduce_add/mul/max/min) combine lane i with lane i + size()/2,
 //   recursively: a fixed order per ISA.

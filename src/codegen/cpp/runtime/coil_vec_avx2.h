@@ -2,7 +2,7 @@
 // is a register with all-ones lanes. Tails use vmaskmov/vpmaskmov, which never touch memory in
 // masked-off lanes; 16-bit tails are copied through a stack buffer. Transcendentals are SLEEF's
 // 1.0-ulp (u10) functions, except f32 erf (libcoil_vmath) and, with COIL_USE_LIBMVEC, f32
-// expm1/tanh/sin/cos (glibc's libmvec).
+// expm1/log1p/tanh/sin/cos (glibc's libmvec).
 #pragma once
 
 // Empty unless selected (coil_vec.h prefers AVX-512 when both macros are set).
@@ -19,10 +19,11 @@ extern "C" __m256 coil_vmath_erf_f32x8(__m256 x) noexcept __attribute__((const))
 
 #if defined(COIL_USE_LIBMVEC)
 // glibc's libmvec (-lmvec, glibc >= 2.35; runtime/isa.cpp adds both where CMake found it):
-// f32 expm1, tanh, sin and cos, 2-3x faster than SLEEF's on AVX2 and within 2 ulp over every
-// float (docs/numerics.md); the rest stay SLEEF's, as in coil_vec_avx512.h.
+// f32 expm1, log1p, tanh, sin and cos, 2-3x faster than SLEEF's on AVX2 and within 2 ulp over
+// every float (docs/numerics.md); exp and log stay SLEEF's, as in coil_vec_avx512.h.
 extern "C" {
 __m256 _ZGVdN8v_expm1f(__m256 x) noexcept __attribute__((const));
+__m256 _ZGVdN8v_log1pf(__m256 x) noexcept __attribute__((const));
 __m256 _ZGVdN8v_tanhf(__m256 x) noexcept __attribute__((const));
 __m256 _ZGVdN8v_sinf(__m256 x) noexcept __attribute__((const));
 __m256 _ZGVdN8v_cosf(__m256 x) noexcept __attribute__((const));
@@ -109,6 +110,10 @@ struct Ops<float> {
   static reg exp(reg a) { return Sleef_expf8_u10avx2(a); }
   static reg log(reg a) { return Sleef_logf8_u10avx2(a); }
   static reg log1p(reg a) {
+#if defined(COIL_USE_LIBMVEC)
+    // As on AVX-512: libmvec's unless a lane is below -1 or NaN (its scalar path there).
+    if (_mm256_movemask_ps(gt(a, set1(-1.0f))) == 0xff) return _ZGVdN8v_log1pf(a);
+#endif
     // SLEEF's log1p overflows to inf for huge x; there log(x) is within 0.1 ulp of log1p(x).
     reg r = Sleef_log1pf8_u10avx2(a);
     mask big = gt(a, set1(0x1p24f));
