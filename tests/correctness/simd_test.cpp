@@ -219,5 +219,73 @@ output s
   }
 }
 
+// A small bf16/f16 operand that every row reads is widened to f32 once per call (a stack copy
+// the loops read): a row vector with a tail (1000 = 62 x 16 + 8), one shorter than a vector,
+// a column that each row broadcasts, the 4096-element limit; not for operands read fewer than 8
+// times per element, over 4096 elements, or past the 8192-element total. Results against the
+// reference interpreter everywhere.
+TEST(Simd, SmallLowPrecisionOperandsAreWidenedOnce) {
+  for (const std::string& isa : runnable_isas()) {
+    for (const char* dtype : {"bf16", "f16"}) {
+      SCOPED_TRACE(isa + " " + dtype);
+      CompileOptions o;
+      o.isa = isa;
+      Graph g = graph_from_text(fmt::format(R"(
+input x: {0}[37, 1000]
+input w: {0}[1000]
+input v: {0}[3]
+input u: {0}[29, 3]
+input c: {0}[37, 1]
+t0 = mul(x, w)
+t1 = add(t0, c)
+y = gelu(t1)
+z = mul(u, v)
+output y
+output z
+)",
+                                            dtype));
+      const std::string src = compile(g, o).report().source;
+      if (isa == "scalar") {
+        EXPECT_EQ(src.find("coil::widen"), std::string::npos) << src;
+      } else {
+        for (const char* widened :
+             {"float in_ptr1_f32[1000];", "float in_ptr2_f32[37];", "float in_ptr1_f32[3];"})
+          EXPECT_NE(src.find(widened), std::string::npos) << widened << "\n" << src;
+      }
+      EXPECT_TRUE(matches_reference(g, testing::random_inputs(g, 11), o, 2.0));
+
+      Graph limits = graph_from_text(fmt::format(R"(
+input x: {0}[64, 4096]
+input a: {0}[4096]
+input b: {0}[4096]
+input c: {0}[4096]
+input r: {0}[4, 1000]
+input s: {0}[1000]
+input big: {0}[16, 4097]
+input bw: {0}[4097]
+t0 = mul(x, a)
+t1 = add(t0, b)
+y = mul(t1, c)
+z = add(r, s)
+q = mul(big, bw)
+output y
+output z
+output q
+)",
+                                                 dtype));
+      const std::string lsrc = compile(limits, o).report().source;
+      if (isa != "scalar") {
+        // a and b fill the 8192-element budget; c, s (4 reads per element) and bw (4097) stay.
+        EXPECT_NE(lsrc.find("float in_ptr1_f32[4096];"), std::string::npos) << lsrc;
+        EXPECT_NE(lsrc.find("float in_ptr2_f32[4096];"), std::string::npos) << lsrc;
+        EXPECT_EQ(lsrc.find("in_ptr3_f32"), std::string::npos) << lsrc;
+        EXPECT_EQ(lsrc.find("[1000];"), std::string::npos) << lsrc;
+        EXPECT_EQ(lsrc.find("[4097];"), std::string::npos) << lsrc;
+      }
+      EXPECT_TRUE(matches_reference(limits, testing::random_inputs(limits, 12), o, 2.0));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace coil

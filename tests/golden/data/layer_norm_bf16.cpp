@@ -6,6 +6,12 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 // graph nodes: y__1__0 (sum), y__4__0 (sum), y__11 (cast)
 extern "C" void cpp_fused_cast_sum_0(const coil::bfloat16* __restrict__ in_ptr0, const coil::bfloat16* __restrict__ in_ptr1, const coil::bfloat16* __restrict__ in_ptr2, coil::bfloat16* __restrict__ out_ptr0)
 {
+    // in_ptr1 (bf16[17], read 32x per element): widened to f32 once per call
+    alignas(64) float in_ptr1_f32[17];
+    coil::widen(in_ptr1, in_ptr1_f32, 17);
+    // in_ptr2 (bf16[17], read 32x per element): widened to f32 once per call
+    alignas(64) float in_ptr2_f32[17];
+    coil::widen(in_ptr2, in_ptr2_f32, 17);
     for (int64_t x0 = 0; x0 < 32; x0++)
     {
         float buf3_local[1];
@@ -61,9 +67,9 @@ extern "C" void cpp_fused_cast_sum_0(const coil::bfloat16* __restrict__ in_ptr0,
             auto tmp19 = tmp17 + tmp18;
             auto tmp20 = tmp19.rsqrt();
             auto tmp21 = tmp15 * tmp20;
-            auto tmp22 = coil::Vec<float>::loadu(&in_ptr1[x1]);
+            auto tmp22 = coil::Vec<float>::loadu(&in_ptr1_f32[x1]);
             auto tmp23 = tmp21 * tmp22;
-            auto tmp24 = coil::Vec<float>::loadu(&in_ptr2[x1]);
+            auto tmp24 = coil::Vec<float>::loadu(&in_ptr2_f32[x1]);
             auto tmp25 = tmp23 + tmp24;
             tmp25.store(&out_ptr0[17*x0 + x1]);
         }
@@ -81,9 +87,9 @@ extern "C" void cpp_fused_cast_sum_0(const coil::bfloat16* __restrict__ in_ptr0,
             auto tmp19 = tmp17 + tmp18;
             auto tmp20 = tmp19.rsqrt();
             auto tmp21 = tmp15 * tmp20;
-            auto tmp22 = coil::Vec<float>::loadu(&in_ptr1[x1], tail);
+            auto tmp22 = coil::Vec<float>::loadu(&in_ptr1_f32[x1], tail);
             auto tmp23 = tmp21 * tmp22;
-            auto tmp24 = coil::Vec<float>::loadu(&in_ptr2[x1], tail);
+            auto tmp24 = coil::Vec<float>::loadu(&in_ptr2_f32[x1], tail);
             auto tmp25 = tmp23 + tmp24;
             tmp25.store(&out_ptr0[17*x0 + x1], tail);
         }

@@ -195,6 +195,16 @@ inline constexpr int kFloatLanes = Vectorized<float>::size();
 template <typename T>
 using Vec = VecLanes<T, kFloatLanes>;
 
+/// Converts the n elements of a bf16/f16 array to f32 (exactly). A kernel whose rows all read
+/// one small 16-bit operand (a bias or a scale) widens it once per call into a stack array and
+/// loads floats from that, instead of converting the same elements again in every row.
+template <typename U>
+inline void widen(const U* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + kFloatLanes <= n; i += kFloatLanes) Vec<float>::loadu(src + i).store(dst + i);
+  if (i < n) Vec<float>::loadu(src + i, n - i).store(dst + i, n - i);
+}
+
 // ---- free functions -----------------------------------------------------------------------
 
 #define COIL_VEC_FREE_UNARY(name)                             \
