@@ -28,6 +28,10 @@ __m256 _ZGVdN8v_tanhf(__m256 x) noexcept __attribute__((const));
 __m256 _ZGVdN8v_sinf(__m256 x) noexcept __attribute__((const));
 __m256 _ZGVdN8v_cosf(__m256 x) noexcept __attribute__((const));
 }
+// The function a Vectorized<float> op calls: libmvec's where the build found it, else SLEEF's.
+#define COIL_MVEC_OR_SLEEF(sleef, mvec) mvec
+#else
+#define COIL_MVEC_OR_SLEEF(sleef, mvec) sleef
 #endif
 
 namespace coil {
@@ -119,33 +123,18 @@ struct Ops<float> {
     mask big = gt(a, set1(0x1p24f));
     return any(big) ? blend(big, r, Sleef_logf8_u10avx2(a)) : r;
   }
-#if defined(COIL_USE_LIBMVEC)
   static reg expm1(reg a) {
-    return _ZGVdN8v_expm1f(a);
+    return COIL_MVEC_OR_SLEEF(Sleef_expm1f8_u10avx2, _ZGVdN8v_expm1f)(a);
   }
   static reg tanh(reg a) {
-    return _ZGVdN8v_tanhf(a);
+    return COIL_MVEC_OR_SLEEF(Sleef_tanhf8_u10avx2, _ZGVdN8v_tanhf)(a);
   }
   static reg sin(reg a) {
-    return _ZGVdN8v_sinf(a);
+    return COIL_MVEC_OR_SLEEF(Sleef_sinf8_u10avx2, _ZGVdN8v_sinf)(a);
   }
   static reg cos(reg a) {
-    return _ZGVdN8v_cosf(a);
+    return COIL_MVEC_OR_SLEEF(Sleef_cosf8_u10avx2, _ZGVdN8v_cosf)(a);
   }
-#else
-  static reg expm1(reg a) {
-    return Sleef_expm1f8_u10avx2(a);
-  }
-  static reg tanh(reg a) {
-    return Sleef_tanhf8_u10avx2(a);
-  }
-  static reg sin(reg a) {
-    return Sleef_sinf8_u10avx2(a);
-  }
-  static reg cos(reg a) {
-    return Sleef_cosf8_u10avx2(a);
-  }
-#endif
   // Eigen's erf from libcoil_vmath: 8x faster than SLEEF's, within 8 ulp (docs/numerics.md).
   static reg erf(reg a) {
     return coil_vmath_erf_f32x8(a);

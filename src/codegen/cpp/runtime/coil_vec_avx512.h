@@ -29,6 +29,10 @@ __m512 _ZGVeN16v_tanhf(__m512 x) noexcept __attribute__((const));
 __m512 _ZGVeN16v_sinf(__m512 x) noexcept __attribute__((const));
 __m512 _ZGVeN16v_cosf(__m512 x) noexcept __attribute__((const));
 }
+// The function a Vectorized<float> op calls: libmvec's where the build found it, else SLEEF's.
+#define COIL_MVEC_OR_SLEEF(sleef, mvec) mvec
+#else
+#define COIL_MVEC_OR_SLEEF(sleef, mvec) sleef
 #endif
 
 // gcc 12's AVX-512 intrinsics pass an "undefined" register (`__m512 __Y = __Y;`) as the
@@ -131,33 +135,18 @@ struct Ops<float> {
     mask big = gt(a, set1(0x1p24f));
     return big ? blend(big, r, Sleef_logf16_u10avx512f(a)) : r;
   }
-#if defined(COIL_USE_LIBMVEC)
   static reg expm1(reg a) {
-    return _ZGVeN16v_expm1f(a);
+    return COIL_MVEC_OR_SLEEF(Sleef_expm1f16_u10avx512f, _ZGVeN16v_expm1f)(a);
   }
   static reg tanh(reg a) {
-    return _ZGVeN16v_tanhf(a);
+    return COIL_MVEC_OR_SLEEF(Sleef_tanhf16_u10avx512f, _ZGVeN16v_tanhf)(a);
   }
   static reg sin(reg a) {
-    return _ZGVeN16v_sinf(a);
+    return COIL_MVEC_OR_SLEEF(Sleef_sinf16_u10avx512f, _ZGVeN16v_sinf)(a);
   }
   static reg cos(reg a) {
-    return _ZGVeN16v_cosf(a);
+    return COIL_MVEC_OR_SLEEF(Sleef_cosf16_u10avx512f, _ZGVeN16v_cosf)(a);
   }
-#else
-  static reg expm1(reg a) {
-    return Sleef_expm1f16_u10avx512f(a);
-  }
-  static reg tanh(reg a) {
-    return Sleef_tanhf16_u10avx512f(a);
-  }
-  static reg sin(reg a) {
-    return Sleef_sinf16_u10avx512f(a);
-  }
-  static reg cos(reg a) {
-    return Sleef_cosf16_u10avx512f(a);
-  }
-#endif
   // Eigen's erf from libcoil_vmath: 8x faster than SLEEF's, within 8 ulp (docs/numerics.md).
   static reg erf(reg a) {
     return coil_vmath_erf_f32x16(a);
