@@ -473,4 +473,6 @@ inline void transpose_tile(const float* src, int64_t src_stride, float* dst, int
 
 }  // namespace coil
 
+#undef COIL_MVEC_OR_SLEEF  // only the Ops above choose with it
+
 #endif  // defined(COIL_CPU_AVX2) && !defined(COIL_CPU_AVX512)
