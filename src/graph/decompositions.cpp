@@ -20,7 +20,11 @@ class Builder {
   }
   /// Names of the graph being decomposed: temporaries must not take one a later node uses.
   static inline thread_local const std::set<std::string>* reserved = nullptr;
-  int scalar(double v, DType t) {
+  /// A 0-dim constant combined with `like`: f64 for an f64 tensor (its eps or count stays
+  /// exact), else f32, the compute dtype of every other dtype (f16/bf16 compute in f32, as
+  /// ATen's opmath does). A 0-dim operand never changes the result's dtype.
+  int scalar(double v, int like) {
+    DType t = type(like).dtype == DType::F64 ? DType::F64 : DType::F32;
     return op("full", {}, Attrs{{"shape", std::vector<int64_t>{}}, {"value", v}, {"dtype", t}});
   }
   const TensorType& type(int id) const { return g_.node(id).type; }
@@ -100,8 +104,7 @@ int decompose_mean(Graph& g, const Node& node, const std::vector<int>& in) {
   Attrs a{{"axes", axes}, {"keepdim", node.attrs.get_bool_or("mean", "keepdim", false)}};
   int x = b.to_compute(in[0]);
   int s = b.op("sum", {x}, a);
-  int y = b.op("div",
-               {s, b.scalar(static_cast<double>(reduced_count(b.type(in[0]), axes)), DType::F32)});
+  int y = b.op("div", {s, b.scalar(static_cast<double>(reduced_count(b.type(in[0]), axes)), s)});
   return b.cast_back(y, node.type.dtype);
 }
 
@@ -116,7 +119,7 @@ int decompose_var(Graph& g, const Node& node, const std::vector<int>& in) {
   int ss =
       b.op("sum", {b.op("mul", {d, d})},
            Attrs{{"axes", axes}, {"keepdim", node.attrs.get_bool_or("var", "keepdim", false)}});
-  int y = b.op("div", {ss, b.scalar(std::max(n - correction, 0.0), DType::F32)});
+  int y = b.op("div", {ss, b.scalar(std::max(n - correction, 0.0), ss)});
   return b.cast_back(y, node.type.dtype);
 }
 
@@ -129,7 +132,7 @@ int decompose_layer_norm(Graph& g, const Node& node, const std::vector<int>& in)
   int d = b.op("sub", {x, mean});
   int var = b.op("mean", {b.op("mul", {d, d})}, keep);
   double eps = node.attrs.get_float_or("layer_norm", "eps", 1e-5);
-  int rstd = b.op("rsqrt", {b.op("add", {var, b.scalar(eps, DType::F32)})});
+  int rstd = b.op("rsqrt", {b.op("add", {var, b.scalar(eps, var)})});
   int y = b.op("mul", {d, rstd});
   if (in.size() > 1) y = b.op("mul", {y, in[1]});
   if (in.size() > 2) y = b.op("add", {y, in[2]});
@@ -143,7 +146,7 @@ int decompose_rms_norm(Graph& g, const Node& node, const std::vector<int>& in) {
   int x = b.to_compute(in[0]);
   int ms = b.op("mean", {b.op("mul", {x, x})}, keep);
   double eps = node.attrs.get_float_or("rms_norm", "eps", 1e-6);
-  int y = b.op("mul", {x, b.op("rsqrt", {b.op("add", {ms, b.scalar(eps, DType::F32)})})});
+  int y = b.op("mul", {x, b.op("rsqrt", {b.op("add", {ms, b.scalar(eps, ms)})})});
   if (in.size() > 1) y = b.op("mul", {y, in[1]});
   return b.cast_back(y, node.type.dtype);
 }
@@ -165,12 +168,10 @@ int decompose_addmm(Graph& g, const Node& node, const std::vector<int>& in) {
   double alpha = node.attrs.get_float_or("addmm", "alpha", 1.0);
   double beta = node.attrs.get_float_or("addmm", "beta", 1.0);
   DType t = node.type.dtype;
-  // A 0-dim factor never changes the dtype; f64 keeps the attribute exact for f64 tensors.
-  DType factor_t = t == DType::F64 ? DType::F64 : DType::F32;
   int y = b.op("matmul", {in[1], in[2]});
-  if (alpha != 1.0) y = b.op("mul", {y, b.scalar(alpha, factor_t)});
+  if (alpha != 1.0) y = b.op("mul", {y, b.scalar(alpha, y)});
   if (beta != 0.0) {
-    int bias = beta == 1.0 ? in[0] : b.op("mul", {in[0], b.scalar(beta, factor_t)});
+    int bias = beta == 1.0 ? in[0] : b.op("mul", {in[0], b.scalar(beta, in[0])});
     y = b.op("add", {bias, y});
   }
   return b.cast_back(y, t);
@@ -181,6 +182,39 @@ int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<in
   Builder b(g, node);
   int64_t r = b.type(in[0]).rank();
   return b.op("mean", {in[0]}, Attrs{{"axes", last_axes(r, 2)}, {"keepdim", true}});
+}
+
+// Nodes that no graph output depends on. They are dropped before lowering, so that no
+// kernel computes a value nobody reads (a matmul whose result is unused had no buffer).
+static std::vector<bool> live_nodes(const Graph& g) {
+  std::vector<bool> live(static_cast<size_t>(g.num_nodes()), false);
+  for (const auto& o : g.outputs()) live[static_cast<size_t>(o.node)] = true;
+  for (int id = g.num_nodes() - 1; id >= 0; --id) {
+    if (!live[static_cast<size_t>(id)]) continue;
+    for (int i : g.node(id).inputs) live[static_cast<size_t>(i)] = true;
+  }
+  return live;
+}
+
+// The attributes of `n` with every choice its type rule made from the unbound sizes written
+// out, so that binding sizes cannot change the node's meaning: squeeze() drops the dims that
+// are statically 1; a symbolic dim bound to 1 stays, as the graph's type says.
+static Attrs frozen_attrs(const Graph& g, const Node& n) {
+  Attrs a = n.attrs;
+  if (n.op->name == "squeeze" && !a.has("dims")) {
+    const Shape& s = g.node(n.inputs[0]).type.shape;
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == sym::Expr(1)) dims.push_back(static_cast<int64_t>(i));
+    a.set("dims", dims);
+  }
+  return a;
+}
+
+static std::string bindings_str(const std::map<sym::Expr, sym::Expr>& bind) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : bind) parts.push_back(sym::to_string(k) + "=" + sym::to_string(v));
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes) {
@@ -196,33 +230,48 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
   struct Reset {
     ~Reset() { Builder::reserved = nullptr; }
   } reset;
+  std::vector<bool> live = live_nodes(g);
   std::vector<int> map(static_cast<size_t>(g.num_nodes()), -1);
   for (const auto& np : g.nodes()) {
     const Node& n = *np;
+    if (!live[static_cast<size_t>(n.id)] && n.op->name != "input") continue;
     std::vector<int> in;
     for (int i : n.inputs) in.push_back(map[static_cast<size_t>(i)]);
     int id;
-    if (n.op->name == "input") {
-      Shape s;
-      for (const auto& d : n.type.shape) {
-        sym::Expr e = sym::substitute(d, bind);
-        COIL_USER_CHECK(e.is_const(),
-                        "input {}: size '{}' is not bound; give it a value (e.g. --size {}=N)",
-                        n.name, sym::to_string(d), sym::to_string(d));
-        s.push_back(e);
+    try {
+      if (n.op->name == "input") {
+        Shape s;
+        for (const auto& d : n.type.shape) {
+          sym::Expr e = sym::substitute(d, bind);
+          COIL_USER_CHECK(e.is_const(),
+                          "input {}: size '{}' is not bound; give it a value (e.g. --size {}=N)",
+                          n.name, sym::to_string(d), sym::to_string(d));
+          s.push_back(e);
+        }
+        id = out.add_input(n.name, n.type.dtype, s);
+      } else if (n.op->name == "constant") {
+        id = out.add_constant(*n.data, n.name);
+      } else if (n.op->kind == OpKind::Composite) {
+        // Decompositions add their nodes to `out`; composites they use (var uses mean) are
+        // expanded by the second pass below.
+        Node copy = n;
+        copy.inputs = in;
+        id = n.op->decompose(out, copy, in);
+      } else {
+        id = out.add_node(n.op->name, in, frozen_attrs(g, n), n.name);
       }
-      id = out.add_input(n.name, n.type.dtype, s);
-    } else if (n.op->name == "constant") {
-      id = out.add_constant(*n.data, n.name);
-    } else if (n.op->kind == OpKind::Composite) {
-      // Decompositions add their nodes to `out`; composites they use (var uses mean) are
-      // expanded by the second pass below.
-      Node copy = n;
-      copy.inputs = in;
-      id = n.op->decompose(out, copy, in);
-    } else {
-      id = out.add_node(n.op->name, in, n.attrs, n.name);
+    } catch (const Error& e) {
+      if (bind.empty()) throw;
+      throw Error(fmt::format("{}{} (with {})", error_context(n), e.what(), bindings_str(bind)));
     }
+    // Every size-dependent choice was frozen above, so a bound type is the declared type with
+    // the sizes substituted; anything else would silently change an output's shape.
+    Shape want;
+    for (const auto& d : n.type.shape) want.push_back(sym::substitute(d, bind));
+    COIL_USER_CHECK(out.node(id).type == (TensorType{n.type.dtype, want}),
+                    "{}{}: with {} its type is {}, but the graph declares {}", error_context(n),
+                    n.op_name(), bindings_str(bind), type_str(out.node(id).type), type_str(n.type));
+    if (out.node(id).location.empty()) out.set_location(id, n.location);
     map[static_cast<size_t>(n.id)] = id;
   }
   for (const auto& o : g.outputs()) out.add_output(map[static_cast<size_t>(o.node)], o.name);

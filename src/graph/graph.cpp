@@ -47,6 +47,16 @@ bool is_identifier(std::string_view name) {
   return true;
 }
 
+std::string error_context(const Node& n) {
+  if (!n.location.empty()) return n.location + ": ";
+  return fmt::format("node {}: ", n.name);
+}
+
+void Graph::set_location(int node, std::string location) {
+  COIL_ASSERT(node >= 0 && node < num_nodes(), "set_location: no node {}", node);
+  nodes_[static_cast<size_t>(node)]->location = std::move(location);
+}
+
 std::string Graph::fresh_name() {
   std::string n;
   do n = fmt::format("t{}", next_temp_++);

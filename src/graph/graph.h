@@ -46,6 +46,7 @@ struct Node {
   TensorType type;                     // inferred
   std::string name;                    // unique value name, an identifier [A-Za-z_][A-Za-z0-9_]*
   std::shared_ptr<const Tensor> data;  // the value of a "constant" node; null otherwise
+  std::string location;  // "model.coil:4:5" where the text format defined it; empty otherwise
 
   std::string_view op_name() const;
 };
@@ -68,6 +69,8 @@ class Graph {
   int add_constant(Tensor value, const std::string& name = "");
   /// Marks a node as a graph output. An empty name reuses the node's name.
   void add_output(int node, const std::string& name = "");
+  /// Records where a node was defined (a frontend's file:line:col), for later errors.
+  void set_location(int node, std::string location);
 
   const Node& node(int id) const;
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
@@ -94,6 +97,10 @@ class Graph {
 
 /// True when `name` is a valid value name (letters, digits, '_', not starting with a digit).
 bool is_identifier(std::string_view name);
+
+/// "model.coil:4:5: " for a node with a location, else "node y: ": the prefix of an error
+/// about `n` raised after parsing (size binding, the reference interpreter).
+std::string error_context(const Node& n);
 
 /// Prints the graph in the text format (graph/text_format.h parses it back).
 std::string to_text(const Graph& g);

@@ -291,6 +291,7 @@ class Parser {
     if (accept(":")) annotation = parse_annotation();
     int id = at(op_tok,
                 [&] { return g_.add_node(op->name, std::move(inputs), std::move(attrs), name); });
+    g_.set_location(id, fmt::format("{}:{}:{}", file_, op_tok.line, op_tok.col));
     defined(id, name_tok);
     if (annotation) check_annotation(*annotation, g_.node(id));
   }

@@ -36,7 +36,9 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
 
 std::vector<int64_t> reduction_axes(const Node& node, int64_t rank) {
   std::vector<int64_t> axes;
-  if (node.attrs.has("axes")) {
+  // An empty axes list reduces every dim, as torch.sum(x, dim=[]) and ONNX's ReduceSum with
+  // noop_with_empty_axes=0 do (the ONNX importer turns the no-op form into an identity).
+  if (node.attrs.has("axes") && !node.attrs.get_ints(node.op_name(), "axes").empty()) {
     for (int64_t a : node.attrs.get_ints(node.op_name(), "axes"))
       axes.push_back(normalize_axis(node.op_name(), a, rank));
   } else if (node.attrs.has("axis")) {

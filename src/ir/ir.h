@@ -123,6 +123,8 @@ struct IrProgram {
   std::vector<int> constant_buffers;                     // per constant node (see constants)
   std::vector<int> output_buffers;                       // per graph output
   std::vector<std::shared_ptr<const Tensor>> constants;  // data of constant_buffers
+  /// What each indirect_index checks, for its error: "gather (node y), dim 0".
+  std::vector<std::string> index_checks;
 
   int add_buffer(BufferKind kind, Layout layout, int external_index = -1);
   const Buffer& buffer(int id) const { return buffers[static_cast<size_t>(id)]; }

@@ -64,7 +64,7 @@ bool BodyOp::operator==(const BodyOp& o) const {
   // NaN constants compare by bits so that CSE still merges them.
   return op == o.op && dtype == o.dtype && args == o.args && buffer == o.buffer &&
          index == o.index && std::memcmp(&fvalue, &o.fvalue, sizeof fvalue) == 0 &&
-         ivalue == o.ivalue && reduction == o.reduction;
+         ivalue == o.ivalue && reduction == o.reduction && site == o.site;
 }
 
 static size_t hash_op(const BodyOp& b) {
@@ -75,7 +75,7 @@ static size_t hash_op(const BodyOp& b) {
   uint64_t bits;
   std::memcpy(&bits, &b.fvalue, sizeof bits);
   h = h * 31u + std::hash<uint64_t>()(bits) + std::hash<int64_t>()(b.ivalue);
-  return h * 31u + static_cast<size_t>(b.reduction);
+  return (h * 31u + static_cast<size_t>(b.reduction)) * 31u + static_cast<size_t>(b.site + 1);
 }
 
 int LoopBody::add(BodyOp op) {
@@ -125,13 +125,14 @@ int LoopBody::load_indirect(int buffer, sym::Expr index, DType compute_dtype, in
   return add(std::move(b));
 }
 
-int LoopBody::indirect_index(int value, int64_t size) {
+int LoopBody::indirect_index(int value, int64_t size, int site) {
   COIL_ASSERT(size > 0, "indirect_index into an empty dim");
   BodyOp b;
   b.op = LoopOp::indirect_index;
   b.dtype = DType::I64;
   b.args[0] = value;
   b.ivalue = size;
+  b.site = site;
   return add(std::move(b));
 }
 
@@ -156,9 +157,18 @@ int LoopBody::index_expr(sym::Expr index, DType dtype) {
 }
 
 int LoopBody::to_dtype(int value, DType dtype) {
+  if (is_low_precision(dtype)) {
+    LoopOp round = dtype == DType::BF16 ? LoopOp::round_to_bf16 : LoopOp::round_to_f16;
+    if (op(value).op == round) return value;
+    return compute(round, DType::F32, {to_dtype(value, DType::F32)});
+  }
   dtype = compute_dtype(dtype);
   if (dtype_of(value) == dtype) return value;
   return compute(LoopOp::to_dtype, dtype, {value});
+}
+
+int LoopBody::stored_value(int value, DType storage) {
+  return to_dtype(to_dtype(value, storage), compute_dtype(storage));
 }
 
 int LoopBody::compute(LoopOp op, DType dtype, std::initializer_list<int> args) {

@@ -34,6 +34,7 @@ struct BodyOp {
   double fvalue = 0;                       // constant (floating dtypes)
   int64_t ivalue = 0;                      // constant (integer and bool dtypes)
   ReductionType reduction = ReductionType::sum;  // reduction
+  int site = -1;  // indirect_index: its entry in IrProgram::index_checks (what to name on error)
 
   bool operator==(const BodyOp& o) const;
 };
@@ -43,11 +44,16 @@ class LoopBody {
   int load(int buffer, sym::Expr index, DType compute_dtype);
   int constant(double value, DType dtype);
   int index_expr(sym::Expr index, DType dtype);
-  /// An i64 index into a dim of `size` elements from the integer `value` (loop_ops.h).
-  int indirect_index(int value, int64_t size);
+  /// An i64 index into a dim of `size` elements from the integer `value` (loop_ops.h);
+  /// `site` names the op in an out-of-range error (IrProgram::index_checks).
+  int indirect_index(int value, int64_t size, int site);
   /// A load whose `index` may use indirect_var(), standing for the indirect_index `ind`.
   int load_indirect(int buffer, sym::Expr index, DType compute_dtype, int ind);
+  /// `value` converted to `dtype`; to f16/bf16 it is rounded and stays f32 (loop_ops.h).
   int to_dtype(int value, DType dtype);
+  /// What a load of a `storage` buffer returns after a store of `value` to it (the store
+  /// converts, f16/bf16 round): the value that store-to-load forwarding must use.
+  int stored_value(int value, DType storage);
   /// Unary/binary/ternary math op; `dtype` is the result dtype.
   int compute(LoopOp op, DType dtype, std::initializer_list<int> args);
   int reduction(ReductionType type, int value, DType result_dtype);

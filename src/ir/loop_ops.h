@@ -4,15 +4,19 @@
 // missing op a compile error (-Wswitch).
 //
 // Value semantics: every value in a loop body has a compute dtype (bool, u8, i8, i32, i64,
-// f32, f64; never f16/bf16, which load as f32 and are rounded on store). Float ops follow
+// f32, f64; never f16/bf16, which load as f32 and are rounded on store). A conversion to
+// f16/bf16 inside a body (an explicit cast, a promoted operand, a forwarded store) is a
+// round_to_f16/round_to_bf16 op: an f32 value with the precision of the narrow type, so that
+// no rewrite can drop the rounding by mistaking the conversion for f32 -> f32. Float ops follow
 // IEEE with no fast-math; integer division by zero is a user error in the reference and
 // undefined in generated code (as in PyTorch).
 //
 // Indirect indexing (gather): `indirect_index(v)` turns an integer value v into an i64 index
-// into a dim of size `ivalue`: v + size when v < 0 (ONNX/numpy wrapping), then clamped into
-// [0, size), so generated code never reads out of bounds (the reference interpreter reports an
-// out-of-range index as an error instead). A `load` whose args[0] is such a value may use the
-// symbol indirect_var() ("ind") in its index, standing for that value.
+// into a dim of size `ivalue`: v + size when v < 0 (ONNX/numpy wrapping). An index still
+// outside [0, size) is an error, as in torch and the reference interpreter: generated code
+// records the first one (value, size and the op, BodyOp::site) and clamps it so that nothing
+// is read out of bounds, and the run then raises it as a coil::Error. A `load` whose args[0] is
+// such a value may use the symbol indirect_var() ("ind") in its index, standing for that value.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +33,8 @@ namespace coil {
   X(indirect_index, 1, "an integer value as a clamped index (gather)")    \
   /* conversion */                                                        \
   X(to_dtype, 1, "static_cast to the op's dtype")                         \
+  X(round_to_bf16, 1, "f32 rounded to the nearest bfloat16, kept as f32") \
+  X(round_to_f16, 1, "f32 rounded to the nearest half, kept as f32")      \
   /* unary math */                                                        \
   X(abs, 1, "|x|")                                                        \
   X(neg, 1, "-x")                                                         \

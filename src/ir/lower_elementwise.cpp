@@ -65,7 +65,7 @@ static int emit_elementwise(LoopBody& b, const Node& node, DType t, DType out,
   }
   if (name == "silu")
     return b.compute(LoopOp::mul, ct, {v[0], b.compute(LoopOp::sigmoid, ct, {v[0]})});
-  if (name == "cast") return b.to_dtype(v[0], out);
+  if (name == "cast") return t == out ? v[0] : b.to_dtype(v[0], out);
   if (name == "clamp") {
     int x = v[0];
     if (node.attrs.has("min"))
@@ -107,8 +107,10 @@ TensorBox lower_elementwise(LowerContext&, const Node& node, const std::vector<T
         std::vector<int> v;
         for (size_t i = 0; i < in.size(); ++i) {
           int x = in[i].load(b, broadcast_index(in[i].sizes, shape, idx));
+          // A promoted operand is converted (a 0-dim f32 compared with a bf16 tensor is
+          // rounded to bf16 first, as torch does); one already of operand_t is not.
           bool is_cond = is_where && i == 0;
-          v.push_back(is_cond ? x : b.to_dtype(x, operand_t));
+          v.push_back(is_cond || in[i].dtype == operand_t ? x : b.to_dtype(x, operand_t));
         }
         return emit_elementwise(b, *np, operand_t, out, v);
       }};

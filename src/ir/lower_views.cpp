@@ -138,12 +138,15 @@ TensorBox lower_gather(LowerContext& ctx, const Node& node, const std::vector<Te
   const size_t k = indices.sizes.size();
   const int buffer = data.buffer;
   const int64_t n = *size;
+  const int site = static_cast<int>(ctx.program.index_checks.size());
+  ctx.program.index_checks.push_back(
+      fmt::format("{} (node {}), dim {}", node.op_name(), node.name, axis));
   return TensorBox{
       node.type.dtype, node.type.shape,
-      [indices, layout, axis, k, buffer, n](LoopBody& b, const Index& idx) {
+      [indices, layout, axis, k, buffer, n, site](LoopBody& b, const Index& idx) {
         Index at(idx.begin() + static_cast<std::ptrdiff_t>(axis),
                  idx.begin() + static_cast<std::ptrdiff_t>(axis + k));
-        int ind = b.indirect_index(indices.load(b, at), n);
+        int ind = b.indirect_index(indices.load(b, at), n, site);
         Index src(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(axis));
         src.push_back(indirect_var());
         src.insert(src.end(), idx.begin() + static_cast<std::ptrdiff_t>(axis + k), idx.end());

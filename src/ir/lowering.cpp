@@ -192,6 +192,7 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
   }
   ctx.program.output_buffers = out_buffer;
   simplify_indices(ctx.program);
+  elide_store_rounding(ctx.program);
   COIL_LOG(ir, "loop IR:\n{}", to_string(ctx.program));
   return std::move(ctx.program);
 }
@@ -222,6 +223,44 @@ void simplify_indices(IrProgram& program) {
       remap.push_back(id);
     }
     c.body = std::move(simplified);
+  }
+}
+
+static bool rounds_to(const BodyOp& op, DType storage) {
+  return (op.op == LoopOp::round_to_bf16 && storage == DType::BF16) ||
+         (op.op == LoopOp::round_to_f16 && storage == DType::F16);
+}
+
+void elide_store_rounding(IrProgram& program) {
+  for (ComputedBuffer& c : program.computations) {
+    std::vector<BodyOp> ops = c.body.ops();
+    bool changed = false;
+    for (BodyOp& op : ops) {
+      if (op.op != LoopOp::store) continue;
+      const BodyOp& value = ops[static_cast<size_t>(op.args[0])];
+      if (!rounds_to(value, program.buffer(op.buffer).layout.dtype)) continue;
+      op.args[0] = value.args[0];
+      changed = true;
+    }
+    if (!changed) continue;
+    // Keep what a store or reduction (the effects) still reaches.
+    std::vector<bool> live(ops.size(), false);
+    for (size_t i = ops.size(); i-- > 0;) {
+      if (ops[i].op == LoopOp::store || ops[i].op == LoopOp::reduction) live[i] = true;
+      if (!live[i]) continue;
+      for (int a : ops[i].args)
+        if (a >= 0) live[static_cast<size_t>(a)] = true;
+    }
+    LoopBody body;
+    std::vector<int> remap(ops.size(), -1);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!live[i]) continue;
+      BodyOp op = ops[i];
+      for (int& a : op.args)
+        if (a >= 0) a = remap[static_cast<size_t>(a)];
+      remap[i] = body.append(std::move(op));
+    }
+    c.body = std::move(body);
   }
 }
 

@@ -75,4 +75,8 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options = {});
 /// Simplifies every index of every computation with its loop ranges known (run by lower_graph).
 void simplify_indices(IrProgram& program);
 
+/// Stores round to their buffer's dtype anyway: a store of round_to_bf16(v) into a bf16 buffer
+/// (f16 alike) stores v instead, and ops nothing uses any more are dropped (run by lower_graph).
+void elide_store_rounding(IrProgram& program);
+
 }  // namespace coil

@@ -65,6 +65,17 @@ constexpr Flag kCommonFlags[] = {
     {"-Wno-unknown-pragmas", "kernels carry pragmas meant for the other compiler"},
 };
 
+// g++ only: clang rejects these flags.
+constexpr Flag kGccFlags[] = {
+    {"-fno-tree-sink",
+     "works around a g++ 12 wrong-code bug: when the loop vectorizer SLP-vectorizes a group of "
+     "masked loads into several vectors, every vector gets the mask of the first one (a where() "
+     "on a [N, 3, 2] tensor read zeros). Generated code loads "
+     "unconditionally (indices are clamped), so its masked loads come only from tree-sink "
+     "moving a load into the arm of the ?: that uses it; without sinking there are none. "
+     "No measurable run-time cost"},
+};
+
 bool is_executable_file(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
@@ -147,6 +158,7 @@ std::vector<std::string> Toolchain::base_flags() const {
     append(kReleaseFlags);
   }
   append(kCommonFlags);
+  if (!is_clang) append(kGccFlags);
   return flags;
 }
 

@@ -1,6 +1,6 @@
 // gather with dynamic indices (an indirect load in the loop IR) against the reference
 // interpreter: axes, index ranks and dtypes, negative indices, bf16 data, fused consumers and
-// an embedding lookup; plus clamping of out-of-range indices in compiled code.
+// an embedding lookup; plus the bounds check of indices in compiled code.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -110,26 +110,47 @@ output s
                              1000));
 }
 
-TEST(Gather, OutOfRangeIndicesAreClampedInCompiledCode) {
+// torch raises on an out-of-range index and so does the reference interpreter: compiled code
+// checks every indirect index too (Inductor's bounds asserts) and the run raises a coil::Error
+// naming the gather, its node, the index and the size; it never reads out of bounds.
+TEST(Gather, OutOfRangeIndexIsAnErrorNamingTheNodeAndIndex) {
   Graph g = graph_from_text(R"(
 input x: f32[3, 2]
 input i: i64[4]
 y = gather(x, i)
-output y
+z = neg(y)
+output z
 )");
   std::vector<Tensor> in = random_inputs(g);
-  const double idx[] = {5, -9, 1, -1};  // clamp to 2, 0; 1; wrap to 2
-  for (int64_t k = 0; k < 4; ++k) in[1].set_from_double(k, idx[k]);
   CompiledModel m = compile(g);
-  Tensor y = m.run(in)[0];
-  const int64_t rows[] = {2, 0, 1, 2};
-  for (int64_t k = 0; k < 4; ++k)
-    for (int64_t c = 0; c < 2; ++c)
-      EXPECT_EQ(y.item_as_double(k * 2 + c), in[0].item_as_double(rows[k] * 2 + c)) << k;
-  EXPECT_THROW(interpret(g, in), Error);
+  for (double bad : {3.0, -4.0, 1e6}) {
+    const double idx[] = {1, -1, bad, 0};
+    for (int64_t k = 0; k < 4; ++k) in[1].set_from_double(k, idx[k]);
+    std::string compiled, reference;
+    try {
+      m.run(in);
+    } catch (const Error& e) {
+      compiled = e.what();
+    }
+    try {
+      interpret(g, in);
+    } catch (const Error& e) {
+      reference = e.what();
+    }
+    EXPECT_NE(compiled.find("gather (node y), dim 0: index " + fmt::format("{}", bad) +
+                            " is out of range for a dim of size 3"),
+              std::string::npos)
+        << compiled;
+    EXPECT_NE(reference.find("out of range"), std::string::npos) << reference;
+  }
+  // The error is per run: in-range indices afterwards run normally.
+  const double ok[] = {2, -3, 0, 1};
+  for (int64_t k = 0; k < 4; ++k) in[1].set_from_double(k, ok[k]);
+  EXPECT_TRUE(matches_reference(g, in));
+  EXPECT_NO_THROW(m.run(in));
 }
 
-TEST(Gather, CompiledCodeClampsAndTritonRefuses) {
+TEST(Gather, CompiledCodeChecksAndTritonRefuses) {
   Graph g = graph_from_text(R"(
 input x: f32[50, 64]
 input i: i32[4, 17]
@@ -138,7 +159,8 @@ output y
 )");
   CompileOptions cpu;
   std::string source = compile(g, cpu).report().source;
-  EXPECT_NE(source.find("std::min<int64_t>(std::max<int64_t>("), std::string::npos) << source;
+  EXPECT_NE(source.find("coil::checked_index("), std::string::npos) << source;
+  EXPECT_NE(source.find("\"gather (node y), dim 0\""), std::string::npos) << source;
   CompileOptions cuda;
   cuda.device = "cuda";
   try {

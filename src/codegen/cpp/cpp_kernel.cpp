@@ -180,7 +180,8 @@ class KernelPrinter final : public NestPrinter {
           if (op.op == LoopOp::load) {
             auto it = stored.find({op.buffer, op.index.get()});
             if (it != stored.end()) {
-              remap.push_back(it->second);
+              // What the load would read back: the value converted to the buffer's dtype.
+              remap.push_back(n.body.stored_value(it->second, p_.buffer(op.buffer).layout.dtype));
               continue;
             }
           }

@@ -31,6 +31,23 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
             target.vec_lanes);
   }
   w.line();
+  if (!program.index_checks.empty()) {
+    // Gathers check their indices (coil_kernel.h): the first bad one of a run is kept here
+    // and read back by CompiledModel::run through coil_graph_index_error.
+    w.line("static coil::IndexError coil_index_error;");
+    w.line("static const char* const coil_index_checks[] = {");
+    for (const std::string& c : program.index_checks) w.linef("    \"{}\",", c);
+    w.line("};");
+    w.linef("extern \"C\" const char* {}(int64_t* value, int64_t* size)", kGraphIndexErrorSymbol);
+    w.open();
+    w.line("const int site = coil_index_error.site.exchange(-1);");
+    w.line("if (site < 0) return nullptr;");
+    w.line("*value = coil_index_error.value;");
+    w.line("*size = coil_index_error.size;");
+    w.line("return coil_index_checks[site];");
+    w.close();
+    w.line();
+  }
   for (size_t k = 0; k < schedule.kernels.size(); ++k) {
     CppKernelSource ks = generate_cpp_kernel(program, schedule, k, target);
     w.raw(ks.code);

@@ -138,14 +138,21 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
       COIL_UNREACHABLE("{} is printed by the kernel", loop_op_name(op.op));
     case LoopOp::constant:
       return cpp_literal(op.fvalue, op.ivalue, op.dtype);
-    case LoopOp::indirect_index: {
-      // Wrap a negative index once, then clamp into [0, size): never out of bounds.
-      std::string v = fmt::format("static_cast<int64_t>({})", a(0));
-      return fmt::format("std::min<int64_t>(std::max<int64_t>({0} < 0 ? {0} + {1} : {0}, 0), {2})",
-                         v, op.ivalue, op.ivalue - 1);
-    }
+    case LoopOp::indirect_index:
+      // Wraps a negative index once; one still out of range is recorded for the run's error
+      // and clamped, so nothing is read out of bounds (coil_kernel.h).
+      return fmt::format("coil::checked_index(static_cast<int64_t>({}), {}, coil_index_error, {})",
+                         a(0), op.ivalue, op.site);
     case LoopOp::to_dtype:
+      // int -> float through coil::int_to_float: g++ folds (float)(int)x into trunc(x), -0.0
+      // for x in (-1, 0] (coil_kernel.h).
+      if (fp && !is_floating(arg_dtypes[0]) && arg_dtypes[0] != DType::Bool)
+        return fmt::format("coil::int_to_float<{}>({})", ty, a(0));
       return fmt::format("static_cast<{}>({})", ty, a(0));
+    case LoopOp::round_to_bf16:
+      return fmt::format("static_cast<float>(coil::bfloat16({}))", a(0));
+    case LoopOp::round_to_f16:
+      return fmt::format("static_cast<float>(coil::half({}))", a(0));
     case LoopOp::abs:
       return fp ? fmt::format("std::abs({})", a(0))
                 : fmt::format("static_cast<{}>(std::abs({}))", ty, a(0));

@@ -61,6 +61,8 @@ bool vectorizable_op(const BodyOp& op) {
     case LoopOp::ceil:
     case LoopOp::round:
     case LoopOp::sign:
+    case LoopOp::round_to_bf16:
+    case LoopOp::round_to_f16:
     case LoopOp::add:
     case LoopOp::sub:
     case LoopOp::mul:
@@ -649,10 +651,13 @@ bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel) {
   for (int i = 0; i < static_cast<int>(n.body.ops().size()); ++i) {
     const BodyOp& op = n.body.op(i);
     if (op.op != LoopOp::load) continue;
-    int64_t s1 = stride_along(a, op.index, x1), s0 = stride_along(a, op.index, x0);
-    if (s1 != 0 && s1 != 1 && s0 == 1) {
+    // A tile reads element (x0 + a, x1 + b) at start + a + b * s1: the index must be affine in
+    // both loops with constant coefficients (x0 + 2*(x1 % 2) has a stride along x1 nowhere).
+    auto s1 = a.linear_stride(op.index, x1), s0 = a.linear_stride(op.index, x0);
+    int64_t s1c = s1 ? s1->as_const().value_or(0) : 0;
+    if (s0 && s0->as_const() == 1 && s1c > 1) {
       tiles[i] = p.tmp(n, i) + "_tile";
-      tile_strides[i] = s1;
+      tile_strides[i] = s1c;
     }
   }
   if (tiles.empty()) return false;

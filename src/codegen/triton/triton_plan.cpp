@@ -448,7 +448,13 @@ class Planner {
           if (op.op == LoopOp::load) {
             auto it = stored.find({op.buffer, op.index.get()});
             if (it != stored.end()) {
-              remap.push_back(it->second);
+              // What the load would read back: the value converted to the buffer's dtype.
+              size_t known = k.body.ops().size();
+              remap.push_back(k.body.stored_value(it->second, p_.buffer(op.buffer).layout.dtype));
+              for (size_t j = known; j < k.body.ops().size(); ++j) {
+                k.op_nest.push_back(static_cast<int>(n));
+                k.reused.push_back(false);
+              }
               continue;
             }
             if (written.count(op.buffer)) {

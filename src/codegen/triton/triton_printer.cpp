@@ -161,6 +161,10 @@ std::string triton_op(const BodyOp& op, const std::vector<std::string>& args,
       // Triton converts to int1 by truncation; torch's bool() is `!= 0`.
       if (op.dtype == DType::Bool) return fmt::format("{} != 0", a(0));
       return fmt::format("{}.to({})", a(0), ty);
+    case LoopOp::round_to_bf16:
+      return fmt::format("{}.to(tl.bfloat16).to(tl.float32)", a(0));
+    case LoopOp::round_to_f16:
+      return fmt::format("{}.to(tl.float16).to(tl.float32)", a(0));
     case LoopOp::abs:
       return fmt::format("tl.abs({})", a(0));
     case LoopOp::neg:

@@ -13,7 +13,7 @@ def _coil_maximum(a, b):
 
 
 # graph nodes: t (mul), y__1 (max), y__3 (exp), y__4 (sum), y__7 (cast)
-@heuristics.persistent_reduction(size_hints={'x': 256, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_cast_exp_max_mul_sum_0', kernel_hash='030377605fe61329745d328d246f4ad2')
+@heuristics.persistent_reduction(size_hints={'x': 256, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_cast_exp_max_mul_sum_0', kernel_hash='abc8b5a29fd5118cd178d181a0a9e9af')
 @triton.jit
 def triton_per_fused_cast_exp_max_mul_sum_0(in_ptr0, in_ptr1, out_ptr0, out_ptr1, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 256
@@ -29,17 +29,18 @@ def triton_per_fused_cast_exp_max_mul_sum_0(in_ptr0, in_ptr1, out_ptr0, out_ptr1
     tmp1 = tl.load(in_ptr1 + (r0_0), r0_mask, eviction_policy='evict_last', other=0.0).to(tl.float32)
     tmp2 = tmp0 * tmp1
     tl.store(out_ptr0 + (r0_0 + 1000*x0), tmp2.to(tl.bfloat16), r0_mask)
-    tmp14 = tl.broadcast_to(tmp2, [XBLOCK, R0_BLOCK])
-    tmp15 = tl.where(r0_mask, tmp14, float("-inf"))
-    tmp4 = tl.reduce(tmp15, 1, _coil_maximum)[:, None]
-    tmp6 = tmp2 - tmp4
-    tmp7 = tl.exp(tmp6)
-    tmp16 = tl.broadcast_to(tmp7, [XBLOCK, R0_BLOCK])
-    tmp17 = tl.where(r0_mask, tmp16, 0)
-    tmp9 = tl.sum(tmp17, 1)[:, None]
-    tmp11 = 1.0 / tmp9
-    tmp12 = tmp7 * tmp11
-    tl.store(out_ptr1 + (r0_0 + 1000*x0), tmp12.to(tl.bfloat16), r0_mask)
+    tmp4 = tmp2.to(tl.bfloat16).to(tl.float32)
+    tmp15 = tl.broadcast_to(tmp4, [XBLOCK, R0_BLOCK])
+    tmp16 = tl.where(r0_mask, tmp15, float("-inf"))
+    tmp5 = tl.reduce(tmp16, 1, _coil_maximum)[:, None]
+    tmp7 = tmp4 - tmp5
+    tmp8 = tl.exp(tmp7)
+    tmp17 = tl.broadcast_to(tmp8, [XBLOCK, R0_BLOCK])
+    tmp18 = tl.where(r0_mask, tmp17, 0)
+    tmp10 = tl.sum(tmp18, 1)[:, None]
+    tmp12 = 1.0 / tmp10
+    tmp13 = tmp8 * tmp12
+    tl.store(out_ptr1 + (r0_0 + 1000*x0), tmp13.to(tl.bfloat16), r0_mask)
 
 
 def call(args):

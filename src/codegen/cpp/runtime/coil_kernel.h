@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -55,6 +56,19 @@ inline T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
+/// An integer converted to a floating type (the to_dtype op). g++ 12 with -fno-trapping-math
+/// and SSE4.1 folds (float)(int)x into trunc(x) (match.pd, in forwprop), which keeps the sign
+/// of zero: x in (-1, -0] gives -0.0, where C++ and torch give +0.0. Adding +0.0 turns -0.0
+/// into +0.0 and changes no other value (an integer never converts to -0.0); it must be a
+/// statement of its own: in one expression g++ drops it (a converted integer is never -0.0)
+/// before the trunc fold. One add (vaddps) per element, vectorized.
+template <typename To, typename From>
+inline To int_to_float(From x) {
+  To r = static_cast<To>(x);
+  r += To(0);
+  return r;
+}
+
 template <typename T>
 inline T sign(T x) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -87,6 +101,27 @@ inline T ipow(T base, T exp) {
     base = static_cast<T>(base * base);
   }
   return result;
+}
+
+/// The first out-of-range gather index of a run. A module with gathers defines one
+/// (`coil_index_error`, internal to its shared object); checked_index records into it, and
+/// coil_graph_index_error hands it to CompiledModel::run, which raises it as a coil::Error.
+struct IndexError {
+  std::atomic<int> site{-1};  // the IrProgram::index_checks entry; -1: no error
+  int64_t value = 0, size = 0;
+};
+
+/// `v` as an index into a dim of `size`: a negative v wraps once (numpy/ONNX); an index still
+/// out of range is recorded (the first one wins) and clamped, so nothing reads out of bounds.
+inline int64_t checked_index(int64_t v, int64_t size, IndexError& error, int site) {
+  const int64_t w = v < 0 ? v + size : v;
+  if (__builtin_expect(w >= 0 && w < size, 1)) return w;
+  int none = -1;
+  if (error.site.compare_exchange_strong(none, site)) {
+    error.value = v;
+    error.size = size;
+  }
+  return w < 0 ? 0 : size - 1;
 }
 
 /// Integer fmod (C's truncating %). A zero divisor gives 0 instead of trapping (SIGFPE):

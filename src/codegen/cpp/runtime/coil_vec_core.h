@@ -215,6 +215,16 @@ class Vectorized : public VecMembers<Vectorized<T>, T> {
       return *this;
     }
   }
+  /// Each lane rounded to the nearest bfloat16 / half and widened back: what a store to and a
+  /// load from such a buffer give (the IR's round_to_bf16 / round_to_f16).
+  Vectorized round_to_bf16() const { return rounded_to<bfloat16>(); }
+  Vectorized round_to_f16() const { return rounded_to<half>(); }
+  template <typename U>
+  Vectorized rounded_to() const {
+    alignas(kVecAlign) U buf[size()];
+    this->store(buf);
+    return loadu(buf);
+  }
   Vectorized trunc() const {
     if constexpr (kFloat) {
       return Ops::trunc(v_);
@@ -338,6 +348,21 @@ int64_t stream_head(const T* p, int64_t n) {
   const int64_t head =
       misaligned == 0 ? 0 : static_cast<int64_t>((kBytes - misaligned) / sizeof(T));
   return head < n ? head : n;
+}
+
+/// transpose_tile of a bfloat16 or half source (the ISA headers' takes f32): each source row is
+/// widened to f32 with Vectorized's converting load, then the f32 tile is transposed.
+template <typename U, std::enable_if_t<!std::is_same_v<U, float>, int> = 0>
+inline void transpose_tile(const U* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                           int64_t src_rows, int64_t src_cols) {
+  constexpr int64_t kLanes = Vectorized<float>::size();
+  alignas(kVecAlign) float wide[kLanes * kLanes];
+  for (int64_t i = 0; i < kLanes; ++i) {
+    Vectorized<float> row = i < src_rows ? Vectorized<float>::loadu(src + i * src_stride, src_cols)
+                                         : Vectorized<float>();
+    row.store(wide + i * kLanes);
+  }
+  transpose_tile(wide, kLanes, dst, dst_stride, kLanes, kLanes);
 }
 
 }  // namespace coil
