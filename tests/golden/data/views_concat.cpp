@@ -11,7 +11,7 @@ extern "C" void cpp_fused_concat_0(const int32_t* __restrict__ in_ptr0, const fl
         for (int64_t x1 = 0; x1 < 3; x1++)
         {
             int32_t tmp0 = in_ptr0[x1 + 3*std::max<int64_t>(0, -12 + x0)];
-            float tmp1 = static_cast<float>(tmp0);
+            float tmp1 = coil::int_to_float<float>(tmp0);
             float tmp2 = in_ptr1[5 + x1 + 10*std::min<int64_t>(11, x0)];
             int64_t tmp3 = x0;
             int64_t tmp4 = 12;
