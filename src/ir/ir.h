@@ -116,6 +116,22 @@ struct ComputedBuffer {
 sym::Expr loop_var(int i);
 sym::Expr reduction_var(int i);
 
+/// A condition that torch and the reference interpreter raise an error for and that generated
+/// code checks while it runs: the first one that fails in a run is recorded (coil_kernel.h's
+/// RunError) and CompiledModel::run raises it with run_check_message.
+struct RunCheck {
+  enum class Kind {
+    index_in_range,        // gather: value is the index, limit the dim's size
+    nonzero_divisor,       // integer fmod: value is the dividend
+    nonnegative_exponent,  // integer pow: value is the exponent, limit the base
+  };
+  Kind kind = Kind::index_in_range;
+  std::string op;  // what failed: "gather (node y), dim 0", "fmod (node z)"
+};
+
+/// "gather (node y), dim 0: index 7 is out of range for a dim of size 5 (valid: -5 to 4)"
+std::string run_check_message(const RunCheck& check, int64_t value, int64_t limit);
+
 struct IrProgram {
   std::vector<Buffer> buffers;
   std::vector<ComputedBuffer> computations;              // execution order
@@ -123,8 +139,8 @@ struct IrProgram {
   std::vector<int> constant_buffers;                     // per constant node (see constants)
   std::vector<int> output_buffers;                       // per graph output
   std::vector<std::shared_ptr<const Tensor>> constants;  // data of constant_buffers
-  /// What each indirect_index checks, for its error: "gather (node y), dim 0".
-  std::vector<std::string> index_checks;
+  /// What generated code checks at run time (BodyOp::site indexes this).
+  std::vector<RunCheck> run_checks;
 
   int add_buffer(BufferKind kind, Layout layout, int external_index = -1);
   const Buffer& buffer(int id) const { return buffers[static_cast<size_t>(id)]; }

@@ -171,12 +171,13 @@ int LoopBody::stored_value(int value, DType storage) {
   return to_dtype(to_dtype(value, storage), compute_dtype(storage));
 }
 
-int LoopBody::compute(LoopOp op, DType dtype, std::initializer_list<int> args) {
+int LoopBody::compute(LoopOp op, DType dtype, std::initializer_list<int> args, int site) {
   COIL_ASSERT(static_cast<int>(args.size()) == loop_op_arity(op), "{} takes {} operands, got {}",
               loop_op_name(op), loop_op_arity(op), args.size());
   BodyOp b;
   b.op = op;
   b.dtype = compute_dtype(dtype);
+  b.site = site;
   size_t i = 0;
   for (int a : args) b.args[i++] = a;
   return add(std::move(b));

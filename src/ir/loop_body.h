@@ -34,7 +34,7 @@ struct BodyOp {
   double fvalue = 0;                       // constant (floating dtypes)
   int64_t ivalue = 0;                      // constant (integer and bool dtypes)
   ReductionType reduction = ReductionType::sum;  // reduction
-  int site = -1;  // indirect_index: its entry in IrProgram::index_checks (what to name on error)
+  int site = -1;  // indirect_index, integer fmod/pow: its IrProgram::run_checks entry, or -1
 
   bool operator==(const BodyOp& o) const;
 };
@@ -45,7 +45,7 @@ class LoopBody {
   int constant(double value, DType dtype);
   int index_expr(sym::Expr index, DType dtype);
   /// An i64 index into a dim of `size` elements from the integer `value` (loop_ops.h);
-  /// `site` names the op in an out-of-range error (IrProgram::index_checks).
+  /// `site` is its IrProgram::run_checks entry.
   int indirect_index(int value, int64_t size, int site);
   /// A load whose `index` may use indirect_var(), standing for the indirect_index `ind`.
   int load_indirect(int buffer, sym::Expr index, DType compute_dtype, int ind);
@@ -54,8 +54,9 @@ class LoopBody {
   /// What a load of a `storage` buffer returns after a store of `value` to it (the store
   /// converts, f16/bf16 round): the value that store-to-load forwarding must use.
   int stored_value(int value, DType storage);
-  /// Unary/binary/ternary math op; `dtype` is the result dtype.
-  int compute(LoopOp op, DType dtype, std::initializer_list<int> args);
+  /// Unary/binary/ternary math op; `dtype` is the result dtype; `site`: the run check it makes
+  /// (integer fmod and pow), an IrProgram::run_checks entry.
+  int compute(LoopOp op, DType dtype, std::initializer_list<int> args, int site = -1);
   int reduction(ReductionType type, int value, DType result_dtype);
   int store(int buffer, sym::Expr index, int value);
   /// Appends a fully formed op (operands already positions in this body), with CSE.

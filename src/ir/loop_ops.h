@@ -15,8 +15,10 @@
 // into a dim of size `ivalue`: v + size when v < 0 (ONNX/numpy wrapping). An index still
 // outside [0, size) is an error, as in torch and the reference interpreter: generated code
 // records the first one (value, size and the op, BodyOp::site) and clamps it so that nothing
-// is read out of bounds, and the run then raises it as a coil::Error. A `load` whose args[0] is
-// such a value may use the symbol indirect_var() ("ind") in its index, standing for that value.
+// is read out of bounds, and the run then raises it as a coil::Error. Integer fmod by zero and
+// integer pow with a negative exponent are checked the same way (BodyOp::site >= 0). A `load` whose
+// args[0] is such a value may use the symbol indirect_var() ("ind") in its index, standing for that
+// value.
 #pragma once
 
 #include <cstdint>

@@ -44,7 +44,7 @@ TensorBox lower_iota(LowerContext&, const Node& node, const std::vector<TensorBo
 /// Builds the element computation of one elementwise node from its operands' values, which
 /// are already converted to the promoted compute dtype `t`.
 static int emit_elementwise(LoopBody& b, const Node& node, DType t, DType out,
-                            const std::vector<int>& v) {
+                            const std::vector<int>& v, int site) {
   std::string_view name = node.op_name();
   DType ct = compute_dtype(out);
   auto c = [&](double x) { return b.constant(x, ct); };
@@ -80,13 +80,24 @@ static int emit_elementwise(LoopBody& b, const Node& node, DType t, DType out,
     case 1:
       return b.compute(op, ct, {v[0]});
     case 2:
-      return b.compute(op, ct, {v[0], v[1]});
+      return b.compute(op, ct, {v[0], v[1]}, site);
     default:
       return b.compute(op, ct, {v[0], v[1], v[2]});
   }
 }
 
-TensorBox lower_elementwise(LowerContext&, const Node& node, const std::vector<TensorBox>& in) {
+/// Integer fmod by zero and integer pow with a negative exponent raise in torch and in the
+/// reference: such a node gets a run check (IrProgram::run_checks), -1 otherwise.
+static int run_check_site(LowerContext& ctx, const Node& node, DType compute_t) {
+  std::string_view name = node.op_name();
+  if (is_floating(compute_t) || (name != "fmod" && name != "pow")) return -1;
+  ctx.program.run_checks.push_back(
+      {name == "fmod" ? RunCheck::Kind::nonzero_divisor : RunCheck::Kind::nonnegative_exponent,
+       fmt::format("{} (node {})", name, node.name)});
+  return static_cast<int>(ctx.program.run_checks.size()) - 1;
+}
+
+TensorBox lower_elementwise(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
   std::vector<TensorType> types;
   for (const TensorBox& t : in) types.push_back(TensorType{t.dtype, t.sizes});
   std::vector<const TensorType*> type_ptrs;
@@ -101,9 +112,11 @@ TensorBox lower_elementwise(LowerContext&, const Node& node, const std::vector<T
   if (node.op_name() == "cast") operand_t = in[0].dtype;
   Shape shape = node.type.shape;
   const Node* np = &node;
+  const int site = run_check_site(ctx, node, compute_dtype(out));
   return TensorBox{
       out, shape,
-      [in, np, operand_t, out, shape, is_where](LoopBody& b, const std::vector<sym::Expr>& idx) {
+      [in, np, operand_t, out, shape, is_where, site](LoopBody& b,
+                                                      const std::vector<sym::Expr>& idx) {
         std::vector<int> v;
         for (size_t i = 0; i < in.size(); ++i) {
           int x = in[i].load(b, broadcast_index(in[i].sizes, shape, idx));
@@ -112,7 +125,7 @@ TensorBox lower_elementwise(LowerContext&, const Node& node, const std::vector<T
           bool is_cond = is_where && i == 0;
           v.push_back(is_cond || in[i].dtype == operand_t ? x : b.to_dtype(x, operand_t));
         }
-        return emit_elementwise(b, *np, operand_t, out, v);
+        return emit_elementwise(b, *np, operand_t, out, v, site);
       }};
 }
 

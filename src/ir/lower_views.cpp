@@ -138,9 +138,10 @@ TensorBox lower_gather(LowerContext& ctx, const Node& node, const std::vector<Te
   const size_t k = indices.sizes.size();
   const int buffer = data.buffer;
   const int64_t n = *size;
-  const int site = static_cast<int>(ctx.program.index_checks.size());
-  ctx.program.index_checks.push_back(
-      fmt::format("{} (node {}), dim {}", node.op_name(), node.name, axis));
+  const int site = static_cast<int>(ctx.program.run_checks.size());
+  ctx.program.run_checks.push_back(
+      {RunCheck::Kind::index_in_range,
+       fmt::format("{} (node {}), dim {}", node.op_name(), node.name, axis)});
   return TensorBox{
       node.type.dtype, node.type.shape,
       [indices, layout, axis, k, buffer, n, site](LoopBody& b, const Index& idx) {

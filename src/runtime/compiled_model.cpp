@@ -26,7 +26,8 @@ namespace coil {
 struct CompiledModel::Impl {
   std::shared_ptr<SharedLibrary> library;
   GraphRunFn run = nullptr;
-  GraphIndexErrorFn index_error = nullptr;  // modules with gathers (checked indices)
+  GraphRunErrorFn run_error = nullptr;  // modules with run-time checks
+  std::vector<RunCheck> run_checks;     // IrProgram::run_checks
   std::vector<ValueSpec> inputs, outputs;
   std::vector<std::shared_ptr<const Tensor>> constants;
   std::vector<void*> constant_ptrs;
@@ -249,8 +250,9 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
 
   impl->library = SharedLibrary::open(built.so_path);
   impl->run = impl->library->symbol_as<GraphRunFn>(kGraphRunSymbol);
-  if (!program.index_checks.empty())
-    impl->index_error = impl->library->symbol_as<GraphIndexErrorFn>(kGraphIndexErrorSymbol);
+  impl->run_checks = program.run_checks;
+  if (!program.run_checks.empty())
+    impl->run_error = impl->library->symbol_as<GraphRunErrorFn>(kGraphRunErrorSymbol);
   impl->constants = program.constants;
   for (const auto& c : impl->constants) impl->constant_ptrs.push_back(c->data());
   // Weights that templates read packed are packed here, once.
@@ -343,11 +345,12 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
   impl_->run(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), impl_->constant_ptrs.data(),
              static_cast<char*>(impl_->arena.data()),
              static_cast<const char*>(impl_->packed.data()));
-  if (impl_->index_error) {
-    int64_t value = 0, size = 0;
-    if (const char* what = impl_->index_error(&value, &size))
-      user_error("{}: index {} is out of range for a dim of size {} (valid: {} to {})", what, value,
-                 size, -size, size - 1);
+  if (impl_->run_error) {
+    int64_t value = 0, limit = 0;
+    int site = impl_->run_error(&value, &limit);
+    if (site >= 0)
+      user_error("{}",
+                 run_check_message(impl_->run_checks.at(static_cast<size_t>(site)), value, limit));
   }
 }
 

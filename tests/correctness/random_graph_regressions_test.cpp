@@ -148,6 +148,55 @@ TEST(RandomGraphRegressions, EmptyAxesReduceEveryDim) {
   EXPECT_TRUE(matches_reference(g));
 }
 
+// The reference interpreter and compiled code agree on what is an error: an integer fmod by
+// zero and an integer power with a negative exponent raise (as torch does) in both.
+TEST(RandomGraphRegressions, IntegerFmodByZeroAndNegativePowersAreErrors) {
+  struct Case {
+    const char* op;
+    double b;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"fmod", 0, "fmod (node y): integer division by zero (7 by 0)"},
+      {"pow", -2, "pow (node y): integers to negative integer powers are not allowed (7 ^ -2)"},
+  };
+  for (const Case& c : cases) {
+    for (const char* t : {"i32", "i64", "i8"}) {
+      Graph g = graph_from_text(fmt::format(
+          "input a: {0}[6]\ninput b: {0}[6]\ny = {1}(a, b)\nz = add(y, a)\noutput z\n", t, c.op));
+      std::vector<Tensor> in = testing::random_inputs(g, 2);
+      for (int64_t k = 0; k < 6; ++k) {
+        in[0].set_from_double(k, 7);
+        in[1].set_from_double(k, k == 4 ? c.b : 2);
+      }
+      CompiledModel m = compile(g);
+      std::string compiled, reference;
+      try {
+        m.run(in);
+      } catch (const Error& e) {
+        compiled = e.what();
+      }
+      try {
+        interpret(g, in);
+      } catch (const Error& e) {
+        reference = e.what();
+      }
+      EXPECT_EQ(compiled, c.message) << t;
+      EXPECT_FALSE(reference.empty()) << t;
+      in[1].set_from_double(4, 3);
+      EXPECT_TRUE(matches_reference(g, in)) << t;  // the next run is fine again
+    }
+  }
+  // x % -1 is 0 for every x, also INT_MIN (whose C++ % traps on x86).
+  Graph g = graph_from_text("input a: i32[3]\ninput b: i32[3]\ny = fmod(a, b)\noutput y\n");
+  std::vector<Tensor> in = testing::random_inputs(g, 2);
+  for (int64_t k = 0; k < 3; ++k) {
+    in[0].set_from_double(k, k == 0 ? -2147483648.0 : 5);
+    in[1].set_from_double(k, -1);
+  }
+  EXPECT_TRUE(matches_reference(g, in));
+}
+
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
          std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel() * dtype_size(a.dtype()))) ==

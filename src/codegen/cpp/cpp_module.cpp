@@ -31,20 +31,15 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
             target.vec_lanes);
   }
   w.line();
-  if (!program.index_checks.empty()) {
-    // Gathers check their indices (coil_kernel.h): the first bad one of a run is kept here
-    // and read back by CompiledModel::run through coil_graph_index_error.
-    w.line("static coil::IndexError coil_index_error;");
-    w.line("static const char* const coil_index_checks[] = {");
-    for (const std::string& c : program.index_checks) w.linef("    \"{}\",", c);
-    w.line("};");
-    w.linef("extern \"C\" const char* {}(int64_t* value, int64_t* size)", kGraphIndexErrorSymbol);
+  if (!program.run_checks.empty()) {
+    // Run-time checks (gather indices, integer fmod and pow; coil_kernel.h): the first failure
+    // of a run is kept here and read back by CompiledModel::run through coil_graph_run_error.
+    w.line("static coil::RunError coil_run_error;");
+    w.linef("extern \"C\" int {}(int64_t* value, int64_t* limit)", kGraphRunErrorSymbol);
     w.open();
-    w.line("const int site = coil_index_error.site.exchange(-1);");
-    w.line("if (site < 0) return nullptr;");
-    w.line("*value = coil_index_error.value;");
-    w.line("*size = coil_index_error.size;");
-    w.line("return coil_index_checks[site];");
+    w.line("*value = coil_run_error.value;");
+    w.line("*limit = coil_run_error.limit;");
+    w.line("return coil_run_error.site.exchange(-1);");
     w.close();
     w.line();
   }

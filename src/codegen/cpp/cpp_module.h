@@ -17,10 +17,10 @@ namespace coil {
 using GraphRunFn = void (*)(void* const* inputs, void* const* outputs, void* const* constants,
                             char* arena, const char* packed);
 inline constexpr const char* kGraphRunSymbol = "coil_graph_run";
-/// In a module with gathers: the first out-of-range index of the last run (what it indexed,
-/// with *value and *size set) and resets it; nullptr when every index was in range.
-using GraphIndexErrorFn = const char* (*)(int64_t* value, int64_t* size);
-inline constexpr const char* kGraphIndexErrorSymbol = "coil_graph_index_error";
+/// In a module with run-time checks: the IrProgram::run_checks entry that failed first in the
+/// last run, with *value and *limit set, and resets it; -1 when every check passed.
+using GraphRunErrorFn = int (*)(int64_t* value, int64_t* limit);
+inline constexpr const char* kGraphRunErrorSymbol = "coil_graph_run_error";
 /// Bytes of the packed-constant region (64-byte aligned).
 using GraphPackedBytesFn = int64_t (*)();
 inline constexpr const char* kGraphPackedBytesSymbol = "coil_graph_packed_bytes";

@@ -141,7 +141,7 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::indirect_index:
       // Wraps a negative index once; one still out of range is recorded for the run's error
       // and clamped, so nothing is read out of bounds (coil_kernel.h).
-      return fmt::format("coil::checked_index(static_cast<int64_t>({}), {}, coil_index_error, {})",
+      return fmt::format("coil::checked_index(static_cast<int64_t>({}), {}, coil_run_error, {})",
                          a(0), op.ivalue, op.site);
     case LoopOp::to_dtype:
       // int -> float through coil::int_to_float: g++ folds (float)(int)x into trunc(x), -0.0
@@ -205,16 +205,22 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::div:
       return fmt::format("{} / {}", a(0), a(1));
     case LoopOp::pow:
-      return fp ? fmt::format("std::pow({}, {})", a(0), a(1))
-                : fmt::format("coil::ipow<{}>({}, {})", ty, a(0), a(1));
+      if (fp) return fmt::format("std::pow({}, {})", a(0), a(1));
+      if (op.site >= 0)
+        return fmt::format("coil::checked_ipow<{}>({}, {}, coil_run_error, {})", ty, a(0), a(1),
+                           op.site);
+      return fmt::format("coil::ipow<{}>({}, {})", ty, a(0), a(1));
     // No explicit template argument: coil_vec.h's vector overloads must not be instantiated.
     case LoopOp::maximum:
       return fmt::format("coil::maximum({}, {})", a(0), a(1));
     case LoopOp::minimum:
       return fmt::format("coil::minimum({}, {})", a(0), a(1));
     case LoopOp::fmod:
-      return fp ? fmt::format("std::fmod({}, {})", a(0), a(1))
-                : fmt::format("coil::int_fmod({}, {})", a(0), a(1));
+      if (fp) return fmt::format("std::fmod({}, {})", a(0), a(1));
+      if (op.site >= 0)
+        return fmt::format("coil::checked_int_fmod({}, {}, coil_run_error, {})", a(0), a(1),
+                           op.site);
+      return fmt::format("coil::int_fmod({}, {})", a(0), a(1));
     case LoopOp::eq:
       return fmt::format("{} == {}", a(0), a(1));
     case LoopOp::ne:

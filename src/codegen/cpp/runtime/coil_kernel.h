@@ -103,32 +103,53 @@ inline T ipow(T base, T exp) {
   return result;
 }
 
-/// The first out-of-range gather index of a run. A module with gathers defines one
-/// (`coil_index_error`, internal to its shared object); checked_index records into it, and
-/// coil_graph_index_error hands it to CompiledModel::run, which raises it as a coil::Error.
-struct IndexError {
-  std::atomic<int> site{-1};  // the IrProgram::index_checks entry; -1: no error
-  int64_t value = 0, size = 0;
+/// The first failed run-time check of a run (IrProgram::run_checks: a gather index out of
+/// range, an integer fmod by zero, an integer power with a negative exponent). A module with
+/// checks defines one (`coil_run_error`, internal to its shared object); the checked_* helpers
+/// record into it (the first failure wins) and return a harmless value, and
+/// coil_graph_run_error hands it to CompiledModel::run, which raises it as a coil::Error.
+struct RunError {
+  std::atomic<int> site{-1};  // the IrProgram::run_checks entry; -1: every check passed
+  int64_t value = 0, limit = 0;
+
+  void record(int at, int64_t v, int64_t l) {
+    int none = -1;
+    if (site.compare_exchange_strong(none, at)) {
+      value = v;
+      limit = l;
+    }
+  }
 };
 
 /// `v` as an index into a dim of `size`: a negative v wraps once (numpy/ONNX); an index still
-/// out of range is recorded (the first one wins) and clamped, so nothing reads out of bounds.
-inline int64_t checked_index(int64_t v, int64_t size, IndexError& error, int site) {
+/// out of range is recorded and clamped, so nothing is read out of bounds.
+inline int64_t checked_index(int64_t v, int64_t size, RunError& error, int site) {
   const int64_t w = v < 0 ? v + size : v;
   if (__builtin_expect(w >= 0 && w < size, 1)) return w;
-  int none = -1;
-  if (error.site.compare_exchange_strong(none, site)) {
-    error.value = v;
-    error.size = size;
-  }
+  error.record(site, v, size);
   return w < 0 ? 0 : size - 1;
 }
 
-/// Integer fmod (C's truncating %). A zero divisor gives 0 instead of trapping (SIGFPE):
-/// PyTorch raises an error there; generated code cannot, so docs/numerics.md lists this.
+/// Integer fmod (C's truncating %). A zero divisor gives 0 instead of trapping (SIGFPE), and so
+/// does -1 (INT_MIN % -1 traps on x86, and every x % -1 is 0).
 template <typename T>
 inline T int_fmod(T a, T b) {
-  return b == 0 ? T(0) : static_cast<T>(a % b);
+  return b == 0 || b == T(-1) ? T(0) : static_cast<T>(a % b);
+}
+
+/// int_fmod that records a zero divisor as the run's error (torch raises there).
+template <typename T>
+inline T checked_int_fmod(T a, T b, RunError& error, int site) {
+  if (__builtin_expect(b == 0, 0)) error.record(site, static_cast<int64_t>(a), 0);
+  return int_fmod(a, b);
+}
+
+/// ipow that records a negative exponent as the run's error (torch raises there).
+template <typename T>
+inline T checked_ipow(T base, T exp, RunError& error, int site) {
+  if (__builtin_expect(exp < 0, 0))
+    error.record(site, static_cast<int64_t>(exp), static_cast<int64_t>(base));
+  return ipow<T>(base, exp);
 }
 
 /// Python-style floor division and modulo for index arithmetic that may be negative.
