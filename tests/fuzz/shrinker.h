@@ -1,0 +1,29 @@
+// Greedy shrinking of a failing case: try smaller variants in a fixed order and keep the first
+// that still fails the same way (failure_key), until no variant does or the budget is spent.
+// The moves, in order: input seed 1 and one thread; drop an output; replace a node by one of
+// its inputs or by a fresh input of its type; drop dead nodes and unused inputs; smaller sizes
+// (1, 2, half; one input dim, every use of a size, a size symbol); f32 for other dtypes; drop
+// an attribute. Variants are evaluated a batch at a time in forked children; taking the first
+// failing one of each batch gives the same result as trying them one by one.
+#pragma once
+
+#include "fuzz/evaluate.h"
+#include "fuzz/fuzz_case.h"
+
+namespace coil::fuzz {
+
+struct ShrinkOptions {
+  int jobs = 1;
+  int timeout_s = 60;
+  int max_evaluations = 150;
+};
+
+struct ShrinkResult {
+  FuzzCase shrunk;
+  Outcome outcome;  // of the shrunk case
+  int evaluations = 0;
+};
+
+ShrinkResult shrink_case(const FuzzCase& c, const Outcome& failure, const ShrinkOptions& options);
+
+}  // namespace coil::fuzz
