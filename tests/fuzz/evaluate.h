@@ -1,6 +1,8 @@
 // One differential run of a fuzz case: the reference interpreter against the compiled model
 // with fusion on, then off (autotune off: fast, and the generated code depends on nothing
-// measured), every output compared at the per-dtype default tolerance, a failure classified.
+// measured), every output compared at the per-dtype default tolerance (of the least precise
+// inexact computation it depends on: an f32 exp cast to f64 is compared as f32), a failure
+// classified.
 #pragma once
 
 #include <string>

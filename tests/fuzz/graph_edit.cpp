@@ -27,8 +27,9 @@ Graph apply_edit(const Graph& g, const GraphEdit& edit) {
     } else if (n.op_name() == "constant") {
       map[id] = out.add_constant(*n.data, n.name);
     } else {
+      auto a_it = edit.args.find(n.id);
       std::vector<int> in;
-      for (int i : n.inputs) in.push_back(mapped(i));
+      for (int i : a_it == edit.args.end() ? n.inputs : a_it->second) in.push_back(mapped(i));
       auto a = edit.attrs.find(n.id);
       map[id] = out.add_node(n.op_name(), in, a == edit.attrs.end() ? n.attrs : a->second, n.name);
     }

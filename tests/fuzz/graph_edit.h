@@ -19,6 +19,7 @@ struct GraphEdit {
   std::set<int> drop;                    // nodes left out (nothing may read them after the edit)
   std::map<int, TensorType> input_type;  // new dtype and shape of an input node
   std::map<int, Attrs> attrs;            // new attributes of a node
+  std::map<int, std::vector<int>> args;  // new operands of a node (node ids of the old graph)
   std::optional<std::vector<GraphOutput>> outputs;  // new outputs (node ids of the old graph)
 };
 

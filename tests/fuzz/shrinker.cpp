@@ -27,8 +27,7 @@ struct Candidates {
   // The base case edited by `e`, with `settings` applied to its other fields.
   void add(const GraphEdit& e, const std::function<void(FuzzCase&)>& settings = {}) {
     try {
-      FuzzCase c{apply_edit(base.graph, e), base.sizes, base.input_seed, base.threads,
-                 base.matmul};
+      FuzzCase c{apply_edit(base.graph, e), base.sizes, base.input_seed, base.threads, base.matmul};
       if (settings) settings(c);
       list.push_back(std::move(c));
     } catch (const std::exception&) {
@@ -92,6 +91,11 @@ std::vector<FuzzCase> candidates(int phase, const FuzzCase& c) {
         GraphEdit e;
         e.fresh_input.insert(id);
         out.add(e);
+        if (n.inputs.size() > 1) {  // without its last operand (a bias, a concat part)
+          GraphEdit fewer;
+          fewer.args[id] = std::vector<int>(n.inputs.begin(), n.inputs.end() - 1);
+          out.add(fewer);
+        }
       }
       break;
     case 3: {  // dead nodes and unused inputs dropped
