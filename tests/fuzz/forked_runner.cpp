@@ -18,6 +18,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+volatile std::sig_atomic_t g_stop = 0;
+
 struct Child {
   pid_t pid = -1;
   int fd = -1;
@@ -80,12 +82,27 @@ Outcome finish(Child& c, int timeout_s) {
 
 }  // namespace
 
+void request_stop() {
+  g_stop = 1;
+}
+
+bool stop_requested() {
+  return g_stop != 0;
+}
+
 std::vector<Outcome> run_forked(size_t n, int jobs, int timeout_s,
                                 const std::function<Outcome(size_t)>& task) {
-  std::vector<Outcome> results(n);
+  std::vector<Outcome> results(n, Outcome{"stopped", "", -1});
   std::vector<Child> running;
   size_t next = 0;
   while (next < n || !running.empty()) {
+    if (g_stop) {
+      for (Child& c : running) {
+        ::kill(c.pid, SIGKILL);
+        finish(c, timeout_s);
+      }
+      break;
+    }
     while (next < n && static_cast<int>(running.size()) < std::max(jobs, 1)) {
       int fds[2];
       if (::pipe2(fds, O_CLOEXEC) != 0) {

@@ -13,8 +13,13 @@
 namespace coil::fuzz {
 
 /// Runs task(0) ... task(n - 1), each in its own child, at most `jobs` at once; a child still
-/// running after `timeout_s` seconds is killed. Returns the outcomes in task order.
+/// running after `timeout_s` seconds is killed. Returns the outcomes in task order; after
+/// request_stop(), running children are killed and the unfinished tasks get class "stopped".
 std::vector<Outcome> run_forked(size_t n, int jobs, int timeout_s,
                                 const std::function<Outcome(size_t)>& task);
+
+/// For a SIGINT/SIGTERM handler: stop soon (async-signal-safe).
+void request_stop();
+bool stop_requested();
 
 }  // namespace coil::fuzz

@@ -30,8 +30,6 @@ using namespace coil::fuzz;
 
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-
 // One graph to run: generated (key = its index) or read from a file (key = the file name).
 struct Item {
   std::string key, origin;
@@ -60,6 +58,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   int64_t graphs = 0, start = 0, index = -1;
   int jobs = 1, timeout_s = 60, max_shrink = 150, shrink_per_key = 2;
+  double time_limit = 0;
   bool print = false, no_shrink = false, keep_modules = false, quiet = false;
   std::string out_dir = "fuzz-out", graphs_dir, known_path, cache_dir;
   app.add_option("--seed", seed, "run seed: graph i is generated from hash(seed, i)");
@@ -75,6 +74,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-shrink-evals", max_shrink, "evaluations per shrink");
   app.add_option("--shrink-per-key", shrink_per_key, "failures shrunk per failure key");
   app.add_option("--timeout", timeout_s, "seconds per graph before it counts as a timeout");
+  app.add_option("--time-limit", time_limit, "start no more graphs after this many seconds");
   app.add_option("--cache-dir", cache_dir, "code cache (default: a fresh /tmp dir, deleted)");
   app.add_flag("--keep-modules", keep_modules, "keep compiled modules in the cache");
   app.add_flag("-q,--quiet", quiet, "no progress lines");
@@ -123,8 +123,8 @@ int main(int argc, char** argv) {
     cache_dir = tmpl;
   }
   ::setenv("COIL_CACHE_DIR", cache_dir.c_str(), 1);
-  std::signal(SIGINT, [](int) { g_stop = 1; });
-  std::signal(SIGTERM, [](int) { g_stop = 1; });
+  std::signal(SIGINT, [](int) { request_stop(); });
+  std::signal(SIGTERM, [](int) { request_stop(); });
   try {
     host_isa();  // the ISA probe, once, before the children inherit its result
   } catch (const std::exception& e) {
@@ -144,7 +144,9 @@ int main(int argc, char** argv) {
   eval.delete_modules = !keep_modules;
   const size_t chunk = static_cast<size_t>(std::max(4 * jobs, 8));
   size_t done = 0;
-  for (size_t base = 0; base < items.size() && !g_stop; base += chunk) {
+  for (size_t base = 0; base < items.size() && !stop_requested() &&
+                        (time_limit <= 0 || seconds_since(t0) < time_limit);
+       base += chunk) {
     size_t n = std::min(chunk, items.size() - base);
     std::vector<FuzzCase> cases(n);
     std::vector<Outcome> outcomes(n);
@@ -167,6 +169,7 @@ int main(int argc, char** argv) {
       const Item& it = items[base + j];
       if (built[j]) outcomes[j] = run[j];
       const Outcome& o = outcomes[j];
+      if (o.cls == "stopped") continue;
       ran.insert(it.key);
       ++done;
       ++counts[o.cls.empty() ? "passed" : o.cls];

@@ -186,7 +186,7 @@ ShrinkResult shrink_case(const FuzzCase& c, const Outcome& failure, const Shrink
   std::set<std::string> evaluated{case_text(r.shrunk)};
   const auto batch = static_cast<size_t>(std::max(options.jobs, 1));
   bool progress = true;
-  while (progress && r.evaluations < options.max_evaluations) {
+  while (progress && r.evaluations < options.max_evaluations && !stop_requested()) {
     progress = false;
     for (int phase = 0; phase < kPhases && r.evaluations < options.max_evaluations;) {
       std::vector<FuzzCase> fresh;
@@ -201,7 +201,7 @@ ShrinkResult shrink_case(const FuzzCase& c, const Outcome& failure, const Shrink
           return evaluate_case(fresh[i + j], eval);
         });
         r.evaluations += static_cast<int>(m);
-        for (size_t j = 0; j < m && !accepted; ++j) {
+        for (size_t j = 0; j < m && !accepted && !stop_requested(); ++j) {
           evaluated.insert(case_text(fresh[i + j]));
           if (outs[j].failed() && same_failure(outs[j], failure)) {
             r.shrunk = std::move(fresh[i + j]);
