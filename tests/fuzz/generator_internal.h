@@ -97,13 +97,14 @@ class Generator {
   double pick_value_for(DType t);
   int pick(const std::function<bool(int)>& ok);
   int partner(int a);
+  int ancestor(int a);
 
   int make_unary();
   int make_binary();
   int make_where();
   int make_cast();
   int make_clamp();
-  int make_view();
+  int make_view(int a = -1);
   int make_concat();
   int make_gather();
   int make_reduction();

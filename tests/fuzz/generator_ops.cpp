@@ -18,8 +18,17 @@ std::vector<int64_t> divisors(int64_t n) {
 
 }  // namespace
 
-int Generator::make_view() {
-  int a = pick([](int) { return true; });
+int Generator::make_view(int a) {
+  if (a < 0) a = pick([](int) { return true; });
+  // Often a chain of views (reshape then transpose ...), which index remapping must compose.
+  if (chance(0.4)) {
+    try {
+      int inner = make_view(a);
+      if (inner >= 0 && pooled_[static_cast<size_t>(inner)]) a = inner;
+    } catch (const Error&) {
+      // The inner view was invalid: view `a` itself.
+    }
+  }
   const Shape& s = shape(a);
   const auto r = static_cast<int64_t>(s.size());
   // An axis of `a`, sometimes counted from the end.

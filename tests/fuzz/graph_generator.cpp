@@ -307,11 +307,29 @@ int Generator::pick(const std::function<bool(int)>& ok) {
   return all[static_cast<size_t>(uniform(0, ssize(all) - 1))];
 }
 
+// A computed value that `a` was computed from (one or two nodes up), or -1: combining a value
+// with its own ancestor (x - sum(x), x * sigmoid(x), gt(sign(x), x)) makes a value read twice,
+// which is what fusion and realization decisions turn on.
+int Generator::ancestor(int a) {
+  std::vector<int> up;
+  for (int i : node(a).inputs) {
+    up.push_back(i);
+    for (int j : node(i).inputs) up.push_back(j);
+  }
+  std::vector<int> ok;
+  for (int v : up)
+    if (pooled_[static_cast<size_t>(v)] && node(v).op_name() != "full") ok.push_back(v);
+  return ok.empty() ? -1 : ok[static_cast<size_t>(uniform(0, ssize(ok) - 1))];
+}
+
 // A second operand that broadcasts with `a`.
 int Generator::partner(int a) {
   DType t = chance(0.6) ? dtype(a) : pick_dtype();
-  switch (weighted({30, 35, 15, 10, 10})) {
-    case 0: {
+  switch (weighted({25, 20, 30, 15, 10, 10})) {
+    case 0:
+      if (int b = ancestor(a); b >= 0) return b;
+      [[fallthrough]];
+    case 1: {
       int b = pick([&](int v) {
         try {
           broadcast_shapes("fuzz", shape(a), shape(v));
@@ -323,11 +341,11 @@ int Generator::partner(int a) {
       if (b >= 0) return b;
       [[fallthrough]];
     }
-    case 1:
-      return add_input(t, partner_shape(shape(a)));
     case 2:
-      return add_full(t, pick_value_for(t));
+      return add_input(t, partner_shape(shape(a)));
     case 3:
+      return add_full(t, pick_value_for(t));
+    case 4:
       return a;
     default: {
       auto dims = static_sizes(partner_shape(shape(a)));
@@ -368,19 +386,22 @@ int Generator::make_where() {
   int x = pick([](int) { return true; });
   int y = partner(x);
   int c;
-  switch (weighted({40, 40, 20})) {
+  switch (weighted({30, 50, 20})) {
     case 0:
       c = pick(
           [&](int v) { return dtype(v) == DType::Bool && shape(v).size() <= shape(x).size(); });
       if (c >= 0) break;
       [[fallthrough]];
-    case 1:
-      c = add(kCompare[uniform(0, 5)], {y, partner(y)});
+    case 1: {  // a comparison of the selected value, as in where(gt(s, x), a, s)
+      std::vector<int> args{x, partner(x)};
+      if (chance(0.5)) std::swap(args[0], args[1]);
+      c = add(kCompare[uniform(0, 5)], args);
       break;
+    }
     default:
       c = add_input(DType::Bool, partner_shape(shape(x)));
   }
-  if (chance(0.3)) std::swap(x, y);
+  if (chance(0.5)) std::swap(x, y);
   return add("where", {c, x, y});
 }
 
