@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   CLI::App app{"coil_fuzz: random graphs, compiled code vs the reference interpreter"};
   uint64_t seed = 1;
   int64_t graphs = 0, start = 0, index = -1;
-  int jobs = 1, timeout_s = 60, max_shrink = 150, shrink_per_key = 2;
+  int jobs = 1, timeout_s = 60, max_shrink = 100, shrink_per_key = 1;
   double time_limit = 0;
   bool print = false, no_shrink = false, keep_modules = false, quiet = false;
   std::string out_dir = "fuzz-out", graphs_dir, known_path, cache_dir;

@@ -16,7 +16,7 @@ namespace coil::fuzz {
 struct ShrinkOptions {
   int jobs = 1;
   int timeout_s = 60;
-  int max_evaluations = 150;
+  int max_evaluations = 100;
 };
 
 struct ShrinkResult {
