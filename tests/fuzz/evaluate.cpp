@@ -1,0 +1,241 @@
+#include "fuzz/evaluate.h"
+
+#include <cxxabi.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <regex>
+#include <set>
+#include <typeinfo>
+
+#include <fmt/format.h>
+
+#include "coil/coil.h"
+#include "graph/interpreter.h"
+#include "runtime/compare.h"
+
+namespace coil::fuzz {
+namespace {
+
+const char* config_name(int k) {
+  return k == 0 ? "fusion=on" : "fusion=off";
+}
+
+bool has_low_precision(const Graph& g) {
+  for (const auto& n : g.nodes())
+    if (is_low_precision(n->type.dtype)) return true;
+  return false;
+}
+
+// Ops whose result both sides compute exactly alike from the same inputs (a cast rounds the
+// same way everywhere); the others (transcendentals, arithmetic, reductions in another order)
+// may differ in the last bits of their dtype.
+bool is_exact_op(std::string_view op) {
+  static const std::set<std::string_view> exact = {
+      "input",       "constant",   "full",        "iota",       "cast",      "reshape", "permute",
+      "transpose",   "expand",     "slice",       "squeeze",    "unsqueeze", "flatten", "concat",
+      "gather",      "abs",        "neg",         "relu",       "maximum",   "minimum", "where",
+      "clamp",       "max",        "min",         "max_pool2d", "floor",     "ceil",    "round",
+      "sign",        "eq",         "ne",          "lt",         "le",        "gt",      "ge",
+      "logical_and", "logical_or", "logical_not", "isnan",      "argmax",    "argmin"};
+  return exact.count(op) != 0;
+}
+
+Tolerance loosest(Tolerance a, Tolerance b) {
+  return {std::max(a.rtol, b.rtol), std::max(a.atol, b.atol)};
+}
+
+// The tolerance of each output: its dtype's default, widened to that of the least precise
+// inexact computation it depends on (an f32 pow cast to f64 is only as good as f32).
+std::vector<Tolerance> output_tolerances(const Graph& g) {
+  std::vector<Tolerance> inherited(static_cast<size_t>(g.num_nodes()), Tolerance{0, 0});
+  for (const auto& n : g.nodes()) {
+    Tolerance t{0, 0};
+    for (int i : n->inputs) t = loosest(t, inherited[static_cast<size_t>(i)]);
+    if (is_floating(n->type.dtype) && !is_exact_op(n->op_name()))
+      t = loosest(t, default_tolerance(n->type.dtype));
+    inherited[static_cast<size_t>(n->id)] = t;
+  }
+  std::vector<Tolerance> out;
+  for (const GraphOutput& o : g.outputs()) {
+    DType t = g.node(o.node).type.dtype;
+    Tolerance tol = default_tolerance(t);
+    out.push_back(is_floating(t) ? loosest(tol, inherited[static_cast<size_t>(o.node)]) : tol);
+  }
+  return out;
+}
+
+// compare_tensors' rule for one element.
+bool element_matches(double a, double e, Tolerance tol) {
+  if (std::isnan(a) || std::isnan(e)) return std::isnan(a) && std::isnan(e);
+  if (std::isinf(a) || std::isinf(e)) return a == e;
+  return std::fabs(a - e) <= tol.atol + tol.rtol * std::fabs(e);
+}
+
+// Every element within tolerance of one of the two references, or between them.
+bool within_either(const Tensor& got, const Tensor& r1, const Tensor& r2, Tolerance tol) {
+  if (got.shape() != r2.shape() || got.dtype() != r1.dtype() || r1.shape() != r2.shape())
+    return false;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double a = got.item_as_double(i), e1 = r1.item_as_double(i), e2 = r2.item_as_double(i);
+    if (element_matches(a, e1, tol) || element_matches(a, e2, tol)) continue;
+    if (std::isfinite(e1) && std::isfinite(e2) && a >= std::min(e1, e2) && a <= std::max(e1, e2))
+      continue;
+    return false;
+  }
+  return true;
+}
+
+std::string exception_text(const std::exception& e) {
+  int status = 0;
+  char* name = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+  std::string text = fmt::format("{}: {}", status == 0 ? name : typeid(e).name(), e.what());
+  std::free(name);
+  return text;
+}
+
+Outcome run_config(const FuzzCase& c, int k, const std::vector<Tensor>& inputs,
+                   const std::vector<Tensor>& expected,
+                   const std::optional<std::vector<Tensor>>& widened,
+                   std::vector<std::filesystem::path>& entries) {
+  CompileOptions options;
+  options.sizes = c.sizes;
+  options.autotune = false;
+  options.fusion = k == 0;
+  const std::string where = config_name(k);
+  CompiledModel m;
+  try {
+    m = compile(c.graph, options);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    bool documented = msg.find("is not supported") != std::string::npos ||
+                      msg.find("are not supported yet") != std::string::npos;
+    return {documented ? "unsupported" : "compile-error", where + ": " + msg, k};
+  } catch (const InternalError& e) {
+    return {"internal", where + ": " + e.what(), k};
+  } catch (const std::exception& e) {
+    return {"internal", where + ": " + exception_text(e), k};
+  }
+  entries.push_back(m.report().so_path.parent_path());
+  std::vector<Tensor> got;
+  try {
+    got = m.run(inputs);
+  } catch (const Error& e) {
+    return {"run-error", where + ": " + e.what(), k};
+  } catch (const std::exception& e) {
+    return {"internal", where + ": run: " + exception_text(e), k};
+  }
+  if (got.size() != expected.size())
+    return {"wrong", fmt::format("{}: {} outputs, expected {}", where, got.size(), expected.size()),
+            k};
+  std::vector<Tolerance> tolerances = output_tolerances(c.graph);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const GraphOutput& o = c.graph.outputs()[i];
+    const Node& n = c.graph.node(o.node);
+    Tolerance tol = tolerances[i];
+    CompareResult r = compare_tensors(got[i], expected[i], tol);
+    if (r.ok || (widened && within_either(got[i], expected[i], (*widened)[i], tol))) continue;
+    return {"wrong",
+            fmt::format("{}: output {} ({} {}) differs: {}", where, o.name, n.op_name(),
+                        dtype_name(n.type.dtype), r.message),
+            k};
+  }
+  return {};
+}
+
+}  // namespace
+
+Graph widen_low_precision(const Graph& g) {
+  Graph w;
+  std::vector<int> map(static_cast<size_t>(g.num_nodes()));
+  int fresh = 0;
+  auto to_f32 = [&](int id) {
+    if (!is_low_precision(w.node(id).type.dtype)) return id;
+    return w.add_node("cast", {id}, Attrs{{"dtype", DType::F32}}, fmt::format("widen_{}", fresh++));
+  };
+  for (const auto& np : g.nodes()) {
+    const Node& n = *np;
+    int id;
+    if (n.op_name() == "input") {
+      id = to_f32(w.add_input(n.name, n.type.dtype, n.type.shape));
+    } else if (n.op_name() == "constant") {
+      id = to_f32(w.add_constant(*n.data, n.name));
+    } else {
+      std::vector<int> in;
+      for (int i : n.inputs) in.push_back(map[static_cast<size_t>(i)]);
+      id = w.add_node(n.op_name(), in, n.attrs, n.name);
+      // Sources and casts round to their dtype in compiled code as well.
+      std::string_view op = n.op_name();
+      if (op == "full" || op == "iota" || op == "cast") id = to_f32(id);
+    }
+    map[static_cast<size_t>(n.id)] = id;
+  }
+  for (const GraphOutput& o : g.outputs()) {
+    int id = map[static_cast<size_t>(o.node)];
+    DType want = g.node(o.node).type.dtype;
+    if (w.node(id).type.dtype != want)
+      id = w.add_node("cast", {id}, Attrs{{"dtype", want}}, fmt::format("widen_{}", fresh++));
+    w.add_output(id, o.name);
+  }
+  return w;
+}
+
+Outcome evaluate_case(const FuzzCase& c, const EvalOptions& options) {
+  std::vector<Tensor> inputs, expected;
+  try {
+    inputs = case_inputs(c);
+    expected = interpret(c.graph, inputs);
+  } catch (const Error& e) {
+    return {"interp-error", e.what()};
+  } catch (const std::exception& e) {
+    return {"internal", "interpreter: " + exception_text(e)};
+  }
+  std::optional<std::vector<Tensor>> widened;
+  if (has_low_precision(c.graph)) {
+    try {
+      widened = interpret(widen_low_precision(c.graph), inputs);
+    } catch (const std::exception&) {
+      // Without the second reference, outputs are compared with the first one only.
+    }
+  }
+  set_num_threads(c.threads);
+  // The library GEMMs in place of the template, chosen without timing (runtime/autotune.h).
+  if (!c.matmul.empty()) ::setenv("COIL_MATMUL", c.matmul.c_str(), 1);
+  std::vector<std::filesystem::path> entries;
+  Outcome result;
+  for (int k = 0; k < 2 && result.cls.empty(); ++k) {
+    if (options.only_config >= 0 && k != options.only_config) continue;
+    try {
+      result = run_config(c, k, inputs, expected, widened, entries);
+    } catch (const std::exception& e) {
+      result = {"internal", fmt::format("{}: {}", config_name(k), exception_text(e)), k};
+    }
+  }
+  if (options.delete_modules) {
+    for (const auto& dir : entries) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  }
+  return result;
+}
+
+std::string failure_key(const Outcome& o) {
+  const std::string& m = o.message;
+  std::string line = m.substr(0, m.find('\n'));
+  if (m.find("compiling generated code failed") != std::string::npos) {
+    size_t at = m.find("error:");
+    if (at != std::string::npos) {
+      size_t end = m.find('\n', at);
+      line = line.substr(0, line.find(':')) + ": " + m.substr(at, end - at);
+    }
+  }
+  if (o.cls == "wrong") {
+    line = std::regex_replace(line, std::regex("output \\S+ \\("), "output (");
+    line = line.substr(0, line.find(" differs"));
+  }
+  return o.cls + " " + std::regex_replace(line, std::regex("[0-9]+"), "N");
+}
+
+}  // namespace coil::fuzz

@@ -1,0 +1,51 @@
+// One differential run of a fuzz case: the reference interpreter against the compiled model
+// with fusion on, then off (autotune off: fast, and the generated code depends on nothing
+// measured), every output compared at the per-dtype default tolerance (of the least precise
+// inexact computation it depends on: an f32 exp cast to f64 is compared as f32), a failure
+// classified.
+#pragma once
+
+#include <string>
+
+#include "fuzz/fuzz_case.h"
+
+namespace coil::fuzz {
+
+/// What a run gave. Classes: "" (passed), "unsupported" (a documented limit such as conv2d on
+/// f64: not a failure), and the failures: "internal" (coil::InternalError or another exception
+/// from the compiler), "compile-error" (coil::Error from compile on a graph the interpreter
+/// ran, including the C++ compiler rejecting generated code), "run-error" (coil::Error from
+/// running the compiled model), "wrong" (an output differs), "interp-error" (the interpreter
+/// refused a graph the builder accepted), "crash" and "timeout" (the child process running the
+/// case died or hung; forked_runner.h).
+struct Outcome {
+  std::string cls;
+  std::string message;
+  int config = -1;  // the compile that failed: 0 fusion on, 1 fusion off; -1 none or both
+  bool failed() const { return !cls.empty() && cls != "unsupported"; }
+};
+
+inline constexpr const char* kFailureClasses[] = {
+    "internal", "compile-error", "run-error", "wrong", "interp-error", "crash", "timeout"};
+
+struct EvalOptions {
+  int only_config = -1;        // run only this compile (the shrinker keeps the failing one)
+  bool delete_modules = true;  // remove the cache entries compiled for the case afterwards
+};
+
+/// Runs the case in this process (a crashing kernel takes the process with it: call it in a
+/// forked child, forked_runner.h). Never throws.
+Outcome evaluate_case(const FuzzCase& c, const EvalOptions& options = {});
+
+/// `g` with its f16/bf16 intermediates computed in f32 (inputs, sources and casts to f16/bf16
+/// still round, and f16/bf16 outputs round at the end). Fused code rounds a low-precision value
+/// only where it stores it (docs/numerics.md), the reference after every node: an output is
+/// accepted when it lies within tolerance of either reference, or between them.
+Graph widen_low_precision(const Graph& g);
+
+/// The stable part of a failure, for deduplication and for the shrinker's "still the same
+/// failure": the class and the first line of the message (for a C++ compiler failure, its
+/// first error line; for a mismatch, the op and dtype of the output) with numbers masked.
+std::string failure_key(const Outcome& o);
+
+}  // namespace coil::fuzz
