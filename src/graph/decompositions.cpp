@@ -184,18 +184,6 @@ int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<in
   return b.op("mean", {in[0]}, Attrs{{"axes", last_axes(r, 2)}, {"keepdim", true}});
 }
 
-// Nodes that no graph output depends on. They are dropped before lowering, so that no
-// kernel computes a value nobody reads (a matmul whose result is unused had no buffer).
-static std::vector<bool> live_nodes(const Graph& g) {
-  std::vector<bool> live(static_cast<size_t>(g.num_nodes()), false);
-  for (const auto& o : g.outputs()) live[static_cast<size_t>(o.node)] = true;
-  for (int id = g.num_nodes() - 1; id >= 0; --id) {
-    if (!live[static_cast<size_t>(id)]) continue;
-    for (int i : g.node(id).inputs) live[static_cast<size_t>(i)] = true;
-  }
-  return live;
-}
-
 // The attributes of `n` with every choice its type rule made from the unbound sizes written
 // out, so that binding sizes cannot change the node's meaning: squeeze() drops the dims that
 // are statically 1; a symbolic dim bound to 1 stays, as the graph's type says.
@@ -230,6 +218,8 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
   struct Reset {
     ~Reset() { Builder::reserved = nullptr; }
   } reset;
+  // Nodes no output depends on are dropped, so that no kernel computes a value nobody reads
+  // (an unread matmul had a kernel but no buffer).
   std::vector<bool> live = live_nodes(g);
   std::vector<int> map(static_cast<size_t>(g.num_nodes()), -1);
   for (const auto& np : g.nodes()) {

@@ -98,6 +98,9 @@ class Graph {
 /// True when `name` is a valid value name (letters, digits, '_', not starting with a digit).
 bool is_identifier(std::string_view name);
 
+/// Per node id: whether some graph output depends on it.
+std::vector<bool> live_nodes(const Graph& g);
+
 /// "model.coil:4:5: " for a node with a location, else "node y: ": the prefix of an error
 /// about `n` raised after parsing (size binding, the reference interpreter).
 std::string error_context(const Node& n);

@@ -40,18 +40,6 @@ void bind_input(const Node& node, const Tensor& value, Bindings& b) {
                   shape_str(actual));
 }
 
-// Nodes that some graph output depends on; the others are not evaluated (as compiled code
-// drops them, so an error in a dead node never surfaces).
-std::vector<bool> live_nodes(const Graph& g) {
-  std::vector<bool> live(static_cast<size_t>(g.num_nodes()), false);
-  for (const GraphOutput& o : g.outputs()) live[static_cast<size_t>(o.node)] = true;
-  for (int id = g.num_nodes(); id-- > 0;) {
-    if (!live[static_cast<size_t>(id)]) continue;
-    for (int in : g.node(id).inputs) live[static_cast<size_t>(in)] = true;
-  }
-  return live;
-}
-
 // The reference kernels compute shapes from the actual tensors; they must agree with the
 // graph's inferred type under the bindings, or the kernel (or the shape rule) has a bug.
 void check_result(const Node& node, const Tensor& r, const Bindings& b) {
@@ -76,6 +64,8 @@ std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs)
     values[static_cast<size_t>(input_ids[k])] = inputs[k];
   }
 
+  // Nodes no output depends on are not evaluated (compiled code drops them too, so an error in
+  // a dead node never surfaces).
   std::vector<bool> live = live_nodes(g);
   std::vector<int> uses(live.size(), 0);  // readers among live nodes, and graph outputs
   for (const auto& node : g.nodes())
@@ -87,7 +77,12 @@ std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs)
     if (!live[id] || node->op_name() == "input") continue;
     std::vector<Tensor> args;
     for (int in : node->inputs) args.push_back(values[static_cast<size_t>(in)]);
-    Tensor r = node->op->reference(*node, args);
+    Tensor r;
+    try {
+      r = node->op->reference(*node, args);
+    } catch (const Error& e) {
+      throw Error(error_context(*node) + e.what());  // which node, as compile errors say
+    }
     check_result(*node, r, bindings);
     values[id] = std::move(r);
     // Free each input after its last reader (graph outputs count as readers, so they stay).

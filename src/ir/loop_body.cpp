@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "coil/tensor.h"
 #include "graph/attrs.h"
 #include "support/check.h"
 
@@ -140,7 +141,13 @@ int LoopBody::constant(double value, DType dtype) {
   BodyOp b;
   b.op = LoopOp::constant;
   b.dtype = compute_dtype(dtype);
-  if (is_floating(dtype)) {
+  if (is_low_precision(dtype)) {
+    // An f16/bf16 literal is computed in f32 but has the narrow type's value: round it here
+    // exactly as a tensor of that dtype stores it (the reference's full()).
+    Tensor t = Tensor::empty(dtype, {1});
+    t.set_from_double(0, value);
+    b.fvalue = t.item_as_double(0);
+  } else if (is_floating(dtype)) {
     b.fvalue = value;
   } else {
     b.ivalue = dtype == DType::Bool ? (value != 0) : static_cast<int64_t>(value);

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "coil/error.h"
+#include "fuzz/batch.h"
 #include "fuzz/evaluate.h"
 #include "fuzz/failure_store.h"
 #include "fuzz/forked_runner.h"
@@ -53,11 +54,66 @@ void warm_cache() {
 
 }  // namespace
 
+// Runs the built cases in batches of `batch` (fuzz/batch.h): one compile per batch. A batch that
+// passes passes each member; a failing one runs its members alone, so each failure belongs to
+// its own graph. A failure that only the batch shows (members interacting: the memory plan, a
+// kernel-count limit) goes to the batch's first member, with the merged case to shrink.
+static std::vector<Outcome> run_batched(std::vector<FuzzCase>& cases,
+                                        const std::vector<bool>& built, int batch, int jobs,
+                                        int timeout_s, const EvalOptions& eval) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t j = 0; j < cases.size(); ++j) {
+    if (!built[j]) continue;
+    if (groups.empty() || groups.back().size() >= static_cast<size_t>(batch)) groups.emplace_back();
+    groups.back().push_back(j);
+  }
+  std::vector<FuzzCase> merged(groups.size());
+  std::vector<bool> merged_ok(groups.size(), false);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<const FuzzCase*> members;
+    for (size_t j : groups[g]) members.push_back(&cases[j]);
+    try {
+      merged[g] = merge_cases(members);
+      merged_ok[g] = true;
+    } catch (const Error&) {
+      // run the members one by one below
+    }
+  }
+  std::vector<Outcome> group_run = run_forked(groups.size(), jobs, timeout_s, [&](size_t g) {
+    return merged_ok[g] ? evaluate_case(merged[g], eval) : Outcome{"unsupported", "not merged"};
+  });
+  std::vector<Outcome> out(cases.size());
+  std::vector<size_t> alone;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (group_run[g].cls.empty()) continue;  // every member passed
+    if (group_run[g].cls == "stopped") {
+      for (size_t j : groups[g]) out[j] = group_run[g];
+      continue;
+    }
+    for (size_t j : groups[g]) alone.push_back(j);
+  }
+  std::vector<Outcome> alone_run = run_forked(alone.size(), jobs, timeout_s, [&](size_t k) {
+    return evaluate_case(cases[alone[k]], eval);
+  });
+  for (size_t k = 0; k < alone.size(); ++k) out[alone[k]] = alone_run[k];
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (!merged_ok[g] || !group_run[g].failed()) continue;
+    bool any = false;
+    for (size_t j : groups[g]) any = any || out[j].failed();
+    if (any) continue;
+    size_t first = groups[g][0];
+    out[first] = group_run[g];
+    out[first].message = "only in its batch: " + out[first].message;
+    cases[first] = std::move(merged[g]);
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"coil_fuzz: random graphs, compiled code vs the reference interpreter"};
   uint64_t seed = 1;
   int64_t graphs = 0, start = 0, index = -1;
-  int jobs = 1, timeout_s = 60, max_shrink = 100, shrink_per_key = 1;
+  int jobs = 1, timeout_s = 60, max_shrink = 100, shrink_per_key = 1, batch = 1;
   double time_limit = 0;
   bool print = false, no_shrink = false, keep_modules = false, quiet = false;
   std::string out_dir = "fuzz-out", graphs_dir, known_path, cache_dir;
@@ -68,6 +124,9 @@ int main(int argc, char** argv) {
   app.add_flag("--print", print, "print graph --index (as a .coil case) and exit");
   app.add_option("--graphs-dir", graphs_dir, "also run every .coil case in DIR (or one file)");
   app.add_option("--jobs", jobs, "graphs run at once, each in its own child process");
+  app.add_option("--batch", batch,
+                 "compile this many graphs as one (independent subgraphs); a failing batch's "
+                 "graphs are run again one by one");
   app.add_option("--out", out_dir, "where shrunk failures and failures.tsv go");
   app.add_option("--known-failures", known_path, "expected failures (CI): fail on any other");
   app.add_flag("--no-shrink", no_shrink, "save failing cases as they are");
@@ -142,7 +201,7 @@ int main(int argc, char** argv) {
   std::set<std::string> ran;
   EvalOptions eval;
   eval.delete_modules = !keep_modules;
-  const size_t chunk = static_cast<size_t>(std::max(4 * jobs, 8));
+  const size_t chunk = static_cast<size_t>(std::max(4 * jobs, 8) * std::max(batch, 1));
   size_t done = 0;
   for (size_t base = 0; base < items.size() && !stop_requested() &&
                         (time_limit <= 0 || seconds_since(t0) < time_limit);
@@ -162,9 +221,11 @@ int main(int argc, char** argv) {
         outcomes[j] = {"internal", std::string("graph builder: ") + e.what()};
       }
     }
-    std::vector<Outcome> run = run_forked(n, jobs, timeout_s, [&](size_t j) {
-      return built[j] ? evaluate_case(cases[j], eval) : Outcome{};
-    });
+    std::vector<Outcome> run = batch > 1
+                                   ? run_batched(cases, built, batch, jobs, timeout_s, eval)
+                                   : run_forked(n, jobs, timeout_s, [&](size_t j) {
+                                       return built[j] ? evaluate_case(cases[j], eval) : Outcome{};
+                                     });
     for (size_t j = 0; j < n; ++j) {
       const Item& it = items[base + j];
       if (built[j]) outcomes[j] = run[j];

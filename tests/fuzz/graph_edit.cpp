@@ -39,14 +39,4 @@ Graph apply_edit(const Graph& g, const GraphEdit& edit) {
   return out;
 }
 
-std::vector<bool> live_nodes(const Graph& g) {
-  std::vector<bool> live(static_cast<size_t>(g.num_nodes()), false);
-  for (const GraphOutput& o : g.outputs()) live[static_cast<size_t>(o.node)] = true;
-  for (int id = g.num_nodes(); id-- > 0;) {
-    if (!live[static_cast<size_t>(id)]) continue;
-    for (int in : g.node(id).inputs) live[static_cast<size_t>(in)] = true;
-  }
-  return live;
-}
-
 }  // namespace coil::fuzz

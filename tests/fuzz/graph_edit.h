@@ -26,7 +26,6 @@ struct GraphEdit {
 /// The edited graph; node names are kept. Throws coil::Error when it is not well-typed.
 Graph apply_edit(const Graph& g, const GraphEdit& edit);
 
-/// Nodes that some output reads (directly or through other nodes).
-std::vector<bool> live_nodes(const Graph& g);
+// Nodes that some output reads: coil::live_nodes (graph/graph.h).
 
 }  // namespace coil::fuzz

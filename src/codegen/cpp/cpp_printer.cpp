@@ -148,6 +148,10 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
       // for x in (-1, 0] (coil_kernel.h).
       if (fp && !is_floating(arg_dtypes[0]) && arg_dtypes[0] != DType::Bool)
         return fmt::format("coil::int_to_float<{}>({})", ty, a(0));
+      // f64 -> f32 through coil::f64_to_f32: g++ 12's SLP vectorizer folds (double)(float)x
+      // back into x (coil_kernel.h).
+      if (op.dtype == DType::F32 && arg_dtypes[0] == DType::F64)
+        return fmt::format("coil::f64_to_f32({})", a(0));
       return fmt::format("static_cast<{}>({})", ty, a(0));
     case LoopOp::round_to_bf16:
       return fmt::format("static_cast<float>(coil::bfloat16({}))", a(0));

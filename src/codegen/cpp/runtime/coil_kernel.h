@@ -69,6 +69,20 @@ inline To int_to_float(From x) {
   return r;
 }
 
+/// double -> float (the to_dtype op). g++ 12.2's SLP vectorizer drops a double -> float ->
+/// double round trip in a small unrolled loop: the value comes back with all its double bits
+/// (tests/toolchain/gcc12_f64_f32_round_trip.cpp). The empty asm makes the float opaque, so the
+/// pair cannot be folded; it costs the vectorization of loops that narrow f64 to f32.
+inline float f64_to_f32(double x) {
+  float f = static_cast<float>(x);
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__("" : "+x"(f));
+#else
+  __asm__("" : "+r"(f));
+#endif
+  return f;
+}
+
 template <typename T>
 inline T sign(T x) {
   if constexpr (std::is_floating_point_v<T>) {
