@@ -2,7 +2,7 @@
 # Packs what coil's binaries need on a machine without Debian's packages (the lent GPU host:
 # Ubuntu 24.04, g++ 13, no network) into device-bundle/coil-bundle.tar.xz (git-ignored; name
 # it in the device tool's `carry`). The bundle holds:
-#   bin/      coil, coil_cpu_bench (built here, glibc 2.36: they run on newer glibc)
+#   bin/      coil, coil_cpu_bench, coil_fuzz (built here, glibc 2.36: they run on newer glibc)
 #   lib/      the shared libraries they link that a bare host lacks (fmt, xxhash, oneDNN,
 #             OpenBLAS's OpenMP build and its Fortran runtime, SLEEF and coil's own
 #             libcoil_vmath and libcoil_extern for generated kernels);
@@ -19,12 +19,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${COIL_BUILD_DIR:-build}"
-cmake --build "$build" --target coil coil_cpu_bench coil_vmath coil_extern -j"$(nproc)" >/dev/null
+cmake --build "$build" --target coil coil_cpu_bench coil_fuzz coil_vmath coil_extern -j"$(nproc)" >/dev/null
 
 stage=$(mktemp -d /tmp/coil-bundle-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/include"
-cp "$build/bin/coil" "$build/bin/coil_cpu_bench" "$stage/bin/"
+cp "$build/bin/coil" "$build/bin/coil_cpu_bench" "$build/bin/coil_fuzz" "$stage/bin/"
 # The source the binaries were built from, for the results' provenance (the device's copy of
 # the tree may carry an older .git).
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
