@@ -91,8 +91,8 @@ std::optional<MatmulImpl> forced_impl() {
   if (s == "template") return MatmulImpl::Template;
   if (s == "dnnl") return MatmulImpl::Dnnl;
   if (s == "openblas") {
-    COIL_USER_CHECK(extern_have_openblas(),
-                    "COIL_MATMUL=openblas: coil was built without OpenBLAS's OpenMP build");
+    COIL_SUPPORTED_CHECK(extern_have_openblas(),
+                         "COIL_MATMUL=openblas: coil was built without OpenBLAS's OpenMP build");
     return MatmulImpl::OpenBlas;
   }
   user_error("COIL_MATMUL='{}': expected auto, template, dnnl or openblas", s);

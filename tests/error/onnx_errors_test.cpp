@@ -56,6 +56,24 @@ TEST(OnnxErrors, MissingAndEmptyFiles) {
             ".onnx file)");
 }
 
+// A valid model that uses what coil lacks is a coil::UnsupportedError (the CLI exits 3 for it);
+// a broken one is a plain coil::Error (exit 2).
+TEST(OnnxErrors, UnsupportedIsTold) {
+  onnx::ModelProto det = relu_model();
+  det.mutable_graph()->mutable_node(0)->set_op_type("Det");
+  EXPECT_THROW(import(det), UnsupportedError);
+  EXPECT_THROW(import(relu_model(99)), UnsupportedError);
+  onnx::ModelProto cycle = relu_model();
+  cycle.mutable_graph()->mutable_node(0)->set_input(0, "y");
+  try {
+    import(cycle);
+    ADD_FAILURE() << "a cyclic graph imported";
+  } catch (const UnsupportedError& e) {
+    ADD_FAILURE() << "a cyclic graph is not unsupported: " << e.what();
+  } catch (const Error&) {
+  }
+}
+
 // Every prefix of a valid model and of a real test model: an Error or a graph, never a crash.
 TEST(OnnxErrors, TruncatedFiles) {
   onnx::ModelProto m = relu_model();
