@@ -7,6 +7,15 @@
 
 namespace coil::cli {
 
+/// The exit codes of every command (README.md).
+enum ExitCode : int {
+  kExitOk = 0,           // success
+  kExitCheckFailed = 1,  // a check or comparison failed (check, demo)
+  kExitUsage = 2,        // a bad command line, file, model or environment: coil::Error
+  kExitUnsupported = 3,  // a valid model or option coil cannot handle: coil::UnsupportedError
+  kExitInternal = 4,     // a bug in coil: coil::InternalError or any other exception
+};
+
 /// Options shared by compile/run/check/bench.
 struct ModelArgs {
   std::string model;                // a .coil text graph or an .onnx model
