@@ -24,7 +24,7 @@ int run_main(int argc, char** argv) {
                        "and the compiler of generated kernels");
   app.footer(
       "Exit codes: 0 success, 1 a check failed, 2 usage or input error, 3 unsupported op or "
-      "feature, 4 internal error.");
+      "feature, 4 internal error (docs/errors.md).");
   app.require_subcommand(0, 1);
   // Each option's default is shown in --help (options whose default is prose say it there).
   app.option_defaults()->always_capture_default();
@@ -100,6 +100,13 @@ int run_main(int argc, char** argv) {
   bench->add_option("--warmup", warmup, "untimed runs first");
   bench->add_flag("--json", json, "print JSON to stdout");
 
+  // Hidden (no group, so neither --help nor the command list shows it): makes an internal error
+  // on purpose, so that tests can check its message and exit code (docs/errors.md).
+  bool std_exception = false;
+  auto* crash = app.add_subcommand("debug-internal-error", "fail with an internal error");
+  crash->group("");
+  crash->add_flag("--std-exception", std_exception, "throw a std::exception instead");
+
   if (auto stop = parse_command_line(app, argc, argv)) return *stop;
   if (*demo) return cmd_demo(demo_runs);
   if (*ops) return cmd_ops();
@@ -107,6 +114,7 @@ int run_main(int argc, char** argv) {
   if (*run) return cmd_run(run_args, run_out);
   if (*check) return cmd_check(check_args, expects, rtol, atol);
   if (*bench) return cmd_bench(bench_args, threads, runs, warmup, json);
+  if (*crash) return cmd_debug_internal_error(std_exception);
   return kExitInternal;  // parse_command_line returns a code when no command is chosen
 }
 

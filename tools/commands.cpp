@@ -220,6 +220,11 @@ int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) 
   return kExitOk;
 }
 
+int cmd_debug_internal_error(bool std_exception) {
+  if (std_exception) throw std::out_of_range("debug-internal-error: a std::exception");
+  COIL_UNREACHABLE("debug-internal-error: an internal error on purpose");
+}
+
 int cmd_ops() {
   static const char* kinds[] = {"source", "elementwise", "view", "reduction", "composite", "other"};
   for (const OpDef& op : all_ops()) {

@@ -1,6 +1,7 @@
 // The `coil` command-line tool end to end: compile writes its files, run writes .npy files
 // numpy reads, check compares with the reference and with --expect files, bench prints JSON;
 // --version and --help say what they should; the COIL_* variables coil knows are README's.
+// (Every documented mistake and its exit code: tests/error/cli_errors_test.cpp.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -151,6 +152,7 @@ TEST_F(Cli, HelpShowsEachDefault) {
   EXPECT_NE(out.find("--device cpu|cuda=cpu"), std::string::npos) << out;
   ASSERT_EQ(coil("--help", &out), 0) << out;
   EXPECT_NE(out.find("--version"), std::string::npos) << out;
+  EXPECT_EQ(out.find("debug-internal-error"), std::string::npos) << out;  // hidden
 }
 
 // README.md's environment tables name exactly the variables of COIL_ENV_VARS (support/env.h).
