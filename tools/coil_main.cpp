@@ -1,35 +1,64 @@
 // coil: compile and run tensor programs from the command line.
-//   coil demo | compile MODEL -o DIR | run MODEL | check MODEL | bench MODEL
-// Run `coil --help` or `coil CMD --help` for options.
+//   coil demo | ops | compile MODEL -o DIR | run MODEL | check MODEL | bench MODEL
+// Run `coil --help` or `coil CMD --help` for options. Exit codes: commands.h (ExitCode).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 
-#include "coil/error.h"
-#include "commands.h"
+#include <fmt/format.h>
 
-int main(int argc, char** argv) {
+#include "coil/error.h"
+#include "command_line.h"
+#include "commands.h"
+#include "support/env.h"
+#include "version.h"
+
+namespace {
+
+/// Runs the command line; every exception becomes its message and exit code (commands.h).
+int run_main(int argc, char** argv) {
   using namespace coil::cli;
-  CLI::App app{"coil: a tensor compiler (graph -> loop IR -> fused C++ kernels)"};
-  app.require_subcommand(1);
+  CLI::App app{"coil: a tensor compiler (graph -> loop IR -> fused C++ kernels)", "coil"};
+  app.set_version_flag("--version", version_text,
+                       "print coil's version and build, the host ISA "
+                       "and the compiler of generated kernels");
+  app.footer(
+      "Exit codes: 0 success, 1 a check failed, 2 usage or input error, 3 unsupported op or "
+      "feature, 4 internal error (docs/errors.md).");
+  app.require_subcommand(0, 1);
+  // Each option's default is shown in --help (options whose default is prose say it there).
+  app.option_defaults()->always_capture_default();
 
   auto add_model_args = [](CLI::App* c, ModelArgs& a) {
+    c->allow_extras();  // unknown options are reported by parse_command_line
     c->add_option("model", a.model, "model: coil's text format (.coil) or ONNX (.onnx)")
-        ->required();
-    c->add_option("--size", a.sizes, "bind a size symbol, NAME=VALUE (repeatable)");
-    c->add_option("--input", a.inputs, "an input as NAME=FILE.npy (repeatable; others are random)");
+        ->required()
+        ->type_name("MODEL");
+    c->add_option("--size", a.sizes, "bind a size symbol (repeatable)")
+        ->type_name("NAME=VALUE")
+        ->default_str("");
+    c->add_option("--input", a.inputs, "an input from a file (repeatable; others are random)")
+        ->type_name("NAME=FILE.npy")
+        ->default_str("");
     c->add_option("--seed", a.seed, "seed for random inputs");
     c->add_option("--device", a.device,
-                  "cpu (default) or cuda: Triton kernels in a Python module for coil_runtime")
-        ->check(CLI::IsMember({"cpu", "cuda"}));
+                  "cpu, or cuda: Triton kernels in a Python module for coil_runtime")
+        ->type_name("cpu|cuda")
+        ->check(CLI::Validator(
+            [](std::string& d) {
+              return d == "cpu" || d == "cuda" ? "" : "'" + d + "' is not cpu or cuda";
+            },
+            ""));
   };
 
   int demo_runs = 20;
   auto* demo = app.add_subcommand(
       "demo", "compile and run the built-in model, check it against the reference");
+  demo->allow_extras();
   demo->add_option("--runs", demo_runs, "timed runs");
 
   auto* ops = app.add_subcommand("ops", "list every op with its attributes and meaning");
+  ops->allow_extras();
 
   ModelArgs compile_args;
   std::string out_dir;
@@ -38,13 +67,13 @@ int main(int argc, char** argv) {
                          "write the generated code, the .so (cpu) and report.json to DIR; with "
                          "--device cuda, module.py (Triton) and report.json");
   add_model_args(compile, compile_args);
-  compile->add_option("-o,--output-dir", out_dir, "output directory")->required();
+  compile->add_option("-o,--output-dir", out_dir, "output directory")->required()->type_name("DIR");
 
   ModelArgs run_args;
   std::string run_out = ".";
   auto* run = app.add_subcommand("run", "run the model and write each output as DIR/NAME.npy");
   add_model_args(run, run_args);
-  run->add_option("--output-dir", run_out, "where to write outputs");
+  run->add_option("--output-dir", run_out, "where to write outputs")->type_name("DIR");
 
   ModelArgs check_args;
   std::vector<std::string> expects;
@@ -52,34 +81,65 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand(
       "check", "compare outputs with --expect files or the reference interpreter");
   add_model_args(check, check_args);
-  check->add_option("--expect", expects, "expected output NAME=FILE.npy (repeatable)");
-  check->add_option("--rtol", rtol, "relative tolerance (default: per dtype)");
-  check->add_option("--atol", atol, "absolute tolerance (default: per dtype)");
+  check->add_option("--expect", expects, "an expected output (repeatable)")
+      ->type_name("NAME=FILE.npy")
+      ->default_str("");
+  check->add_option("--rtol", rtol, "relative tolerance")->default_str("per dtype");
+  check->add_option("--atol", atol, "absolute tolerance")->default_str("per dtype");
 
   ModelArgs bench_args;
   int threads = 0, runs = 20, warmup = 3;
   bool json = false;
   auto* bench = app.add_subcommand("bench", "time the compiled model (median of runs)");
   add_model_args(bench, bench_args);
-  bench->add_option("--threads", threads, "OpenMP threads (default: COIL_NUM_THREADS / all cores)");
+  bench
+      ->add_option("--threads", threads,
+                   "OpenMP threads (default: COIL_NUM_THREADS, else all cores)")
+      ->default_str("");
   bench->add_option("--runs", runs, "timed runs");
   bench->add_option("--warmup", warmup, "untimed runs first");
   bench->add_flag("--json", json, "print JSON to stdout");
 
-  CLI11_PARSE(app, argc, argv);
+  // Hidden (no group, so neither --help nor the command list shows it): makes an internal error
+  // on purpose, so that tests can check its message and exit code (docs/errors.md).
+  bool std_exception = false;
+  auto* crash = app.add_subcommand("debug-internal-error", "fail with an internal error");
+  crash->group("");
+  crash->add_flag("--std-exception", std_exception, "throw a std::exception instead");
+
+  if (auto stop = parse_command_line(app, argc, argv)) return *stop;
+  if (*demo) return cmd_demo(demo_runs);
+  if (*ops) return cmd_ops();
+  if (*compile) return cmd_compile(compile_args, out_dir);
+  if (*run) return cmd_run(run_args, run_out);
+  if (*check) return cmd_check(check_args, expects, rtol, atol);
+  if (*bench) return cmd_bench(bench_args, threads, runs, warmup, json);
+  if (*crash) return cmd_debug_internal_error(std_exception);
+  return kExitInternal;  // parse_command_line returns a code when no command is chosen
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace coil::cli;
   try {
-    if (*demo) return cmd_demo(demo_runs);
-    if (*ops) return cmd_ops();
-    if (*compile) return cmd_compile(compile_args, out_dir);
-    if (*run) return cmd_run(run_args, run_out);
-    if (*check) return cmd_check(check_args, expects, rtol, atol);
-    if (*bench) return cmd_bench(bench_args, threads, runs, warmup, json);
+    coil::warn_unknown_env_vars();
+    return run_main(argc, argv);
+  } catch (const coil::UnsupportedError& e) {
+    print_error(e.what());
+    return kExitUnsupported;
   } catch (const coil::Error& e) {
-    std::fprintf(stderr, "coil: error: %s\n", e.what());
-    return 2;
+    print_error(e.what());
+    return kExitUsage;
+  } catch (const coil::InternalError& e) {
+    print_error(std::string(e.what()) + "\n(a bug in coil: please report it with the model)");
+    return kExitInternal;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "coil: internal error: %s\n", e.what());
-    return 3;
+    print_error(fmt::format("internal error: {}\n(a bug in coil: please report it with the model)",
+                            e.what()));
+    return kExitInternal;
+  } catch (...) {
+    print_error("internal error: an unknown exception\n(a bug in coil: please report it)");
+    return kExitInternal;
   }
-  return 0;
 }

@@ -73,13 +73,13 @@ int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
         "generated in {:.1f} ms; wrote {}/module.py, report.json, graph.coil (run module.py "
         "through python/coil_runtime on a CUDA machine)\n",
         r.total_seconds * 1e3, out_dir);
-    return 0;
+    return kExitOk;
   }
   CompiledModel m = compile(p.graph, p.options);
   print_kernels(m.report());
   fmt::print("compiled in {:.1f} ms (cache {}); wrote {}/module.cpp, module.so, report.json\n",
              m.report().total_seconds * 1e3, m.report().cache_hit ? "hit" : "miss", out_dir);
-  return 0;
+  return kExitOk;
 }
 
 namespace {
@@ -113,34 +113,39 @@ int cmd_run(const ModelArgs& a, const std::string& out_dir) {
     fmt::print("wrote {} ({}{})\n", path.string(), dtype_name(outs[i].dtype()),
                shape_str(outs[i].shape()));
   }
-  return 0;
+  return kExitOk;
 }
 
 int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, double rtol,
               double atol) {
   Prepared p = prepare(a);
+  // The --expect files before compiling, so that a mistake in them costs no compile.
+  std::vector<std::string> output_names;
+  for (const auto& o : p.graph.outputs()) output_names.push_back(o.name);
+  std::map<std::string, Tensor> files;
+  for (const auto& e : expects) {
+    auto [name, path] = split_pair(e, "--expect", "NAME=FILE.npy");
+    COIL_USER_CHECK(std::find(output_names.begin(), output_names.end(), name) != output_names.end(),
+                    "--expect {}: the model has no output '{}' (its outputs: {})", e, name,
+                    names_list(output_names));
+    files[name] = read_npy(path);
+  }
+  for (const auto& name : output_names)
+    COIL_USER_CHECK(expects.empty() || files.count(name),
+                    "--expect: no file given for output '{}' (give one for every output, or none "
+                    "to compare with the reference interpreter)",
+                    name);
   auto [got, specs] = run_prepared(a, p);
   std::vector<Tensor> want;
   if (expects.empty()) {
     fmt::print("checking against the reference interpreter\n");
     want = interpret(p.graph, p.inputs);
   } else {
-    std::map<std::string, Tensor> files;
-    for (const auto& e : expects) {
-      auto [name, path] = split_pair(e, "--expect");
-      files[name] = read_npy(path);
-    }
-    for (const auto& o : specs) {
-      auto it = files.find(o.name);
-      COIL_USER_CHECK(it != files.end(), "--expect: no file given for output '{}'", o.name);
-      want.push_back(it->second);
-    }
-    COIL_USER_CHECK(files.size() == specs.size(), "--expect: {} files for {} outputs", files.size(),
-                    specs.size());
+    for (const auto& o : specs) want.push_back(files.at(o.name));
   }
   bool ok = report_comparison(specs, got, want, rtol, atol);
   fmt::print("{}\n", ok ? "check passed" : "check FAILED");
-  return ok ? 0 : 1;
+  return ok ? kExitOk : kExitCheckFailed;
 }
 
 int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) {
@@ -176,7 +181,7 @@ int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) 
           gm.report.total_seconds * 1e3, gm.cache_hit ? "unchanged" : "new",
           r.value("first_call_ms", 0.0), runs, r.value("device", "the GPU"), med, mn, mx);
     }
-    return 0;
+    return kExitOk;
   }
   // Before compiling: matmul autotuning times its candidates at the current thread count.
   if (threads > 0) set_num_threads(threads);
@@ -212,7 +217,12 @@ int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) 
         m.report().total_seconds * 1e3, m.report().cache_hit ? "hit" : "miss", runs, used_threads,
         med, mn, mx);
   }
-  return 0;
+  return kExitOk;
+}
+
+int cmd_debug_internal_error(bool std_exception) {
+  if (std_exception) throw std::out_of_range("debug-internal-error: a std::exception");
+  COIL_UNREACHABLE("debug-internal-error: an internal error on purpose");
 }
 
 int cmd_ops() {
@@ -225,7 +235,7 @@ int cmd_ops() {
     fmt::print("{:<18} {:<12} inputs {:<4} {}\n", op.name, kinds[static_cast<int>(op.kind)], arity,
                op.doc);
   }
-  return 0;
+  return kExitOk;
 }
 
 int cmd_demo(int runs) {
@@ -261,7 +271,7 @@ int cmd_demo(int runs) {
   fmt::print("checking against the reference interpreter:\n");
   bool ok = report_comparison(m.outputs(), got, interpret(g, inputs), -1, -1);
   fmt::print("{}\n", ok ? "demo passed" : "demo FAILED");
-  return ok ? 0 : 1;
+  return ok ? kExitOk : kExitCheckFailed;
 }
 
 }  // namespace coil::cli

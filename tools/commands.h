@@ -7,6 +7,15 @@
 
 namespace coil::cli {
 
+/// The exit codes of every command (README.md, docs/errors.md).
+enum ExitCode : int {
+  kExitOk = 0,           // success
+  kExitCheckFailed = 1,  // a check or comparison failed (check, demo)
+  kExitUsage = 2,        // a bad command line, file, model or environment: coil::Error
+  kExitUnsupported = 3,  // a valid model or option coil cannot handle: coil::UnsupportedError
+  kExitInternal = 4,     // a bug in coil: coil::InternalError or any other exception
+};
+
 /// Options shared by compile/run/check/bench.
 struct ModelArgs {
   std::string model;                // a .coil text graph or an .onnx model
@@ -23,5 +32,8 @@ int cmd_run(const ModelArgs& a, const std::string& out_dir);
 int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, double rtol,
               double atol);
 int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json);
+/// Throws a coil::InternalError, or a std::exception of no coil class (the hidden command
+/// `coil debug-internal-error` that tests the exit code of each).
+int cmd_debug_internal_error(bool std_exception);
 
 }  // namespace coil::cli

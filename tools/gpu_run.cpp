@@ -14,6 +14,7 @@
 #include "runtime/code_cache.h"
 #include "runtime/toolchain.h"
 #include "support/check.h"
+#include "support/env.h"
 #include "support/hash.h"
 #include "support/npy.h"
 
@@ -30,7 +31,7 @@ std::string env_string(const char* name) {
 
 /// The interpreter: $COIL_PYTHON (a path, or a name looked up on PATH), default python3.
 std::string find_python() {
-  std::string name = env_string("COIL_PYTHON");
+  std::string name = env(EnvVar::python);
   bool from_env = !name.empty();
   if (!from_env) name = "python3";
   if (name.find('/') != std::string::npos) {
@@ -56,8 +57,8 @@ std::string find_python() {
 /// the source tree's python/ (COIL_SOURCE_PYTHON_DIR, set by CMake) if it is still there, else
 /// ./python (a binary built elsewhere, run from a checkout of the repository).
 std::string find_python_dir() {
-  std::string env = env_string("COIL_PYTHONPATH");
-  if (!env.empty()) return env;
+  std::string given = env(EnvVar::pythonpath);
+  if (!given.empty()) return given;
   std::vector<fs::path> tried;
 #ifdef COIL_SOURCE_PYTHON_DIR
   tried.emplace_back(COIL_SOURCE_PYTHON_DIR);

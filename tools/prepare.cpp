@@ -1,5 +1,7 @@
 #include "prepare.h"
 
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <map>
 
@@ -8,32 +10,69 @@
 #include "runtime/compare.h"
 #include "support/check.h"
 #include "support/npy.h"
+#include "sym/expr.h"
 
 namespace coil::cli {
 
-std::pair<std::string, std::string> split_pair(const std::string& s, const char* what) {
+std::pair<std::string, std::string> split_pair(const std::string& s, const char* what,
+                                               const char* form) {
   auto eq = s.find('=');
-  COIL_USER_CHECK(eq != std::string::npos && eq > 0, "{} '{}' must look like NAME=VALUE", what, s);
+  COIL_USER_CHECK(eq != std::string::npos && eq > 0, "{} {}: expected {}", what, s, form);
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
+
+std::string names_list(const std::vector<std::string>& names) {
+  return names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "));
+}
+
+namespace {
+
+/// The graph's size symbols, in the order its inputs first use them.
+std::vector<std::string> size_symbols(const Graph& g) {
+  std::vector<std::string> names;
+  for (int id : g.inputs())
+    for (const sym::Expr& d : g.node(id).type.shape)
+      for (const sym::Expr& s : sym::free_symbols(d))
+        if (std::find(names.begin(), names.end(), s.symbol_name()) == names.end())
+          names.push_back(s.symbol_name());
+  return names;
+}
+
+/// --size NAME=VALUE for the graph `g` into `sizes`; a name the graph lacks is an error, since
+/// the value would be ignored without a word (a typo, or the ONNX model names it otherwise).
+void bind_size(const Graph& g, const std::string& arg, std::map<std::string, int64_t>& sizes) {
+  auto [name, value] = split_pair(arg, "--size", "NAME=VALUE, e.g. --size s0=8");
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  COIL_USER_CHECK(ec != std::errc::result_out_of_range, "--size {}: {} is out of range", arg,
+                  value);
+  COIL_USER_CHECK(ec == std::errc() && end == value.data() + value.size(),
+                  "--size {}: '{}' is not an integer", arg, value);
+  COIL_USER_CHECK(v >= 0, "--size {}: a size must not be negative", arg);
+  std::vector<std::string> symbols = size_symbols(g);
+  COIL_USER_CHECK(std::find(symbols.begin(), symbols.end(), name) != symbols.end(),
+                  "--size {}: the graph has no size symbol '{}' (its symbols: {})", arg, name,
+                  names_list(symbols));
+  auto [it, fresh] = sizes.emplace(name, v);
+  COIL_USER_CHECK(fresh || it->second == v, "--size {}: {} is already given as {}", arg, name,
+                  it->second);
+}
+
+}  // namespace
 
 Prepared prepare(const ModelArgs& a) {
   bool onnx = std::filesystem::path(a.model).extension() == ".onnx";
   Prepared p{onnx ? import_onnx(a.model) : load_graph_file(a.model), {}, {}};
   p.options.device = a.device;
-  for (const auto& s : a.sizes) {
-    auto [name, value] = split_pair(s, "--size");
-    try {
-      p.options.sizes[name] = std::stoll(value);
-    } catch (const std::exception&) {
-      user_error("--size {}: '{}' is not an integer", name, value);
-    }
-  }
+  for (const auto& s : a.sizes) bind_size(p.graph, s, p.options.sizes);
+  std::vector<std::string> input_names;
+  for (int id : p.graph.inputs()) input_names.push_back(p.graph.node(id).name);
   std::map<std::string, Tensor> given;
   for (const auto& s : a.inputs) {
-    auto [name, path] = split_pair(s, "--input");
-    COIL_USER_CHECK(p.graph.find(name) >= 0, "--input {}: the model has no input named '{}'", name,
-                    name);
+    auto [name, path] = split_pair(s, "--input", "NAME=FILE.npy");
+    COIL_USER_CHECK(std::find(input_names.begin(), input_names.end(), name) != input_names.end(),
+                    "--input {}: the model has no input '{}' (its inputs: {})", s, name,
+                    names_list(input_names));
     given[name] = read_npy(path);
   }
   // Bind symbols from given inputs' shapes, then make the remaining inputs.

@@ -11,8 +11,13 @@
 
 namespace coil::cli {
 
-/// "NAME=VALUE" split at the first '=' (a user error naming `what` otherwise).
-std::pair<std::string, std::string> split_pair(const std::string& s, const char* what);
+/// "NAME=VALUE" split at the first '='; otherwise a user error naming the option `what` and
+/// the `form` it expects ("NAME=FILE.npy").
+std::pair<std::string, std::string> split_pair(const std::string& s, const char* what,
+                                               const char* form);
+
+/// "a, b, c", or "none", for the lists in error messages.
+std::string names_list(const std::vector<std::string>& names);
 
 /// The model's graph, its inputs (files or random), and the size bindings they imply.
 struct Prepared {

@@ -39,5 +39,5 @@ def log(channel, message):
 
 
 def warn(message):
-    sys.stderr.write(f"[coil] warning: {message}\n")
+    sys.stderr.write(f"coil: warning: {message}\n")
     sys.stderr.flush()

@@ -252,7 +252,10 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
       }
     } catch (const Error& e) {
       if (bind.empty()) throw;
-      throw Error(fmt::format("{}{} (with {})", error_context(n), e.what(), bindings_str(bind)));
+      std::string message =
+          fmt::format("{}{} (with {})", error_context(n), e.what(), bindings_str(bind));
+      if (dynamic_cast<const UnsupportedError*>(&e)) throw UnsupportedError(message);
+      throw Error(message);
     }
     // Every size-dependent choice was frozen above, so a bound type is the declared type with
     // the sizes substituted; anything else would silently change an output's shape.

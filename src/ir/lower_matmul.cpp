@@ -248,8 +248,8 @@ TensorBox lower_matmul(LowerContext& ctx, const Node& node, const std::vector<Te
 
 TensorBox lower_conv2d(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
   DType dtype = node.type.dtype;
-  COIL_USER_CHECK(dtype != DType::F64,
-                  "conv2d: dtype f64 is not supported (oneDNN computes in f32)");
+  COIL_SUPPORTED_CHECK(dtype != DType::F64,
+                       "conv2d: dtype f64 is not supported (oneDNN computes in f32)");
   auto contiguous_f32 = [&](const TensorBox& box) -> int {
     TensorBox t = box.dtype == DType::F32 ? box : cast_box(box, DType::F32);
     if (t.buffer >= 0 && ctx.program.buffer(t.buffer).layout.dtype == DType::F32) return t.buffer;

@@ -102,10 +102,11 @@ TensorBox lower_pool2d(LowerContext& ctx, const Node& node, const std::vector<Te
   const bool is_max = op == "max_pool2d";
   Window2d w = pool2d_params(node);
   int64_t taps = w.kernel[0] * w.kernel[1];
-  COIL_USER_CHECK(taps <= kMaxTaps,
-                  "{}: windows of more than {} elements are not supported yet (kernel [{}, {}] "
-                  "has {})",
-                  op, kMaxTaps, w.kernel[0], w.kernel[1], taps);
+  COIL_SUPPORTED_CHECK(
+      taps <= kMaxTaps,
+      "{}: windows of more than {} elements are not supported yet (kernel [{}, {}] "
+      "has {})",
+      op, kMaxTaps, w.kernel[0], w.kernel[1], taps);
   TensorBox x = in[0];
   if (x.buffer < 0 && loader_cost(x) > kCheapInputCost) x = ctx.realize(x);
   const Shape& out = node.type.shape;

@@ -13,6 +13,7 @@
 #include "runtime/isa.h"
 #include "runtime/loader.h"
 #include "support/check.h"
+#include "support/env.h"
 #include "support/hash.h"
 #include "support/log.h"
 
@@ -85,14 +86,13 @@ TemplateTimingFn template_timing_fn(const IsaInfo& isa) {
 
 /// The forced choice from COIL_MATMUL, or nullopt for "auto".
 std::optional<MatmulImpl> forced_impl() {
-  const char* v = std::getenv("COIL_MATMUL");
-  if (!v || !*v || std::string_view(v) == "auto") return std::nullopt;
-  std::string_view s(v);
+  std::string s = env(EnvVar::matmul);
+  if (s.empty() || s == "auto") return std::nullopt;
   if (s == "template") return MatmulImpl::Template;
   if (s == "dnnl") return MatmulImpl::Dnnl;
   if (s == "openblas") {
-    COIL_USER_CHECK(extern_have_openblas(),
-                    "COIL_MATMUL=openblas: coil was built without OpenBLAS's OpenMP build");
+    COIL_SUPPORTED_CHECK(extern_have_openblas(),
+                         "COIL_MATMUL=openblas: coil was built without OpenBLAS's OpenMP build");
     return MatmulImpl::OpenBlas;
   }
   user_error("COIL_MATMUL='{}': expected auto, template, dnnl or openblas", s);

@@ -17,6 +17,7 @@
 
 #include "runtime/embedded_headers.h"
 #include "support/check.h"
+#include "support/env.h"
 #include "support/hash.h"
 #include "support/log.h"
 
@@ -266,10 +267,10 @@ Built build_entry(const fs::path& root, const fs::path& entry, const std::string
 
 fs::path cache_root() {
   fs::path root;
-  const char* dir = std::getenv("COIL_CACHE_DIR");
+  std::string dir = env(EnvVar::cache_dir);
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
-  if (dir && *dir) {
+  if (!dir.empty()) {
     root = dir;
   } else if (xdg && *xdg) {
     root = fs::path(xdg) / "coil";

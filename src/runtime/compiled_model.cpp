@@ -19,6 +19,7 @@
 #include "runtime/pipeline.h"
 #include "sched/scheduler.h"
 #include "support/check.h"
+#include "support/env.h"
 #include "support/log.h"
 
 namespace coil {
@@ -102,6 +103,7 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   auto mark = [&](const char* stage) {
     if (timer) timer->mark(stage);
   };
+  warn_unknown_env_vars();
   COIL_USER_CHECK(options.device == "cpu" || options.device == "cuda",
                   "device '{}': expected cpu or cuda", options.device);
   const bool gpu = options.device == "cuda";
@@ -154,9 +156,9 @@ std::vector<int64_t> bound_shape(const Shape& s) {
 void init_threads_from_env() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* v = std::getenv("COIL_NUM_THREADS");
-    if (v && *v) {
-      int n = std::atoi(v);
+    std::string v = env(EnvVar::num_threads);
+    if (!v.empty()) {
+      int n = std::atoi(v.c_str());
       if (n > 0)
         omp_set_num_threads(n);
       else

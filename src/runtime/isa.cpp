@@ -20,6 +20,7 @@
 #include "runtime/code_cache.h"
 #include "runtime/embedded_headers.h"
 #include "support/check.h"
+#include "support/env.h"
 #include "support/hash.h"
 #include "support/log.h"
 
@@ -308,22 +309,22 @@ IsaInfo with_extensions(const IsaInfo& isa, const Toolchain& tc) {
 
 IsaInfo detect_host_isa() {
   const Toolchain& tc = Toolchain::get();
-  const char* env = std::getenv("COIL_CPU_ISA");
-  if (env && *env) {
-    const IsaInfo* found = find_isa(env);
+  std::string forced = env(EnvVar::cpu_isa);
+  if (!forced.empty()) {
+    const IsaInfo* found = find_isa(forced);
     COIL_USER_CHECK(found != nullptr,
-                    "COIL_CPU_ISA='{}' is not a vector ISA coil knows; expected one of {}", env,
+                    "COIL_CPU_ISA='{}' is not a vector ISA coil knows; expected one of {}", forced,
                     isa_names());
     if (found->is_scalar()) return *found;
     for (const std::string& f : found->cpu_features) {
       COIL_USER_CHECK(cpu_has(f),
                       "COIL_CPU_ISA={} asks for an ISA this machine cannot run: the CPU lacks "
                       "'{}' (needs {})",
-                      env, f, fmt::join(found->cpu_features, ", "));
+                      forced, f, fmt::join(found->cpu_features, ", "));
     }
     IsaProbe probe = probe_isa(*found, tc);
     COIL_USER_CHECK(probe.ok, "COIL_CPU_ISA={}: this machine cannot build or run {} kernels: {}",
-                    env, found->name, probe.detail);
+                    forced, found->name, probe.detail);
     return with_extensions(*found, tc);
   }
   for (const IsaInfo& isa : all_isas()) {
@@ -359,11 +360,11 @@ CompileFlags module_compile_flags(const IsaInfo& isa) {
 }
 
 std::string vmath_dir() {
-  const char* env = std::getenv("COIL_VMATH_DIR");
-  if (env && *env) {
-    fs::path dir = fs::absolute(env);
+  std::string forced = env(EnvVar::vmath_dir);
+  if (!forced.empty()) {
+    fs::path dir = fs::absolute(forced);
     COIL_USER_CHECK(fs::exists(dir / "libcoil_vmath.so"),
-                    "COIL_VMATH_DIR={}: no libcoil_vmath.so there", std::string(env));
+                    "COIL_VMATH_DIR={}: no libcoil_vmath.so there", forced);
     return dir.string();
   }
 #ifdef COIL_VMATH_BUILD_DIR

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "support/check.h"
+#include "support/env.h"
 
 extern char** environ;
 
@@ -141,8 +142,7 @@ Toolchain Toolchain::for_compiler(const std::string& cxx) {
                   r.output.substr(0, 2000));
   t.version = r.output.substr(0, r.output.find('\n'));
   t.is_clang = t.version.find("clang") != std::string::npos;
-  const char* debug = std::getenv("COIL_COMPILE_DEBUG");
-  t.debug = debug && std::string_view(debug) == "1";
+  t.debug = env(EnvVar::compile_debug) == "1";
   t.host_cpu = read_host_cpu_flags();
   return t;
 }

@@ -1,12 +1,14 @@
 #include "support/log.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <iterator>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "support/check.h"
+#include "support/env.h"
+#include "support/suggest.h"
 
 namespace coil {
 namespace {
@@ -40,8 +42,11 @@ unsigned parse_channels(std::string_view spec) {
       }
     }
     if (!found) {
-      std::fprintf(stderr, "[coil] warning: unknown COIL_LOGS channel '%.*s'\n",
-                   static_cast<int>(item.size()), item.data());
+      // Not through warn(): this runs while state() is being initialized.
+      std::vector<std::string> names(std::begin(kChannelNames), std::end(kChannelNames));
+      names.emplace_back("all");
+      fmt::print(stderr, "coil: warning: unknown COIL_LOGS channel '{}'{}; the channels: {}\n",
+                 item, did_you_mean(item, names), fmt::join(names, ", "));
     }
   }
   return mask;
@@ -50,8 +55,7 @@ unsigned parse_channels(std::string_view spec) {
 LogState& state() {
   static LogState s;
   static bool initialized = [] {
-    const char* env = std::getenv("COIL_LOGS");
-    if (env) s.mask = parse_channels(env);
+    s.mask = parse_channels(env(EnvVar::logs));
     return true;
   }();
   (void)initialized;
@@ -77,7 +81,7 @@ void log_write(LogChannel channel, std::string_view message) {
 
 void warn(std::string_view message) {
   std::lock_guard<std::mutex> lock(state().write_mutex);
-  fmt::print(stderr, "[coil] warning: {}\n", message);
+  fmt::print(stderr, "coil: warning: {}\n", message);
 }
 
 }  // namespace coil

@@ -56,6 +56,24 @@ TEST(OnnxErrors, MissingAndEmptyFiles) {
             ".onnx file)");
 }
 
+// A valid model that uses what coil lacks is a coil::UnsupportedError (the CLI exits 3 for it);
+// a broken one is a plain coil::Error (exit 2).
+TEST(OnnxErrors, UnsupportedIsTold) {
+  onnx::ModelProto det = relu_model();
+  det.mutable_graph()->mutable_node(0)->set_op_type("Det");
+  EXPECT_THROW(import(det), UnsupportedError);
+  EXPECT_THROW(import(relu_model(99)), UnsupportedError);
+  onnx::ModelProto cycle = relu_model();
+  cycle.mutable_graph()->mutable_node(0)->set_input(0, "y");
+  try {
+    import(cycle);
+    ADD_FAILURE() << "a cyclic graph imported";
+  } catch (const UnsupportedError& e) {
+    ADD_FAILURE() << "a cyclic graph is not unsupported: " << e.what();
+  } catch (const Error&) {
+  }
+}
+
 // Every prefix of a valid model and of a real test model: an Error or a graph, never a crash.
 TEST(OnnxErrors, TruncatedFiles) {
   onnx::ModelProto m = relu_model();
@@ -380,8 +398,8 @@ TEST(OnnxErrors, SymbolicSizesAreNotData) {
 }
 
 // A set of broken model files through the CLI (`coil check FILE`, under a 60 s `timeout`): each
-// ends with exit status 2 (a coil::Error, printed with the file's name), never 3 (an internal
-// error), a signal or the timeout.
+// ends with exit status 2 (a coil::Error, printed with the file's name), or 3 for the valid
+// models coil does not support, never 4 (an internal error), a signal or the timeout.
 TEST(OnnxErrors, BrokenFilesThroughTheCli) {
   namespace fs = std::filesystem;
   fs::path dir = fs::path(COIL_BINARY_DIR) / "test-cli" / fmt::format("broken-onnx-{}", getpid());
@@ -493,7 +511,9 @@ TEST(OnnxErrors, BrokenFilesThroughTheCli) {
     std::stringstream out;
     out << in.rdbuf();
     ASSERT_TRUE(WIFEXITED(status)) << out.str();
-    EXPECT_EQ(WEXITSTATUS(status), 2) << out.str();
+    // A valid model coil cannot import (an op or opset it lacks) exits 3, a broken file 2.
+    bool unsupported = name == "unsupported_op" || name == "opset_99";
+    EXPECT_EQ(WEXITSTATUS(status), unsupported ? 3 : 2) << out.str();
     std::string want = name == "huge_input" ? "coil: error: cannot allocate 4398046511104 bytes"
                                             : "coil: error: " + model.string() + ": ";
     EXPECT_NE(out.str().find(want), std::string::npos) << out.str();

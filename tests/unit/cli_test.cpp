@@ -1,5 +1,7 @@
 // The `coil` command-line tool end to end: compile writes its files, run writes .npy files
-// numpy reads, check compares with the reference and with --expect files, bench prints JSON.
+// numpy reads, check compares with the reference and with --expect files, bench prints JSON;
+// --version and --help say what they should; the COIL_* variables coil knows are README's.
+// (Every documented mistake and its exit code: tests/error/cli_errors_test.cpp.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,10 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "support/check_graph.h"
+#include "support/env.h"
 #include "support/npy.h"
+#include "support/suggest.h"
 
 namespace coil {
 namespace {
@@ -124,6 +130,93 @@ TEST_F(Cli, DemoPasses) {
   std::string out;
   EXPECT_EQ(coil("demo --runs 2", &out), 0) << out;
   EXPECT_NE(out.find("demo passed"), std::string::npos) << out;
+}
+
+TEST_F(Cli, VersionNamesCommitCompilersAndIsa) {
+  std::string out;
+  ASSERT_EQ(coil("--version", &out), 0) << out;
+  for (const char* line : {"coil ", "(commit ", "built with:", "kernel compiler:", "host ISA:"})
+    EXPECT_NE(out.find(line), std::string::npos) << line << " in\n" << out;
+  // The source tree is a git checkout here, so the commit is known.
+  if (fs::exists(fs::path(COIL_SOURCE_DIR) / ".git")) {
+    EXPECT_EQ(out.find("not built from a git checkout"), std::string::npos) << out;
+  }
+}
+
+TEST_F(Cli, HelpShowsEachDefault) {
+  std::string out;
+  ASSERT_EQ(coil("demo --help", &out), 0) << out;
+  EXPECT_NE(out.find("--runs INT=20"), std::string::npos) << out;
+  ASSERT_EQ(coil("check --help", &out), 0) << out;
+  EXPECT_NE(out.find("--rtol FLOAT=per dtype"), std::string::npos) << out;
+  EXPECT_NE(out.find("--device cpu|cuda=cpu"), std::string::npos) << out;
+  ASSERT_EQ(coil("--help", &out), 0) << out;
+  EXPECT_NE(out.find("--version"), std::string::npos) << out;
+  EXPECT_EQ(out.find("debug-internal-error"), std::string::npos) << out;  // hidden
+}
+
+// README.md's environment tables name exactly the variables of COIL_ENV_VARS (support/env.h).
+TEST(CliEnv, ReadmeListsExactlyTheKnownVariables) {
+  std::ifstream in(fs::path(COIL_SOURCE_DIR) / "README.md");
+  std::set<std::string> readme, known;
+  // The first cell of each row that starts with a variable: "| `COIL_X=1` |", "| `COIL_A`, `COIL_B`
+  // |".
+  static const std::regex name("COIL_[A-Z0-9_]+");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| `COIL_", 0) != 0) continue;
+    std::string cell = line.substr(0, line.find(" |", 2));
+    for (std::sregex_iterator it(cell.begin(), cell.end(), name), end; it != end; ++it)
+      readme.insert(it->str());
+  }
+  for (const EnvVarInfo& e : known_env_vars()) {
+    known.insert(std::string(e.name));
+    EXPECT_FALSE(e.doc.empty()) << e.name;
+    EXPECT_EQ(env_name(e.id), e.name);
+  }
+  for (const auto& n : known) EXPECT_TRUE(readme.count(n)) << n << " is missing from README.md";
+  for (const auto& n : readme) EXPECT_TRUE(known.count(n)) << n << " is not in COIL_ENV_VARS";
+}
+
+TEST(CliEnv, UnknownVariablesAreNamedWithTheNearestKnownOne) {
+  EXPECT_EQ(unknown_env_vars_message({"PATH", "COIL_LOGS", "COIL_SLOW_TESTS", "HOME"}), "");
+  std::string m = unknown_env_vars_message({"COIL_LGOS", "PATH", "COIL_CACHE_DIR"});
+  EXPECT_NE(m.find("unknown environment variable COIL_LGOS (did you mean 'COIL_LOGS'?)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("coil reads COIL_LOGS, COIL_CACHE_DIR"), std::string::npos) << m;
+  EXPECT_EQ(m.find(" PATH"), std::string::npos) << m;  // not a COIL_ variable
+  m = unknown_env_vars_message({"COIL_ZZZZZZZZ", "COIL_MATMULL"});
+  EXPECT_NE(m.find("variables COIL_ZZZZZZZZ, COIL_MATMULL (did you mean 'COIL_MATMUL'?)"),
+            std::string::npos)
+      << m;
+}
+
+// The CLI warns at startup, and compiling (which warns on its first call) does not repeat it.
+TEST_F(Cli, WarnsOnceOfUnknownEnvVars) {
+  fs::path err = dir / "stderr.txt";
+  int rc = std::system(fmt::format("COIL_LGOS=ir '{}' check '{}' --size s0=2 > /dev/null 2> '{}'",
+                                   COIL_CLI, (dir / "model.coil").string(), err.string())
+                           .c_str());
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  EXPECT_EQ(WEXITSTATUS(rc), 0) << text;
+  std::string warning = "coil: warning: unknown environment variable COIL_LGOS";
+  EXPECT_EQ(text.rfind(warning, 0), 0u) << text;
+  EXPECT_EQ(text.find(warning, 1), std::string::npos) << text;
+}
+
+TEST(CliSuggest, NearestNameWithinAFewEdits) {
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("COIL_LGOS", "COIL_LOGS"), 1u);  // a swap is one edit
+  EXPECT_EQ(edit_distance("check", "chek"), 1u);
+  std::vector<std::string> options = {"--size", "--seed", "--input", "--device"};
+  EXPECT_EQ(nearest("--sze", options), "--size");
+  EXPECT_EQ(nearest("--devce", options), "--device");
+  EXPECT_EQ(nearest("--bogus", options), "");
+  EXPECT_EQ(did_you_mean("--inptu", options), " (did you mean '--input'?)");
+  EXPECT_EQ(did_you_mean("frob", {"demo", "ops", "run"}), "");
 }
 
 }  // namespace

@@ -427,10 +427,11 @@ TritonModule generate_triton_module(const IrProgram& program, const Schedule& sc
                                     const TritonModuleOptions& options) {
   for (const ComputedBuffer& c : program.computations)
     for (const BodyOp& op : c.body.ops())
-      COIL_USER_CHECK(op.op != LoopOp::indirect_index,
-                      "--device cuda does not support gather with dynamic indices (an indirect "
-                      "load of buffer {}); compile it for the CPU",
-                      program.buffer(c.buffer).name);
+      COIL_SUPPORTED_CHECK(
+          op.op != LoopOp::indirect_index,
+          "--device cuda does not support gather with dynamic indices (an indirect "
+          "load of buffer {}); compile it for the CPU",
+          program.buffer(c.buffer).name);
   return ModulePrinter(program, schedule, options).generate();
 }
 

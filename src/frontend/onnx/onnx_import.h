@@ -15,8 +15,9 @@
 // - Opsets 1 to 6 are read with each op's legacy semantics where coil implements them (binary
 //   ops' broadcast/axis, is_test, ...; docs/onnx.md), else reported as unsupported.
 // - Any problem is a coil::Error naming the model: a malformed or truncated file, a cyclic or
-//   otherwise invalid graph, an unsupported dtype or opset, and unsupported ops, which are all
-//   listed in one message ("model.onnx: unsupported ops: MatMul (node 'fc1', opset 13), ...").
+//   otherwise invalid graph; a valid model coil cannot import is a coil::UnsupportedError: an
+//   unsupported dtype or opset, and unsupported ops, which are all listed in one message
+//   ("model.onnx: unsupported ops: MatMul (node 'fc1', opset 13), ...").
 #pragma once
 
 #include <filesystem>

@@ -46,10 +46,24 @@ class Importer {
   Graph run(const onnx::ModelProto& m);
 
  private:
+  // A malformed model (a coil::Error) ...
   template <typename... Args>
   [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) const {
-    throw Error(fmt::format("{}: {}{}", name_, fmt::format(f, std::forward<Args>(args)...),
-                            unsupported_.empty() ? "" : "; also " + unsupported_message()));
+    throw Error(message(fmt::format(f, std::forward<Args>(args)...)));
+  }
+  // ... or a valid one that uses what coil lacks (a dtype, an opset), a coil::UnsupportedError.
+  template <typename... Args>
+  [[noreturn]] void refuse(fmt::format_string<Args...> f, Args&&... args) const {
+    throw UnsupportedError(message(fmt::format(f, std::forward<Args>(args)...)));
+  }
+  // fail or refuse, as `e` was thrown.
+  [[noreturn]] void fail_as(const Error& e, const std::string& what) const {
+    if (dynamic_cast<const UnsupportedError*>(&e)) throw UnsupportedError(message(what));
+    throw Error(message(what));
+  }
+  std::string message(const std::string& what) const {
+    return fmt::format("{}: {}{}", name_, what,
+                       unsupported_.empty() ? "" : "; also " + unsupported_message());
   }
   void read_opset(const onnx::ModelProto& m);
   void add_initializers(const onnx::GraphProto& g);
@@ -87,13 +101,13 @@ void Importer::read_opset(const onnx::ModelProto& m) {
     found = true, version = 1;  // IR versions before 3 had no opset_import: opset 1
   if (!found) fail("the model imports no opset of the default ONNX domain");
   if (version < kMinOpset || version > kMaxOpset)
-    fail("opset {} is not supported (coil supports opsets {} to {})", version, kMinOpset,
-         kMaxOpset);
+    refuse("opset {} is not supported (coil supports opsets {} to {})", version, kMinOpset,
+           kMaxOpset);
   opset_ = static_cast<int>(version);
 }
 
 void Importer::add_initializers(const onnx::GraphProto& g) {
-  if (g.sparse_initializer_size() > 0) fail("sparse initializers are not supported");
+  if (g.sparse_initializer_size() > 0) refuse("sparse initializers are not supported");
   for (const auto& t : g.initializer()) {
     if (t.name().empty()) fail("an initializer has no name");
     if (values_.count(t.name())) fail("initializer '{}' is defined twice", printable(t.name()));
@@ -101,14 +115,14 @@ void Importer::add_initializers(const onnx::GraphProto& g) {
       Tensor v = tensor_from_proto(t, fmt::format("initializer '{}'", printable(t.name())));
       values_[t.name()] = g_.add_constant(v, names_.fresh(t.name()));
     } catch (const Error& e) {
-      fail("{}", e.what());
+      fail_as(e, e.what());
     }
   }
 }
 
 Shape Importer::input_shape(const onnx::ValueInfoProto& v, const std::string& name) {
   const auto& tt = v.type().tensor_type();
-  if (!tt.has_shape()) fail("input '{}' has no shape (unknown rank is not supported)", name);
+  if (!tt.has_shape()) refuse("input '{}' has no shape (unknown rank is not supported)", name);
   Shape shape;
   for (int d = 0; d < tt.shape().dim_size(); ++d) {
     const auto& dim = tt.shape().dim(d);
@@ -145,14 +159,14 @@ void Importer::add_inputs(const onnx::GraphProto& g) {
     if (v.name().empty()) fail("a graph input has no name");
     std::string name = printable(v.name());
     if (!v.type().has_tensor_type())
-      fail(
+      refuse(
           "input '{}' is not a tensor (sequence, map, optional and sparse inputs are not "
           "supported)",
           name);
     int32_t et = v.type().tensor_type().elem_type();
     std::optional<DType> dt = dtype_from_onnx(et);
     if (!dt)
-      fail("input '{}' has dtype {}, which coil does not support", name, onnx_dtype_name(et));
+      refuse("input '{}' has dtype {}, which coil does not support", name, onnx_dtype_name(et));
     Shape shape = input_shape(v, name);
     if (auto it = options_.input_values.find(v.name()); it != options_.input_values.end()) {
       const Tensor& t = it->second;
@@ -165,7 +179,7 @@ void Importer::add_inputs(const onnx::GraphProto& g) {
     try {
       values_[v.name()] = g_.add_input(names_.fresh(v.name()), *dt, shape);
     } catch (const Error& e) {
-      fail("{}", e.what());
+      fail_as(e, e.what());
     }
   }
 }
@@ -267,7 +281,8 @@ void Importer::import_node(const onnx::NodeProto& n, int index) {
     unsupported_.push_back({printable(n.op_type()), describe_node(n, index), u.reason});
     return poison();
   } catch (const Error& e) {
-    fail("{} ({}): {}", describe_node(n, index), printable(n.op_type()), e.what());
+    fail_as(e,
+            fmt::format("{} ({}): {}", describe_node(n, index), printable(n.op_type()), e.what()));
   }
   for (int i = 0; i < ctx.num_outputs(); ++i)
     if (ctx.wants_output(i)) values_[n.output(i)] = ctx.outputs()[static_cast<size_t>(i)];
@@ -299,15 +314,16 @@ void Importer::add_outputs(const onnx::GraphProto& g) {
     if (it == values_.end())
       fail("graph output '{}' is not computed by any node", printable(o.name()));
     if (symbolic_.count(it->second))
-      fail("graph output '{}' holds sizes computed from symbolic dims (coil outputs tensors only)",
-           printable(o.name()));
+      refuse(
+          "graph output '{}' holds sizes computed from symbolic dims (coil outputs tensors only)",
+          printable(o.name()));
     DType got = g_.node(it->second).type.dtype;
     if (o.type().has_tensor_type() && o.type().tensor_type().elem_type() != 0) {
       int32_t et = o.type().tensor_type().elem_type();
       std::optional<DType> want = dtype_from_onnx(et);
       if (!want)
-        fail("output '{}' has dtype {}, which coil does not support", printable(o.name()),
-             onnx_dtype_name(et));
+        refuse("output '{}' has dtype {}, which coil does not support", printable(o.name()),
+               onnx_dtype_name(et));
       if (*want != got)
         fail("output '{}' is declared {} but computes {}", printable(o.name()), onnx_dtype_name(et),
              dtype_name(got));
@@ -358,7 +374,8 @@ Graph Importer::run(const onnx::ModelProto& m) {
   std::vector<int> order = node_order(g);
   prescan(g);
   for (int i : order) import_node(g.node(i), i);
-  if (!unsupported_.empty()) throw Error(fmt::format("{}: {}", name_, unsupported_message()));
+  if (!unsupported_.empty())
+    throw UnsupportedError(fmt::format("{}: {}", name_, unsupported_message()));
   add_outputs(g);
   return pruned();
 }

@@ -83,11 +83,11 @@ void copy_field(const Field& field, int64_t n, Tensor& out, std::string_view wha
 
 Tensor tensor_from_proto(const onnx::TensorProto& t, std::string_view what) {
   std::optional<DType> dt = dtype_from_onnx(t.data_type());
-  COIL_USER_CHECK(dt.has_value(), "{}: dtype {} is not supported by coil", what,
-                  onnx_dtype_name(t.data_type()));
-  COIL_USER_CHECK(t.data_location() != TP::EXTERNAL,
-                  "{}: external data (a separate weights file) is not supported", what);
-  COIL_USER_CHECK(!t.has_segment(), "{}: segmented tensors are not supported", what);
+  COIL_SUPPORTED_CHECK(dt.has_value(), "{}: dtype {} is not supported by coil", what,
+                       onnx_dtype_name(t.data_type()));
+  COIL_SUPPORTED_CHECK(t.data_location() != TP::EXTERNAL,
+                       "{}: external data (a separate weights file) is not supported", what);
+  COIL_SUPPORTED_CHECK(!t.has_segment(), "{}: segmented tensors are not supported", what);
   std::vector<int64_t> shape;
   constexpr int64_t kLimit = int64_t{1} << 62;
   int64_t numel = 1;

@@ -1,0 +1,77 @@
+// The COIL_* environment variables, declared once in COIL_ENV_VARS with a line of doc each.
+// coil reads them only through env() below, README.md's tables list exactly these (a unit test
+// checks both ways), and warn_unknown_env_vars() names any other COIL_* variable that is set,
+// since a misspelt one (COIL_LGOS=ir) would otherwise be ignored without a word.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coil {
+
+/// Who reads a variable: coil itself (the library and the CLI), the Python runtime of
+/// --device cuda modules (python/coil_runtime), or the build, test and benchmark scripts.
+enum class EnvScope { coil, python, scripts };
+
+// X(id, name, scope, doc)
+#define COIL_ENV_VARS(X)                                                                         \
+  X(logs, "COIL_LOGS", coil, "comma-separated log channels printed to stderr, or all")           \
+  X(cache_dir, "COIL_CACHE_DIR", coil, "the code cache directory")                               \
+  X(num_threads, "COIL_NUM_THREADS", coil, "OpenMP threads for kernels")                         \
+  X(cpu_isa, "COIL_CPU_ISA", coil, "vector ISA of generated kernels: avx512, avx2, scalar")      \
+  X(vmath_dir, "COIL_VMATH_DIR", coil, "directory of libcoil_vmath.so and libcoil_extern.so")    \
+  X(compile_debug, "COIL_COMPILE_DEBUG", coil, "1: build kernels with -O0 -g")                   \
+  X(matmul, "COIL_MATMUL", coil, "matmul implementation: auto, template, dnnl, openblas")        \
+  X(python, "COIL_PYTHON", coil, "the Python that --device cuda runs modules with")              \
+  X(pythonpath, "COIL_PYTHONPATH", coil, "coil's python/ directory for --device cuda runs")      \
+  X(triton_autotune, "COIL_TRITON_AUTOTUNE", python, "Triton config lists: 1, max or 0")         \
+  X(triton_launcher, "COIL_TRITON_LAUNCHER", python, "how modules launch kernels: direct, jit")  \
+  X(poison_outputs, "COIL_POISON_OUTPUTS", python, "1: fill new buffers with NaN")               \
+  X(skip_apt, "COIL_SKIP_APT", scripts, "1: scripts/setup.sh installs no packages")              \
+  X(build_dir, "COIL_BUILD_DIR", scripts, "the CMake build directory of the scripts")            \
+  X(build_type, "COIL_BUILD_TYPE", scripts, "the CMake build type of scripts/setup.sh")          \
+  X(slow_tests, "COIL_SLOW_TESTS", scripts, "1: scripts/test.sh also runs tests labeled slow")   \
+  X(update_golden, "COIL_UPDATE_GOLDEN", scripts, "set: the golden tests rewrite their files")   \
+  X(sym_fuzz_seeds, "COIL_SYM_FUZZ_SEEDS", scripts, "seeds the index-simplifier fuzzer runs")    \
+  X(onnx_testdata, "COIL_ONNX_TESTDATA", scripts, "the ONNX backend test data directory")        \
+  X(conformance_filter, "COIL_CONFORMANCE_FILTER", scripts, "a substring the ONNX report runs")  \
+  X(conformance_out, "COIL_CONFORMANCE_OUT", scripts, "where the ONNX report writes passes")     \
+  X(conformance_atol, "COIL_CONFORMANCE_ATOL", scripts, "the ONNX report's absolute tolerance")  \
+  X(rebuild, "COIL_REBUILD", scripts, "0: tests/gpu/prepare.sh uses build/bin/coil as it is")    \
+  X(gpu_generated, "COIL_GPU_GENERATED", scripts, "the modules tests/gpu/test_ops.py runs")      \
+  X(eager_bench_own_cache, "COIL_EAGER_BENCH_OWN_CACHE", scripts, "set by bench/eager_bench.py") \
+  X(eager_bench_reexec, "COIL_EAGER_BENCH_REEXEC", scripts, "set by bench/eager_bench.py")
+
+enum class EnvVar {
+#define COIL_ENV_ENUM(id, name, scope, doc) id,
+  COIL_ENV_VARS(COIL_ENV_ENUM)
+#undef COIL_ENV_ENUM
+};
+
+struct EnvVarInfo {
+  EnvVar id;
+  std::string_view name;  // "COIL_LOGS"
+  EnvScope scope;
+  std::string_view doc;
+};
+
+/// Every variable of COIL_ENV_VARS, in its order.
+std::span<const EnvVarInfo> known_env_vars();
+
+/// The variable's name, "COIL_LOGS".
+std::string_view env_name(EnvVar v);
+
+/// The variable's value; "" when it is unset (coil treats set-but-empty as unset).
+std::string env(EnvVar v);
+
+/// The warning for the COIL_* names among `set_names` that COIL_ENV_VARS lacks, each with the
+/// known name nearest to it; "" when they are all known.
+std::string unknown_env_vars_message(const std::vector<std::string>& set_names);
+
+/// Prints unknown_env_vars_message() of the process environment as a warning, once per process
+/// (the CLI calls it at startup, compile() and generate_gpu_module() on their first call).
+void warn_unknown_env_vars();
+
+}  // namespace coil
