@@ -29,7 +29,9 @@ int main(int argc, char** argv) {
       "demo", "compile and run the built-in model, check it against the reference");
   demo->add_option("--runs", demo_runs, "timed runs");
 
+  bool ops_markdown = false;
   auto* ops = app.add_subcommand("ops", "list every op with its attributes and meaning");
+  ops->add_flag("--markdown", ops_markdown, "print docs/ops.md (markdown tables)");
 
   ModelArgs compile_args;
   std::string out_dir;
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) return cmd_demo(demo_runs);
-    if (*ops) return cmd_ops();
+    if (*ops) return cmd_ops(ops_markdown);
     if (*compile) return cmd_compile(compile_args, out_dir);
     if (*run) return cmd_run(run_args, run_out);
     if (*check) return cmd_check(check_args, expects, rtol, atol);
