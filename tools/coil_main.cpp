@@ -57,8 +57,10 @@ int run_main(int argc, char** argv) {
   demo->allow_extras();
   demo->add_option("--runs", demo_runs, "timed runs");
 
+  bool ops_markdown = false;
   auto* ops = app.add_subcommand("ops", "list every op with its attributes and meaning");
   ops->allow_extras();
+  ops->add_flag("--markdown", ops_markdown, "print docs/ops.md (markdown tables)");
 
   ModelArgs compile_args;
   std::string out_dir;
@@ -109,7 +111,7 @@ int run_main(int argc, char** argv) {
 
   if (auto stop = parse_command_line(app, argc, argv)) return *stop;
   if (*demo) return cmd_demo(demo_runs);
-  if (*ops) return cmd_ops();
+  if (*ops) return cmd_ops(ops_markdown);
   if (*compile) return cmd_compile(compile_args, out_dir);
   if (*run) return cmd_run(run_args, run_out);
   if (*check) return cmd_check(check_args, expects, rtol, atol);

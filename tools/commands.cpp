@@ -15,7 +15,7 @@
 #include "demo_model.h"
 #include "gpu_run.h"
 #include "graph/interpreter.h"
-#include "graph/op_registry.h"
+#include "graph/op_reference.h"
 #include "graph/text_format.h"
 #include "prepare.h"
 #include "runtime/compare.h"
@@ -225,16 +225,8 @@ int cmd_debug_internal_error(bool std_exception) {
   COIL_UNREACHABLE("debug-internal-error: an internal error on purpose");
 }
 
-int cmd_ops() {
-  static const char* kinds[] = {"source", "elementwise", "view", "reduction", "composite", "other"};
-  for (const OpDef& op : all_ops()) {
-    std::string arity = op.max_inputs < 0 ? fmt::format("{}+", op.min_inputs)
-                        : op.min_inputs == op.max_inputs
-                            ? std::to_string(op.min_inputs)
-                            : fmt::format("{}-{}", op.min_inputs, op.max_inputs);
-    fmt::print("{:<18} {:<12} inputs {:<4} {}\n", op.name, kinds[static_cast<int>(op.kind)], arity,
-               op.doc);
-  }
+int cmd_ops(bool markdown) {
+  fmt::print("{}", markdown ? op_reference_markdown() : op_reference_text());
   return kExitOk;
 }
 

@@ -26,7 +26,7 @@ struct ModelArgs {
 };
 
 int cmd_demo(int runs);
-int cmd_ops();
+int cmd_ops(bool markdown);
 int cmd_compile(const ModelArgs& a, const std::string& out_dir);
 int cmd_run(const ModelArgs& a, const std::string& out_dir);
 int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, double rtol,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "graph/attr_check.h"
 #include "graph/op_registry.h"
 #include "support/check.h"
 
@@ -70,6 +71,14 @@ void Graph::set_location(int node, std::string location) {
 std::string Graph::fresh_name() {
   std::string n;
   do n = fmt::format("t{}", next_temp_++);
+  while (by_name_.count(n));
+  return n;
+}
+
+std::string Graph::next_fresh_name() const {
+  std::string n;
+  int k = next_temp_;
+  do n = fmt::format("t{}", k++);
   while (by_name_.count(n));
   return n;
 }
@@ -151,7 +160,11 @@ int Graph::add_node(std::string_view op_name, std::vector<int> inputs, Attrs att
   auto n = std::make_unique<Node>();
   n->op = &op;
   n->name = name;
+  // An unnamed node gets its name when it is added, after its checks: an attribute error names
+  // it by the name it would get.
+  check_attrs(op, attrs, name.empty() ? next_fresh_name() : name);
   n->attrs = std::move(attrs);
+  n->attrs.set_owner(op.name);
   std::vector<const TensorType*> types;
   for (int in : inputs) {
     COIL_USER_CHECK(in >= 0 && in < num_nodes(), "{}: input id {} does not exist", op.name, in);

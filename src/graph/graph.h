@@ -87,6 +87,8 @@ class Graph {
  private:
   int push(std::unique_ptr<Node> n);
   std::string fresh_name();
+  /// The name fresh_name() would return now.
+  std::string next_fresh_name() const;
 
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<int> inputs_;

@@ -1,5 +1,6 @@
 // The op registry: every graph op, once. Columns: name, kind, inputs (min, max), dtype rule and
-// loop op (elementwise only), shape/dtype rule, reference kernel, lowering, decomposition, doc.
+// loop op (elementwise only), shape/dtype rule, reference kernel, lowering, decomposition, doc,
+// attributes (the k*Attrs lists below: name, kind, default, allowed values, doc).
 #include "graph/op_registry.h"
 
 #include <unordered_map>
@@ -14,11 +15,12 @@ namespace coil {
 namespace {
 
 constexpr OpDef source(std::string_view name, InferFn infer, ReferenceFn ref, LowerFn lower,
-                       std::string_view doc) {
-  return {name, OpKind::Source, 0,       0,  DTypeRule::Same, LoopOp::constant, infer,
-          ref,  lower,          nullptr, doc};
+                       std::string_view doc, std::span<const AttrSpec> attrs = {}) {
+  return {name,  OpKind::Source, 0,   0,    DTypeRule::Same, LoopOp::constant, infer, ref,
+          lower, nullptr,        doc, attrs};
 }
-constexpr OpDef unary(std::string_view name, LoopOp op, DTypeRule rule, std::string_view doc) {
+constexpr OpDef unary(std::string_view name, LoopOp op, DTypeRule rule, std::string_view doc,
+                      std::span<const AttrSpec> attrs = {}) {
   return {name,
           OpKind::Elementwise,
           1,
@@ -29,7 +31,8 @@ constexpr OpDef unary(std::string_view name, LoopOp op, DTypeRule rule, std::str
           ref_elementwise,
           lower_elementwise,
           nullptr,
-          doc};
+          doc,
+          attrs};
 }
 constexpr OpDef binary(std::string_view name, LoopOp op, DTypeRule rule, std::string_view doc) {
   return {name,
@@ -44,12 +47,14 @@ constexpr OpDef binary(std::string_view name, LoopOp op, DTypeRule rule, std::st
           nullptr,
           doc};
 }
-constexpr OpDef view(std::string_view name, InferFn infer, std::string_view doc) {
-  return {name,     OpKind::View, 1,       1,  DTypeRule::Same, LoopOp::load, infer,
-          ref_view, lower_view,   nullptr, doc};
+constexpr OpDef view(std::string_view name, InferFn infer, std::string_view doc,
+                     std::span<const AttrSpec> attrs) {
+  return {name,       OpKind::View, 1,   1,    DTypeRule::Same, LoopOp::load, infer, ref_view,
+          lower_view, nullptr,      doc, attrs};
 }
 constexpr OpDef reduction(std::string_view name, InferFn infer, ReferenceFn ref, LowerFn lower,
-                          DecomposeFn decompose, std::string_view doc) {
+                          DecomposeFn decompose, std::string_view doc,
+                          std::span<const AttrSpec> attrs) {
   return {name,
           decompose ? OpKind::Composite : OpKind::Reduction,
           1,
@@ -60,29 +65,154 @@ constexpr OpDef reduction(std::string_view name, InferFn infer, ReferenceFn ref,
           ref,
           lower,
           decompose,
-          doc};
+          doc,
+          attrs};
 }
 constexpr OpDef composite(std::string_view name, int min_in, int max_in, InferFn infer,
-                          ReferenceFn ref, DecomposeFn decompose, std::string_view doc) {
-  return {name, OpKind::Composite, min_in,    max_in, DTypeRule::Same, LoopOp::constant, infer,
-          ref,  nullptr,           decompose, doc};
+                          ReferenceFn ref, DecomposeFn decompose, std::string_view doc,
+                          std::span<const AttrSpec> attrs = {}) {
+  return {name,    OpKind::Composite, min_in, max_in, DTypeRule::Same, LoopOp::constant, infer, ref,
+          nullptr, decompose,         doc,    attrs};
 }
 
 constexpr OpDef lowered(std::string_view name, int min_in, int max_in, InferFn infer,
-                        ReferenceFn ref, LowerFn lower, std::string_view doc) {
-  return {name, OpKind::Other, min_in,  max_in, DTypeRule::Same, LoopOp::constant, infer,
-          ref,  lower,         nullptr, doc};
+                        ReferenceFn ref, LowerFn lower, std::string_view doc,
+                        std::span<const AttrSpec> attrs = {}) {
+  return {name,  OpKind::Other, min_in, max_in, DTypeRule::Same, LoopOp::constant, infer, ref,
+          lower, nullptr,       doc,    attrs};
 }
 
 using R = DTypeRule;
 using L = LoopOp;
+using K = AttrKind;
+
+// ---- The attributes of each op (shared by ops that take the same ones) ----
+
+constexpr AttrSpec kFullAttrs[] = {
+    required_attr("shape", K::Ints, "the sizes").min(0),
+    required_attr("value", K::Float, "the fill value (an integer fills integer dtypes exactly)"),
+    attr("dtype", K::DType, "f32", "the result dtype"),
+};
+constexpr AttrSpec kIotaAttrs[] = {
+    required_attr("size", K::Int, "the number of elements").min(0),
+    attr("start", K::Float, "0", "the first value (integer start and step compute in integers)"),
+    attr("step", K::Float, "1", "the distance between values: element i is start + i * step"),
+    attr("dtype", K::DType, "i64", "the result dtype"),
+};
+constexpr std::string_view kGeluApproximations[] = {"none", "tanh"};
+constexpr AttrSpec kGeluAttrs[] = {
+    attr("approximate", K::String, "\"none\"",
+         "\"none\": the erf form, \"tanh\": its tanh approximation")
+        .one_of(kGeluApproximations),
+};
+constexpr AttrSpec kCastAttrs[] = {
+    required_attr("dtype", K::DType, "the result dtype"),
+};
+constexpr AttrSpec kClampAttrs[] = {
+    optional_attr("min", K::Float, "the lower bound; absent: none (one of min, max is needed)"),
+    optional_attr("max", K::Float, "the upper bound; absent: none"),
+};
+constexpr AttrSpec kReshapeAttrs[] = {
+    required_attr("shape", K::Ints, "the new sizes; one may be -1 (inferred)").min(-1),
+};
+constexpr AttrSpec kPermuteAttrs[] = {
+    required_attr("dims", K::Ints,
+                  "the input dim of each result dim (negative counts from the end)"),
+};
+constexpr AttrSpec kTransposeAttrs[] = {
+    attr("dim0", K::Int, "0", "one of the swapped dims"),
+    attr("dim1", K::Int, "1", "the other"),
+};
+constexpr AttrSpec kExpandAttrs[] = {
+    required_attr("shape", K::Ints, "the result sizes; -1 keeps the input's size").min(-1),
+};
+constexpr AttrSpec kSliceAttrs[] = {
+    attr("dim", K::Int, "0", "the sliced dim"),
+    attr("start", K::Int, "0", "the first index; negative counts from the end; clamped"),
+    optional_attr("end", K::Int, "one past the last index, like start; absent: the dim's size"),
+    attr("step", K::Int, "1", "the distance between indices").min(1),
+};
+constexpr AttrSpec kSqueezeAttrs[] = {
+    optional_attr("dims", K::Ints, "the size-1 dims to drop; absent: those statically 1"),
+};
+constexpr AttrSpec kUnsqueezeAttrs[] = {
+    required_attr("dim", K::Int, "where the new dim goes in the result"),
+};
+constexpr AttrSpec kFlattenAttrs[] = {
+    attr("start_dim", K::Int, "0", "the first merged dim"),
+    attr("end_dim", K::Int, "-1", "the last merged dim"),
+};
+constexpr AttrSpec kConcatAttrs[] = {
+    attr("dim", K::Int, "0", "the joined dim"),
+};
+constexpr AttrSpec kGatherAttrs[] = {
+    attr("axis", K::Int, "0", "the indexed dim of data"),
+};
+constexpr AttrSpec kAxes = optional_attr("axes", K::Ints, "the reduced dims; absent or []: all");
+constexpr AttrSpec kAxis = optional_attr("axis", K::Int, "one reduced dim, instead of axes");
+constexpr AttrSpec kKeepdim = attr("keepdim", K::Bool, "false", "keep the reduced dims as size 1");
+constexpr AttrSpec kReduceAttrs[] = {kAxes, kAxis, kKeepdim};
+constexpr AttrSpec kVarAttrs[] = {
+    kAxes,
+    kAxis,
+    kKeepdim,
+    attr("correction", K::Float, "1", "subtracted from the count (1: the unbiased variance)"),
+};
+constexpr AttrSpec kArgReduceAttrs[] = {
+    optional_attr("axis", K::Int, "the reduced dim; absent: the flattened input"),
+    kKeepdim,
+};
+constexpr AttrSpec kSoftmaxAttrs[] = {
+    attr("axis", K::Int, "-1", "the normalized dim"),
+};
+constexpr AttrSpec kLayerNormAttrs[] = {
+    attr("dims", K::Int, "1", "how many trailing dims are normalized").min(1),
+    attr("eps", K::Float, "1e-5", "added to the variance").min(0),
+};
+constexpr AttrSpec kRmsNormAttrs[] = {
+    attr("dims", K::Int, "1", "how many trailing dims are normalized").min(1),
+    attr("eps", K::Float, "1e-6", "added to the mean square").min(0),
+};
+constexpr AttrSpec kAddmmAttrs[] = {
+    attr("alpha", K::Float, "1.0", "the product's factor"),
+    attr("beta", K::Float, "1.0", "the bias's factor; 0 ignores the bias (its NaN and inf too)"),
+};
+constexpr AttrSpec kConv2dAttrs[] = {
+    attr("stride", K::IntPair, "[1, 1]", "the window step [h, w]").min(1),
+    attr("padding", K::IntPair, "[0, 0]", "zeros added on each side [h, w]").min(0),
+    attr("dilation", K::IntPair, "[1, 1]", "the distance between kernel taps [h, w]").min(1),
+    attr("groups", K::Int, "1", "channel groups (C and OC divisible by it)").min(1),
+};
+constexpr AttrSpec kPoolKernel = required_attr("kernel", K::IntPair, "the window [h, w]").min(1);
+constexpr AttrSpec kPoolStride =
+    optional_attr("stride", K::IntPair, "the window step [h, w]; absent: the kernel").min(1);
+constexpr AttrSpec kPoolCeilMode =
+    attr("ceil_mode", K::Bool, "false", "round the output size up (torch's rule)");
+constexpr AttrSpec kMaxPool2dAttrs[] = {
+    kPoolKernel,
+    kPoolStride,
+    attr("padding", K::IntPair, "[0, 0]",
+         "implicit -inf on each side [h, w], at most half the kernel")
+        .min(0),
+    attr("dilation", K::IntPair, "[1, 1]", "the distance between window taps [h, w]").min(1),
+    kPoolCeilMode,
+};
+constexpr AttrSpec kAvgPool2dAttrs[] = {
+    kPoolKernel,
+    kPoolStride,
+    attr("padding", K::IntPair, "[0, 0]",
+         "implicit zeros on each side [h, w], at most half the kernel")
+        .min(0),
+    kPoolCeilMode,
+    attr("count_include_pad", K::Bool, "true", "divide by the whole window, padding included"),
+};
 
 const OpDef kOps[] = {
     // Sources.
     source("input", infer_source, ref_input, nullptr, "a graph input"),
     source("constant", infer_source, ref_constant, nullptr, "a constant tensor (weights)"),
-    source("full", infer_full, ref_full, lower_full, "{shape, value, dtype=f32}: a filled tensor"),
-    source("iota", infer_iota, ref_iota, lower_iota, "{size, start=0, step=1, dtype=i64}: arange"),
+    source("full", infer_full, ref_full, lower_full, "a filled tensor", kFullAttrs),
+    source("iota", infer_iota, ref_iota, lower_iota, "arange", kIotaAttrs),
 
     // Elementwise unary.
     unary("abs", L::abs, R::Same, "|x|"),
@@ -98,8 +228,8 @@ const OpDef kOps[] = {
     unary("sigmoid", L::sigmoid, R::Float, "1 / (1 + e^-x)"),
     unary("tanh", L::tanh, R::Float, "hyperbolic tangent"),
     unary("erf", L::erf, R::Float, "error function"),
-    unary("gelu", L::erf, R::Float,
-          "{approximate=\"none\"|\"tanh\"}: x * Phi(x), erf form or tanh approximation"),
+    unary("gelu", L::erf, R::Float, "x * Phi(x), the erf form or its tanh approximation",
+          kGeluAttrs),
     unary("silu", L::sigmoid, R::Float, "x * sigmoid(x)"),
     unary("sin", L::sin, R::Float, "sine"),
     unary("cos", L::cos, R::Float, "cosine"),
@@ -110,9 +240,9 @@ const OpDef kOps[] = {
     unary("logical_not", L::logical_not, R::Bool, "!x"),
     unary("isnan", L::isnan, R::Bool, "x is NaN"),
     {"cast", OpKind::Elementwise, 1, 1, R::Same, L::to_dtype, infer_elementwise, ref_elementwise,
-     lower_elementwise, nullptr, "{dtype}: convert (float to int truncates toward 0)"},
+     lower_elementwise, nullptr, "convert (float to int truncates toward 0)", kCastAttrs},
     {"clamp", OpKind::Elementwise, 1, 1, R::Same, L::minimum, infer_elementwise, ref_elementwise,
-     lower_elementwise, nullptr, "{min?, max?}: min(max(x, min), max); NaN propagates"},
+     lower_elementwise, nullptr, "min(max(x, min), max); NaN propagates", kClampAttrs},
 
     // Elementwise binary, with numpy broadcasting and torch type promotion.
     binary("add", L::add, R::Same, "a + b"),
@@ -135,47 +265,52 @@ const OpDef kOps[] = {
      lower_elementwise, nullptr, "(cond, a, b): cond ? a : b"},
 
     // Views: index remaps, never copies.
-    view("reshape", infer_reshape, "{shape}: one size may be -1"),
-    view("permute", infer_permute, "{dims}: reorder dims"),
-    view("transpose", infer_transpose, "{dim0=0, dim1=1}: swap two dims"),
-    view("expand", infer_expand, "{shape}: broadcast size-1 dims; -1 keeps a dim"),
-    view("slice", infer_slice, "{dim=0, start=0, end, step=1}: python-style bounds, step > 0"),
-    view("squeeze", infer_squeeze,
-         "{dims?}: drop size-1 dims (no dims: those statically 1; a symbolic one stays)"),
-    view("unsqueeze", infer_unsqueeze, "{dim}: insert a size-1 dim"),
-    view("flatten", infer_flatten, "{start_dim=0, end_dim=-1}: merge a range of dims"),
+    view("reshape", infer_reshape, "same elements, new sizes", kReshapeAttrs),
+    view("permute", infer_permute, "reorder dims", kPermuteAttrs),
+    view("transpose", infer_transpose, "swap two dims", kTransposeAttrs),
+    view("expand", infer_expand, "broadcast size-1 dims (and add leading ones)", kExpandAttrs),
+    view("slice", infer_slice, "every step-th index of [start, end) along dim (python bounds)",
+         kSliceAttrs),
+    view("squeeze", infer_squeeze, "drop size-1 dims (a symbolic one stays)", kSqueezeAttrs),
+    view("unsqueeze", infer_unsqueeze, "insert a size-1 dim", kUnsqueezeAttrs),
+    view("flatten", infer_flatten, "merge a range of dims", kFlattenAttrs),
     {"concat", OpKind::Other, 1, -1, R::Same, L::where, infer_concat, ref_concat, lower_concat,
-     nullptr, "{dim=0}: join along a dim"},
+     nullptr, "join along a dim", kConcatAttrs},
     {"gather", OpKind::Other, 2, 2, R::Same, L::load, infer_gather, ref_gather, lower_gather,
      nullptr,
-     "(data, indices) {axis=0}: data[indices] along axis (an embedding lookup); indices i32 or "
-     "i64, negative ones count from the end; out of range: an error in the reference, clamped "
-     "in compiled code"},
+     "(data, indices): data[indices] along axis (an embedding lookup); indices i32 or i64, "
+     "negative ones count from the end; out of range: an error in the reference, clamped in "
+     "compiled code",
+     kGatherAttrs},
 
-    // Reductions over any set of axes ({axes?, keepdim=false}; no axes = all).
-    reduction("sum", infer_reduction, ref_reduction, lower_reduction, nullptr, "sum"),
-    reduction("prod", infer_reduction, ref_reduction, lower_reduction, nullptr, "product"),
+    // Reductions over any set of axes (no axes = all).
+    reduction("sum", infer_reduction, ref_reduction, lower_reduction, nullptr, "sum", kReduceAttrs),
+    reduction("prod", infer_reduction, ref_reduction, lower_reduction, nullptr, "product",
+              kReduceAttrs),
     reduction("max", infer_reduction, ref_reduction, lower_reduction, nullptr,
-              "maximum, NaN propagates"),
+              "maximum, NaN propagates", kReduceAttrs),
     reduction("min", infer_reduction, ref_reduction, lower_reduction, nullptr,
-              "minimum, NaN propagates"),
-    reduction("mean", infer_reduction, ref_reduction, nullptr, decompose_mean, "sum / count"),
+              "minimum, NaN propagates", kReduceAttrs),
+    reduction("mean", infer_reduction, ref_reduction, nullptr, decompose_mean, "sum / count",
+              kReduceAttrs),
     reduction("var", infer_reduction, ref_reduction, nullptr, decompose_var,
-              "{correction=1}: sum((x - mean)^2) / (count - correction)"),
+              "sum((x - mean)^2) / max(count - correction, 0)", kVarAttrs),
     reduction("argmax", infer_arg_reduction, ref_arg_reduction, lower_arg_reduction, nullptr,
-              "{axis?, keepdim=false}: index of the first maximum (NaN is maximal)"),
+              "index of the first maximum (NaN is maximal)", kArgReduceAttrs),
     reduction("argmin", infer_arg_reduction, ref_arg_reduction, lower_arg_reduction, nullptr,
-              "{axis?, keepdim=false}: index of the first minimum (NaN is minimal)"),
+              "index of the first minimum (NaN is minimal)", kArgReduceAttrs),
 
     // Composites, decomposed before lowering.
     composite("softmax", 1, 1, infer_softmax, ref_softmax, decompose_softmax,
-              "{axis=-1}: exp(x - max) / sum(exp(x - max))"),
+              "exp(x - max) / sum(exp(x - max))", kSoftmaxAttrs),
     composite("log_softmax", 1, 1, infer_softmax, ref_softmax, decompose_log_softmax,
-              "{axis=-1}: x - max - log(sum(exp(x - max)))"),
+              "x - max - log(sum(exp(x - max)))", kSoftmaxAttrs),
     composite("layer_norm", 1, 3, infer_norm, ref_layer_norm, decompose_layer_norm,
-              "(x, weight?, bias?) {dims=1, eps=1e-5}: normalize over the last dims"),
+              "(x, weight?, bias?): (x - mean) / sqrt(var + eps) * weight + bias over the last "
+              "dims",
+              kLayerNormAttrs),
     composite("rms_norm", 1, 2, infer_norm, ref_rms_norm, decompose_rms_norm,
-              "(x, weight?) {dims=1, eps=1e-6}: x / sqrt(mean(x^2) + eps) * weight"),
+              "(x, weight?): x / sqrt(mean(x^2) + eps) * weight over the last dims", kRmsNormAttrs),
 
     // Linear algebra: one floating dtype for all inputs.
     lowered("matmul", 2, 2, infer_matmul, ref_matmul, lower_matmul,
@@ -186,20 +321,21 @@ const OpDef kOps[] = {
     composite("linear", 2, 3, infer_linear, ref_linear, decompose_linear,
               "(x, w, b?): x [..., in] @ w[out, in]^T + b[out] -> [..., out]"),
     composite("addmm", 3, 3, infer_addmm, ref_addmm, decompose_addmm,
-              "(bias, a, b) {alpha=1.0, beta=1.0}: beta * bias + alpha * (a @ b); a [M, K], "
-              "b [K, N], bias broadcasts to [M, N]; beta=0 ignores bias"),
+              "(bias, a, b): beta * bias + alpha * (a @ b); a [M, K], b [K, N], bias broadcasts "
+              "to [M, N]",
+              kAddmmAttrs),
 
-    // Convolution and pooling over the last two dims ({stride, padding, ...}: [h, w] or one int).
-    lowered(
-        "conv2d", 2, 3, infer_conv2d, ref_conv2d, lower_conv2d,
-        "(x, w, b?) {stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=1}: x [N, C, H, W], "
-        "w [OC, C/groups, KH, KW], b [OC] -> [N, OC, OH, OW]"),
+    // Convolution and pooling over the last two dims ({stride, padding, ...}: [h, w], [n] or n).
+    lowered("conv2d", 2, 3, infer_conv2d, ref_conv2d, lower_conv2d,
+            "(x, w, b?): x [N, C, H, W], w [OC, C/groups, KH, KW], b [OC] -> [N, OC, OH, OW]",
+            kConv2dAttrs),
     lowered("max_pool2d", 1, 1, infer_pool2d, ref_pool2d, lower_pool2d,
-            "{kernel, stride=kernel, padding=[0, 0], dilation=[1, 1], ceil_mode=false}: max over "
-            "each window of the last two dims (rank >= 3); NaN propagates, padding never wins"),
+            "max over each window of the last two dims (rank >= 3); NaN propagates, padding "
+            "never wins",
+            kMaxPool2dAttrs),
     lowered("avg_pool2d", 1, 1, infer_pool2d, ref_pool2d, lower_pool2d,
-            "{kernel, stride=kernel, padding=[0, 0], ceil_mode=false, count_include_pad=true}: "
-            "mean over each window of the last two dims (rank >= 3), torch's divisor"),
+            "mean over each window of the last two dims (rank >= 3), torch's divisor",
+            kAvgPool2dAttrs),
     composite("global_avg_pool2d", 1, 1, infer_global_pool2d, ref_global_avg_pool2d,
               decompose_global_avg_pool2d, "mean over the last two dims, kept as [..., 1, 1]"),
 };

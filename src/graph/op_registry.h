@@ -1,6 +1,6 @@
 // The op registry: every graph op is listed once (graph/op_registry.cpp) with its arity,
-// shape and dtype rule, reference-interpreter kernel, and either a lowering to loop IR or a
-// decomposition into other graph ops.
+// shape and dtype rule, reference-interpreter kernel, either a lowering to loop IR or a
+// decomposition into other graph ops, and the attributes it takes.
 #pragma once
 
 #include <span>
@@ -53,7 +53,8 @@ struct OpDef {
   ReferenceFn reference;
   LowerFn lower;          // null for composites
   DecomposeFn decompose;  // null unless kind == Composite
-  std::string_view doc;
+  std::string_view doc;   // inputs and meaning; the attributes are documented by `attrs`
+  std::span<const AttrSpec> attrs = {};  // every attribute the op takes (graph/attr_check.h)
 };
 
 /// The op named `name`, or null.

@@ -37,6 +37,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "graph/attr_check.h"
 #include "graph/op_registry.h"
 #include "graph/text_lexer.h"
 
@@ -91,6 +92,14 @@ class Parser {
         error(t, "expected end of line but found {}", describe(t));
     }
     return std::move(g_);
+  }
+
+  Attrs attrs_only() {
+    Attrs a = parse_attrs(nullptr, "");
+    skip_newlines();
+    if (peek().kind != TokKind::End)
+      error(peek(), "expected end of input but found {}", describe(peek()));
+    return a;
   }
 
  private:
@@ -286,7 +295,7 @@ class Parser {
       }
     }
     Attrs attrs;
-    if (peek().is("{")) attrs = parse_attrs();
+    if (peek().is("{")) attrs = parse_attrs(op, name);
     std::optional<Annotation> annotation;
     if (accept(":")) annotation = parse_annotation();
     int id = at(op_tok,
@@ -353,7 +362,10 @@ class Parser {
   }
 
   // ---- attributes ----
-  Attrs parse_attrs() {
+  // Each attribute is checked against the op's declaration as it is read, so that an error
+  // points at the name of an unknown attribute or at the value of a bad one (no op: the syntax
+  // alone, parse_attr_text).
+  Attrs parse_attrs(const OpDef* op, const std::string& node) {
     expect("{");
     Attrs attrs;
     if (accept("}")) return attrs;
@@ -369,7 +381,10 @@ class Parser {
       }
       if (attrs.has(key)) error(k, "attribute '{}' is given twice", key);
       expect("=");
-      attrs.set(key, parse_attr_value());
+      const Token& v = peek();
+      AttrValue value = parse_attr_value();
+      if (op) at(find_attr_spec(*op, key) ? v : k, [&] { check_attr(*op, key, value, node); });
+      attrs.set(key, std::move(value));
       if (accept(",")) continue;
       expect("}");
       return attrs;
@@ -436,6 +451,13 @@ Graph parse_graph(std::string_view text, std::string_view filename) {
     user_error("{}: text of {} bytes is too large (at most {})", filename, text.size(),
                kMaxTextBytes);
   return Parser(text, filename).run();
+}
+
+Attrs parse_attr_text(std::string_view text, std::string_view filename) {
+  if (text.size() > kMaxTextBytes)
+    user_error("{}: text of {} bytes is too large (at most {})", filename, text.size(),
+               kMaxTextBytes);
+  return Parser(text, filename).attrs_only();
 }
 
 Graph load_graph_file(const std::filesystem::path& path) {

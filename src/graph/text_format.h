@@ -24,4 +24,10 @@ Graph parse_graph(std::string_view text, std::string_view filename = "<string>")
 /// Reads and parses a file (coil::Error if it cannot be read).
 Graph load_graph_file(const std::filesystem::path& path);
 
+/// The attribute syntax alone, for its tests (no op's attributes take every kind of value):
+/// parses `{name=value, ...}` as a node writes it, without checking the names against an op,
+/// and prints attributes as to_text prints a node's.
+Attrs parse_attr_text(std::string_view text, std::string_view filename = "<string>");
+std::string attrs_to_text(const Attrs& attrs);
+
 }  // namespace coil

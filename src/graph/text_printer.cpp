@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "graph/graph.h"
+#include "graph/text_format.h"
 #include "graph/text_lexer.h"
 
 namespace coil {
@@ -84,17 +85,19 @@ void print_node(std::string& out, const Graph& g, const Node& n) {
   std::vector<std::string_view> args;
   for (int in : n.inputs) args.push_back(g.node(in).name);
   out += fmt::format("{} = {}({})", n.name, op, fmt::join(args, ", "));
-  if (!n.attrs.items().empty()) {
-    std::vector<std::string> items;
-    for (const auto& [key, value] : n.attrs.items())
-      items.push_back(fmt::format("{}={}", is_identifier(key) ? key : text::quote_string(key),
-                                  attr_text(value)));
-    out += fmt::format(" {{{}}}", fmt::join(items, ", "));
-  }
+  if (!n.attrs.items().empty()) out += fmt::format(" {}", attrs_to_text(n.attrs));
   out += fmt::format(" : {}\n", type_str(n.type));
 }
 
 }  // namespace
+
+std::string attrs_to_text(const Attrs& attrs) {
+  std::vector<std::string> items;
+  for (const auto& [key, value] : attrs.items())
+    items.push_back(
+        fmt::format("{}={}", is_identifier(key) ? key : text::quote_string(key), attr_text(value)));
+  return fmt::format("{{{}}}", fmt::join(items, ", "));
+}
 
 std::string to_text(const Graph& g) {
   std::string out;

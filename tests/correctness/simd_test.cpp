@@ -185,7 +185,7 @@ output l
 input x: f32[37, 1000]
 input w: f32[1000]
 input b: f32[1000]
-n = layer_norm(x, w, b) {axis=-1, epsilon=1e-5}
+n = layer_norm(x, w, b) {dims=1, eps=1e-5}
 output n
 )");
     EXPECT_EQ(compile(light, o).report().source.find("prefetch_ahead"), std::string::npos);

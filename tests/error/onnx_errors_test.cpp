@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -331,6 +332,79 @@ TEST(OnnxErrors, LegacyOpsets) {
             "shape [2, 3]");
   EXPECT_EQ(import_error(with(6, "Gemm", {"", "w", "c"}, {}, {{3, 3}, {3}})),
             "m.onnx: node 'n' (Gemm): C is [3], not [2, 3], and broadcast is 0");
+}
+
+// An attribute the mapping of an op does not read is accepted only at ONNX's default for the
+// op and opset (from libonnx's schemas); any other value is unsupported, and a name the op
+// does not have is an error.
+TEST(OnnxErrors, UnreadAttributes) {
+  onnx::ModelProto m = relu_model();
+  add_int_attr(m.mutable_graph()->mutable_node(0), "alpha", 1);
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'relu' (Relu): attribute 'alpha' is not an attribute of Relu in opset "
+            "13");
+  // consumed_inputs (opsets 1 to 5) is a memory hint without meaning.
+  m = relu_model(1);
+  add_ints_attr(m.mutable_graph()->mutable_node(0), "consumed_inputs", {1});
+  EXPECT_EQ(import(m).num_nodes(), 2);
+
+  // One node, checked directly: which attributes its mapping read decides.
+  Graph g;
+  onnxfe::Namer names;
+  onnxfe::SymbolicInts symbolic;
+  auto unread_error = [&](const std::string& op, int opset,
+                          const std::function<void(onnx::NodeProto&)>& attrs,
+                          const std::function<void(onnxfe::OnnxNode&)>& map = {}) {
+    onnx::NodeProto p;
+    p.set_op_type(op);
+    attrs(p);
+    onnxfe::OnnxNode n(g, names, symbolic, p, opset, {});
+    if (map) map(n);
+    try {
+      n.check_unread_attrs();
+    } catch (const onnxfe::Unsupported& u) {
+      return "unsupported: " + u.reason;
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto alpha = [](float v) {
+    return [v](onnx::NodeProto& p) {
+      auto* a = p.add_attribute();
+      a->set_name("alpha");
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(v);
+    };
+  };
+  EXPECT_EQ(unread_error("LeakyRelu", 13, alpha(0.01f)), "");  // the default
+  EXPECT_EQ(unread_error("LeakyRelu", 13, alpha(0.25f)),
+            "unsupported: attribute 'alpha' = 0.25 is not implemented (only its default, 0.01)");
+  EXPECT_EQ(unread_error("LeakyRelu", 13, alpha(0.25f),
+                         [](onnxfe::OnnxNode& n) { n.attr_float("alpha", 0.01); }),
+            "");
+  EXPECT_EQ(unread_error("LeakyRelu", 13, alpha(0.25f),
+                         [](onnxfe::OnnxNode& n) { n.ignore_attr("alpha"); }),
+            "");
+  // No default in the schema: any value is unsupported.
+  EXPECT_EQ(unread_error("Conv", 11,
+                         [](onnx::NodeProto& p) {
+                           add_ints_attr(&p, "pads", {0, 0, 0, 0});
+                         }),
+            "unsupported: attribute 'pads' = [0, 0, 0, 0] is not implemented");
+  // The default of the model's opset: Softmax's axis was 1 before opset 13, -1 from it.
+  auto axis = [](int64_t v) { return [v](onnx::NodeProto& p) { add_int_attr(&p, "axis", v); }; };
+  EXPECT_EQ(unread_error("Softmax", 11, axis(1)), "");
+  EXPECT_EQ(unread_error("Softmax", 13, axis(1)),
+            "unsupported: attribute 'axis' = 1 is not implemented (only its default, -1)");
+  EXPECT_EQ(unread_error("Softmax", 13,
+                         [](onnx::NodeProto& p) {
+                           auto* a = p.add_attribute();
+                           a->set_name("axis");
+                           a->set_type(onnx::AttributeProto::FLOAT);
+                           a->set_f(1);
+                         }),
+            "attribute 'axis' must be INT, got FLOAT");
 }
 
 // Names are data: a node, value, input and output named to inject code come out as harmless

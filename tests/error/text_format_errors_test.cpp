@@ -159,12 +159,13 @@ const ErrorCase kCases[] = {
     {"shape_mismatch", "input x: f32[4]\ninput y: f32[3]\nt0 = add(x, y)",
      "m.coil:3:6: add: cannot broadcast shapes [4] and [3] (dim 0: 4 vs 3)"},
     {"bad_attribute", "input x: f32[4]\nt = gelu(x) {approximate=\"fast\"}",
-     "m.coil:2:5: gelu: approximate must be \"none\" or \"tanh\", got \"fast\""},
+     "m.coil:2:26: attribute 'approximate' of gelu (node t) must be \"none\" or \"tanh\", "
+     "got \"fast\""},
     {"missing_attribute", "input x: f32[4]\nt = reshape(x)",
-     "m.coil:2:5: reshape: missing attribute 'shape'"},
+     "m.coil:2:5: missing attribute 'shape' of reshape (node t)"},
     {"wrong_arity", "input x: f32[4]\n  t = add(x)", "m.coil:2:7: add: expected 2 inputs, got 1"},
     {"mistyped_attribute", "input x: f32[4]\nt = sum(x) {keepdim=1}",
-     "m.coil:2:5: sum: attribute 'keepdim' must be true or false, got 1"},
+     "m.coil:2:21: attribute 'keepdim' of sum (node t) must be a bool, got 1"},
 };
 
 class TextFormatError : public ::testing::TestWithParam<ErrorCase> {};
@@ -229,14 +230,14 @@ const b: bf16[2, 2] = [1, nan,
 const flags: bool[2] = [true, false]
 const idx: i64[2] = [-9223372036854775808, 9223372036854775807]
 t0 = mul(k, w) : f32[4, 3]
-t1 = gelu(t0) {approximate="tanh"}
+t1 = gelu(t0) {approximate="t\x61nh"}
 t2 = sum(t1) {axes=[1], keepdim=true} : f32[4, 1]
 t3 = full() {shape=[2, 3], value=0.5, dtype=f32}
 t4 = where(mask, x, t2) : f32[4, s0]
 t5 = concat(x, x) {dim=1} : f32[4, 2*s0]
 t6 = reshape(t3) {shape=[-1]}
 t7 = slice(t6) {dim=0, start=1, end=-1, step=2}
-t8 = clamp(t7) {min=-1.5e-3, max=inf, "odd key"="\"\\\n"}
+t8 = clamp(t7) {min=-1.5e-3, "max"=inf}
 t9 = layer_norm(x) {eps=1e-05}
 output y = t2
 output t0

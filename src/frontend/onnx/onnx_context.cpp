@@ -61,6 +61,7 @@ OnnxNode::OnnxNode(Graph& g, Namer& namer, SymbolicInts& symbolic, const onnx::N
       opset_(opset),
       inputs_(std::move(inputs)) {
   outputs_.assign(static_cast<size_t>(proto.output_size()), -1);
+  attr_read_.assign(static_cast<size_t>(proto.attribute_size()), false);
   hint_ = proto.output_size() > 0 && !proto.output(0).empty() ? proto.output(0) : proto.op_type();
 }
 
@@ -130,8 +131,11 @@ std::vector<int64_t> OnnxNode::static_shape(int id, std::string_view what) const
 }
 
 const onnx::AttributeProto* OnnxNode::find_attr(std::string_view name) const {
-  for (const auto& a : proto_.attribute())
-    if (a.name() == name) return &a;
+  for (int i = 0; i < proto_.attribute_size(); ++i) {
+    if (proto_.attribute(i).name() != name) continue;
+    attr_read_[static_cast<size_t>(i)] = true;
+    return &proto_.attribute(i);
+  }
   return nullptr;
 }
 

@@ -94,7 +94,16 @@ class OnnxNode {
   std::optional<std::vector<int64_t>> attr_ints(std::string_view name) const;
   std::optional<std::vector<double>> attr_floats(std::string_view name) const;
   const onnx::TensorProto* attr_tensor(std::string_view name) const;
+  /// The attribute `name`, or null. Every attribute read goes through here, which marks it read.
   const onnx::AttributeProto* find_attr(std::string_view name) const;
+  /// Marks attribute `name` as handled without reading its value: for one whose every value
+  /// means the same to coil (Dropout's ratio at inference); the call site says why.
+  void ignore_attr(std::string_view name) const { find_attr(name); }
+  /// Run after the mapping: an attribute it did not read would be silently ignored, which is
+  /// right only when the attribute holds ONNX's default for the op at this opset. Any other
+  /// value is Unsupported (naming the attribute and its value), and a name the op's schema does
+  /// not have is a coil::Error (onnx_attr_check.cpp).
+  void check_unread_attrs() const;
 
   // --- building ---
   /// Adds a coil node (folded into a constant when all its inputs are constants).
@@ -134,6 +143,7 @@ class OnnxNode {
   std::vector<int> inputs_;
   std::vector<int> outputs_;
   std::string hint_;
+  mutable std::vector<bool> attr_read_;  // by index in proto_.attribute()
 };
 
 /// Maps one ONNX node; sets every wanted output or throws Unsupported / coil::Error.

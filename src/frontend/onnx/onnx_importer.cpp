@@ -274,6 +274,7 @@ void Importer::import_node(const onnx::NodeProto& n, int index) {
       }
       find_onnx_op(n.op_type())->map(ctx);
     }
+    ctx.check_unread_attrs();
     for (int i = 0; i < ctx.num_outputs(); ++i)
       if (ctx.wants_output(i) && ctx.outputs()[static_cast<size_t>(i)] < 0)
         unsupported("output {} ('{}')", i, printable(n.output(i)));

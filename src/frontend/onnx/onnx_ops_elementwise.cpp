@@ -31,6 +31,9 @@ void map_identity(OnnxNode& n) {
     // Opsets 1 to 6: is_test=0 (the default) is training mode; only is_test=1 is the identity.
     if (n.opset() < 7 && n.attr_int("is_test", 0) == 0)
       unsupported("is_test=0 (training mode; opset {} needs is_test=1 for inference)", n.opset());
+    // The drop probability and the random seed apply in training only.
+    n.ignore_attr("ratio");
+    n.ignore_attr("seed");
     if (n.wants_output(1)) {
       std::vector<int64_t> shape = n.static_shape(x, "the input");
       n.set_output(
@@ -57,6 +60,7 @@ int legacy_broadcast(OnnxNode& n, int a, int b) {
   const Shape& sa = n.type(a).shape;
   const Shape& sb = n.type(b).shape;
   if (n.attr_int("broadcast", 0) == 0) {
+    n.ignore_attr("axis");  // where B lines up in A: meaningless without broadcast
     if (sa != sb)
       n.error(
           "inputs of shapes {} and {} differ and broadcast is 0 (opset {} broadcasts only "

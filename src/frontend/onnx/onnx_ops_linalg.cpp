@@ -172,6 +172,7 @@ void map_pool(OnnxNode& n) {
   bool is_max = n.op_type() == "MaxPool";
   bool one_d = check_window_rank(n, x);
   if (is_max && n.wants_output(1)) unsupported("the Indices output");
+  if (is_max) n.ignore_attr("storage_order");  // the layout of the Indices output only
   if (!n.has_attr("kernel_shape")) n.error("kernel_shape is missing");
   if (one_d) x = unsqueeze_last(n, x);
   std::vector<int64_t> kernel = spatial_attr(n, "kernel_shape", 1, one_d);

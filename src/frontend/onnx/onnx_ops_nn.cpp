@@ -102,6 +102,7 @@ void map_batch_norm(OnnxNode& n) {
   if (n.opset() < 9 && n.attr_int("spatial", 1) == 0) unsupported("spatial=0");
   for (int i = 1; i < n.num_outputs(); ++i)
     if (n.wants_output(i)) unsupported("the training outputs (running mean and variance)");
+  n.ignore_attr("momentum");  // updates the running statistics: training only
   int64_t r = n.rank(x);
   if (r < 2) n.error("the input must have at least 2 dims, got {}", shape_str(n.type(x).shape));
   DType t = n.dtype(x);

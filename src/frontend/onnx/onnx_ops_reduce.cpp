@@ -15,7 +15,8 @@ std::vector<int64_t> reduction_axes(OnnxNode& n, int input_opset, bool* noop) {
   } else if (auto a = n.attr_ints("axes")) {
     raw = *a;
   }
-  *noop = raw.empty() && n.attr_int("noop_with_empty_axes", 0) != 0;
+  bool noop_if_empty = n.attr_int("noop_with_empty_axes", 0) != 0;  // read either way
+  *noop = raw.empty() && noop_if_empty;
   std::set<int64_t> axes;
   for (int64_t a : raw)
     if (!axes.insert(n.axis(a, n.rank(x))).second) n.error("axis {} is listed twice", a);

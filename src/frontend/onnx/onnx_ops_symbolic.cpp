@@ -143,6 +143,9 @@ bool map_symbolic(OnnxNode& n) {
     return true;
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    // Opsets 1 to 6: on values of rank 0 or 1, the legacy broadcast (B lined up with A from
+    // `axis`) is numpy's; a pair that broadcasts neither way is refused below.
+    if (n.opset() < 7) n.ignore_attr("broadcast"), n.ignore_attr("axis");
     Ints a = ints_of(n, 0, "input 0"), b = ints_of(n, 1, "input 1");
     DType t = integer_dtype(n, n.in(0));
     if (integer_dtype(n, n.in(1)) != t) n.error("inputs of two dtypes");
