@@ -184,21 +184,6 @@ int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<in
   return b.op("mean", {in[0]}, Attrs{{"axes", last_axes(r, 2)}, {"keepdim", true}});
 }
 
-// The attributes of `n` with every choice its type rule made from the unbound sizes written
-// out, so that binding sizes cannot change the node's meaning: squeeze() drops the dims that
-// are statically 1; a symbolic dim bound to 1 stays, as the graph's type says.
-static Attrs frozen_attrs(const Graph& g, const Node& n) {
-  Attrs a = n.attrs;
-  if (n.op->name == "squeeze" && !a.has("dims")) {
-    const Shape& s = g.node(n.inputs[0]).type.shape;
-    std::vector<int64_t> dims;
-    for (size_t i = 0; i < s.size(); ++i)
-      if (s[i] == sym::Expr(1)) dims.push_back(static_cast<int64_t>(i));
-    a.set("dims", dims);
-  }
-  return a;
-}
-
 static std::string bindings_str(const std::map<sym::Expr, sym::Expr>& bind) {
   std::vector<std::string> parts;
   for (const auto& [k, v] : bind) parts.push_back(sym::to_string(k) + "=" + sym::to_string(v));
@@ -248,7 +233,7 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
         copy.inputs = in;
         id = n.op->decompose(out, copy, in);
       } else {
-        id = out.add_node(n.op->name, in, frozen_attrs(g, n), n.name);
+        id = out.add_node(n.op->name, in, n.attrs, n.name);
       }
     } catch (const Error& e) {
       if (bind.empty()) throw;
@@ -257,8 +242,9 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
       if (dynamic_cast<const UnsupportedError*>(&e)) throw UnsupportedError(message);
       throw Error(message);
     }
-    // Every size-dependent choice was frozen above, so a bound type is the declared type with
-    // the sizes substituted; anything else would silently change an output's shape.
+    // No op's meaning depends on the bound sizes (Graph::add_node writes out squeeze's dims), so
+    // a bound type is the declared type with the sizes substituted; anything else would
+    // silently change an output's shape.
     Shape want;
     for (const auto& d : n.type.shape) want.push_back(sym::substitute(d, bind));
     COIL_USER_CHECK(out.node(id).type == (TensorType{n.type.dtype, want}),

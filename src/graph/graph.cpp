@@ -172,6 +172,15 @@ int Graph::add_node(std::string_view op_name, std::vector<int> inputs, Attrs att
   }
   n->inputs = std::move(inputs);
   n->type = op.infer(*n, types);
+  // squeeze() is the one op whose meaning would depend on bound sizes (is a symbolic dim 1?):
+  // the dims its type rule dropped are written out, so the reference, binding and lowering all
+  // drop exactly those (a symbolic dim bound to 1 stays, as the type says).
+  if (op.name == "squeeze" && !n->attrs.has("dims")) {
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < types[0]->shape.size(); ++i)
+      if (types[0]->shape[i] == sym::Expr(1)) dims.push_back(static_cast<int64_t>(i));
+    n->attrs.set("dims", dims);
+  }
   return push(std::move(n));
 }
 

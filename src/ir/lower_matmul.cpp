@@ -186,7 +186,13 @@ TensorBox lower_matmul(LowerContext& ctx, const Node& node, const std::vector<Te
   out_full.push_back(a.sizes[a.sizes.size() - 2]);
   out_full.push_back(b.sizes.back());
   DType dtype = node.type.dtype;
-  if (dtype == DType::F64)
+  // An empty product (a zero batch, M, N or K) is a plain reduction: nothing to compute, or a
+  // sum over nothing (zeros). The template and the library GEMMs assume every extent >= 1 (a
+  // [0, 33, 4] @ [4, 28] product ran as one batch of 33 rows into an empty buffer).
+  int64_t out_elements = 1;
+  for (int64_t s : sizes_of(out_full)) out_elements *= s;
+  const bool empty = out_elements == 0 || sizes_of(a.sizes).back() == 0;
+  if (dtype == DType::F64 || empty)
     return squeeze_to(matmul_reduction(ctx, a, b, out_full, dtype), node.type.shape, drop_m,
                       drop_n);
 

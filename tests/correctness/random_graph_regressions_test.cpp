@@ -94,6 +94,29 @@ output y
 )",
      "g++ 12 -O3 gives every masked load of an SLP group the first vector's mask; "
      "-fno-tree-sink"},
+    {"empty_matmuls", R"(
+input a: f32[0, 33, 4]
+input b: f32[4, 28]
+input c: f32[3, 0]
+input d: f32[0, 5]
+input e: bf16[2, 0, 3, 4]
+input f: bf16[4, 6]
+t = matmul(a, b)
+u = matmul(c, d)
+v = matmul(e, f)
+output t
+output u
+output v
+)",
+     "found by coil_fuzz on the GPU host: a [0, 33, 4] @ [4, 28] product ran the template as one "
+     "batch of 33 rows into an empty buffer (heap corruption); empty products are reductions"},
+    {"squeeze_static_ones_around_a_symbol", R"(
+input x: f32[1, 1, 2, 1, 3]
+y = squeeze(x)
+output y
+)",
+     "found by coil_fuzz: the reference's squeeze() kept a static 1 where the type had a symbol; "
+     "Graph::add_node now writes out the dims squeeze() drops"},
 };
 
 class RandomGraphRegression : public ::testing::TestWithParam<Regression> {};
