@@ -6,6 +6,7 @@
 #include <string>
 
 #include "support/check_graph.h"
+#include "support/error_of.h"
 
 namespace coil {
 namespace {
@@ -126,17 +127,8 @@ output z
   for (double bad : {3.0, -4.0, 1e6}) {
     const double idx[] = {1, -1, bad, 0};
     for (int64_t k = 0; k < 4; ++k) in[1].set_from_double(k, idx[k]);
-    std::string compiled, reference;
-    try {
-      m.run(in);
-    } catch (const Error& e) {
-      compiled = e.what();
-    }
-    try {
-      interpret(g, in);
-    } catch (const Error& e) {
-      reference = e.what();
-    }
+    std::string compiled = testing::error_of([&] { m.run(in); });
+    std::string reference = testing::error_of([&] { interpret(g, in); });
     EXPECT_NE(compiled.find("gather (node y), dim 0: index " + fmt::format("{}", bad) +
                             " is out of range for a dim of size 3"),
               std::string::npos)

@@ -12,6 +12,7 @@
 
 #include "runtime/toolchain.h"
 #include "support/check_graph.h"
+#include "support/error_of.h"
 #include "support/npy.h"
 
 namespace coil {
@@ -193,17 +194,8 @@ TEST(RandomGraphRegressions, IntegerFmodByZeroAndNegativePowersAreErrors) {
         in[1].set_from_double(k, k == 4 ? c.b : 2);
       }
       CompiledModel m = compile(g);
-      std::string compiled, reference;
-      try {
-        m.run(in);
-      } catch (const Error& e) {
-        compiled = e.what();
-      }
-      try {
-        interpret(g, in);
-      } catch (const Error& e) {
-        reference = e.what();
-      }
+      std::string compiled = testing::error_of([&] { m.run(in); });
+      std::string reference = testing::error_of([&] { interpret(g, in); });
       EXPECT_EQ(compiled, c.message) << t;
       EXPECT_FALSE(reference.empty()) << t;
       in[1].set_from_double(4, 3);
