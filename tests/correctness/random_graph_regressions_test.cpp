@@ -118,6 +118,30 @@ output y
 )",
      "found by coil_fuzz: the reference's squeeze() kept a static 1 where the type had a symbol; "
      "Graph::add_node now writes out the dims squeeze() drops"},
+    {"constant_matmul_with_its_own_transpose", R"(
+const c: f32[1, 2, 3] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+const d: bf16[2, 3] = [0.5, -1.5, 2.0, 1.25, -0.75, 3.0]
+t = transpose(c) {dim0=-2, dim1=-1}
+y = matmul(c, t)
+u = transpose(d)
+z = matmul(d, u)
+output y
+output z
+)",
+     "found by coil_fuzz on the GPU host: B, a constant, is packed at load time and the kernel's "
+     "argument for it was the packed copy, so A (the same constant) read packed panels; the "
+     "packed copy is now a parameter of its own"},
+    {"one_constant_packed_two_ways", R"(
+input x: f32[5, 3]
+const w: f32[3, 3] = [1.0, 2.0, 3.0, -4.0, 5.0, -6.0, 7.0, 8.0, -9.0]
+wt = transpose(w)
+y = matmul(x, w)
+z = matmul(x, wt)
+output y
+output z
+)",
+     "two matmuls packing the same constant with other strides shared the first one's packed "
+     "copy (keyed by buffer alone); copies are now keyed by their layout"},
 };
 
 class RandomGraphRegression : public ::testing::TestWithParam<Regression> {};
@@ -127,7 +151,11 @@ TEST_P(RandomGraphRegression, MatchesTheReference) {
   // Values around the interesting points: sign(x) > x needs x < -1.
   std::vector<Tensor> in = testing::random_inputs(g, 3, -3.0, 3.0);
   EXPECT_TRUE(matches_reference(g, in)) << GetParam().cause;
-  CompileOptions unfused;
+  // As the fuzzer compiles: the matmul template everywhere (autotuning may pick a library).
+  CompileOptions templates;
+  templates.autotune = false;
+  EXPECT_TRUE(matches_reference(g, in, templates)) << GetParam().cause;
+  CompileOptions unfused = templates;
   unfused.fusion = false;
   EXPECT_TRUE(matches_reference(g, in, unfused)) << GetParam().cause;
 }

@@ -99,6 +99,12 @@ class KernelPrinter final : public NestPrinter {
       params.push_back(fmt::format("{}{}* __restrict__ {}", a.is_output ? "" : "const ",
                                    dtype_cpp_type(p_.buffer(a.buffer).layout.dtype), a.name));
     }
+    const ComputedBuffer& lead = p_.computations[static_cast<size_t>(g_.nests[0].computations[0])];
+    if (std::optional<PackedOperand> po = load_time_packing(*this, lead)) {
+      po->param = fmt::format("packed_ptr{}", out.packed.size());
+      params.push_back(fmt::format("const {}* __restrict__ {}", po->elem_type, po->param));
+      out.packed.push_back(std::move(*po));
+    }
     const ComputedBuffer& head = p_.computations[static_cast<size_t>(g_.nests[0].computations[0])];
     if (head.matmul) {
       const MatmulSpec& ms = *head.matmul;

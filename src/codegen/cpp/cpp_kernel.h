@@ -48,13 +48,20 @@ struct KernelArg {
   std::string name;  // in_ptr0, out_ptr0, ...
 };
 
-/// A constant operand that the module packs once at load time (coil_graph_pack): the kernel's
-/// argument for `buffer` is then the packed copy. `setup`, then `pack` with {src} and {dst}
-/// replaced by typed pointers, fills `elements` (a C++ expression) of `elem_type`.
+/// A constant operand that the module packs once at load time (coil_graph_pack). The packed
+/// copy is a kernel parameter of its own (`param`, after the KernelArgs), so that the kernel's
+/// other reads of `buffer` (a matmul's A operand reading the same constant as B, say) still see
+/// the plain layout. `setup`, then `pack` with {src} and {dst} replaced by typed pointers, fills
+/// `elements` (a C++ expression) of `elem_type`.
 struct PackedOperand {
   int buffer = -1;
+  std::string param;  // packed_ptr0, ...
   std::string elem_type;
   std::string setup, pack, elements;
+  /// Two kernels share a packed copy only when they pack the same buffer the same way.
+  std::string layout_key() const {
+    return std::to_string(buffer) + "|" + elem_type + "|" + setup + "|" + pack + "|" + elements;
+  }
 };
 
 struct CppKernelSource {
@@ -62,7 +69,7 @@ struct CppKernelSource {
   std::string code;  // the function definition
   std::vector<KernelArg> args;
   std::vector<std::string> origins;   // graph nodes, "t3 (add)"
-  std::vector<PackedOperand> packed;  // constants packed at load time
+  std::vector<PackedOperand> packed;  // constants packed at load time, parameters after `args`
 };
 
 /// Target of generated CPU code.

@@ -52,12 +52,14 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
 
   // Constants that templates read packed: laid out one after another in the packed region,
   // filled once at load time by coil_graph_pack.
-  std::map<int, int> packed_index;  // buffer -> position in the packed region
+  // Kernels that pack one constant the same way share the copy; another layout of the same
+  // constant (B of a second matmul with other strides) gets its own.
+  std::map<std::string, int> packed_index;  // layout_key -> position in the packed region
   std::vector<const PackedOperand*> packed;
   for (const auto& ks : m.kernels)
     for (const PackedOperand& po : ks.packed)
-      if (!packed_index.count(po.buffer)) {
-        packed_index[po.buffer] = static_cast<int>(packed.size());
+      if (!packed_index.count(po.layout_key())) {
+        packed_index[po.layout_key()] = static_cast<int>(packed.size());
         packed.push_back(&po);
       }
   const size_t np = packed.size();
@@ -137,17 +139,10 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
   }
   for (const auto& ks : m.kernels) {
     std::vector<std::string> args;
-    for (const auto& a : ks.args) {
-      bool packed_here = false;
-      for (const PackedOperand& po : ks.packed) packed_here |= po.buffer == a.buffer;
-      if (packed_here) {
-        int i = packed_index.at(a.buffer);
-        args.push_back(fmt::format("reinterpret_cast<const {}*>(packed + packed_offsets[{}])",
-                                   packed[static_cast<size_t>(i)]->elem_type, i));
-      } else {
-        args.push_back(program.buffer(a.buffer).name);
-      }
-    }
+    for (const auto& a : ks.args) args.push_back(program.buffer(a.buffer).name);
+    for (const PackedOperand& po : ks.packed)
+      args.push_back(fmt::format("reinterpret_cast<const {}*>(packed + packed_offsets[{}])",
+                                 po.elem_type, packed_index.at(po.layout_key())));
     w.linef("{}({});", ks.name, fmt::join(args, ", "));
   }
   w.close();

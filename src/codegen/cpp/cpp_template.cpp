@@ -125,62 +125,93 @@ std::string accumulator_access(const Nest& n) {
   return fmt::format("acc_row[x{} - n0]", n.ranges.size() - 1);
 }
 
-void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* fused,
-                          bool product_is_local, CppKernelSource& out) {
-  CodeWriter& w = p.writer();
-  const MatmulSpec& s = *t.matmul;
-  COIL_ASSERT(s.impl == MatmulImpl::Template, "emit_matmul_template on a library matmul");
-  const std::string et = elem_type(s.dtype);
+namespace {
+
+// How a matmul template packs B: the element count of the packed panels (a C++ expression),
+// and the packing statement with {src} and {dst} left for the caller's pointers.
+struct BPacking {
+  std::string elements;  // all batches of B
+  std::string elements_per_batch;
+  std::string statement;
+  bool once = true;  // B is the same for every batch: packed once
+};
+
+BPacking b_packing(const MatmulSpec& s) {
   const bool bf16 = s.dtype == DType::BF16;
   const int64_t batches = std::max<int64_t>(prod(s.batch), 1);
   // Packing splits B's panels over the threads when B is large (serial below 64K elements).
   const std::string pack_fn =
       bf16 ? "coil::gemm::pack_b_bf16_parallel" : "coil::gemm::pack_b_parallel";
-  const std::string packed_elems =
+  BPacking b;
+  b.once = batch_invariant(s.b);
+  const int64_t b_batches = b.once ? 1 : batches;
+  b.elements_per_batch =
       fmt::format("coil::gemm::packed_b_elements{}({}, {}, blk)", bf16 ? "_bf16" : "", s.k, s.n);
-  const bool b_once = batch_invariant(s.b);
-  const int64_t b_batches = b_once ? 1 : batches;
-  w.linef("const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});", s.m, s.n,
-          s.k, bf16 ? 2 : 4);
-  std::string b_ptr = p.pointer(s.b.buffer);
-  const Buffer& bbuf = p.buffer_info(s.b.buffer);
-  std::string pack_loop =
+  b.elements = b.elements_per_batch + (b_batches == 1 ? "" : fmt::format(" * {}", b_batches));
+  b.statement =
       b_batches == 1
           ? fmt::format("{}({}, {}, {}, {}, {}, blk, {});", pack_fn, batch_offset("{src}", s.b, {}),
                         s.b.row_stride, s.b.col_stride, s.k, s.n, "{dst}")
           : fmt::format(
                 "for (int64_t b = 0; b < {}; b++) {}({}, {}, {}, {}, {}, blk, {} + b * {});",
                 b_batches, pack_fn, batch_offset("{src}", s.b, s.batch), s.b.row_stride,
-                s.b.col_stride, s.k, s.n, "{dst}", packed_elems);
-  if (bbuf.kind == BufferKind::Constant) {
-    // Packed when the module is loaded; this argument already points at the packed panels.
-    PackedOperand po;
-    po.buffer = s.b.buffer;
-    po.elem_type = et;
-    po.setup =
-        fmt::format("const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});",
-                    s.m, s.n, s.k, bf16 ? 2 : 4);
-    po.elements = packed_elems + (b_batches == 1 ? "" : fmt::format(" * {}", b_batches));
-    po.pack = pack_loop;
-    out.packed.push_back(po);
-    w.linef("const {}* packed_b = {};  // packed at load time (coil_graph_pack)", et, b_ptr);
+                s.b.col_stride, s.k, s.n, "{dst}", b.elements_per_batch);
+  return b;
+}
+
+std::string blocking_line(const MatmulSpec& s) {
+  return fmt::format("const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});",
+                     s.m, s.n, s.k, s.dtype == DType::BF16 ? 2 : 4);
+}
+
+}  // namespace
+
+std::optional<PackedOperand> load_time_packing(const NestPrinter& p, const ComputedBuffer& t) {
+  if (t.kind != LoopKind::Template || !t.matmul) return std::nullopt;
+  const MatmulSpec& s = *t.matmul;
+  if (p.buffer_info(s.b.buffer).kind != BufferKind::Constant) return std::nullopt;
+  BPacking b = b_packing(s);
+  PackedOperand po;
+  po.buffer = s.b.buffer;
+  po.elem_type = elem_type(s.dtype);
+  po.setup = blocking_line(s);
+  po.elements = b.elements;
+  po.pack = b.statement;
+  return po;
+}
+
+void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* fused,
+                          bool product_is_local, const CppKernelSource& out) {
+  CodeWriter& w = p.writer();
+  const MatmulSpec& s = *t.matmul;
+  COIL_ASSERT(s.impl == MatmulImpl::Template, "emit_matmul_template on a library matmul");
+  const std::string et = elem_type(s.dtype);
+  const bool bf16 = s.dtype == DType::BF16;
+  const int64_t batches = std::max<int64_t>(prod(s.batch), 1);
+  const BPacking bp = b_packing(s);
+  w.line(blocking_line(s));
+  const PackedOperand* packed = nullptr;
+  for (const PackedOperand& po : out.packed)
+    if (po.buffer == s.b.buffer) packed = &po;
+  if (packed) {
+    w.linef("const {}* packed_b = {};  // packed at load time (coil_graph_pack)", et,
+            packed->param);
   } else {
     // Packed per call into a buffer that each calling thread allocates once.
     w.linef("static thread_local std::vector<{}> packed_b_storage;", et);
-    w.linef("packed_b_storage.resize({}{});", packed_elems,
-            b_batches == 1 ? "" : fmt::format(" * {}", b_batches));
+    w.linef("packed_b_storage.resize({});", bp.elements);
     w.linef("{}* packed_b = packed_b_storage.data();", et);
-    w.line(subst(subst(pack_loop, "{src}", b_ptr), "{dst}", "packed_b"));
+    w.line(subst(subst(bp.statement, "{src}", p.pointer(s.b.buffer)), "{dst}", "packed_b"));
   }
   w.linef("coil::gemm::{}(", bf16 ? "matmul_bf16" : "matmul");
   w.indent();
   w.linef("{}, {}, {}, {},", batches, s.m, s.n, s.k);
   w.linef("[&](int64_t b) {{ (void)b; return {}; }}, {}, {},",
           batch_offset(p.pointer(s.a.buffer), s.a, s.batch), s.a.row_stride, s.a.col_stride);
-  if (b_once) {
+  if (bp.once) {
     w.linef("[&](int64_t) {{ return packed_b; }}, blk,");
   } else {
-    w.linef("[&](int64_t b) {{ return packed_b + b * {}; }}, blk,", packed_elems);
+    w.linef("[&](int64_t b) {{ return packed_b + b * {}; }}, blk,", bp.elements_per_batch);
   }
   const bool narrowed = p.storage_dtype(t.buffer) != DType::F32;
   COIL_ASSERT(!(narrowed && product_is_local), "a narrowed product must be stored");
