@@ -67,11 +67,13 @@ static int emit_elementwise(LoopBody& b, const Node& node, DType t, DType out,
     return b.compute(LoopOp::mul, ct, {v[0], b.compute(LoopOp::sigmoid, ct, {v[0]})});
   if (name == "cast") return t == out ? v[0] : b.to_dtype(v[0], out);
   if (name == "clamp") {
+    // The bound first: maximum/minimum return their second operand between equal values, so
+    // clamp(-0.0, min=0.0) keeps -0.0, as torch's clamp does.
     int x = v[0];
     if (node.attrs.has("min"))
-      x = b.compute(LoopOp::maximum, ct, {x, c(node.attrs.get_float("clamp", "min"))});
+      x = b.compute(LoopOp::maximum, ct, {c(node.attrs.get_float("clamp", "min")), x});
     if (node.attrs.has("max"))
-      x = b.compute(LoopOp::minimum, ct, {x, c(node.attrs.get_float("clamp", "max"))});
+      x = b.compute(LoopOp::minimum, ct, {c(node.attrs.get_float("clamp", "max")), x});
     return x;
   }
   LoopOp op = node.op->loop_op;

@@ -96,13 +96,15 @@ std::optional<StridedOperand> as_strided(const TensorBox& box, size_t n_batch,
   return op;
 }
 
-/// A box of `dtype` reading `box` converted (f16 operands of a template are computed in f32).
+/// A box of `dtype` reading `box` converted (f16 operands of a template are computed in f32;
+/// a conv2d's f32 result read as bf16). A conversion to f16/bf16 rounds, then computes in f32:
+/// every reader sees the value the graph's dtype holds, as if it had been stored.
 TensorBox cast_box(const TensorBox& box, DType dtype) {
   TensorBox out = box;
   out.dtype = dtype;
   out.buffer = -1;
   out.load = [box, dtype](LoopBody& body, const Index& idx) {
-    return body.to_dtype(box.load(body, idx), compute_dtype(dtype));
+    return body.stored_value(box.load(body, idx), dtype);
   };
   return out;
 }
@@ -261,6 +263,21 @@ TensorBox lower_conv2d(LowerContext& ctx, const Node& node, const std::vector<Te
     if (t.buffer >= 0 && ctx.program.buffer(t.buffer).layout.dtype == DType::F32) return t.buffer;
     return ctx.realize(t).buffer;
   };
+  // With an empty input or weight (N, C, H, W, OC, KH or KW of 0) every window sums nothing:
+  // the output is the bias (or zeros), and oneDNN refuses such sizes ("sizes must be
+  // positive"), as the GEMMs assumed every extent >= 1 before empty matmuls became reductions.
+  bool empty = false;
+  for (const TensorBox* t : {&in[0], &in[1]})
+    for (int64_t v : sizes_of(t->sizes)) empty = empty || v == 0;
+  if (empty) {
+    TensorBox bias = in.size() > 2 ? in[2] : TensorBox{};
+    const bool has_bias = in.size() > 2;
+    return TensorBox{dtype, node.type.shape,
+                     [bias, has_bias, dtype](LoopBody& b, const std::vector<sym::Expr>& idx) {
+                       return has_bias ? b.to_dtype(bias.load(b, {idx[1]}), dtype)
+                                       : b.constant(0.0, dtype);
+                     }};
+  }
   auto spec = std::make_shared<Conv2dSpec>();
   spec->x = contiguous_f32(in[0]);
   spec->w = contiguous_f32(in[1]);

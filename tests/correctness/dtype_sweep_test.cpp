@@ -105,6 +105,21 @@ const KernelKind kKinds[] = {
      "input {p}x: {T}[1, 3, 9, 9]\ninput {p}w: {T}[4, 3, 3, 3]\n"
      "{p}y = conv2d({p}x, {p}w) {padding=[1, 1]}\noutput {p}y\n",
      3, "f64"},
+    // A result read by a cast to f32: the reader must see the value its dtype holds (a bf16
+    // conv2d computed in f32 was read unrounded), at f32's tolerance, far below a bf16 rounding.
+    {"conv2d_read_by_a_cast",
+     "input {p}x: {T}[2, 4, 3, 14]\ninput {p}w: {T}[12, 1, 1, 2]\n"
+     "{p}y = conv2d({p}x, {p}w) {groups=4, stride=2}\n{p}z = cast({p}y) {dtype=f32}\n"
+     "output {p}z\n",
+     3, "f64"},
+    {"matmul_read_by_a_cast",
+     "input {p}a: {T}[5, 17]\ninput {p}b: {T}[17, 6]\n{p}m = matmul({p}a, {p}b)\n"
+     "{p}z = cast({p}m) {dtype=f32}\noutput {p}z\n",
+     4},
+    {"reduction_read_by_a_cast",
+     "input {p}x: {T}[7, 33]\n{p}s = sum({p}x) {axes=[1]}\n{p}z = cast({p}s) {dtype=f32}\n"
+     "output {p}z\n",
+     8},
     {"max_pool",
      "input {p}x: {T}[1, 2, 7, 7]\n{p}y = max_pool2d({p}x) {kernel=[3, 3], "
      "stride=[2, 2], padding=[1, 1]}\noutput {p}y\n",

@@ -142,6 +142,52 @@ output z
 )",
      "two matmuls packing the same constant with other strides shared the first one's packed "
      "copy (keyed by buffer alone); copies are now keyed by their layout"},
+    {"conv2d_of_an_empty_input", R"(
+input x: f32[4, 3, 6, 0]
+input w: f32[2, 3, 4, 2]
+input b: f32[2]
+input e: f16[2, 0, 5, 5]
+input v: f16[3, 0, 2, 2]
+y = conv2d(x, w, b) {padding=[2, 2], stride=[1, 3]}
+z = conv2d(e, v) {padding=1}
+output y
+output z
+)",
+     "found by coil_fuzz on the GPU host: a conv2d whose input has a zero extent reached oneDNN "
+     "(\"sizes must be positive\"); its windows sum nothing, so it is the bias or zeros"},
+    {"low_precision_conv2d_result_is_rounded", R"(
+input x: bf16[2, 4, 3, 14]
+input w: bf16[12, 1, 1, 2]
+input xh: f16[1, 5, 6, 6]
+input wh: f16[10, 1, 2, 2]
+c = conv2d(x, w) {groups=4, stride=2, dilation=[2, 2]}
+y = cast(c) {dtype=f32}
+n = layer_norm(c)
+ch = conv2d(xh, wh) {groups=5}
+z = cast(ch) {dtype=f32}
+output y
+output n
+output z
+)",
+     "found by coil_fuzz (the local check): a bf16/f16 conv2d computes in f32 and its readers "
+     "got the f32 value unrounded (cast_box converted to the compute dtype and skipped the "
+     "rounding); the conversion now rounds as a store would"},
+    {"relu_and_clamp_keep_negative_zero", R"(
+input x: f32[64]
+c = ceil(x)
+r = relu(c)
+m = clamp(c) {min=0.0}
+n = clamp(c) {max=0.0}
+y = reciprocal(r)
+z = reciprocal(m)
+w = reciprocal(n)
+output y
+output z
+output w
+)",
+     "found by coil_fuzz on the GPU host: clamp(-0.0, min=0.0) gave +0.0 in compiled code and "
+     "-0.0 in the reference (rsqrt then gave inf and -inf); torch's relu and clamp keep -0.0, "
+     "and so do both sides now (maximum/minimum return b between equal values, as torch's)"},
 };
 
 class RandomGraphRegression : public ::testing::TestWithParam<Regression> {};

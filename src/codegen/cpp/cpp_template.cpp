@@ -160,8 +160,9 @@ BPacking b_packing(const MatmulSpec& s) {
 }
 
 std::string blocking_line(const MatmulSpec& s) {
-  return fmt::format("const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});",
-                     s.m, s.n, s.k, s.dtype == DType::BF16 ? 2 : 4);
+  return fmt::format(
+      "const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});", s.m, s.n,
+      s.k, s.dtype == DType::BF16 ? 2 : 4);
 }
 
 }  // namespace

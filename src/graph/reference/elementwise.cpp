@@ -27,11 +27,13 @@ struct FloatRule {
   double (*fn)(const double*);
 };
 
+// NaN propagates; between equal values (-0 and +0) b wins, as in torch.maximum/minimum. So
+// relu(x) = nan_max(0, x) and clamp's nan_max(lo, x) keep x's zero, as torch's relu and clamp.
 double nan_max(double a, double b) {
-  return std::isnan(a) ? a : std::isnan(b) ? b : std::max(a, b);
+  return std::isnan(a) ? a : std::isnan(b) ? b : (a > b ? a : b);
 }
 double nan_min(double a, double b) {
-  return std::isnan(a) ? a : std::isnan(b) ? b : std::min(a, b);
+  return std::isnan(a) ? a : std::isnan(b) ? b : (a < b ? a : b);
 }
 
 const FloatRule kFloatRules[] = {
@@ -44,7 +46,7 @@ const FloatRule kFloatRules[] = {
     {"sqrt", [](const double* a) { return std::sqrt(a[0]); }},
     {"rsqrt", [](const double* a) { return 1.0 / std::sqrt(a[0]); }},
     {"reciprocal", [](const double* a) { return 1.0 / a[0]; }},
-    {"relu", [](const double* a) { return nan_max(a[0], 0.0); }},
+    {"relu", [](const double* a) { return nan_max(0.0, a[0]); }},
     {"sigmoid", [](const double* a) { return 1.0 / (1.0 + std::exp(-a[0])); }},
     {"tanh", [](const double* a) { return std::tanh(a[0]); }},
     {"erf", [](const double* a) { return std::erf(a[0]); }},
@@ -165,8 +167,8 @@ FloatFn float_fn(const Node& node) {
     double hi = has_hi ? node.attrs.get_float(op, "max") : 0;
     return [=](const double* a) {
       double x = a[0];
-      if (has_lo) x = nan_max(x, lo);
-      if (has_hi) x = nan_min(x, hi);
+      if (has_lo) x = nan_max(lo, x);
+      if (has_hi) x = nan_min(hi, x);
       return x;
     };
   }

@@ -42,13 +42,10 @@ inline T minimum(T a, T b) {
   return a < b ? a : b;
 }
 
+// x below 0 gives 0; NaN and -0 stay as they are (torch's relu, which is clamp_min(x, 0)).
 template <typename T>
 inline T relu(T x) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(x) ? x : (x > T(0) ? x : T(0));
-  } else {
-    return x > T(0) ? x : T(0);
-  }
+  return x < T(0) ? T(0) : x;
 }
 
 template <typename T>

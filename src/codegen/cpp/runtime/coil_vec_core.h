@@ -232,8 +232,8 @@ class Vectorized : public VecMembers<Vectorized<T>, T> {
       return *this;
     }
   }
-  /// max(x, 0); NaN stays NaN; -0 gives +0 (as coil::relu).
-  Vectorized relu() const { return maximum(Vectorized()); }
+  /// maximum(0, x): NaN and -0 stay (as coil::relu).
+  Vectorized relu() const { return Vectorized().maximum(*this); }
   /// -1, 0 or 1; NaN stays NaN; ±0 gives +0 (as coil::sign).
   Vectorized sign() const {
     reg_type one = Ops::set1(T(1));
