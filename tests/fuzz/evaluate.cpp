@@ -1,4 +1,5 @@
 #include "fuzz/evaluate.h"
+#include "fuzz/local_check.h"
 
 #include <cxxabi.h>
 
@@ -16,18 +17,6 @@
 #include "runtime/compare.h"
 
 namespace coil::fuzz {
-namespace {
-
-const char* config_name(int k) {
-  return k == 0 ? "fusion=on" : "fusion=off";
-}
-
-bool has_low_precision(const Graph& g) {
-  for (const auto& n : g.nodes())
-    if (is_low_precision(n->type.dtype)) return true;
-  return false;
-}
-
 // Ops whose result both sides compute exactly alike from the same inputs (a cast rounds the
 // same way everywhere); the others (transcendentals, arithmetic, reductions in another order)
 // may differ in the last bits of their dtype.
@@ -40,6 +29,18 @@ bool is_exact_op(std::string_view op) {
       "sign",        "eq",         "ne",          "lt",         "le",        "gt",      "ge",
       "logical_and", "logical_or", "logical_not", "isnan",      "argmax",    "argmin"};
   return exact.count(op) != 0;
+}
+
+namespace {
+
+const char* config_name(int k) {
+  return k == 0 ? "fusion=on" : "fusion=off";
+}
+
+bool has_low_precision(const Graph& g) {
+  for (const auto& n : g.nodes())
+    if (is_low_precision(n->type.dtype)) return true;
+  return false;
 }
 
 Tolerance loosest(Tolerance a, Tolerance b) {
@@ -134,12 +135,18 @@ Outcome run_config(const FuzzCase& c, int k, const std::vector<Tensor>& inputs,
     const GraphOutput& o = c.graph.outputs()[i];
     const Node& n = c.graph.node(o.node);
     Tolerance tol = tolerances[i];
+    auto matches = [&](const Tensor& t) {
+      return compare_tensors(t, expected[i], tol).ok ||
+             (widened && within_either(t, expected[i], (*widened)[i], tol));
+    };
+    if (matches(got[i])) continue;
     CompareResult r = compare_tensors(got[i], expected[i], tol);
-    if (r.ok || (widened && within_either(got[i], expected[i], (*widened)[i], tol))) continue;
-    return {"wrong",
-            fmt::format("{}: output {} ({} {}) differs: {}", where, o.name, n.op_name(),
-                        dtype_name(n.type.dtype), r.message),
-            k};
+    std::string what = fmt::format("{}: output {} ({} {}) differs: {}", where, o.name, n.op_name(),
+                                   dtype_name(n.type.dtype), r.message);
+    LocalVerdict v =
+        check_locally(c, options, inputs, i, [&](const Tensor& t) { return !matches(t); });
+    if (v.kind == LocalVerdict::kExplained) return {"rounding", what + "\n" + v.message, k};
+    return {"wrong", what + "\nlocal check: " + v.message, k};
   }
   return {};
 }
@@ -203,14 +210,18 @@ Outcome evaluate_case(const FuzzCase& c, const EvalOptions& options) {
   // The library GEMMs in place of the template, chosen without timing (runtime/autotune.h).
   if (!c.matmul.empty()) ::setenv("COIL_MATMUL", c.matmul.c_str(), 1);
   std::vector<std::filesystem::path> entries;
+  // Both compiles run unless the first one fails: a difference the local check explained as
+  // rounding (class "rounding", not a failure) does not hide a failure of the second.
   Outcome result;
-  for (int k = 0; k < 2 && result.cls.empty(); ++k) {
+  for (int k = 0; k < 2 && !result.failed() && result.cls != "unsupported"; ++k) {
     if (options.only_config >= 0 && k != options.only_config) continue;
+    Outcome r;
     try {
-      result = run_config(c, k, inputs, expected, widened, entries);
+      r = run_config(c, k, inputs, expected, widened, entries);
     } catch (const std::exception& e) {
-      result = {"internal", fmt::format("{}: {}", config_name(k), exception_text(e)), k};
+      r = {"internal", fmt::format("{}: {}", config_name(k), exception_text(e)), k};
     }
+    if (r.failed() || result.cls.empty()) result = r;
   }
   if (options.delete_modules) {
     for (const auto& dir : entries) {

@@ -6,13 +6,16 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "fuzz/fuzz_case.h"
 
 namespace coil::fuzz {
 
 /// What a run gave. Classes: "" (passed), "unsupported" (a documented limit such as conv2d on
-/// f64: not a failure), and the failures: "internal" (coil::InternalError or another exception
+/// f64: not a failure), "rounding" (an output differs, and the local check (local_check.h)
+/// found every node right on the compiled values of its operands: not a failure), and the
+/// failures: "internal" (coil::InternalError or another exception
 /// from the compiler), "compile-error" (coil::Error from compile on a graph the interpreter
 /// ran, including the C++ compiler rejecting generated code), "run-error" (coil::Error from
 /// running the compiled model), "wrong" (an output differs), "interp-error" (the interpreter
@@ -22,7 +25,7 @@ struct Outcome {
   std::string cls;
   std::string message;
   int config = -1;  // the compile that failed: 0 fusion on, 1 fusion off; -1 none or both
-  bool failed() const { return !cls.empty() && cls != "unsupported"; }
+  bool failed() const { return !cls.empty() && cls != "unsupported" && cls != "rounding"; }
 };
 
 inline constexpr const char* kFailureClasses[] = {
@@ -42,6 +45,10 @@ Outcome evaluate_case(const FuzzCase& c, const EvalOptions& options = {});
 /// only where it stores it (docs/numerics.md), the reference after every node: an output is
 /// accepted when it lies within tolerance of either reference, or between them.
 Graph widen_low_precision(const Graph& g);
+
+/// Ops whose result both sides compute exactly alike from the same inputs: views, copies,
+/// max/min, comparisons, casts, floor/ceil/round/sign (the others may differ in the last bits).
+bool is_exact_op(std::string_view op);
 
 /// The stable part of a failure, for deduplication and for the shrinker's "still the same
 /// failure": the class and the first line of the message (for a C++ compiler failure, its
