@@ -12,6 +12,7 @@
 
 #include "fuzz/fuzz_case.h"
 #include "graph/graph.h"
+#include "support/check.h"
 
 namespace coil::fuzz {
 
@@ -37,6 +38,7 @@ class Generator {
  private:
   // Randomness (no std distributions: their results differ between standard libraries).
   int64_t uniform(int64_t lo, int64_t hi) {
+    COIL_ASSERT(lo <= hi, "fuzz generator: uniform({}, {}) is an empty range", lo, hi);
     return lo + static_cast<int64_t>(rng_() % static_cast<uint64_t>(hi - lo + 1));
   }
   bool chance(double p) { return static_cast<double>(rng_() >> 11) * 0x1.0p-53 < p; }

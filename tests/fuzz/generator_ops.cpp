@@ -304,7 +304,9 @@ int Generator::make_conv_pool() {
     if (!input_dim(shape(x)[1])) return -1;
     int64_t c = dim_value(x, 1);
     std::vector<int64_t> gs = divisors(c);
-    int64_t groups = chance(0.7) ? 1 : gs[static_cast<size_t>(uniform(0, ssize(gs) - 1))];
+    // An empty channel dim (c = 0) has no divisors: one group.
+    int64_t groups =
+        chance(0.7) || gs.empty() ? 1 : gs[static_cast<size_t>(uniform(0, ssize(gs) - 1))];
     int64_t oc = groups * uniform(1, 4);
     Shape w{sym::Expr(oc), sym::Expr(c / groups), sym::Expr(uniform(1, 5)),
             sym::Expr(uniform(1, 5))};
