@@ -194,6 +194,18 @@ Outcome evaluate_case(const FuzzCase& c, const EvalOptions& options) {
     inputs = case_inputs(c);
     expected = interpret(c.graph, inputs);
   } catch (const Error& e) {
+    // A graph valid for its symbols can be invalid for the bound sizes (a pool window larger
+    // than s0 = 1): when compile refuses it too, both sides agree that it is an error.
+    try {
+      CompileOptions options;
+      options.sizes = c.sizes;
+      options.autotune = false;
+      compile(c.graph, options);
+    } catch (const Error& ce) {
+      return {"rejected", fmt::format("the reference: {}\ncompile: {}", e.what(), ce.what())};
+    } catch (const std::exception&) {
+      // an internal error of the compiler: reported as the interpreter's refusal below
+    }
     return {"interp-error", e.what()};
   } catch (const std::exception& e) {
     return {"internal", "interpreter: " + exception_text(e)};

@@ -14,8 +14,9 @@ namespace coil::fuzz {
 
 /// What a run gave. Classes: "" (passed), "unsupported" (a documented limit such as conv2d on
 /// f64: not a failure), "rounding" (an output differs, and the local check (local_check.h)
-/// found every node right on the compiled values of its operands: not a failure), and the
-/// failures: "internal" (coil::InternalError or another exception
+/// found every node right on the compiled values of its operands: not a failure), "rejected"
+/// (the interpreter and compile both refuse the graph for its bound sizes, each with an error:
+/// not a failure), and the failures: "internal" (coil::InternalError or another exception
 /// from the compiler), "compile-error" (coil::Error from compile on a graph the interpreter
 /// ran, including the C++ compiler rejecting generated code), "run-error" (coil::Error from
 /// running the compiled model), "wrong" (an output differs), "interp-error" (the interpreter
@@ -25,7 +26,9 @@ struct Outcome {
   std::string cls;
   std::string message;
   int config = -1;  // the compile that failed: 0 fusion on, 1 fusion off; -1 none or both
-  bool failed() const { return !cls.empty() && cls != "unsupported" && cls != "rounding"; }
+  bool failed() const {
+    return !cls.empty() && cls != "unsupported" && cls != "rounding" && cls != "rejected";
+  }
 };
 
 inline constexpr const char* kFailureClasses[] = {

@@ -73,14 +73,15 @@ std::vector<const Tensor*> operands_of(const Node& n, const std::vector<Tensor>&
   return out;
 }
 
-// `n` alone, its operands as inputs of the same types (symbols bind from their shapes).
-Tensor reference_of(const Node& n, const Graph& g, const std::vector<const Tensor*>& operands) {
+// `n` alone, its operands as inputs of their dtypes and actual (bound) shapes.
+Tensor reference_of(const Node& n, const std::vector<const Tensor*>& operands) {
   Graph s;
   std::vector<int> in;
   std::vector<Tensor> args;
   for (size_t k = 0; k < n.inputs.size(); ++k) {
-    const TensorType& t = g.node(n.inputs[k]).type;
-    in.push_back(s.add_input(fmt::format("a{}", k), t.dtype, t.shape));
+    Shape shape;
+    for (int64_t d : operands[k]->shape()) shape.push_back(sym::Expr(d));
+    in.push_back(s.add_input(fmt::format("a{}", k), operands[k]->dtype(), shape));
     args.push_back(*operands[k]);
   }
   s.add_output(s.add_node(n.op_name(), in, n.attrs), "y");
@@ -171,7 +172,7 @@ LocalVerdict check_nodes(const Graph& g, const std::vector<Tensor>& values) {
     std::vector<const Tensor*> operands = operands_of(n, values);
     Tensor want;
     try {
-      want = op == "constant" ? *n.data : reference_of(n, g, operands);
+      want = op == "constant" ? *n.data : reference_of(n, operands);
     } catch (const std::exception& e) {
       return {LocalVerdict::kInconclusive, n.id,
               fmt::format("node {} ({}) cannot run alone: {}", n.name, op, e.what())};
