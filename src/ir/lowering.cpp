@@ -156,8 +156,15 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
       COIL_ASSERT(node.op->lower != nullptr,
                   "op {} has no lowering (composites must be decomposed first)", node.op->name);
       std::vector<TensorBox> in;
-      for (int i : node.inputs) in.push_back(boxes[static_cast<size_t>(i)]);
+      int depth = 0;
+      for (int i : node.inputs) {
+        TensorBox& b = boxes[static_cast<size_t>(i)];
+        if (b.buffer < 0 && b.inline_depth >= kMaxInlineChain) b = ctx.realize(b);
+        in.push_back(b);
+        if (b.buffer < 0) depth = std::max(depth, b.inline_depth);
+      }
       box = node.op->lower(ctx, node, in);
+      box.inline_depth = box.buffer >= 0 ? 0 : depth + 1;
       COIL_ASSERT(box.sizes == node.type.shape, "{} lowered to sizes {}, inferred {}", node.name,
                   shape_str(box.sizes), shape_str(node.type.shape));
       box.dtype = node.type.dtype;

@@ -25,7 +25,17 @@ struct TensorBox {
   Shape sizes;
   Loader load;
   int buffer = -1;  // set when realized: `load` reads this buffer
+  /// Ops composed into `load` since the last stored buffer (lowering.cpp: kMaxInlineChain).
+  int inline_depth = 0;
 };
+
+/// A value that is not stored is recomputed inside its readers: its loader calls its inputs'
+/// loaders, and each box holds copies of those. A chain of N such ops costs O(N^2) copies (a
+/// 10,000-node chain ran out of memory), and each view composes its index map over its
+/// source's (a reshape reads the flat index twice: 1,000 nested views ran out of memory too).
+/// A value read through more than this many composed ops since its last stored buffer is
+/// stored first. Real models stay far below it (a decomposed layer_norm is about 15 ops).
+constexpr int kMaxInlineChain = 64;
 
 /// When a value read by several consumers is stored instead of recomputed in each.
 /// Recomputing saves a round trip through memory; storing saves the repeated work. A value is

@@ -1,6 +1,11 @@
 #include "runtime/autotune.h"
 
+#include <fcntl.h>
 #include <omp.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <fstream>
@@ -111,10 +116,12 @@ std::optional<Timings> read_cached(const std::filesystem::path& path) {
   return t;
 }
 
-void write_cached(const std::filesystem::path& path, const Timings& t) {
+// Writes the timings unless the file exists: the first result written wins (link() does not
+// replace), so that every process that compiles the shape decides by the same numbers. Returns
+// the timings now on disk. A process killed while writing leaves only its temp file.
+Timings write_cached(const std::filesystem::path& path, const Timings& t) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
   fs::path tmp = path;
   tmp += fmt::format(".tmp{}", static_cast<long>(getpid()));
   {
@@ -122,9 +129,36 @@ void write_cached(const std::filesystem::path& path, const Timings& t) {
     out << fmt::format("template {:.9g}\ndnnl {:.9g}\nopenblas {:.9g}\n", t.template_s, t.dnnl_s,
                        t.openblas_s);
   }
-  fs::rename(tmp, path, ec);  // another process may have won the race: its result is as good
-  if (ec) fs::remove(tmp, ec);
+  int linked = ::link(tmp.c_str(), path.c_str());
+  fs::remove(tmp, ec);
+  if (linked != 0) {
+    if (auto first = read_cached(path)) return *first;
+  }
+  return t;
 }
+
+// An exclusive lock on `<path>.lock` for the life of the object (flock: released by the kernel
+// when the process dies, even by kill -9), so that processes compiling the same shape at once
+// time it once: the others wait and read the result.
+class KeyLock {
+ public:
+  explicit KeyLock(const std::filesystem::path& path) {
+    std::string lock = path.string() + ".lock";
+    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~KeyLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  KeyLock(const KeyLock&) = delete;
+  KeyLock& operator=(const KeyLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace
 
@@ -166,6 +200,11 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
                        std::to_string(s.k), ta ? "ta" : "", tb ? "tb" : "",
                        packed_ahead ? "packed" : "", std::to_string(threads)});
       auto path = cache_root() / "autotune" / key;
+      std::error_code ec;
+      std::filesystem::create_directories(path.parent_path(), ec);
+      // One process times a shape; the others wait for its result (issue 19: two processes
+      // of one deployment must run the same kernels).
+      KeyLock lock(path);
       auto cached = read_cached(path);
       Timings t;
       if (cached) {
@@ -174,7 +213,7 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
         t.template_s = time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead);
         t.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb);
         t.openblas_s = time_sgemm_openblas(s.m, s.n, s.k, ta, tb);
-        write_cached(path, t);
+        t = write_cached(path, t);
       }
       double best_lib = std::min(t.dnnl_s, t.openblas_s);
       if (best_lib * (1 + kLibraryMargin) < t.template_s)

@@ -11,7 +11,9 @@
 //     template also fuses the epilogue, which the library path pays for separately.
 //   * Results are cached on disk (<cache>/autotune/<key>: candidates and their times), keyed by
 //     the ISA, shape, operand transposes, whether B is packed at load time and the thread count;
-//     a second compile of the same shape costs a file read.
+//     a second compile of the same shape costs a file read. Processes compiling the same shape
+//     at once time it once, under a per-key flock (<key>.lock); the first timings written win
+//     (link(), never replaced), so that every process of a deployment runs the same kernels.
 //   * COIL_LOGS=autotune prints every candidate and its time; COIL_MATMUL=template|dnnl|openblas
 //     forces a choice (auto: measure, the default).
 //

@@ -123,7 +123,13 @@ Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   t.strides_ = contiguous_strides(shape);
   t.shape_ = std::move(shape);
   // At least one element so that data() is never null (0-size tensors still get a pointer).
-  t.storage_bytes_ = std::max<int64_t>(t.numel(), 1) * dtype_size(dtype);
+  int64_t elements = 1;
+  bool overflow = false;
+  for (int64_t s : t.shape_) overflow = overflow || __builtin_mul_overflow(elements, s, &elements);
+  overflow = overflow || __builtin_mul_overflow(std::max<int64_t>(elements, 1),
+                                                int64_t{dtype_size(dtype)}, &t.storage_bytes_);
+  COIL_USER_CHECK(!overflow, "cannot allocate a {} tensor of shape {}: its size overflows int64",
+                  dtype_name(dtype), shape_str(t.shape_));
   // Large tensors are 2 MiB aligned and asked to be backed by transparent huge pages: a kernel
   // streaming through 4 KiB pages restarts the hardware prefetcher at every page and misses the
   // TLB every 64 lines (a 64 MiB row sum at one thread: 2.6 ms on 4 KiB pages, 1.5 ms on 2 MiB

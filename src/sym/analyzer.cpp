@@ -85,7 +85,12 @@ Range mod_ranges(Range a, Range b) {
 class DepthGuard {
  public:
   explicit DepthGuard(int& depth, const Expr& e) : depth_(depth) {
-    COIL_ASSERT(++depth_ < kMaxDepth, "simplify/bounds recursion too deep at {}", to_string(e));
+    if (++depth_ >= kMaxDepth) {
+      std::string text = to_string(e);
+      if (text.size() > 300)
+        text = text.substr(0, 300) + "... (" + std::to_string(text.size()) + " characters)";
+      COIL_ASSERT(false, "simplify/bounds recursion too deep at {}", text);
+    }
   }
   ~DepthGuard() { --depth_; }
   DepthGuard(const DepthGuard&) = delete;
