@@ -31,6 +31,13 @@ bool is_exact_op(std::string_view op) {
   return exact.count(op) != 0;
 }
 
+// compare_tensors' rule for one element.
+bool element_matches(double a, double e, Tolerance tol) {
+  if (std::isnan(a) || std::isnan(e)) return std::isnan(a) && std::isnan(e);
+  if (std::isinf(a) || std::isinf(e)) return a == e;
+  return std::fabs(a - e) <= tol.atol + tol.rtol * std::fabs(e);
+}
+
 namespace {
 
 const char* config_name(int k) {
@@ -65,13 +72,6 @@ std::vector<Tolerance> output_tolerances(const Graph& g) {
     out.push_back(is_floating(t) ? loosest(tol, inherited[static_cast<size_t>(o.node)]) : tol);
   }
   return out;
-}
-
-// compare_tensors' rule for one element.
-bool element_matches(double a, double e, Tolerance tol) {
-  if (std::isnan(a) || std::isnan(e)) return std::isnan(a) && std::isnan(e);
-  if (std::isinf(a) || std::isinf(e)) return a == e;
-  return std::fabs(a - e) <= tol.atol + tol.rtol * std::fabs(e);
 }
 
 // Every element within tolerance of one of the two references, or between them.

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_case.h"
+#include "runtime/compare.h"
 
 namespace coil::fuzz {
 
@@ -52,6 +53,10 @@ Graph widen_low_precision(const Graph& g);
 /// Ops whose result both sides compute exactly alike from the same inputs: views, copies,
 /// max/min, comparisons, casts, floor/ceil/round/sign (the others may differ in the last bits).
 bool is_exact_op(std::string_view op);
+
+/// compare_tensors' rule for one element: NaN matches NaN, an infinity the same infinity, else
+/// |a - e| <= atol + rtol * |e|.
+bool element_matches(double a, double e, Tolerance tol);
 
 /// The stable part of a failure, for deduplication and for the shrinker's "still the same
 /// failure": the class and the first line of the message (for a C++ compiler failure, its

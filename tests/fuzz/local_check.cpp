@@ -90,10 +90,9 @@ Tensor reference_of(const Node& n, const std::vector<const Tensor*>& operands) {
 
 // `exact`: the same bits are due (ops that never round): -0 and +0 differ.
 bool element_close(double a, double e, double atol, double rtol, bool exact) {
-  if (std::isnan(a) || std::isnan(e)) return std::isnan(a) && std::isnan(e);
-  if (exact) return a == e && std::signbit(a) == std::signbit(e);
-  if (std::isinf(a) || std::isinf(e)) return a == e;
-  return std::fabs(a - e) <= atol + rtol * std::fabs(e);
+  if (exact && !std::isnan(a) && !std::isnan(e))
+    return a == e && std::signbit(a) == std::signbit(e);
+  return element_matches(a, e, Tolerance{rtol, atol});
 }
 
 }  // namespace
