@@ -49,6 +49,15 @@ int run_main(int argc, char** argv) {
               return d == "cpu" || d == "cuda" ? "" : "'" + d + "' is not cpu or cuda";
             },
             ""));
+    c->add_option("--precision", a.precision,
+                  "f32 matmuls and convolutions: highest (IEEE fp32 on every device) or high "
+                  "(TF32 allowed on NVIDIA GPUs; the CPU stays IEEE)")
+        ->type_name("highest|high")
+        ->check(CLI::Validator(
+            [](std::string& v) {
+              return v == "highest" || v == "high" ? "" : "'" + v + "' is not highest or high";
+            },
+            ""));
   };
 
   int demo_runs = 20;

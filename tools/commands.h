@@ -22,7 +22,8 @@ struct ModelArgs {
   std::vector<std::string> sizes;   // "s0=128"
   std::vector<std::string> inputs;  // "x=path.npy"
   uint64_t seed = 0;
-  std::string device = "cpu";  // cpu | cuda
+  std::string device = "cpu";         // cpu | cuda
+  std::string precision = "highest";  // highest | high (CompileOptions::precision)
 };
 
 int cmd_demo(int runs);

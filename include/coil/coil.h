@@ -43,6 +43,11 @@ struct CompileOptions {
   /// "cuda" (a Python module of Triton kernels for python/coil_runtime; see
   /// generate_gpu_module: compile() and CompiledModel are CPU-only).
   std::string device = "cpu";
+  /// The arithmetic of f32 matmuls and convolutions (torch.set_float32_matmul_precision's
+  /// names): "highest", IEEE fp32 on every device and in every library call; or "high", TF32
+  /// allowed on NVIDIA GPUs (the Triton template, cuBLAS, cuDNN). x86 CPUs have no TF32: there
+  /// both give the same IEEE code. docs/numerics.md has the measured error of each.
+  std::string precision = "highest";
 };
 
 /// One generated kernel, for reports and tests.
@@ -65,6 +70,7 @@ struct CompileReport {
   std::filesystem::path so_path;
   std::string source;  // the generated C++ (or, for device "cuda", the Python module)
   std::string device = "cpu";
+  std::string precision = "highest";  // CompileOptions::precision
 
   /// The report as JSON (what `coil compile` writes as report.json).
   std::string to_json() const;

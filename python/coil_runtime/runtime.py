@@ -106,6 +106,66 @@ def poison_(t):
 
 
 # ---------------------------------------------------------------------------------------------
+# The fp32 precision of library calls (coil's --precision; src/codegen/precision.h)
+
+
+class _Fp32Precision:
+    """`with runtime.fp32_precision('highest'):` around a generated module's cuBLAS/cuDNN call:
+    TF32 off ('highest') or on ('high') for cuBLAS matmuls and cuDNN convolutions during the
+    call, the caller's settings restored after it. Without it, torch's defaults decide: cuDNN
+    convolutions allow TF32 by default, so an f32 conv2d would lose ~3 decimal digits on an
+    Ampere-or-later GPU while coil's CPU code and Triton kernels compute in IEEE fp32.
+
+    torch >= 2.9 has per-backend `fp32_precision` flags and refuses a mix of them with the
+    legacy `allow_tf32` flags, so each torch gets the API it has: never both."""
+
+    def __init__(self, mode):
+        if mode not in ("highest", "high"):
+            raise ValueError(f"fp32 precision '{mode}': expected 'highest' or 'high'")
+        self.tf32 = mode == "high"
+        self.saved = None
+
+    @staticmethod
+    def _new_api():
+        conv = getattr(torch.backends.cudnn, "conv", None)
+        return conv is not None and hasattr(conv, "fp32_precision")
+
+    def __enter__(self):
+        if self._new_api():
+            want = "tf32" if self.tf32 else "ieee"
+            mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+            self.saved = ("new", mm.fp32_precision, conv.fp32_precision)
+            if self.saved[1] != want:
+                mm.fp32_precision = want
+            if self.saved[2] != want:
+                conv.fp32_precision = want
+        else:
+            mm, dnn = torch.backends.cuda.matmul, torch.backends.cudnn
+            self.saved = ("legacy", mm.allow_tf32, dnn.allow_tf32)
+            mm.allow_tf32 = self.tf32
+            dnn.allow_tf32 = self.tf32
+        return self
+
+    def __exit__(self, *exc):
+        api, mm_saved, conv_saved = self.saved
+        if api == "new":
+            mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+            if mm.fp32_precision != mm_saved:
+                mm.fp32_precision = mm_saved
+            if conv.fp32_precision != conv_saved:
+                conv.fp32_precision = conv_saved
+        else:
+            torch.backends.cuda.matmul.allow_tf32 = mm_saved
+            torch.backends.cudnn.allow_tf32 = conv_saved
+        return False
+
+
+def fp32_precision(mode):
+    """The context a generated module's library calls run in (see _Fp32Precision)."""
+    return _Fp32Precision(mode)
+
+
+# ---------------------------------------------------------------------------------------------
 # Modules
 
 

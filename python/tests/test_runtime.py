@@ -99,3 +99,29 @@ def test_compare_tolerances():
     assert testing.default_tolerance(torch.int32) == (0.0, 0.0)
     assert math.isclose(testing.relative_error(torch.tensor([1.0, 2.0]),
                                                torch.tensor([1.0, 2.0])), 0.0)
+
+
+def _tf32_flags():
+    """(cuBLAS, cuDNN conv) TF32 allowed, read with the API this torch has (runtime's choice)."""
+    if runtime._Fp32Precision._new_api():
+        return (torch.backends.cuda.matmul.fp32_precision == "tf32",
+                torch.backends.cudnn.conv.fp32_precision == "tf32")
+    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+@pytest.mark.parametrize("mode, tf32", [("highest", False), ("high", True)])
+def test_fp32_precision_sets_the_library_flags_and_restores_them(mode, tf32):
+    before = _tf32_flags()
+    with runtime.fp32_precision(mode):
+        assert _tf32_flags() == (tf32, tf32)
+    assert _tf32_flags() == before
+    # Restored when the call raises, too.
+    with pytest.raises(RuntimeError, match="boom"):
+        with runtime.fp32_precision(mode):
+            raise RuntimeError("boom")
+    assert _tf32_flags() == before
+
+
+def test_fp32_precision_names_a_bad_mode():
+    with pytest.raises(ValueError, match="fp32 precision 'medium'"):
+        runtime.fp32_precision("medium")

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/cpp/cpp_module.h"
+#include "codegen/precision.h"
 #include "coil/coil.h"
 #include "graph/decompositions.h"
 #include "ir/lowering.h"
@@ -107,6 +108,7 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   COIL_USER_CHECK(options.device == "cpu" || options.device == "cuda",
                   "device '{}': expected cpu or cuda", options.device);
   const bool gpu = options.device == "cuda";
+  const Fp32Precision precision = parse_precision(options.precision);
   COIL_LOG(graph, "input graph:\n{}", to_text(graph));
   Graph g = decompose_and_bind(graph, options.sizes);
   COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
@@ -128,6 +130,7 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   if (gpu) {
     TritonModuleOptions module_options;
     module_options.description = describe_graph(g);
+    module_options.precision = precision;
     for (int id : g.inputs()) module_options.input_names.push_back(g.node(id).name);
     TritonModule module = generate_triton_module(program, schedule, module_options);
     COIL_LOG(output_code, "generated Triton module:\n{}", module.source);
@@ -186,6 +189,7 @@ std::string CompileReport::to_json() const {
                             {"bytes_written", k.bytes_written}});
   }
   j["device"] = device;
+  j["precision"] = precision;
   j["arena_bytes"] = arena_bytes;
   nlohmann::ordered_json stages;
   for (const auto& [name, s] : stage_seconds) stages[name] = s;
@@ -202,6 +206,7 @@ CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& opti
                   options.device);
   CompileReport report;
   report.device = "cuda";
+  report.precision = options.precision;
   StageTimer timer(report);
   GeneratedProgram gen = generate_program(graph, options, &timer);
   timer.finish();
@@ -230,6 +235,7 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   init_threads_from_env();
   auto impl = std::make_unique<CompiledModel::Impl>();
   CompileReport& report = impl->report;
+  report.precision = options.precision;
   StageTimer timer(report);
 
   // The target ISA first: its first detection in a cache dir runs a probe (seconds, once),

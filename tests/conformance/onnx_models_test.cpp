@@ -1,11 +1,12 @@
 // Real models exported by torch.onnx at opset 17 (tests/models/export_models.py, random weights
 // with fixed seeds): a 3-layer MLP, a LayerNorm + GELU MLP block, nn.TransformerEncoderLayer
 // (as primitive ops; also exported with a dynamic batch, checked at another batch than the
-// traced one), torchvision's resnet18 and mobilenet_v2 at 224x224. Each test exports its
-// model into the build tree, checks what the import made of it (the input's shape, the coil
+// traced one), torchvision's resnet18, mobilenet_v2 and squeezenet1_1 at 224x224. Each test exports
+// its model into the build tree, checks what the import made of it (the input's shape, the coil
 // ops), then runs `coil check` (the CLI: import, compile, run) against torch's output with
-// rtol 1e-3, atol 1e-4. The six take 18 s at -j2 with an empty code cache (3-8 s each: export,
-// g++, autotuning), so none is marked slow (docs/onnx.md, "Real models").
+// rtol 1e-3, atol 1e-4. The first six took 18 s at -j2 with an empty code cache (3-8 s each:
+// export, g++, autotuning; squeezenet1_1 12 s), so none is marked slow (docs/onnx.md, "Real
+// models").
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,6 +90,7 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"transformer", "[2, 64, 256]", {"layer_norm", "matmul", "softmax", "reshape"}},
         ModelCase{"resnet18", "[1, 3, 224, 224]", {"conv2d", "max_pool2d", "addmm"}},
         ModelCase{"mobilenet_v2", "[1, 3, 224, 224]", {"conv2d", "clamp", "addmm"}},
+        ModelCase{"squeezenet1_1", "[1, 3, 224, 224]", {"conv2d", "max_pool2d", "concat"}},
         // Exported with a dynamic batch: its shape subgraphs compute on the symbol `batch`.
         ModelCase{"transformer_dynbatch", "[batch, 64, 256]", {"layer_norm", "matmul", "softmax"}}),
     case_name);

@@ -7,6 +7,8 @@ For each correctness case tests/gpu/cases/NAME.coil, into tests/gpu/generated/NA
                    compared that backend with the reference interpreter on the same inputs
   case.json        inputs and outputs in call order, tolerance, extra checks, status
 For each benchmark workload bench/gpu/workloads/W.coil: tests/gpu/generated/bench_W/module.py.
+For each precision workload bench/gpu/precision/W.coil, once per --precision:
+tests/gpu/generated/precision_W_{highest,high}/module.py (bench/gpu/precision_bench.py).
 tests/gpu/generated/MANIFEST.json records the coil commit and every status.
 
 Directives (comments in a .coil file):
@@ -32,6 +34,8 @@ import numpy as np
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CASES = os.path.join(ROOT, "tests", "gpu", "cases")
 WORKLOADS = os.path.join(ROOT, "bench", "gpu", "workloads")
+PRECISION_WORKLOADS = os.path.join(ROOT, "bench", "gpu", "precision")
+PRECISIONS = ("highest", "high")
 GENERATED = os.path.join(ROOT, "tests", "gpu", "generated")
 
 INPUT_RE = re.compile(r"^\s*input\s+(\w+)\s*:\s*(\w+)\s*\[([^\]]*)\]")
@@ -130,10 +134,10 @@ def coil_has_cuda(coil):
     return "--device" in out
 
 
-def compile_cuda(coil, model, out_dir):
+def compile_cuda(coil, model, out_dir, extra=()):
     """`coil compile --device cuda`; returns (status, log). Drops CPU artifacts (.so)."""
     os.makedirs(out_dir, exist_ok=True)
-    rc, out = run([coil, "compile", model, "--device", "cuda", "-o", out_dir])
+    rc, out = run([coil, "compile", model, "--device", "cuda", "-o", out_dir, *extra])
     for f in os.listdir(out_dir):
         if f.endswith(".so"):
             os.remove(os.path.join(out_dir, f))
@@ -191,6 +195,16 @@ def prepare_workload(coil, name, has_cuda):
     return {"status": status, "log": log}
 
 
+def prepare_precision_workload(coil, name, precision, has_cuda):
+    src = os.path.join(PRECISION_WORKLOADS, name + ".coil")
+    out_dir = os.path.join(GENERATED, f"precision_{name}_{precision}")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    if not has_cuda:
+        return {"status": "no-cuda-codegen"}
+    status, log = compile_cuda(coil, src, out_dir, ["--precision", precision])
+    return {"status": status, "log": log}
+
+
 def git_describe():
     rc, head = run(["git", "rev-parse", "--short", "HEAD"])
     rc2, dirty = run(["git", "status", "--porcelain", "--", "src", "tools", "include"])
@@ -210,14 +224,16 @@ def main():
               "are written, modules are not (cases are marked no-cuda-codegen)")
     os.makedirs(GENERATED, exist_ok=True)
     manifest_path = os.path.join(GENERATED, "MANIFEST.json")
-    manifest = {"cases": {}, "bench": {}}
+    manifest = {"cases": {}, "bench": {}, "precision": {}}
     if a.only and os.path.exists(manifest_path):
         manifest = json.load(open(manifest_path))
     cases = sorted(f[:-5] for f in os.listdir(CASES) if f.endswith(".coil"))
     workloads = sorted(f[:-5] for f in os.listdir(WORKLOADS) if f.endswith(".coil"))
+    precision = sorted(f[:-5] for f in os.listdir(PRECISION_WORKLOADS) if f.endswith(".coil"))
     if a.only:
         cases = [c for c in cases if c in a.only]
         workloads = [w for w in workloads if w in a.only]
+        precision = [w for w in precision if "precision_" + w in a.only]
     else:  # a full run starts from scratch: no stale modules travel to the GPU
         for d in os.listdir(GENERATED):
             if os.path.isdir(os.path.join(GENERATED, d)):
@@ -246,6 +262,16 @@ def main():
         if res["status"] not in ("ok", "no-cuda-codegen"):
             not_compiled.append("bench_" + w)
             print("    " + res.get("log", "").replace("\n", "\n    ")[-1500:])
+    for w in precision:
+        for mode in PRECISIONS:
+            t = time.time()
+            res = prepare_precision_workload(coil, w, mode, has_cuda)
+            key = f"precision_{w}_{mode}"
+            manifest.setdefault("precision", {})[key] = res["status"]
+            print(f"  {key:<22} {res['status']:<16} {time.time() - t:5.1f} s")
+            if res["status"] not in ("ok", "no-cuda-codegen"):
+                not_compiled.append(key)
+                print("    " + res.get("log", "").replace("\n", "\n    ")[-1500:])
     manifest["coil"] = git_describe()
     manifest["generated_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
     manifest["cuda_codegen"] = has_cuda

@@ -13,6 +13,8 @@ downloaded. The models:
   transformer      nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True), [2, 64, 256]
   resnet18         torchvision resnet18 (1000 classes), [1, 3, 224, 224]
   mobilenet_v2     torchvision mobilenet_v2 (1000 classes), [1, 3, 224, 224]
+  squeezenet1_1    torchvision squeezenet1_1 (1000 classes), [1, 3, 224, 224]: 1x1 and 3x3
+                   convolutions, ceil-mode max pooling, no batch norm (issue 19's GPU check)
   transformer_dynbatch  the transformer layer exported with a dynamic batch dim ("batch"):
                    traced at batch 2, its input and output saved at batch 3, so its
                    Shape -> Gather -> Mul -> Concat -> Reshape subgraphs compute on a symbol
@@ -79,10 +81,12 @@ def build(name):
         return torchvision.models.resnet18(weights=None), [1, 3, 224, 224]
     if name == "mobilenet_v2":
         return torchvision.models.mobilenet_v2(weights=None), [1, 3, 224, 224]
+    if name == "squeezenet1_1":
+        return torchvision.models.squeezenet1_1(weights=None), [1, 3, 224, 224]
     raise SystemExit(f"unknown model {name!r} (known: {', '.join(ALL)})")
 
 
-MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2"]
+MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "squeezenet1_1"]
 DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256])}  # dynamic_axes, saved input
 ALL = MODELS + list(DYNAMIC)
 

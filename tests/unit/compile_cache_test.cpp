@@ -73,6 +73,34 @@ TEST(CompileCache, SecondCompileHitsAndCorruptEntryIsRebuilt) {
   EXPECT_TRUE(testing::matches_reference(g));
 }
 
+// --precision on the CPU: x86 has no TF32, so "high" generates the same IEEE code as "highest"
+// and shares its cache entry (the key is the code); the report says which was asked for, and
+// an unknown precision is an error naming it before anything compiles.
+TEST(CompileCache, PrecisionHighSharesTheIeeeEntryOnTheCpu) {
+  PrivateCache cache("precision");
+  Graph g = parse_graph(
+      "input x: f32[16, 40]\ninput w: f32[40, 24]\nm = matmul(x, w)\ny = relu(m)\noutput y\n");
+  CompileOptions highest, high;
+  highest.autotune = high.autotune = false;  // the template either way: no timing runs
+  high.precision = "high";
+  CompiledModel a = compile(g, highest);
+  CompiledModel b = compile(g, high);
+  EXPECT_EQ(a.report().precision, "highest");
+  EXPECT_EQ(b.report().precision, "high");
+  EXPECT_EQ(a.report().cache_key, b.report().cache_key);
+  EXPECT_TRUE(b.report().cache_hit);
+  EXPECT_NE(b.report().to_json().find("\"precision\": \"high\""), std::string::npos);
+  CompileOptions bad;
+  bad.precision = "tf32";
+  try {
+    compile(g, bad);
+    FAIL() << "precision 'tf32' was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("precision 'tf32': expected highest"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CompileCache, ConcurrentProcessesCompileTheSameGraph) {
   PrivateCache cache("concurrent");
   fs::path model = cache.dir() / "model.coil";

@@ -181,12 +181,61 @@ TEST(TritonKernels, MatmulTemplateFusesItsEpilogueWithAnExternChoice) {
   EXPECT_TRUE(
       contains(m.source, "triton_tem_fused_matmul_relu_0.run(arg0_1, arg1_1, arg2_1, out0)"));
   EXPECT_TRUE(contains(m.source,
-                       "    torch.mm(arg0_1, arg1_1, out=buf3)\n"
+                       "    with runtime.fp32_precision('highest'):\n"
+                       "        torch.mm(arg0_1, arg1_1, out=buf3)\n"
                        "    triton_poi_fused_relu_1.run(buf3, arg2_1, out0, 5120)"));
   // relu(x @ w + b) with a 1-D bias: cuBLASLt can fuse the epilogue, a third choice.
   EXPECT_TRUE(contains(m.source, "    torch._addmm_activation(arg2_1, arg0_1, arg1_1, out=out0)"));
   EXPECT_TRUE(
       contains(m.source, "triton_tem_fused_matmul_relu_0.attach_externs(extern_0, extern_0_lt)"));
+}
+
+// --precision: "highest" (the default) keeps every f32 product IEEE, in the template's tl.dot
+// and in each library call; "high" allows TF32 in both. bf16 dots are the same in both.
+TEST(TritonKernels, Fp32PrecisionReachesEveryDotAndLibraryCall) {
+  auto module_of = [](const std::string& text, const std::string& precision) {
+    CompileOptions o;
+    o.device = "cuda";
+    o.precision = precision;
+    return generate_program(parse_graph(text, "<test>"), o).triton;
+  };
+  const std::string mm =
+      "input x: f32[64, 96]\ninput w: f32[96, 80]\ninput b: f32[80]\nm = matmul(x, w)\n"
+      "s = add(m, b)\ny = relu(s)\noutput y\n";
+  const std::string conv =
+      "input x: f32[1, 8, 14, 14]\ninput w: f32[16, 8, 3, 3]\n"
+      "c = conv2d(x, w) {padding=[1, 1]}\ny = relu(c)\noutput y\n";
+  for (const char* precision : {"highest", "high"}) {
+    SCOPED_TRACE(precision);
+    const bool ieee = std::string(precision) == "highest";
+    TritonModule m = module_of(mm, precision);
+    EXPECT_TRUE(
+        contains(m.kernels[0].code, ieee ? "acc = tl.dot(a, b, acc, input_precision='ieee')"
+                                         : "acc = tl.dot(a, b, acc, input_precision='tf32')"));
+    const std::string with = fmt::format("    with runtime.fp32_precision('{}'):\n", precision);
+    EXPECT_TRUE(contains(m.source, with + "        torch.mm(arg0_1, arg1_1, out=buf3)\n"))
+        << m.source;
+    EXPECT_TRUE(contains(m.source, with + "        torch._addmm_activation(")) << m.source;
+    EXPECT_TRUE(contains(m.source, fmt::format("# fp32 precision: {} (", precision)));
+    TritonModule c = module_of(conv, precision);
+    const size_t at = c.source.find(with);
+    ASSERT_NE(at, std::string::npos) << c.source;
+    const size_t next = c.source.find('\n', at) + 1;
+    const std::string call = c.source.substr(next, c.source.find('\n', next) - next);
+    EXPECT_EQ(call.rfind("        buf", 0), 0u) << call;
+    EXPECT_TRUE(contains(call, " = torch.nn.functional.conv2d(")) << call;
+  }
+  // bf16 products are not f32: the same dot in both modes.
+  const std::string bf16 =
+      "input x: bf16[64, 96]\ninput w: bf16[96, 80]\nm = matmul(x, w)\ny = relu(m)\noutput y\n";
+  EXPECT_EQ(module_of(bf16, "high").kernels[0].code, module_of(bf16, "highest").kernels[0].code);
+  // Anything else names the value.
+  try {
+    module_of(mm, "medium");
+    FAIL() << "precision 'medium' was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "precision 'medium': expected highest")) << e.what();
+  }
 }
 
 TEST(TritonKernels, CublasLtChoiceOnlyForABiasEpilogue) {
@@ -263,6 +312,17 @@ TEST_F(TritonCli, CompileWritesTheModule) {
   std::ifstream report(dir / "out" / "report.json");
   std::string json(std::istreambuf_iterator<char>(report), {});
   EXPECT_TRUE(contains(json, "\"device\": \"cuda\""));
+  EXPECT_TRUE(contains(json, "\"precision\": \"highest\""));
+  ASSERT_EQ(coil(fmt::format("compile '{}' --size s0=32 --device cuda --precision high -o '{}'",
+                             model, out)),
+            0)
+      << log();
+  std::ifstream high(dir / "out" / "report.json");
+  EXPECT_TRUE(
+      contains(std::string(std::istreambuf_iterator<char>(high), {}), "\"precision\": \"high\""));
+  EXPECT_NE(coil(fmt::format("compile '{}' --size s0=32 --precision medium -o '{}'", model, out)),
+            0);
+  EXPECT_TRUE(contains(log(), "'medium' is not highest or high")) << log();
   EXPECT_TRUE(contains(json, "triton_per_fused_"));
 }
 

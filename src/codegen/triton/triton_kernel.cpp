@@ -325,10 +325,12 @@ class TritonKernelPrinter {
       w_.linef("a = tl.load(A, mask=rk[None, :] < k, other=0.0){}", a_conv);
       w_.linef("b = tl.load(B, mask=rk[:, None] < k, other=0.0){}", b_conv);
     }
-    // f32 inputs multiply in full f32 (Inductor's default: torch.backends.cuda.matmul.allow_tf32
-    // is False, so ALLOW_TF32=False); bf16/f16 use the tensor cores as they are.
+    // f32 inputs multiply in full f32 unless the precision is "high" (Inductor's default:
+    // torch.backends.cuda.matmul.allow_tf32 is False, so ALLOW_TF32=False); bf16/f16 use the
+    // tensor cores as they are.
     if (ms.dtype == DType::F32)
-      w_.line("acc = tl.dot(a, b, acc, input_precision='ieee')");
+      w_.linef("acc = tl.dot(a, b, acc, input_precision='{}')",
+               plan_.fp32_precision == Fp32Precision::highest ? "ieee" : "tf32");
     else
       w_.line("acc = tl.dot(a, b, acc)");
     w_.linef("A += {}", term("BLOCK_K", ms.a.col_stride));

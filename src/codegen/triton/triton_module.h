@@ -12,7 +12,8 @@
 //       runtime.check_input(arg0_1, 'x', sizes, strides, dtype)
 //       buf1 = runtime.empty_strided(sizes, strides, dtype)
 //       triton_poi_fused_..._0.run(arg0_1, buf1, 8192)   # pointers, then numels
-//       torch.mm(..., out=buf2)                            # library calls through torch
+//       with runtime.fp32_precision('highest'):            # library calls through torch,
+//           torch.mm(..., out=buf2)                        # TF32 on or off (precision.h)
 //       return (out0, )
 //   def get_args(): ...        # random inputs on cuda
 //   def benchmark_compiled_module(times=10, repeat=10): ...
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/precision.h"
 #include "codegen/triton/triton_kernel.h"
 #include "sched/scheduler.h"
 
@@ -29,8 +31,9 @@ namespace coil {
 /// What the module says about the graph it came from (names only in comments and in
 /// check_input's messages; they are identifiers, see graph.h).
 struct TritonModuleOptions {
-  std::string description;               // the header comment's "<graph>"
-  std::vector<std::string> input_names;  // per graph input; "input{i}" when missing
+  std::string description;                           // the header comment's "<graph>"
+  std::vector<std::string> input_names;              // per graph input; "input{i}" when missing
+  Fp32Precision precision = Fp32Precision::highest;  // f32 dots and library calls
 };
 
 /// A library call of the wrapper (torch.mm, conv2d), for reports.

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/precision.h"
 #include "sched/scheduler.h"
 #include "sym/analyzer.h"
 
@@ -128,6 +129,8 @@ struct TritonProgramPlan {
   /// a graph output. Stores to intermediates that are not are dropped (their values are only
   /// ever forwarded in registers), and the wrapper allocates only these.
   std::vector<bool> in_memory;
+  /// The f32 dots of matmul templates: IEEE or TF32 (codegen/precision.h).
+  Fp32Precision fp32_precision = Fp32Precision::highest;
 };
 
 TritonProgramPlan plan_triton_program(const IrProgram& program, const Schedule& schedule);

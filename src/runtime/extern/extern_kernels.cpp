@@ -276,6 +276,10 @@ struct Conv2d::Impl {
                "dnnl_dilated_convolution_forward_desc_init", ctx);
     Attr attr;
     check_dnnl(dnnl_primitive_attr_create(attr.out()), "dnnl_primitive_attr_create", ctx);
+    // IEEE fp32 whatever ONEDNN_DEFAULT_FPMATH_MODE says (coil's precision contract,
+    // codegen/precision.h: x86 has no TF32, so both precisions are strict on the CPU).
+    check_dnnl(dnnl_primitive_attr_set_fpmath_mode(attr.get(), dnnl_fpmath_mode_strict),
+               "dnnl_primitive_attr_set_fpmath_mode", ctx);
     if (p.post_op_relu) {
       PostOps ops;
       check_dnnl(dnnl_post_ops_create(ops.out()), "dnnl_post_ops_create", ctx);
