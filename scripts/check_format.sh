@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Fails when a C++ source under include/ src/ tools/ tests/ bench/ is not clang-formatted.
+# Fails when a C++ (or C) source under include/ src/ tools/ tests/ bench/ is not clang-formatted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CF=$(command -v clang-format-14 || command -v clang-format)
 files=$(git ls-files -co --exclude-standard -- 'include/*.h' 'src/*.h' 'src/*.cpp' 'tools/*.cpp' \
-        'tests/*.h' 'tests/*.cpp' 'bench/*.cpp' 'bench/*.h' | grep -v '^tests/golden/data/' || true)
+        'tests/*.h' 'tests/*.cpp' 'tests/*.c' 'bench/*.cpp' 'bench/*.h' | grep -v '^tests/golden/data/' || true)
 bad=0
 for f in $files; do
   [ -f "$f" ] || continue

@@ -3,6 +3,7 @@
 # Ubuntu 24.04, g++ 13, no network) into device-bundle/coil-bundle.tar.xz (git-ignored; name
 # it in the device tool's `carry`). The bundle holds:
 #   bin/      coil, coil_cpu_bench, coil_fuzz (built here, glibc 2.36: they run on newer glibc)
+#             (lib/ also holds libcoil_c.so, the C ABI that python/coil loads)
 #   lib/      the shared libraries they link that a bare host lacks (fmt, xxhash, oneDNN,
 #             OpenBLAS's OpenMP build and its Fortran runtime, SLEEF and coil's own
 #             libcoil_vmath and libcoil_extern for generated kernels);
@@ -19,7 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${COIL_BUILD_DIR:-build}"
-cmake --build "$build" --target coil coil_cpu_bench coil_fuzz coil_vmath coil_extern -j"$(nproc)" >/dev/null
+cmake --build "$build" --target coil coil_cpu_bench coil_fuzz coil_vmath coil_extern coil_c \
+  -j"$(nproc)" >/dev/null
 
 stage=$(mktemp -d /tmp/coil-bundle-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
@@ -48,6 +50,9 @@ cp /usr/include/x86_64-linux-gnu/sleef.h "$stage/include/"
 # libcoil_extern (oneDNN/OpenBLAS calls): modules with extern kernels link -lcoil_extern (the
 # loop above copied it already, as a dependency of coil, with the OpenBLAS build it loads).
 cp "$build/lib/libcoil_vmath.so" "$build/lib/libcoil_extern.so" "$stage/lib/"
+# libcoil_c (the C ABI, include/coil/coil_c.h): what python/coil loads with ctypes there
+# (COIL_LIBRARY=DIR/lib). Its own dependencies are coil's, copied above.
+cp "$build/lib/libcoil_c.so" "$stage/lib/"
 
 mkdir -p device-bundle
 tar cf - -C "$stage" . | xz -T"$(nproc)" -6 > device-bundle/coil-bundle.tar.xz

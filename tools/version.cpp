@@ -24,9 +24,10 @@ std::string build_compiler() {
 }  // namespace
 
 std::string version_text() {
-  std::string s =
-      fmt::format("coil {} (commit {}, {} build)\n", kCoilVersion, kCoilGitCommit, kCoilBuildType);
+  std::string s = version_line() + "\n";
   s += fmt::format("built with:      {}\n", build_compiler());
+  if (!build_sanitizer_flags().empty())
+    s += fmt::format("sanitizers:      {} (coil and its kernels)\n", build_sanitizer_flags());
   // The rest depends on this machine and may fail (no compiler on PATH, a bad COIL_CPU_ISA):
   // --version still prints what it can.
   try {

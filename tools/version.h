@@ -15,6 +15,13 @@ extern const char* const kCoilGitCommit;
 /// CMAKE_BUILD_TYPE, "Release".
 extern const char* const kCoilBuildType;
 
+/// The first line of version_text(), "coil 0.1.0 (commit abc1234, Release build)"; also what
+/// the C ABI's coil_version() returns (include/coil/coil_c.h).
+inline std::string version_line() {
+  return std::string("coil ") + kCoilVersion + " (commit " + kCoilGitCommit + ", " +
+         kCoilBuildType + " build)";
+}
+
 /// The lines `coil --version` prints (without a final newline).
 std::string version_text();
 

@@ -96,6 +96,11 @@ class CompiledModel {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   /// Runs into caller-provided contiguous outputs (benchmarks reuse them across calls).
   void run_into(const std::vector<TensorRef>& inputs, const std::vector<Tensor>& outputs) const;
+  /// Runs into caller memory: outputs[i] points at a contiguous (row-major) buffer of
+  /// outputs()[i]'s dtype and shape, which cannot be checked here (the C ABI, include/coil/
+  /// coil_c.h, checks its tensors' types before); null only for an output without elements.
+  /// Outputs must not overlap the inputs or each other. The Tensor overload delegates to it.
+  void run_into(const std::vector<TensorRef>& inputs, const std::vector<void*>& outputs) const;
 
   const std::vector<ValueSpec>& inputs() const;
   const std::vector<ValueSpec>& outputs() const;

@@ -83,12 +83,12 @@ class Graph {
   std::vector<int> use_counts() const;
   /// Symbols appearing in input shapes, sorted by name.
   std::vector<sym::Expr> size_symbols() const;
+  /// The name an unnamed node added now would get ("t3"), for messages about it.
+  std::string next_fresh_name() const;
 
  private:
   int push(std::unique_ptr<Node> n);
   std::string fresh_name();
-  /// The name fresh_name() would return now.
-  std::string next_fresh_name() const;
 
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<int> inputs_;

@@ -94,6 +94,15 @@ class Parser {
     return std::move(g_);
   }
 
+  TensorType type_only(std::string_view input) {
+    skip_newlines();
+    TensorType t = input_type(input);
+    skip_newlines();
+    if (peek().kind != TokKind::End)
+      error(peek(), "expected end of input but found {}", describe(peek()));
+    return t;
+  }
+
   Attrs attrs_only() {
     Attrs a = parse_attrs(nullptr, "");
     skip_newlines();
@@ -177,6 +186,14 @@ class Parser {
     const Token& name_tok = expect_name("an input name");
     std::string name = define(name_tok);
     expect(":");
+    TensorType type = input_type(name);
+    defined(at(name_tok, [&] { return g_.add_input(name, type.dtype, std::move(type.shape)); }),
+            name_tok);
+  }
+
+  // An input's type: `DTYPE[size, ...]` with integer or symbol sizes (`input` names it in
+  // errors).
+  TensorType input_type(std::string_view input) {
     DType dtype = parse_dtype_token();
     Shape shape;
     std::vector<int64_t> sizes;  // the integer ones
@@ -200,8 +217,8 @@ class Parser {
     // Index arithmetic on sizes is int64; keep products of them far from overflow.
     if (!sizes_below(sizes, kMaxInputElements))
       error(shape_tok, "input '{}': shape {} is too large (its sizes multiply to 2^62 or more)",
-            name, shape_str(shape));
-    defined(at(name_tok, [&] { return g_.add_input(name, dtype, std::move(shape)); }), name_tok);
+            input, shape_str(shape));
+    return TensorType{dtype, std::move(shape)};
   }
 
   void const_decl() {
@@ -458,6 +475,14 @@ Attrs parse_attr_text(std::string_view text, std::string_view filename) {
     user_error("{}: text of {} bytes is too large (at most {})", filename, text.size(),
                kMaxTextBytes);
   return Parser(text, filename).attrs_only();
+}
+
+TensorType parse_type_text(std::string_view text, std::string_view input,
+                           std::string_view filename) {
+  if (text.size() > kMaxTextBytes)
+    user_error("{}: text of {} bytes is too large (at most {})", filename, text.size(),
+               kMaxTextBytes);
+  return Parser(text, filename).type_only(input);
 }
 
 Graph load_graph_file(const std::filesystem::path& path) {

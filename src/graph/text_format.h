@@ -24,9 +24,15 @@ Graph parse_graph(std::string_view text, std::string_view filename = "<string>")
 /// Reads and parses a file (coil::Error if it cannot be read).
 Graph load_graph_file(const std::filesystem::path& path);
 
-/// The attribute syntax alone, for its tests (no op's attributes take every kind of value):
-/// parses `{name=value, ...}` as a node writes it, without checking the names against an op,
-/// and prints attributes as to_text prints a node's.
+/// The type of an input declaration alone, `f32[s0, 128]` (integer or symbol sizes), for the
+/// C ABI's coil_graph_add_input; `input` names the input in errors about its shape.
+TensorType parse_type_text(std::string_view text, std::string_view input,
+                           std::string_view filename = "<string>");
+
+/// The attribute syntax alone, for its tests (no op's attributes take every kind of value) and
+/// the C ABI's coil_graph_add_node (Graph::add_node then checks them against the op): parses
+/// `{name=value, ...}` as a node writes it, without checking the names against an op, and
+/// prints attributes as to_text prints a node's.
 Attrs parse_attr_text(std::string_view text, std::string_view filename = "<string>");
 std::string attrs_to_text(const Attrs& attrs);
 

@@ -1,6 +1,7 @@
 #include "graph/type_rules.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "graph/op_registry.h"
@@ -414,11 +415,6 @@ DType linalg_dtype(std::string_view op, const std::vector<const TensorType*>& in
   return t;
 }
 
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
 // An attribute of kind IntPair (height, width): a list of two, a list of one or an integer
 // (both dims); `dflt` when absent. Its entries are in the declared range (attr_check.h).
 std::array<int64_t, 2> int_pair(const Node& node, const std::string& name,
@@ -485,16 +481,29 @@ Window2d pool2d_params(const Node& node) {
 sym::Expr window_output_size(std::string_view op, const sym::Expr& in, const Window2d& w, int dim) {
   auto d = static_cast<size_t>(dim);
   int64_t k = w.kernel[d], s = w.stride[d], p = w.padding[d];
-  int64_t span = w.dilation[d] * (k - 1) + 1;
+  // The attributes are bounded below only: huge ones (an ONNX Conv with a dilation of 2^63 - 1)
+  // overflowed int64 here (found by tests/fuzz/parsers/onnx_parser_fuzzer). span and
+  // offset = 2p - span are checked; the constant case is computed in 128 bits.
+  int64_t span = 0, offset = 0;
+  bool overflow = __builtin_mul_overflow(w.dilation[d], k - 1, &span) ||
+                  __builtin_add_overflow(span, 1, &span) || __builtin_mul_overflow(p, 2, &offset) ||
+                  __builtin_sub_overflow(offset, span, &offset);
+  auto too_large = [&] {
+    user_error("{}: the window is too large (kernel {}, stride {}, padding {}, dilation {})", op,
+               pair_str(w.kernel), pair_str(w.stride), pair_str(w.padding), pair_str(w.dilation));
+  };
+  if (overflow) too_large();
   if (auto n = in.as_const()) {
-    int64_t out = floor_div(*n + 2 * p - span + (w.ceil_mode ? s - 1 : 0), s) + 1;
+    __int128 num = __int128{*n} + offset + (w.ceil_mode ? s - 1 : 0);
+    __int128 out = num / s - (num % s != 0 && num < 0 ? 1 : 0) + 1;  // floor division: s >= 1
     // ceil_mode: the last window must start inside the input or the left padding.
-    if (w.ceil_mode && out > 0 && (out - 1) * s >= *n + p) --out;
-    return out;
+    if (w.ceil_mode && out > 0 && (out - 1) * s >= __int128{*n} + p) --out;
+    if (out > std::numeric_limits<int64_t>::max()) too_large();
+    return static_cast<int64_t>(out);
   }
   COIL_USER_CHECK(!w.ceil_mode, "{}: ceil_mode needs a static input size, got {}", op,
                   sym::to_string(in));
-  return sym::floordiv(in + (2 * p - span), s) + 1;
+  return sym::floordiv(in + offset, s) + 1;
 }
 
 TensorType infer_matmul(const Node& node, const std::vector<const TensorType*>& in) {

@@ -336,8 +336,6 @@ static std::vector<Tensor> keep_contiguous(const std::vector<ValueSpec>& specs,
 void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
                              const std::vector<Tensor>& outputs) const {
   COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
-  std::vector<const void*> in_ptrs;
-  std::vector<Tensor> keep = keep_contiguous(impl_->inputs, inputs, in_ptrs);
   COIL_USER_CHECK(outputs.size() == impl_->outputs.size(), "the model has {} outputs, got {}",
                   impl_->outputs.size(), outputs.size());
   std::vector<void*> out_ptrs;
@@ -349,6 +347,20 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
                     shape_str(s.shape));
     out_ptrs.push_back(outputs[i].data());
   }
+  run_into(inputs, out_ptrs);
+}
+
+void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
+                             const std::vector<void*>& outputs) const {
+  COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
+  std::vector<const void*> in_ptrs;
+  std::vector<Tensor> keep = keep_contiguous(impl_->inputs, inputs, in_ptrs);
+  COIL_USER_CHECK(outputs.size() == impl_->outputs.size(), "the model has {} outputs, got {}",
+                  impl_->outputs.size(), outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    COIL_USER_CHECK(outputs[i] != nullptr || shape_numel(impl_->outputs[i].shape) == 0,
+                    "output {}: null data pointer", impl_->outputs[i].name);
+  std::vector<void*> out_ptrs = outputs;
   std::lock_guard<std::mutex> lock(impl_->arena_mutex);
   impl_->run(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), impl_->constant_ptrs.data(),
              static_cast<char*>(impl_->arena.data()),

@@ -1,5 +1,6 @@
 #include "runtime/isa.h"
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -367,11 +368,19 @@ std::string vmath_dir() {
                     "COIL_VMATH_DIR={}: no libcoil_vmath.so there", forced);
     return dir.string();
   }
-#ifdef COIL_VMATH_BUILD_DIR
   std::error_code ec;
+#ifdef COIL_VMATH_BUILD_DIR
   if (fs::exists(fs::path(COIL_VMATH_BUILD_DIR) / "libcoil_vmath.so", ec))
     return COIL_VMATH_BUILD_DIR;
 #endif
+  // The directory of the file this code was loaded from, when the library is beside it: a
+  // libcoil_c.so moved with build/lib's other libraries (a Python host loads it from there).
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<const void*>(&vmath_dir), &info) != 0 && info.dli_fname &&
+      info.dli_fname[0] != '\0') {
+    fs::path dir = fs::absolute(fs::path(info.dli_fname), ec).parent_path();
+    if (!ec && fs::exists(dir / "libcoil_vmath.so", ec)) return dir.string();
+  }
   return "";
 }
 

@@ -89,7 +89,9 @@ CompileFlags module_compile_flags(const IsaInfo& isa);
 /// built into the same directory:
 ///   1. $COIL_VMATH_DIR when set (a user error if it lacks the library);
 ///   2. else the build's lib/ directory, baked in by CMake, when the library is there;
-///   3. else "": no -L/-rpath, so the linker searches LIBRARY_PATH and the default paths, and
+///   3. else the directory of the binary or library holding coil (libcoil_c.so: the C ABI)
+///      when the library is beside it;
+///   4. else "": no -L/-rpath, so the linker searches LIBRARY_PATH and the default paths, and
 ///      the loader LD_LIBRARY_PATH (how scripts/device_bundle.sh's bundle runs elsewhere).
 /// Read when the ISA table is built (once per process).
 std::string vmath_dir();

@@ -118,6 +118,15 @@ constexpr int64_t kHugePageMinBytes = int64_t{4} << 20;
 
 Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   for (int64_t s : shape) COIL_USER_CHECK(s >= 0, "tensor size {} is negative", shape_str(shape));
+  // The strides multiply the sizes with zeros counted as ones: a 0-element shape such as
+  // [0, 2^62, 4] passed the element count below but overflowed them (found by
+  // tests/fuzz/parsers/onnx_parser_fuzzer, through ONNX's ConstantOfShape).
+  int64_t stride_product = 1;
+  for (int64_t s : shape)
+    COIL_USER_CHECK(
+        !__builtin_mul_overflow(stride_product, std::max<int64_t>(s, 1), &stride_product),
+        "cannot allocate a {} tensor of shape {}: its strides overflow int64", dtype_name(dtype),
+        shape_str(shape));
   Tensor t;
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(shape);

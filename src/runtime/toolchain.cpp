@@ -77,6 +77,37 @@ constexpr Flag kGccFlags[] = {
      "No measurable run-time cost"},
 };
 
+// A sanitizer build (-DCOIL_SANITIZE=address,undefined or thread; cmake/sanitize.cmake) passes
+// the -fsanitize flags coil itself is compiled with. Kernels get them too (base_flags), so that
+// an out-of-bounds access, undefined behaviour or a race inside generated code is reported like
+// one in coil, with the kernel's frame in the stack. They are part of the compile command, hence
+// of the code-cache key (runtime/code_cache.h) and of the ISA probe's key: a sanitized and a
+// normal build never share cache entries, even in one COIL_CACHE_DIR. A kernel is dlopen()ed
+// into the sanitized process, whose runtime (libasan/libubsan/libtsan) it links against.
+#ifdef COIL_SANITIZE_FLAGS
+constexpr std::string_view kSanitizeFlags = COIL_SANITIZE_FLAGS;
+#else
+constexpr std::string_view kSanitizeFlags = "";
+#endif
+
+// With kSanitizeFlags, in addition to them.
+constexpr Flag kSanitizeExtraFlags[] = {
+    {"-g1",
+     "line tables only: sanitizer reports name the line of the kernel's source.cpp, at a "
+     "fraction of -g's compile time"},
+};
+
+// Whether the sanitizer flags apply to kernels of this compiler: only to those of the compiler
+// coil was built with, since the sanitizer runtime in the process is that compiler's (gcc's
+// libasan and clang's differ in ABI). Kernels of the other one (tests build some with
+// clang++-14) stay uninstrumented, which ASan and UBSan accept; TSan cannot see into them.
+constexpr bool kBuiltWithClang =
+#ifdef __clang__
+    true;
+#else
+    false;
+#endif
+
 bool is_executable_file(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
@@ -159,7 +190,21 @@ std::vector<std::string> Toolchain::base_flags() const {
   }
   append(kCommonFlags);
   if (!is_clang) append(kGccFlags);
+  if (!kSanitizeFlags.empty() && is_clang == kBuiltWithClang) {
+    std::string_view rest = kSanitizeFlags;
+    while (!rest.empty()) {
+      size_t space = rest.find(' ');
+      std::string_view f = rest.substr(0, space);
+      if (!f.empty()) flags.emplace_back(f);
+      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+    }
+    append(kSanitizeExtraFlags);
+  }
   return flags;
+}
+
+std::string_view build_sanitizer_flags() {
+  return kSanitizeFlags;
 }
 
 std::vector<std::string> Toolchain::shared_object_command(const std::filesystem::path& source,

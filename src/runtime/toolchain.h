@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace coil {
@@ -54,6 +55,11 @@ struct Toolchain {
                                                  const std::filesystem::path& include_dir,
                                                  const CompileFlags& flags) const;
 };
+
+/// The sanitizer flags coil was built with (-DCOIL_SANITIZE, cmake/sanitize.cmake), space
+/// separated, e.g. "-fsanitize=thread -fno-omit-frame-pointer"; empty in a normal build.
+/// Toolchain::base_flags() gives them to generated kernels too.
+std::string_view build_sanitizer_flags();
 
 /// What a finished child process left: its exit code (128 + signal number when killed by a
 /// signal) and its stdout and stderr, interleaved as written.

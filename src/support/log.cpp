@@ -1,5 +1,6 @@
 #include "support/log.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iterator>
 #include <mutex>
@@ -19,6 +20,11 @@ constexpr std::string_view kChannelNames[] = {
 #undef COIL_LOG_NAME
 };
 
+// Channels that only coil's Python code prints (python/coil_runtime/logs.py): the Triton
+// launcher (launch) and the torch frontend's eager fallbacks (fallback). One COIL_LOGS serves
+// both sides, so the C++ side accepts these without a warning (and prints nothing for them).
+constexpr std::string_view kPythonChannelNames[] = {"launch", "fallback"};
+
 struct LogState {
   unsigned mask = 0;
   std::mutex write_mutex;
@@ -34,7 +40,8 @@ unsigned parse_channels(std::string_view spec) {
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     if (item.empty()) continue;
     if (item == "all") return ~0u;
-    bool found = false;
+    bool found = std::find(std::begin(kPythonChannelNames), std::end(kPythonChannelNames), item) !=
+                 std::end(kPythonChannelNames);
     for (size_t i = 0; i < std::size(kChannelNames); ++i) {
       if (kChannelNames[i] == item) {
         mask |= 1u << i;
@@ -44,6 +51,7 @@ unsigned parse_channels(std::string_view spec) {
     if (!found) {
       // Not through warn(): this runs while state() is being initialized.
       std::vector<std::string> names(std::begin(kChannelNames), std::end(kChannelNames));
+      names.insert(names.end(), std::begin(kPythonChannelNames), std::end(kPythonChannelNames));
       names.emplace_back("all");
       fmt::print(stderr, "coil: warning: unknown COIL_LOGS channel '{}'{}; the channels: {}\n",
                  item, did_you_mean(item, names), fmt::join(names, ", "));

@@ -789,5 +789,61 @@ TEST(OnnxErrors, LongChains) {
   EXPECT_GT(g.num_nodes(), 20000);
 }
 
+// Inputs found by the libFuzzer target tests/fuzz/parsers/onnx_parser_fuzzer
+// (tests/fuzz/README.md), minimized into models: each was a sanitizer report or a huge
+// allocation, and is a coil::Error now.
+TEST(OnnxErrors, LibFuzzerFindings) {
+  // dims [2^31 - 1] with three int64_data values: 16 GiB were allocated before the mismatch.
+  onnx::ModelProto m = relu_model();
+  add_i64_initializer(m, "w", {2, 4, 9});
+  m.mutable_graph()->mutable_initializer(0)->set_dims(0, (int64_t{1} << 31) - 1);
+  EXPECT_EQ(import_error(m),
+            "m.onnx: initializer 'w': int64_data has 3 values for 2147483647 elements");
+
+  // Split of a scalar read dim 0 of an empty shape.
+  m = empty_model(13);
+  set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {});
+  set_type(m.mutable_graph()->add_output(), "a", TP::FLOAT, {});
+  add_node(m, "Split", {"x"}, {"a", "b"}, "split");
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'split' (Split): Split needs an input with a dim 0, got rank 0");
+
+  // Opset 6 broadcast=1 with B of a higher rank than A: the default axis was negative.
+  m = empty_model(6);
+  set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {3});
+  set_type(m.mutable_graph()->add_input(), "b", TP::FLOAT, {2, 3});
+  set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {3});
+  add_int_attr(add_node(m, "Add", {"x", "b"}, {"y"}, "add"), "broadcast", 1);
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'add' (Add): B [2, 3] has more dims than A [3] (broadcast=1)");
+
+  // ConstantOfShape of [0, 2^62, 4]: no elements, but strides that overflow int64.
+  m = relu_model();
+  add_i64_initializer(m, "shape", {0, int64_t{1} << 62, 4});
+  add_node(m, "ConstantOfShape", {"shape"}, {"c"}, "cos");
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'cos' (ConstantOfShape): cannot allocate a f32 tensor of shape [0, "
+            "4611686018427387904, 4]: its strides overflow int64");
+
+  // A Reshape target with -1 whose other entries multiply past int64.
+  m = relu_model();
+  add_i64_initializer(m, "target", {64, std::numeric_limits<int64_t>::max(), -1});
+  add_node(m, "Reshape", {"y", "target"}, {"r"}, "reshape");
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'reshape' (Reshape): the target shape [64, 9223372036854775807, -1] has "
+            "more than 2^63 elements");
+
+  // Trilu's k (and OneHot's depth, an integer Range's start and delta) converted a double out
+  // of int64's range.
+  m = relu_model();
+  auto* k = m.mutable_graph()->add_initializer();
+  k->set_name("k");
+  k->set_data_type(TP::FLOAT);
+  k->add_float_data(7e36f);
+  add_node(m, "Trilu", {"y", "k"}, {"t"}, "trilu");
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'trilu' (Trilu): k is 7.000000207201189e+36, outside the int64 range");
+}
+
 }  // namespace
 }  // namespace coil

@@ -166,6 +166,18 @@ const ErrorCase kCases[] = {
     {"wrong_arity", "input x: f32[4]\n  t = add(x)", "m.coil:2:7: add: expected 2 inputs, got 1"},
     {"mistyped_attribute", "input x: f32[4]\nt = sum(x) {keepdim=1}",
      "m.coil:2:21: attribute 'keepdim' of sum (node t) must be a bool, got 1"},
+    // Found by the libFuzzer target tests/fuzz/parsers/onnx_parser_fuzzer (an ONNX Conv with
+    // huge pads or dilations): the window arithmetic of the type rule overflowed int64.
+    {"huge_conv_padding",
+     "input x: f32[1, 1, 4, 4]\nconst w: f32[1, 1, 1, 1] = [1]\n"
+     "t = conv2d(x, w) {padding=[4611686018427387904, 0]}",
+     "m.coil:3:5: conv2d: the window is too large (kernel [1, 1], stride [1, 1], padding "
+     "[4611686018427387904, 0], dilation [1, 1])"},
+    {"huge_conv_dilation",
+     "input x: f32[1, 1, 4, 4]\nconst w: f32[1, 1, 3, 3] = [1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+     "t = conv2d(x, w) {dilation=[9223372036854775807, 2]}",
+     "m.coil:3:5: conv2d: the window is too large (kernel [3, 3], stride [1, 1], padding [0, 0], "
+     "dilation [9223372036854775807, 2])"},
 };
 
 class TextFormatError : public ::testing::TestWithParam<ErrorCase> {};

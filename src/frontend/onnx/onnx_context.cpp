@@ -95,6 +95,16 @@ double OnnxNode::const_scalar(int i, std::string_view what) const {
   return t->item_as_double(0);
 }
 
+int64_t OnnxNode::const_int_scalar(int i, std::string_view what) const {
+  double v = const_scalar(i, what);
+  const Tensor* t = constant(in(i));
+  if (t->dtype() == DType::I64) return t->data_as<int64_t>()[0];
+  // Converting NaN or a double outside int64 is undefined: Trilu's k of 7e36 was (found by
+  // tests/fuzz/parsers/onnx_parser_fuzzer).
+  if (!(v >= -0x1p63 && v < 0x1p63)) error("{} is {}, outside the int64 range", what, v);
+  return static_cast<int64_t>(v);
+}
+
 const std::vector<sym::Expr>* OnnxNode::symbolic(int id) const {
   auto it = symbolic_.find(id);
   return it == symbolic_.end() ? nullptr : &it->second;

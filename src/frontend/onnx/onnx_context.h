@@ -78,6 +78,9 @@ class OnnxNode {
   std::vector<int64_t> const_ints(int i, std::string_view what) const;
   /// Input i as a constant scalar (one element).
   double const_scalar(int i, std::string_view what) const;
+  /// const_scalar as an int64 (ONNX casts a float Trilu k or OneHot depth to int64); an error
+  /// when it is NaN or outside int64. An i64 value is read exactly.
+  int64_t const_int_scalar(int i, std::string_view what) const;
   /// The static sizes of a value; Unsupported when some size is symbolic.
   std::vector<int64_t> static_shape(int id, std::string_view what) const;
   /// The size expressions of a symbolic integer value (SymbolicInts), or null.

@@ -69,6 +69,9 @@ int legacy_broadcast(OnnxNode& n, int a, int b) {
     return b;
   }
   auto ra = static_cast<int64_t>(sa.size()), rb = static_cast<int64_t>(sb.size());
+  // Without `axis`, B of a higher rank than A made the default axis negative and read before A's
+  // shape (found by tests/fuzz/parsers/onnx_parser_fuzzer).
+  if (rb > ra) n.error("B {} has more dims than A {} (broadcast=1)", shape_str(sb), shape_str(sa));
   int64_t axis = n.has_attr("axis") ? n.axis(n.attr_int("axis", 0), ra) : ra - rb;
   if (axis + rb > ra)
     n.error("B {} does not fit into A {} from axis {} (broadcast=1)", shape_str(sb), shape_str(sa),

@@ -12,6 +12,10 @@ namespace {
 constexpr size_t kMaxPieces = 64;
 
 int64_t static_dim(OnnxNode& n, int x, int64_t axis, std::string_view what) {
+  // OnnxNode::axis accepts axis 0 of a rank-0 value, which has no dim to read: Split of a scalar
+  // read past the end of its shape (found by tests/fuzz/parsers/onnx_parser_fuzzer).
+  if (axis >= n.rank(x))
+    n.error("{} needs an input with a dim {}, got rank {}", what, axis, n.rank(x));
   auto c = n.type(x).shape[static_cast<size_t>(axis)].as_const();
   if (!c) unsupported("{} along the symbolic dim {}", what, axis);
   return *c;
@@ -267,7 +271,7 @@ void map_trilu(OnnxNode& n) {
   int64_t r = n.rank(x);
   if (r < 2) n.error("the input must have at least 2 dims");
   std::vector<int64_t> s = n.static_shape(x, "the input");
-  int64_t k = n.has_input(1) ? static_cast<int64_t>(n.const_scalar(1, "k")) : 0;
+  int64_t k = n.has_input(1) ? n.const_int_scalar(1, "k") : 0;
   bool upper = n.attr_int("upper", 1) != 0;
   int off = diagonal_offsets(n, s[static_cast<size_t>(r - 2)], s[static_cast<size_t>(r - 1)]);
   int mask = n.add(upper ? "ge" : "le", {off, n.scalar(static_cast<double>(k), DType::I64)});
@@ -276,7 +280,7 @@ void map_trilu(OnnxNode& n) {
 
 void map_one_hot(OnnxNode& n) {
   int idx = n.cast(n.in(0), DType::I64);
-  auto depth = static_cast<int64_t>(n.const_scalar(1, "depth"));
+  int64_t depth = n.const_int_scalar(1, "depth");
   if (depth < 0) n.error("depth {} is negative", depth);
   int values = n.in(2);
   if (n.type(values).shape != make_shape({2})) n.error("values must have shape [2]");

@@ -24,7 +24,10 @@ int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
     for (auto it = target.begin(); it != target.end(); ++it) {
       if (it == minus_one) continue;
       if (auto c = it->as_const()) {
-        known *= *c;
+        // Entries up to 2^63 - 1 overflowed the product (found by
+        // tests/fuzz/parsers/onnx_parser_fuzzer).
+        if (__builtin_mul_overflow(known, *c, &known))
+          n.error("the target shape {} has more than 2^63 elements", shape_str(target_in));
       } else if (auto m = std::find(rest.begin(), rest.end(), *it); m != rest.end()) {
         rest.erase(m);
       } else {
@@ -305,7 +308,7 @@ void map_range(OnnxNode& n) {
   if (is_floating(t)) {
     a.set("start", start), a.set("step", delta);
   } else {
-    a.set("start", static_cast<int64_t>(start)), a.set("step", static_cast<int64_t>(delta));
+    a.set("start", n.const_int_scalar(0, "start")), a.set("step", n.const_int_scalar(2, "delta"));
   }
   n.set_output(0, n.add("iota", {}, a));
 }

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "frontend/onnx/onnx_import.h"
 #include "support/check.h"
@@ -79,6 +80,20 @@ void copy_field(const Field& field, int64_t n, Tensor& out, std::string_view wha
   for (int64_t i = 0; i < n; ++i) convert(field.Get(static_cast<int>(i)), i);
 }
 
+// The typed field that holds a tensor of dtype `dt` without raw_data, and its length.
+std::pair<std::string_view, int64_t> typed_field_size(const onnx::TensorProto& t, DType dt) {
+  switch (dt) {
+    case DType::F32:
+      return {"float_data", t.float_data_size()};
+    case DType::F64:
+      return {"double_data", t.double_data_size()};
+    case DType::I64:
+      return {"int64_data", t.int64_data_size()};
+    default:  // i32, i8, u8, bool, f16, bf16
+      return {"int32_data", t.int32_data_size()};
+  }
+}
+
 }  // namespace
 
 Tensor tensor_from_proto(const onnx::TensorProto& t, std::string_view what) {
@@ -110,6 +125,12 @@ Tensor tensor_from_proto(const onnx::TensorProto& t, std::string_view what) {
   }
   // Typed fields: anything larger than 2^31 elements cannot be in a protobuf anyway.
   COIL_USER_CHECK(numel < (int64_t{1} << 31), "{}: {} elements but no raw_data", what, numel);
+  // The field must hold every element before the tensor is allocated: dims [2147483647] with
+  // three int64_data values allocated 16 GiB only to report the mismatch (found by the libFuzzer
+  // target tests/fuzz/parsers/onnx_parser_fuzzer).
+  auto [field_name, field_size] = typed_field_size(t, *dt);
+  COIL_USER_CHECK(field_size == numel, "{}: {} has {} values for {} elements", what, field_name,
+                  field_size, numel);
   Tensor out = Tensor::empty(*dt, shape);
   switch (*dt) {
     case DType::F32:

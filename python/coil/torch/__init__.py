@@ -1,0 +1,74 @@
+"""coil as a PyTorch backend: aten-level FX graphs in, coil-compiled CPU kernels out.
+
+    import coil.torch
+    compiled = coil.torch.compile(model)          # torch 1.13 (functorch) and 2.x
+    torch.compile(model, backend="coil")          # torch 2.x, after `import coil.torch`
+
+Forward and backward graphs both go through coil (AOTAutograd: functorch's aot_module /
+aot_function on 1.13, torch._dynamo's aot_autograd on 2.x), with torch's decompositions of the
+backward ops coil does not lower itself (lowering.DECOMPOSITIONS). docs/torch.md has the
+supported ops (`python -m coil.torch --ops`), what falls back to eager and how to debug.
+"""
+
+import torch
+
+from .fx_compile import compile_fx
+from .lowering import DECOMPOSITIONS, supported_ops
+
+__all__ = ["compile", "compile_fx", "backend", "supported_ops"]
+
+
+def _compilers(options):
+    try:
+        from functorch.compile import make_boxed_func
+    except ImportError:  # torch 2.x
+        from torch._functorch.aot_autograd import make_boxed_func
+
+    def compiler(gm, example_inputs):
+        return make_boxed_func(compile_fx(gm, example_inputs, options))
+    return compiler
+
+
+def compile(model_or_fn, options=None):
+    """`model_or_fn` with its forward and backward graphs compiled by coil (through
+    AOTAutograd, which needs no Dynamo: it works on torch 1.13). `options` are coil's compile
+    options (coil.compile), e.g. {"autotune": False}. Returns a module for a module, a function
+    for a function; the graphs are traced and compiled at the first call."""
+    try:
+        from functorch.compile import aot_function, aot_module
+    except ImportError:
+        from torch._functorch.aot_autograd import aot_function, aot_module
+    compiler = _compilers(options)
+    kwargs = dict(fw_compiler=compiler, bw_compiler=compiler, decompositions=DECOMPOSITIONS)
+    if isinstance(model_or_fn, torch.nn.Module):
+        return aot_module(model_or_fn, **kwargs)
+    return aot_function(model_or_fn, **kwargs)
+
+
+def backend(gm, example_inputs, options=None, mode=None):
+    """The torch.compile backend (torch 2.x): torch.compile(model, backend="coil",
+    options={...}). `mode` is accepted as torch.compile passes it; "max-autotune" keeps coil's
+    autotuning on (it is on by default), other modes change nothing yet."""
+    from torch._dynamo.backends.common import aot_autograd
+    opts = dict(options or {})
+    if mode not in (None, "default", "reduce-overhead", "max-autotune",
+                    "max-autotune-no-cudagraphs"):
+        raise ValueError(f"torch.compile mode {mode!r}: coil knows default, reduce-overhead, "
+                         "max-autotune, max-autotune-no-cudagraphs")
+    compiler = _compilers(opts)
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                        decompositions=DECOMPOSITIONS)(gm, example_inputs)
+
+
+def _register():
+    try:
+        from torch._dynamo import register_backend
+    except ImportError:  # torch 1.13: no Dynamo; coil.torch.compile works without it
+        return
+    try:
+        register_backend(name="coil")(backend)
+    except Exception:  # already registered (the entry point, or a second import)
+        pass
+
+
+_register()

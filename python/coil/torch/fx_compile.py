@@ -1,0 +1,190 @@
+"""An aten-level FX graph -> a coil-compiled callable, with unsupported ops left to eager.
+
+compile_fx(gm, example_inputs) is what the torch.compile backend and coil.torch.compile hand
+each forward and backward graph to:
+  1. shapes: every node needs its shape and dtype (node.meta "val" from Dynamo/AOTAutograd, or
+     "tensor_meta"; otherwise ShapeProp runs the graph once on the example inputs);
+  2. partition: nodes whose op has a row in lowering.ROWS go to coil; when some do not, torch's
+     CapabilityBasedPartitioner groups the supported ones into submodules and the others stay
+     as they are (eager). Each op left to eager is logged once (COIL_LOGS=fallback);
+  3. each supported (sub)graph becomes a coil graph (lowering.py), compiled through coil's disk
+     cache (keyed by the generated code: a second process compiles nothing) and called with
+     torch's CPU tensors in place: coil reads their memory and writes outputs that torch
+     allocates (no copies, no files, no processes).
+"""
+
+import torch
+import torch.fx
+
+from .. import Graph, compile as coil_compile, coil_dtype
+from coil_runtime import logs
+from . import lowering
+from .lowering import Unsupported, Value, meta_of
+
+_logged = set()
+
+
+def _log_fallback(what, reason):
+    key = (what, reason)
+    if key in _logged:
+        return
+    _logged.add(key)
+    logs.log("fallback", f"{what} runs in eager: {reason}")
+
+
+def _type_text(shape, dtype):
+    return f"{coil_dtype(dtype)}[{', '.join(str(int(s)) for s in shape)}]"
+
+
+def _is_tensor_node(node):
+    try:
+        meta_of(node)
+        return True
+    except Unsupported:
+        return False
+
+
+class CoilGraphCallable:
+    """One FX graph whose every call_function node has a row, compiled by coil."""
+
+    def __init__(self, gm, options):
+        self.options = dict(options or {})
+        g = Graph()
+        L = lowering.Lowering(g)
+        env = {}
+        self.placeholders = []
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                if not _is_tensor_node(node):
+                    raise Unsupported(f"input {node.name} is not a tensor")
+                shape, dtype = meta_of(node)
+                env[node] = Value(g.input(f"in{len(self.placeholders)}", _type_text(shape, dtype)))
+                self.placeholders.append(node)
+            elif node.op == "call_function":
+                row = lowering.row_for(node)
+                if row is None:
+                    raise Unsupported(f"{node.target} has no coil lowering")
+                args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+                try:
+                    env[node] = row(L, node, list(args), dict(kwargs))
+                except Unsupported:
+                    raise
+                except Exception as e:  # a coil error names the op; add the FX node
+                    raise type(e)(f"{node.format_node()}: {e}") from e
+                if isinstance(env[node], Value) and _is_tensor_node(node):
+                    want = coil_dtype(meta_of(node)[1])
+                    if g.type_of(env[node]).split("[")[0] != want:
+                        env[node] = Value(L.cast(env[node], meta_of(node)[1]))
+            elif node.op == "output":
+                outs = node.args[0]
+                self.tuple_output = isinstance(outs, (tuple, list))
+                outs = list(outs) if self.tuple_output else [outs]
+                self.plan = []  # per FX output: ("none",), ("input", i), ("coil", j)
+                coil_outs = {}
+                for o in outs:
+                    if o is None:
+                        self.plan.append(("none",))
+                    elif o.op == "placeholder":
+                        self.plan.append(("input", self.placeholders.index(o)))
+                    else:
+                        v = env[o]
+                        if v not in coil_outs:
+                            coil_outs[v] = len(coil_outs)
+                            g.output(v, f"out{coil_outs[v]}")
+                        self.plan.append(("coil", coil_outs[v]))
+            else:
+                raise Unsupported(f"FX node kind {node.op} ({node.name})")
+        self.graph = g
+        self.model = coil_compile(g, **self.options) if coil_outs else None
+        self.out_specs = [(shape, _torch_dtype(dt)) for _, dt, shape in
+                          (self.model.outputs if self.model else [])]
+
+    def __call__(self, *args):
+        outs = [torch.empty(shape, dtype=dt) for shape, dt in self.out_specs]
+        if self.model is not None:
+            self.model.run_into(list(args), outs)
+        result = []
+        for p in self.plan:
+            result.append(None if p[0] == "none" else args[p[1]] if p[0] == "input" else
+                          outs[p[1]])
+        return tuple(result) if self.tuple_output else result[0]
+
+
+def _torch_dtype(name):
+    from .. import _torch_dtype as t
+    return t(name)
+
+
+def _ensure_shapes(gm, example_inputs):
+    need = any(n.op in ("placeholder", "call_function") and "val" not in n.meta and
+               "tensor_meta" not in n.meta for n in gm.graph.nodes)
+    if need:
+        from torch.fx.passes.shape_prop import ShapeProp
+        ShapeProp(gm).propagate(*example_inputs)
+
+
+def _supported(node):
+    """A call_function node with a row and static shapes (tuple values, e.g. native_layer_norm's
+    three outputs, included)."""
+    if node.op != "call_function" or lowering.row_for(node) is None:
+        return False
+    try:
+        meta_of(node)
+        return True
+    except Unsupported:
+        pass
+    val = node.meta.get("val", node.meta.get("tensor_meta"))
+    return isinstance(val, (tuple, list))
+
+
+def compile_fx(gm, example_inputs, options=None):
+    """A callable equivalent to `gm` (called with the same positional tensors)."""
+    _ensure_shapes(gm, example_inputs)
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if devices - {"cpu"}:
+        _log_fallback("the graph", f"inputs on {sorted(devices)}: coil.torch runs CPU graphs "
+                      "in-process (CUDA graphs: see docs/torch.md)")
+        return gm
+    unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _supported(n)]
+    if not unsupported:
+        try:
+            return CoilGraphCallable(gm, options)
+        except Unsupported as e:
+            _log_fallback("a graph", str(e))
+            unsupported = None  # partition below, node by node
+    for n in unsupported or []:
+        _log_fallback(str(n.target), "no coil lowering (python -m coil.torch --ops lists them)")
+    return _partitioned(gm, options)
+
+
+def _partitioned(gm, options):
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupport
+
+    class Support(OperatorSupport):
+        def is_node_supported(self, submodules, node):
+            return _supported(node)
+
+    partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True)
+    fused = partitioner.partition_and_fuse()
+    for name, sub in list(fused.named_children()):
+        if not name.startswith("fused_"):
+            continue
+        try:
+            compiled = CoilGraphCallable(sub, options)
+        except Unsupported as e:
+            _log_fallback(f"partition {name}", str(e))
+            continue
+        setattr(fused, name, _CallableModule(compiled))
+    fused.recompile()
+    return fused
+
+
+class _CallableModule(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)

@@ -1,0 +1,451 @@
+"""aten -> coil: one row per op overload, each a function that adds coil nodes for one FX node.
+
+A row is registered with @lowers("aten.add.Tensor", ...) (the overload's str(), the same on torch
+1.13 and 2.x). It gets the Lowering (the coil graph under construction and helpers), the FX
+node, and the node's arguments with every FX node replaced by its coil value (an int; a tuple
+of them for multi-output nodes), and returns the node's coil value(s). A row may raise
+Unsupported for arguments it cannot handle (the partitioner then leaves the node to eager).
+
+What coil does not implement itself comes from torch's own decompositions (DECOMPOSITIONS),
+applied while AOTAutograd traces, so the graphs this table sees hold only rows below.
+"""
+
+import operator
+
+import torch
+
+from .. import DTypeName, coil_dtype
+
+aten = torch.ops.aten
+
+ROWS = {}  # str(overload) -> function(L, node, args, kwargs) -> value(s)
+
+
+class Unsupported(Exception):
+    """This node cannot be lowered (the reason is the message); it runs in eager instead."""
+
+
+def lowers(*names):
+    def register(fn):
+        for n in names:
+            ROWS[n] = fn
+        return fn
+    return register
+
+
+def _decompositions():
+    """torch's decompositions of the ops coil lowers through primitives (backward ops, mostly)."""
+    from torch._decomp import get_decompositions
+    names = ["native_layer_norm_backward", "gelu_backward", "_softmax_backward_data",
+             "_log_softmax_backward_data", "threshold_backward", "embedding_dense_backward",
+             "sigmoid_backward", "tanh_backward", "silu_backward", "hardtanh_backward",
+             "mse_loss_backward", "nll_loss_backward", "nll_loss_forward"]
+    ops = []
+    for n in names:
+        try:
+            ops.append(getattr(aten, n))
+        except (AttributeError, RuntimeError):  # an op this torch does not have
+            pass
+    return get_decompositions(ops)
+
+
+DECOMPOSITIONS = _decompositions()
+
+
+def meta_of(node):
+    """(shape tuple, torch dtype) of an FX node's tensor value (FakeTensor or tensor_meta)."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        shape, dtype = val.shape, val.dtype
+    else:
+        tm = node.meta.get("tensor_meta")
+        if tm is None or not hasattr(tm, "shape"):
+            raise Unsupported(f"{node.name}: no shape information (run ShapeProp first)")
+        shape, dtype = tm.shape, tm.dtype
+    # Symbolic sizes (torch.compile's dynamic=True) stay in eager until coil compiles once for
+    # all sizes (issue 20): never specialize them here (int() on a SymInt would add a guard).
+    if not all(type(s) is int for s in shape):
+        raise Unsupported(f"{node.name}: symbolic sizes {tuple(shape)}")
+    return tuple(shape), dtype
+
+
+class Lowering:
+    """The coil graph being built and what rows share."""
+
+    def __init__(self, graph):
+        self.g = graph
+
+    def op(self, name, inputs, attrs=None, node_name=None):
+        return self.g.node(name, list(inputs), attrs or {}, node_name)
+
+    def full(self, value, dtype, shape=()):
+        return self.op("full", [], {"shape": list(shape), "value": float(value),
+                                    "dtype": DTypeName(coil_dtype(dtype))})
+
+    def cast(self, v, dtype):
+        want = coil_dtype(dtype)
+        if self.g.type_of(v).split("[")[0] == want:
+            return v
+        return self.op("cast", [v], {"dtype": DTypeName(want)})
+
+    def rank(self, v):
+        t = self.g.type_of(v)
+        inside = t[t.index("[") + 1:t.rindex("]")]
+        return 0 if not inside.strip() else inside.count(",") + 1
+
+
+class Value(int):
+    """A coil value id (distinct from Python ints that are arguments)."""
+
+
+def _operand(L, x, dtype):
+    """x as a coil value of `dtype`: values are cast, Python numbers become 0-d constants."""
+    if isinstance(x, Value):
+        return L.cast(x, dtype)
+    if isinstance(x, (bool, int, float)):
+        return Value(L.full(x, dtype))
+    raise Unsupported(f"operand {x!r}")
+
+
+def _out_dtype(node):
+    return meta_of(node)[1]
+
+
+def _compute_dtype(node, args):
+    """The dtype both operands of an elementwise op are computed in: torch's promotion of the
+    tensor operands (Python scalars do not promote within a category)."""
+    tensors = [a for a in args if isinstance(a, Value)]
+    dt = None
+    for a in node.args:
+        if isinstance(a, torch.fx.Node):
+            d = meta_of(a)[1]
+            dt = d if dt is None else torch.promote_types(dt, d)
+    if dt is None:
+        return _out_dtype(node)
+    for a in args:
+        if isinstance(a, float) and not dt.is_floating_point:
+            dt = torch.get_default_dtype()
+    del tensors
+    return dt
+
+
+def _binary(coil_op):
+    def row(L, node, args, kwargs):
+        a, b = args[0], args[1]
+        dt = _compute_dtype(node, [a, b])
+        out = Value(L.op(coil_op, [_operand(L, a, dt), _operand(L, b, dt)]))
+        return Value(L.cast(out, _out_dtype(node)))
+    return row
+
+
+def _add_like(coil_op):
+    def row(L, node, args, kwargs):
+        a, b = args[0], args[1]
+        alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
+        dt = _compute_dtype(node, [a, b])
+        bv = _operand(L, b, dt)
+        if alpha != 1:
+            bv = Value(L.op("mul", [bv, _operand(L, alpha, dt)]))
+        out = Value(L.op(coil_op, [_operand(L, a, dt), bv]))
+        return Value(L.cast(out, _out_dtype(node)))
+    return row
+
+
+for _name, _op in [("add", "add"), ("sub", "sub")]:
+    lowers(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_add_like(_op))
+for _name, _op in [("mul", "mul"), ("div", "div"), ("maximum", "maximum"),
+                   ("minimum", "minimum"), ("eq", "eq"), ("ne", "ne"), ("lt", "lt"),
+                   ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("fmod", "fmod"),
+                   ("logical_and", "logical_and"), ("logical_or", "logical_or")]:
+    lowers(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar", f"aten.{_name}.default")(
+        _binary(_op))
+lowers("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar")(_binary("pow"))
+lowers("aten.rsub.Scalar", "aten.rsub.Tensor")(
+    lambda L, node, args, kwargs: _add_like("sub")(L, node, [args[1], args[0]] + list(args[2:]),
+                                                   kwargs))
+
+
+def _unary(coil_op):
+    def row(L, node, args, kwargs):
+        dt = _out_dtype(node)
+        return Value(L.op(coil_op, [_operand(L, args[0], dt)]))
+    return row
+
+
+for _name in ["neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "relu",
+              "sigmoid", "tanh", "erf", "sin", "cos", "abs", "floor", "ceil", "round", "sign",
+              "silu"]:
+    lowers(f"aten.{_name}.default")(_unary(_name))
+lowers("aten.logical_not.default")(lambda L, node, args, kwargs: Value(
+    L.op("logical_not", [args[0]])))
+lowers("aten.isnan.default")(lambda L, node, args, kwargs: Value(L.op("isnan", [args[0]])))
+
+
+@lowers("aten.gelu.default")
+def _gelu(L, node, args, kwargs):
+    approximate = kwargs.get("approximate", args[1] if len(args) > 1 else "none")
+    return Value(L.op("gelu", [args[0]], {"approximate": approximate}))
+
+
+@lowers("aten.clamp.default", "aten.clamp_min.default", "aten.clamp_max.default",
+        "aten.hardtanh.default")
+def _clamp(L, node, args, kwargs):
+    target = str(node.target)
+    lo = hi = None
+    if target == "aten.clamp_min.default":
+        lo = args[1]
+    elif target == "aten.clamp_max.default":
+        hi = args[1]
+    elif target == "aten.hardtanh.default":
+        lo = args[1] if len(args) > 1 else kwargs.get("min_val", -1.0)
+        hi = args[2] if len(args) > 2 else kwargs.get("max_val", 1.0)
+    else:
+        lo = args[1] if len(args) > 1 else kwargs.get("min")
+        hi = args[2] if len(args) > 2 else kwargs.get("max")
+    if isinstance(lo, Value) or isinstance(hi, Value):
+        raise Unsupported("clamp with tensor bounds")
+    attrs = {}
+    if lo is not None:
+        attrs["min"] = float(lo)
+    if hi is not None:
+        attrs["max"] = float(hi)
+    return Value(L.op("clamp", [args[0]], attrs))
+
+
+@lowers("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther",
+        "aten.where.Scalar")
+def _where(L, node, args, kwargs):
+    dt = _out_dtype(node)
+    cond = L.cast(args[0], torch.bool)
+    return Value(L.op("where", [cond, _operand(L, args[1], dt), _operand(L, args[2], dt)]))
+
+
+@lowers("aten.scalar_tensor.default")
+def _scalar_tensor(L, node, args, kwargs):
+    return Value(L.full(args[0], _out_dtype(node)))
+
+
+@lowers("aten.full.default")
+def _full(L, node, args, kwargs):
+    return Value(L.full(args[1], _out_dtype(node), meta_of(node)[0]))
+
+
+@lowers("aten.zeros_like.default", "aten.ones_like.default", "aten.full_like.default",
+        "aten.new_zeros.default", "aten.new_ones.default", "aten.zeros.default",
+        "aten.ones.default")
+def _filled(L, node, args, kwargs):
+    target = str(node.target)
+    value = 1.0 if "ones" in target else 0.0
+    if target == "aten.full_like.default":
+        value = args[1]
+    shape, dt = meta_of(node)
+    return Value(L.full(value, dt, shape))
+
+
+# ---- casts and copies -----------------------------------------------------------------------
+
+@lowers("prims.convert_element_type.default", "aten._to_copy.default", "aten.to.dtype")
+def _convert(L, node, args, kwargs):
+    if kwargs.get("device") not in (None, torch.device("cpu")) and "device" in kwargs:
+        dev = kwargs["device"]
+        if torch.device(dev).type != "cpu":
+            raise Unsupported(f"a copy to {dev}")
+    return Value(L.cast(args[0], _out_dtype(node)))
+
+
+@lowers("aten.clone.default", "aten.alias.default", "aten.detach.default",
+        "aten.lift_fresh_copy.default", "aten.contiguous.default")
+def _identity(L, node, args, kwargs):
+    return args[0]
+
+
+# ---- views ----------------------------------------------------------------------------------
+
+@lowers("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
+def _view(L, node, args, kwargs):
+    return Value(L.op("reshape", [args[0]], {"shape": list(meta_of(node)[0])}))
+
+
+@lowers("aten.permute.default")
+def _permute(L, node, args, kwargs):
+    return Value(L.op("permute", [args[0]], {"dims": [int(d) for d in args[1]]}))
+
+
+@lowers("aten.t.default")
+def _t(L, node, args, kwargs):
+    if L.rank(args[0]) < 2:
+        return args[0]
+    return Value(L.op("transpose", [args[0]], {"dim0": 0, "dim1": 1}))
+
+
+@lowers("aten.transpose.int")
+def _transpose(L, node, args, kwargs):
+    return Value(L.op("transpose", [args[0]], {"dim0": int(args[1]), "dim1": int(args[2])}))
+
+
+@lowers("aten.expand.default")
+def _expand(L, node, args, kwargs):
+    return Value(L.op("expand", [args[0]], {"shape": list(meta_of(node)[0])}))
+
+
+@lowers("aten.unsqueeze.default")
+def _unsqueeze(L, node, args, kwargs):
+    return Value(L.op("unsqueeze", [args[0]], {"dim": int(args[1])}))
+
+
+@lowers("aten.squeeze.dim", "aten.squeeze.default", "aten.squeeze.dims")
+def _squeeze(L, node, args, kwargs):
+    return Value(L.op("reshape", [args[0]], {"shape": list(meta_of(node)[0])}))
+
+
+@lowers("aten.slice.Tensor")
+def _slice(L, node, args, kwargs):
+    dim = args[1] if len(args) > 1 else 0
+    start = args[2] if len(args) > 2 else None
+    end = args[3] if len(args) > 3 else None
+    step = args[4] if len(args) > 4 else 1
+    attrs = {"dim": int(dim), "start": int(start or 0), "step": int(step)}
+    if end is not None and end < 2**62:
+        attrs["end"] = int(end)
+    return Value(L.op("slice", [args[0]], attrs))
+
+
+@lowers("aten.select.int")
+def _select(L, node, args, kwargs):
+    dim, index = int(args[1]), int(args[2])
+    s = L.op("slice", [args[0]], {"dim": dim, "start": index,
+                                  "end": index + 1 if index != -1 else 2**62, "step": 1})
+    return Value(L.op("reshape", [s], {"shape": list(meta_of(node)[0])}))
+
+
+@lowers("aten.cat.default")
+def _cat(L, node, args, kwargs):
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    dt = _out_dtype(node)
+    return Value(L.op("concat", [L.cast(v, dt) for v in args[0]], {"dim": int(dim)}))
+
+
+# ---- reductions -----------------------------------------------------------------------------
+
+def _reduce(coil_op):
+    def row(L, node, args, kwargs):
+        dims = args[1] if len(args) > 1 else kwargs.get("dim")
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        if str(node.target) in ("aten.sum.default", "aten.mean.default"):
+            dims, keepdim = None, False
+        if isinstance(dims, int):
+            dims = [dims]
+        x = L.cast(args[0], _out_dtype(node)) if coil_op in ("sum", "mean") else args[0]
+        attrs = {"keepdim": bool(keepdim)}
+        if dims:
+            attrs["axes"] = [int(d) for d in dims]
+        return Value(L.op(coil_op, [x], attrs))
+    return row
+
+
+lowers("aten.sum.dim_IntList", "aten.sum.default")(_reduce("sum"))
+lowers("aten.mean.dim", "aten.mean.default")(_reduce("mean"))
+lowers("aten.amax.default")(_reduce("max"))
+lowers("aten.amin.default")(_reduce("min"))
+lowers("aten.prod.dim_int")(_reduce("prod"))
+
+
+@lowers("aten.var.correction", "aten.var.dim")
+def _var(L, node, args, kwargs):
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    if str(node.target) == "aten.var.dim":
+        unbiased = args[2] if len(args) > 2 else kwargs.get("unbiased", True)
+        correction = 1 if unbiased else 0
+        keepdim = args[3] if len(args) > 3 else kwargs.get("keepdim", False)
+    else:
+        correction = kwargs.get("correction", 1)
+        correction = 1 if correction is None else correction
+        keepdim = kwargs.get("keepdim", False)
+    attrs = {"keepdim": bool(keepdim), "correction": float(correction)}
+    if dims:
+        attrs["axes"] = [int(d) for d in ([dims] if isinstance(dims, int) else dims)]
+    return Value(L.op("var", [args[0]], attrs))
+
+
+@lowers("aten.argmax.default", "aten.argmin.default")
+def _argmax(L, node, args, kwargs):
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    attrs = {"keepdim": bool(keepdim)}
+    if dim is not None:
+        attrs["axis"] = int(dim)
+    op = "argmax" if "argmax" in str(node.target) else "argmin"
+    return Value(L.op(op, [args[0]], attrs))
+
+
+# ---- matmuls --------------------------------------------------------------------------------
+
+@lowers("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
+def _mm(L, node, args, kwargs):
+    return Value(L.op("matmul", [args[0], args[1]]))
+
+
+@lowers("aten.addmm.default")
+def _addmm(L, node, args, kwargs):
+    beta = kwargs.get("beta", 1)
+    alpha = kwargs.get("alpha", 1)
+    return Value(L.op("addmm", [args[0], args[1], args[2]],
+                      {"alpha": float(alpha), "beta": float(beta)}))
+
+
+# ---- nn -------------------------------------------------------------------------------------
+
+@lowers("aten._softmax.default", "aten._log_softmax.default")
+def _softmax(L, node, args, kwargs):
+    dim = int(args[1])
+    op = "log_softmax" if "log_softmax" in str(node.target) else "softmax"
+    x = L.cast(args[0], _out_dtype(node))
+    return Value(L.op(op, [x], {"axis": dim}))
+
+
+@lowers("aten.native_layer_norm.default")
+def _native_layer_norm(L, node, args, kwargs):
+    """(out, mean, rstd) as torch returns them; mean and rstd keep the normalized dims as 1s
+    (what native_layer_norm_backward's decomposition reads)."""
+    x, normalized_shape, weight, bias, eps = args[:5]
+    dims = len(normalized_shape)
+    rank = L.rank(x)
+    axes = list(range(rank - dims, rank))
+    inputs = [x] + [v for v in (weight, bias) if v is not None]
+    if weight is None and bias is not None:
+        raise Unsupported("layer_norm with a bias but no weight")
+    out = Value(L.op("layer_norm", inputs, {"dims": dims, "eps": float(eps)}))
+    mean = Value(L.op("mean", [x], {"axes": axes, "keepdim": True}))
+    var = Value(L.op("var", [x], {"axes": axes, "keepdim": True, "correction": 0.0}))
+    dt = meta_of(node.args[0])[1]
+    rstd = Value(L.op("rsqrt", [Value(L.op("add", [var, _operand(L, float(eps), dt)]))]))
+    return (out, mean, rstd)
+
+
+@lowers("aten.embedding.default")
+def _embedding(L, node, args, kwargs):
+    weight, indices = args[0], args[1]
+    return Value(L.op("gather", [weight, indices], {"axis": 0}))
+
+
+@lowers("<built-in function getitem>")
+def _getitem(L, node, args, kwargs):
+    seq, index = args[0], args[1]
+    if not isinstance(seq, tuple):
+        raise Unsupported("getitem of a single value")
+    v = seq[index]
+    if v is None:
+        raise Unsupported(f"output {index} of {node.args[0].name} is not computed by coil")
+    return v
+
+
+def row_for(node):
+    """The row of an FX call_function node, or None."""
+    if node.target is operator.getitem:
+        return ROWS["<built-in function getitem>"]
+    return ROWS.get(str(node.target))
+
+
+def supported_ops():
+    """Every aten/prims overload the table lowers, sorted."""
+    return sorted(k for k in ROWS if not k.startswith("<"))

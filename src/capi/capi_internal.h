@@ -1,0 +1,56 @@
+// What the two files of the C ABI (include/coil/coil_c.h) share: the handles, the boundary that
+// turns exceptions into statuses, argument checks and the conversion of caller tensors.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "coil/coil.h"
+#include "coil/coil_c.h"
+
+struct coil_graph {
+  coil::Graph graph;
+};
+
+struct coil_model {
+  coil::CompiledModel model;
+  std::string report_json;  // report().to_json(), kept for coil_model_report_json
+};
+
+namespace coil::capi {
+
+/// Sets this thread's coil_last_error(). Never throws (a failed allocation leaves it empty).
+void set_last_error(std::string_view message) noexcept;
+/// Records the exception being handled as this thread's last error and returns its status:
+/// coil::UnsupportedError, coil::Error, anything else. Call only inside a catch block.
+coil_status status_of_current_exception() noexcept;
+
+/// Runs `f` (void()); exceptions become statuses and messages, so none crosses the boundary.
+template <typename F>
+coil_status guard(F&& f) noexcept {
+  try {
+    f();
+    return COIL_OK;
+  } catch (...) {
+    return status_of_current_exception();
+  }
+}
+
+/// coil::Error "FUNCTION: ARGUMENT is NULL" when `p` is null.
+void require(const void* p, const char* function, const char* argument);
+
+/// A copy of `s` from malloc, for the `char**` results (coil_free_string frees it).
+char* dup_string(std::string_view s);
+
+/// The dtype named `name` (coil::Error "WHAT: unknown dtype 'NAME'", with a suggestion).
+DType dtype_of(const char* name, std::string_view what);
+
+/// A view of caller memory as a TensorRef, checked: a known dtype, 0 to 64 dims, sizes >= 0,
+/// a shape pointer, a data pointer unless it has no elements, and offsets that fit in int64
+/// (strides NULL: contiguous). `what` names the tensor in errors ("input x").
+TensorRef tensor_ref(const coil_tensor& t, std::string_view what);
+
+/// "f32[4, 5]"
+std::string ref_type_str(const TensorRef& t);
+
+}  // namespace coil::capi

@@ -1,0 +1,181 @@
+"""coil.torch against eager: the C ABI from Python, the aten table, forward and backward graphs
+through AOTAutograd (functorch on torch 1.13), training steps, and the eager fallback."""
+
+import os
+
+import pytest
+import torch
+import torch.nn as nn
+
+import coil
+import coil.torch as ct
+from coil_runtime import logs
+
+OPTIONS = {"autotune": False}  # the template everywhere: no timing runs in tests
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """One code cache for the session (graphs of the same shapes compile once), never the
+    user's."""
+    old = os.environ.get("COIL_CACHE_DIR")
+    os.environ["COIL_CACHE_DIR"] = str(tmp_path_factory.mktemp("coil-cache"))
+    yield
+    if old is None:
+        os.environ.pop("COIL_CACHE_DIR", None)
+    else:
+        os.environ["COIL_CACHE_DIR"] = old
+
+
+def test_the_package_finds_the_library():
+    path = coil.library_path()
+    assert os.path.exists(path) and path.endswith("libcoil_c.so")
+    assert coil.version().startswith("coil ")
+
+
+@pytest.mark.parametrize("shape", [(4, 1024), (1, 1), (7, 13), (3, 5, 17)])
+def test_a_graph_built_from_python_runs_on_torch_tensors(shape):
+    g = coil.Graph()
+    x = g.input("x", f"f32[{', '.join(map(str, shape))}]")
+    w = g.input("w", f"f32[{shape[-1]}]")
+    g.output(g.node("gelu", [g.node("mul", [x, w])]), "y")
+    model = coil.compile(g, **OPTIONS)
+    xt, wt = torch.randn(shape), torch.randn(shape[-1])
+    (y,) = model(xt, wt)
+    torch.testing.assert_close(y, torch.nn.functional.gelu(xt * wt), rtol=1e-5, atol=1e-6)
+    # A transposed (strided) input is read as it is; a strided output is written in place.
+    if len(shape) == 2:
+        xs = torch.randn(shape[::-1]).t()
+        out = torch.empty(shape[::-1]).t()
+        model.run_into([xs, wt], [out])
+        torch.testing.assert_close(out, torch.nn.functional.gelu(xs * wt), rtol=1e-5, atol=1e-6)
+
+
+def test_errors_name_the_op_and_value():
+    g = coil.Graph()
+    x = g.input("x", "f32[4, 3]")
+    with pytest.raises(coil.Error, match="keepdims"):
+        g.node("sum", [x], "{axes=[1], keepdims=true}")
+    with pytest.raises(coil.Error, match="frob"):
+        g.node("frob", [x])
+    g.output(g.node("relu", [x]), "y")
+    with pytest.raises(coil.Error, match="bogus"):
+        coil.compile(g, bogus=1)
+    model = coil.compile(g, **OPTIONS)
+    with pytest.raises(coil.Error, match="shape|\\[4, 3\\]"):
+        model(torch.randn(3, 4))
+
+
+class LnGeluMlp(nn.Module):
+    def __init__(self, d=64, hidden=128, out=10):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, out)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(self.ln(x))))
+
+
+def _grads(model):
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("batch", [8, 3])
+def test_mlp_forward_and_backward_match_eager(batch):
+    torch.manual_seed(0)
+    eager = LnGeluMlp()
+    for p in eager.ln.parameters():  # away from the identity
+        p.data.uniform_(0.5, 1.5)
+    compiled_model = LnGeluMlp()
+    compiled_model.load_state_dict(eager.state_dict())
+    compiled = ct.compile(compiled_model, options=OPTIONS)
+    x = torch.randn(batch, 64)
+    y_eager, y = eager(x), compiled(x)
+    torch.testing.assert_close(y, y_eager, rtol=1e-4, atol=1e-5)
+    (y_eager ** 2).sum().backward()
+    (y ** 2).sum().backward()
+    for g, ge in zip(_grads(compiled_model), _grads(eager)):
+        torch.testing.assert_close(g, ge, rtol=1e-3, atol=1e-5)
+
+
+def test_mlp_sgd_loss_curve_matches_eager():
+    torch.manual_seed(1)
+    eager = LnGeluMlp()
+    mine = LnGeluMlp()
+    mine.load_state_dict(eager.state_dict())
+    compiled = ct.compile(mine, options=OPTIONS)
+    x, target = torch.randn(16, 64), torch.randn(16, 10)
+    losses = {}
+    for name, model, fn in [("eager", eager, eager), ("coil", mine, compiled)]:
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        curve = []
+        for _ in range(20):
+            opt.zero_grad()
+            loss = ((fn(x) - target) ** 2).mean()
+            loss.backward()
+            opt.step()
+            curve.append(loss.item())
+        losses[name] = curve
+    assert losses["eager"][-1] < losses["eager"][0]  # it trains
+    for a, b in zip(losses["coil"], losses["eager"]):
+        assert abs(a - b) <= 1e-4 * abs(b), (losses["coil"], losses["eager"])
+
+
+def test_an_unsupported_op_runs_in_eager_and_is_logged(capsys):
+    def f(x):
+        y = torch.relu(x) * 2
+        z = torch.cumsum(y, dim=1)  # no coil row: eager
+        return torch.exp(z) + 1
+
+    old = logs.set_channels("fallback")
+    try:
+        compiled = ct.compile(f, options=OPTIONS)
+        x = torch.randn(5, 7)
+        torch.testing.assert_close(compiled(x), f(x), rtol=1e-5, atol=1e-6)
+    finally:
+        logs.set_channels(",".join(old) if old else "")
+    err = capsys.readouterr().err
+    assert "[coil:fallback] aten.cumsum.default runs in eager" in err
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.softmax(x, -1),
+    lambda x: torch.log_softmax(x * 3, 1),
+    lambda x: x.sum(0, keepdim=True) - x.mean(),
+    lambda x: torch.where(x > 0, x, x * 0.1).t().contiguous(),
+    lambda x: torch.cat([x, torch.sigmoid(x)], dim=1)[:, 1:5],
+    lambda x: x.amax(1) + x.var(0).sum(),
+    lambda x: torch.tanh(x).pow(2).clamp(0.1, 0.5),
+])
+def test_single_ops_forward_and_backward(fn):
+    torch.manual_seed(2)
+    x = torch.randn(6, 9, requires_grad=True)
+    xc = x.detach().clone().requires_grad_(True)
+    compiled = ct.compile(fn, options=OPTIONS)
+    y, yc = fn(x), compiled(xc)
+    torch.testing.assert_close(yc, y, rtol=1e-4, atol=1e-5)
+    y.sum().backward()
+    yc.sum().backward()
+    torch.testing.assert_close(xc.grad, x.grad, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"),
+                    reason="torch 1.13 has no torch.compile (Dynamo); torch 2.x runs this "
+                           "(the GPU machine's host: tests/torch/run_torch2.sh)")
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_torch_compile_backend_coil(dynamic):
+    torch.manual_seed(3)
+    eager = LnGeluMlp()
+    mine = LnGeluMlp()
+    mine.load_state_dict(eager.state_dict())
+    compiled = torch.compile(mine, backend="coil", options=OPTIONS, dynamic=dynamic)
+    for batch in (8, 5):
+        x = torch.randn(batch, 64)
+        y_eager, y = eager(x), compiled(x)
+        torch.testing.assert_close(y, y_eager, rtol=1e-4, atol=1e-5)
+    (y_eager ** 2).sum().backward()
+    (y ** 2).sum().backward()
+    for g, ge in zip(_grads(mine), _grads(eager)):
+        torch.testing.assert_close(g, ge, rtol=1e-3, atol=1e-5)
