@@ -843,6 +843,85 @@ TEST(OnnxErrors, LibFuzzerFindings) {
   add_node(m, "Trilu", {"y", "k"}, {"t"}, "trilu");
   EXPECT_EQ(import_error(m),
             "m.onnx: node 'trilu' (Trilu): k is 7.000000207201189e+36, outside the int64 range");
+
+  // Constants whose sizes, zeros counted as ones, multiply to 2^31 or more printed to text that
+  // did not parse back: an empty initializer, and an empty result of an input's huge dims.
+  m = relu_model();
+  add_i64_initializer(m, "e", {});
+  m.mutable_graph()->mutable_initializer(0)->clear_dims();
+  for (int64_t d : {int64_t{2147483647}, int64_t{0}, int64_t{2}})
+    m.mutable_graph()->mutable_initializer(0)->add_dims(d);
+  EXPECT_EQ(import_error(m),
+            "m.onnx: initializer 'e': shape [2147483647, 0, 2] is too large for a constant (its "
+            "sizes, zeros counted as ones, multiply to 2^31 or more)");
+  m = empty_model();
+  set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {2, 2147483647, 1});
+  set_type(m.mutable_graph()->add_output(), "z", TP::FLOAT, {2, 2147483647, 0});
+  add_i64_initializer(m, "shape", {1, 1, 0});
+  add_node(m, "Expand", {"x", "shape"}, {"z"}, "expand");
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'expand' (Expand): the f32 result [2, 2147483647, 0] is too large for a "
+            "constant (its sizes, zeros counted as ones, multiply to 2^31 or more)");
+
+  // auto_pad SAME_LOWER with a kernel_shape of 2^63 - 1 overflowed the padding's total.
+  m = empty_model(11);
+  set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {1, 3, 32, 32});
+  set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {1, 3, 32, 32});
+  auto* pool = add_node(m, "MaxPool", {"x"}, {"y"}, "pool");
+  add_ints_attr(pool, "kernel_shape", {std::numeric_limits<int64_t>::max(), 1});
+  add_ints_attr(pool, "dilations", {2, 1});
+  auto* auto_pad = pool->add_attribute();
+  auto_pad->set_name("auto_pad");
+  auto_pad->set_type(onnx::AttributeProto::STRING);
+  auto_pad->set_s("SAME_LOWER");
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'pool' (MaxPool): auto_pad SAME_LOWER: kernel_shape "
+            "9223372036854775807 with dilations 2 overflows int64");
+  pool->mutable_attribute(0)->set_ints(0, 3);
+  add_ints_attr(pool, "strides", {0, 1});  // would divide by zero
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'pool' (MaxPool): auto_pad SAME_LOWER needs kernel_shape, strides and "
+            "dilations of at least 1, got 3, 0, 2");
+
+  // Pad's pads of 2^31 - 1 and 2^63 - 1 overflowed their sum with the dim.
+  m = empty_model();
+  set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {4});
+  set_type(m.mutable_graph()->add_output(), "p", TP::FLOAT, {4});
+  add_i64_initializer(m, "pads", {2147483647, std::numeric_limits<int64_t>::max()});
+  add_node(m, "Pad", {"x", "pads"}, {"p"}, "pad");
+  EXPECT_EQ(import_error(m),
+            "m.onnx: node 'pad' (Pad): pads 2147483647 and 9223372036854775807 of dim 0 (size 4) "
+            "overflow int64");
+
+  // Pad in mode edge of a dim of 2^31 built 2^31 indices (16 GiB) before anything else.
+  m = empty_model(6);
+  set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {2, int64_t{1} << 31});
+  set_type(m.mutable_graph()->add_output(), "p", TP::FLOAT, {2, (int64_t{1} << 31) + 1});
+  auto* pad = add_node(m, "Pad", {"x"}, {"p"}, "pad");
+  add_ints_attr(pad, "pads", {0, 0, 0, 1});
+  auto* mode = pad->add_attribute();
+  mode->set_name("mode");
+  mode->set_type(onnx::AttributeProto::STRING);
+  mode->set_s("edge");
+  EXPECT_EQ(import_error(m),
+            "m.onnx: unsupported ops: Pad (node 'pad', opset 6: mode 'edge' along a dim of "
+            "2147483649 elements (at most 16777216))");
+
+  // A bool initializer's raw_data bytes other than 0 and 1 were loaded as bool when folding
+  // (undefined): they are read in as true.
+  m = empty_model();
+  auto* b = m.mutable_graph()->add_initializer();
+  b->set_name("b");
+  b->set_data_type(TP::BOOL);
+  b->add_dims(3);
+  b->set_raw_data(std::string("\x22\x00\xff", 3));
+  set_type(m.mutable_graph()->add_output(), "n", TP::BOOL, {3});
+  add_node(m, "Not", {"b"}, {"n"}, "not");
+  Graph g = import(m);
+  const Tensor& n = *g.node(g.outputs()[0].node).data;
+  ASSERT_EQ(n.numel(), 3);
+  const auto* bytes = static_cast<const uint8_t*>(n.data());
+  EXPECT_EQ(std::vector<int>(bytes, bytes + 3), (std::vector<int>{0, 1, 0}));
 }
 
 }  // namespace

@@ -234,6 +234,14 @@ int OnnxNode::fold(int id) {
 }
 
 int OnnxNode::add_constant(const Tensor& t) {
+  // An empty result of an input's huge dims (Expand of x [3, 2, 2^31 - 1, 4, 1] to a 0 dim)
+  // became a constant whose graph did not parse back (found by
+  // tests/fuzz/parsers/onnx_parser_fuzzer): constants must fit the text format.
+  if (!fits_constant(t.shape()))
+    error(
+        "the {} result {} is too large for a constant (its sizes, zeros counted as ones, "
+        "multiply to 2^31 or more)",
+        dtype_name(t.dtype()), shape_str(t.shape()));
   return g_.add_constant(t, namer_.fresh(hint_));
 }
 

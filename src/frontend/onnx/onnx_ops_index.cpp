@@ -10,6 +10,7 @@ namespace coil::onnxfe {
 namespace {
 
 constexpr size_t kMaxPieces = 64;
+constexpr int64_t kMaxGatherDim = int64_t{1} << 24;  // Pad's edge and reflect modes
 
 int64_t static_dim(OnnxNode& n, int x, int64_t axis, std::string_view what) {
   // OnnxNode::axis accepts axis 0 of a rank-0 value, which has no dim to read: Split of a scalar
@@ -208,10 +209,19 @@ void map_pad(OnnxNode& n) {
     int64_t b = pads[static_cast<size_t>(a)], e = pads[static_cast<size_t>(a + r)];
     if (b == 0 && e == 0) continue;
     int64_t d = static_dim(n, y, a, "Pad");
-    if (b < -d || e < -d || b + e + d < 0) n.error("pads remove more than dim {} has", a);
+    // Pads near 2^63 overflowed b + e + d (found by tests/fuzz/parsers/onnx_parser_fuzzer).
+    int64_t padded = 0;
+    if (__builtin_add_overflow(b, e, &padded) || __builtin_add_overflow(padded, d, &padded))
+      n.error("pads {} and {} of dim {} (size {}) overflow int64", b, e, a, d);
+    if (b < -d || e < -d || padded < 0) n.error("pads remove more than dim {} has", a);
     if (mode != "constant") {
       if (b < 0 || e < 0) unsupported("negative pads in mode '{}'", mode);
       if (b + e > 4096) unsupported("pads of more than 4096 elements in mode '{}'", mode);
+      // The indices below are built one per element of the padded dim: edge padding of a dim of
+      // 2^31 allocated 16 GiB (found by tests/fuzz/parsers/onnx_parser_fuzzer).
+      if (padded > kMaxGatherDim)
+        unsupported("mode '{}' along a dim of {} elements (at most {})", mode, padded,
+                    kMaxGatherDim);
       if (d == 0 || (mode == "reflect" && d < 2 && b + e > 0))
         n.error("mode '{}' cannot pad an empty dim", mode);
       std::vector<int64_t> idx;

@@ -40,9 +40,20 @@ std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& k
     for (size_t d = 0; d < 2; ++d) {
       auto size = n.type(x).shape[2 + d].as_const();
       if (!size) unsupported("auto_pad {} with a symbolic spatial size", auto_pad);
-      int64_t out = (*size + stride[d] - 1) / stride[d];
-      int64_t total =
-          std::max<int64_t>((out - 1) * stride[d] + (kernel[d] - 1) * dilation[d] + 1 - *size, 0);
+      // The window attributes are not checked yet: a kernel_shape of 2^63 - 1 overflowed the
+      // total, and a stride of 0 would divide by zero (found by
+      // tests/fuzz/parsers/onnx_parser_fuzzer).
+      if (kernel[d] < 1 || stride[d] < 1 || dilation[d] < 1)
+        n.error(
+            "auto_pad {} needs kernel_shape, strides and dilations of at least 1, got {}, {}, {}",
+            auto_pad, kernel[d], stride[d], dilation[d]);
+      int64_t out = *size / stride[d] + (*size % stride[d] != 0 ? 1 : 0);  // ceil
+      int64_t total = 0;  // (out - 1) * stride + (kernel - 1) * dilation + 1 - size
+      if (__builtin_mul_overflow(kernel[d] - 1, dilation[d], &total) ||
+          __builtin_add_overflow(total, (out - 1) * stride[d] + 1 - *size, &total))
+        n.error("auto_pad {}: kernel_shape {} with dilations {} overflows int64", auto_pad,
+                kernel[d], dilation[d]);
+      total = std::max<int64_t>(total, 0);
       int64_t small = total / 2, large = total - small;
       pads[d] = auto_pad == "SAME_UPPER" ? small : large;
       pads[2 + d] = auto_pad == "SAME_UPPER" ? large : small;

@@ -1,5 +1,6 @@
 #include "frontend/onnx/onnx_tensor.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -96,6 +97,21 @@ std::pair<std::string_view, int64_t> typed_field_size(const onnx::TensorProto& t
 
 }  // namespace
 
+bool fits_constant(const std::vector<int64_t>& sizes) {
+  constexpr int64_t kLimit = int64_t{1} << 31;  // the text format's kMaxConstantElements
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    if (__builtin_mul_overflow(n, std::max<int64_t>(s, 1), &n) || n >= kLimit) return false;
+  return true;
+}
+
+void check_constant_shape(const std::vector<int64_t>& sizes, std::string_view what) {
+  COIL_USER_CHECK(fits_constant(sizes),
+                  "{}: shape {} is too large for a constant (its sizes, zeros counted as ones, "
+                  "multiply to 2^31 or more)",
+                  what, shape_str(sizes));
+}
+
 Tensor tensor_from_proto(const onnx::TensorProto& t, std::string_view what) {
   std::optional<DType> dt = dtype_from_onnx(t.data_type());
   COIL_SUPPORTED_CHECK(dt.has_value(), "{}: dtype {} is not supported by coil", what,
@@ -113,6 +129,10 @@ Tensor tensor_from_proto(const onnx::TensorProto& t, std::string_view what) {
     shape.push_back(d);
   }
   // A zero-size dim after a huge one: keep checking the product of the nonzero dims.
+  // An empty initializer of dims [2147483647, 0, 2] imported but its graph did not parse back
+  // (found by tests/fuzz/parsers/onnx_parser_fuzzer): constants must fit the text format. (A
+  // tensor with 2^31 elements or more fails the data checks below: a protobuf is under 2 GiB.)
+  if (numel == 0) check_constant_shape(shape, what);
   const int64_t elem = dtype_size(*dt);
   if (t.has_raw_data()) {
     const std::string& raw = t.raw_data();
@@ -121,6 +141,13 @@ Tensor tensor_from_proto(const onnx::TensorProto& t, std::string_view what) {
                     numel <= kLimit / elem ? numel * elem : -1, numel, dtype_name(*dt));
     Tensor out = Tensor::empty(*dt, shape);
     if (numel > 0) std::memcpy(out.data(), raw.data(), raw.size());  // little-endian host
+    // A bool is one byte in raw_data, but only 0 and 1 are bools: bytes such as 34 or 255 were
+    // loaded as bool by the reference interpreter when folding (undefined; found by
+    // tests/fuzz/parsers/onnx_parser_fuzzer). Any nonzero byte is true, as in int32_data.
+    if (*dt == DType::Bool) {
+      auto* b = static_cast<uint8_t*>(out.data());
+      for (int64_t i = 0; i < numel; ++i) b[i] = b[i] != 0 ? 1 : 0;
+    }
     return out;
   }
   // Typed fields: anything larger than 2^31 elements cannot be in a protobuf anyway.

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "coil/tensor.h"
 
@@ -23,5 +24,11 @@ std::string onnx_dtype_name(int32_t elem_type);
 /// errors ("initializer 'w'"). Errors: unsupported dtype, external or segmented data, a negative
 /// dim, more than 2^62 elements, a data size that does not match the dims.
 Tensor tensor_from_proto(const onnx::TensorProto& t, std::string_view what);
+
+/// Whether a constant of these sizes fits coil's text format, which every imported graph must
+/// print to and parse back: the sizes, zeros counted as ones, multiply to less than 2^31.
+bool fits_constant(const std::vector<int64_t>& sizes);
+/// A user error naming `what` when `fits_constant(sizes)` is false.
+void check_constant_shape(const std::vector<int64_t>& sizes, std::string_view what);
 
 }  // namespace coil::onnxfe
