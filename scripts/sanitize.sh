@@ -16,9 +16,10 @@
 # --fuzz-seed S (default 1), --no-fuzz. The build type is RelWithDebInfo (-O2 -g: whole stacks
 # with lines in reports). Exit status: 0 only when every step of every lane passed.
 #
-# Not in the lanes: python_runtime (label unit) runs pytest on python/coil_runtime, pure Python
-# that loads no coil library, so no sanitized code would run (and an unsanitized interpreter
-# cannot load an ASan-built library without LD_PRELOAD of libasan); the correctness and
+# Not in the lanes: the Python tests of label unit, python_runtime (pytest on python/coil_runtime:
+# pure Python, no coil code runs) and torch_frontend (python/coil loads libcoil_c.so with ctypes:
+# an unsanitized interpreter cannot load a sanitized library, the runtime must come first, short
+# of LD_PRELOAD=libasan.so with the interpreter's own leaks reported); the correctness and
 # conformance labels (~1000 more compiles: too slow sanitized on 2 cores, run them by hand with
 # ctest --test-dir build-asan -L correctness after building their binaries).
 set -euo pipefail
@@ -54,6 +55,10 @@ done
 # comes later and wins.
 #   detect_leaks=1            LeakSanitizer at exit (the default on x86-64 Linux; explicit)
 #   abort_on_error=1          a report ends in abort() (SIGABRT), which every runner sees as a crash
+#   allocator_may_return_null=1
+#                             a failed allocation returns null (malloc, nothrow new) instead of
+#                             ending the process: coil reports one as a coil::Error (Tensor::empty;
+#                             UserErrors.OutOfMemoryIsAUserError asks for terabytes)
 #   check_initialization_order=1, strict_init_order=1
 #                             static initializers reading globals of not yet initialized files
 #   print_stacktrace=1        UBSan: the stack of each report (off by default)
@@ -68,7 +73,7 @@ done
 #                             OpenMP worker that used it is stale, and LSan's walk of it faults.
 #                             The cost: a block referenced only from a thread_local would count
 #                             as leaked (coil has none: the scratch pool owns its blocks)
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:check_initialization_order=1:strict_init_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:check_initialization_order=1:strict_init_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export LSAN_OPTIONS="use_tls=0:suppressions=$ROOT/tests/sanitize/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/sanitize/tsan.supp:print_suppressions=0${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
@@ -110,10 +115,11 @@ ctest_lane() {  # DIR CTEST-ARGS...
 run_asan() {
   local dir=build-asan start=$SECONDS
   step "asan: build" configure_and_build "$dir" address,undefined \
-    coil coil_fuzz coil_unit_tests coil_error_tests coil_golden_tests coil_concurrency_tests
+    coil coil_fuzz coil_unit_tests coil_error_tests coil_golden_tests coil_concurrency_tests \
+    coil_capi_c_compile
   [ $last_rc = 0 ] || return 0
   step "asan: ctest unit|error|golden|concurrency" \
-    ctest_lane "$dir" -L '^(unit|error|golden|concurrency)$' -E '^python_runtime$'
+    ctest_lane "$dir" -L '^(unit|error|golden|concurrency)$' -E '^(python_runtime|torch_frontend)$'
   if [ $fuzz = 1 ]; then
     # The regression cases of tests/fuzz/seeds/ and N generated graphs, batched (one compile per
     # 25 graphs); sanitized compiles are slower, hence the long per-batch timeout.

@@ -147,10 +147,13 @@ Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   const size_t align = huge ? kHugePageBytes : 64;
   size_t bytes = static_cast<size_t>((t.storage_bytes_ + 63) / 64 * 64);
   if (huge) bytes = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  std::byte* raw = nullptr;
-  try {
-    raw = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(align)));
-  } catch (const std::bad_alloc&) {
+  // The nothrow form, checked for null: the same as catching std::bad_alloc, except under
+  // AddressSanitizer, whose throwing operator new aborts the process on a failed allocation
+  // instead of throwing (gcc 12's libasan, even with allocator_may_return_null=1), so that the
+  // sanitizer lane (scripts/sanitize.sh) tests this error too.
+  std::byte* raw =
+      static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(align), std::nothrow));
+  if (raw == nullptr) {
     user_error("cannot allocate {} bytes for a {} tensor of shape {}", t.storage_bytes_,
                dtype_name(dtype), shape_str(t.shape_));
   }

@@ -98,6 +98,7 @@ inline bool isnan_(T x) {
 }
 
 /// Integer power by squaring (exponent >= 0; negative exponents give 0 except for |base| = 1).
+/// An overflowing power wraps (two's complement), as in PyTorch and the reference interpreter.
 template <typename T>
 inline T ipow(T base, T exp) {
   if (exp < 0) {
@@ -105,11 +106,16 @@ inline T ipow(T base, T exp) {
     if (base == T(-1)) return (exp % 2 == 0) ? T(1) : T(-1);
     return T(0);
   }
+  // The products in an unsigned type: a signed int32/int64 product that overflows is undefined
+  // behaviour (UBSan found one: 390625 * 390625 in int, in a last squaring whose result is not
+  // even used), an unsigned one wraps. U is T after integer promotion (bool and 8-bit types
+  // become int), made unsigned; converting back to T is modular (gcc and clang).
+  using U = std::make_unsigned_t<decltype(+T())>;
   T result = 1;
   while (exp) {
-    if (exp & 1) result = static_cast<T>(result * base);
+    if (exp & 1) result = static_cast<T>(static_cast<U>(result) * static_cast<U>(base));
     exp >>= 1;
-    base = static_cast<T>(base * base);
+    base = static_cast<T>(static_cast<U>(base) * static_cast<U>(base));
   }
   return result;
 }
