@@ -65,17 +65,19 @@ done
 #   halt_on_error=1           stop at the first report (UBSan and TSan; the build's
 #                             -fno-sanitize-recover=undefined makes UBSan's fatal anyway)
 #   second_deadlock_stack=1   TSan: both stacks of a lock-order inversion
-#   use_tls=0                 LSan does not scan thread-local storage for pointers. Works around
-#                             a crash of gcc 12's LeakSanitizer at exit ("Tracer caught signal
-#                             11", after "DTLS ... at 0x000100000bbf-0x001100001cc1"): once a
-#                             module with thread_local variables (the matmul scratch slot of
-#                             coil_gemm_driver.h) is dlclose()d, the dynamic-TLS entry of each
-#                             OpenMP worker that used it is stale, and LSan's walk of it faults.
-#                             The cost: a block referenced only from a thread_local would count
-#                             as leaked (coil has none: the scratch pool owns its blocks)
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:check_initialization_order=1:strict_init_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+#   intercept_tls_get_addr=0  ASan does not track dynamic-TLS blocks through __tls_get_addr. Works
+#                             around a crash of LeakSanitizer at exit ("Tracer caught signal 11"
+#                             after "DTLS ... at 0x000100000bbf-0x001100001cc1" with verbosity=1)
+#                             in tests that load modules with thread_local variables (the matmul
+#                             scratch slot of coil_gemm_driver.h): gcc 12's runtime takes a block
+#                             whose address is 16 bytes past a 4 KiB boundary for one with a
+#                             glibc < 2.25 header and reads a bogus range from before it (LLVM's
+#                             runtime did so up to LLVM 16). LSan still scans each thread's stack
+#                             and static TLS; a block referenced only from a dlopen()ed module's
+#                             thread_local could be reported as leaked (none is)
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:check_initialization_order=1:strict_init_order=1:intercept_tls_get_addr=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-export LSAN_OPTIONS="use_tls=0:suppressions=$ROOT/tests/sanitize/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$ROOT/tests/sanitize/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/sanitize/tsan.supp:print_suppressions=0${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 # Idle OpenMP threads sleep instead of spinning: the tests share 2 cores, and sanitized code is
 # slow enough without spinners.
