@@ -48,7 +48,9 @@ Outcome evaluate_case(const FuzzCase& c, const EvalOptions& options = {});
 /// still round, and f16/bf16 outputs round at the end). Fused code rounds a low-precision value
 /// only where it stores it (docs/numerics.md), the reference after every node: an output is
 /// accepted when it lies within tolerance of either reference, or between them.
-Graph widen_low_precision(const Graph& g);
+/// With `rounded`, those nodes (of `g`'s ids) round to their f16/bf16 dtype as well: one of the
+/// placements of roundings that fused code may choose (evaluate.cpp: rounding_placement).
+Graph widen_low_precision(const Graph& g, const std::vector<int>& rounded = {});
 
 /// Ops whose result both sides compute exactly alike from the same inputs: views, copies,
 /// max/min, comparisons, casts, floor/ceil/round/sign (the others may differ in the last bits).

@@ -17,6 +17,7 @@
 
 #include "coil/error.h"
 #include "fuzz/batch.h"
+#include "fuzz/cuda_emit.h"
 #include "fuzz/evaluate.h"
 #include "fuzz/failure_store.h"
 #include "fuzz/forked_runner.h"
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
   int jobs = 1, timeout_s = 60, max_shrink = 100, shrink_per_key = 1, batch = 1;
   double time_limit = 0;
   bool print = false, no_shrink = false, keep_modules = false, quiet = false;
-  std::string out_dir = "fuzz-out", graphs_dir, known_path, cache_dir;
+  std::string out_dir = "fuzz-out", graphs_dir, known_path, cache_dir, emit_cuda;
   app.add_option("--seed", seed, "run seed: graph i is generated from hash(seed, i)");
   app.add_option("--graphs", graphs, "number of generated graphs (indices start..start+N-1)");
   app.add_option("--start", start, "first index");
@@ -137,6 +138,9 @@ int main(int argc, char** argv) {
   app.add_option("--cache-dir", cache_dir, "code cache (default: a fresh /tmp dir, deleted)");
   app.add_flag("--keep-modules", keep_modules, "keep compiled modules in the cache");
   app.add_flag("-q,--quiet", quiet, "no progress lines");
+  app.add_option("--emit-cuda", emit_cuda,
+                 "write each graph (or batch) as a Triton case directory in DIR for "
+                 "tests/fuzz/run_triton.py (no CPU runs; failures go to --out, default DIR/emit)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Item> items;
@@ -169,6 +173,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "coil_fuzz: nothing to run (give --graphs N, --index I or --graphs-dir)\n");
     return 2;
+  }
+
+  if (!emit_cuda.empty()) {  // the Triton mode's first stage (fuzz/cuda_emit.h)
+    std::vector<EmitItem> emit;
+    for (const Item& it : items)
+      emit.push_back({it.key, it.file.empty() ? it.origin : "coil_fuzz --graphs-dir " + it.origin,
+                      it.file, it.graph_seed});
+    return run_cuda_emit(emit, {emit_cuda, app.count("--out") ? out_dir : "", batch, jobs,
+                                timeout_s, time_limit, quiet});
   }
 
   // A cache of our own, so that the fuzzer never fills the user's (COIL_CACHE_DIR).

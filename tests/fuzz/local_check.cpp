@@ -223,7 +223,8 @@ LocalVerdict check_locally(const FuzzCase& c, const CompileOptions& options,
             fmt::format("the graph with every node as an output failed: {}", e.what())};
   }
   if (!still_differs(got[output]))
-    return {LocalVerdict::kInconclusive, -1, "with every node as an output the difference is gone"};
+    return {LocalVerdict::kGoneWhenStored, -1,
+            "with every node as an output the difference is gone"};
   std::vector<Tensor> values(static_cast<size_t>(c.graph.num_nodes()));
   for (size_t k = 0; k < c.graph.inputs().size(); ++k)
     values[static_cast<size_t>(c.graph.inputs()[k])] = inputs[k];

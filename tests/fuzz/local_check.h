@@ -25,7 +25,11 @@ struct LocalVerdict {
   enum Kind {
     kExplained,     // every node matches the reference on its compiled operands
     kNodeDiffers,   // `node` differs on its compiled operands: a bug in its kernel
-    kInconclusive,  // the instrumented compile did not reproduce the difference, or failed
+    kInconclusive,  // the instrumented compile failed, or a node could not run alone
+    // With every node as an output the difference is gone: every intermediate is stored, so an
+    // f16/bf16 one is rounded where the reference rounds it; fused, the same kernels kept it
+    // in f32 (docs/numerics.md: a fused chain rounds once). Inconclusive by itself.
+    kGoneWhenStored,
   };
   Kind kind = kInconclusive;
   int node = -1;

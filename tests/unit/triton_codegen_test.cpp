@@ -282,6 +282,15 @@ TEST(TritonKernels, EmptyTensorsAreNeverRead) {
   EXPECT_TRUE(contains(m.source, "out1 = runtime.empty_strided((4, 0), (0, 1), torch.float32)"));
 }
 
+TEST(TritonKernels, ReductionOverAnEmptyDimOfSeveralDims) {
+  // All dims reduced, one of them empty: the flat reduction index was decomposed with
+  // mod(r0_index, 0), an internal error (fuzz case seed 1 index 79). The product is its identity.
+  TritonModule m = triton_of("input x: bool[2, 1, 32, 0]\ny = prod(x) {keepdim=true}\noutput y\n");
+  ASSERT_EQ(m.kernels.size(), 1u);
+  EXPECT_FALSE(contains(m.kernels[0].code, "tl.load"));
+  EXPECT_TRUE(contains(m.kernels[0].code, "tl.full([1], 1, tl.int64)"));
+}
+
 struct TritonCli : ::testing::Test {
   fs::path dir;
   void SetUp() override {

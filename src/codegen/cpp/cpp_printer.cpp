@@ -163,13 +163,13 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::neg:
       return fmt::format("-{}", a(0));
     case LoopOp::exp:
-      return fmt::format("std::exp({})", a(0));
+      return fmt::format("coil::lane::exp({})", a(0));
     case LoopOp::log:
-      return fmt::format("std::log({})", a(0));
+      return fmt::format("coil::lane::log({})", a(0));
     case LoopOp::log1p:
-      return fmt::format("std::log1p({})", a(0));
+      return fmt::format("coil::lane::log1p({})", a(0));
     case LoopOp::expm1:
-      return fmt::format("std::expm1({})", a(0));
+      return fmt::format("coil::lane::expm1({})", a(0));
     case LoopOp::sqrt:
       return fmt::format("std::sqrt({})", a(0));
     case LoopOp::rsqrt:
@@ -179,15 +179,15 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::relu:
       return fmt::format("coil::relu({})", a(0));
     case LoopOp::sigmoid:
-      return fmt::format("coil::sigmoid({})", a(0));
+      return fmt::format("coil::lane::sigmoid({})", a(0));
     case LoopOp::tanh:
-      return fmt::format("std::tanh({})", a(0));
+      return fmt::format("coil::lane::tanh({})", a(0));
     case LoopOp::erf:
-      return fmt::format("std::erf({})", a(0));
+      return fmt::format("coil::lane::erf({})", a(0));
     case LoopOp::sin:
-      return fmt::format("std::sin({})", a(0));
+      return fmt::format("coil::lane::sin({})", a(0));
     case LoopOp::cos:
-      return fmt::format("std::cos({})", a(0));
+      return fmt::format("coil::lane::cos({})", a(0));
     case LoopOp::floor:
       return fp ? fmt::format("std::floor({})", a(0)) : a(0);
     case LoopOp::ceil:
@@ -209,7 +209,7 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::div:
       return fmt::format("{} / {}", a(0), a(1));
     case LoopOp::pow:
-      if (fp) return fmt::format("std::pow({}, {})", a(0), a(1));
+      if (fp) return fmt::format("coil::lane::pow({}, {})", a(0), a(1));
       if (op.site >= 0)
         return fmt::format("coil::checked_ipow<{}>({}, {}, coil_run_error, {})", ty, a(0), a(1),
                            op.site);

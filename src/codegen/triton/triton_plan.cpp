@@ -104,6 +104,9 @@ std::vector<int64_t> static_extents(const std::vector<sym::Expr>& ranges) {
 /// Row-major decomposition of `flat` over `sizes`: the value of each loop variable.
 std::vector<sym::Expr> decompose(const sym::Expr& flat, const std::vector<int64_t>& sizes) {
   std::vector<sym::Expr> out(sizes.size(), sym::Expr(0));
+  // An empty range: no index is ever in range (the masks are all false), and mod by 0 is
+  // undefined (a prod over a dim of size 0: fuzz case seed 1 index 79 on CUDA).
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return out;
   int64_t stride = 1;
   size_t outermost = 0;
   while (outermost < sizes.size() && sizes[outermost] == 1) ++outermost;

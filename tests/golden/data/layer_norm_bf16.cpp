@@ -3,7 +3,7 @@
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
 // cpp_fused_cast_sum_0: 3 loop nest(s) sharing 1 outer loop(s)
-// graph nodes: y__1__0 (sum), y__4__0 (sum), y__11 (cast)
+// graph nodes: y__3__0 (sum), y__7__0 (sum), y__14 (cast)
 extern "C" void cpp_fused_cast_sum_0(const coil::bfloat16* __restrict__ in_ptr0, const coil::bfloat16* __restrict__ in_ptr1, const coil::bfloat16* __restrict__ in_ptr2, coil::bfloat16* __restrict__ out_ptr0)
 {
     // in_ptr1 (bf16[17], read 32x per element): widened to f32 once per call
@@ -20,78 +20,90 @@ extern "C" void cpp_fused_cast_sum_0(const coil::bfloat16* __restrict__ in_ptr0,
         for (int64_t r0 = 0; r0 < 16; r0 += 16)
         {
             auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0]);
-            tmp_acc0_vec = tmp_acc0_vec + tmp0;
+            auto tmp1 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
+            auto tmp2 = tmp0 - tmp1;
+            tmp_acc0_vec = tmp_acc0_vec + tmp2;
         }
         {
             const int64_t r0 = 16;
             const int64_t tail = 1;
             auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0], tail);
-            tmp_acc0_vec = coil::Vec<float>::set(tmp_acc0_vec, tmp_acc0_vec + tmp0, tail);
+            auto tmp1 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
+            auto tmp2 = tmp0 - tmp1;
+            tmp_acc0_vec = coil::Vec<float>::set(tmp_acc0_vec, tmp_acc0_vec + tmp2, tail);
         }
-        float tmp1 = tmp_acc0_vec.reduce_add();
-        buf3_local[0] = tmp1;
+        float tmp3 = tmp_acc0_vec.reduce_add();
+        buf3_local[0] = tmp3;
         auto tmp_acc1_vec = coil::Vec<float>(0.0f);
         for (int64_t r0 = 0; r0 < 16; r0 += 16)
         {
-            auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0]);
-            auto tmp4 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp5 = coil::Vec<float>(17.0f);
-            auto tmp6 = tmp4 / tmp5;
-            auto tmp7 = tmp3 - tmp6;
-            auto tmp8 = tmp7 * tmp7;
-            tmp_acc1_vec = tmp_acc1_vec + tmp8;
+            auto tmp5 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0]);
+            auto tmp6 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
+            auto tmp7 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+            auto tmp8 = coil::Vec<float>(17.0f);
+            auto tmp9 = tmp7 / tmp8;
+            auto tmp10 = tmp6 + tmp9;
+            auto tmp11 = tmp5 - tmp10;
+            auto tmp12 = tmp11 * tmp11;
+            tmp_acc1_vec = tmp_acc1_vec + tmp12;
         }
         {
             const int64_t r0 = 16;
             const int64_t tail = 1;
-            auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0], tail);
-            auto tmp4 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp5 = coil::Vec<float>(17.0f);
-            auto tmp6 = tmp4 / tmp5;
-            auto tmp7 = tmp3 - tmp6;
-            auto tmp8 = tmp7 * tmp7;
-            tmp_acc1_vec = coil::Vec<float>::set(tmp_acc1_vec, tmp_acc1_vec + tmp8, tail);
+            auto tmp5 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0], tail);
+            auto tmp6 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
+            auto tmp7 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+            auto tmp8 = coil::Vec<float>(17.0f);
+            auto tmp9 = tmp7 / tmp8;
+            auto tmp10 = tmp6 + tmp9;
+            auto tmp11 = tmp5 - tmp10;
+            auto tmp12 = tmp11 * tmp11;
+            tmp_acc1_vec = coil::Vec<float>::set(tmp_acc1_vec, tmp_acc1_vec + tmp12, tail);
         }
-        float tmp9 = tmp_acc1_vec.reduce_add();
-        buf4_local[0] = tmp9;
+        float tmp13 = tmp_acc1_vec.reduce_add();
+        buf4_local[0] = tmp13;
         for (int64_t x1 = 0; x1 < 16; x1 += 16)
         {
-            auto tmp11 = coil::Vec<float>::loadu(&in_ptr0[17*x0 + x1]);
-            auto tmp12 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp13 = coil::Vec<float>(17.0f);
-            auto tmp14 = tmp12 / tmp13;
-            auto tmp15 = tmp11 - tmp14;
-            auto tmp16 = coil::Vec<float>(static_cast<float>(buf4_local[0]));
-            auto tmp17 = tmp16 / tmp13;
-            auto tmp18 = coil::Vec<float>(1e-05f);
-            auto tmp19 = tmp17 + tmp18;
-            auto tmp20 = tmp19.rsqrt();
-            auto tmp21 = tmp15 * tmp20;
-            auto tmp22 = coil::Vec<float>::loadu(&in_ptr1_f32[x1]);
-            auto tmp23 = tmp21 * tmp22;
-            auto tmp24 = coil::Vec<float>::loadu(&in_ptr2_f32[x1]);
+            auto tmp15 = coil::Vec<float>::loadu(&in_ptr0[17*x0 + x1]);
+            auto tmp16 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
+            auto tmp17 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+            auto tmp18 = coil::Vec<float>(17.0f);
+            auto tmp19 = tmp17 / tmp18;
+            auto tmp20 = tmp16 + tmp19;
+            auto tmp21 = tmp15 - tmp20;
+            auto tmp22 = coil::Vec<float>(static_cast<float>(buf4_local[0]));
+            auto tmp23 = tmp22 / tmp18;
+            auto tmp24 = coil::Vec<float>(1e-05f);
             auto tmp25 = tmp23 + tmp24;
-            tmp25.store(&out_ptr0[17*x0 + x1]);
+            auto tmp26 = tmp25.rsqrt();
+            auto tmp27 = tmp21 * tmp26;
+            auto tmp28 = coil::Vec<float>::loadu(&in_ptr1_f32[x1]);
+            auto tmp29 = tmp27 * tmp28;
+            auto tmp30 = coil::Vec<float>::loadu(&in_ptr2_f32[x1]);
+            auto tmp31 = tmp29 + tmp30;
+            tmp31.store(&out_ptr0[17*x0 + x1]);
         }
         {
             const int64_t x1 = 16;
             const int64_t tail = 1;
-            auto tmp11 = coil::Vec<float>::loadu(&in_ptr0[17*x0 + x1], tail);
-            auto tmp12 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp13 = coil::Vec<float>(17.0f);
-            auto tmp14 = tmp12 / tmp13;
-            auto tmp15 = tmp11 - tmp14;
-            auto tmp16 = coil::Vec<float>(static_cast<float>(buf4_local[0]));
-            auto tmp17 = tmp16 / tmp13;
-            auto tmp18 = coil::Vec<float>(1e-05f);
-            auto tmp19 = tmp17 + tmp18;
-            auto tmp20 = tmp19.rsqrt();
-            auto tmp21 = tmp15 * tmp20;
-            auto tmp22 = coil::Vec<float>::loadu(&in_ptr1_f32[x1], tail);
-            auto tmp23 = tmp21 * tmp22;
-            auto tmp24 = coil::Vec<float>::loadu(&in_ptr2_f32[x1], tail);
+            auto tmp15 = coil::Vec<float>::loadu(&in_ptr0[17*x0 + x1], tail);
+            auto tmp16 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
+            auto tmp17 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+            auto tmp18 = coil::Vec<float>(17.0f);
+            auto tmp19 = tmp17 / tmp18;
+            auto tmp20 = tmp16 + tmp19;
+            auto tmp21 = tmp15 - tmp20;
+            auto tmp22 = coil::Vec<float>(static_cast<float>(buf4_local[0]));
+            auto tmp23 = tmp22 / tmp18;
+            auto tmp24 = coil::Vec<float>(1e-05f);
             auto tmp25 = tmp23 + tmp24;
-            tmp25.store(&out_ptr0[17*x0 + x1], tail);
+            auto tmp26 = tmp25.rsqrt();
+            auto tmp27 = tmp21 * tmp26;
+            auto tmp28 = coil::Vec<float>::loadu(&in_ptr1_f32[x1], tail);
+            auto tmp29 = tmp27 * tmp28;
+            auto tmp30 = coil::Vec<float>::loadu(&in_ptr2_f32[x1], tail);
+            auto tmp31 = tmp29 + tmp30;
+            tmp31.store(&out_ptr0[17*x0 + x1], tail);
         }
     }
 }

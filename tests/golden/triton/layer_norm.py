@@ -7,8 +7,8 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: y__0__0 (sum), y__3__0 (sum), y__9 (add)
-@heuristics.persistent_reduction(size_hints={'x': 4096, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_add_sum_0', kernel_hash='1e029db6807fae4d5fbba2d94b11a5f8')
+# graph nodes: y__2__0 (sum), y__6__0 (sum), y__12 (add)
+@heuristics.persistent_reduction(size_hints={'x': 4096, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_add_sum_0', kernel_hash='f27f79d4193ed4972f8f1246e641fab0')
 @triton.jit
 def triton_per_fused_add_sum_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 4096
@@ -20,24 +20,27 @@ def triton_per_fused_add_sum_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, r0_n
     x0 = xindex
     r0_0 = r0_index
     tmp0 = tl.load(in_ptr0 + (r0_0 + 1024*x0))
-    tmp19 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
-    tmp1 = tl.sum(tmp19, 1)[:, None]
-    tmp3 = 1024.0
-    tmp4 = tmp1 / tmp3
-    tmp5 = tmp0 - tmp4
-    tmp6 = tmp5 * tmp5
-    tmp20 = tl.broadcast_to(tmp6, [XBLOCK, R0_BLOCK])
-    tmp7 = tl.sum(tmp20, 1)[:, None]
-    tmp9 = tmp7 / tmp3
-    tmp10 = 1e-05
-    tmp11 = tmp9 + tmp10
-    tmp12 = libdevice.rsqrt(tmp11)
-    tmp13 = tmp5 * tmp12
-    tmp14 = tl.load(in_ptr1 + (r0_0), None, eviction_policy='evict_last')
-    tmp15 = tmp13 * tmp14
-    tmp16 = tl.load(in_ptr2 + (r0_0), None, eviction_policy='evict_last')
-    tmp17 = tmp15 + tmp16
-    tl.store(out_ptr0 + (r0_0 + 1024*x0), tmp17, None)
+    tmp1 = tl.load(in_ptr0 + (1024*x0), None, eviction_policy='evict_last')
+    tmp2 = tmp0 - tmp1
+    tmp22 = tl.broadcast_to(tmp2, [XBLOCK, R0_BLOCK])
+    tmp3 = tl.sum(tmp22, 1)[:, None]
+    tmp5 = 1024.0
+    tmp6 = tmp3 / tmp5
+    tmp7 = tmp1 + tmp6
+    tmp8 = tmp0 - tmp7
+    tmp9 = tmp8 * tmp8
+    tmp23 = tl.broadcast_to(tmp9, [XBLOCK, R0_BLOCK])
+    tmp10 = tl.sum(tmp23, 1)[:, None]
+    tmp12 = tmp10 / tmp5
+    tmp13 = 1e-05
+    tmp14 = tmp12 + tmp13
+    tmp15 = libdevice.rsqrt(tmp14)
+    tmp16 = tmp8 * tmp15
+    tmp17 = tl.load(in_ptr1 + (r0_0), None, eviction_policy='evict_last')
+    tmp18 = tmp16 * tmp17
+    tmp19 = tl.load(in_ptr2 + (r0_0), None, eviction_policy='evict_last')
+    tmp20 = tmp18 + tmp19
+    tl.store(out_ptr0 + (r0_0 + 1024*x0), tmp20, None)
 
 
 def call(args):

@@ -49,3 +49,54 @@
 #include "coil_vec_core.h"
 #include "coil_vec_n.h"
 #include "coil_vec_reduce.h"
+
+namespace coil {
+
+/// Scalar math that is the vector kernels' math: lane 0 of the Vectorized function on a
+/// broadcast value. Scalar loops print these (cpp_printer.cpp), not <cmath>'s, because one
+/// value is often computed twice, once in a vector loop and once in a scalar one (a producer
+/// inlined into a max kernel and into the sub/sum kernel after it): with two implementations
+/// that differ by an ulp, log_softmax of a single element, x - max(x), is not 0 and its sign
+/// is wrong (fuzz case seed 400 index 8886). With one implementation the two agree bit for bit.
+/// On the scalar ISA (no COIL_CPU_* macro) Vectorized<T> is <cmath> itself.
+namespace lane {
+
+template <typename T>
+inline T first(const Vectorized<T>& v) {
+  T r;
+  v.store(&r, 1);
+  return r;
+}
+
+#define COIL_LANE_UNARY(fn)                      \
+  template <typename T>                          \
+  inline T fn(T x) {                             \
+    if constexpr (std::is_floating_point_v<T>) { \
+      return first(Vectorized<T>(x).fn());       \
+    } else {                                     \
+      return std::fn(x);                         \
+    }                                            \
+  }
+COIL_LANE_UNARY(exp)
+COIL_LANE_UNARY(expm1)
+COIL_LANE_UNARY(log)
+COIL_LANE_UNARY(log1p)
+COIL_LANE_UNARY(tanh)
+COIL_LANE_UNARY(erf)
+COIL_LANE_UNARY(sin)
+COIL_LANE_UNARY(cos)
+#undef COIL_LANE_UNARY
+
+/// 1 / (1 + exp(-x)), as Vectorized::sigmoid.
+template <typename T>
+inline T sigmoid(T x) {
+  return first(Vectorized<T>(x).sigmoid());
+}
+
+template <typename T>
+inline T pow(T x, T y) {
+  return first(Vectorized<T>(x).pow(Vectorized<T>(y)));
+}
+
+}  // namespace lane
+}  // namespace coil

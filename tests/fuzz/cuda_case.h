@@ -1,0 +1,65 @@
+// The emit stage of coil_fuzz's Triton mode (tests/fuzz/README.md, "Triton"): the pieces that
+// turn fuzz cases into one case directory for tests/fuzz/run_triton.py, which runs it on a GPU.
+//
+//   DIR/case-000000120/
+//     case.json          what the runner reads: inputs, and per graph its outputs (position in
+//                        the module's return tuple, dtype, shape, rtol/atol, reference files)
+//     graph.coil         the case's graph (with batches: all members merged, fuzz/batch.h)
+//     module.py          generate_gpu_module with fusion on
+//     module_nofuse.py   the same with fusion off
+//     inputs/P.npy       input P of call(), in order
+//     ref/P.npy          the reference interpreter's output P
+//     wide/P.npy         the widened reference's output P (graphs with f16/bf16 values)
+//     graphs/K.coil      with batches: each member alone (K: cuda_file_stem of its key) and
+//     graphs/K.py        its own modules (K.py, K_nofuse.py), so that a batch whose call fails
+//                        can be run member by member without coil on the GPU host
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fuzz/evaluate.h"
+#include "fuzz/fuzz_case.h"
+
+namespace coil::fuzz {
+
+/// One graph of a case and what the emit stage computed for it.
+struct CudaMember {
+  std::string key;     // the graph index, or a --graphs-dir file name
+  std::string origin;  // the coil_fuzz command that runs it on the CPU
+  FuzzCase c;
+  std::vector<Tensor> inputs, reference;
+  std::optional<std::vector<Tensor>> widened;  // graphs with f16/bf16 values only
+  std::string module_on, module_off;           // generated for this graph alone
+};
+
+/// Each output's tolerance, as the CPU mode compares it (evaluate.cpp's output_tolerances).
+std::vector<Tolerance> cuda_output_tolerances(const Graph& g);
+
+/// generate_gpu_module for `c` (autotune off, fusion on or off) into `source`. Class "" on
+/// success, "unsupported" for a documented limit (UnsupportedError, "is not supported", "are
+/// not supported yet"), "compile-error" for another coil::Error, "internal" for anything else;
+/// config 0 is fusion on, 1 fusion off.
+Outcome generate_cuda(const FuzzCase& c, bool fusion, std::string& source);
+
+/// The member's inputs, references and its own modules (fusion on, then off). Class "" when it
+/// can be emitted; else "rejected" (the interpreter and the code generator both refuse its
+/// bound sizes), "unsupported", or a failure as evaluate_case classifies them.
+Outcome prepare_member(CudaMember& m);
+
+/// Writes the case directory `dir / name` (atomically: built beside it, then renamed). With
+/// more than one member, `merged` is their merge_cases() graph and `module_on`/`module_off` its
+/// modules; with one, the member's own modules are the case's.
+void write_cuda_case(const std::filesystem::path& dir, const std::string& name,
+                     const std::vector<const CudaMember*>& members, const FuzzCase* merged,
+                     const std::string& module_on, const std::string& module_off);
+
+/// "000000120" for key "120" (indices padded so that names sort), "NAME" for "NAME.coil" (other
+/// characters than letters and digits as '_').
+std::string cuda_file_stem(const std::string& key);
+/// "case-" + cuda_file_stem(key): the directory of the case whose first graph is `key`.
+std::string cuda_case_name(const std::string& key);
+
+}  // namespace coil::fuzz
