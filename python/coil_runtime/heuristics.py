@@ -142,6 +142,21 @@ def _triton_version():
     return tuple(parts)
 
 
+def ieee_compile_options():
+    """Triton compile options that keep f32 arithmetic as the CPU backend's (docs/numerics.md,
+    "Triton"): no FMA contraction (`enable_fp_fusion`, like `-ffp-contract=off`) and no
+    flush-to-zero in libdevice (`enable_reflect_ftz`). Triton's defaults turn both on; with
+    contraction, `x * y - s` of a product already stored as `s` is not 0 (log_softmax of one
+    element gave sign 1, `log(abs(g) + g)` gave NaN). Only the options this Triton knows."""
+    wanted = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+        known = CUDAOptions.__dataclass_fields__
+    except (ImportError, AttributeError):
+        known = {"enable_fp_fusion"}
+    return {k: v for k, v in wanted.items() if k in known}
+
+
 def _raw_stream_getter():
     """torch's fast current-stream query (Inductor's get_raw_stream), else the public API."""
     import torch
@@ -351,7 +366,8 @@ class CoilAutotuner:
         numels = self.numels_of(args)
         consts = self._constexpr_values(config, numels)
         kernel = self.fn.warmup(*args, grid=(1,), num_warps=config.num_warps,
-                                num_stages=config.num_stages, **consts)
+                                num_stages=config.num_stages, **ieee_compile_options(),
+                                **consts)
         if hasattr(kernel, "result"):  # an asynchronous compile
             kernel = kernel.result()
         if hasattr(kernel, "_init_handles"):
@@ -388,10 +404,11 @@ class CoilAutotuner:
         consts = self._constexpr_values(config, numels)
         jit_run = self.fn[grid]
         warps, stages = config.num_warps, config.num_stages
+        options = ieee_compile_options()
         self.launch_modes.add("jit")
 
         def launch(args, stream):
-            jit_run(*args, num_warps=warps, num_stages=stages, **consts)
+            jit_run(*args, num_warps=warps, num_stages=stages, **options, **consts)
         return launch
 
     def _direct_launcher(self, config, args, grid, kernel):

@@ -2,11 +2,12 @@
 runtime's import, config and launch paths can be tested without a GPU.
 
 `install()` puts fake `triton`, `triton.language`, `triton.language.extra(.libdevice)`,
-`triton.testing` and `triton.knobs` modules into sys.modules. `@triton.jit` returns a
+`triton.testing`, `triton.knobs` and `triton.backends.nvidia.compiler` modules into sys.modules. `@triton.jit` returns a
 FakeJITFunction; its `warmup` "compiles" a FakeCompiledKernel whose `run` (the C launcher's
 signature in Triton >= 3.3) records every launch in `LAUNCHES`.
 """
 
+import dataclasses
 import inspect
 import sys
 import types
@@ -18,10 +19,19 @@ SPILLS = {}     # kernel name -> {frozenset(constexpr items): n_spills}
 FAIL = {}       # kernel name -> set of frozenset(constexpr items) that fail to compile
 REJECT_CONSTEXPR_ARGS = False  # the fake C launcher takes only non-constexpr args (old Triton)
 EMULATORS = {}  # kernel name -> fn(runtime args): computes what the kernel would (dry runs)
+OPTIONS = []    # (kernel name, compile options) per compile and per JIT launch
+# Compile options Triton's JIT takes as keyword arguments beside the constexprs (CUDAOptions'
+# fields that coil_runtime passes); a fake of triton.backends.nvidia.compiler lists them.
+OPTION_NAMES = ("enable_fp_fusion", "enable_reflect_ftz")
+
+
+def _split_options(kwargs):
+    options = {k: kwargs.pop(k) for k in OPTION_NAMES if k in kwargs}
+    return kwargs, options
 
 
 def reset():
-    for lst in (LAUNCHES, COMPILES, JIT_LAUNCHES):
+    for lst in (LAUNCHES, COMPILES, JIT_LAUNCHES, OPTIONS):
         lst.clear()
     SPILLS.clear()
     FAIL.clear()
@@ -73,6 +83,8 @@ class FakeJITFunction:
 
     def warmup(self, *args, grid, num_warps=4, num_stages=3, **consts):
         assert grid is not None
+        consts, options = _split_options(consts)
+        OPTIONS.append((self.__name__, options))
         key = frozenset(consts.items())
         if key in FAIL.get(self.__name__, set()):
             raise RuntimeError("PTXASError: fake compile failure")
@@ -82,6 +94,8 @@ class FakeJITFunction:
 
     def __getitem__(self, grid):
         def launch(*args, num_warps=4, num_stages=3, **consts):
+            consts, options = _split_options(consts)
+            OPTIONS.append((self.__name__, options))
             JIT_LAUNCHES.append((self.__name__, tuple(grid), list(args), dict(consts), num_warps))
             if self.__name__ in EMULATORS:
                 EMULATORS[self.__name__](*args)
@@ -111,10 +125,18 @@ def install(version="3.6.0"):
     knobs = types.ModuleType("triton.knobs")
     knobs.runtime = types.SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None)
     triton.language, triton.testing, triton.knobs = language, testing, knobs
+    backends = types.ModuleType("triton.backends")
+    nvidia = types.ModuleType("triton.backends.nvidia")
+    compiler = types.ModuleType("triton.backends.nvidia.compiler")
+    compiler.CUDAOptions = dataclasses.make_dataclass(
+        "CUDAOptions", [(n, bool, dataclasses.field(default=True)) for n in OPTION_NAMES])
+    backends.nvidia, nvidia.compiler = nvidia, compiler
     for name, mod in {"triton": triton, "triton.language": language,
                       "triton.language.extra": extra,
                       "triton.language.extra.libdevice": libdevice,
-                      "triton.testing": testing, "triton.knobs": knobs}.items():
+                      "triton.testing": testing, "triton.knobs": knobs,
+                      "triton.backends": backends, "triton.backends.nvidia": nvidia,
+                      "triton.backends.nvidia.compiler": compiler}.items():
         sys.modules[name] = mod
     reset()
     return triton

@@ -319,6 +319,31 @@ def test_jit_launch_mode_and_select(fake_gpu):
         heuristics.set_launch_mode("direct")
 
 
+def test_kernels_compile_without_fma_contraction_or_ftz(fake_gpu):
+    # docs/numerics.md "Triton": Triton's defaults contract a*b+c into an FMA and flush
+    # subnormals in libdevice; every compile and JIT launch turns both off.
+    fake = fake_gpu
+    ieee = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
+    mod = runtime.load_module(SAMPLE, name="sample_ieee")
+    mod.call(sample_args())
+    assert fake.OPTIONS and all(options == ieee for _, options in fake.OPTIONS)
+    assert all("enable_fp_fusion" not in c[1] for c in fake.COMPILES)  # not a constexpr
+    fake.reset()
+    heuristics.set_launch_mode("jit")
+    try:
+        mod = runtime.load_module(SAMPLE, name="sample_ieee_jit")
+        mod.call(sample_args())
+        assert len(fake.OPTIONS) == len(fake.JIT_LAUNCHES) > 0
+        assert all(options == ieee for _, options in fake.OPTIONS)
+    finally:
+        heuristics.set_launch_mode("direct")
+    # Without CUDAOptions to ask, only enable_fp_fusion (an option Triton does not know is a
+    # KeyError at launch).
+    import sys
+    del sys.modules["triton.backends.nvidia.compiler"]
+    assert heuristics.ieee_compile_options() == {"enable_fp_fusion": False}
+
+
 def test_old_launcher_signature_falls_back_to_jit(fake_gpu, capsys):
     fake = fake_gpu
     fake.REJECT_CONSTEXPR_ARGS = True  # a launcher that does not take constexprs

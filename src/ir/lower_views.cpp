@@ -101,7 +101,12 @@ TensorBox lower_concat(LowerContext&, const Node& node, const std::vector<Tensor
   auto dim = static_cast<size_t>(
       normalize_axis("concat", node.attrs.get_int_or("concat", "dim", 0), node.type.rank()));
   DType t = node.type.dtype;
-  std::vector<TensorBox> parts = in;
+  // An empty part holds no element to pick, and no index of it is in bounds: leave it out (its
+  // load would read an empty buffer, on a GPU through a null pointer), unless all are empty.
+  std::vector<TensorBox> parts;
+  for (const auto& p : in)
+    if (p.sizes[dim].as_const() != std::optional<int64_t>(0)) parts.push_back(p);
+  if (parts.empty()) parts = in;
   // Each part reads at a clamped index so that every load stays in bounds; `where` picks.
   return TensorBox{t, node.type.shape, [parts, dim, t](LoopBody& b, const Index& idx) {
                      std::vector<sym::Expr> offsets{0};

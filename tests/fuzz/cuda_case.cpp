@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coil/coil.h"
+#include "fuzz/local_check.h"
 #include "graph/interpreter.h"
 #include "support/check.h"
 #include "support/npy.h"
@@ -49,6 +50,27 @@ void write_text(const fs::path& path, const std::string& text) {
 nlohmann::ordered_json shape_json(const std::vector<int64_t>& shape) {
   nlohmann::ordered_json j = nlohmann::ordered_json::array();
   for (int64_t d : shape) j.push_back(d);
+  return j;
+}
+
+// What run_triton.py needs to run the local check of member `m` (its instrumented module at
+// `module`): which output of that module is which node, and which node each input is.
+nlohmann::ordered_json local_json(const CudaMember& m, const std::string& module) {
+  const Graph& g = m.c.graph;
+  auto node_json = [&](int id) {
+    const Node& n = g.node(id);
+    return nlohmann::ordered_json{
+        {"node", id}, {"name", n.name}, {"dtype", dtype_name(n.type.dtype)}};
+  };
+  nlohmann::ordered_json j;
+  j["module"] = m.module_local.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(module);
+  j["error"] =
+      m.local_error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(m.local_error);
+  j["graph_outputs"] = g.outputs().size();
+  j["inputs"] = nlohmann::ordered_json::array();
+  for (int id : g.inputs()) j["inputs"].push_back(node_json(id));
+  j["nodes"] = nlohmann::ordered_json::array();
+  for (int id : m.local_nodes) j["nodes"].push_back(node_json(id));
   return j;
 }
 
@@ -123,7 +145,17 @@ Outcome prepare_member(CudaMember& m) {
   }
   Outcome on = generate_cuda(m.c, true, m.module_on);
   if (!on.cls.empty()) return on;
-  return generate_cuda(m.c, false, m.module_off);
+  Outcome off = generate_cuda(m.c, false, m.module_off);
+  if (!off.cls.empty()) return off;
+  // As check_locally compiles it; a module of its own, since it is needed only when an output
+  // differs, and a batch's call stays as cheap as it was.
+  Outcome local =
+      generate_cuda(with_every_node_as_output(m.c, m.local_nodes), true, m.module_local);
+  if (!local.cls.empty()) {
+    m.module_local.clear();
+    m.local_error = local.cls + ": " + local.message;
+  }
+  return {};
 }
 
 std::string cuda_file_stem(const std::string& key) {
@@ -181,6 +213,9 @@ void write_cuda_case(const fs::path& dir, const std::string& name,
       write_text(tmp / (stem + ".py"), m.module_on);
       write_text(tmp / (stem + "_nofuse.py"), m.module_off);
     }
+    g["local"] = local_json(m, batch ? stem + "_local.py" : "module_local.py");
+    if (!m.module_local.empty())
+      write_text(tmp / g["local"]["module"].get<std::string>(), m.module_local);
     g["inputs"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < m.inputs.size(); ++i, ++in_pos) {
       const Node& n = m.c.graph.node(m.c.graph.inputs()[i]);

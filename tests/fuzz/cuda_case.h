@@ -10,9 +10,14 @@
 //     inputs/P.npy       input P of call(), in order
 //     ref/P.npy          the reference interpreter's output P
 //     wide/P.npy         the widened reference's output P (graphs with f16/bf16 values)
+//     module_local.py    the local check's instrumented module (fusion on): the graph with every
+//                        node as an output (local_check.h), run only for a graph that differs
 //     graphs/K.coil      with batches: each member alone (K: cuda_file_stem of its key) and
-//     graphs/K.py        its own modules (K.py, K_nofuse.py), so that a batch whose call fails
-//                        can be run member by member without coil on the GPU host
+//     graphs/K.py        its own modules (K.py, K_nofuse.py, K_local.py), so that a batch whose
+//                        call fails can be run member by member without coil on the GPU host
+//     local-K/           written by run_triton.py for a graph whose output differs: its node
+//                        values (values/ID.npy), read back by coil_fuzz --check-values
+//                        (check_values.h)
 #pragma once
 
 #include <filesystem>
@@ -33,6 +38,11 @@ struct CudaMember {
   std::vector<Tensor> inputs, reference;
   std::optional<std::vector<Tensor>> widened;  // graphs with f16/bf16 values only
   std::string module_on, module_off;           // generated for this graph alone
+  // The local check's instrumented module (fusion on; with_every_node_as_output): its call()
+  // returns the graph's outputs, then node local_nodes[k] as output outputs + k. Empty, with
+  // local_error, when its generation failed (the local check is then inconclusive).
+  std::string module_local, local_error;
+  std::vector<int> local_nodes;
 };
 
 /// Each output's tolerance, as the CPU mode compares it (evaluate.cpp's output_tolerances).
@@ -44,7 +54,8 @@ std::vector<Tolerance> cuda_output_tolerances(const Graph& g);
 /// config 0 is fusion on, 1 fusion off.
 Outcome generate_cuda(const FuzzCase& c, bool fusion, std::string& source);
 
-/// The member's inputs, references and its own modules (fusion on, then off). Class "" when it
+/// The member's inputs, references and its own modules (fusion on, then off, then the
+/// instrumented one, whose failure is not the member's: see module_local). Class "" when it
 /// can be emitted; else "rejected" (the interpreter and the code generator both refuse its
 /// bound sizes), "unsupported", or a failure as evaluate_case classifies them.
 Outcome prepare_member(CudaMember& m);

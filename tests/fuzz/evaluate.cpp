@@ -110,8 +110,15 @@ std::string rounding_placement(const Graph& g, const std::vector<Tensor>& inputs
                                const Tensor& got, Tolerance tol) {
   std::vector<bool> is_output(static_cast<size_t>(g.num_nodes()), false);
   for (const GraphOutput& o : g.outputs()) is_output[static_cast<size_t>(o.node)] = true;
+  // Only the nodes the output depends on (a batch holds 25 unrelated graphs).
+  std::vector<bool> feeds(static_cast<size_t>(g.num_nodes()), false);
+  feeds[static_cast<size_t>(g.outputs()[output].node)] = true;
+  for (int id = g.num_nodes() - 1; id >= 0; --id)
+    if (feeds[static_cast<size_t>(id)])
+      for (int i : g.node(id).inputs) feeds[static_cast<size_t>(i)] = true;
   std::vector<int> always, choices;
   for (const auto& np : g.nodes()) {
+    if (!feeds[static_cast<size_t>(np->id)]) continue;
     std::string_view op = np->op_name();
     if (!is_low_precision(np->type.dtype) || op == "input" || op == "constant" || op == "full" ||
         op == "iota" || op == "cast")

@@ -17,6 +17,7 @@
 
 #include "coil/error.h"
 #include "fuzz/batch.h"
+#include "fuzz/check_values.h"
 #include "fuzz/cuda_emit.h"
 #include "fuzz/evaluate.h"
 #include "fuzz/failure_store.h"
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
   int jobs = 1, timeout_s = 60, max_shrink = 100, shrink_per_key = 1, batch = 1;
   double time_limit = 0;
   bool print = false, no_shrink = false, keep_modules = false, quiet = false;
-  std::string out_dir = "fuzz-out", graphs_dir, known_path, cache_dir, emit_cuda;
+  std::string out_dir = "fuzz-out", graphs_dir, known_path, cache_dir, emit_cuda, check_values;
   app.add_option("--seed", seed, "run seed: graph i is generated from hash(seed, i)");
   app.add_option("--graphs", graphs, "number of generated graphs (indices start..start+N-1)");
   app.add_option("--start", start, "first index");
@@ -141,7 +142,11 @@ int main(int argc, char** argv) {
   app.add_option("--emit-cuda", emit_cuda,
                  "write each graph (or batch) as a Triton case directory in DIR for "
                  "tests/fuzz/run_triton.py (no CPU runs; failures go to --out, default DIR/emit)");
+  app.add_option("--check-values", check_values,
+                 "the local check of node values saved in DIR (graph.coil, values.json: "
+                 "fuzz/check_values.h), as run_triton.py saves them; exit 0 when explained");
   CLI11_PARSE(app, argc, argv);
+  if (!check_values.empty()) return run_check_values(check_values);
 
   std::vector<Item> items;
   if (index >= 0) {

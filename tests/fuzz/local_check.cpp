@@ -204,17 +204,23 @@ LocalVerdict check_nodes(const Graph& g, const std::vector<Tensor>& values) {
           "output's difference is rounding that the graph amplified"};
 }
 
-LocalVerdict check_locally(const FuzzCase& c, const CompileOptions& options,
-                           const std::vector<Tensor>& inputs, size_t output,
-                           const std::function<bool(const Tensor&)>& still_differs) {
+FuzzCase with_every_node_as_output(const FuzzCase& c, std::vector<int>& added) {
   FuzzCase all = clone_case(c);
-  const size_t original = all.graph.outputs().size();
-  std::vector<int> added;
+  added.clear();
   for (const auto& np : c.graph.nodes()) {
     if (np->op_name() == "input") continue;
     all.graph.add_output(np->id, fmt::format("local_{}", np->id));
     added.push_back(np->id);
   }
+  return all;
+}
+
+LocalVerdict check_locally(const FuzzCase& c, const CompileOptions& options,
+                           const std::vector<Tensor>& inputs, size_t output,
+                           const std::function<bool(const Tensor&)>& still_differs) {
+  const size_t original = c.graph.outputs().size();
+  std::vector<int> added;
+  FuzzCase all = with_every_node_as_output(c, added);
   std::vector<Tensor> got;
   try {
     got = compile(all.graph, options).run(inputs);

@@ -40,6 +40,11 @@ struct LocalVerdict {
 /// computed it; inputs as given). Pure: the unit tests feed it values directly.
 LocalVerdict check_nodes(const Graph& g, const std::vector<Tensor>& values);
 
+/// `c` with every node that is not an input added as an output (named local_ID), after its own
+/// outputs: the graph the local check compiles (check_locally here, the instrumented module of
+/// the Triton mode: cuda_case.h). `added` gets the added outputs' node ids, in order.
+FuzzCase with_every_node_as_output(const FuzzCase& c, std::vector<int>& added);
+
 /// Compiles `c` with every node as an output under `options`, runs it on `inputs`, and checks
 /// each node (check_nodes). `still_differs` says whether the instrumented run's value of the
 /// original output still differs from the reference (otherwise the verdict is inconclusive:

@@ -18,17 +18,24 @@ again alone (its own module, emitted beside the batch's): its verdict is that of
 a wrong output only the batch gives stays the member's failure, and an error only the batch
 gives goes to its first member, each as "only in its batch" (the CPU mode's run_batched).
 
+The local check (tests/fuzz/local_check.h, as the CPU mode runs it): a graph run alone whose
+fusion-on output differs runs its instrumented module (every node an output, emitted beside
+it); if the difference still shows, every node's value is saved to CASE/local-KEY/ and
+`coil_fuzz --check-values` (--coil-fuzz; tests/fuzz/check_values.h) checks each node against
+the reference on its operands' values. "explained" makes the graph "rounding" (counted and
+listed, not a failure); otherwise it stays "wrong" with what the check found.
+
 --configs: which launch config each kernel runs with. `random` (default): one of the configs
 the autotuner could pick (Inductor's lists, COIL_TRITON_AUTOTUNE=1), chosen by a hash of the
 kernel's source (the same in a batch, alone and on every run), so that one compile per kernel
 covers every block size and mask path over many graphs. `first`: the first config of each
 list (COIL_TRITON_AUTOTUNE=0). `autotune`: the runtime's autotuning (compiles every config).
 
-Writes OUT (default DIR/triton)/summary.txt, summary.json and failures.tsv: graph, class,
-message, graph file, the CPU command (`coil_fuzz --seed S --index I`) and the command that runs
-the case again on the GPU. Exit status: 0 when no graph failed here or in the emit stage
-(DIR/emit/summary.json), 1 when one did, 2 on a usage error or without a CUDA device. Graphs the
-time limit left unrun are counted, not failures.
+Writes OUT (default DIR/triton)/summary.txt, summary.json and failures.tsv (the failures, then
+the rounding differences): graph, class, message, graph file, the CPU command (`coil_fuzz
+--seed S --index I`) and the command that runs the case again on the GPU. Exit status: 0 when
+no graph failed here or in the emit stage (DIR/emit/summary.json), 1 when one did, 2 on a usage
+error or without a CUDA device. Graphs the time limit left unrun are counted, not failures.
 
 Imports only the standard library and numpy at module level: torch, triton and coil_runtime are
 imported by the workers, so the comparison functions are tested without a GPU
@@ -44,6 +51,7 @@ import multiprocessing.connection
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -59,6 +67,8 @@ PYTHON_DIR = os.path.join(ROOT, "python")
 STICKY = ("CUDA error", "illegal memory access", "unspecified launch failure",
           "device-side assert", "misaligned address", "an illegal instruction")
 FAILURES = ("wrong", "error", "crash", "timeout")
+# A differing output the local check explained: listed in failures.tsv, counted, not a failure.
+EXPLAINED = "rounding"
 
 # ---------------------------------------------------------------------------------------------
 # Comparison: what coil_fuzz's CPU mode does (src/runtime/compare.cpp compare_tensors and
@@ -168,6 +178,74 @@ def read_case(case_dir):
 
 
 # ---------------------------------------------------------------------------------------------
+# The local check (tests/fuzz/local_check.h): is a differing output a bug, or rounding that the
+# graph amplified? The worker runs the graph's instrumented module (every node an output) and
+# saves every node's value; `coil_fuzz --check-values` compares each node with the reference
+# interpreter applied to the GPU's values of its operands (check_nodes).
+
+
+def file_stem(key):
+    """cuda_case.cpp's cuda_file_stem: "000000120" for key "120", "NAME" for "NAME.coil"."""
+    if key.isdigit():
+        return key.rjust(9, "0")
+    name = key[:-5] if key.endswith(".coil") else key
+    return "".join(c if c.isascii() and c.isalnum() else "_" for c in name)
+
+
+def local_dir_name(key):
+    """The directory of a graph's saved node values in its case directory."""
+    return "local-" + file_stem(key)
+
+
+def write_values_json(d, nodes):
+    """values.json of check_values.h: `nodes` are {"node", "name", ...} with a value each in
+    d/values/NODE.npy."""
+    with open(os.path.join(d, "values.json"), "w") as f:
+        json.dump({"nodes": [{"node": n["node"], "name": n["name"],
+                              "file": f"values/{n['node']}.npy"} for n in nodes]}, f, indent=1)
+
+
+def check_values(coil_fuzz, d, timeout=300):
+    """Runs `coil_fuzz --check-values d` and returns its verdict.json ({"verdict": "explained",
+    "node-differs" or "inconclusive", "node", "name", "op", "message"}); "not-run" without a
+    coil_fuzz, "inconclusive" when it could not read the values."""
+    if not coil_fuzz:
+        return {"verdict": "not-run", "message": f"node values saved in {d}; no coil_fuzz to "
+                                                 f"check them (--coil-fuzz)"}
+    verdict_file = os.path.join(d, "verdict.json")
+    if os.path.exists(verdict_file):
+        os.remove(verdict_file)
+    try:
+        p = subprocess.run([coil_fuzz, "--check-values", d], capture_output=True, text=True,
+                           timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"verdict": "not-run", "message": f"coil_fuzz --check-values: {_first_line(e)}"}
+    if p.returncode not in (0, 1) or not os.path.isfile(verdict_file):
+        err = (p.stderr.strip() or p.stdout.strip() or f"exit {p.returncode}").splitlines()
+        return {"verdict": "inconclusive",
+                "message": f"coil_fuzz --check-values failed: {err[-1][:400] if err else ''}"}
+    with open(verdict_file) as f:
+        return json.load(f)
+
+
+def local_verdict(wrong, local):
+    """(class, message) of a graph whose output differs (`wrong`: what differs) once the local
+    check said `local` (run_local_check's dict; None: not run): "rounding" when every node
+    matched on its operands' GPU values (not a failure, as on the CPU), else "wrong" with what
+    the local check found (the node that differs, "gone when stored", or why it could not
+    tell)."""
+    if local is None:
+        return "wrong", wrong
+    v = local.get("verdict")
+    where = f" (node values: {local['dir']})" if local.get("dir") else ""
+    if v == "explained":
+        return EXPLAINED, f"{wrong} | local check: {local.get('message', '')}{where}"
+    what = {"node-differs": "", "gone-when-stored": "", "inconclusive": "inconclusive: ",
+            "not-run": "not run: "}.get(v, f"{v}: ")
+    return "wrong", f"{wrong} | local check: {what}{local.get('message', '')}{where}"
+
+
+# ---------------------------------------------------------------------------------------------
 # Workers (torch, triton and coil_runtime live here)
 
 _TORCH_TO_COIL = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
@@ -197,9 +275,10 @@ def _kernel_seed(tuner):
     return zlib.crc32(src.replace(tuner.name, "KERNEL").encode())
 
 
-def _run_module(path, inputs, configs, counter, chosen):
-    """Loads and calls one module; returns {position: (dtype, array)} of its outputs. With
-    --configs random, forces each kernel's config first and appends them to `chosen`."""
+def _run_module(path, inputs, configs, counter, chosen, raw=False):
+    """Loads and calls one module; returns {position: (dtype, array)} of its outputs (with
+    `raw`, the returned tensors themselves). With --configs random, forces each kernel's config
+    first and appends them to `chosen`."""
     import random
 
     import torch
@@ -221,7 +300,7 @@ def _run_module(path, inputs, configs, counter, chosen):
         torch.cuda.synchronize()
         if not isinstance(outs, (tuple, list)):
             outs = (outs,)
-        return {i: _to_numpy(t) for i, t in enumerate(outs)}
+        return {i: t if raw else _to_numpy(t) for i, t in enumerate(outs)}
     finally:
         sys.modules.pop(name, None)
 
@@ -231,10 +310,83 @@ def _first_line(e):
     return text.splitlines()[0][:600] if text else type(e).__name__
 
 
-def run_task(case_dir, only, fusions, configs, counter):
+def _run_with_fallback(path, inputs, configs, counter, chosen, raw=False):
+    """_run_module, and once more autotuned when a forced random config is out of resources (a
+    config the kernel cannot have: the autotuner skips those, so the module runs as the runtime
+    would run it). Returns (outputs, whether it fell back); `chosen` says what ran."""
+    try:
+        return _run_module(path, inputs, configs, counter, chosen, raw), False
+    except Exception as e:
+        if configs != "random" or "OutOfResources" not in _first_line(e):
+            raise
+        chosen[:] = [f"autotuned after {_first_line(e)[:200]}"]
+        return _run_module(path, inputs, "autotune", counter, [], raw), True
+
+
+def _outputs_of(g, outs, own):
+    """{position: output} of graph `g` from a module's outputs: those of its own module (or
+    instrumented module) in order, else those of the case's module by position."""
+    if own:
+        return {o["position"]: outs[j] for j, o in enumerate(g["outputs"]) if j in outs}
+    return {o["position"]: outs[o["position"]] for o in g["outputs"] if o["position"] in outs}
+
+
+def run_local_check(case_dir, g, inputs, configs, counter, coil_fuzz):
+    """The local check of graph `g`, whose output differs (the Triton side of local_check.h):
+    runs its instrumented module (every node an output) on `inputs`, and when the difference
+    still shows there, saves every node's value (save_node_values) and has coil_fuzz
+    --check-values check them (check_values). Returns the verdict dict local_verdict reads,
+    with "sticky" when the run hit a sticky CUDA error."""
+    local = g.get("local")
+    if not local:
+        return {"verdict": "not-run", "message": "the case has no instrumented module"}
+    if not local.get("module"):
+        return {"verdict": "inconclusive",
+                "message": f"the instrumented module was not generated: {local.get('error')}"}
+    chosen = []
+    try:
+        outs, _ = _run_with_fallback(os.path.join(case_dir, local["module"]), inputs, configs,
+                                     counter, chosen, raw=True)
+    except Exception as e:
+        return {"verdict": "inconclusive", "sticky": any(s in str(e) for s in STICKY),
+                "message": f"the graph with every node as an output failed: {_first_line(e)}"}
+    still = check_graph(case_dir, g, {p: _to_numpy(t)
+                                      for p, t in _outputs_of(g, outs, True).items()})
+    if not still:
+        return {"verdict": "gone-when-stored",
+                "message": "with every node as an output the difference is gone"}
+    d = save_node_values(case_dir, g, inputs, outs)
+    v = check_values(coil_fuzz, d)
+    v["dir"] = os.path.relpath(d, case_dir)
+    return v
+
+
+def save_node_values(case_dir, g, inputs, outs):
+    """Writes CASE/local-KEY/ for coil_fuzz --check-values (tests/fuzz/check_values.h): the
+    graph, every input and every node's value from the instrumented module's outputs `outs`
+    (tensors; node k of g["local"]["nodes"] is output graph_outputs + k), and values.json."""
+    from coil_runtime import runtime
+    local = g["local"]
+    d = os.path.join(case_dir, local_dir_name(g["key"]))
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "values"))
+    shutil.copyfile(os.path.join(case_dir, g["graph"]), os.path.join(d, "graph.coil"))
+    first = local["graph_outputs"]
+    pairs = list(zip(local["inputs"], inputs))
+    pairs += [(n, outs[first + k]) for k, n in enumerate(local["nodes"]) if first + k in outs]
+    for n, t in pairs:
+        runtime.write_npy(os.path.join(d, "values", f"{n['node']}.npy"), t)
+    write_values_json(d, [n for n, _ in pairs])
+    return d
+
+
+def run_task(case_dir, only, fusions, configs, counter, coil_fuzz=None):
     """Runs a case, or one member of it alone (`only`: its key). Returns {"graphs": {key:
     (class, message)}, "sticky": bool, "fallbacks": modules autotuned because a random config
-    was out of resources}: class "" passed, "wrong", or "error" (the call raised)."""
+    was out of resources}: class "" passed, "wrong", "error" (the call raised), or "rounding"
+    (an output differs and the local check explained it: not a failure). The local check runs
+    for a graph run alone (its own module, or a case of one graph), fusion on, with
+    `coil_fuzz` to check the node values (None: no local check)."""
     import torch
     from coil_runtime import runtime
     meta = read_case(case_dir)
@@ -246,6 +398,7 @@ def run_task(case_dir, only, fusions, configs, counter):
     # A member alone runs its own module (batches only): its inputs, its outputs in order.
     own = only is not None and "modules" in graphs[0]
     inputs = [all_inputs[p] for p in graphs[0]["inputs"]] if own else all_inputs
+    alone = own or len(meta["graphs"]) == 1
     verdict = {g["key"]: ("", "") for g in graphs}
     sticky, fallbacks = False, 0
     for fusion in fusions:
@@ -253,44 +406,42 @@ def run_task(case_dir, only, fusions, configs, counter):
         module = graphs[0]["modules"][fusion] if own else meta["modules"][fusion]
         chosen = []
         try:
-            try:
-                outs = _run_module(os.path.join(case_dir, module), inputs, configs, counter,
-                                   chosen)
-            except Exception as e:
-                # A config the kernel cannot have (shared memory, registers): the autotuner skips
-                # those, so the module runs again as the runtime would run it.
-                if configs != "random" or "OutOfResources" not in _first_line(e):
-                    raise
-                fallbacks += 1
-                chosen = [f"autotuned after {_first_line(e)[:200]}"]
-                outs = _run_module(os.path.join(case_dir, module), inputs, "autotune", counter,
-                                   [])
+            outs, fell_back = _run_with_fallback(os.path.join(case_dir, module), inputs, configs,
+                                                 counter, chosen)
+            fallbacks += fell_back
         except Exception as e:
             cfg = f"; configs: {', '.join(chosen)}" if chosen else ""
             sticky = any(s in str(e) for s in STICKY)
             for k, v in verdict.items():
-                if not v[0]:
+                if v[0] in ("", EXPLAINED):
                     verdict[k] = ("error", f"{where}: {_first_line(e)}{cfg}")
             break
         for g in graphs:
-            if verdict[g["key"]][0]:
+            # (a difference explained as rounding does not hide a failure of the next module)
+            if verdict[g["key"]][0] not in ("", EXPLAINED):
                 continue
-            if own:
-                mine = {o["position"]: outs[j] for j, o in enumerate(g["outputs"]) if j in outs}
-            else:
-                mine = {o["position"]: outs[o["position"]] for o in g["outputs"]
-                        if o["position"] in outs}
-            problems = check_graph(case_dir, g, mine)
-            if problems:
-                cfg = f"; configs: {', '.join(chosen)}" if chosen else ""
-                verdict[g["key"]] = ("wrong", f"{where}: " + " | ".join(problems[:3]) + cfg)
+            problems = check_graph(case_dir, g, _outputs_of(g, outs, own))
+            if not problems:
+                continue
+            cfg = f"; configs: {', '.join(chosen)}" if chosen else ""
+            wrong = f"{where}: " + " | ".join(problems[:3]) + cfg
+            local = None
+            if coil_fuzz is not None and alone and fusion == "on" and not sticky:
+                local = run_local_check(case_dir, g, inputs, configs, counter, coil_fuzz)
+                sticky = sticky or local.get("sticky", False)
+            elif coil_fuzz is not None and alone:
+                local = {"verdict": "not-run",
+                         "message": "the instrumented module is fusion on, this run fusion off"}
+            verdict[g["key"]] = local_verdict(wrong, local)
         del outs
+        if sticky:
+            break
     del all_inputs, inputs
     torch.cuda.empty_cache()
     return {"graphs": verdict, "sticky": sticky, "fallbacks": fallbacks}
 
 
-def _worker_main(conn, env, fusions, configs, max_tasks):
+def _worker_main(conn, env, fusions, configs, max_tasks, coil_fuzz=None):
     os.environ.update(env)
     sys.path.insert(0, PYTHON_DIR)
     try:
@@ -314,7 +465,7 @@ def _worker_main(conn, env, fusions, configs, max_tasks):
             return
         case_dir, only = task
         try:
-            result = run_task(case_dir, only, fusions, configs, counter)
+            result = run_task(case_dir, only, fusions, configs, counter, coil_fuzz)
         except Exception as e:  # a broken case directory
             result = {"graphs": None, "sticky": any(s in str(e) for s in STICKY),
                       "error": _first_line(e)}
@@ -326,10 +477,10 @@ def _worker_main(conn, env, fusions, configs, max_tasks):
 
 
 class Worker:
-    def __init__(self, ctx, env, fusions, configs, max_tasks):
+    def __init__(self, ctx, env, fusions, configs, max_tasks, coil_fuzz=None):
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, env, fusions, configs,
-                                                           max_tasks), daemon=True)
+                                                           max_tasks, coil_fuzz), daemon=True)
         self.proc.start()
         child.close()
         self.task = None
@@ -387,20 +538,22 @@ class Run:
     def _settle(self, case):
         """As the CPU mode's run_batched: a failure alone is the member's; a wrong output that
         only the batch gives is the member's too ("only in its batch"); an error that stopped the
-        whole call is explained by a member failing alone, else it goes to the first member."""
+        whole call is explained by a member failing alone, else it goes to the first member. A
+        wrong output that differs alone too, explained there as rounding, is rounding."""
         batch, alone = self.batch.pop(case), self.alone.pop(case)
         call = [k for k, v in batch.items() if v[0] != "wrong"]
-        explained = any(alone[k] and alone[k][0] for k in call)
+        explained = any(alone[k] and alone[k][0] in FAILURES for k in call)
         for k, b in batch.items():
             a = alone[k]
             if a is None:
                 v = b if b[0] == "wrong" else ("not-run", f"the time limit (in its batch: {b[1]})")
-            elif a[0]:
+            elif a[0] in FAILURES:
                 v = a
-            elif b[0] == "wrong" or (not explained and k == call[0]):
+            elif (b[0] == "wrong" and not a[0]) or (b[0] != "wrong" and not explained and
+                                                    k == call[0]):
                 v = (b[0], "only in its batch: " + b[1])
             else:
-                v = ("", "")
+                v = a if a[0] else ("", "")
             self.final[(case, k)] = v
 
     def not_run(self, case, only):
@@ -445,7 +598,8 @@ def run_all(run, args, caches):
                 break
             want = min(args.jobs, len(busy) + len(run.queue))
             while len(workers) < want and fatal is None:
-                workers.append(Worker(ctx, env, fusions, args.configs, args.max_tasks_per_worker))
+                workers.append(Worker(ctx, env, fusions, args.configs, args.max_tasks_per_worker,
+                                      args.coil_fuzz))
             for w in workers:
                 if w.ready and w.task is None and run.queue and accepting:
                     w.task = run.queue.popleft()
@@ -539,11 +693,14 @@ def _tsv(text):
 def write_reports(run, root, out, args, seconds, emit):
     counts = collections.Counter(v[0] or "passed" for v in run.final.values())
     failures = [(c, k, v) for (c, k), v in sorted(run.final.items()) if v[0] in FAILURES]
+    # Explained differences are listed too (as the CPU mode lists them), after the failures.
+    listed = failures + [(c, k, v) for (c, k), v in sorted(run.final.items())
+                         if v[0] == EXPLAINED]
     script = os.path.relpath(os.path.abspath(__file__), os.getcwd())
     opts = f"--fusion {args.fusion} --configs {args.configs}"
     with open(os.path.join(out, "failures.tsv"), "w") as f:
         f.write("graph\tclass\tmessage\tgraph file\tcpu command\tgpu command\n")
-        for case, key, (cls, msg) in failures:
+        for case, key, (cls, msg) in listed:
             meta = run.metas[case]
             g = next(g for g in meta["graphs"] if g["key"] == key)
             rerun = f"python3 {script} {root} --case {case}"
@@ -559,6 +716,7 @@ def write_reports(run, root, out, args, seconds, emit):
     summary = {
         "dir": root, "cases": len(run.metas), "graphs": len(run.final),
         "passed": counts.get("passed", 0), "wrong": counts.get("wrong", 0),
+        "rounding": counts.get(EXPLAINED, 0),
         "errors": sum(counts.get(c, 0) for c in ("error", "crash", "timeout")),
         "crash": counts.get("crash", 0), "timeout": counts.get("timeout", 0),
         "not_run": counts.get("not-run", 0), "first_not_run": first_not_run,
@@ -570,8 +728,12 @@ def write_reports(run, root, out, args, seconds, emit):
     lines = [f"run_triton: {summary['cases']} cases, {summary['graphs']} graphs in "
              f"{seconds:.1f} s ({args.jobs} workers, fusion {args.fusion}, configs "
              f"{args.configs}) on {args.device_name}"]
-    for k in ("passed", "wrong", "errors", "not_run", "unsupported", "rejected", "emit_failures"):
+    for k in ("passed", "wrong", "rounding", "errors", "not_run", "unsupported", "rejected",
+              "emit_failures"):
         lines.append(f"  {k:<14} {summary[k]}")
+    if summary["rounding"]:
+        lines.append("    (rounding: an output differs, and the local check found every node "
+                     "right on its operands' GPU values: not a failure)")
     if run.fallbacks:
         lines.append(f"    ({run.fallbacks} module runs autotuned: a random config was out of "
                      f"resources)")
@@ -595,6 +757,20 @@ def write_reports(run, root, out, args, seconds, emit):
     return len(failures) + emit_failures
 
 
+def resolve_coil_fuzz(args):
+    """The coil_fuzz for the local check: None with --no-local-check, "" when there is none (the
+    node values are saved all the same)."""
+    if args.no_local_check:
+        return None
+    path = args.coil_fuzz or os.path.join(ROOT, "build", "bin", "coil_fuzz")
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return os.path.abspath(path)
+    if args.coil_fuzz:
+        print(f"run_triton: warning: {args.coil_fuzz} is not an executable; node values are saved "
+              f"but not checked", file=sys.stderr)
+    return ""
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="run_triton.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -615,6 +791,12 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="reports (default DIR/triton)")
     p.add_argument("--max-tasks-per-worker", type=int, default=200,
                    help="a worker is replaced after this many tasks (bounds its memory)")
+    p.add_argument("--coil-fuzz", default=None, metavar="PATH",
+                   help="the coil_fuzz that checks a differing graph's node values "
+                        "(--check-values; default: build/bin/coil_fuzz when it exists); without "
+                        "one the values are saved and the output stays wrong")
+    p.add_argument("--no-local-check", action="store_true",
+                   help="no local check: a differing output is wrong")
     p.add_argument("--keep-caches", action="store_true",
                    help="keep the fresh Triton and coil caches (printed) instead of deleting them")
     p.add_argument("-q", "--quiet", action="store_true")
@@ -640,6 +822,7 @@ def main(argv=None):
             emit = json.load(f)
     args.jobs = max(1, args.jobs)
     args.device_name = "?"
+    args.coil_fuzz = resolve_coil_fuzz(args)
     run = Run(root, cases, args.graph)
     caches = {"coil": tempfile.mkdtemp(prefix="coil-fuzz-triton-coil-"),
               "triton": tempfile.mkdtemp(prefix="coil-fuzz-triton-cache-")}

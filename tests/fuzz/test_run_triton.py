@@ -5,6 +5,8 @@
     python3 tests/fuzz/test_run_triton.py                 # the comparison and the verdicts
     python3 tests/fuzz/test_run_triton.py --cases DIR     # also: DIR (coil_fuzz --emit-cuda)
                                                           # is complete and checks as it should
+    python3 tests/fuzz/test_run_triton.py --coil-fuzz BIN # also: the local check of hand-made
+                                                          # node values (coil_fuzz --check-values)
 
 The comparison must be the CPU mode's (src/runtime/compare.cpp, tests/fuzz/evaluate.cpp): these
 cases are the rules written out, each with an answer that must fail beside one that must pass.
@@ -12,9 +14,15 @@ cases are the rules written out, each with an answer that must fail beside one t
 
 import argparse
 import ast
+import contextlib
+import importlib
+import io
 import json
 import os
+import shutil
 import sys
+import tempfile
+import types
 import unittest
 
 import numpy as np
@@ -23,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_triton as rt  # noqa: E402
 
 CASES_DIR = None
+COIL_FUZZ = None
 
 NAN, INF = float("nan"), float("inf")
 
@@ -212,6 +221,217 @@ class BatchVerdicts(unittest.TestCase):
         self.assertEqual(len(run.queue), 0)
 
 
+class LocalVerdicts(unittest.TestCase):
+    """local_verdict: what the local check's answer makes of a differing output."""
+
+    WRONG = "fusion=on: output y (div f32) differs: 1 of 4 elements differ"
+
+    def test_explained_is_rounding(self):
+        cls, msg = rt.local_verdict(self.WRONG, {"verdict": "explained", "message": "every node "
+                                                 "matches", "dir": "local-000000007"})
+        self.assertEqual(cls, "rounding")
+        self.assertNotIn(cls, rt.FAILURES)
+        self.assertTrue(msg.startswith(self.WRONG), msg)
+        self.assertIn("local check: every node matches", msg)
+        self.assertIn("local-000000007", msg)
+
+    def test_everything_else_stays_wrong(self):
+        for v, says in (("node-differs", "node m (matmul f32) differs"),
+                        ("gone-when-stored", "with every node as an output the difference is gone"),
+                        ("inconclusive", "inconclusive: the graph with every node"),
+                        ("not-run", "not run: no coil_fuzz")):
+            message = says.split(": ", 1)[-1]
+            cls, msg = rt.local_verdict(self.WRONG, {"verdict": v, "message": message})
+            self.assertEqual(cls, "wrong", v)
+            self.assertIn("local check: " + says, msg)
+        self.assertEqual(rt.local_verdict(self.WRONG, None), ("wrong", self.WRONG))
+
+    def test_names(self):
+        self.assertEqual(rt.local_dir_name("120"), "local-000000120")
+        self.assertEqual(rt.local_dir_name("12_unread-conv2d.coil"), "local-12_unread_conv2d")
+
+    def test_without_coil_fuzz_values_are_kept(self):
+        v = rt.check_values("", "/tmp/x")
+        self.assertEqual(v["verdict"], "not-run")
+        self.assertEqual(rt.local_verdict(self.WRONG, v)[0], "wrong")
+
+
+class RoundingBookkeeping(unittest.TestCase):
+    """A difference explained as rounding is counted and listed, and is not a failure."""
+
+    def test_batch_member_explained_alone(self):
+        run = rt.Run("/none", ["c"], metas={"c": _meta(["1", "2", "3"])})
+        run.queue.clear()
+        run.finish("c", None, {"1": ("", ""), "2": ("wrong", "w"), "3": ("error", "boom")})
+        run.finish("c", "2", {"2": ("rounding", "w | local check: every node matches")})
+        run.finish("c", "3", {"3": ("rounding", "r")})
+        self.assertEqual(run.final[("c", "2")][0], "rounding")
+        # the batch's error is not explained by a member whose difference is rounding: it stays
+        self.assertEqual(run.final[("c", "3")], ("error", "only in its batch: boom"))
+        self.assertEqual(run.final[("c", "1")], ("", ""))
+
+    def test_reports(self):
+        out = tempfile.mkdtemp(prefix="coil-test-run-triton-")
+        try:
+            run = rt.Run("/none", ["c"], metas={"c": _meta(["1", "2", "3"])})
+            for g in run.metas["c"]["graphs"]:
+                g["graph"] = "graph.coil"
+            run.final = {("c", "1"): ("", ""), ("c", "2"): ("rounding", "r"),
+                         ("c", "3"): ("rounding", "r")}
+            args = types.SimpleNamespace(fusion="on", configs="random", jobs=1, device_name="x")
+            report = lambda: rt.write_reports(run, "/none", out, args, 1.0, {})  # noqa: E731
+            with contextlib.redirect_stdout(io.StringIO()) as text:
+                self.assertEqual(report(), 0)
+            self.assertIn("rounding       2", text.getvalue())
+            with open(os.path.join(out, "summary.json")) as f:
+                summary = json.load(f)
+            self.assertEqual((summary["passed"], summary["rounding"], summary["wrong"]), (1, 2, 0))
+            with open(os.path.join(out, "failures.tsv")) as f:
+                rows = [r.split("\t") for r in f.read().splitlines()[1:]]
+            self.assertEqual([(r[0], r[1]) for r in rows], [("2", "rounding"), ("3", "rounding")])
+            run.final[("c", "1")] = ("wrong", "w")
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(report(), 1)
+            with open(os.path.join(out, "failures.tsv")) as f:
+                self.assertEqual(f.read().splitlines()[1].split("\t")[:2], ["1", "wrong"])
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+# y = x / (a @ b), with (a @ b)[0, 0] = 1e-6 nearly cancelling: the GPU's matmul off by 1e-6 at
+# that element (within its rounding bound, 8 u K max|a| max|b|) doubles y[0, 0].
+HAND_GRAPH = """input a: f32[2, 3]
+input b: f32[3, 2]
+input x: f32[2, 2]
+m = matmul(a, b)
+y = div(x, m)
+output y
+"""
+
+
+def hand_values(d, perturb=None, drop=None):
+    """A check_values.h directory of HAND_GRAPH with node values as a GPU could compute them;
+    `perturb`: (node name, index, delta) added to that value, `drop`: a node left out."""
+    os.makedirs(os.path.join(d, "values"))
+    with open(os.path.join(d, "graph.coil"), "w") as f:
+        f.write(HAND_GRAPH)
+    a = np.array([[1, 1, 1], [0.5, -0.25, 1]], np.float32)
+    b = np.array([[1, 0.5], [-1, 0.25], [1e-6, 1]], np.float32)
+    x = np.ones((2, 2), np.float32)
+    m = (a.astype(np.float64) @ b).astype(np.float32)
+    m[0, 0] += np.float32(1e-6)
+    values = {"a": a, "b": b, "x": x, "m": m, "y": None}
+    if perturb and perturb[0] == "m":
+        m[perturb[1]] += np.float32(perturb[2])
+    values["y"] = x / m
+    if perturb and perturb[0] == "y":
+        values["y"][perturb[1]] += np.float32(perturb[2])
+    nodes = []
+    for i, (name, v) in enumerate(values.items()):
+        if name == drop:
+            continue
+        np.save(os.path.join(d, "values", f"{i}.npy"), v)
+        nodes.append({"node": i, "name": name})
+    rt.write_values_json(d, nodes)
+    reference = x / (a.astype(np.float64) @ b)
+    return values["y"], reference
+
+
+class CheckValues(unittest.TestCase):
+    """coil_fuzz --check-values (--coil-fuzz BIN) on hand-made node values, through
+    run_triton.py's check_values and local_verdict."""
+
+    def setUp(self):
+        if COIL_FUZZ is None:
+            self.skipTest("no --coil-fuzz BIN")
+        self.tmp = tempfile.mkdtemp(prefix="coil-test-check-values-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def check(self, **kw):
+        d = os.path.join(self.tmp, f"d{len(os.listdir(self.tmp))}")
+        got, reference = hand_values(d, **kw)
+        return rt.check_values(COIL_FUZZ, d), got, reference
+
+    def test_amplified_rounding_is_explained(self):
+        v, got, reference = self.check()
+        # the output is far from the reference ...
+        self.assertFalse(rt.compare_output(got.astype(np.float64), reference, None, 1e-4,
+                                           1e-5)[0])
+        # ... and every node is right on its operands' values
+        self.assertEqual(v["verdict"], "explained", v)
+        self.assertEqual(rt.local_verdict("y differs", v)[0], "rounding")
+
+    def test_wrong_div_is_named(self):
+        v, _, _ = self.check(perturb=("y", (1, 0), 1e-2))
+        self.assertEqual((v["verdict"], v["name"], v["op"]), ("node-differs", "y", "div"), v)
+        self.assertIn("linear index 2", v["message"])
+        cls, msg = rt.local_verdict("y differs", v)
+        self.assertEqual(cls, "wrong")
+        self.assertIn("local check: node y (div f32) differs", msg)
+
+    def test_wrong_matmul_is_named(self):
+        # beyond m's rounding bound (8 * 2^-24 * 3 * 1 * 1 + f32's tolerance); y = x / m is then
+        # right on the wrong m: the first node that differs is the bug
+        v, _, _ = self.check(perturb=("m", (1, 1), 1e-3))
+        self.assertEqual((v["verdict"], v["node"], v["name"], v["op"]),
+                         ("node-differs", 3, "m", "matmul"), v)
+
+    def test_missing_value_is_inconclusive(self):
+        v, _, _ = self.check(drop="m")
+        self.assertEqual(v["verdict"], "inconclusive")
+        self.assertIn("no value of node m", v["message"])
+
+    def test_worker_side(self):
+        """run_local_check with the instrumented module's run replaced by hand-made tensors:
+        the values it saves (coil_runtime's write_npy) check as the hand-made files do. Needs
+        torch (CPU) and python/coil_runtime."""
+        try:
+            import torch
+            sys.path.insert(0, rt.PYTHON_DIR)
+            importlib.import_module("coil_runtime.runtime")  # (save_node_values needs it)
+        except ImportError as e:
+            self.skipTest(f"no torch or coil_runtime: {e}")
+        hand = os.path.join(self.tmp, "hand")
+        hand_values(hand)
+        case = os.path.join(self.tmp, "case")
+        os.makedirs(os.path.join(case, "ref"))
+        shutil.copyfile(os.path.join(hand, "graph.coil"), os.path.join(case, "graph.coil"))
+        with open(os.path.join(hand, "values.json")) as f:
+            v = {n["name"]: np.load(os.path.join(hand, n["file"])) for n in json.load(f)["nodes"]}
+        reference = v["x"] / (v["a"].astype(np.float64) @ v["b"])
+        np.save(os.path.join(case, "ref", "0.npy"), reference.astype(np.float32))
+        node = lambda i, name: {"node": i, "name": name, "dtype": "f32"}  # noqa: E731
+        g = {"key": "7", "graph": "graph.coil", "inputs": [0, 1, 2],
+             "outputs": [{"position": 0, "name": "y", "op": "div", "dtype": "f32",
+                          "ref": "ref/0.npy", "wide": None, "rtol": 1e-4, "atol": 1e-5}],
+             "local": {"module": "module_local.py", "error": None, "graph_outputs": 1,
+                       "inputs": [node(0, "a"), node(1, "b"), node(2, "x")],
+                       "nodes": [node(3, "m"), node(4, "y")]}}
+        inputs = [torch.from_numpy(v[k]) for k in "abx"]
+        outs = {0: torch.from_numpy(v["y"]), 1: torch.from_numpy(v["m"]),
+                2: torch.from_numpy(v["y"])}
+        saved = rt._run_with_fallback
+        try:
+            rt._run_with_fallback = lambda *args, **kw: (dict(outs), False)
+            local = rt.run_local_check(case, g, inputs, "random", [0], COIL_FUZZ)
+            self.assertEqual(local["verdict"], "explained", local)
+            self.assertEqual(local["dir"], "local-000000007")
+            self.assertTrue(os.path.isfile(os.path.join(case, "local-000000007", "values",
+                                                        "4.npy")))
+            self.assertEqual(rt.local_verdict("y differs", local)[0], "rounding")
+            outs[2] = outs[2].clone()
+            outs[2][1, 0] += 0.01
+            local = rt.run_local_check(case, g, inputs, "random", [0], COIL_FUZZ)
+            self.assertEqual((local["verdict"], local["name"]), ("node-differs", "y"), local)
+            outs[0] = torch.from_numpy(reference.astype(np.float32))  # passes when stored
+            local = rt.run_local_check(case, g, inputs, "random", [0], COIL_FUZZ)
+            self.assertEqual(local["verdict"], "gone-when-stored", local)
+        finally:
+            rt._run_with_fallback = saved
+
+
 class EmittedCases(unittest.TestCase):
     """The case directories of `coil_fuzz --emit-cuda` (--cases DIR): complete, the modules
     parse, and the references check against themselves (and a wrong answer does not)."""
@@ -232,6 +452,15 @@ class EmittedCases(unittest.TestCase):
             for g in meta["graphs"]:
                 files.append(g["graph"])
                 files += list(g.get("modules", {}).values())
+                # the local check's instrumented module: every other node an output, after the
+                # graph's own
+                local = g["local"]
+                self.assertIsNone(local["error"], f"{name} graph {g['key']}")
+                files.append(local["module"])
+                self.assertEqual(local["graph_outputs"], len(g["outputs"]))
+                self.assertEqual(len(local["inputs"]), len(g["inputs"]))
+                ids = [n["node"] for n in local["inputs"] + local["nodes"]]
+                self.assertEqual(sorted(ids), list(range(len(ids))), f"{name} graph {g['key']}")
                 self.assertTrue(g["origin"].startswith("coil_fuzz "), g["origin"])
                 for p in g["inputs"]:
                     self.assertLess(p, len(meta["inputs"]))
@@ -282,11 +511,13 @@ class EmittedCases(unittest.TestCase):
 
 
 def main():
-    global CASES_DIR
+    global CASES_DIR, COIL_FUZZ
     p = argparse.ArgumentParser()
     p.add_argument("--cases", default=None, help="a directory coil_fuzz --emit-cuda wrote")
+    p.add_argument("--coil-fuzz", default=None, help="coil_fuzz, for the --check-values tests")
     args, rest = p.parse_known_args()
     CASES_DIR = args.cases
+    COIL_FUZZ = args.coil_fuzz
     if CASES_DIR is not None:
         with open(os.path.join(CASES_DIR, "emit", "summary.json")) as f:
             summary = json.load(f)

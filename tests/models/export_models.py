@@ -25,6 +25,7 @@ enabled: in eval mode with grad disabled, PyTorch would run (and export) its fus
 (one aten::_transformer_encoder_layer_fwd) instead of the primitive ops.
 """
 import argparse
+import inspect
 import os
 import sys
 
@@ -104,10 +105,13 @@ def export(name, out):
         axes = {"x": axes, "y": axes}
     # Autograd stays enabled while tracing (see the module docstring); the parameters require
     # grad as usual.
+    # torch >= 2.9 exports through Dynamo by default; the TorchScript exporter (torch 1.13's
+    # only one) gives the same graphs on both, so the GPU host (torch 2.11) can export too.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     with torch.enable_grad():
         torch.onnx.export(model, (x,), os.path.join(out, f"{name}.onnx"), opset_version=17,
                           input_names=["x"], output_names=["y"], dynamic_axes=axes,
-                          training=torch.onnx.TrainingMode.EVAL)
+                          training=torch.onnx.TrainingMode.EVAL, **legacy)
     if name in DYNAMIC:
         x = torch.randn(*saved)  # another size than the traced one
     with torch.no_grad():

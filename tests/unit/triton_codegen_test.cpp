@@ -291,6 +291,51 @@ TEST(TritonKernels, ReductionOverAnEmptyDimOfSeveralDims) {
   EXPECT_TRUE(contains(m.kernels[0].code, "tl.full([1], 1, tl.int64)"));
 }
 
+TEST(TritonKernels, IntegerConstantsWrapToTheirDtype) {
+  // full(value=-3) of u8 holds 253, as the CPU's static_cast and the reference store it;
+  // tl.full([1], -3, tl.uint8) is a CompilationError (16 graphs of fuzz seed 500, e.g. 941).
+  TritonModule m = triton_of(
+      "input x: u8[8]\nc = full() {dtype=u8, shape=[], value=-3.0}\ny = add(x, c)\n"
+      "input z: i8[8]\nd = full() {dtype=i8, shape=[], value=200.0}\nw = add(z, d)\n"
+      "output y\noutput w\n");
+  std::string code;
+  for (const auto& k : m.kernels) code += k.code;
+  EXPECT_TRUE(contains(code, "tl.full([1], 253, tl.uint8)"));
+  EXPECT_TRUE(contains(code, "tl.full([1], -56, tl.int8)"));
+  EXPECT_FALSE(contains(code, "-3, tl.uint8"));
+  EXPECT_FALSE(contains(code, "200, tl.int8"));
+}
+
+TEST(TritonKernels, EmptyConcatPartIsNeverLoaded) {
+  // The empty part's load has an address computed from the clamped part index and a mask that
+  // does not know the part is empty: it read through the empty buffer's null pointer (an
+  // illegal memory access, fuzz seed 500 index 5110), or named a buffer call() never
+  // allocated (an UnboundLocalError, index 5682).
+  TritonModule m = triton_of(
+      "input a: f32[1, 5]\ninput b: f32[5]\ns = slice(a) {dim=1, start=4, end=2, step=2}\n"
+      "e = squeeze(s) {dims=[0]}\ny = concat(e, b, e) {dim=0}\noutput y\n");
+  ASSERT_EQ(m.kernels.size(), 1u);
+  EXPECT_EQ(m.kernels[0].args.size(), 2u);  // b and y
+  size_t loads = 0;
+  for (size_t p = m.kernels[0].code.find("tl.load("); p != std::string::npos;
+       p = m.kernels[0].code.find("tl.load(", p + 1))
+    ++loads;
+  EXPECT_EQ(loads, 1u);
+}
+
+TEST(TritonKernels, EmptyPrologueOfAReductionStoresNothing) {
+  // rms_norm over an empty last dim: the reduction's rows are not empty, but the pointwise
+  // prologue merged into its nest (silu of the empty input) is, and its store went through a
+  // null pointer (an illegal memory access, fuzz seed 500 index 8645).
+  TritonModule m = triton_of(
+      "input x: f16[2, 3, 4, 0]\ninput w: f16[0]\nt1 = log(x)\nt2 = silu(t1)\n"
+      "t4 = rms_norm(t1, w) {eps=0.3}\noutput t2\noutput t4\n");
+  for (const auto& k : m.kernels) {
+    EXPECT_FALSE(contains(k.code, "tl.store")) << k.code;
+    EXPECT_FALSE(contains(k.code, "tl.load")) << k.code;
+  }
+}
+
 struct TritonCli : ::testing::Test {
   fs::path dir;
   void SetUp() override {
@@ -385,6 +430,71 @@ TEST(TritonApi, CompileRefusesTheGpuTarget) {
   EXPECT_THROW(compile(g, o), Error);
   o.device = "tpu";
   EXPECT_THROW(generate_program(g, o), Error);
+}
+
+}  // namespace
+}  // namespace coil
+
+// ---- Op semantics of the Triton printer (fuzz seed 500's wrong answers on the H200) ----------
+
+namespace coil {
+namespace {
+
+std::string all_code(const TritonModule& m) {
+  std::string code;
+  for (const auto& k : m.kernels) code += k.code;
+  return code;
+}
+
+TEST(TritonOpSemantics, BoolAddIsLogicalOr) {
+  // `+` on int1 wraps, so True + True stored False (18 graphs of seed 500, e.g. 922, 2288).
+  TritonModule m = triton_of("input a: bool[6, 47]\ny = add(a, a)\noutput y\n");
+  std::string code = all_code(m);
+  EXPECT_TRUE(contains(code, "tmp1 = tmp0 | tmp0")) << code;
+  EXPECT_FALSE(contains(code, "tmp0 + tmp0")) << code;
+  // Integers still add.
+  EXPECT_TRUE(contains(all_code(triton_of("input a: u8[8]\ny = add(a, a)\noutput y\n")),
+                       "tmp1 = tmp0 + tmp0"));
+}
+
+TEST(TritonOpSemantics, F32DivisionIsCorrectlyRounded) {
+  // Triton's f32 `/` is div.full.f32 (2 ulp): x / x was not 1 (ceil gave 2, argmax moved,
+  // seed 500 indices 4736 and 123) and x / 1.0 was not x (var of one element gave inf).
+  TritonModule m = triton_of(
+      "input x: f32[17, 3]\nq = div(x, x)\nr = reciprocal(x)\nv = var(x) {axes=[1]}\n"
+      "input d: f64[4]\nh = div(d, d)\noutput q\noutput r\noutput v\noutput h\n");
+  std::string code = all_code(m);
+  EXPECT_TRUE(contains(code, "tl.div_rn(tmp0, tmp0)")) << code;
+  EXPECT_TRUE(contains(code, "tl.div_rn(1.0, tmp0)")) << code;
+  // f64's `/` is div.rn.f64 already (and tl.div_rn takes only fp32).
+  EXPECT_TRUE(contains(code, "tmp1 = tmp0 / tmp0")) << code;
+}
+
+TEST(TritonOpSemantics, SubnormalConstantIsAnF32Tensor) {
+  // Triton types a subnormal Python float as fp64, which tl.div_rn rejects.
+  TritonModule m = triton_of(
+      "input x: f32[8]\nc = full() {dtype=f32, shape=[], value=1e-40}\ny = div(x, c)\n"
+      "output y\n");
+  std::string code = all_code(m);
+  EXPECT_TRUE(contains(code, "tl.full([1], 1e-40, tl.float32)")) << code;
+  EXPECT_TRUE(contains(code, "tl.div_rn(tmp0, tmp1)")) << code;
+}
+
+TEST(TritonOpSemantics, IntegerPowSquaresInTheIntegerType) {
+  // Through libdevice's f64 pow, pow(3, 1) of u8 and i8 truncated to 2 (seed 500 indices 4373,
+  // 9194) and u8 cubes beyond 255 converted to undefined values (index 573).
+  TritonModule m = triton_of(
+      "input x: u8[5, 7]\nc = full() {dtype=u8, shape=[], value=3.0}\ny = pow(x, c)\n"
+      "input z: i64[4]\nw = pow(z, z)\ninput f: f32[4]\ng = pow(f, f)\n"
+      "output y\noutput w\noutput g\n");
+  std::string code = all_code(m);
+  EXPECT_TRUE(contains(code, "= _coil_int_pow(tmp0, tmp1, 8)")) << code;
+  EXPECT_TRUE(contains(code, "= _coil_int_pow(tmp0, tmp0, 63)")) << code;
+  EXPECT_TRUE(contains(code, "libdevice.pow(tmp0, tmp0)")) << code;  // floats keep libdevice's
+  EXPECT_FALSE(contains(code, "tl.float64")) << code;
+  EXPECT_TRUE(contains(m.source, "def _coil_int_pow(base, exponent, BITS: tl.constexpr):\n"));
+  EXPECT_TRUE(contains(m.source, "    for i in tl.static_range(BITS):\n"));
+  EXPECT_TRUE(contains(m.source, "result = tl.where(((exponent >> i) & 1) != 0, result * base"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "codegen/triton/triton_kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -14,6 +15,24 @@ namespace {
 
 bool is_arg_reduction(ReductionType t) {
   return t == ReductionType::argmax || t == ReductionType::argmin;
+}
+
+/// An integer constant as its dtype holds it: the CPU's static_cast and the reference's
+/// store wrap (full(value=-3) of u8 is 253), while tl.full takes only a value inside the
+/// dtype's range (builder.get_uint8(-3) is a CompilationError).
+int64_t wrapped_integer(int64_t v, DType t) {
+  switch (t) {
+    case DType::I8:
+      return static_cast<int8_t>(v);
+    case DType::U8:
+      return static_cast<uint8_t>(v);
+    case DType::I32:
+      return static_cast<int32_t>(v);
+    case DType::Bool:
+      return v != 0;
+    default:
+      return v;
+  }
 }
 
 /// An index variable of the kernel: xindex or a quotient/remainder of it ("x1 = xindex % 128").
@@ -419,6 +438,8 @@ class TritonKernelPrinter {
   bool literal(int i) const {
     const BodyOp& o = op(i);
     if (o.op != LoopOp::constant || o.dtype != DType::F32) return false;
+    // Triton types a subnormal Python float as fp64, which tl.div_rn (fp32 only) rejects.
+    if (std::fpclassify(static_cast<float>(o.fvalue)) == FP_SUBNORMAL) return false;
     for (int u : users_[static_cast<size_t>(i)]) {
       const BodyOp& uo = op(u);
       switch (uo.op) {
@@ -479,7 +500,7 @@ class TritonKernelPrinter {
           w_.linef("{} = {}", name, python_float_literal(o.fvalue, o.dtype));
         } else {
           std::string v = is_floating(o.dtype) ? python_float_literal(o.fvalue, o.dtype)
-                                               : std::to_string(o.ivalue);
+                                               : std::to_string(wrapped_integer(o.ivalue, o.dtype));
           w_.linef("{} = tl.full({}, {}, {})", name, scalar_shape(), v, triton_dtype(o.dtype));
         }
         break;
@@ -487,7 +508,8 @@ class TritonKernelPrinter {
       case LoopOp::index_expr: {
         std::string name = define(i);
         if (auto c = o.index.as_const()) {
-          w_.linef("{} = tl.full({}, {}, {})", name, scalar_shape(), *c, triton_dtype(o.dtype));
+          w_.linef("{} = tl.full({}, {}, {})", name, scalar_shape(), wrapped_integer(*c, o.dtype),
+                   triton_dtype(o.dtype));
         } else {
           std::string e = index(o.index);
           bool same = (o.dtype == DType::I64) == k_.int64_index &&
@@ -505,6 +527,7 @@ class TritonKernelPrinter {
           dts.push_back(body_.dtype_of(o.args[static_cast<size_t>(a)]));
         }
         std::string name = define(i);
+        if (std::string h = triton_op_helper(o); !h.empty()) helpers_.insert(h);
         w_.linef("{} = {}", name, triton_op(o, args, dts));
       }
     }

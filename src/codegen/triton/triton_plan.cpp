@@ -430,8 +430,12 @@ class Planner {
     for (const LoopNest* n : nests)
       for (int c : n->computations) written.insert(comp(c).buffer);
     std::map<std::pair<int, const void*>, int> stored;
+    // A computation over no element (a pointwise prologue of a reduction over an empty dim)
+    // writes nothing: its store would go through an empty buffer's null pointer.
+    auto writes_nothing = [&](int c) { return product(static_extents(comp(c).ranges)) == 0; };
     for (size_t n = 0; n < nests.size(); ++n) {
       for (int c : nests[n]->computations) {
+        if (writes_nothing(c)) continue;
         auto re = nests[n]->reindex.find(c);
         std::vector<int> remap;
         for (BodyOp op : comp(c).body.ops()) {
@@ -447,6 +451,11 @@ class Planner {
           if (op.op == LoopOp::reduction && product(loops[n].red) == 0) {
             // Its loads are then dead, so no empty tensor is ever read.
             op = empty_reduction_value(op.reduction, op.dtype);
+          }
+          if (op.op == LoopOp::load && out_.buffers[static_cast<size_t>(op.buffer)].numel() == 0) {
+            // What a reduction over no element reads (an empty prologue, left out above): dead,
+            // but it must not look like a read of a buffer this kernel writes.
+            op = empty_reduction_value(ReductionType::sum, op.dtype);
           }
           if (op.op == LoopOp::load) {
             auto it = stored.find({op.buffer, op.index.get()});
@@ -479,7 +488,8 @@ class Planner {
         }
       }
       for (int c : nests[n]->computations)
-        for (const auto& o : comp(c).origin_names) k.origins.push_back(o);
+        if (!writes_nothing(c))
+          for (const auto& o : comp(c).origin_names) k.origins.push_back(o);
     }
     finish(k, ka);
     return k;

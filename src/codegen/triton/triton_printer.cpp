@@ -144,6 +144,40 @@ std::string triton_index(const sym::Expr& e, const sym::Analyzer& analyzer) {
   return print(e, analyzer);
 }
 
+namespace {
+
+/// `{x} / {y}`, as `tl.div_rn` where both are f32 (`f32`): Triton's `/` on f32 is PTX's
+/// div.full.f32, within 2 ulp and flushing subnormals, so x / x came out as 0.99999994 and
+/// x / 1.0 differed from x; torch divides correctly rounded. f64's `/` is already div.rn.f64.
+std::string f32_div(const std::string& x, const std::string& y, bool f32) {
+  if (f32) return fmt::format("tl.div_rn({}, {})", x, y);
+  return fmt::format("{} / {}", x, y);
+}
+
+/// Exponent bits `_coil_int_pow` walks for an exponent of dtype `t` (a negative exponent gives
+/// 0, so a signed type's sign bit is not one of them).
+int int_pow_bits(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return 1;
+    case DType::U8:
+      return 8;
+    case DType::I8:
+      return 7;
+    case DType::I32:
+      return 31;
+    default:
+      return 63;
+  }
+}
+
+}  // namespace
+
+std::string triton_op_helper(const BodyOp& op) {
+  if (op.op == LoopOp::pow && !is_floating(op.dtype)) return "_coil_int_pow";
+  return "";
+}
+
 std::string triton_op(const BodyOp& op, const std::vector<std::string>& args,
                       const std::vector<DType>& arg_dtypes) {
   auto a = [&](size_t i) -> const std::string& { return args[i]; };
@@ -183,7 +217,7 @@ std::string triton_op(const BodyOp& op, const std::vector<std::string>& args,
     case LoopOp::rsqrt:
       return fmt::format("libdevice.rsqrt({})", a(0));
     case LoopOp::reciprocal:
-      return fmt::format("1.0 / {}", a(0));
+      return f32_div("1.0", a(0), op.dtype == DType::F32 && arg_dtypes[0] == DType::F32);
     case LoopOp::relu:
       // NaN < 0 is false, so NaN propagates (torch.relu).
       return fmt::format("tl.where({0} < 0, 0, {0})", a(0));
@@ -212,18 +246,24 @@ std::string triton_op(const BodyOp& op, const std::vector<std::string>& args,
     case LoopOp::isnan:
       return fmt::format("{0} != {0}", a(0));
     case LoopOp::add:
+      // torch's bool + bool is logical or; `+` on int1 wraps (True + True is False).
+      if (op.dtype == DType::Bool) return fmt::format("{} | {}", a(0), a(1));
       return fmt::format("{} + {}", a(0), a(1));
     case LoopOp::sub:
       return fmt::format("{} - {}", a(0), a(1));
     case LoopOp::mul:
       return fmt::format("{} * {}", a(0), a(1));
     case LoopOp::div:
-      return fmt::format("{} / {}", a(0), a(1));
+      return f32_div(
+          a(0), a(1),
+          op.dtype == DType::F32 && arg_dtypes[0] == DType::F32 && arg_dtypes[1] == DType::F32);
     case LoopOp::pow:
       if (fp) return fmt::format("libdevice.pow({}, {})", a(0), a(1));
-      // Integer powers through f64, exact while the result stays below 2^53.
-      return fmt::format("libdevice.pow({}.to(tl.float64), {}.to(tl.float64)).to({})", a(0), a(1),
-                         ty);
+      // Integer powers by squaring in the integer type, wrapping like torch's. Through f64 they
+      // were wrong twice over: libdevice's pow is not exact (pow(3, 1) truncated to 2), and an
+      // f64 beyond the range of the result type converts to an undefined value.
+      return fmt::format("{}({}, {}, {})", triton_op_helper(op), a(0), a(1),
+                         int_pow_bits(arg_dtypes[1]));
     // tl.maximum alone returns the non-NaN operand; torch.maximum propagates NaN.
     case LoopOp::maximum:
       return fp ? fmt::format("tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)", a(0), a(1))
@@ -367,6 +407,18 @@ std::string triton_helper_source(const std::string& name) {
         "    # NaN-propagating {1} (torch.{1}, torch.a{2}); tl.{1} alone drops NaN\n"
         "    return tl.{1}(a, b, propagate_nan=tl.PropagateNan.ALL)\n",
         name, mx ? "maximum" : "minimum", mx ? "max" : "min");
+  }
+  if (name == "_coil_int_pow") {
+    return "@triton.jit\n"
+           "def _coil_int_pow(base, exponent, BITS: tl.constexpr):\n"
+           "    # torch's integer pow: square and multiply over the exponent's low BITS bits,\n"
+           "    # wrapping in the integer type; a negative exponent gives 0 (torch raises)\n"
+           "    base, exponent = tl.broadcast(base, exponent)\n"
+           "    result = tl.full(base.shape, 1, base.dtype)\n"
+           "    for i in tl.static_range(BITS):\n"
+           "        result = tl.where(((exponent >> i) & 1) != 0, result * base, result)\n"
+           "        base = base * base\n"
+           "    return tl.where(exponent < 0, tl.zeros_like(result), result)\n";
   }
   if (name == "_coil_prod") {
     return "@triton.jit\n"

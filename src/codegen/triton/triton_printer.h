@@ -32,6 +32,10 @@ std::string triton_index(const sym::Expr& e, const sym::Analyzer& analyzer);
 std::string triton_op(const BodyOp& op, const std::vector<std::string>& args,
                       const std::vector<DType>& arg_dtypes);
 
+/// The module-level @triton.jit helper `triton_op(op, ...)` calls ("_coil_int_pow" for an
+/// integer pow), or "" for none.
+std::string triton_op_helper(const BodyOp& op);
+
 /// The value masked-out lanes take in a reduction over `t` values of dtype `value_dtype`,
 /// so that they never change the result ("0", "float(\"-inf\")", "-2147483648", ...).
 std::string reduction_identity(ReductionType t, DType value_dtype);
@@ -47,7 +51,7 @@ std::string reduction_over_axis(ReductionType t, DType dtype, const std::string&
 std::string reduction_helper(ReductionType t, DType dtype);
 
 /// Source of a module-level @triton.jit helper by name (NaN-propagating max/min, product,
-/// argmax/argmin combine with eager's tie rule).
+/// argmax/argmin combine with eager's tie rule, integer pow).
 std::string triton_helper_source(const std::string& name);
 
 }  // namespace coil

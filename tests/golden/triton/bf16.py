@@ -14,7 +14,7 @@ def _coil_maximum(a, b):
 
 
 # graph nodes: t (mul), y__1 (max), y__3 (exp), y__4 (sum), y__7 (cast)
-@heuristics.persistent_reduction(size_hints={'x': 256, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_cast_exp_max_mul_sum_0', kernel_hash='abc8b5a29fd5118cd178d181a0a9e9af')
+@heuristics.persistent_reduction(size_hints={'x': 256, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_cast_exp_max_mul_sum_0', kernel_hash='75581ca93b4ddf99494493eadad8bb94')
 @triton.jit
 def triton_per_fused_cast_exp_max_mul_sum_0(in_ptr0, in_ptr1, out_ptr0, out_ptr1, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 256
@@ -39,7 +39,7 @@ def triton_per_fused_cast_exp_max_mul_sum_0(in_ptr0, in_ptr1, out_ptr0, out_ptr1
     tmp17 = tl.broadcast_to(tmp8, [XBLOCK, R0_BLOCK])
     tmp18 = tl.where(r0_mask, tmp17, 0)
     tmp10 = tl.sum(tmp18, 1)[:, None]
-    tmp12 = 1.0 / tmp10
+    tmp12 = tl.div_rn(1.0, tmp10)
     tmp13 = tmp8 * tmp12
     tl.store(out_ptr1 + (r0_0 + 1000*x0), tmp13.to(tl.bfloat16), r0_mask)
 

@@ -14,7 +14,7 @@ def _coil_maximum(a, b):
 
 
 # graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__5 (mul)
-@heuristics.reduction(size_hints={'x': 512, 'r0_': 8192}, reduction_hint='INNER', name='triton_red_fused_exp_max_mul_sum_0', kernel_hash='1d0f30b21386da89f44d2686dc6857a3')
+@heuristics.reduction(size_hints={'x': 512, 'r0_': 8192}, reduction_hint='INNER', name='triton_red_fused_exp_max_mul_sum_0', kernel_hash='8f631129a03c836580a0e6d9bda211e7')
 @triton.jit
 def triton_red_fused_exp_max_mul_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 512
@@ -43,7 +43,7 @@ def triton_red_fused_exp_max_mul_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLO
         tmp15 = _tmp6 + tmp14
         _tmp6 = tmp15
     tmp6 = tl.sum(_tmp6, 1)[:, None]
-    tmp8 = 1.0 / tmp6
+    tmp8 = tl.div_rn(1.0, tmp6)
     for r0_offset in range(0, r0_numel, R0_BLOCK):
         r0_index = r0_offset + r0_base
         r0_0 = r0_index
