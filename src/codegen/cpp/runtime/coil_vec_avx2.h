@@ -115,13 +115,21 @@ struct Ops<float> {
   static reg log(reg a) { return Sleef_logf8_u10avx2(a); }
   static reg log1p(reg a) {
 #if defined(COIL_USE_LIBMVEC)
-    // As on AVX-512: libmvec's unless a lane is below -1 or NaN (its scalar path there).
-    if (_mm256_movemask_ps(gt(a, set1(-1.0f))) == 0xff) return _ZGVdN8v_log1pf(a);
-#endif
+    // As on AVX-512: lanes at or below -1 and NaN lanes go in as 0 (libmvec's scalar path) and
+    // get their results after the call, so each lane depends on its own input only.
+    mask ok = gt(a, set1(-1.0f));
+    if (_mm256_movemask_ps(ok) == 0xff) return _ZGVdN8v_log1pf(a);
+    reg r = _ZGVdN8v_log1pf(blend(ok, zero(), a));
+    reg special = blend(eq(a, set1(-1.0f)), set1(std::numeric_limits<float>::quiet_NaN()),
+                        set1(-std::numeric_limits<float>::infinity()));
+    special = blend(isnan(a), special, a);
+    return blend(ok, special, r);
+#else
     // SLEEF's log1p overflows to inf for huge x; there log(x) is within 0.1 ulp of log1p(x).
     reg r = Sleef_log1pf8_u10avx2(a);
     mask big = gt(a, set1(0x1p24f));
     return any(big) ? blend(big, r, Sleef_logf8_u10avx2(a)) : r;
+#endif
   }
   static reg expm1(reg a) {
     return COIL_MVEC_OR_SLEEF(Sleef_expm1f8_u10avx2, _ZGVdN8v_expm1f)(a);
