@@ -22,10 +22,6 @@ namespace fs = std::filesystem;
 namespace coil::fuzz {
 namespace {
 
-Tolerance loosest(Tolerance a, Tolerance b) {
-  return {std::max(a.rtol, b.rtol), std::max(a.atol, b.atol)};
-}
-
 bool has_low_precision(const Graph& g) {
   for (const auto& n : g.nodes())
     if (is_low_precision(n->type.dtype)) return true;
@@ -75,26 +71,6 @@ nlohmann::ordered_json local_json(const CudaMember& m, const std::string& module
 }
 
 }  // namespace
-
-// Copied from evaluate.cpp's output_tolerances (file-local there, and evaluate.cpp is not ours
-// to change): keep the two equal, the Triton mode must compare as the CPU mode does.
-std::vector<Tolerance> cuda_output_tolerances(const Graph& g) {
-  std::vector<Tolerance> inherited(static_cast<size_t>(g.num_nodes()), Tolerance{0, 0});
-  for (const auto& n : g.nodes()) {
-    Tolerance t{0, 0};
-    for (int i : n->inputs) t = loosest(t, inherited[static_cast<size_t>(i)]);
-    if (is_floating(n->type.dtype) && !is_exact_op(n->op_name()))
-      t = loosest(t, default_tolerance(n->type.dtype));
-    inherited[static_cast<size_t>(n->id)] = t;
-  }
-  std::vector<Tolerance> out;
-  for (const GraphOutput& o : g.outputs()) {
-    DType t = g.node(o.node).type.dtype;
-    Tolerance tol = default_tolerance(t);
-    out.push_back(is_floating(t) ? loosest(tol, inherited[static_cast<size_t>(o.node)]) : tol);
-  }
-  return out;
-}
 
 Outcome generate_cuda(const FuzzCase& c, bool fusion, std::string& source) {
   CompileOptions options;
@@ -230,7 +206,7 @@ void write_cuda_case(const fs::path& dir, const std::string& name,
                         {"file", file}});
       g["inputs"].push_back(in_pos);
     }
-    std::vector<Tolerance> tolerances = cuda_output_tolerances(m.c.graph);
+    std::vector<Tolerance> tolerances = output_tolerances(m.c.graph);
     g["outputs"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < m.reference.size(); ++i, ++out_pos) {
       const GraphOutput& o = m.c.graph.outputs()[i];

@@ -45,9 +45,6 @@ struct CudaMember {
   std::vector<int> local_nodes;
 };
 
-/// Each output's tolerance, as the CPU mode compares it (evaluate.cpp's output_tolerances).
-std::vector<Tolerance> cuda_output_tolerances(const Graph& g);
-
 /// generate_gpu_module for `c` (autotune off, fusion on or off) into `source`. Class "" on
 /// success, "unsupported" for a documented limit (UnsupportedError, "is not supported", "are
 /// not supported yet"), "compile-error" for another coil::Error, "internal" for anything else;

@@ -55,26 +55,6 @@ Tolerance loosest(Tolerance a, Tolerance b) {
   return {std::max(a.rtol, b.rtol), std::max(a.atol, b.atol)};
 }
 
-// The tolerance of each output: its dtype's default, widened to that of the least precise
-// inexact computation it depends on (an f32 pow cast to f64 is only as good as f32).
-std::vector<Tolerance> output_tolerances(const Graph& g) {
-  std::vector<Tolerance> inherited(static_cast<size_t>(g.num_nodes()), Tolerance{0, 0});
-  for (const auto& n : g.nodes()) {
-    Tolerance t{0, 0};
-    for (int i : n->inputs) t = loosest(t, inherited[static_cast<size_t>(i)]);
-    if (is_floating(n->type.dtype) && !is_exact_op(n->op_name()))
-      t = loosest(t, default_tolerance(n->type.dtype));
-    inherited[static_cast<size_t>(n->id)] = t;
-  }
-  std::vector<Tolerance> out;
-  for (const GraphOutput& o : g.outputs()) {
-    DType t = g.node(o.node).type.dtype;
-    Tolerance tol = default_tolerance(t);
-    out.push_back(is_floating(t) ? loosest(tol, inherited[static_cast<size_t>(o.node)]) : tol);
-  }
-  return out;
-}
-
 // Every element within tolerance of one of the two references, or between them.
 bool within_either(const Tensor& got, const Tensor& r1, const Tensor& r2, Tolerance tol) {
   if (got.shape() != r2.shape() || got.dtype() != r1.dtype() || r1.shape() != r2.shape())
@@ -209,6 +189,26 @@ Outcome run_config(const FuzzCase& c, int k, const std::vector<Tensor>& inputs,
 }
 
 }  // namespace
+
+// The tolerance of each output (evaluate.h): its dtype's default, widened to that of the least
+// precise inexact computation it depends on (an f32 pow cast to f64 is only as good as f32).
+std::vector<Tolerance> output_tolerances(const Graph& g) {
+  std::vector<Tolerance> inherited(static_cast<size_t>(g.num_nodes()), Tolerance{0, 0});
+  for (const auto& n : g.nodes()) {
+    Tolerance t{0, 0};
+    for (int i : n->inputs) t = loosest(t, inherited[static_cast<size_t>(i)]);
+    if (is_floating(n->type.dtype) && !is_exact_op(n->op_name()))
+      t = loosest(t, default_tolerance(n->type.dtype));
+    inherited[static_cast<size_t>(n->id)] = t;
+  }
+  std::vector<Tolerance> out;
+  for (const GraphOutput& o : g.outputs()) {
+    DType t = g.node(o.node).type.dtype;
+    Tolerance tol = default_tolerance(t);
+    out.push_back(is_floating(t) ? loosest(tol, inherited[static_cast<size_t>(o.node)]) : tol);
+  }
+  return out;
+}
 
 Graph widen_low_precision(const Graph& g, const std::vector<int>& rounded) {
   Graph w;

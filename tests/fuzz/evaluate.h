@@ -52,6 +52,10 @@ Outcome evaluate_case(const FuzzCase& c, const EvalOptions& options = {});
 /// placements of roundings that fused code may choose (evaluate.cpp: rounding_placement).
 Graph widen_low_precision(const Graph& g, const std::vector<int>& rounded = {});
 
+/// Each output's tolerance: its dtype's default, widened to that of the least precise inexact
+/// computation it depends on. The CPU and the Triton modes compare with it.
+std::vector<Tolerance> output_tolerances(const Graph& g);
+
 /// Ops whose result both sides compute exactly alike from the same inputs: views, copies,
 /// max/min, comparisons, casts, floor/ceil/round/sign (the others may differ in the last bits).
 bool is_exact_op(std::string_view op);
