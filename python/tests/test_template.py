@@ -9,7 +9,7 @@ from coil_runtime import autotune, configs as cfgs, heuristics, runtime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULE = os.path.join(ROOT, "tests", "golden", "triton", "matmul_bias_relu.py")
-TEM, EPI = "triton_tem_fused_matmul_relu_0", "triton_poi_fused_relu_1"
+TEM, EPI = "triton_tem_fused_matmul_add_relu_0", "triton_poi_fused_add_relu_1"
 
 
 def test_mm_configs_scaled_filtered_and_extern_last():

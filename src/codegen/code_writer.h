@@ -1,4 +1,4 @@
-// An indented line writer for generated source (C++ and, later, Python/Triton).
+// An indented line writer for generated source (C++ and Python/Triton).
 #pragma once
 
 #include <string>

@@ -11,12 +11,20 @@
 namespace coil {
 namespace {
 
-/// Adds nodes named "<composite>__<k>" so that temporaries never collide with user names.
+/// Adds nodes named "<node>__<composite>_<k>" (y__layer_norm_3), so that temporaries name the
+/// op they belong to and never collide with user names, and records that composite on each
+/// (Node::composite, the provenance kernel names are built from). A composite inside another
+/// (layer_norm's mean) keeps the outer one's name and op.
 class Builder {
  public:
-  Builder(Graph& g, const Node& node) : g_(g), base_(node.name) {}
+  Builder(Graph& g, const Node& node)
+      : g_(g),
+        base_(node.composite.empty() ? node.name : node.composite_node),
+        composite_(node.composite.empty() ? std::string(node.op_name()) : node.composite) {}
   int op(std::string_view name, std::vector<int> in, Attrs attrs = {}) {
-    return g_.add_node(name, std::move(in), std::move(attrs), fresh());
+    int id = g_.add_node(name, std::move(in), std::move(attrs), fresh());
+    g_.set_composite(id, composite_, base_);
+    return id;
   }
   /// Names of the graph being decomposed: temporaries must not take one a later node uses.
   static inline thread_local const std::set<std::string>* reserved = nullptr;
@@ -41,7 +49,7 @@ class Builder {
  private:
   std::string fresh() {
     std::string n;
-    do n = fmt::format("{}__{}", base_, k_++);
+    do n = fmt::format("{}__{}_{}", base_, composite_, k_++);
     while (g_.find(n) >= 0 || (reserved && reserved->count(n)));
     return n;
   }
@@ -49,7 +57,7 @@ class Builder {
  public:
  private:
   Graph& g_;
-  std::string base_;
+  std::string base_, composite_;
   int k_ = 0;
 };
 
@@ -242,6 +250,7 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
         id = n.op->decompose(out, copy, in);
       } else {
         id = out.add_node(n.op->name, in, n.attrs, n.name);
+        if (!n.composite.empty()) out.set_composite(id, n.composite, n.composite_node);
       }
     } catch (const Error& e) {
       if (bind.empty()) throw;

@@ -68,6 +68,13 @@ void Graph::set_location(int node, std::string location) {
   nodes_[static_cast<size_t>(node)]->location = std::move(location);
 }
 
+void Graph::set_composite(int node, std::string composite, std::string composite_node) {
+  COIL_ASSERT(node >= 0 && node < num_nodes(), "set_composite: no node {}", node);
+  Node& n = *nodes_[static_cast<size_t>(node)];
+  n.composite = std::move(composite);
+  n.composite_node = std::move(composite_node);
+}
+
 std::string Graph::fresh_name() {
   std::string n;
   do n = fmt::format("t{}", next_temp_++);

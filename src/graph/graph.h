@@ -47,6 +47,10 @@ struct Node {
   std::string name;                    // unique value name, an identifier [A-Za-z_][A-Za-z0-9_]*
   std::shared_ptr<const Tensor> data;  // the value of a "constant" node; null otherwise
   std::string location;  // "model.coil:4:5" where the text format defined it; empty otherwise
+  /// Provenance of a node a decomposition added: the composite op it computes part of
+  /// ("layer_norm") and that composite's node name ("y"); both empty for a node as written.
+  /// Nested decompositions (var inside layer_norm) keep the outermost composite.
+  std::string composite, composite_node;
 
   std::string_view op_name() const;
 };
@@ -71,6 +75,8 @@ class Graph {
   void add_output(int node, const std::string& name = "");
   /// Records where a node was defined (a frontend's file:line:col), for later errors.
   void set_location(int node, std::string location);
+  /// Records the composite op a decomposition added `node` for (Node::composite).
+  void set_composite(int node, std::string composite, std::string composite_node);
 
   const Node& node(int id) const;
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }

@@ -1,5 +1,7 @@
 #include "ir/ir.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "support/check.h"
@@ -147,6 +149,22 @@ std::string to_string(const IrProgram& p) {
     // Print buffer ids with their names for readability.
     std::string body = to_string(c.body);
     out += body;
+  }
+  return out;
+}
+
+std::vector<std::string> describe_origins(const std::vector<Origin>& origins) {
+  // Inlined producers by op, each once: a decomposed layer_norm inlines a dozen temporaries.
+  std::vector<std::string> inlined, out;
+  for (const Origin& o : origins)
+    if (o.inlined && std::find(inlined.begin(), inlined.end(), o.op) == inlined.end())
+      inlined.push_back(o.op);
+  for (const Origin& o : origins) {
+    if (o.inlined) continue;
+    out.push_back(inlined.empty()
+                      ? fmt::format("{} ({})", o.name, o.op)
+                      : fmt::format("{} ({} <- {})", o.name, o.op, fmt::join(inlined, ", ")));
+    inlined.clear();  // listed once, with the first node computed
   }
   return out;
 }

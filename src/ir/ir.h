@@ -68,7 +68,7 @@ struct StridedOperand {
   std::optional<BlasLayout> blas_layout(int64_t rows, int64_t cols) const;
 };
 
-/// How a matmul is computed; chosen at compile time (sched/autotune.h).
+/// How a matmul is computed; chosen at compile time (runtime/autotune.h).
 enum class MatmulImpl { Template, Dnnl, OpenBlas };
 std::string_view matmul_impl_name(MatmulImpl i);
 
@@ -93,14 +93,29 @@ struct Conv2dSpec {
   bool weights_constant = false;
 };
 
+/// A graph node a computation came from (structured provenance: kernel names and the "graph
+/// nodes:" comments of generated code are built from these, codegen/kernel_names.h).
+struct Origin {
+  int node = -1;               // graph node id; ids are in graph (topological) order
+  std::string name;            // its value name: "t3", "y__layer_norm_2"
+  std::string op;              // its op: "add", "sum"
+  std::string composite;       // the composite op a decomposition made it for ("layer_norm"), or ""
+  std::string composite_node;  // that composite's node name ("y"), or ""
+  bool inlined = false;        // a producer computed inside the body, not the value it stores
+  bool data_movement = false;  // an input, constant, full or view: no arithmetic of its own
+};
+
 struct ComputedBuffer {
   int buffer = -1;  // the buffer written
   LoopKind kind = LoopKind::Pointwise;
   std::vector<sym::Expr> ranges;            // extents of x0, x1, ...
   std::vector<sym::Expr> reduction_ranges;  // extents of r0, r1, ... (Reduction only)
   LoopBody body;                            // ends with one store
-  std::vector<int> origins;                 // graph node ids this computation came from
-  std::vector<std::string> origin_names;    // "t3 (add)" for comments in generated code
+  /// The graph node(s) it computes, then the producers inlined into its body, in graph order.
+  std::vector<Origin> origins;
+  /// `origins` as text for comments in generated code: "t3 (add)", "y__layer_norm_3 (sum <-
+  /// slice, sub)" (describe_origins).
+  std::vector<std::string> origin_names;
 
   std::shared_ptr<const MatmulSpec> matmul;  // Template, or Extern with a matmul
   std::shared_ptr<const Conv2dSpec> conv;    // Extern conv2d
@@ -111,6 +126,10 @@ struct ComputedBuffer {
   /// Buffers read by the body, in first-use order.
   std::vector<int> reads() const;
 };
+
+/// `origins` as comment text: each computed node as "name (op)", the ops of the producers
+/// inlined into it after an arrow, each once: "z (add <- transpose, mul)".
+std::vector<std::string> describe_origins(const std::vector<Origin>& origins);
 
 /// The loop variables: x0.. for pointwise dims and r0.. for reduction dims.
 sym::Expr loop_var(int i);

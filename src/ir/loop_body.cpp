@@ -250,9 +250,10 @@ std::string to_string(const LoopBody& body) {
       case LoopOp::reduction:
         args = fmt::format("{}, {}", reduction_type_name(op.reduction), arg(op.args[0]));
         break;
-      default:
+        COIL_LOOP_MATH_OPS(COIL_LOOP_OP_CASE)
         for (int k = 0; k < loop_op_arity(op.op); ++k)
           args += (k ? ", " : "") + arg(op.args[static_cast<size_t>(k)]);
+        break;
     }
     out +=
         fmt::format("  tmp{} = {}({}) : {}\n", i, loop_op_name(op.op), args, dtype_name(op.dtype));

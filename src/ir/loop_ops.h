@@ -1,7 +1,11 @@
-// The one list of loop-IR ops. Every handler implements exactly this list: the C++ printer
-// (codegen/cpp), dtype propagation and the loop-body interpreter; a later backend (vector C++,
-// Triton) adds its printer over the same list. A switch over LoopOp without a default makes a
-// missing op a compile error (-Wswitch).
+// The one list of loop-IR ops. Every printer of loop bodies spells exactly this list: the
+// scalar C++ printer (codegen/cpp/cpp_printer.cpp), the vector C++ printer (cpp_vec_kernel.cpp),
+// the Triton printer (codegen/triton/triton_printer.cpp) and the IR dump (loop_body.cpp). Each
+// switches over LoopOp without a `default:` and the build makes -Wswitch an error
+// (CMakeLists.txt), so an op added here without a spelling in every printer does not compile;
+// a table indexed by op checks its size against kNumLoopOps with a static_assert. Code that
+// treats all math ops alike (print "name(args)", forward to the printer) lists them with
+// COIL_LOOP_MATH_OPS, which keeps its switch complete as ops are added.
 //
 // Value semantics: every value in a loop body has a compute dtype (bool, u8, i8, i32, i64,
 // f32, f64; never f16/bf16, which load as f32 and are rounded on store). A conversion to
@@ -27,12 +31,17 @@
 namespace coil {
 
 // X(name, number of value operands, doc)
-#define COIL_LOOP_OPS(X)                                                  \
-  /* sources */                                                           \
+// The list is three, in enum order: sources (printed by each kernel from its buffers and
+// indices), math (a pure function of its operands; each printer spells it), effects.
+#define COIL_LOOP_OPS(X) COIL_LOOP_SOURCE_OPS(X) COIL_LOOP_MATH_OPS(X) COIL_LOOP_EFFECT_OPS(X)
+
+#define COIL_LOOP_SOURCE_OPS(X)                                           \
   X(load, 0, "buffer[index], converted to its compute dtype")             \
   X(constant, 0, "a literal of the op's dtype")                           \
   X(index_expr, 0, "an index expression (sym::Expr) as an integer value") \
-  X(indirect_index, 1, "an integer value as a clamped index (gather)")    \
+  X(indirect_index, 1, "an integer value as a clamped index (gather)")
+
+#define COIL_LOOP_MATH_OPS(X)                                             \
   /* conversion */                                                        \
   X(to_dtype, 1, "static_cast to the op's dtype")                         \
   X(round_to_bf16, 1, "f32 rounded to the nearest bfloat16, kept as f32") \
@@ -77,9 +86,10 @@ namespace coil {
   X(logical_and, 2, "a && b")                                             \
   X(logical_or, 2, "a || b")                                              \
   /* ternary */                                                           \
-  X(where, 3, "cond ? a : b")                                             \
-  /* reduction and store */                                               \
-  X(reduction, 1, "combines the value over the reduction loops")          \
+  X(where, 3, "cond ? a : b")
+
+#define COIL_LOOP_EFFECT_OPS(X)                                  \
+  X(reduction, 1, "combines the value over the reduction loops") \
   X(store, 1, "buffer[index] = value, converted to the buffer's dtype")
 
 enum class LoopOp : uint8_t {
@@ -87,6 +97,14 @@ enum class LoopOp : uint8_t {
   COIL_LOOP_OPS(COIL_LOOP_OP_ENUM)
 #undef COIL_LOOP_OP_ENUM
 };
+
+#define COIL_LOOP_OP_COUNT(name, arity, doc) +1
+/// Number of LoopOps: the size every table indexed by LoopOp must have.
+inline constexpr int kNumLoopOps = 0 COIL_LOOP_OPS(COIL_LOOP_OP_COUNT);
+#undef COIL_LOOP_OP_COUNT
+
+/// `case LoopOp::name:` for each op of a list: `COIL_LOOP_MATH_OPS(COIL_LOOP_OP_CASE)`.
+#define COIL_LOOP_OP_CASE(name, arity, doc) case LoopOp::name:
 
 std::string_view loop_op_name(LoopOp op);
 int loop_op_arity(LoopOp op);

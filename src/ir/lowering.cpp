@@ -1,6 +1,10 @@
 #include "ir/lowering.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "graph/op_registry.h"
+#include "ir/loop_extents.h"
 #include "support/check.h"
 #include "support/log.h"
 
@@ -25,12 +29,23 @@ TensorBox LowerContext::buffer_box(int buffer_id) const {
   return box;
 }
 
-static std::vector<std::string> origin_names(const Graph& g, const std::vector<int>& origins) {
-  std::vector<std::string> out;
-  for (int id : origins) {
-    const Node& n = g.node(id);
-    out.push_back(fmt::format("{} ({})", n.name, n.op_name()));
-  }
+static Origin origin_of(const Graph& g, int id, bool inlined) {
+  const Node& n = g.node(id);
+  Origin o;
+  o.node = id;
+  o.name = n.name;
+  o.op = std::string(n.op_name());
+  o.composite = n.composite;
+  o.composite_node = n.composite_node;
+  o.inlined = inlined;
+  o.data_movement = n.op->kind == OpKind::Source || n.op->kind == OpKind::View;
+  return o;
+}
+
+/// Sorted union of two node lists.
+static std::vector<int> merge_nodes(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> out;
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
   return out;
 }
 
@@ -44,13 +59,33 @@ TensorBox LowerContext::realize(const TensorBox& box, BufferKind kind, int exter
   auto idx = loop_vars(box.sizes.size(), loop_var);
   int v = box.load(c.body, idx);
   c.body.store(id, program.buffer(id).layout.offset_of(idx), v);
-  add_computation(std::move(c));
+  // A copy of a stored value computes only the node being lowered.
+  add_computation(std::move(c), box.buffer >= 0 ? origins : box.nodes);
+  // What is stored now is read from memory by the node's other computations, not inlined.
+  std::vector<int> rest;
+  std::set_difference(inlined.begin(), inlined.end(), box.nodes.begin(), box.nodes.end(),
+                      std::back_inserter(rest));
+  inlined = std::move(rest);
   return buffer_box(id);
 }
 
 void LowerContext::add_computation(ComputedBuffer c) {
-  c.origins = origins;
-  c.origin_names = origin_names(graph, origins);
+  add_computation(std::move(c), {});
+}
+
+void LowerContext::add_computation(ComputedBuffer c, const std::vector<int>& nodes) {
+  std::vector<int> computed = origins, producers = inlined;
+  if (!nodes.empty()) {
+    computed = {nodes.back()};
+    producers.assign(nodes.begin(), nodes.end() - 1);
+  }
+  for (int id : computed) c.origins.push_back(origin_of(graph, id, false));
+  for (int id : producers)
+    if (std::find(computed.begin(), computed.end(), id) == computed.end())
+      c.origins.push_back(origin_of(graph, id, true));
+  std::stable_sort(c.origins.begin(), c.origins.end(),
+                   [](const Origin& a, const Origin& b) { return a.node < b.node; });
+  c.origin_names = describe_origins(c.origins);
   program.computations.push_back(std::move(c));
 }
 
@@ -90,7 +125,11 @@ TensorBox LowerContext::reduce(const TensorBox& input, const std::vector<int64_t
   if (type == ReductionType::sum || type == ReductionType::prod) v = c.body.to_dtype(v, acc);
   int r = c.body.reduction(type, v, acc);
   c.body.store(id, program.buffer(id).layout.offset_of(out_idx), r);
+  // The reduction node is computed; the producers inlined are the input's.
+  std::vector<int> saved = inlined;
+  if (input.buffer < 0 && !input.nodes.empty()) inlined = input.nodes;
   add_computation(std::move(c));
+  inlined = std::move(saved);
   return buffer_box(id);
 }
 
@@ -123,7 +162,7 @@ static bool should_realize(const Node& node, const TensorBox& box, int readers,
 }
 
 IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
-  LowerContext ctx{g, options, {}, {}};
+  LowerContext ctx{g, options, {}, {}, {}};
   std::vector<TensorBox> boxes(static_cast<size_t>(g.num_nodes()));
   std::vector<int> uses = g.use_counts();
   // First output of each node: realized directly into that output buffer.
@@ -138,6 +177,7 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
   for (const auto& node_ptr : g.nodes()) {
     const Node& node = *node_ptr;
     ctx.origins = {node.id};
+    ctx.inlined.clear();
     TensorBox box;
     if (node.op->name == "input") {
       int k = static_cast<int>(ctx.program.input_buffers.size());
@@ -162,9 +202,15 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
         if (b.buffer < 0 && b.inline_depth >= kMaxInlineChain) b = ctx.realize(b);
         in.push_back(b);
         if (b.buffer < 0) depth = std::max(depth, b.inline_depth);
+        if (b.buffer < 0) ctx.inlined = merge_nodes(ctx.inlined, b.nodes);
       }
       box = node.op->lower(ctx, node, in);
       box.inline_depth = box.buffer >= 0 ? 0 : depth + 1;
+      box.nodes.clear();
+      if (box.buffer < 0 && node.op->kind != OpKind::Source) {
+        box.nodes = ctx.inlined;
+        box.nodes.push_back(node.id);  // after its inputs' nodes: ids are in graph order
+      }
       COIL_ASSERT(box.sizes == node.type.shape, "{} lowered to sizes {}, inferred {}", node.name,
                   shape_str(box.sizes), shape_str(node.type.shape));
       box.dtype = node.type.dtype;
@@ -194,6 +240,7 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
   for (size_t k = 0; k < g.outputs().size(); ++k) {
     if (out_buffer[k] >= 0) continue;
     ctx.origins = {g.outputs()[k].node};
+    ctx.inlined.clear();
     TensorBox b = boxes[static_cast<size_t>(g.outputs()[k].node)];
     out_buffer[k] = ctx.realize(b, BufferKind::Output, static_cast<int>(k)).buffer;
   }
@@ -206,11 +253,7 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
 
 void simplify_indices(IrProgram& program) {
   for (ComputedBuffer& c : program.computations) {
-    sym::Analyzer a;
-    for (size_t i = 0; i < c.ranges.size(); ++i)
-      a.bind_loop_var(loop_var(static_cast<int>(i)), c.ranges[i]);
-    for (size_t i = 0; i < c.reduction_ranges.size(); ++i)
-      a.bind_loop_var(reduction_var(static_cast<int>(i)), c.reduction_ranges[i]);
+    sym::Analyzer a = loop_analyzer(c.ranges, c.reduction_ranges);
     LoopBody simplified;
     // Rebuild the body with simplified indices (CSE may merge loads that became equal).
     std::vector<int> remap;

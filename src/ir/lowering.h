@@ -27,6 +27,10 @@ struct TensorBox {
   int buffer = -1;  // set when realized: `load` reads this buffer
   /// Ops composed into `load` since the last stored buffer (lowering.cpp: kMaxInlineChain).
   int inline_depth = 0;
+  /// Graph nodes whose arithmetic `load` performs (none when it reads a buffer), in graph
+  /// order; the last is the box's own node. A computation storing the box records them as its
+  /// origins (Origin::inlined for all but the last).
+  std::vector<int> nodes;
 };
 
 /// A value that is not stored is recomputed inside its readers: its loader calls its inputs'
@@ -64,6 +68,9 @@ struct LowerContext {
   LowerOptions options;
   IrProgram program;
   std::vector<int> origins;  // graph nodes of the computation being lowered (for comments)
+  /// Graph nodes computed inside the inputs of the node being lowered (TensorBox::nodes): the
+  /// producers that a computation it adds inlines, unless the box it stores says otherwise.
+  std::vector<int> inlined;
 
   /// A loader reading buffer `id` with its layout.
   TensorBox buffer_box(int buffer_id) const;
@@ -71,8 +78,12 @@ struct LowerContext {
   /// a realized intermediate and kind is Intermediate.
   TensorBox realize(const TensorBox& box, BufferKind kind = BufferKind::Intermediate,
                     int external_index = -1);
-  /// Appends `c` to the program, tagged with the graph nodes being lowered.
+  /// Appends `c` to the program, tagged with the graph nodes being lowered (`origins`) and the
+  /// producers it inlines (`inlined`).
   void add_computation(ComputedBuffer c);
+  /// Appends `c`, which computes `nodes` (TensorBox::nodes: the last one stored, the others
+  /// inlined); the node being lowered when `nodes` is empty.
+  void add_computation(ComputedBuffer c, const std::vector<int>& nodes);
   /// A Reduction computation over `axes` of `input` into a new buffer shaped `out_shape` (the
   /// node's shape: reduced dims dropped, or kept as 1 with keepdim).
   TensorBox reduce(const TensorBox& input, const std::vector<int64_t>& axes, ReductionType type,

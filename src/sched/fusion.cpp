@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/loop_extents.h"
 #include "support/check.h"
 #include "support/log.h"
 #include "sym/analyzer.h"
@@ -15,16 +16,6 @@ std::vector<int> KernelGroup::computations() const {
   return out;
 }
 
-static sym::Analyzer analyzer_for(const std::vector<sym::Expr>& ranges,
-                                  const std::vector<sym::Expr>& red) {
-  sym::Analyzer a;
-  for (size_t i = 0; i < ranges.size(); ++i)
-    a.bind_loop_var(loop_var(static_cast<int>(i)), ranges[i]);
-  for (size_t i = 0; i < red.size(); ++i)
-    a.bind_loop_var(reduction_var(static_cast<int>(i)), red[i]);
-  return a;
-}
-
 bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
                      const std::vector<sym::Expr>& ranges,
                      const std::vector<sym::Expr>& reduction_ranges, sym::Expr* inner) {
@@ -32,7 +23,7 @@ bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
     return false;
   // An indirect load (gather) may read anywhere in its buffer.
   if (sym::depends_on(index, indirect_var())) return false;
-  sym::Analyzer a = analyzer_for(ranges, reduction_ranges);
+  sym::Analyzer a = loop_analyzer(ranges, reduction_ranges);
   sym::Expr rest = index;
   for (int j = 0; j < depth; ++j) {
     auto stride = a.linear_stride(index, loop_var(j));
@@ -53,12 +44,6 @@ bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
 }
 
 namespace {
-
-int64_t product(const std::vector<sym::Expr>& v) {
-  int64_t p = 1;
-  for (const auto& e : v) p *= e.as_const().value_or(1);
-  return p;
-}
 
 class Fuser {
  public:
@@ -288,10 +273,11 @@ class Fuser {
       ++k;
     if (k == 0) return refuse(c, g, "no common outer loop");
     std::vector<sym::Expr> shared(outer.begin(), outer.begin() + k);
-    int64_t rows = product(shared);
-    int64_t row_work = std::max(
-        product(comp(c).ranges) * product(comp(c).reduction_ranges) / std::max<int64_t>(rows, 1),
-        int64_t{1});
+    int64_t rows = product(static_extents(shared));
+    int64_t row_work =
+        std::max(product(static_extents(comp(c).ranges)) *
+                     product(static_extents(comp(c).reduction_ranges)) / std::max<int64_t>(rows, 1),
+                 int64_t{1});
     if (rows < kMinFusedRows && row_work >= kLongRowElements)
       return refuse(
           c, g, fmt::format("{} long rows are too few to parallelize one fused row loop", rows));

@@ -8,7 +8,8 @@
 //       nest 3: sum of e over r0
 //       nest 4: for x1: out = e / sum
 //
-// Four kinds of fusion build it:
+// Four kinds of fusion build it (same-loop, prologue, outer-loop, epilogue), and what they keep
+// inside one kernel stays out of memory:
 //   * same-loop: computations with identical loops share one nest and one body (horizontal
 //     fusion of sum and sum of squares; a pointwise consumer reading its producer at the very
 //     index it was stored, which the body then forwards without a load);
@@ -17,11 +18,11 @@
 //     stored for later and summed in one pass);
 //   * outer-loop: computations whose loops start with the same outer loops become successive
 //     nests (softmax, layer_norm: reductions with their pointwise prologue and epilogue);
-//   * intermediates read only inside one kernel become per-row local buffers that never touch
-//     memory;
 //   * epilogue: pointwise computations over a matmul template's output join it as its epilogue
 //     (nests[0] is the template, nests[1] the merged epilogue body), applied to each output
-//     tile while it is in cache. Extern calls (library kernels) fuse with nothing.
+//     tile while it is in cache. Extern calls (library kernels) fuse with nothing;
+//   * and intermediates read only inside one kernel become per-row local buffers that never
+//     touch memory.
 // Legality: only a computation whose inputs are all computed may join (so no cycle and no
 // read before write); a buffer passed between nests must be row-partitioned: the rows an outer
 // iteration writes are exactly the rows the same iteration reads. Every decision is logged

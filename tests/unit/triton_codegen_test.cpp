@@ -106,7 +106,7 @@ bool contains(const std::string& s, const std::string& part) {
 TEST(TritonKernels, PointwiseChainIsOneKernelWithoutMask) {
   TritonModule m = triton_of(
       "input x: f32[64, 1024]\ninput w: f32[1024]\nt = mul(x, w)\ny = gelu(t)\noutput y\n");
-  ASSERT_EQ(kernel_names(m), std::vector<std::string>{"triton_poi_fused_gelu_0"});
+  ASSERT_EQ(kernel_names(m), std::vector<std::string>{"triton_poi_fused_mul_gelu_0"});
   const std::string& code = m.kernels[0].code;
   EXPECT_TRUE(contains(code, "xindex = xoffset + tl.arange(0, XBLOCK)[:]"));
   EXPECT_FALSE(contains(code, "xmask"));
@@ -120,7 +120,7 @@ TEST(TritonKernels, SoftmaxIsOnePersistentReduction) {
   TritonModule m = triton_of("input x: f32[128, 1000]\ny = softmax(x) {axis=-1}\noutput y\n");
   ASSERT_EQ(m.kernels.size(), 1u);
   const TritonKernelSource& k = m.kernels[0];
-  EXPECT_EQ(k.name, "triton_per_fused_exp_max_mul_sum_0");
+  EXPECT_EQ(k.name, "triton_per_fused_softmax_0");
   EXPECT_TRUE(contains(k.decorator, "reduction_hint='INNER'"));
   EXPECT_TRUE(contains(k.code, "r0_mask = r0_index < r0_numel"));
   // The input is read once; exp(x - max) is forwarded in registers to the sum and the product
@@ -170,8 +170,8 @@ TEST(TritonKernels, MatmulTemplateFusesItsEpilogueWithAnExternChoice) {
       "input x: f32[64, 96]\ninput w: f32[96, 80]\ninput b: f32[80]\nm = matmul(x, w)\n"
       "s = add(m, b)\ny = relu(s)\noutput y\n");
   EXPECT_TRUE(m.externs.empty());
-  ASSERT_EQ(kernel_names(m), (std::vector<std::string>{"triton_tem_fused_matmul_relu_0",
-                                                       "triton_poi_fused_relu_1"}));
+  ASSERT_EQ(kernel_names(m), (std::vector<std::string>{"triton_tem_fused_matmul_add_relu_0",
+                                                       "triton_poi_fused_add_relu_1"}));
   const std::string& tem = m.kernels[0].code;
   EXPECT_TRUE(contains(tem, "acc = tl.dot(a, b, acc, input_precision='ieee')"));
   EXPECT_TRUE(contains(tem, "group_id = pid // width"));
@@ -179,15 +179,15 @@ TEST(TritonKernels, MatmulTemplateFusesItsEpilogueWithAnExternChoice) {
   EXPECT_TRUE(contains(tem, "xmask = (idx_m < M) & (idx_n < N)"));
   EXPECT_TRUE(contains(m.source, "@heuristics.template(mm={'m': 64, 'n': 80, 'k': 96, "));
   EXPECT_TRUE(
-      contains(m.source, "triton_tem_fused_matmul_relu_0.run(arg0_1, arg1_1, arg2_1, out0)"));
+      contains(m.source, "triton_tem_fused_matmul_add_relu_0.run(arg0_1, arg1_1, arg2_1, out0)"));
   EXPECT_TRUE(contains(m.source,
                        "    with runtime.fp32_precision('highest'):\n"
                        "        torch.mm(arg0_1, arg1_1, out=buf3)\n"
-                       "    triton_poi_fused_relu_1.run(buf3, arg2_1, out0, 5120)"));
+                       "    triton_poi_fused_add_relu_1.run(buf3, arg2_1, out0, 5120)"));
   // relu(x @ w + b) with a 1-D bias: cuBLASLt can fuse the epilogue, a third choice.
   EXPECT_TRUE(contains(m.source, "    torch._addmm_activation(arg2_1, arg0_1, arg1_1, out=out0)"));
-  EXPECT_TRUE(
-      contains(m.source, "triton_tem_fused_matmul_relu_0.attach_externs(extern_0, extern_0_lt)"));
+  EXPECT_TRUE(contains(m.source,
+                       "triton_tem_fused_matmul_add_relu_0.attach_externs(extern_0, extern_0_lt)"));
 }
 
 // --precision: "highest" (the default) keeps every f32 product IEEE, in the template's tl.dot

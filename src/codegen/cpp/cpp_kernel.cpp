@@ -236,21 +236,16 @@ class KernelPrinter final : public NestPrinter {
   }
 
   std::string kernel_name() const {
-    std::vector<std::string> ops;
+    std::vector<Origin> origins;
     for (int c : g_.computations()) {
-      for (const auto& o : p_.computations[static_cast<size_t>(c)].origin_names) {
-        auto l = o.find('('), r = o.rfind(')');
-        std::string op = l == std::string::npos ? o : o.substr(l + 1, r - l - 1);
-        if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
-      }
+      const std::vector<Origin>& o = p_.computations[static_cast<size_t>(c)].origins;
+      origins.insert(origins.end(), o.begin(), o.end());
     }
-    std::sort(ops.begin(), ops.end());
-    if (ops.size() > 4) ops.resize(4);
     LoopKind kind = p_.computations[static_cast<size_t>(g_.nests[0].computations[0])].kind;
     const char* prefix = kind == LoopKind::Template ? "cpp_template"
                          : kind == LoopKind::Extern ? "cpp_extern"
                                                     : "cpp_fused";
-    return fmt::format("{}_{}_{}", prefix, fmt::join(ops, "_"), index_);
+    return fused_kernel_name(prefix, origins, static_cast<int>(index_));
   }
 
   int64_t local_row_elements(int b) const {

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_args.h"
+#include "codegen/kernel_names.h"
 #include "sched/scheduler.h"
 
 namespace coil {
@@ -40,13 +42,6 @@ constexpr int64_t kPrefetchMaxRowBytes = 16 * 1024;
 
 /// Number of leading loops to parallelize (0 = serial), Inductor's decide_parallel_depth.
 int decide_parallel_depth(const std::vector<int64_t>& ranges, int64_t total_work, int threads);
-
-/// One kernel argument: a buffer and whether the kernel writes it.
-struct KernelArg {
-  int buffer = -1;
-  bool is_output = false;
-  std::string name;  // in_ptr0, out_ptr0, ...
-};
 
 /// A constant operand that the module packs once at load time (coil_graph_pack). The packed
 /// copy is a kernel parameter of its own (`param`, after the KernelArgs), so that the kernel's

@@ -22,12 +22,6 @@ std::string elem_type(DType t) {
   return t == DType::BF16 ? "coil::bfloat16" : "float";
 }
 
-int64_t prod(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
-}
-
 /// `base + offset + sum(batch index_d * stride_d)` for flat batch index `b`, as C++.
 std::string batch_offset(const std::string& base, const StridedOperand& op,
                          const std::vector<int64_t>& batch) {
@@ -138,7 +132,7 @@ struct BPacking {
 
 BPacking b_packing(const MatmulSpec& s) {
   const bool bf16 = s.dtype == DType::BF16;
-  const int64_t batches = std::max<int64_t>(prod(s.batch), 1);
+  const int64_t batches = std::max<int64_t>(product(s.batch), 1);
   // Packing splits B's panels over the threads when B is large (serial below 64K elements).
   const std::string pack_fn =
       bf16 ? "coil::gemm::pack_b_bf16_parallel" : "coil::gemm::pack_b_parallel";
@@ -188,7 +182,7 @@ void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* f
   COIL_ASSERT(s.impl == MatmulImpl::Template, "emit_matmul_template on a library matmul");
   const std::string et = elem_type(s.dtype);
   const bool bf16 = s.dtype == DType::BF16;
-  const int64_t batches = std::max<int64_t>(prod(s.batch), 1);
+  const int64_t batches = std::max<int64_t>(product(s.batch), 1);
   const BPacking bp = b_packing(s);
   w.line(blocking_line(s));
   const PackedOperand* packed = nullptr;
@@ -225,7 +219,7 @@ void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* f
 void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t) {
   CodeWriter& w = p.writer();
   const MatmulSpec& s = *t.matmul;
-  const int64_t batches = std::max<int64_t>(prod(s.batch), 1);
+  const int64_t batches = std::max<int64_t>(product(s.batch), 1);
   auto la = s.a.blas_layout(s.m, s.k), lb = s.b.blas_layout(s.k, s.n);
   COIL_ASSERT(la && lb, "a library matmul needs operands with a unit stride");
   const char* fn =

@@ -74,9 +74,23 @@ bool vectorizable_op(const BodyOp& op) {
       return true;
     case LoopOp::reduction:
       return op.reduction != ReductionType::argmax && op.reduction != ReductionType::argmin;
-    default:
+    case LoopOp::index_expr:
+    case LoopOp::indirect_index:
+    case LoopOp::to_dtype:
+    case LoopOp::logical_not:
+    case LoopOp::isnan:
+    case LoopOp::eq:
+    case LoopOp::ne:
+    case LoopOp::lt:
+    case LoopOp::le:
+    case LoopOp::gt:
+    case LoopOp::ge:
+    case LoopOp::logical_and:
+    case LoopOp::logical_or:
+    case LoopOp::where:
       return false;
   }
+  COIL_UNREACHABLE("bad loop op");
 }
 
 /// Stride of `index` along `var`: 0, 1, or anything else (-1 = not constant).
@@ -155,8 +169,43 @@ class VecOpPrinter {
         case LoopOp::fmod:
           w.linef("auto {} = {}.{}({});", t, arg(0), loop_op_name(op.op), arg(1));
           break;
-        default:
+        case LoopOp::abs:
+        case LoopOp::exp:
+        case LoopOp::log:
+        case LoopOp::log1p:
+        case LoopOp::expm1:
+        case LoopOp::sqrt:
+        case LoopOp::rsqrt:
+        case LoopOp::reciprocal:
+        case LoopOp::relu:
+        case LoopOp::sigmoid:
+        case LoopOp::tanh:
+        case LoopOp::erf:
+        case LoopOp::sin:
+        case LoopOp::cos:
+        case LoopOp::floor:
+        case LoopOp::ceil:
+        case LoopOp::round:
+        case LoopOp::sign:
+        case LoopOp::round_to_bf16:
+        case LoopOp::round_to_f16:
           w.linef("auto {} = {}.{}();", t, arg(0), loop_op_name(op.op));
+          break;
+        case LoopOp::index_expr:
+        case LoopOp::indirect_index:
+        case LoopOp::to_dtype:
+        case LoopOp::logical_not:
+        case LoopOp::isnan:
+        case LoopOp::eq:
+        case LoopOp::ne:
+        case LoopOp::lt:
+        case LoopOp::le:
+        case LoopOp::gt:
+        case LoopOp::ge:
+        case LoopOp::logical_and:
+        case LoopOp::logical_or:
+        case LoopOp::where:
+          COIL_UNREACHABLE("{} is not vectorizable", loop_op_name(op.op));
       }
     }
   }
@@ -224,9 +273,11 @@ VecReduction vec_reduction(ReductionType t) {
       return {"coil::lowest<float>()", "{acc}.maximum({v})", "{acc}.reduce_max()"};
     case ReductionType::min:
       return {"coil::highest<float>()", "{acc}.minimum({v})", "{acc}.reduce_min()"};
-    default:
-      COIL_UNREACHABLE("{} has no vector form", reduction_type_name(t));
+    case ReductionType::argmax:
+    case ReductionType::argmin:
+      break;
   }
+  COIL_UNREACHABLE("{} has no vector form", reduction_type_name(t));
 }
 
 /// The first element of the nest's streamed store (its access with the vector variable 0) when

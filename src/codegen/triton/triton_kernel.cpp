@@ -6,7 +6,9 @@
 #include <set>
 
 #include "codegen/code_writer.h"
+#include "codegen/kernel_names.h"
 #include "codegen/triton/triton_printer.h"
+#include "ir/loop_extents.h"
 #include "support/check.h"
 #include "support/hash.h"
 
@@ -224,22 +226,13 @@ class TritonKernelPrinter {
   }
 
   std::string kernel_name() const {
-    std::vector<std::string> ops;
-    for (const auto& o : k_.origins) {
-      auto l = o.find('('), r = o.rfind(')');
-      std::string name = l == std::string::npos ? o : o.substr(l + 1, r - l - 1);
-      if (std::find(ops.begin(), ops.end(), name) == ops.end()) ops.push_back(name);
-    }
-    std::sort(ops.begin(), ops.end());
-    if (ops.size() > 6) ops.resize(6);
-    return fmt::format("{}_fused_{}_{}", k_.prefix(), fmt::join(ops, "_"), index_);
+    return fused_kernel_name(k_.prefix() + "_fused", k_.provenance, index_);
   }
 
   std::string decorator(const TritonKernelSource& s) const {
     if (k_.kind == TritonKernelKind::Template) {
       const MatmulSpec& ms = *k_.matmul;
-      int64_t batch = 1;
-      for (int64_t b : ms.batch) batch *= b;
+      int64_t batch = product(ms.batch);
       return fmt::format(
           "@heuristics.template(mm={{'m': {}, 'n': {}, 'k': {}, 'batch': {}}}, dtype='{}', "
           "name='{}', kernel_hash='{}')",
@@ -294,8 +287,7 @@ class TritonKernelPrinter {
     const TritonBuffer& bb = plan_.buffers[static_cast<size_t>(ms.b.buffer)];
     const bool even_m = template_even(ms.m), even_n = template_even(ms.n),
                even_k = template_even(ms.k);
-    int64_t batch = 1;
-    for (int64_t b : ms.batch) batch *= b;
+    int64_t batch = product(ms.batch);
     w_.linef("M = {}", ms.m);
     w_.linef("N = {}", ms.n);
     w_.linef("K = {}", ms.k);
@@ -519,17 +511,18 @@ class TritonKernelPrinter {
         }
         break;
       }
-      default: {
-        std::vector<std::string> args;
-        std::vector<DType> dts;
-        for (int a = 0; a < loop_op_arity(o.op); ++a) {
-          args.push_back(value(o.args[static_cast<size_t>(a)]));
-          dts.push_back(body_.dtype_of(o.args[static_cast<size_t>(a)]));
+      case LoopOp::indirect_index:
+        COIL_LOOP_MATH_OPS(COIL_LOOP_OP_CASE) {
+          std::vector<std::string> args;
+          std::vector<DType> dts;
+          for (int a = 0; a < loop_op_arity(o.op); ++a) {
+            args.push_back(value(o.args[static_cast<size_t>(a)]));
+            dts.push_back(body_.dtype_of(o.args[static_cast<size_t>(a)]));
+          }
+          std::string name = define(i);
+          if (std::string h = triton_op_helper(o); !h.empty()) helpers_.insert(h);
+          w_.linef("{} = {}", name, triton_op(o, args, dts));
         }
-        std::string name = define(i);
-        if (std::string h = triton_op_helper(o); !h.empty()) helpers_.insert(h);
-        w_.linef("{} = {}", name, triton_op(o, args, dts));
-      }
     }
     printed_.insert(i);
   }
@@ -793,7 +786,7 @@ class TritonKernelPrinter {
   CodeWriter w_;
   std::vector<bool> rdep_, live_;
   std::vector<std::vector<int>> users_;
-  std::vector<TritonKernelArg> args_;
+  std::vector<KernelArg> args_;
   std::map<int, std::string> ptr_;  // buffer -> in_ptrN / out_ptrN
   bool xmask_ = false, ymask_ = false, rmask_ = false, row_mask_ = false;
   sym::Analyzer ka_;  // kernel index symbols

@@ -18,25 +18,20 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_args.h"
 #include "codegen/triton/triton_plan.h"
 
 namespace coil {
 
-struct TritonKernelArg {
-  int buffer = -1;  // into TritonProgramPlan::buffers
-  bool is_output = false;
-  std::string name;  // in_ptr0, out_ptr0, ...
-};
-
 struct TritonKernelSource {
-  std::string name;                   // triton_poi_fused_add_mul_0
-  std::string decorator;              // @heuristics.pointwise(...)
-  std::string code;                   // "@triton.jit\ndef ...": what kernel_hash covers
-  std::string hash;                   // XXH3-128 of `code`
-  std::vector<TritonKernelArg> args;  // pointers, in the signature's order
-  std::vector<int64_t> numels;        // passed after the pointers: [ynumel,] xnumel [, r0_numel]
-  std::vector<std::string> helpers;   // module-level @triton.jit helpers the kernel calls
-  std::vector<std::string> origins;   // graph nodes, "t3 (add)"
+  std::string name;                  // triton_poi_fused_add_mul_0
+  std::string decorator;             // @heuristics.pointwise(...)
+  std::string code;                  // "@triton.jit\ndef ...": what kernel_hash covers
+  std::string hash;                  // XXH3-128 of `code`
+  std::vector<KernelArg> args;       // pointers, in the signature's order
+  std::vector<int64_t> numels;       // passed after the pointers: [ynumel,] xnumel [, r0_numel]
+  std::vector<std::string> helpers;  // module-level @triton.jit helpers the kernel calls
+  std::vector<std::string> origins;  // graph nodes, "t3 (add)"
   int64_t bytes_read = 0, bytes_written = 0;
 };
 

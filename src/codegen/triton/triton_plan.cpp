@@ -7,6 +7,7 @@
 #include <set>
 
 #include "codegen/triton/triton_split.h"
+#include "ir/loop_extents.h"
 #include "support/check.h"
 #include "support/log.h"
 
@@ -81,26 +82,6 @@ std::string TritonKernelPlan::prefix() const {
 
 namespace {
 
-/// Product of v[begin, end) (end clamped to the size).
-int64_t product(const std::vector<int64_t>& v, size_t begin = 0, size_t end = SIZE_MAX) {
-  end = std::min(end, v.size());
-  int64_t p = 1;
-  for (auto it = v.begin() + static_cast<long>(std::min(begin, end));
-       it != v.begin() + static_cast<long>(end); ++it)
-    p *= *it;
-  return p;
-}
-
-std::vector<int64_t> static_extents(const std::vector<sym::Expr>& ranges) {
-  std::vector<int64_t> out;
-  for (const auto& r : ranges) {
-    auto c = r.as_const();
-    COIL_ASSERT(c.has_value(), "loop range {} is not static", sym::to_string(r));
-    out.push_back(*c);
-  }
-  return out;
-}
-
 /// Row-major decomposition of `flat` over `sizes`: the value of each loop variable.
 std::vector<sym::Expr> decompose(const sym::Expr& flat, const std::vector<int64_t>& sizes) {
   std::vector<sym::Expr> out(sizes.size(), sym::Expr(0));
@@ -118,15 +99,6 @@ std::vector<sym::Expr> decompose(const sym::Expr& flat, const std::vector<int64_
     stride *= sizes[i];
   }
   return out;
-}
-
-sym::Analyzer loop_analyzer(const std::vector<int64_t>& ranges, const std::vector<int64_t>& red) {
-  sym::Analyzer a;
-  for (size_t i = 0; i < ranges.size(); ++i)
-    a.bind_loop_var(loop_var(static_cast<int>(i)), ranges[i]);
-  for (size_t i = 0; i < red.size(); ++i)
-    a.bind_loop_var(reduction_var(static_cast<int>(i)), red[i]);
-  return a;
 }
 
 /// A load that misses some loop variable of extent > 1 reads each element several times.
@@ -313,6 +285,7 @@ class Planner {
     tem.matmul = head.matmul;
     tem.acc_buffer = head.buffer;
     for (const auto& o : head.origin_names) tem.origins.insert(tem.origins.begin(), o);
+    tem.provenance.insert(tem.provenance.begin(), head.origins.begin(), head.origins.end());
     int64_t biggest = numel;
     for (int b : {ms.a.buffer, ms.b.buffer})
       biggest = std::max(biggest, out_.buffers[static_cast<size_t>(b)].numel());
@@ -487,9 +460,11 @@ class Planner {
           remap.push_back(id);
         }
       }
-      for (int c : nests[n]->computations)
-        if (!writes_nothing(c))
-          for (const auto& o : comp(c).origin_names) k.origins.push_back(o);
+      for (int c : nests[n]->computations) {
+        if (writes_nothing(c)) continue;
+        for (const auto& o : comp(c).origin_names) k.origins.push_back(o);
+        k.provenance.insert(k.provenance.end(), comp(c).origins.begin(), comp(c).origins.end());
+      }
     }
     finish(k, ka);
     return k;

@@ -100,7 +100,8 @@ struct TritonKernelPlan {
   int64_t row_numel = 0;
   ReductionHint hint = ReductionHint::Default;
   bool int64_index = false;          // some index may exceed int32
-  std::vector<std::string> origins;  // graph nodes, "t3 (add)"
+  std::vector<std::string> origins;  // graph nodes, "t3 (add)", for the comment
+  std::vector<Origin> provenance;    // the computations' origins, for the name
   /// Template kernels (triton_tem): the matmul whose [BLOCK_M, BLOCK_N] accumulator tile the
   /// epilogue body reads in place of `acc_buffer` (xindex = the flat output index).
   std::shared_ptr<const MatmulSpec> matmul;

@@ -93,6 +93,7 @@ void remove_dead_ops(TritonKernelPlan& k) {
 TritonKernelPlan empty_like(const TritonKernelPlan& k) {
   TritonKernelPlan s;
   s.origins = k.origins;
+  s.provenance = k.provenance;
   s.int64_index = k.int64_index;
   return s;
 }

@@ -2,9 +2,9 @@
 #include "coil_vec.h"
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
-// cpp_fused_max_sum_0: 1 loop nest(s)
+// cpp_fused_sum_max_0: 1 loop nest(s)
 // graph nodes: s (sum), m (max)
-extern "C" void cpp_fused_max_sum_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, float* __restrict__ out_ptr1)
+extern "C" void cpp_fused_sum_max_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, float* __restrict__ out_ptr1)
 {
     coil::ScratchArray<float> tmp_acc0_part_storage(1600, {in_ptr0});
     float* const tmp_acc0_part = tmp_acc0_part_storage.get();
@@ -100,5 +100,5 @@ extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* 
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* out0 = static_cast<float*>(outputs[0]);
     auto* out1 = static_cast<float*>(outputs[1]);
-    cpp_fused_max_sum_0(arg0, out0, out1);
+    cpp_fused_sum_max_0(arg0, out0, out1);
 }

@@ -2,9 +2,9 @@
 #include "coil_vec.h"
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
-// cpp_fused_cast_sum_0: 3 loop nest(s) sharing 1 outer loop(s)
-// graph nodes: y__3__0 (sum), y__7__0 (sum), y__14 (cast)
-extern "C" void cpp_fused_cast_sum_0(const coil::bfloat16* __restrict__ in_ptr0, const coil::bfloat16* __restrict__ in_ptr1, const coil::bfloat16* __restrict__ in_ptr2, coil::bfloat16* __restrict__ out_ptr0)
+// cpp_fused_layer_norm_0: 3 loop nest(s) sharing 1 outer loop(s)
+// graph nodes: y__layer_norm_15 (sum <- cast, slice, sub), y__layer_norm_18 (sum <- cast, slice, div, add, sub, mul), y__layer_norm_14 (cast <- cast, slice, div, add, sub, rsqrt, mul)
+extern "C" void cpp_fused_layer_norm_0(const coil::bfloat16* __restrict__ in_ptr0, const coil::bfloat16* __restrict__ in_ptr1, const coil::bfloat16* __restrict__ in_ptr2, coil::bfloat16* __restrict__ out_ptr0)
 {
     // in_ptr1 (bf16[17], read 32x per element): widened to f32 once per call
     alignas(64) float in_ptr1_f32[17];
@@ -134,5 +134,5 @@ extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* 
     auto* arg1 = static_cast<const coil::bfloat16*>(inputs[1]);
     auto* arg2 = static_cast<const coil::bfloat16*>(inputs[2]);
     auto* out0 = static_cast<coil::bfloat16*>(outputs[0]);
-    cpp_fused_cast_sum_0(arg0, arg1, arg2, out0);
+    cpp_fused_layer_norm_0(arg0, arg1, arg2, out0);
 }

@@ -2,9 +2,9 @@
 #include "coil_vec_gemm.h"
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
-// cpp_template_matmul_relu_0: template matmul [64, 96] x [96, 80], epilogue fused on each tile
-// graph nodes: m (matmul), y (relu)
-extern "C" void cpp_template_matmul_relu_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
+// cpp_template_matmul_add_relu_0: template matmul [64, 96] x [96, 80], epilogue fused on each tile
+// graph nodes: m (matmul <- transpose), y (relu <- add)
+extern "C" void cpp_template_matmul_add_relu_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
 {
     const coil::gemm::Blocking blk = coil::gemm::choose_blocking(64, 80, 96, 4);
     static thread_local std::vector<float> packed_b_storage;
@@ -69,5 +69,5 @@ extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* 
     auto* arg1 = static_cast<const float*>(inputs[1]);
     auto* arg2 = static_cast<const float*>(inputs[2]);
     auto* out0 = static_cast<float*>(outputs[0]);
-    cpp_template_matmul_relu_0(arg0, arg1, arg2, out0);
+    cpp_template_matmul_add_relu_0(arg0, arg1, arg2, out0);
 }

@@ -2,9 +2,9 @@
 #include "coil_vec.h"
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
-// cpp_fused_gelu_0: 1 loop nest(s)
-// graph nodes: y (gelu)
-extern "C" void cpp_fused_gelu_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
+// cpp_fused_mul_add_gelu_0: 1 loop nest(s)
+// graph nodes: y (gelu <- mul, add)
+extern "C" void cpp_fused_mul_add_gelu_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
 {
     #pragma omp parallel for
     for (int64_t x0 = 0; x0 < 64; x0++)
@@ -55,5 +55,5 @@ extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* 
     auto* arg1 = static_cast<const float*>(inputs[1]);
     auto* arg2 = static_cast<const float*>(inputs[2]);
     auto* out0 = static_cast<float*>(outputs[0]);
-    cpp_fused_gelu_0(arg0, arg1, arg2, out0);
+    cpp_fused_mul_add_gelu_0(arg0, arg1, arg2, out0);
 }

@@ -2,9 +2,9 @@
 #include "coil_vec.h"
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
-// cpp_fused_argmax_sum_0: 1 loop nest(s)
+// cpp_fused_sum_argmax_0: 1 loop nest(s)
 // graph nodes: rows (sum), am (argmax)
-extern "C" void cpp_fused_argmax_sum_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, int64_t* __restrict__ out_ptr1)
+extern "C" void cpp_fused_sum_argmax_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, int64_t* __restrict__ out_ptr1)
 {
     #pragma omp parallel for
     for (int64_t x0 = 0; x0 < 256; x0++)
@@ -99,7 +99,7 @@ extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* 
     auto* out1 = static_cast<float*>(outputs[1]);
     auto* out2 = static_cast<float*>(outputs[2]);
     auto* out3 = static_cast<int64_t*>(outputs[3]);
-    cpp_fused_argmax_sum_0(arg0, out0, out3);
+    cpp_fused_sum_argmax_0(arg0, out0, out3);
     cpp_fused_sum_1(arg0, out1);
     cpp_fused_sum_2(arg1, out2);
 }

@@ -2,9 +2,9 @@
 #include "coil_vec.h"
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
-// cpp_fused_exp_max_mul_sum_0: 3 loop nest(s) sharing 1 outer loop(s)
-// graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__5 (mul)
-extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)
+// cpp_fused_softmax_0: 3 loop nest(s) sharing 1 outer loop(s)
+// graph nodes: y__softmax_0 (max), y__softmax_2 (exp <- sub), y__softmax_3 (sum), y__softmax_5 (mul <- reciprocal)
+extern "C" void cpp_fused_softmax_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)
 {
     #pragma omp parallel for
     for (int64_t x0 = 0; x0 < 128; x0++)
@@ -168,5 +168,5 @@ extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* 
     (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* out0 = static_cast<float*>(outputs[0]);
-    cpp_fused_exp_max_mul_sum_0(arg0, out0);
+    cpp_fused_softmax_0(arg0, out0);
 }

@@ -3,7 +3,7 @@
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
 // cpp_fused_add_0: 1 loop nest(s)
-// graph nodes: z (add)
+// graph nodes: z (add <- transpose)
 extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0)
 {
     // 2-D tiles of 16x16: transposed operands are read along x0, transposed in registers

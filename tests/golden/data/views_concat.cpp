@@ -3,7 +3,7 @@
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
 // cpp_fused_concat_0: 1 loop nest(s)
-// graph nodes: f (concat)
+// graph nodes: f (concat <- permute, slice, reshape, transpose)
 extern "C" void cpp_fused_concat_0(const int32_t* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0)
 {
     for (int64_t x0 = 0; x0 < 16; x0++)

@@ -13,10 +13,10 @@ def _coil_maximum(a, b):
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
-# graph nodes: t (mul), y__1 (max), y__3 (exp), y__4 (sum), y__7 (cast)
-@heuristics.persistent_reduction(size_hints={'x': 256, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_cast_exp_max_mul_sum_0', kernel_hash='75581ca93b4ddf99494493eadad8bb94')
+# graph nodes: t (mul), y__softmax_1 (max <- cast), y__softmax_3 (exp <- cast, sub), y__softmax_4 (sum), y__softmax_7 (cast <- reciprocal, mul)
+@heuristics.persistent_reduction(size_hints={'x': 256, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_softmax_mul_0', kernel_hash='f21fbbfa13e08907bbe84959fc2aaa9b')
 @triton.jit
-def triton_per_fused_cast_exp_max_mul_sum_0(in_ptr0, in_ptr1, out_ptr0, out_ptr1, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+def triton_per_fused_softmax_mul_0(in_ptr0, in_ptr1, out_ptr0, out_ptr1, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 256
     r0_numel = 1000
     xoffset = tl.program_id(0) * XBLOCK
@@ -51,7 +51,7 @@ def call(args):
     runtime.check_input(arg1_1, 'w', (1000,), (1,), torch.bfloat16)
     out0 = runtime.empty_strided((256, 1000), (1000, 1), torch.bfloat16)
     out1 = runtime.empty_strided((256, 1000), (1000, 1), torch.bfloat16)
-    triton_per_fused_cast_exp_max_mul_sum_0.run(arg0_1, arg1_1, out0, out1, 256, 1000)
+    triton_per_fused_softmax_mul_0.run(arg0_1, arg1_1, out0, out1, 256, 1000)
     return (out0, out1, )
 
 

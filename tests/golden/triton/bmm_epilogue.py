@@ -18,10 +18,10 @@ def _constant(data, dtype, sizes):
 const0 = _constant('AAAAQA==', torch.float32, ())
 
 
-# graph nodes: t0 (matmul), y (mul)
-@heuristics.template(mm={'m': 128, 'n': 96, 'k': 64, 'batch': 8}, dtype='float32', name='triton_tem_fused_matmul_mul_0', kernel_hash='fb759289efed23218f847a2d7cfe00b9')
+# graph nodes: t0 (matmul), y (mul <- relu)
+@heuristics.template(mm={'m': 128, 'n': 96, 'k': 64, 'batch': 8}, dtype='float32', name='triton_tem_fused_matmul_relu_mul_0', kernel_hash='ae64a7b5661a2b93250d9fc6df189f1b')
 @triton.jit
-def triton_tem_fused_matmul_mul_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
+def triton_tem_fused_matmul_relu_mul_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
     M = 128
     N = 96
     K = 64
@@ -62,10 +62,10 @@ def triton_tem_fused_matmul_mul_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.
     tl.store(out_ptr0 + (x0), tmp3, xmask)
 
 
-# graph nodes: y (mul)
-@heuristics.pointwise(size_hints={'x': 131072}, name='triton_poi_fused_mul_1', kernel_hash='d46177463e3472fa486fcb287fbd64e9')
+# graph nodes: y (mul <- relu)
+@heuristics.pointwise(size_hints={'x': 131072}, name='triton_poi_fused_relu_mul_1', kernel_hash='0e8af5dc81916ed0a166a2430103feb8')
 @triton.jit
-def triton_poi_fused_mul_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+def triton_poi_fused_relu_mul_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xnumel = 98304
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:]
@@ -78,15 +78,15 @@ def triton_poi_fused_mul_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.const
 
 
 def extern_0(*args):
-    # triton_tem_fused_matmul_mul_0's other choice: cuBLAS through torch, then triton_poi_fused_mul_1
+    # triton_tem_fused_matmul_relu_mul_0's other choice: cuBLAS through torch, then triton_poi_fused_relu_mul_1
     arg0_1, arg1_1, const0, out0 = args
     buf3 = runtime.empty_strided((8, 128, 96), (12288, 96, 1), torch.float32)
     with runtime.fp32_precision('highest'):
         torch.matmul(arg0_1, arg1_1, out=buf3)
-    triton_poi_fused_mul_1.run(buf3, const0, out0, 98304)
+    triton_poi_fused_relu_mul_1.run(buf3, const0, out0, 98304)
 
 
-triton_tem_fused_matmul_mul_0.attach_externs(extern_0)
+triton_tem_fused_matmul_relu_mul_0.attach_externs(extern_0)
 
 
 def call(args):
@@ -95,7 +95,7 @@ def call(args):
     runtime.check_input(arg0_1, 'a', (8, 128, 64), (8192, 64, 1), torch.float32)
     runtime.check_input(arg1_1, 'c', (8, 64, 96), (6144, 96, 1), torch.float32)
     out0 = runtime.empty_strided((8, 128, 96), (12288, 96, 1), torch.float32)
-    triton_tem_fused_matmul_mul_0.run(arg0_1, arg1_1, const0, out0)
+    triton_tem_fused_matmul_relu_mul_0.run(arg0_1, arg1_1, const0, out0)
     return (out0, )
 
 

@@ -7,10 +7,10 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: y (gelu)
-@heuristics.pointwise(size_hints={'x': 67108864}, name='triton_poi_fused_gelu_0', kernel_hash='224ceaa84eed0e339f630dd14a49686c')
+# graph nodes: y (gelu <- mul, add)
+@heuristics.pointwise(size_hints={'x': 67108864}, name='triton_poi_fused_mul_add_gelu_0', kernel_hash='18ddf6fa96ef6d7787ced51ea07a386e')
 @triton.jit
-def triton_poi_fused_gelu_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+def triton_poi_fused_mul_add_gelu_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xnumel = 67108864
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:]
@@ -39,7 +39,7 @@ def call(args):
     runtime.check_input(arg1_1, 'w', (1024,), (1,), torch.float32)
     runtime.check_input(arg2_1, 'b', (1024,), (1,), torch.float32)
     out0 = runtime.empty_strided((65536, 1024), (1024, 1), torch.float32)
-    triton_poi_fused_gelu_0.run(arg0_1, arg1_1, arg2_1, out0, 67108864)
+    triton_poi_fused_mul_add_gelu_0.run(arg0_1, arg1_1, arg2_1, out0, 67108864)
     return (out0, )
 
 

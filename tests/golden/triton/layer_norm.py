@@ -7,10 +7,10 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: y__2__0 (sum), y__6__0 (sum), y__12 (add)
-@heuristics.persistent_reduction(size_hints={'x': 4096, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_add_sum_0', kernel_hash='09f198d101231665fee8cdec641feed6')
+# graph nodes: y__layer_norm_13 (sum <- slice, sub), y__layer_norm_16 (sum <- slice, div, add, sub, mul), y__layer_norm_12 (add <- slice, div, add, sub, rsqrt, mul)
+@heuristics.persistent_reduction(size_hints={'x': 4096, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_layer_norm_0', kernel_hash='e284f2522060ffc6506abad6f08818eb')
 @triton.jit
-def triton_per_fused_add_sum_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+def triton_per_fused_layer_norm_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 4096
     r0_numel = 1024
     xoffset = tl.program_id(0) * XBLOCK
@@ -50,7 +50,7 @@ def call(args):
     runtime.check_input(arg1_1, 'w', (1024,), (1,), torch.float32)
     runtime.check_input(arg2_1, 'b', (1024,), (1,), torch.float32)
     out0 = runtime.empty_strided((4096, 1024), (1024, 1), torch.float32)
-    triton_per_fused_add_sum_0.run(arg0_1, arg1_1, arg2_1, out0, 4096, 1024)
+    triton_per_fused_layer_norm_0.run(arg0_1, arg1_1, arg2_1, out0, 4096, 1024)
     return (out0, )
 
 

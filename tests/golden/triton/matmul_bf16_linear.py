@@ -7,10 +7,10 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: t0 (matmul), y (gelu)
-@heuristics.template(mm={'m': 512, 'n': 384, 'k': 256, 'batch': 1}, dtype='bfloat16', name='triton_tem_fused_gelu_matmul_0', kernel_hash='d82f0388d8332c16d7050f47cfc9cb27')
+# graph nodes: t0 (matmul <- transpose), y (gelu <- add)
+@heuristics.template(mm={'m': 512, 'n': 384, 'k': 256, 'batch': 1}, dtype='bfloat16', name='triton_tem_fused_matmul_add_gelu_0', kernel_hash='a8e4b7871e54b44c64eb1bf4cf777fa1')
 @triton.jit
-def triton_tem_fused_gelu_matmul_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
+def triton_tem_fused_matmul_add_gelu_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
     M = 512
     N = 384
     K = 256
@@ -57,10 +57,10 @@ def triton_tem_fused_gelu_matmul_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl
     tl.store(out_ptr0 + (x0), tmp10.to(tl.bfloat16), None)
 
 
-# graph nodes: y (gelu)
-@heuristics.pointwise(size_hints={'x': 262144}, name='triton_poi_fused_gelu_1', kernel_hash='13a9c06d02ac5111a42a6735d66b2249')
+# graph nodes: y (gelu <- add)
+@heuristics.pointwise(size_hints={'x': 262144}, name='triton_poi_fused_add_gelu_1', kernel_hash='2f433205ba838f6c3e190a508a54603f')
 @triton.jit
-def triton_poi_fused_gelu_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+def triton_poi_fused_add_gelu_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xnumel = 196608
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:]
@@ -81,15 +81,15 @@ def triton_poi_fused_gelu_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.cons
 
 
 def extern_0(*args):
-    # triton_tem_fused_gelu_matmul_0's other choice: cuBLAS through torch, then triton_poi_fused_gelu_1
+    # triton_tem_fused_matmul_add_gelu_0's other choice: cuBLAS through torch, then triton_poi_fused_add_gelu_1
     arg0_1, arg1_1, arg2_1, out0 = args
     buf3 = runtime.empty_strided((512, 384), (384, 1), torch.bfloat16)
     with runtime.fp32_precision('highest'):
         torch.mm(arg0_1, torch.as_strided(arg1_1, (256, 384), (1, 256), 0), out=buf3)
-    triton_poi_fused_gelu_1.run(buf3, arg2_1, out0, 196608)
+    triton_poi_fused_add_gelu_1.run(buf3, arg2_1, out0, 196608)
 
 
-triton_tem_fused_gelu_matmul_0.attach_externs(extern_0)
+triton_tem_fused_matmul_add_gelu_0.attach_externs(extern_0)
 
 
 def call(args):
@@ -99,7 +99,7 @@ def call(args):
     runtime.check_input(arg1_1, 'W', (384, 256), (256, 1), torch.bfloat16)
     runtime.check_input(arg2_1, 'b', (384,), (1,), torch.bfloat16)
     out0 = runtime.empty_strided((512, 384), (384, 1), torch.bfloat16)
-    triton_tem_fused_gelu_matmul_0.run(arg0_1, arg1_1, arg2_1, out0)
+    triton_tem_fused_matmul_add_gelu_0.run(arg0_1, arg1_1, arg2_1, out0)
     return (out0, )
 
 

@@ -7,10 +7,10 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: m (matmul), y (relu)
-@heuristics.template(mm={'m': 512, 'n': 128, 'k': 256, 'batch': 1}, dtype='float32', name='triton_tem_fused_matmul_relu_0', kernel_hash='6b536f8c1a1f48108fde92bb2a3dec75')
+# graph nodes: m (matmul), y (relu <- add)
+@heuristics.template(mm={'m': 512, 'n': 128, 'k': 256, 'batch': 1}, dtype='float32', name='triton_tem_fused_matmul_add_relu_0', kernel_hash='1936b778f49f0f846e28d79c97040381')
 @triton.jit
-def triton_tem_fused_matmul_relu_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
+def triton_tem_fused_matmul_add_relu_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
     M = 512
     N = 128
     K = 256
@@ -50,10 +50,10 @@ def triton_tem_fused_matmul_relu_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl
     tl.store(out_ptr0 + (x0), tmp3, None)
 
 
-# graph nodes: y (relu)
-@heuristics.pointwise(size_hints={'x': 65536}, name='triton_poi_fused_relu_1', kernel_hash='d9a6775f7bd3602d5538b8209779683e')
+# graph nodes: y (relu <- add)
+@heuristics.pointwise(size_hints={'x': 65536}, name='triton_poi_fused_add_relu_1', kernel_hash='c925ed2a5e3823d78b687458f5480446')
 @triton.jit
-def triton_poi_fused_relu_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+def triton_poi_fused_add_relu_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xnumel = 65536
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:]
@@ -67,22 +67,22 @@ def triton_poi_fused_relu_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.cons
 
 
 def extern_0(*args):
-    # triton_tem_fused_matmul_relu_0's other choice: cuBLAS through torch, then triton_poi_fused_relu_1
+    # triton_tem_fused_matmul_add_relu_0's other choice: cuBLAS through torch, then triton_poi_fused_add_relu_1
     arg0_1, arg1_1, arg2_1, out0 = args
     buf3 = runtime.empty_strided((512, 128), (128, 1), torch.float32)
     with runtime.fp32_precision('highest'):
         torch.mm(arg0_1, arg1_1, out=buf3)
-    triton_poi_fused_relu_1.run(buf3, arg2_1, out0, 65536)
+    triton_poi_fused_add_relu_1.run(buf3, arg2_1, out0, 65536)
 
 
 def extern_0_lt(*args):
-    # triton_tem_fused_matmul_relu_0's other extern choice: cuBLASLt, the bias and ReLU fused
+    # triton_tem_fused_matmul_add_relu_0's other extern choice: cuBLASLt, the bias and ReLU fused
     arg0_1, arg1_1, arg2_1, out0 = args
     with runtime.fp32_precision('highest'):
         torch._addmm_activation(arg2_1, arg0_1, arg1_1, out=out0)
 
 
-triton_tem_fused_matmul_relu_0.attach_externs(extern_0, extern_0_lt)
+triton_tem_fused_matmul_add_relu_0.attach_externs(extern_0, extern_0_lt)
 
 
 def call(args):
@@ -92,7 +92,7 @@ def call(args):
     runtime.check_input(arg1_1, 'w', (256, 128), (128, 1), torch.float32)
     runtime.check_input(arg2_1, 'b', (128,), (1,), torch.float32)
     out0 = runtime.empty_strided((512, 128), (128, 1), torch.float32)
-    triton_tem_fused_matmul_relu_0.run(arg0_1, arg1_1, arg2_1, out0)
+    triton_tem_fused_matmul_add_relu_0.run(arg0_1, arg1_1, arg2_1, out0)
     return (out0, )
 
 

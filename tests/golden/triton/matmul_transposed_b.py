@@ -7,10 +7,10 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: t0 (matmul), y (add)
-@heuristics.template(mm={'m': 100, 'n': 50, 'k': 72, 'batch': 1}, dtype='float32', name='triton_tem_fused_add_matmul_0', kernel_hash='cd1dc8cd780504635b5118ccb8ca47e0')
+# graph nodes: t0 (matmul <- transpose), y (add)
+@heuristics.template(mm={'m': 100, 'n': 50, 'k': 72, 'batch': 1}, dtype='float32', name='triton_tem_fused_matmul_add_0', kernel_hash='4dfa66bab46eef3b16cd368169d57a93')
 @triton.jit
-def triton_tem_fused_add_matmul_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
+def triton_tem_fused_matmul_add_0(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
     M = 100
     N = 50
     K = 72
@@ -65,7 +65,7 @@ def triton_poi_fused_add_1(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.const
 
 
 def extern_0(*args):
-    # triton_tem_fused_add_matmul_0's other choice: cuBLAS through torch, then triton_poi_fused_add_1
+    # triton_tem_fused_matmul_add_0's other choice: cuBLAS through torch, then triton_poi_fused_add_1
     arg0_1, arg1_1, arg2_1, out0 = args
     buf3 = runtime.empty_strided((100, 50), (50, 1), torch.float32)
     with runtime.fp32_precision('highest'):
@@ -73,7 +73,7 @@ def extern_0(*args):
     triton_poi_fused_add_1.run(buf3, arg2_1, out0, 5000)
 
 
-triton_tem_fused_add_matmul_0.attach_externs(extern_0)
+triton_tem_fused_matmul_add_0.attach_externs(extern_0)
 
 
 def call(args):
@@ -83,7 +83,7 @@ def call(args):
     runtime.check_input(arg1_1, 'W', (50, 72), (72, 1), torch.float32)
     runtime.check_input(arg2_1, 'r', (100, 50), (50, 1), torch.float32)
     out0 = runtime.empty_strided((100, 50), (50, 1), torch.float32)
-    triton_tem_fused_add_matmul_0.run(arg0_1, arg1_1, arg2_1, out0)
+    triton_tem_fused_matmul_add_0.run(arg0_1, arg1_1, arg2_1, out0)
     return (out0, )
 
 

@@ -80,9 +80,9 @@ def triton_per_fused_sum_2(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.cons
 
 
 # graph nodes: m (max), am (argmax)
-@heuristics.persistent_reduction(size_hints={'x': 32, 'r0_': 32}, reduction_hint='INNER', name='triton_per_fused_argmax_max_3', kernel_hash='7a25a3bc46978fd3fb6d41446e1e7161')
+@heuristics.persistent_reduction(size_hints={'x': 32, 'r0_': 32}, reduction_hint='INNER', name='triton_per_fused_max_argmax_3', kernel_hash='cb91014d59ec39626feccf8fed512fb3')
 @triton.jit
-def triton_per_fused_argmax_max_3(in_ptr0, out_ptr0, out_ptr1, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+def triton_per_fused_max_argmax_3(in_ptr0, out_ptr0, out_ptr1, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 17
     r0_numel = 17
     xoffset = tl.program_id(0) * XBLOCK
@@ -120,7 +120,7 @@ def call(args):
     del part0
     out2 = runtime.empty_strided((17,), (1,), torch.float32)
     out3 = runtime.empty_strided((17,), (1,), torch.int64)
-    triton_per_fused_argmax_max_3.run(arg1_1, out2, out3, 17, 17)
+    triton_per_fused_max_argmax_3.run(arg1_1, out2, out3, 17, 17)
     return (out0, out1, out2, out3, )
 
 

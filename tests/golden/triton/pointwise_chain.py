@@ -19,10 +19,10 @@ const0 = _constant('AAAAPw==', torch.float32, ())
 const1 = _constant('AACAPw==', torch.float32, ())
 
 
-# graph nodes: y (exp)
-@heuristics.pointwise(size_hints={'x': 4194304}, name='triton_poi_fused_exp_0', kernel_hash='fd24121b8881626e6aadb109d0bbfaee')
+# graph nodes: y (exp <- mul, add, tanh)
+@heuristics.pointwise(size_hints={'x': 4194304}, name='triton_poi_fused_mul_add_tanh_exp_0', kernel_hash='20bdd26738630ae87f8f20b99baa2e00')
 @triton.jit
-def triton_poi_fused_exp_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+def triton_poi_fused_mul_add_tanh_exp_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xnumel = 4194304
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:]
@@ -42,7 +42,7 @@ def call(args):
     args.clear()
     runtime.check_input(arg0_1, 'x', (4096, 1024), (1024, 1), torch.float32)
     out0 = runtime.empty_strided((4096, 1024), (1024, 1), torch.float32)
-    triton_poi_fused_exp_0.run(arg0_1, const0, const1, out0, 4194304)
+    triton_poi_fused_mul_add_tanh_exp_0.run(arg0_1, const0, const1, out0, 4194304)
     return (out0, )
 
 

@@ -13,10 +13,10 @@ def _coil_maximum(a, b):
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
-# graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__5 (mul)
-@heuristics.persistent_reduction(size_hints={'x': 16384, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_exp_max_mul_sum_0', kernel_hash='c4884eb1d95a061a4be34e537b1859f3')
+# graph nodes: y__softmax_0 (max), y__softmax_2 (exp <- sub), y__softmax_3 (sum), y__softmax_5 (mul <- reciprocal)
+@heuristics.persistent_reduction(size_hints={'x': 16384, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_softmax_0', kernel_hash='ece597955ecc26908d28587ece771315')
 @triton.jit
-def triton_per_fused_exp_max_mul_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+def triton_per_fused_softmax_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 10000
     r0_numel = 1000
     xoffset = tl.program_id(0) * XBLOCK
@@ -46,7 +46,7 @@ def call(args):
     args.clear()
     runtime.check_input(arg0_1, 'x', (10000, 1000), (1000, 1), torch.float32)
     out0 = runtime.empty_strided((10000, 1000), (1000, 1), torch.float32)
-    triton_per_fused_exp_max_mul_sum_0.run(arg0_1, out0, 10000, 1000)
+    triton_per_fused_softmax_0.run(arg0_1, out0, 10000, 1000)
     return (out0, )
 
 

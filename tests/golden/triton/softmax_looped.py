@@ -13,10 +13,10 @@ def _coil_maximum(a, b):
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
-# graph nodes: y__0 (max), y__2 (exp), y__3 (sum), y__5 (mul)
-@heuristics.reduction(size_hints={'x': 512, 'r0_': 8192}, reduction_hint='INNER', name='triton_red_fused_exp_max_mul_sum_0', kernel_hash='8f631129a03c836580a0e6d9bda211e7')
+# graph nodes: y__softmax_0 (max), y__softmax_2 (exp <- sub), y__softmax_3 (sum), y__softmax_5 (mul <- reciprocal)
+@heuristics.reduction(size_hints={'x': 512, 'r0_': 8192}, reduction_hint='INNER', name='triton_red_fused_softmax_0', kernel_hash='9c1757052282ac48e36e985a475842af')
 @triton.jit
-def triton_red_fused_exp_max_mul_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+def triton_red_fused_softmax_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xnumel = 512
     r0_numel = 8192
     xoffset = tl.program_id(0) * XBLOCK
@@ -59,7 +59,7 @@ def call(args):
     args.clear()
     runtime.check_input(arg0_1, 'x', (512, 8192), (8192, 1), torch.float32)
     out0 = runtime.empty_strided((512, 8192), (8192, 1), torch.float32)
-    triton_red_fused_exp_max_mul_sum_0.run(arg0_1, out0, 512, 8192)
+    triton_red_fused_softmax_0.run(arg0_1, out0, 512, 8192)
     return (out0, )
 
 

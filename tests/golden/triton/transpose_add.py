@@ -7,7 +7,7 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: z (add)
+# graph nodes: z (add <- transpose)
 @heuristics.pointwise(size_hints={'y': 1024, 'x': 1024}, tile_hint='TILE', name='triton_poi_fused_add_0', kernel_hash='2734fb3e2ea079b6e6add1ea32bb9380')
 @triton.jit
 def triton_poi_fused_add_0(in_ptr0, in_ptr1, out_ptr0, ynumel, xnumel, YBLOCK : tl.constexpr, XBLOCK : tl.constexpr):

@@ -7,7 +7,7 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: f (concat)
+# graph nodes: f (concat <- permute, slice, reshape, transpose)
 @heuristics.pointwise(size_hints={'x': 64}, name='triton_poi_fused_concat_0', kernel_hash='31be4f030bf09907f2cfce740bc282ec')
 @triton.jit
 def triton_poi_fused_concat_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):

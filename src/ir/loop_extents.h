@@ -1,0 +1,28 @@
+// Loop ranges as numbers and as facts: the helpers that the scheduler and both code
+// generators share (one copy each; the CPU nest printer's static_ranges/product in
+// codegen/cpp/cpp_nest.h go once its rewrite lands).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "sym/analyzer.h"
+#include "sym/expr.h"
+
+namespace coil {
+
+/// The extents of ranges known to be constants (an internal error otherwise): sizes are bound
+/// before lowering, so every computation's ranges are.
+std::vector<int64_t> static_extents(const std::vector<sym::Expr>& ranges);
+
+/// Product of v[begin, end), end clamped to the size (1 when empty).
+int64_t product(const std::vector<int64_t>& v, size_t begin = 0, size_t end = SIZE_MAX);
+
+/// An analyzer knowing x_i in [0, ranges[i]) and r_i in [0, reduction_ranges[i]).
+sym::Analyzer loop_analyzer(const std::vector<sym::Expr>& ranges,
+                            const std::vector<sym::Expr>& reduction_ranges);
+sym::Analyzer loop_analyzer(const std::vector<int64_t>& ranges,
+                            const std::vector<int64_t>& reduction_ranges);
+
+}  // namespace coil
