@@ -45,9 +45,42 @@ bool is_transcendental(LoopOp op) {
     case LoopOp::cos:
     case LoopOp::pow:
       return true;
-    default:
+      COIL_LOOP_SOURCE_OPS(COIL_LOOP_OP_CASE)
+      COIL_LOOP_EFFECT_OPS(COIL_LOOP_OP_CASE)
+    case LoopOp::to_dtype:
+    case LoopOp::round_to_bf16:
+    case LoopOp::round_to_f16:
+    case LoopOp::abs:
+    case LoopOp::neg:
+    case LoopOp::sqrt:
+    case LoopOp::rsqrt:
+    case LoopOp::reciprocal:
+    case LoopOp::relu:
+    case LoopOp::floor:
+    case LoopOp::ceil:
+    case LoopOp::round:
+    case LoopOp::sign:
+    case LoopOp::logical_not:
+    case LoopOp::isnan:
+    case LoopOp::add:
+    case LoopOp::sub:
+    case LoopOp::mul:
+    case LoopOp::div:
+    case LoopOp::maximum:
+    case LoopOp::minimum:
+    case LoopOp::fmod:
+    case LoopOp::eq:
+    case LoopOp::ne:
+    case LoopOp::lt:
+    case LoopOp::le:
+    case LoopOp::gt:
+    case LoopOp::ge:
+    case LoopOp::logical_and:
+    case LoopOp::logical_or:
+    case LoopOp::where:
       return false;
   }
+  COIL_UNREACHABLE("bad loop op");
 }
 
 std::string_view reduction_type_name(ReductionType t) {

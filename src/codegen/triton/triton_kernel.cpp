@@ -454,7 +454,36 @@ class TritonKernelPrinter {
         case LoopOp::where:
           if (uo.args[0] == i || op(uo.args[0]).op == LoopOp::constant) return false;
           break;
-        default:
+          COIL_LOOP_SOURCE_OPS(COIL_LOOP_OP_CASE)
+          COIL_LOOP_EFFECT_OPS(COIL_LOOP_OP_CASE)
+        case LoopOp::to_dtype:
+        case LoopOp::round_to_bf16:
+        case LoopOp::round_to_f16:
+        case LoopOp::abs:
+        case LoopOp::neg:
+        case LoopOp::exp:
+        case LoopOp::log:
+        case LoopOp::log1p:
+        case LoopOp::expm1:
+        case LoopOp::sqrt:
+        case LoopOp::rsqrt:
+        case LoopOp::reciprocal:
+        case LoopOp::relu:
+        case LoopOp::sigmoid:
+        case LoopOp::tanh:
+        case LoopOp::erf:
+        case LoopOp::sin:
+        case LoopOp::cos:
+        case LoopOp::floor:
+        case LoopOp::ceil:
+        case LoopOp::round:
+        case LoopOp::sign:
+        case LoopOp::logical_not:
+        case LoopOp::isnan:
+        case LoopOp::pow:
+        case LoopOp::fmod:
+        case LoopOp::logical_and:
+        case LoopOp::logical_or:
           return false;
       }
     }
