@@ -12,6 +12,7 @@
 // that autotuning gave to a library, oneDNN's convolution for conv2d.
 #include "codegen/cpp/cpp_template.h"
 
+#include "codegen/cpp/cpp_plan.h"
 #include "codegen/cpp/cpp_printer.h"
 #include "support/check.h"
 
@@ -50,9 +51,8 @@ bool batch_invariant(const StridedOperand& op) {
   return true;
 }
 
-/// The epilogue nest: the product read from the accumulator tile, stored to its buffer when
-/// it outlives the kernel, then the fused pointwise body (its loads of the product redirected
-/// to the tile).
+}  // namespace
+
 Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_narrowed,
                    const Nest* fused, bool store_product, int tmp_base) {
   Nest e;
@@ -82,7 +82,10 @@ Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_nar
   return e;
 }
 
-void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e) {
+namespace {
+
+void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e,
+                          const CppNestPlan& ep) {
   CodeWriter& w = p.writer();
   const MatmulSpec& s = *t.matmul;
   std::vector<int64_t> rows(e.ranges.begin(), e.ranges.end() - 1);  // all dims but the last
@@ -108,7 +111,9 @@ void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e
     }
     for (size_t d = 0; d < rows.size(); ++d) w.linef("(void)x{};", d);
   }
-  if (!emit_vec_segment(p, e, "n0", "n1")) {
+  if (ep.kind == CppNestKind::Vector) {
+    emit_vec_segment(p, e, ep, "n0", "n1");
+  } else {
     w.linef("for (int64_t x{0} = n0; x{0} < n1; x{0}++)", last);
     w.open();
     p.emit_scalar_ops(e, nest_analyzer(e), [](int) { return true; });
@@ -167,10 +172,10 @@ std::string blocking_line(const MatmulSpec& s) {
 
 }  // namespace
 
-std::optional<PackedOperand> load_time_packing(const NestPrinter& p, const ComputedBuffer& t) {
+std::optional<PackedOperand> load_time_packing(const IrProgram& p, const ComputedBuffer& t) {
   if (t.kind != LoopKind::Template || !t.matmul) return std::nullopt;
   const MatmulSpec& s = *t.matmul;
-  if (p.buffer_info(s.b.buffer).kind != BufferKind::Constant) return std::nullopt;
+  if (p.buffer(s.b.buffer).kind != BufferKind::Constant) return std::nullopt;
   BPacking b = b_packing(s);
   PackedOperand po;
   po.buffer = s.b.buffer;
@@ -181,9 +186,9 @@ std::optional<PackedOperand> load_time_packing(const NestPrinter& p, const Compu
   return po;
 }
 
-void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* fused,
-                          bool product_is_local, const CppKernelSource& out) {
+void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   CodeWriter& w = p.writer();
+  const ComputedBuffer& t = *plan.lead;
   const MatmulSpec& s = *t.matmul;
   COIL_ASSERT(s.impl == MatmulImpl::Template, "emit_matmul_template on a library matmul");
   const std::string et = elem_type(s.dtype);
@@ -192,7 +197,7 @@ void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* f
   const BPacking bp = b_packing(s);
   w.line(blocking_line(s));
   const PackedOperand* packed = nullptr;
-  for (const PackedOperand& po : out.packed)
+  for (const PackedOperand& po : plan.packed)
     if (po.buffer == s.b.buffer) packed = &po;
   if (packed) {
     w.linef("const {}* packed_b = {};  // packed at load time (coil_graph_pack)", et,
@@ -214,11 +219,7 @@ void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* f
   } else {
     w.linef("[&](int64_t b) {{ return packed_b + b * {}; }}, blk,", bp.elements_per_batch);
   }
-  const bool narrowed = p.storage_dtype(t.buffer) != DType::F32;
-  COIL_ASSERT(!(narrowed && product_is_local), "a narrowed product must be stored");
-  Nest e =
-      epilogue_nest(t, t.buffer, narrowed, fused, !product_is_local, fused ? fused->tmp_base : 0);
-  emit_epilogue_lambda(p, t, e);
+  emit_epilogue_lambda(p, t, *plan.epilogue, plan.epilogue_plan);
   w.dedent();
 }
 
