@@ -122,6 +122,9 @@ class KernelPrinter final : public NestPrinter {
     w_.open();
     emit_widened_inputs();
     const CppNestKind kind = plan_.nest_plans[0].kind;
+    if (kind == CppNestKind::SplitReduction || kind == CppNestKind::RowSplit ||
+        kind == CppNestKind::Tile2D)
+      w_.linef("// {}", nest_label(nests()[0], plan_.nest_plans[0], 0));
     switch (kind) {
       case CppNestKind::MatmulTemplate:
         emit_matmul_template(*this, plan_);
@@ -354,7 +357,10 @@ class KernelPrinter final : public NestPrinter {
       open_loops("x", outer, 0, outer.size(), par);
       declare_locals(false);
     }
-    for (size_t i = 0; i < nests().size(); ++i) emit_nest(nests()[i], plan_.nest_plans[i]);
+    for (size_t i = 0; i < nests().size(); ++i) {
+      w_.linef("// {}", nest_label(nests()[i], plan_.nest_plans[i], i));
+      emit_nest(nests()[i], plan_.nest_plans[i]);
+    }
     close_loops(outer.size());
     if (plan_.heap_locals && par > 0) w_.close();
   }

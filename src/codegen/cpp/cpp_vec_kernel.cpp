@@ -217,6 +217,11 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
       w.close();
     }
   };
+  // Invariants first, once; the loops below print the other ops.
+  if (!vp.invariant.empty()) {
+    w.linef("// the same in every iteration of {}: computed once", v);
+    VecOpPrinter(p, n, a, vp, "").emit([&](int i) { return vp.invariant.count(i) > 0; });
+  }
   auto inside = [&](int i) { return !n.after[static_cast<size_t>(i)] && !vp.invariant.count(i); };
   auto after = [&](int i) { return n.after[static_cast<size_t>(i)] && !vp.invariant.count(i); };
 

@@ -12,6 +12,7 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
         float buf1_local[1];
         float buf2_local[1000];
         float buf3_local[1];
+        // nest 0: max over r0 (vector, 4 accumulators): y__0 (max)
         auto tmp_acc0_vec = coil::Vec<float>(coil::lowest<float>());
         auto tmp_acc0_vec1 = tmp_acc0_vec;
         auto tmp_acc0_vec2 = tmp_acc0_vec;
@@ -53,6 +54,9 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
         tmp_acc0_vec = (tmp_acc0_vec.maximum(tmp_acc0_vec1)).maximum((tmp_acc0_vec2.maximum(tmp_acc0_vec3)));
         float tmp1 = tmp_acc0_vec.reduce_max();
         buf1_local[0] = tmp1;
+        // nest 1: sum over r0 (vector, 4 accumulators): y__2 (exp), y__3 (sum)
+        // the same in every iteration of r0: computed once
+        auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
         auto tmp_acc1_vec = coil::Vec<float>(0.0f);
         auto tmp_acc1_vec1 = tmp_acc1_vec;
         auto tmp_acc1_vec2 = tmp_acc1_vec;
@@ -63,7 +67,6 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
                 const int64_t r0 = r0_base + 0;
                 auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
                 coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-                auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
                 tmp6.store(&buf2_local[r0]);
@@ -73,7 +76,6 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
                 const int64_t r0 = r0_base + 16;
                 auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
                 coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-                auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
                 tmp6.store(&buf2_local[r0]);
@@ -83,7 +85,6 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
                 const int64_t r0 = r0_base + 32;
                 auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
                 coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-                auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
                 tmp6.store(&buf2_local[r0]);
@@ -93,7 +94,6 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
                 const int64_t r0 = r0_base + 48;
                 auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
                 coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-                auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
                 tmp6.store(&buf2_local[r0]);
@@ -104,7 +104,6 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
         {
             auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
             coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-            auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
             auto tmp5 = tmp3 - tmp4;
             auto tmp6 = tmp5.exp();
             tmp6.store(&buf2_local[r0]);
@@ -115,7 +114,6 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
             const int64_t tail = 8;
             auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], tail);
             coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-            auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
             auto tmp5 = tmp3 - tmp4;
             auto tmp6 = tmp5.exp();
             tmp6.store(&buf2_local[r0], tail);
@@ -124,11 +122,13 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
         tmp_acc1_vec = (tmp_acc1_vec + tmp_acc1_vec1) + (tmp_acc1_vec2 + tmp_acc1_vec3);
         float tmp8 = tmp_acc1_vec.reduce_add();
         buf3_local[0] = tmp8;
+        // nest 2: pointwise over x1 (vector): y__5 (mul)
+        // the same in every iteration of x1: computed once
+        auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+        auto tmp12 = tmp11.reciprocal();
         for (int64_t x1 = 0; x1 < 992; x1 += 16)
         {
             auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1]);
-            auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp12 = tmp11.reciprocal();
             auto tmp13 = tmp10 * tmp12;
             tmp13.store(&out_ptr0[1000*x0 + x1]);
         }
@@ -136,36 +136,18 @@ extern "C" void cpp_fused_exp_max_mul_sum_0(const float* __restrict__ in_ptr0, f
             const int64_t x1 = 992;
             const int64_t tail = 8;
             auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1], tail);
-            auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp12 = tmp11.reciprocal();
             auto tmp13 = tmp10 * tmp12;
             tmp13.store(&out_ptr0[1000*x0 + x1], tail);
         }
     }
 }
 
-// Byte offsets of the constants packed at load time; offsets[n] is the total size.
-static void packed_layout(int64_t* offsets)
-{
-    int64_t bytes = 0;
-    offsets[0] = bytes;
-}
+// No constant is packed at load time.
+extern "C" int64_t coil_graph_packed_bytes() { return 0; }
+extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" int64_t coil_graph_packed_bytes()
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char*, const char*)
 {
-    int64_t offsets[1];
-    packed_layout(offsets);
-    return offsets[0];
-}
-
-extern "C" void coil_graph_pack(void* const* constants, char* packed)
-{
-    (void)constants; (void)packed;
-}
-
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
-{
-    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* out0 = static_cast<float*>(outputs[0]);
     cpp_fused_exp_max_mul_sum_0(arg0, out0);
