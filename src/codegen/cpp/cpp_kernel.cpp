@@ -195,11 +195,10 @@ class KernelPrinter final : public NestPrinter {
   // ---- NestPrinter ------------------------------------------------------------------------
 
   CodeWriter& writer() override { return w_; }
-  int lanes() const override { return plan_.lanes; }
-  DType storage_dtype(int b) const override { return plan_.storage_dtype(p_, b); }
-  std::string pointer(int b) const override { return plan_.pointer(b); }
-  const Buffer& buffer_info(int b) const override { return p_.buffer(b); }
-  bool store_dropped(int b) const override { return plan_.dropped_stores.count(b) > 0; }
+  const CppKernelPlan& plan() const override { return plan_; }
+  DType storage_dtype(int b) const { return plan_.storage_dtype(p_, b); }
+  std::string pointer(int b) const { return plan_.pointer(b); }
+  bool store_dropped(int b) const { return plan_.dropped_stores.count(b) > 0; }
   std::string new_acc() override { return fmt::format("tmp_acc{}", acc_counter_++); }
   void emit_scalar_ops(const Nest& n, const sym::Analyzer& a,
                        const std::function<bool(int)>& pick) override {

@@ -36,24 +36,19 @@ int64_t product(const std::vector<int64_t>& v);
 std::string subst(std::string s, const std::string& key, const std::string& value);
 sym::Analyzer nest_analyzer(const Nest& n);
 
-/// What the vector emitter needs from the kernel printer.
+struct CppKernelPlan;
+
+/// What the vector and template printers need from the kernel printer (everything else they
+/// read from the plan).
 class NestPrinter {
  public:
   virtual ~NestPrinter() = default;
   virtual CodeWriter& writer() = 0;
-  /// f32 lanes of the target vectors (>= 2 when a nest is vectorized).
-  virtual int lanes() const = 0;
+  /// The kernel's plan (cpp_plan.h): lanes, pointers, dropped stores, nest plans.
+  virtual const CppKernelPlan& plan() const = 0;
   /// The C++ lvalue of buffer `b` at `index` (a local row element or `ptr[index]`).
   virtual std::string access(const Nest& n, int b, const sym::Expr& index,
                              const sym::Analyzer& a) const = 0;
-  /// The storage dtype of buffer `b`.
-  virtual DType storage_dtype(int b) const = 0;
-  /// The kernel parameter holding buffer `b` ("in_ptr0").
-  virtual std::string pointer(int b) const = 0;
-  /// The program's description of buffer `b`.
-  virtual const Buffer& buffer_info(int b) const = 0;
-  /// Whether a store to `b` is dropped (a local buffer whose every read was forwarded).
-  virtual bool store_dropped(int b) const = 0;
   /// The name of op `i`'s value ("tmp12").
   virtual std::string tmp(const Nest& n, int i) const = 0;
   /// A fresh accumulator name ("tmp_acc3").

@@ -55,7 +55,8 @@ struct CppVecPlan {
   std::map<int, int64_t> prefetch;  // load op -> elements ahead (a later row) to prefetch
   /// Ops whose value is the same for every iteration of the vector loop (and of the loops
   /// inside it): broadcasts of stride-0 loads, constants and what is computed from them only.
-  /// They are printed once, before the loop.
+  /// They are printed once, before the loop (not in loops whose stores stream: see
+  /// cpp_plan.cpp, plan_invariants).
   std::set<int> invariant;
 };
 

@@ -45,6 +45,13 @@ std::string batch_offset(const std::string& base, const StridedOperand& op,
   return e;
 }
 
+/// Whether batch_offset's expression reads the batch index `b`.
+bool reads_batch(const StridedOperand& op, const std::vector<int64_t>& batch) {
+  for (size_t d = 0; d < batch.size(); ++d)
+    if (op.batch_strides[d] != 0 && batch[d] > 1) return true;
+  return false;
+}
+
 bool batch_invariant(const StridedOperand& op) {
   for (int64_t s : op.batch_strides)
     if (s != 0) return false;
@@ -90,11 +97,12 @@ void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e
   const MatmulSpec& s = *t.matmul;
   std::vector<int64_t> rows(e.ranges.begin(), e.ranges.end() - 1);  // all dims but the last
   size_t last = e.ranges.size() - 1;
-  w.line(
-      "[&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, "
-      "int64_t ld) {");
+  // The batch index names only where a row of several dims reads it (flat_row).
+  w.linef(
+      "[&](int64_t{}, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, "
+      "int64_t ld) {{",
+      rows.size() == 1 ? "" : " b");
   w.indent();
-  w.line("(void)b;");
   w.line("for (int64_t row = m0; row < m1; row++)");
   w.open();
   w.line("const float* acc_row = acc + (row - m0) * ld;");
@@ -207,13 +215,13 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
     w.linef("static thread_local std::vector<{}> packed_b_storage;", et);
     w.linef("packed_b_storage.resize({});", bp.elements);
     w.linef("{}* packed_b = packed_b_storage.data();", et);
-    w.line(subst(subst(bp.statement, "{src}", p.pointer(s.b.buffer)), "{dst}", "packed_b"));
+    w.line(subst(subst(bp.statement, "{src}", p.plan().pointer(s.b.buffer)), "{dst}", "packed_b"));
   }
   w.linef("coil::gemm::{}(", bf16 ? "matmul_bf16" : "matmul");
   w.indent();
   w.linef("{}, {}, {}, {},", batches, s.m, s.n, s.k);
-  w.linef("[&](int64_t b) {{ (void)b; return {}; }}, {}, {},",
-          batch_offset(p.pointer(s.a.buffer), s.a, s.batch), s.a.row_stride, s.a.col_stride);
+  w.linef("[&](int64_t{}) {{ return {}; }}, {}, {},", reads_batch(s.a, s.batch) ? " b" : "",
+          batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch), s.a.row_stride, s.a.col_stride);
   if (bp.once) {
     w.linef("[&](int64_t) {{ return packed_b; }}, blk,");
   } else {
@@ -234,9 +242,9 @@ void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t) {
   w.linef("for (int64_t b = 0; b < {}; b++)", batches);
   w.open();
   w.linef("{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {} + b * {}, {});", fn, s.m, s.n, s.k,
-          batch_offset(p.pointer(s.a.buffer), s.a, s.batch), la->ld, la->transposed,
-          batch_offset(p.pointer(s.b.buffer), s.b, s.batch), lb->ld, lb->transposed,
-          p.pointer(t.buffer), s.m * s.n, s.n);
+          batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch), la->ld, la->transposed,
+          batch_offset(p.plan().pointer(s.b.buffer), s.b, s.batch), lb->ld, lb->transposed,
+          p.plan().pointer(t.buffer), s.m * s.n, s.n);
   w.close();
 }
 
@@ -251,8 +259,8 @@ void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
       c.n, c.c, c.h, c.wd, c.oc, c.kh, c.kw, c.stride[0], c.stride[1], c.padding[0], c.padding[1],
       c.padding[2], c.padding[3], c.dilation[0], c.dilation[1], c.groups,
       c.bias >= 0 ? "true" : "false", c.weights_constant ? "true" : "false");
-  w.linef("conv.run({}, {}, {}, {});", p.pointer(c.x), p.pointer(c.w),
-          c.bias >= 0 ? p.pointer(c.bias) : "nullptr", p.pointer(t.buffer));
+  w.linef("conv.run({}, {}, {}, {});", p.plan().pointer(c.x), p.plan().pointer(c.w),
+          c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr", p.plan().pointer(t.buffer));
 }
 
 }  // namespace coil

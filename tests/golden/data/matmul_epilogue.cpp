@@ -13,10 +13,9 @@ extern "C" void cpp_template_matmul_relu_0(const float* __restrict__ in_ptr0, co
     coil::gemm::pack_b_parallel(in_ptr1, 1, 96, 96, 80, blk, packed_b);
     coil::gemm::matmul(
         1, 64, 80, 96,
-        [&](int64_t b) { (void)b; return in_ptr0; }, 96, 1,
+        [&](int64_t) { return in_ptr0; }, 96, 1,
         [&](int64_t) { return packed_b; }, blk,
-        [&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, int64_t ld) {
-            (void)b;
+        [&](int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, int64_t ld) {
             for (int64_t row = m0; row < m1; row++)
             {
                 const float* acc_row = acc + (row - m0) * ld;
