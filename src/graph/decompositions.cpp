@@ -168,7 +168,8 @@ int decompose_rms_norm(Graph& g, const Node& node, const std::vector<int>& in) {
 }
 
 // linear(x, w, b?) = matmul(x, transpose(w)) + b. f16/bf16: the product is rounded to the
-// dtype before the bias is added (the reference rounds once, within the dtype's tolerance).
+// dtype before the bias is added, as torch's CPU kernels do; the reference interpreter rounds
+// the same way (graph/reference/linalg.cpp), and so does addmm below.
 int decompose_linear(Graph& g, const Node& node, const std::vector<int>& in) {
   Builder b(g, node);
   int wt = b.op("transpose", {in[1]}, Attrs{{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});

@@ -8,14 +8,15 @@
 
 namespace coil {
 
-#define COIL_LOG_CHANNELS(X)                                             \
-  X(graph, "the input graph after parsing and verification")             \
-  X(ir, "loop IR after lowering (buffers, Pointwise/Reduction bodies)")  \
-  X(fusion, "every fusion made and every candidate refused, with why")   \
-  X(schedule, "the final kernels, their nodes, bytes moved, arena plan") \
-  X(output_code, "the generated source of the whole graph")              \
-  X(cache, "code cache hits, misses, rebuilds")                          \
-  X(autotune, "candidates and timings of autotuned choices")             \
+#define COIL_LOG_CHANNELS(X)                                                                 \
+  X(graph, "the input graph after parsing and verification")                                 \
+  X(ir, "loop IR after lowering (buffers, Pointwise/Reduction bodies)")                      \
+  X(fusion, "every fusion made and every candidate refused, with why")                       \
+  X(schedule, "the final kernels, their nodes, bytes moved, arena plan")                     \
+  X(plan, "the CPU backend's plan of each kernel: nest kinds, vector loops, parallel loops") \
+  X(output_code, "the generated source of the whole graph")                                  \
+  X(cache, "code cache hits, misses, rebuilds")                                              \
+  X(autotune, "candidates and timings of autotuned choices")                                 \
   X(perf, "time spent in each compile stage")
 
 enum class LogChannel {

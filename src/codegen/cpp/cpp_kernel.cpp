@@ -5,9 +5,11 @@
 
 #include "codegen/code_writer.h"
 #include "codegen/cpp/cpp_nest.h"
+#include "codegen/cpp/cpp_plan.h"
 #include "codegen/cpp/cpp_printer.h"
 #include "codegen/cpp/cpp_template.h"
 #include "support/check.h"
+#include "support/log.h"
 
 namespace coil {
 
@@ -84,13 +86,14 @@ namespace {
 class KernelPrinter final : public NestPrinter {
  public:
   KernelPrinter(const IrProgram& p, const Schedule& s, size_t k, const CppTarget& t)
-      : p_(p), s_(s), g_(s.kernels[k]), index_(k), target_(t) {}
+      : p_(p), s_(s), g_(s.kernels[k]), index_(k), plan_(plan_cpp_kernel(p, s, k, t)) {}
 
   CppKernelSource generate() {
     CppKernelSource out;
-    build_nests();
-    assign_args(out);
+    out.args = plan_.args;
+    out.packed = plan_.packed;
     out.name = kernel_name();
+    if (log_enabled(LogChannel::plan)) log_write(LogChannel::plan, to_string(plan_, p_, out.name));
     for (int c : g_.computations())
       for (const auto& o : p_.computations[static_cast<size_t>(c)].origin_names)
         out.origins.push_back(o);
@@ -99,141 +102,61 @@ class KernelPrinter final : public NestPrinter {
       params.push_back(fmt::format("{}{}* __restrict__ {}", a.is_output ? "" : "const ",
                                    dtype_cpp_type(p_.buffer(a.buffer).layout.dtype), a.name));
     }
-    const ComputedBuffer& lead = p_.computations[static_cast<size_t>(g_.nests[0].computations[0])];
-    if (std::optional<PackedOperand> po = load_time_packing(*this, lead)) {
-      po->param = fmt::format("packed_ptr{}", out.packed.size());
-      params.push_back(fmt::format("const {}* __restrict__ {}", po->elem_type, po->param));
-      out.packed.push_back(std::move(*po));
-    }
-    const ComputedBuffer& head = p_.computations[static_cast<size_t>(g_.nests[0].computations[0])];
+    for (const PackedOperand& po : out.packed)
+      params.push_back(fmt::format("const {}* __restrict__ {}", po.elem_type, po.param));
+    const ComputedBuffer& head = *plan_.lead;
     if (head.matmul) {
       const MatmulSpec& ms = *head.matmul;
       w_.linef("// {}: {} matmul{} [{}, {}] x [{}, {}]{}", out.name,
                head.kind == LoopKind::Template ? "template" : matmul_impl_name(ms.impl),
                ms.batch.empty() ? "" : fmt::format(" batch [{}]", fmt::join(ms.batch, ", ")), ms.m,
-               ms.k, ms.k, ms.n, nests_.size() > 1 ? ", epilogue fused on each tile" : "");
+               ms.k, ms.k, ms.n, nests().size() > 1 ? ", epilogue fused on each tile" : "");
     } else if (head.conv) {
       w_.linef("// {}: oneDNN convolution (extern call)", out.name);
     } else {
-      w_.linef("// {}: {} loop nest(s){}", out.name, nests_.size(),
+      w_.linef("// {}: {} loop nest(s){}", out.name, nests().size(),
                g_.nests.size() > 1 ? fmt::format(" sharing {} outer loop(s)", g_.outer_depth) : "");
     }
     w_.linef("// graph nodes: {}", fmt::join(out.origins, ", "));
     w_.linef("extern \"C\" void {}({})", out.name, fmt::join(params, ", "));
     w_.open();
-    const ComputedBuffer& first = p_.computations[static_cast<size_t>(g_.nests[0].computations[0])];
-    if (!first.is_opaque()) widen_reread_inputs(out);
-    if (first.kind == LoopKind::Template) {
-      emit_matmul_template(*this, first, nests_.size() > 1 ? &nests_[1] : nullptr,
-                           is_local(first.buffer), out);
-    } else if (first.kind == LoopKind::Extern && first.conv) {
-      emit_extern_conv2d(*this, first);
-    } else if (first.kind == LoopKind::Extern) {
-      emit_library_matmul(*this, first);
-    } else if (nests_.size() == 1 && split_reduction(nests_[0])) {
-      emit_split_reduction(nests_[0]);
-    } else if (nests_.size() == 1 && g_.local_buffers.empty() &&
-               emit_row_split_reduction(*this, nests_[0])) {
-      // printed
-    } else if (nests_.size() == 1 && g_.local_buffers.empty() &&
-               emit_tile2d_nest(*this, nests_[0],
-                                decide_parallel_depth(nests_[0].ranges, product(nests_[0].ranges),
-                                                      kParallelThreadsHint) > 0)) {
-      // printed
-    } else {
-      emit_fused();
+    emit_widened_inputs();
+    const CppNestKind kind = plan_.nest_plans[0].kind;
+    if (kind == CppNestKind::SplitReduction || kind == CppNestKind::RowSplit ||
+        kind == CppNestKind::Tile2D)
+      w_.linef("// {}", nest_label(nests()[0], plan_.nest_plans[0], 0));
+    switch (kind) {
+      case CppNestKind::MatmulTemplate:
+        emit_matmul_template(*this, plan_);
+        break;
+      case CppNestKind::ExternConv:
+        emit_extern_conv2d(*this, head);
+        break;
+      case CppNestKind::LibraryMatmul:
+        emit_library_matmul(*this, head);
+        break;
+      case CppNestKind::SplitReduction:
+        emit_split_reduction(nests()[0], plan_.nest_plans[0]);
+        break;
+      case CppNestKind::RowSplit:
+        emit_row_split_reduction(*this, nests()[0], plan_.nest_plans[0]);
+        break;
+      case CppNestKind::Tile2D:
+        emit_tile2d_nest(*this, nests()[0], plan_.nest_plans[0]);
+        break;
+      case CppNestKind::Scalar:
+      case CppNestKind::Vector:
+        emit_fused();
+        break;
     }
-    bool streams = false;
-    for (const Nest& n : nests_) streams = streams || nest_streams(*this, n);
-    if (streams && lanes() >= 2) w_.line("coil::stream_fence();");
+    if (plan_.stream_fence) w_.line("coil::stream_fence();");
     w_.close();
     out.code = w_.str();
     return out;
   }
 
  private:
-  // ---- structure -----------------------------------------------------------------------
-
-  /// A template or extern kernel: its first nest is not a loop nest (cpp_template.h), and its
-  /// epilogue reads the product from the accumulator tile, not from a local row array.
-  bool opaque_kernel() const {
-    return p_.computations[static_cast<size_t>(g_.nests[0].computations[0])].is_opaque();
-  }
-
-  void build_nests() {
-    std::set<int> local(g_.local_buffers.begin(), g_.local_buffers.end());
-    int tmp_base = 0;
-    for (const LoopNest& ln : g_.nests) {
-      Nest n;
-      // The nest's loops: a reduction's when a pointwise prologue was merged into it.
-      const ComputedBuffer& first = p_.computations[static_cast<size_t>(ln.computations.back())];
-      n.ranges = static_ranges(first.ranges);
-      n.red_ranges = static_ranges(first.reduction_ranges);
-      // Merge bodies; a load of a value stored earlier in this body at the same index is
-      // forwarded; a store of a local buffer that nothing else reads is dropped later.
-      std::map<std::pair<int, const void*>, int> stored;
-      for (int c : ln.computations) {
-        auto re = ln.reindex.find(c);
-        LoopBody renamed;
-        if (re != ln.reindex.end())
-          renamed = p_.computations[static_cast<size_t>(c)].body.substituted(re->second);
-        const LoopBody& b =
-            re != ln.reindex.end() ? renamed : p_.computations[static_cast<size_t>(c)].body;
-        std::vector<int> remap;
-        for (BodyOp op : b.ops()) {
-          for (int& a : op.args)
-            if (a >= 0) a = remap[static_cast<size_t>(a)];
-          if (op.op == LoopOp::load) {
-            auto it = stored.find({op.buffer, op.index.get()});
-            if (it != stored.end()) {
-              // What the load would read back: the value converted to the buffer's dtype.
-              remap.push_back(n.body.stored_value(it->second, p_.buffer(op.buffer).layout.dtype));
-              continue;
-            }
-          }
-          if (op.op == LoopOp::store) stored[{op.buffer, op.index.get()}] = op.args[0];
-          remap.push_back(n.body.append(std::move(op)));
-        }
-      }
-      n.after.assign(n.body.ops().size(), false);
-      for (size_t i = 0; i < n.body.ops().size(); ++i) {
-        const BodyOp& op = n.body.op(static_cast<int>(i));
-        if (op.op == LoopOp::reduction) n.reductions.push_back(static_cast<int>(i));
-        for (int a : op.args)
-          if (a >= 0 && (n.after[static_cast<size_t>(a)] || n.body.op(a).op == LoopOp::reduction))
-            n.after[i] = true;
-      }
-      n.tmp_base = tmp_base;
-      tmp_base += static_cast<int>(n.body.ops().size());
-      for (const BodyOp& op : n.body.ops())
-        if (op.op == LoopOp::load && local.count(op.buffer) && !opaque_kernel())
-          needs_array_.insert(op.buffer);
-      nests_.push_back(std::move(n));
-    }
-  }
-
-  void assign_args(CppKernelSource& out) {
-    std::set<int> written, local(g_.local_buffers.begin(), g_.local_buffers.end());
-    for (int c : g_.computations()) written.insert(p_.computations[static_cast<size_t>(c)].buffer);
-    int n_in = 0, n_out = 0;
-    for (const Nest& n : nests_) {
-      for (const BodyOp& op : n.body.ops()) {
-        if (op.op != LoopOp::load || written.count(op.buffer) || arg_name_.count(op.buffer))
-          continue;
-        arg_name_[op.buffer] = fmt::format("in_ptr{}", n_in++);
-        out.args.push_back({op.buffer, false, arg_name_[op.buffer]});
-      }
-    }
-    for (int c : g_.computations()) {
-      int b = p_.computations[static_cast<size_t>(c)].buffer;
-      if (local.count(b)) {
-        if (needs_array_.count(b)) local_name_[b] = p_.buffer(b).name + "_local";
-        continue;
-      }
-      arg_name_[b] = fmt::format("out_ptr{}", n_out++);
-      out.args.push_back({b, true, arg_name_[b]});
-    }
-  }
+  const std::vector<Nest>& nests() const { return plan_.nests; }
 
   std::string kernel_name() const {
     std::vector<Origin> origins;
@@ -246,12 +169,6 @@ class KernelPrinter final : public NestPrinter {
                          : kind == LoopKind::Extern ? "cpp_extern"
                                                     : "cpp_fused";
     return fused_kernel_name(prefix, origins, static_cast<int>(index_));
-  }
-
-  int64_t local_row_elements(int b) const {
-    const Layout& l = p_.buffer(b).layout;
-    auto row = g_.outer_depth == 0 ? l.numel() : l.strides[static_cast<size_t>(g_.outer_depth - 1)];
-    return row.as_const().value();
   }
 
   // ---- emission ------------------------------------------------------------------------
@@ -273,23 +190,10 @@ class KernelPrinter final : public NestPrinter {
   // ---- NestPrinter ------------------------------------------------------------------------
 
   CodeWriter& writer() override { return w_; }
-  int lanes() const override { return target_.vec_lanes; }
-  DType storage_dtype(int b) const override {
-    return b == kAccumulatorBuffer || widened_.count(b) ? DType::F32 : p_.buffer(b).layout.dtype;
-  }
-  std::string pointer(int b) const override {
-    auto w = widened_.find(b);
-    return w != widened_.end() ? w->second : arg_name_.at(b);
-  }
-  const Buffer& buffer_info(int b) const override { return p_.buffer(b); }
-  bool is_local(int b) const {
-    return std::find(g_.local_buffers.begin(), g_.local_buffers.end(), b) != g_.local_buffers.end();
-  }
-  bool store_dropped(int b) const override {
-    return std::find(g_.local_buffers.begin(), g_.local_buffers.end(), b) !=
-               g_.local_buffers.end() &&
-           !local_name_.count(b);
-  }
+  const CppKernelPlan& plan() const override { return plan_; }
+  DType storage_dtype(int b) const { return plan_.storage_dtype(p_, b); }
+  std::string pointer(int b) const { return plan_.pointer(b); }
+  bool store_dropped(int b) const { return plan_.dropped_stores.count(b) > 0; }
   std::string new_acc() override { return fmt::format("tmp_acc{}", acc_counter_++); }
   void emit_scalar_ops(const Nest& n, const sym::Analyzer& a,
                        const std::function<bool(int)>& pick) override {
@@ -303,8 +207,8 @@ class KernelPrinter final : public NestPrinter {
   std::string access(const Nest& n, int b, const sym::Expr& index,
                      const sym::Analyzer& a) const override {
     if (b == kAccumulatorBuffer) return accumulator_access(n);
-    auto it = local_name_.find(b);
-    if (it != local_name_.end()) {
+    auto it = plan_.local_name.find(b);
+    if (it != plan_.local_name.end()) {
       const Layout& l = p_.buffer(b).layout;
       std::vector<sym::Expr> rng, red;
       for (int64_t r : n.ranges) rng.push_back(r);
@@ -321,7 +225,6 @@ class KernelPrinter final : public NestPrinter {
   /// Prints the ops of `n` for which `pick(i)` holds, except reductions.
   template <typename Pick>
   void emit_ops(const Nest& n, const sym::Analyzer& a, Pick pick) {
-    std::set<int> local(g_.local_buffers.begin(), g_.local_buffers.end());
     for (int i = 0; i < static_cast<int>(n.body.ops().size()); ++i) {
       if (!pick(i)) continue;
       const BodyOp& op = n.body.op(i);
@@ -342,7 +245,7 @@ class KernelPrinter final : public NestPrinter {
           break;
         }
         case LoopOp::store: {
-          if (local.count(op.buffer) && !local_name_.count(op.buffer)) break;  // forwarded only
+          if (store_dropped(op.buffer)) break;  // forwarded only
           std::string v = tmp(n, op.args[0]);
           DType storage = p_.buffer(op.buffer).layout.dtype;
           if (storage != op.dtype)
@@ -391,11 +294,12 @@ class KernelPrinter final : public NestPrinter {
   }
 
   /// One nest inside the shared outer loops: its own inner loops, accumulators, body.
-  void emit_nest(const Nest& n, size_t depth, bool parallel_vec_loop) {
-    if (choose_vec_loop(n, depth, target_.vec_lanes)) {
-      emit_vec_nest(*this, n, depth, parallel_vec_loop);
+  void emit_nest(const Nest& n, const CppNestPlan& np) {
+    if (np.kind == CppNestKind::Vector) {
+      emit_vec_nest(*this, n, np);
       return;
     }
+    const size_t depth = np.first_loop;
     sym::Analyzer a = nest_analyzer(n);
     open_loops("x", n.ranges, depth, n.ranges.size(), 0);
     std::vector<std::string> accs;
@@ -418,40 +322,22 @@ class KernelPrinter final : public NestPrinter {
   }
 
   void emit_fused() {
-    std::vector<int64_t> outer(nests_[0].ranges.begin(), nests_[0].ranges.begin() + g_.outer_depth);
-    int64_t work = 0;
-    for (const Nest& n : nests_)
-      work += product(n.ranges) * std::max<int64_t>(product(n.red_ranges), 1);
-    int par = std::min(decide_parallel_depth(outer, work, kParallelThreadsHint), g_.outer_depth);
-    // A lone nest vectorized along its last outer loop opens that loop itself (stepping by the
-    // vector width); when it is the only loop the rule parallelizes, it carries the pragma.
-    size_t first_loop = outer.size();
-    bool parallel_vec_loop = false;
-    if (nests_.size() == 1 && !outer.empty()) {
-      auto vl = choose_vec_loop(nests_[0], outer.size() - 1, target_.vec_lanes);
-      if (vl && !vl->reduction && vl->index == outer.size() - 1) {
-        first_loop = outer.size() - 1;
-        parallel_vec_loop = first_loop == 0 && par > 0;
-        outer.pop_back();
-        par = std::min<int>(par, static_cast<int>(outer.size()));
-      }
-    }
-    int64_t local_bytes = 0;
-    for (const auto& [b, name] : local_name_)
-      local_bytes += local_row_elements(b) * dtype_size(p_.buffer(b).layout.dtype);
-    bool heap_locals = local_bytes > kMaxStackLocalBytes;
+    std::vector<int64_t> outer(
+        nests()[0].ranges.begin(),
+        nests()[0].ranges.begin() + static_cast<int64_t>(plan_.shared_loops));
+    const int par = plan_.parallel_depth;
     auto declare_locals = [&](bool heap) {
-      for (const auto& [b, name] : local_name_) {
-        std::string ty(dtype_cpp_type(p_.buffer(b).layout.dtype));
+      for (const CppLocalBuffer& l : plan_.locals) {
+        std::string ty(dtype_cpp_type(l.dtype));
         if (heap) {
-          w_.linef("coil::ScratchArray<{0}> {1}_storage({2});", ty, name, local_row_elements(b));
-          w_.linef("{}* {} = {}_storage.get();", ty, name, name);
+          w_.linef("coil::ScratchArray<{0}> {1}_storage({2});", ty, l.name, l.elements);
+          w_.linef("{}* {} = {}_storage.get();", ty, l.name, l.name);
         } else {
-          w_.linef("{} {}[{}];", ty, name, local_row_elements(b));
+          w_.linef("{} {}[{}];", ty, l.name, l.elements);
         }
       }
     };
-    if (heap_locals) {
+    if (plan_.heap_locals) {
       // Per-thread row buffers, allocated once per thread, not per row.
       if (par > 0) {
         w_.line("#pragma omp parallel");
@@ -465,116 +351,30 @@ class KernelPrinter final : public NestPrinter {
       open_loops("x", outer, 0, outer.size(), par);
       declare_locals(false);
     }
-    mark_revisited_rows();
-    for (const Nest& n : nests_) emit_nest(n, first_loop, parallel_vec_loop);
-    close_loops(outer.size());
-    if (heap_locals && par > 0) w_.close();
-  }
-
-  // ---- prefetching the next rows ------------------------------------------------------------
-
-  static bool calls_vector_math(const Nest& n) {
-    for (const BodyOp& op : n.body.ops())
-      if (is_transcendental(op.op)) return true;
-    return false;
-  }
-
-  /// Marks, per buffer, the first nest that re-reads a row of it that an earlier nest of the
-  /// kernel read in the same outer iteration (softmax's exp pass re-reads the row its max pass
-  /// read) and that calls vector math. That pass finds the row in L1 and spends its time
-  /// computing, while the first pass over each row waits on memory: the hardware prefetcher,
-  /// trained on the first pass, has stopped by the time the next row starts. So the pass also
-  /// prefetches the row kPrefetchAheadBytes ahead (at least the next one) at the same
-  /// position (prefetch_ahead). A light re-reading pass runs at memory speed itself, and the
-  /// prefetches only cost there: layer_norm over [16384, 1024] 24% slower at 1 thread.
-  void mark_revisited_rows() {
-    std::set<int> seen, marked;
-    for (const Nest& n : nests_) {
-      std::set<int> loads;
-      for (const BodyOp& op : n.body.ops())
-        if (op.op == LoopOp::load && op.buffer >= 0 && arg_name_.count(op.buffer))
-          loads.insert(op.buffer);
-      if (calls_vector_math(n))
-        for (int b : loads)
-          if (seen.count(b) && marked.insert(b).second) revisited_[&n].insert(b);
-      seen.insert(loads.begin(), loads.end());
+    for (size_t i = 0; i < nests().size(); ++i) {
+      w_.linef("// {}", nest_label(nests()[i], plan_.nest_plans[i], i));
+      emit_nest(nests()[i], plan_.nest_plans[i]);
     }
+    close_loops(outer.size());
+    if (plan_.heap_locals && par > 0) w_.close();
   }
 
-  /// Softmax over [10000, 1000] 8% faster at 1 and 2 threads on this 2-core Zen 4 with the
-  /// two rows ahead that 8 KiB gives (one row ahead 5-6%, three 8%, four 6%); over [16384,
-  /// 1024] 4-5%. Rows over kPrefetchMaxRowBytes are left to the hardware (they no longer fit
-  /// in L1 with their neighbours).
-  int64_t prefetch_ahead(const Nest& n, int b, const sym::Expr& index,
-                         const sym::Analyzer& a) const override {
-    auto it = revisited_.find(&n);
-    if (it == revisited_.end() || !it->second.count(b) || g_.outer_depth == 0) return 0;
-    auto stride = a.stride(index, loop_var(g_.outer_depth - 1));
-    int64_t row = stride ? stride->as_const().value_or(0) : 0;
-    int64_t row_bytes = row * dtype_size(storage_dtype(b));
-    if (row <= 0 || row_bytes > kPrefetchMaxRowBytes) return 0;
-    return std::max<int64_t>(1, kPrefetchAheadBytes / row_bytes) * row;
-  }
-
-  // ---- small 16-bit inputs that every row reads: widened once ------------------------------
-
-  /// A bf16/f16 input of at most kWidenMaxElements that the kernel's loops read at least
-  /// kWidenMinReuse times per element (the w and b of gelu(x * w + b) over [16384, 1024]) is
-  /// converted to f32 once per call into a stack array, which the loops then read instead:
-  /// bf16 gelu(x * w + b) 5.5-6% faster at 1 and 2 threads (5.00 -> 4.72 ms at 2 threads on
-  /// this 2-core Zen 4), since every vector of w and b was converted again in each of the
-  /// 16384 rows. The conversion is exact, so results do not change. Vectorized loop kernels
-  /// only (templates and extern calls take their operands' pointers as they are).
-  static constexpr int64_t kWidenMaxElements = 4096;  // 16 KiB of f32 per input
-  static constexpr int64_t kWidenMaxTotal = 8192;     // 32 KiB of stack per call
-  static constexpr int64_t kWidenMinReuse = 8;
-
-  void widen_reread_inputs(const CppKernelSource& out) {
-    if (lanes() < 2) return;
-    int64_t total = 0;
-    for (const auto& arg : out.args) {
-      const Buffer& buf = p_.buffer(arg.buffer);
-      DType dt = buf.layout.dtype;
-      auto numel = buf.layout.numel().as_const();
-      if (arg.is_output || (dt != DType::BF16 && dt != DType::F16) || !numel || *numel <= 0 ||
-          *numel > kWidenMaxElements || total + *numel > kWidenMaxTotal)
-        continue;
-      int64_t reads = 0;
-      for (const Nest& n : nests_) {
-        bool loads = false;
-        for (const BodyOp& op : n.body.ops())
-          loads = loads || (op.op == LoopOp::load && op.buffer == arg.buffer);
-        if (loads) reads += product(n.ranges) * std::max<int64_t>(product(n.red_ranges), 1);
-      }
-      if (reads < kWidenMinReuse * *numel) continue;
-      std::string name = arg.name + "_f32";
-      w_.linef("// {} ({}[{}], read {}x per element): widened to f32 once per call", arg.name,
-               dtype_name(dt), *numel, reads / *numel);
-      w_.linef("alignas(64) float {}[{}];", name, *numel);
-      w_.linef("coil::widen({}, {}, {});", arg.name, name, *numel);
-      widened_[arg.buffer] = name;
-      total += *numel;
+  /// Small 16-bit inputs that every row reads, converted to f32 once per call (cpp_plan.cpp:
+  /// kWidenMinReuse).
+  void emit_widened_inputs() {
+    for (const CppWidenedInput& wi : plan_.widened) {
+      w_.linef("// {} ({}[{}], read {}x per element): widened to f32 once per call", wi.arg,
+               dtype_name(wi.dtype), wi.elements, wi.reads / wi.elements);
+      w_.linef("alignas(64) float {}[{}];", wi.name, wi.elements);
+      w_.linef("coil::widen({}, {}, {});", wi.arg, wi.name, wi.elements);
     }
   }
 
   // ---- a lone reduction with too few outputs: fixed chunks of its outermost r loop --------
 
-  bool split_reduction(const Nest& n) const {
-    return !n.reductions.empty() && !n.red_ranges.empty() &&
-           product(n.ranges) < kParallelThreadsHint &&
-           product(n.red_ranges) >= kSplitReductionMinElements;
-  }
-
-  void emit_split_reduction(const Nest& n) {
+  void emit_split_reduction(const Nest& n, const CppNestPlan& np) {
     sym::Analyzer a = nest_analyzer(n);
-    int64_t r0 = n.red_ranges[0], per_r0 = product(n.red_ranges) / std::max<int64_t>(r0, 1);
-    int64_t chunk =
-        std::max<int64_t>(1, kSplitReductionChunkElements / std::max<int64_t>(per_r0, 1));
-    int64_t chunks = (r0 + chunk - 1) / chunk;
-    if (chunks > 1024) {
-      chunk = (r0 + 1023) / 1024;
-      chunks = (r0 + chunk - 1) / chunk;
-    }
+    const int64_t r0 = n.red_ranges[0], chunk = np.split.chunk, chunks = np.split.chunks;
     open_loops("x", n.ranges, 0, n.ranges.size(), 0);
     std::vector<std::string> accs;
     for (int red : n.reductions) {
@@ -588,11 +388,7 @@ class KernelPrinter final : public NestPrinter {
     w_.line("#pragma omp parallel for");
     w_.linef("for (int64_t c = 0; c < {}; c++)", chunks);
     w_.open();
-    // Float sums inside a chunk use a cascade (error grows with log n, not n).
-    auto cascade = [&](size_t k) {
-      const BodyOp& rop = n.body.op(n.reductions[k]);
-      return rop.reduction == ReductionType::sum && is_floating(rop.dtype);
-    };
+    auto cascade = [&](size_t k) { return np.split.cascade[k]; };
     for (size_t k = 0; k < accs.size(); ++k) {
       if (cascade(k)) {
         w_.linef("coil::CascadeSum<{}> {}_local;", spec_of(n, n.reductions[k]).acc_type, accs[k]);
@@ -657,13 +453,7 @@ class KernelPrinter final : public NestPrinter {
   const Schedule& s_;
   const KernelGroup& g_;
   size_t index_;
-  CppTarget target_;
-  std::vector<Nest> nests_;
-  std::set<int> needs_array_;              // local buffers some nest loads (not only forwarded)
-  std::map<int, std::string> arg_name_;    // buffer -> in_ptrN / out_ptrN
-  std::map<int, std::string> widened_;     // small 16-bit input -> its f32 copy (in_ptrN_f32)
-  std::map<int, std::string> local_name_;  // local buffer -> row array name
-  std::map<const Nest*, std::set<int>> revisited_;  // nest -> buffers an earlier nest loaded
+  CppKernelPlan plan_;
   int acc_counter_ = 0;
   CodeWriter w_;
 };

@@ -63,57 +63,81 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
         packed.push_back(&po);
       }
   const size_t np = packed.size();
-  w.line("// Byte offsets of the constants packed at load time; offsets[n] is the total size.");
-  w.linef("static void packed_layout(int64_t* offsets)");
-  w.open();
-  w.line("int64_t bytes = 0;");
-  for (size_t i = 0; i < np; ++i) {
+  if (np == 0) {
+    w.line("// No constant is packed at load time.");
+    w.linef("extern \"C\" int64_t {}() {{ return 0; }}", kGraphPackedBytesSymbol);
+    w.linef("extern \"C\" void {}(void* const*, char*) {{}}", kGraphPackSymbol);
+    w.line();
+  } else {
+    w.line("// Byte offsets of the constants packed at load time; offsets[n] is the total size.");
+    w.linef("static void packed_layout(int64_t* offsets)");
     w.open();
-    w.line(packed[i]->setup);
-    w.linef("offsets[{}] = bytes;", i);
-    w.linef("bytes += ({}) * static_cast<int64_t>(sizeof({}));", packed[i]->elements,
-            packed[i]->elem_type);
-    w.line("bytes = (bytes + 63) / 64 * 64;");
+    w.line("int64_t bytes = 0;");
+    for (size_t i = 0; i < np; ++i) {
+      w.open();
+      w.line(packed[i]->setup);
+      w.linef("offsets[{}] = bytes;", i);
+      w.linef("bytes += ({}) * static_cast<int64_t>(sizeof({}));", packed[i]->elements,
+              packed[i]->elem_type);
+      w.line("bytes = (bytes + 63) / 64 * 64;");
+      w.close();
+    }
+    w.linef("offsets[{}] = bytes;", np);
     w.close();
-  }
-  w.linef("offsets[{}] = bytes;", np);
-  w.close();
-  w.line();
-  w.linef("extern \"C\" int64_t {}()", kGraphPackedBytesSymbol);
-  w.open();
-  w.linef("int64_t offsets[{}];", np + 1);
-  w.line("packed_layout(offsets);");
-  w.linef("return offsets[{}];", np);
-  w.close();
-  w.line();
-  w.linef("extern \"C\" void {}(void* const* constants, char* packed)", kGraphPackSymbol);
-  w.open();
-  w.line("(void)constants; (void)packed;");
-  if (np > 0) {
+    w.line();
+    w.linef("extern \"C\" int64_t {}()", kGraphPackedBytesSymbol);
+    w.open();
     w.linef("int64_t offsets[{}];", np + 1);
     w.line("packed_layout(offsets);");
-  }
-  for (size_t i = 0; i < np; ++i) {
-    const Buffer& b = program.buffer(packed[i]->buffer);
-    w.open();
-    w.line(packed[i]->setup);
-    std::string src = fmt::format("static_cast<const {}*>(constants[{}])",
-                                  dtype_cpp_type(b.layout.dtype), b.external_index);
-    std::string dst =
-        fmt::format("reinterpret_cast<{}*>(packed + offsets[{}])", packed[i]->elem_type, i);
-    w.line(subst(subst(packed[i]->pack, "{src}", src), "{dst}", dst));
+    w.linef("return offsets[{}];", np);
     w.close();
+    w.line();
+    w.linef("extern \"C\" void {}(void* const* constants, char* packed)", kGraphPackSymbol);
+    w.open();
+    w.linef("int64_t offsets[{}];", np + 1);
+    w.line("packed_layout(offsets);");
+    for (size_t i = 0; i < np; ++i) {
+      const Buffer& b = program.buffer(packed[i]->buffer);
+      w.open();
+      w.line(packed[i]->setup);
+      std::string src = fmt::format("static_cast<const {}*>(constants[{}])",
+                                    dtype_cpp_type(b.layout.dtype), b.external_index);
+      std::string dst =
+          fmt::format("reinterpret_cast<{}*>(packed + offsets[{}])", packed[i]->elem_type, i);
+      w.line(subst(subst(packed[i]->pack, "{src}", src), "{dst}", dst));
+      w.close();
+    }
+    w.close();
+    w.line();
   }
-  w.close();
-  w.line();
 
-  // The wrapper: name every buffer once, then call the kernels in order.
-  w.linef(
-      "extern \"C\" void {}(void* const* inputs, void* const* outputs, void* const* constants, "
-      "char* arena, const char* packed)",
-      kGraphRunSymbol);
+  // The wrapper: name every buffer once, then call the kernels in order. Parameters the graph
+  // does not use are left unnamed.
+  bool uses[5] = {false, false, false, false, np > 0};  // inputs outputs constants arena packed
+  for (const Buffer& b : program.buffers) {
+    switch (b.kind) {
+      case BufferKind::Input:
+        uses[0] = true;
+        break;
+      case BufferKind::Output:
+        uses[1] = true;
+        break;
+      case BufferKind::Constant:
+        uses[2] = true;
+        break;
+      case BufferKind::Intermediate:
+        uses[3] = uses[3] || schedule.memory.offsets[static_cast<size_t>(b.id)] >= 0;
+        break;
+    }
+  }
+  auto param = [&](int i, const char* type, const char* name) {
+    return uses[i] ? fmt::format("{} {}", type, name) : std::string(type);
+  };
+  w.linef("extern \"C\" void {}({}, {}, {}, {}, {})", kGraphRunSymbol,
+          param(0, "void* const*", "inputs"), param(1, "void* const*", "outputs"),
+          param(2, "void* const*", "constants"), param(3, "char*", "arena"),
+          param(4, "const char*", "packed"));
   w.open();
-  w.line("(void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;");
   if (np > 0) {
     w.linef("int64_t packed_offsets[{}];", np + 1);
     w.line("packed_layout(packed_offsets);");

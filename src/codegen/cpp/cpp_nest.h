@@ -36,34 +36,23 @@ int64_t product(const std::vector<int64_t>& v);
 std::string subst(std::string s, const std::string& key, const std::string& value);
 sym::Analyzer nest_analyzer(const Nest& n);
 
-/// What the vector emitter needs from the kernel printer.
+struct CppKernelPlan;
+
+/// What the vector and template printers need from the kernel printer (everything else they
+/// read from the plan).
 class NestPrinter {
  public:
   virtual ~NestPrinter() = default;
   virtual CodeWriter& writer() = 0;
-  /// f32 lanes of the target vectors (>= 2 when a nest is vectorized).
-  virtual int lanes() const = 0;
+  /// The kernel's plan (cpp_plan.h): lanes, pointers, dropped stores, nest plans.
+  virtual const CppKernelPlan& plan() const = 0;
   /// The C++ lvalue of buffer `b` at `index` (a local row element or `ptr[index]`).
   virtual std::string access(const Nest& n, int b, const sym::Expr& index,
                              const sym::Analyzer& a) const = 0;
-  /// The storage dtype of buffer `b`.
-  virtual DType storage_dtype(int b) const = 0;
-  /// The kernel parameter holding buffer `b` ("in_ptr0").
-  virtual std::string pointer(int b) const = 0;
-  /// The program's description of buffer `b`.
-  virtual const Buffer& buffer_info(int b) const = 0;
-  /// Whether a store to `b` is dropped (a local buffer whose every read was forwarded).
-  virtual bool store_dropped(int b) const = 0;
   /// The name of op `i`'s value ("tmp12").
   virtual std::string tmp(const Nest& n, int i) const = 0;
   /// A fresh accumulator name ("tmp_acc3").
   virtual std::string new_acc() = 0;
-  /// Elements ahead of a contiguous vector load of `b` at `index` in nest `n` to prefetch (a
-  /// later row of the kernel's outer loop), or 0 for none.
-  virtual int64_t prefetch_ahead(const Nest& /*n*/, int /*b*/, const sym::Expr& /*index*/,
-                                 const sym::Analyzer& /*a*/) const {
-    return 0;
-  }
   /// Prints the scalar form of the ops of `n` for which `pick` holds (not reductions).
   virtual void emit_scalar_ops(const Nest& n, const sym::Analyzer& a,
                                const std::function<bool(int)>& pick) = 0;
@@ -73,54 +62,50 @@ class NestPrinter {
 /// from it (the NestPrinter maps it to the current tile row) instead of from memory.
 constexpr int kAccumulatorBuffer = -2;
 
-/// The loop a nest is vectorized along (CppVecKernel): the innermost reduction loop
-/// (horizontal reduction) when every load is contiguous or invariant along it, else the
-/// innermost pointwise loop (pointwise, vertical reduction) when every store is contiguous
-/// along it (loads may broadcast or gather). nullopt when the nest has an op, dtype or access
-/// without a vector form, or no candidate loop at or after `first_loop`.
+/// The loop a nest is vectorized along (cpp_plan.h: choose_vec_loop).
 struct VecLoop {
   bool reduction;  // r loop (horizontal) or x loop
   size_t index;
 };
-std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes);
+/// The loop variable of `v` (r<index> or x<index>).
+sym::Expr var_of(const VecLoop& v);
+/// Stride of `index` along `var`: 0, 1, or anything else (-1 = not constant).
+int64_t stride_along(const sym::Analyzer& a, const sym::Expr& index, const sym::Expr& var);
 
-/// Whether a nest's vector stores bypass the caches (a large f32 graph output: see
-/// kStreamMinBytes in cpp_vec_kernel.cpp); its kernel then ends with coil::stream_fence().
-bool nest_streams(const NestPrinter& p, const Nest& n);
+struct CppNestPlan;
 
-/// Prints nest `n` with explicit SIMD along choose_vec_loop(n, first_loop), which must exist:
-/// its x loops from `first_loop` on (the earlier ones are open already), the vector loop
-/// stepping by coil::kFloatLanes, then a masked tail. `parallel`: the vector loop is the
-/// kernel's parallel loop (a one-dimensional pointwise kernel).
-void emit_vec_nest(NestPrinter& p, const Nest& n, size_t first_loop, bool parallel);
+/// Prints vector nest `n` as its plan says (np.vec): its x loops from np.first_loop on (the
+/// earlier ones are open already), the vector loop stepping by coil::kFloatLanes, then a
+/// masked tail; np.parallel: the vector loop is the kernel's parallel loop.
+void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np);
 
-/// A column reduction (one pointwise loop x0 of at most kRowSplitMaxColumns outputs, one
-/// reduction loop r0 over many rows), vectorized along x0 and split over rows: each of a fixed
+/// CppTile2DKernel (np.tile): the loops are tiled by lanes x lanes; each transposed operand is
+/// read into an L1 tile with vector loads along x0, transposed in the tile, and then read back
+/// as vectors along x1, so both the read and the write are contiguous in memory.
+void emit_tile2d_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np);
+
+/// A column reduction (np.row_split), vectorized along x0 and split over rows: each of a fixed
 /// number of row chunks reduces its rows into a partial row that stays in cache, streaming the
 /// input in memory order; the partials are then combined in chunk order, so the result is the
 /// same for any thread count. Inductor parallelizes only over column vectors here (64 for 1024
-/// columns) and walks each column strip down all the rows. Returns false (printing nothing)
-/// when the nest is not of that shape.
-/// CppTile2DKernel: a two-dimensional pointwise nest whose store is contiguous along x1 while
-/// some load is contiguous along x0 (a transpose: x.t() + y). The loops are tiled by
-/// lanes x lanes; each transposed operand is read into an L1 tile with vector loads along x0,
-/// transposed in the tile, and then read back as vectors along x1, so both the read and the
-/// write are contiguous in memory. Returns false (printing nothing) when the nest is not of
-/// that shape.
-bool emit_tile2d_nest(NestPrinter& p, const Nest& n, bool parallel);
+/// columns) and walks each column strip down all the rows.
+void emit_row_split_reduction(NestPrinter& p, const Nest& n, const CppNestPlan& np);
 
-/// Prints a pointwise nest's innermost loop over [begin, end) (C++ expressions; the outer loop
-/// variables are defined by the caller) with explicit SIMD: whole vectors, then one masked
-/// tail. Returns false (printing nothing) when the loop has no vector form. The matmul
-/// template prints its epilogue on each tile row this way.
-bool emit_vec_segment(NestPrinter& p, const Nest& n, const std::string& begin,
-                      const std::string& end);
+/// Prints a pointwise vector nest's innermost loop over [begin, end) (C++ expressions; the
+/// outer loop variables are defined by the caller): whole vectors, then one masked tail. The
+/// matmul template prints its epilogue on each tile row this way.
+void emit_vec_segment(NestPrinter& p, const Nest& n, const CppNestPlan& np,
+                      const std::string& begin, const std::string& end);
 
 /// Horizontal float sums longer than this accumulate in a coil::CascadeSum.
 constexpr int64_t kCascadeMinElements = 16384;
+/// Independent vector accumulators of a horizontal reduction without a cascade.
+constexpr int kAccumulators = 4;
+/// Full-vector stores to a graph output of at least this many bytes bypass the caches
+/// (cpp_plan.cpp: streamed_store).
+constexpr int64_t kStreamMinBytes = int64_t{16} << 20;
 
 constexpr int64_t kRowSplitMaxColumns = 16384;
 constexpr int64_t kRowSplitMinRows = 1024;
-bool emit_row_split_reduction(NestPrinter& p, const Nest& n);
 
 }  // namespace coil

@@ -12,6 +12,7 @@
 // that autotuning gave to a library, oneDNN's convolution for conv2d.
 #include "codegen/cpp/cpp_template.h"
 
+#include "codegen/cpp/cpp_plan.h"
 #include "codegen/cpp/cpp_printer.h"
 #include "support/check.h"
 
@@ -38,15 +39,21 @@ std::string batch_offset(const std::string& base, const StridedOperand& op,
   return e;
 }
 
+/// Whether batch_offset's expression reads the batch index `b`.
+bool reads_batch(const StridedOperand& op, const std::vector<int64_t>& batch) {
+  for (size_t d = 0; d < batch.size(); ++d)
+    if (op.batch_strides[d] != 0 && batch[d] > 1) return true;
+  return false;
+}
+
 bool batch_invariant(const StridedOperand& op) {
   for (int64_t s : op.batch_strides)
     if (s != 0) return false;
   return true;
 }
 
-/// The epilogue nest: the product read from the accumulator tile, stored to its buffer when
-/// it outlives the kernel, then the fused pointwise body (its loads of the product redirected
-/// to the tile).
+}  // namespace
+
 Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_narrowed,
                    const Nest* fused, bool store_product, int tmp_base) {
   Nest e;
@@ -76,16 +83,20 @@ Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_nar
   return e;
 }
 
-void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e) {
+namespace {
+
+void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e,
+                          const CppNestPlan& ep) {
   CodeWriter& w = p.writer();
   const MatmulSpec& s = *t.matmul;
   std::vector<int64_t> rows(e.ranges.begin(), e.ranges.end() - 1);  // all dims but the last
   size_t last = e.ranges.size() - 1;
-  w.line(
-      "[&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, "
-      "int64_t ld) {");
+  // The batch index names only where a row of several dims reads it (flat_row).
+  w.linef(
+      "[&](int64_t{}, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, "
+      "int64_t ld) {{",
+      rows.size() == 1 ? "" : " b");
   w.indent();
-  w.line("(void)b;");
   w.line("for (int64_t row = m0; row < m1; row++)");
   w.open();
   w.line("const float* acc_row = acc + (row - m0) * ld;");
@@ -102,7 +113,9 @@ void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e
     }
     for (size_t d = 0; d < rows.size(); ++d) w.linef("(void)x{};", d);
   }
-  if (!emit_vec_segment(p, e, "n0", "n1")) {
+  if (ep.kind == CppNestKind::Vector) {
+    emit_vec_segment(p, e, ep, "n0", "n1");
+  } else {
     w.linef("for (int64_t x{0} = n0; x{0} < n1; x{0}++)", last);
     w.open();
     p.emit_scalar_ops(e, nest_analyzer(e), [](int) { return true; });
@@ -161,10 +174,10 @@ std::string blocking_line(const MatmulSpec& s) {
 
 }  // namespace
 
-std::optional<PackedOperand> load_time_packing(const NestPrinter& p, const ComputedBuffer& t) {
+std::optional<PackedOperand> load_time_packing(const IrProgram& p, const ComputedBuffer& t) {
   if (t.kind != LoopKind::Template || !t.matmul) return std::nullopt;
   const MatmulSpec& s = *t.matmul;
-  if (p.buffer_info(s.b.buffer).kind != BufferKind::Constant) return std::nullopt;
+  if (p.buffer(s.b.buffer).kind != BufferKind::Constant) return std::nullopt;
   BPacking b = b_packing(s);
   PackedOperand po;
   po.buffer = s.b.buffer;
@@ -175,9 +188,9 @@ std::optional<PackedOperand> load_time_packing(const NestPrinter& p, const Compu
   return po;
 }
 
-void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* fused,
-                          bool product_is_local, const CppKernelSource& out) {
+void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   CodeWriter& w = p.writer();
+  const ComputedBuffer& t = *plan.lead;
   const MatmulSpec& s = *t.matmul;
   COIL_ASSERT(s.impl == MatmulImpl::Template, "emit_matmul_template on a library matmul");
   const std::string et = elem_type(s.dtype);
@@ -186,7 +199,7 @@ void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* f
   const BPacking bp = b_packing(s);
   w.line(blocking_line(s));
   const PackedOperand* packed = nullptr;
-  for (const PackedOperand& po : out.packed)
+  for (const PackedOperand& po : plan.packed)
     if (po.buffer == s.b.buffer) packed = &po;
   if (packed) {
     w.linef("const {}* packed_b = {};  // packed at load time (coil_graph_pack)", et,
@@ -196,23 +209,19 @@ void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* f
     w.linef("static thread_local std::vector<{}> packed_b_storage;", et);
     w.linef("packed_b_storage.resize({});", bp.elements);
     w.linef("{}* packed_b = packed_b_storage.data();", et);
-    w.line(subst(subst(bp.statement, "{src}", p.pointer(s.b.buffer)), "{dst}", "packed_b"));
+    w.line(subst(subst(bp.statement, "{src}", p.plan().pointer(s.b.buffer)), "{dst}", "packed_b"));
   }
   w.linef("coil::gemm::{}(", bf16 ? "matmul_bf16" : "matmul");
   w.indent();
   w.linef("{}, {}, {}, {},", batches, s.m, s.n, s.k);
-  w.linef("[&](int64_t b) {{ (void)b; return {}; }}, {}, {},",
-          batch_offset(p.pointer(s.a.buffer), s.a, s.batch), s.a.row_stride, s.a.col_stride);
+  w.linef("[&](int64_t{}) {{ return {}; }}, {}, {},", reads_batch(s.a, s.batch) ? " b" : "",
+          batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch), s.a.row_stride, s.a.col_stride);
   if (bp.once) {
     w.linef("[&](int64_t) {{ return packed_b; }}, blk,");
   } else {
     w.linef("[&](int64_t b) {{ return packed_b + b * {}; }}, blk,", bp.elements_per_batch);
   }
-  const bool narrowed = p.storage_dtype(t.buffer) != DType::F32;
-  COIL_ASSERT(!(narrowed && product_is_local), "a narrowed product must be stored");
-  Nest e =
-      epilogue_nest(t, t.buffer, narrowed, fused, !product_is_local, fused ? fused->tmp_base : 0);
-  emit_epilogue_lambda(p, t, e);
+  emit_epilogue_lambda(p, t, *plan.epilogue, plan.epilogue_plan);
   w.dedent();
 }
 
@@ -227,9 +236,9 @@ void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t) {
   w.linef("for (int64_t b = 0; b < {}; b++)", batches);
   w.open();
   w.linef("{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {} + b * {}, {});", fn, s.m, s.n, s.k,
-          batch_offset(p.pointer(s.a.buffer), s.a, s.batch), la->ld, la->transposed,
-          batch_offset(p.pointer(s.b.buffer), s.b, s.batch), lb->ld, lb->transposed,
-          p.pointer(t.buffer), s.m * s.n, s.n);
+          batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch), la->ld, la->transposed,
+          batch_offset(p.plan().pointer(s.b.buffer), s.b, s.batch), lb->ld, lb->transposed,
+          p.plan().pointer(t.buffer), s.m * s.n, s.n);
   w.close();
 }
 
@@ -244,8 +253,8 @@ void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
       c.n, c.c, c.h, c.wd, c.oc, c.kh, c.kw, c.stride[0], c.stride[1], c.padding[0], c.padding[1],
       c.padding[2], c.padding[3], c.dilation[0], c.dilation[1], c.groups,
       c.bias >= 0 ? "true" : "false", c.weights_constant ? "true" : "false");
-  w.linef("conv.run({}, {}, {}, {});", p.pointer(c.x), p.pointer(c.w),
-          c.bias >= 0 ? p.pointer(c.bias) : "nullptr", p.pointer(t.buffer));
+  w.linef("conv.run({}, {}, {}, {});", p.plan().pointer(c.x), p.plan().pointer(c.w),
+          c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr", p.plan().pointer(t.buffer));
 }
 
 }  // namespace coil

@@ -12,16 +12,23 @@ namespace coil {
 /// The C++ lvalue of the accumulator tile at the epilogue's current element.
 std::string accumulator_access(const Nest& n);
 
-/// A template matmul whose B is a constant packs B once at load time: the packed copy (its
-/// `param` left for the kernel printer to name). nullopt for any other computation.
-std::optional<PackedOperand> load_time_packing(const NestPrinter& p, const ComputedBuffer& t);
+struct CppKernelPlan;
 
-/// The matmul template: packing of B (per call, or the load-time copy of out.packed),
-/// coil::gemm::matmul, and the epilogue lambda running the `fused` pointwise nest (null: none)
-/// on each output tile. `product_is_local`: the product is read only by the epilogue, so it is
-/// never stored.
-void emit_matmul_template(NestPrinter& p, const ComputedBuffer& t, const Nest* fused,
-                          bool product_is_local, const CppKernelSource& out);
+/// A template matmul whose B is a constant packs B once at load time: the packed copy (its
+/// `param` left for the planner to name). nullopt for any other computation.
+std::optional<PackedOperand> load_time_packing(const IrProgram& p, const ComputedBuffer& t);
+
+/// The epilogue nest of template `t`: the product read from the accumulator tile, stored to
+/// its buffer when it outlives the kernel (`store_product`), then the `fused` pointwise body
+/// (null: none), its loads of the product redirected to the tile unless the product is
+/// `product_narrowed` (stored in bf16, read back rounded).
+Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_narrowed,
+                   const Nest* fused, bool store_product, int tmp_base);
+
+/// The matmul template (plan.lead): packing of B (per call, or the load-time copy of
+/// plan.packed), coil::gemm::matmul, and the epilogue lambda running plan.epilogue on each
+/// output tile as plan.epilogue_plan says.
+void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan);
 /// A matmul given to a library by autotuning: one sgemm call per batch.
 void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t);
 /// conv2d through oneDNN.

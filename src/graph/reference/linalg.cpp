@@ -2,7 +2,11 @@
 // max_pool2d, avg_pool2d, global_avg_pool2d. Plain loops over row-major copies of the inputs,
 // products and sums in double, one rounding to the result dtype at the end. The composites
 // (linear, addmm, global_avg_pool2d) are computed directly, not through their decompositions,
-// so that tests of the decompositions compare against an independent formula.
+// so that tests of the decompositions compare against an independent formula. One exception:
+// linear and addmm of f16/bf16 round the product to the dtype before the bias is added (and
+// alpha * product, beta * bias each once more), as torch's CPU kernels do (torch 1.13 and 2.x:
+// addmm(c, a, b) over bf16 [1, 2] x [2, 1] gives 0.15625 where one rounding gives 0.1640625)
+// and coil's compiled code does on every device: `lp_step` below.
 #include <cmath>
 #include <limits>
 
@@ -73,6 +77,12 @@ Tensor ref_matmul(const Node& node, const std::vector<Tensor>& in) {
   return out;
 }
 
+// One rounding step of an f16/bf16 linear or addmm (the header comment); f32 and f64 keep the
+// double until the final rounding.
+double lp_step(DType t, double v) {
+  return is_low_precision(t) ? ref::round_to(t, v) : v;
+}
+
 Tensor ref_linear(const Node& node, const std::vector<Tensor>& in) {
   ref::check_inputs(node, in);
   const Sizes& sx = in[0].shape();
@@ -86,9 +96,10 @@ Tensor ref_linear(const Node& node, const std::vector<Tensor>& in) {
   Tensor out = Tensor::empty(node.type.dtype, out_shape);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < out_features; ++j) {
-      double acc = bias.empty() ? 0.0 : bias[at(j)];
+      double acc = 0;
       for (int64_t k = 0; k < in_features; ++k)
         acc += x[at(r * in_features + k)] * w[at(j * in_features + k)];
+      if (!bias.empty()) acc = lp_step(node.type.dtype, acc) + bias[at(j)];
       ref::set_double(out, r * out_features + j, acc);
     }
   }
@@ -109,8 +120,13 @@ Tensor ref_addmm(const Node& node, const std::vector<Tensor>& in) {
       double acc = 0;
       for (int64_t k = 0; k < k_size; ++k) acc += a[at(m * k_size + k)] * b[at(k * n_size + n)];
       // As torch.addmm: beta = 0 ignores the bias (its NaN and inf do not propagate).
-      double y = alpha * acc;
-      if (beta != 0) y += beta * bias[at(m * bias_stride[0] + n * bias_stride[1])];
+      const DType t = node.type.dtype;
+      double y = lp_step(t, acc);
+      if (alpha != 1.0) y = lp_step(t, alpha * y);
+      if (beta != 0) {
+        double c = bias[at(m * bias_stride[0] + n * bias_stride[1])];
+        y += beta == 1.0 ? c : lp_step(t, beta * c);
+      }
       ref::set_double(out, m * n_size + n, y);
     }
   }

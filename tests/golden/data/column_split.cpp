@@ -6,6 +6,7 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 // graph nodes: s (sum), m (max)
 extern "C" void cpp_fused_sum_max_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, float* __restrict__ out_ptr1)
 {
+    // nest 0: sum and max over r0 (row_split): s (sum), m (max)
     coil::ScratchArray<float> tmp_acc0_part_storage(1600, {in_ptr0});
     float* const tmp_acc0_part = tmp_acc0_part_storage.get();
     coil::ScratchArray<float> tmp_acc1_part_storage(1600, {in_ptr0, tmp_acc0_part});
@@ -75,28 +76,12 @@ extern "C" void cpp_fused_sum_max_0(const float* __restrict__ in_ptr0, float* __
     }
 }
 
-// Byte offsets of the constants packed at load time; offsets[n] is the total size.
-static void packed_layout(int64_t* offsets)
-{
-    int64_t bytes = 0;
-    offsets[0] = bytes;
-}
+// No constant is packed at load time.
+extern "C" int64_t coil_graph_packed_bytes() { return 0; }
+extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" int64_t coil_graph_packed_bytes()
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char*, const char*)
 {
-    int64_t offsets[1];
-    packed_layout(offsets);
-    return offsets[0];
-}
-
-extern "C" void coil_graph_pack(void* const* constants, char* packed)
-{
-    (void)constants; (void)packed;
-}
-
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
-{
-    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* out0 = static_cast<float*>(outputs[0]);
     auto* out1 = static_cast<float*>(outputs[1]);

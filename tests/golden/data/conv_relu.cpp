@@ -21,6 +21,7 @@ extern "C" void cpp_fused_relu_1(const float* __restrict__ in_ptr0, float* __res
         {
             for (int64_t x2 = 0; x2 < 14; x2++)
             {
+                // nest 0: pointwise over x3 (vector): y (relu)
                 {
                     const int64_t x3 = 0;
                     const int64_t tail = 14;
@@ -33,28 +34,12 @@ extern "C" void cpp_fused_relu_1(const float* __restrict__ in_ptr0, float* __res
     }
 }
 
-// Byte offsets of the constants packed at load time; offsets[n] is the total size.
-static void packed_layout(int64_t* offsets)
-{
-    int64_t bytes = 0;
-    offsets[0] = bytes;
-}
+// No constant is packed at load time.
+extern "C" int64_t coil_graph_packed_bytes() { return 0; }
+extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" int64_t coil_graph_packed_bytes()
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char* arena, const char*)
 {
-    int64_t offsets[1];
-    packed_layout(offsets);
-    return offsets[0];
-}
-
-extern "C" void coil_graph_pack(void* const* constants, char* packed)
-{
-    (void)constants; (void)packed;
-}
-
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
-{
-    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* arg1 = static_cast<const float*>(inputs[1]);
     auto* arg2 = static_cast<const float*>(inputs[2]);

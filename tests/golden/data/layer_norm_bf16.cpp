@@ -16,11 +16,13 @@ extern "C" void cpp_fused_layer_norm_0(const coil::bfloat16* __restrict__ in_ptr
     {
         float buf3_local[1];
         float buf4_local[1];
+        // nest 0: sum over r0 (vector): y__layer_norm_15 (sum <- cast, slice, sub)
+        // the same in every iteration of r0: computed once
+        auto tmp1 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
         auto tmp_acc0_vec = coil::Vec<float>(0.0f);
         for (int64_t r0 = 0; r0 < 16; r0 += 16)
         {
             auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0]);
-            auto tmp1 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
             auto tmp2 = tmp0 - tmp1;
             tmp_acc0_vec = tmp_acc0_vec + tmp2;
         }
@@ -28,21 +30,22 @@ extern "C" void cpp_fused_layer_norm_0(const coil::bfloat16* __restrict__ in_ptr
             const int64_t r0 = 16;
             const int64_t tail = 1;
             auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0], tail);
-            auto tmp1 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
             auto tmp2 = tmp0 - tmp1;
             tmp_acc0_vec = coil::Vec<float>::set(tmp_acc0_vec, tmp_acc0_vec + tmp2, tail);
         }
         float tmp3 = tmp_acc0_vec.reduce_add();
         buf3_local[0] = tmp3;
+        // nest 1: sum over r0 (vector): y__layer_norm_18 (sum <- cast, slice, div, add, sub, mul)
+        // the same in every iteration of r0: computed once
+        auto tmp6 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
+        auto tmp7 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+        auto tmp8 = coil::Vec<float>(17.0f);
+        auto tmp9 = tmp7 / tmp8;
+        auto tmp10 = tmp6 + tmp9;
         auto tmp_acc1_vec = coil::Vec<float>(0.0f);
         for (int64_t r0 = 0; r0 < 16; r0 += 16)
         {
             auto tmp5 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0]);
-            auto tmp6 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
-            auto tmp7 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp8 = coil::Vec<float>(17.0f);
-            auto tmp9 = tmp7 / tmp8;
-            auto tmp10 = tmp6 + tmp9;
             auto tmp11 = tmp5 - tmp10;
             auto tmp12 = tmp11 * tmp11;
             tmp_acc1_vec = tmp_acc1_vec + tmp12;
@@ -51,31 +54,28 @@ extern "C" void cpp_fused_layer_norm_0(const coil::bfloat16* __restrict__ in_ptr
             const int64_t r0 = 16;
             const int64_t tail = 1;
             auto tmp5 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0], tail);
-            auto tmp6 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
-            auto tmp7 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp8 = coil::Vec<float>(17.0f);
-            auto tmp9 = tmp7 / tmp8;
-            auto tmp10 = tmp6 + tmp9;
             auto tmp11 = tmp5 - tmp10;
             auto tmp12 = tmp11 * tmp11;
             tmp_acc1_vec = coil::Vec<float>::set(tmp_acc1_vec, tmp_acc1_vec + tmp12, tail);
         }
         float tmp13 = tmp_acc1_vec.reduce_add();
         buf4_local[0] = tmp13;
+        // nest 2: pointwise over x1 (vector): y__layer_norm_14 (cast <- cast, slice, div, add, sub, rsqrt, mul)
+        // the same in every iteration of x1: computed once
+        auto tmp16 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
+        auto tmp17 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+        auto tmp18 = coil::Vec<float>(17.0f);
+        auto tmp19 = tmp17 / tmp18;
+        auto tmp20 = tmp16 + tmp19;
+        auto tmp22 = coil::Vec<float>(static_cast<float>(buf4_local[0]));
+        auto tmp23 = tmp22 / tmp18;
+        auto tmp24 = coil::Vec<float>(1e-05f);
+        auto tmp25 = tmp23 + tmp24;
+        auto tmp26 = tmp25.rsqrt();
         for (int64_t x1 = 0; x1 < 16; x1 += 16)
         {
             auto tmp15 = coil::Vec<float>::loadu(&in_ptr0[17*x0 + x1]);
-            auto tmp16 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
-            auto tmp17 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp18 = coil::Vec<float>(17.0f);
-            auto tmp19 = tmp17 / tmp18;
-            auto tmp20 = tmp16 + tmp19;
             auto tmp21 = tmp15 - tmp20;
-            auto tmp22 = coil::Vec<float>(static_cast<float>(buf4_local[0]));
-            auto tmp23 = tmp22 / tmp18;
-            auto tmp24 = coil::Vec<float>(1e-05f);
-            auto tmp25 = tmp23 + tmp24;
-            auto tmp26 = tmp25.rsqrt();
             auto tmp27 = tmp21 * tmp26;
             auto tmp28 = coil::Vec<float>::loadu(&in_ptr1_f32[x1]);
             auto tmp29 = tmp27 * tmp28;
@@ -87,17 +87,7 @@ extern "C" void cpp_fused_layer_norm_0(const coil::bfloat16* __restrict__ in_ptr
             const int64_t x1 = 16;
             const int64_t tail = 1;
             auto tmp15 = coil::Vec<float>::loadu(&in_ptr0[17*x0 + x1], tail);
-            auto tmp16 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
-            auto tmp17 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp18 = coil::Vec<float>(17.0f);
-            auto tmp19 = tmp17 / tmp18;
-            auto tmp20 = tmp16 + tmp19;
             auto tmp21 = tmp15 - tmp20;
-            auto tmp22 = coil::Vec<float>(static_cast<float>(buf4_local[0]));
-            auto tmp23 = tmp22 / tmp18;
-            auto tmp24 = coil::Vec<float>(1e-05f);
-            auto tmp25 = tmp23 + tmp24;
-            auto tmp26 = tmp25.rsqrt();
             auto tmp27 = tmp21 * tmp26;
             auto tmp28 = coil::Vec<float>::loadu(&in_ptr1_f32[x1], tail);
             auto tmp29 = tmp27 * tmp28;
@@ -108,28 +98,12 @@ extern "C" void cpp_fused_layer_norm_0(const coil::bfloat16* __restrict__ in_ptr
     }
 }
 
-// Byte offsets of the constants packed at load time; offsets[n] is the total size.
-static void packed_layout(int64_t* offsets)
-{
-    int64_t bytes = 0;
-    offsets[0] = bytes;
-}
+// No constant is packed at load time.
+extern "C" int64_t coil_graph_packed_bytes() { return 0; }
+extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" int64_t coil_graph_packed_bytes()
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char*, const char*)
 {
-    int64_t offsets[1];
-    packed_layout(offsets);
-    return offsets[0];
-}
-
-extern "C" void coil_graph_pack(void* const* constants, char* packed)
-{
-    (void)constants; (void)packed;
-}
-
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
-{
-    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const coil::bfloat16*>(inputs[0]);
     auto* arg1 = static_cast<const coil::bfloat16*>(inputs[1]);
     auto* arg2 = static_cast<const coil::bfloat16*>(inputs[2]);

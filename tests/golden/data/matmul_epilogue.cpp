@@ -13,10 +13,9 @@ extern "C" void cpp_template_matmul_add_relu_0(const float* __restrict__ in_ptr0
     coil::gemm::pack_b_parallel(in_ptr1, 1, 96, 96, 80, blk, packed_b);
     coil::gemm::matmul(
         1, 64, 80, 96,
-        [&](int64_t b) { (void)b; return in_ptr0; }, 96, 1,
+        [&](int64_t) { return in_ptr0; }, 96, 1,
         [&](int64_t) { return packed_b; }, blk,
-        [&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, int64_t ld) {
-            (void)b;
+        [&](int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, int64_t ld) {
             for (int64_t row = m0; row < m1; row++)
             {
                 const float* acc_row = acc + (row - m0) * ld;
@@ -43,28 +42,12 @@ extern "C" void cpp_template_matmul_add_relu_0(const float* __restrict__ in_ptr0
         });
 }
 
-// Byte offsets of the constants packed at load time; offsets[n] is the total size.
-static void packed_layout(int64_t* offsets)
-{
-    int64_t bytes = 0;
-    offsets[0] = bytes;
-}
+// No constant is packed at load time.
+extern "C" int64_t coil_graph_packed_bytes() { return 0; }
+extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" int64_t coil_graph_packed_bytes()
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char*, const char*)
 {
-    int64_t offsets[1];
-    packed_layout(offsets);
-    return offsets[0];
-}
-
-extern "C" void coil_graph_pack(void* const* constants, char* packed)
-{
-    (void)constants; (void)packed;
-}
-
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
-{
-    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* arg1 = static_cast<const float*>(inputs[1]);
     auto* arg2 = static_cast<const float*>(inputs[2]);

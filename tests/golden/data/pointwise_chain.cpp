@@ -9,6 +9,11 @@ extern "C" void cpp_fused_mul_add_gelu_0(const float* __restrict__ in_ptr0, cons
     #pragma omp parallel for
     for (int64_t x0 = 0; x0 < 64; x0++)
     {
+        // nest 0: pointwise over x1 (vector): y (gelu <- mul, add)
+        // the same in every iteration of x1: computed once
+        auto tmp5 = coil::Vec<float>(0.5f);
+        auto tmp7 = coil::Vec<float>(0.70710677f);
+        auto tmp10 = coil::Vec<float>(1.0f);
         for (int64_t x1 = 0; x1 < 128; x1 += 16)
         {
             auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[128*x0 + x1]);
@@ -16,12 +21,9 @@ extern "C" void cpp_fused_mul_add_gelu_0(const float* __restrict__ in_ptr0, cons
             auto tmp2 = tmp0 * tmp1;
             auto tmp3 = coil::Vec<float>::loadu(&in_ptr2[x1]);
             auto tmp4 = tmp2 + tmp3;
-            auto tmp5 = coil::Vec<float>(0.5f);
             auto tmp6 = tmp4 * tmp5;
-            auto tmp7 = coil::Vec<float>(0.70710677f);
             auto tmp8 = tmp4 * tmp7;
             auto tmp9 = tmp8.erf();
-            auto tmp10 = coil::Vec<float>(1.0f);
             auto tmp11 = tmp9 + tmp10;
             auto tmp12 = tmp6 * tmp11;
             tmp12.store(&out_ptr0[128*x0 + x1]);
@@ -29,28 +31,12 @@ extern "C" void cpp_fused_mul_add_gelu_0(const float* __restrict__ in_ptr0, cons
     }
 }
 
-// Byte offsets of the constants packed at load time; offsets[n] is the total size.
-static void packed_layout(int64_t* offsets)
-{
-    int64_t bytes = 0;
-    offsets[0] = bytes;
-}
+// No constant is packed at load time.
+extern "C" int64_t coil_graph_packed_bytes() { return 0; }
+extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" int64_t coil_graph_packed_bytes()
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char*, const char*)
 {
-    int64_t offsets[1];
-    packed_layout(offsets);
-    return offsets[0];
-}
-
-extern "C" void coil_graph_pack(void* const* constants, char* packed)
-{
-    (void)constants; (void)packed;
-}
-
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
-{
-    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* arg1 = static_cast<const float*>(inputs[1]);
     auto* arg2 = static_cast<const float*>(inputs[2]);

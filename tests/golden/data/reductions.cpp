@@ -9,6 +9,7 @@ extern "C" void cpp_fused_sum_argmax_0(const float* __restrict__ in_ptr0, float*
     #pragma omp parallel for
     for (int64_t x0 = 0; x0 < 256; x0++)
     {
+        // nest 0: sum and argmax over r0 (scalar): rows (sum), am (argmax)
         float tmp_acc0 = 0;
         coil::IndexValue<float> tmp_acc1 = {float(0), -1};
         for (int64_t r0 = 0; r0 < 1024; r0++)
@@ -28,6 +29,7 @@ extern "C" void cpp_fused_sum_argmax_0(const float* __restrict__ in_ptr0, float*
 // graph nodes: cols (sum)
 extern "C" void cpp_fused_sum_1(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)
 {
+    // nest 0: sum over r0 (vector): cols (sum)
     #pragma omp parallel for
     for (int64_t x0 = 0; x0 < 1024; x0 += 16)
     {
@@ -46,6 +48,7 @@ extern "C" void cpp_fused_sum_1(const float* __restrict__ in_ptr0, float* __rest
 // graph nodes: total (sum)
 extern "C" void cpp_fused_sum_2(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)
 {
+    // nest 0: sum over r0 (split_reduction): total (sum)
     float tmp_acc0 = 0;
     float tmp_acc0_part[31];
     #pragma omp parallel for
@@ -71,28 +74,12 @@ extern "C" void cpp_fused_sum_2(const float* __restrict__ in_ptr0, float* __rest
     out_ptr0[0] = tmp1;
 }
 
-// Byte offsets of the constants packed at load time; offsets[n] is the total size.
-static void packed_layout(int64_t* offsets)
-{
-    int64_t bytes = 0;
-    offsets[0] = bytes;
-}
+// No constant is packed at load time.
+extern "C" int64_t coil_graph_packed_bytes() { return 0; }
+extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" int64_t coil_graph_packed_bytes()
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char*, const char*)
 {
-    int64_t offsets[1];
-    packed_layout(offsets);
-    return offsets[0];
-}
-
-extern "C" void coil_graph_pack(void* const* constants, char* packed)
-{
-    (void)constants; (void)packed;
-}
-
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
-{
-    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* arg1 = static_cast<const float*>(inputs[1]);
     auto* out0 = static_cast<float*>(outputs[0]);

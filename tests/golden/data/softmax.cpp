@@ -12,123 +12,69 @@ extern "C" void cpp_fused_softmax_0(const float* __restrict__ in_ptr0, float* __
         float buf1_local[1];
         float buf2_local[1000];
         float buf3_local[1];
+        // nest 0: max over r0 (vector, 4 accumulators): y__softmax_0 (max)
         auto tmp_acc0_vec = coil::Vec<float>(coil::lowest<float>());
-        auto tmp_acc0_vec1 = tmp_acc0_vec;
-        auto tmp_acc0_vec2 = tmp_acc0_vec;
-        auto tmp_acc0_vec3 = tmp_acc0_vec;
-        for (int64_t r0_base = 0; r0_base < 960; r0_base += 64)
+        coil::Vec<float> tmp_acc0_vec_part[4] = {tmp_acc0_vec, tmp_acc0_vec, tmp_acc0_vec, tmp_acc0_vec};
+        for (int64_t r0_base = 0; r0_base < 992; r0_base += 64)
         {
+            #pragma GCC unroll 4
+            for (int64_t u = 0; u < 4; u++)
             {
-                const int64_t r0 = r0_base + 0;
+                const int64_t r0 = r0_base + 16 * u;
+                if (r0 >= 992) break;
                 auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-                tmp_acc0_vec = tmp_acc0_vec.maximum(tmp0);
+                tmp_acc0_vec_part[u] = tmp_acc0_vec_part[u].maximum(tmp0);
             }
-            {
-                const int64_t r0 = r0_base + 16;
-                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-                tmp_acc0_vec1 = tmp_acc0_vec1.maximum(tmp0);
-            }
-            {
-                const int64_t r0 = r0_base + 32;
-                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-                tmp_acc0_vec2 = tmp_acc0_vec2.maximum(tmp0);
-            }
-            {
-                const int64_t r0 = r0_base + 48;
-                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-                tmp_acc0_vec3 = tmp_acc0_vec3.maximum(tmp0);
-            }
-        }
-        for (int64_t r0 = 960; r0 < 992; r0 += 16)
-        {
-            auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-            tmp_acc0_vec = tmp_acc0_vec.maximum(tmp0);
         }
         {
             const int64_t r0 = 992;
             const int64_t tail = 8;
             auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], tail);
-            tmp_acc0_vec = coil::Vec<float>::set(tmp_acc0_vec, tmp_acc0_vec.maximum(tmp0), tail);
+            tmp_acc0_vec_part[0] = coil::Vec<float>::set(tmp_acc0_vec_part[0], tmp_acc0_vec_part[0].maximum(tmp0), tail);
         }
-        tmp_acc0_vec = (tmp_acc0_vec.maximum(tmp_acc0_vec1)).maximum((tmp_acc0_vec2.maximum(tmp_acc0_vec3)));
+        tmp_acc0_vec = (tmp_acc0_vec_part[0].maximum(tmp_acc0_vec_part[1])).maximum((tmp_acc0_vec_part[2].maximum(tmp_acc0_vec_part[3])));
         float tmp1 = tmp_acc0_vec.reduce_max();
         buf1_local[0] = tmp1;
+        // nest 1: sum over r0 (vector, 4 accumulators): y__softmax_2 (exp <- sub), y__softmax_3 (sum)
+        // the same in every iteration of r0: computed once
+        auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
         auto tmp_acc1_vec = coil::Vec<float>(0.0f);
-        auto tmp_acc1_vec1 = tmp_acc1_vec;
-        auto tmp_acc1_vec2 = tmp_acc1_vec;
-        auto tmp_acc1_vec3 = tmp_acc1_vec;
-        for (int64_t r0_base = 0; r0_base < 960; r0_base += 64)
+        coil::Vec<float> tmp_acc1_vec_part[4] = {tmp_acc1_vec, tmp_acc1_vec, tmp_acc1_vec, tmp_acc1_vec};
+        for (int64_t r0_base = 0; r0_base < 992; r0_base += 64)
         {
+            #pragma GCC unroll 4
+            for (int64_t u = 0; u < 4; u++)
             {
-                const int64_t r0 = r0_base + 0;
+                const int64_t r0 = r0_base + 16 * u;
+                if (r0 >= 992) break;
                 auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
                 coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-                auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
                 tmp6.store(&buf2_local[r0]);
-                tmp_acc1_vec = tmp_acc1_vec + tmp6;
+                tmp_acc1_vec_part[u] = tmp_acc1_vec_part[u] + tmp6;
             }
-            {
-                const int64_t r0 = r0_base + 16;
-                auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-                coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-                auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
-                auto tmp5 = tmp3 - tmp4;
-                auto tmp6 = tmp5.exp();
-                tmp6.store(&buf2_local[r0]);
-                tmp_acc1_vec1 = tmp_acc1_vec1 + tmp6;
-            }
-            {
-                const int64_t r0 = r0_base + 32;
-                auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-                coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-                auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
-                auto tmp5 = tmp3 - tmp4;
-                auto tmp6 = tmp5.exp();
-                tmp6.store(&buf2_local[r0]);
-                tmp_acc1_vec2 = tmp_acc1_vec2 + tmp6;
-            }
-            {
-                const int64_t r0 = r0_base + 48;
-                auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-                coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-                auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
-                auto tmp5 = tmp3 - tmp4;
-                auto tmp6 = tmp5.exp();
-                tmp6.store(&buf2_local[r0]);
-                tmp_acc1_vec3 = tmp_acc1_vec3 + tmp6;
-            }
-        }
-        for (int64_t r0 = 960; r0 < 992; r0 += 16)
-        {
-            auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-            coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-            auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
-            auto tmp5 = tmp3 - tmp4;
-            auto tmp6 = tmp5.exp();
-            tmp6.store(&buf2_local[r0]);
-            tmp_acc1_vec = tmp_acc1_vec + tmp6;
         }
         {
             const int64_t r0 = 992;
             const int64_t tail = 8;
             auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], tail);
             coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-            auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
             auto tmp5 = tmp3 - tmp4;
             auto tmp6 = tmp5.exp();
             tmp6.store(&buf2_local[r0], tail);
-            tmp_acc1_vec = coil::Vec<float>::set(tmp_acc1_vec, tmp_acc1_vec + tmp6, tail);
+            tmp_acc1_vec_part[0] = coil::Vec<float>::set(tmp_acc1_vec_part[0], tmp_acc1_vec_part[0] + tmp6, tail);
         }
-        tmp_acc1_vec = (tmp_acc1_vec + tmp_acc1_vec1) + (tmp_acc1_vec2 + tmp_acc1_vec3);
+        tmp_acc1_vec = (tmp_acc1_vec_part[0] + tmp_acc1_vec_part[1]) + (tmp_acc1_vec_part[2] + tmp_acc1_vec_part[3]);
         float tmp8 = tmp_acc1_vec.reduce_add();
         buf3_local[0] = tmp8;
+        // nest 2: pointwise over x1 (vector): y__softmax_5 (mul <- reciprocal)
+        // the same in every iteration of x1: computed once
+        auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
+        auto tmp12 = tmp11.reciprocal();
         for (int64_t x1 = 0; x1 < 992; x1 += 16)
         {
             auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1]);
-            auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp12 = tmp11.reciprocal();
             auto tmp13 = tmp10 * tmp12;
             tmp13.store(&out_ptr0[1000*x0 + x1]);
         }
@@ -136,36 +82,18 @@ extern "C" void cpp_fused_softmax_0(const float* __restrict__ in_ptr0, float* __
             const int64_t x1 = 992;
             const int64_t tail = 8;
             auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1], tail);
-            auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
-            auto tmp12 = tmp11.reciprocal();
             auto tmp13 = tmp10 * tmp12;
             tmp13.store(&out_ptr0[1000*x0 + x1], tail);
         }
     }
 }
 
-// Byte offsets of the constants packed at load time; offsets[n] is the total size.
-static void packed_layout(int64_t* offsets)
-{
-    int64_t bytes = 0;
-    offsets[0] = bytes;
-}
+// No constant is packed at load time.
+extern "C" int64_t coil_graph_packed_bytes() { return 0; }
+extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" int64_t coil_graph_packed_bytes()
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char*, const char*)
 {
-    int64_t offsets[1];
-    packed_layout(offsets);
-    return offsets[0];
-}
-
-extern "C" void coil_graph_pack(void* const* constants, char* packed)
-{
-    (void)constants; (void)packed;
-}
-
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
-{
-    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* out0 = static_cast<float*>(outputs[0]);
     cpp_fused_softmax_0(arg0, out0);

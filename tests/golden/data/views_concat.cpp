@@ -10,6 +10,7 @@ extern "C" void cpp_fused_concat_0(const int32_t* __restrict__ in_ptr0, const fl
     {
         for (int64_t x1 = 0; x1 < 3; x1++)
         {
+            // nest 0: pointwise (scalar): f (concat <- permute, slice, reshape, transpose)
             int32_t tmp0 = in_ptr0[x1 + 3*std::max<int64_t>(0, -12 + x0)];
             float tmp1 = coil::int_to_float<float>(tmp0);
             float tmp2 = in_ptr1[5 + x1 + 10*std::min<int64_t>(11, x0)];
@@ -22,28 +23,12 @@ extern "C" void cpp_fused_concat_0(const int32_t* __restrict__ in_ptr0, const fl
     }
 }
 
-// Byte offsets of the constants packed at load time; offsets[n] is the total size.
-static void packed_layout(int64_t* offsets)
-{
-    int64_t bytes = 0;
-    offsets[0] = bytes;
-}
+// No constant is packed at load time.
+extern "C" int64_t coil_graph_packed_bytes() { return 0; }
+extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" int64_t coil_graph_packed_bytes()
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char*, const char*)
 {
-    int64_t offsets[1];
-    packed_layout(offsets);
-    return offsets[0];
-}
-
-extern "C" void coil_graph_pack(void* const* constants, char* packed)
-{
-    (void)constants; (void)packed;
-}
-
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const* constants, char* arena, const char* packed)
-{
-    (void)inputs; (void)outputs; (void)constants; (void)arena; (void)packed;
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* arg1 = static_cast<const int32_t*>(inputs[1]);
     auto* out0 = static_cast<float*>(outputs[0]);

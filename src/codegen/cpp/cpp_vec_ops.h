@@ -1,0 +1,194 @@
+// Internal to the CPU backend's vector printers (cpp_vec_kernel.cpp, cpp_vec_shapes.cpp): the
+// printer of one vector body's ops and the vector spelling of each reduction.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "codegen/cpp/cpp_nest.h"
+#include "codegen/cpp/cpp_plan.h"
+#include "ir/ir.h"
+#include "support/check.h"
+
+namespace coil {
+
+inline constexpr const char* kVec = "coil::Vec<float>";
+
+/// Prints the vector ops of a nest, for a main loop (count empty) or its tail (count "tail").
+class VecOpPrinter {
+ public:
+  VecOpPrinter(NestPrinter& p, const Nest& n, const sym::Analyzer& a, const CppVecPlan& v,
+               std::string count, std::map<int, std::string> tiles = {})
+      : p_(p),
+        n_(n),
+        a_(a),
+        v_(v),
+        var_(var_of(v.loop)),
+        count_(std::move(count)),
+        tiles_(std::move(tiles)) {}
+
+  void emit(const std::function<bool(int)>& pick) {
+    CodeWriter& w = p_.writer();
+    for (int i = 0; i < static_cast<int>(n_.body.ops().size()); ++i) {
+      if (!pick(i)) continue;
+      const BodyOp& op = n_.body.op(i);
+      std::string t = p_.tmp(n_, i);
+      auto arg = [&](int k) { return p_.tmp(n_, op.args[static_cast<size_t>(k)]); };
+      switch (op.op) {
+        case LoopOp::reduction:
+          break;
+        case LoopOp::load:
+          if (tiles_.count(i)) {
+            // A row of a transposed tile (CppTile2DKernel), contiguous in L1.
+            w.linef("auto {} = {}::loadu(&{}[a * {}]{});", t, kVec, tiles_.at(i), p_.plan().lanes,
+                    count_arg());
+          } else {
+            emit_load(i, op, t);
+          }
+          break;
+        case LoopOp::store: {
+          if (p_.plan().dropped_stores.count(op.buffer)) break;
+          COIL_ASSERT(stride_along(a_, op.index, var_) == 1, "vector store must be contiguous");
+          bool stream = count_.empty() && v_.streamed.count(i);
+          w.linef("{}.{}(&{}{});", arg(0), stream ? "store_stream" : "store",
+                  p_.access(n_, op.buffer, op.index, a_), count_arg());
+          break;
+        }
+        case LoopOp::constant:
+          w.linef("auto {} = {}({});", t, kVec, cpp_float(op.fvalue));
+          break;
+        case LoopOp::neg:
+          w.linef("auto {} = -{};", t, arg(0));
+          break;
+        case LoopOp::add:
+          w.linef("auto {} = {} + {};", t, arg(0), arg(1));
+          break;
+        case LoopOp::sub:
+          w.linef("auto {} = {} - {};", t, arg(0), arg(1));
+          break;
+        case LoopOp::mul:
+          w.linef("auto {} = {} * {};", t, arg(0), arg(1));
+          break;
+        case LoopOp::div:
+          w.linef("auto {} = {} / {};", t, arg(0), arg(1));
+          break;
+        case LoopOp::pow:
+        case LoopOp::maximum:
+        case LoopOp::minimum:
+        case LoopOp::fmod:
+          w.linef("auto {} = {}.{}({});", t, arg(0), loop_op_name(op.op), arg(1));
+          break;
+        case LoopOp::abs:
+        case LoopOp::exp:
+        case LoopOp::log:
+        case LoopOp::log1p:
+        case LoopOp::expm1:
+        case LoopOp::sqrt:
+        case LoopOp::rsqrt:
+        case LoopOp::reciprocal:
+        case LoopOp::relu:
+        case LoopOp::sigmoid:
+        case LoopOp::tanh:
+        case LoopOp::erf:
+        case LoopOp::sin:
+        case LoopOp::cos:
+        case LoopOp::floor:
+        case LoopOp::ceil:
+        case LoopOp::round:
+        case LoopOp::sign:
+        case LoopOp::round_to_bf16:
+        case LoopOp::round_to_f16:
+          w.linef("auto {} = {}.{}();", t, arg(0), loop_op_name(op.op));
+          break;
+        case LoopOp::index_expr:
+        case LoopOp::indirect_index:
+        case LoopOp::to_dtype:
+        case LoopOp::logical_not:
+        case LoopOp::isnan:
+        case LoopOp::eq:
+        case LoopOp::ne:
+        case LoopOp::lt:
+        case LoopOp::le:
+        case LoopOp::gt:
+        case LoopOp::ge:
+        case LoopOp::logical_and:
+        case LoopOp::logical_or:
+        case LoopOp::where:
+          COIL_UNREACHABLE("{} is not vectorizable", loop_op_name(op.op));
+      }
+    }
+  }
+
+ private:
+  std::string count_arg() const { return count_.empty() ? "" : ", " + count_; }
+
+  static std::string cpp_float(double v) {
+    if (std::isnan(v)) return "std::numeric_limits<float>::quiet_NaN()";
+    if (std::isinf(v))
+      return v > 0 ? "std::numeric_limits<float>::infinity()"
+                   : "-std::numeric_limits<float>::infinity()";
+    std::string s = fmt::format("{}", static_cast<float>(v));
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s + "f";
+  }
+
+  void emit_load(int i, const BodyOp& op, const std::string& t) {
+    CodeWriter& w = p_.writer();
+    std::string lv = p_.access(n_, op.buffer, op.index, a_);
+    int64_t s = stride_along(a_, op.index, var_);
+    if (s == 0) {
+      w.linef("auto {} = {}(static_cast<float>({}));", t, kVec, lv);
+    } else if (s == 1) {
+      w.linef("auto {} = {}::loadu(&{}{});", t, kVec, lv, count_arg());
+      auto ahead = v_.prefetch.find(i);
+      if (ahead != v_.prefetch.end()) w.linef("coil::prefetch_ahead(&{}, {});", lv, ahead->second);
+    } else {
+      // Gather: each lane reads at its own index (the loop variable shadowed per lane).
+      std::string v = var_.symbol_name();
+      w.linef("alignas(64) float {}_lanes[{}] = {{}};", t, p_.plan().lanes);
+      w.open();
+      w.linef("const int64_t {0}_vec = {0};", v);
+      w.linef("for (int64_t lane = 0; lane < {}; lane++)",
+              count_.empty() ? std::to_string(p_.plan().lanes) : count_);
+      w.open();
+      w.linef("const int64_t {0} = {0}_vec + lane;", v);
+      w.linef("{}_lanes[lane] = static_cast<float>({});", t, lv);
+      w.close();
+      w.close();
+      w.linef("auto {0} = {1}::loadu({0}_lanes);", t, kVec);
+    }
+  }
+
+  NestPrinter& p_;
+  const Nest& n_;
+  const sym::Analyzer& a_;
+  const CppVecPlan& v_;
+  sym::Expr var_;
+  std::string count_;
+  std::map<int, std::string> tiles_;  // op -> tile array holding its transposed values
+};
+
+struct VecReduction {
+  std::string init, combine, finalize;  // {acc} {v}; finalize reduces lanes
+};
+
+inline VecReduction vec_reduction(ReductionType t) {
+  switch (t) {
+    case ReductionType::sum:
+      return {"0.0f", "{acc} + {v}", "{acc}.reduce_add()"};
+    case ReductionType::prod:
+      return {"1.0f", "{acc} * {v}", "{acc}.reduce_mul()"};
+    case ReductionType::max:
+      return {"coil::lowest<float>()", "{acc}.maximum({v})", "{acc}.reduce_max()"};
+    case ReductionType::min:
+      return {"coil::highest<float>()", "{acc}.minimum({v})", "{acc}.reduce_min()"};
+    case ReductionType::argmax:
+    case ReductionType::argmin:
+      break;
+  }
+  COIL_UNREACHABLE("{} has no vector form", reduction_type_name(t));
+}
+
+}  // namespace coil

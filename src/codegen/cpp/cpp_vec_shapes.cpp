@@ -1,0 +1,163 @@
+// The two special shapes of CppVecKernel, as the plan gives them (cpp_plan_nest.cpp says
+// when): CppTile2DKernel, a transpose read through lanes x lanes tiles, and the row-split
+// column reduction.
+#include <algorithm>
+
+#include "codegen/cpp/cpp_vec_ops.h"
+
+namespace coil {
+
+void emit_row_split_reduction(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
+  const CppVecPlan& vp = *np.vec;
+  const int64_t cols = n.ranges[0], rows = n.red_ranges[0], lanes = p.plan().lanes;
+  const int64_t chunks = np.row_split.chunks, rows_per_chunk = np.row_split.rows_per_chunk;
+  CodeWriter& w = p.writer();
+  sym::Analyzer a = nest_analyzer(n);
+  auto inside = [&](int i) { return !n.after[static_cast<size_t>(i)]; };
+  auto after = [&](int i) { return n.after[static_cast<size_t>(i)]; };
+  const int64_t full = cols / lanes * lanes;
+  // Runs `body(count)` over the columns: whole vectors, then a masked tail.
+  auto over_columns = [&](const std::function<void(const std::string&)>& body) {
+    if (full > 0) {
+      w.linef("for (int64_t x0 = 0; x0 < {}; x0 += {})", full, lanes);
+      w.open();
+      body("");
+      w.close();
+    }
+    if (cols % lanes != 0) {
+      w.open();
+      w.linef("const int64_t x0 = {};", full);
+      w.linef("const int64_t tail = {};", cols - full);
+      body("tail");
+      w.close();
+    }
+  };
+  auto cnt = [](const std::string& c) { return c.empty() ? std::string() : ", " + c; };
+  // The partial rows are placed away from the input rows and each other in the low 12 address
+  // bits (coil::ScratchArray: 4K aliasing), and reached through a plain pointer: through the
+  // array object, the loop would reload its data pointer after every vector store (an
+  // intrinsic store may alias anything).
+  std::vector<std::string> streams, parts;
+  for (const BodyOp& op : n.body.ops())
+    if (op.op == LoopOp::load && op.buffer >= 0) {
+      std::string ptr = p.plan().pointer(op.buffer);
+      if (std::find(streams.begin(), streams.end(), ptr) == streams.end()) streams.push_back(ptr);
+    }
+  for (size_t k = 0; k < n.reductions.size(); ++k) {
+    parts.push_back(p.new_acc() + "_part");
+    w.linef("coil::ScratchArray<float> {}_storage({}, {{{}}});", parts.back(), chunks * cols,
+            fmt::join(streams, ", "));
+    w.linef("float* const {0} = {0}_storage.get();", parts.back());
+    streams.push_back(parts.back());
+  }
+  w.linef("// {} rows in {} chunks of {}: partial column results, combined in chunk order", rows,
+          chunks, rows_per_chunk);
+  w.line("#pragma omp parallel for");
+  w.linef("for (int64_t c = 0; c < {}; c++)", chunks);
+  w.open();
+  over_columns([&](const std::string& count) {
+    for (size_t k = 0; k < parts.size(); ++k) {
+      w.linef("{}({}).store(&{}[c * {} + x0]{});", kVec,
+              vec_reduction(n.body.op(n.reductions[k]).reduction).init, parts[k], cols, cnt(count));
+    }
+  });
+  w.linef("for (int64_t r0 = c * {0}; r0 < std::min<int64_t>(c * {0} + {0}, {1}); r0++)",
+          rows_per_chunk, rows);
+  w.open();
+  over_columns([&](const std::string& count) {
+    VecOpPrinter(p, n, a, vp, count).emit(inside);
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const BodyOp& rop = n.body.op(n.reductions[k]);
+      std::string acc =
+          fmt::format("{}::loadu(&{}[c * {} + x0]{})", kVec, parts[k], cols, cnt(count));
+      std::string c = subst(subst(vec_reduction(rop.reduction).combine, "{acc}", "(" + acc + ")"),
+                            "{v}", p.tmp(n, rop.args[0]));
+      w.linef("({}).store(&{}[c * {} + x0]{});", c, parts[k], cols, cnt(count));
+    }
+  });
+  w.close();
+  w.close();
+  over_columns([&](const std::string& count) {
+    for (size_t k = 0; k < parts.size(); ++k) {
+      int red = n.reductions[k];
+      std::string acc = p.tmp(n, red);
+      w.linef("auto {} = {}::loadu(&{}[x0]{});", acc, kVec, parts[k], cnt(count));
+      w.linef("for (int64_t c = 1; c < {}; c++)", chunks);
+      w.open();
+      std::string c =
+          subst(subst(vec_reduction(n.body.op(red).reduction).combine, "{acc}", acc), "{v}",
+                fmt::format("{}::loadu(&{}[c * {} + x0]{})", kVec, parts[k], cols, cnt(count)));
+      w.linef("{} = {};", acc, c);
+      w.close();
+    }
+    VecOpPrinter(p, n, a, vp, count).emit(after);
+  });
+}
+
+void emit_tile2d_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
+  const CppVecPlan& vp = *np.vec;
+  const CppTilePlan& tp = np.tile;
+  sym::Analyzer a = nest_analyzer(n);
+  std::map<int, std::string> tiles;  // transposed load op -> its tile array
+  for (const auto& [i, stride] : tp.tiles) tiles[i] = p.tmp(n, i) + "_tile";
+  const int64_t L = p.plan().lanes, rows = n.ranges[0], cols = n.ranges[1];
+  const int64_t block_rows = tp.block_rows, block_cols = tp.block_cols;
+  const bool full = tp.whole_tiles, blocked = tp.blocked, parallel = np.parallel;
+  CodeWriter& w = p.writer();
+  w.linef(
+      "// 2-D tiles of {0}x{0}{1}: transposed operands are read along x0, transposed in "
+      "registers",
+      L, blocked ? fmt::format(" in blocks of {}x{}", block_rows, block_cols) : "");
+  if (blocked) {
+    if (parallel) w.line("#pragma omp parallel for collapse(2)");
+    w.linef("for (int64_t x0_block = 0; x0_block < {}; x0_block += {})", rows, block_rows);
+    w.linef("for (int64_t x1_block = 0; x1_block < {}; x1_block += {})", cols, block_cols);
+    w.open();
+    w.linef(
+        "for (int64_t x0_tile = x0_block; x0_tile < std::min<int64_t>(x0_block + {}, {}); "
+        "x0_tile += {})",
+        block_rows, rows, L);
+    w.open();
+    w.linef(
+        "for (int64_t x1_tile = x1_block; x1_tile < std::min<int64_t>(x1_block + {}, {}); "
+        "x1_tile += {})",
+        block_cols, cols, L);
+    w.open();
+  } else {
+    if (parallel) w.line("#pragma omp parallel for");
+    w.linef("for (int64_t x0_tile = 0; x0_tile < {}; x0_tile += {})", rows, L);
+    w.open();
+    w.linef("for (int64_t x1_tile = 0; x1_tile < {}; x1_tile += {})", cols, L);
+    w.open();
+  }
+  if (full) {
+    w.linef("constexpr int64_t rows = {0}, cols = {0};", L);
+  } else {
+    w.linef("const int64_t rows = std::min<int64_t>({}, {} - x0_tile);", L, rows);
+    w.linef("const int64_t cols = std::min<int64_t>({}, {} - x1_tile);", L, cols);
+  }
+  for (const auto& [i, tile] : tiles) {
+    const BodyOp& op = n.body.op(i);
+    w.linef("alignas(64) float {}[{}];", tile, L * L);
+    // Source row b: elements (x0_tile + 0..rows, x1_tile + b), contiguous, tp.tiles[i] apart.
+    // coil::transpose_tile loads the cols x rows block as row vectors (masked in the tails),
+    // transposes it in registers and stores tile[a][b].
+    w.open();
+    w.line("const int64_t x0 = x0_tile;");
+    w.line("const int64_t x1 = x1_tile;");
+    w.linef("coil::transpose_tile(&{}, {}, {}, {}, cols, rows);",
+            p.access(n, op.buffer, op.index, a), tp.tiles.at(i), tile, L);
+    w.close();
+  }
+  w.line("for (int64_t a = 0; a < rows; a++)");
+  w.open();
+  w.line("const int64_t x0 = x0_tile + a;");
+  w.line("const int64_t x1 = x1_tile;");
+  VecOpPrinter(p, n, a, vp, full ? "" : "cols", tiles).emit([](int) { return true; });
+  w.close();
+  w.close();
+  w.close();
+  if (blocked) w.close();
+}
+
+}  // namespace coil
