@@ -1,6 +1,5 @@
 // Loop ranges as numbers and as facts: the helpers that the scheduler and both code
-// generators share (one copy each; the CPU nest printer's static_ranges/product in
-// codegen/cpp/cpp_nest.h go once its rewrite lands).
+// generators share.
 #pragma once
 
 #include <cstddef>

@@ -26,22 +26,6 @@ int decide_parallel_depth(const std::vector<int64_t>& ranges, int64_t total_work
   return depth;
 }
 
-std::vector<int64_t> static_ranges(const std::vector<sym::Expr>& ranges) {
-  std::vector<int64_t> out;
-  for (const auto& r : ranges) {
-    auto c = r.as_const();
-    COIL_ASSERT(c.has_value(), "loop range {} is not static", sym::to_string(r));
-    out.push_back(*c);
-  }
-  return out;
-}
-
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
-}
-
 std::string subst(std::string s, const std::string& key, const std::string& value) {
   for (size_t p = s.find(key); p != std::string::npos; p = s.find(key, p + value.size()))
     s.replace(p, key.size(), value);
@@ -73,12 +57,7 @@ ReductionSpec reduction_spec(ReductionType t, DType value_dtype, DType result_dt
 }
 
 sym::Analyzer nest_analyzer(const Nest& n) {
-  sym::Analyzer a;
-  for (size_t i = 0; i < n.ranges.size(); ++i)
-    a.bind_loop_var(loop_var(static_cast<int>(i)), n.ranges[i]);
-  for (size_t i = 0; i < n.red_ranges.size(); ++i)
-    a.bind_loop_var(reduction_var(static_cast<int>(i)), n.red_ranges[i]);
-  return a;
+  return loop_analyzer(n.ranges, n.red_ranges);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include "codegen/code_writer.h"
 #include "ir/ir.h"
 #include "ir/loop_body.h"
+#include "ir/loop_extents.h"
 #include "sym/analyzer.h"
 
 namespace coil {
@@ -31,9 +32,8 @@ struct ReductionSpec {
 };
 ReductionSpec reduction_spec(ReductionType t, DType value_dtype, DType result_dtype);
 
-std::vector<int64_t> static_ranges(const std::vector<sym::Expr>& ranges);
-int64_t product(const std::vector<int64_t>& v);
 std::string subst(std::string s, const std::string& key, const std::string& value);
+/// loop_analyzer of the nest's loops.
 sym::Analyzer nest_analyzer(const Nest& n);
 
 struct CppKernelPlan;

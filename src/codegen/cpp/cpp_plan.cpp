@@ -88,8 +88,8 @@ class KernelPlanner {
       Nest n;
       // The nest's loops: a reduction's when a pointwise prologue was merged into it.
       const ComputedBuffer& first = p_.computations[static_cast<size_t>(ln.computations.back())];
-      n.ranges = static_ranges(first.ranges);
-      n.red_ranges = static_ranges(first.reduction_ranges);
+      n.ranges = static_extents(first.ranges);
+      n.red_ranges = static_extents(first.reduction_ranges);
       // Merge bodies; a load of a value stored earlier in this body at the same index is
       // forwarded; a store of a local buffer that nothing else reads is dropped later.
       std::map<std::pair<int, const void*>, int> stored;

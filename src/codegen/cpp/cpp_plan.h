@@ -26,6 +26,48 @@
 #include "codegen/cpp/cpp_kernel.h"
 #include "codegen/cpp/cpp_nest.h"
 
+/// The loop ops that the vector type spells as a method of one operand (`x.exp()`): the vector
+/// printer (cpp_vec_ops.h) and vectorizable_op (cpp_plan_nest.cpp) share the list, as `case`
+/// labels, so that both switches stay exhaustive without a `default:`.
+#define COIL_CPP_VEC_UNARY_METHOD_OP_CASES \
+  case LoopOp::abs:                        \
+  case LoopOp::exp:                        \
+  case LoopOp::log:                        \
+  case LoopOp::log1p:                      \
+  case LoopOp::expm1:                      \
+  case LoopOp::sqrt:                       \
+  case LoopOp::rsqrt:                      \
+  case LoopOp::reciprocal:                 \
+  case LoopOp::relu:                       \
+  case LoopOp::sigmoid:                    \
+  case LoopOp::tanh:                       \
+  case LoopOp::erf:                        \
+  case LoopOp::sin:                        \
+  case LoopOp::cos:                        \
+  case LoopOp::floor:                      \
+  case LoopOp::ceil:                       \
+  case LoopOp::round:                      \
+  case LoopOp::sign:                       \
+  case LoopOp::round_to_bf16:              \
+  case LoopOp::round_to_f16:
+
+/// The loop ops with no vector form: a nest that holds one is printed as scalar loops.
+#define COIL_CPP_SCALAR_ONLY_OP_CASES \
+  case LoopOp::index_expr:            \
+  case LoopOp::indirect_index:        \
+  case LoopOp::to_dtype:              \
+  case LoopOp::logical_not:           \
+  case LoopOp::isnan:                 \
+  case LoopOp::eq:                    \
+  case LoopOp::ne:                    \
+  case LoopOp::lt:                    \
+  case LoopOp::le:                    \
+  case LoopOp::gt:                    \
+  case LoopOp::ge:                    \
+  case LoopOp::logical_and:           \
+  case LoopOp::logical_or:            \
+  case LoopOp::where:
+
 namespace coil {
 
 enum class CppNestKind {

@@ -14,27 +14,8 @@ bool vectorizable_op(const BodyOp& op) {
     case LoopOp::load:
     case LoopOp::store:
     case LoopOp::constant:
-    case LoopOp::abs:
+      COIL_CPP_VEC_UNARY_METHOD_OP_CASES
     case LoopOp::neg:
-    case LoopOp::exp:
-    case LoopOp::log:
-    case LoopOp::log1p:
-    case LoopOp::expm1:
-    case LoopOp::sqrt:
-    case LoopOp::rsqrt:
-    case LoopOp::reciprocal:
-    case LoopOp::relu:
-    case LoopOp::sigmoid:
-    case LoopOp::tanh:
-    case LoopOp::erf:
-    case LoopOp::sin:
-    case LoopOp::cos:
-    case LoopOp::floor:
-    case LoopOp::ceil:
-    case LoopOp::round:
-    case LoopOp::sign:
-    case LoopOp::round_to_bf16:
-    case LoopOp::round_to_f16:
     case LoopOp::add:
     case LoopOp::sub:
     case LoopOp::mul:
@@ -46,20 +27,7 @@ bool vectorizable_op(const BodyOp& op) {
       return true;
     case LoopOp::reduction:
       return op.reduction != ReductionType::argmax && op.reduction != ReductionType::argmin;
-    case LoopOp::index_expr:
-    case LoopOp::indirect_index:
-    case LoopOp::to_dtype:
-    case LoopOp::logical_not:
-    case LoopOp::isnan:
-    case LoopOp::eq:
-    case LoopOp::ne:
-    case LoopOp::lt:
-    case LoopOp::le:
-    case LoopOp::gt:
-    case LoopOp::ge:
-    case LoopOp::logical_and:
-    case LoopOp::logical_or:
-    case LoopOp::where:
+      COIL_CPP_SCALAR_ONLY_OP_CASES
       return false;
   }
   COIL_UNREACHABLE("bad loop op");

@@ -57,7 +57,7 @@ bool batch_invariant(const StridedOperand& op) {
 Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_narrowed,
                    const Nest* fused, bool store_product, int tmp_base) {
   Nest e;
-  e.ranges = static_ranges(t.ranges);
+  e.ranges = static_extents(t.ranges);
   sym::Expr index;
   for (const BodyOp& op : t.body.ops())
     if (op.op == LoopOp::store) index = op.index;

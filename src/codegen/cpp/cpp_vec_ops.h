@@ -80,42 +80,10 @@ class VecOpPrinter {
         case LoopOp::fmod:
           w.linef("auto {} = {}.{}({});", t, arg(0), loop_op_name(op.op), arg(1));
           break;
-        case LoopOp::abs:
-        case LoopOp::exp:
-        case LoopOp::log:
-        case LoopOp::log1p:
-        case LoopOp::expm1:
-        case LoopOp::sqrt:
-        case LoopOp::rsqrt:
-        case LoopOp::reciprocal:
-        case LoopOp::relu:
-        case LoopOp::sigmoid:
-        case LoopOp::tanh:
-        case LoopOp::erf:
-        case LoopOp::sin:
-        case LoopOp::cos:
-        case LoopOp::floor:
-        case LoopOp::ceil:
-        case LoopOp::round:
-        case LoopOp::sign:
-        case LoopOp::round_to_bf16:
-        case LoopOp::round_to_f16:
+          COIL_CPP_VEC_UNARY_METHOD_OP_CASES
           w.linef("auto {} = {}.{}();", t, arg(0), loop_op_name(op.op));
           break;
-        case LoopOp::index_expr:
-        case LoopOp::indirect_index:
-        case LoopOp::to_dtype:
-        case LoopOp::logical_not:
-        case LoopOp::isnan:
-        case LoopOp::eq:
-        case LoopOp::ne:
-        case LoopOp::lt:
-        case LoopOp::le:
-        case LoopOp::gt:
-        case LoopOp::ge:
-        case LoopOp::logical_and:
-        case LoopOp::logical_or:
-        case LoopOp::where:
+          COIL_CPP_SCALAR_ONLY_OP_CASES
           COIL_UNREACHABLE("{} is not vectorizable", loop_op_name(op.op));
       }
     }
