@@ -237,12 +237,14 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
       return fmt::format("{} > {}", a(0), a(1));
     case LoopOp::ge:
       return fmt::format("{} >= {}", a(0), a(1));
+    // Not && and ||: they branch (see where below); both operands are values already.
     case LoopOp::logical_and:
-      return fmt::format("{} && {}", a(0), a(1));
+      return fmt::format("static_cast<bool>({}) & static_cast<bool>({})", a(0), a(1));
     case LoopOp::logical_or:
-      return fmt::format("{} || {}", a(0), a(1));
+      return fmt::format("static_cast<bool>({}) | static_cast<bool>({})", a(0), a(1));
     case LoopOp::where:
-      return fmt::format("{} ? {} : {}", a(0), a(1), a(2));
+      // Not `c ? a : b`: a branch, which g++ 12/13 can turn into wrong masked loads (coil::select).
+      return fmt::format("coil::select<{}>({}, {}, {})", ty, a(0), a(1), a(2));
   }
   (void)arg_dtypes;
   COIL_UNREACHABLE("bad loop op");

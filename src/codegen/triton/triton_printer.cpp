@@ -239,7 +239,12 @@ std::string triton_op(const BodyOp& op, const std::vector<std::string>& args,
       // Half to even under the default rounding mode, like torch.round.
       return fp ? fmt::format("libdevice.nearbyint({})", a(0)) : a(0);
     case LoopOp::sign:
-      if (fp) return fmt::format("tl.where({0} > 0, 1.0, tl.where({0} < 0, -1.0, {0}))", a(0));
+      // -1, 0 or 1; NaN stays NaN; +-0 gives +0, as torch.sign and the CPU backend (coil::sign).
+      // (Returning the operand for "neither > 0 nor < 0" kept -0.0: coil_fuzz seed 500 graph 1976.)
+      if (fp)
+        return fmt::format(
+            "tl.where({0} > 0, 1.0, tl.where({0} < 0, -1.0, tl.where({0} != {0}, {0}, 0.0)))",
+            a(0));
       return fmt::format("(({0} > 0).to({1}) - ({0} < 0).to({1}))", a(0), ty);
     case LoopOp::logical_not:
       return fmt::format("{} == 0", a(0));

@@ -17,7 +17,7 @@ extern "C" void cpp_fused_concat_0(const int32_t* __restrict__ in_ptr0, const fl
             int64_t tmp3 = x0;
             int64_t tmp4 = 12;
             bool tmp5 = tmp3 < tmp4;
-            float tmp6 = tmp5 ? tmp2 : tmp1;
+            float tmp6 = coil::select<float>(tmp5, tmp2, tmp1);
             out_ptr0[3*x0 + x1] = tmp6;
         }
     }

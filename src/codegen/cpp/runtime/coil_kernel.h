@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -64,6 +65,35 @@ inline To int_to_float(From x) {
   To r = static_cast<To>(x);
   r += To(0);
   return r;
+}
+
+/// where(c, a, b) of scalar code, without a branch. `c ? a : b` is a branch in g++'s IR: a load
+/// used only by one arm can be moved into that arm, the loop vectorizer then if-converts it into
+/// a masked load, and g++ 12 and 13 give a vectorized group of masked loads the mask of the first
+/// vector, so lanes of the others read 0 (g++ 13.3: coil_fuzz seed 402 graph 3070,
+/// tests/toolchain/gcc13_masked_load.cpp; g++ 12 through tree-sink, gcc12_masked_load.cpp).
+/// Here both operands are plain values and the choice is a bitwise blend, which the vectorizer
+/// turns into a blend instruction: no arm to move a load into.
+template <typename T>
+inline T select(bool c, T a, T b) {
+  static_assert(std::is_arithmetic_v<T>, "select of a scalar type");
+  if constexpr (std::is_same_v<T, bool>) {
+    return (c & a) | (!c & b);
+  } else {
+    using U = std::conditional_t<
+        sizeof(T) == 1, uint8_t,
+        std::conditional_t<sizeof(T) == 2, uint16_t,
+                           std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+    static_assert(sizeof(U) == sizeof(T), "select of a 1, 2, 4 or 8 byte type");
+    const U mask = static_cast<U>(U(0) - static_cast<U>(c));
+    U ua, ub;
+    std::memcpy(&ua, &a, sizeof a);
+    std::memcpy(&ub, &b, sizeof b);
+    const U r = static_cast<U>((ua & mask) | (ub & static_cast<U>(~mask)));
+    T out;
+    std::memcpy(&out, &r, sizeof out);
+    return out;
+  }
 }
 
 /// double -> float (the to_dtype op). g++ 12.2's SLP vectorizer drops a double -> float ->
