@@ -210,6 +210,47 @@ std::vector<Tolerance> output_tolerances(const Graph& g) {
   return out;
 }
 
+namespace {
+
+// An f16/bf16 linear or addmm widened as compiled code computes it: the product rounded to the
+// dtype (so is alpha * product, and beta * bias), the bias added in f32, the sum not rounded
+// (docs/numerics.md; graph/reference/linalg.cpp rounds the same steps and the sum). Widening
+// the whole node to f32 skipped the product's rounding, so a fused reader of an f16 addmm
+// (seed 403 graphs 5398 and 6675: log_softmax and matmul of an addmm that cancels) matched
+// neither reference. `in` are the widened (f32) operands.
+int widened_linear(Graph& w, const Node& n, const std::vector<int>& in, int& fresh) {
+  const DType t = n.type.dtype;
+  auto name = [&] { return fmt::format("widen_{}", fresh++); };
+  auto round = [&](int x) {
+    int r = w.add_node("cast", {x}, Attrs{{"dtype", t}}, name());
+    return w.add_node("cast", {r}, Attrs{{"dtype", DType::F32}}, name());
+  };
+  auto scale = [&](int x, double v) {
+    int c = w.add_node(
+        "full", {}, Attrs{{"shape", std::vector<int64_t>{}}, {"value", v}, {"dtype", DType::F32}},
+        name());
+    return round(w.add_node("mul", {x, c}, Attrs{}, name()));
+  };
+  if (n.op_name() == "linear") {
+    int wt =
+        w.add_node("transpose", {in[1]}, Attrs{{"dim0", int64_t{0}}, {"dim1", int64_t{1}}}, name());
+    int y = w.add_node("matmul", {in[0], wt}, Attrs{}, name());
+    if (in.size() < 3) return y;  // no bias: the product is the result (rounded at the end)
+    return w.add_node("add", {round(y), in[2]}, Attrs{}, n.name);
+  }
+  const double alpha = n.attrs.get_float_or("addmm", "alpha", 1.0);
+  const double beta = n.attrs.get_float_or("addmm", "beta", 1.0);
+  int y = w.add_node("matmul", {in[1], in[2]}, Attrs{}, name());
+  if (beta == 0.0 && alpha == 1.0) return y;
+  y = round(y);
+  if (alpha != 1.0) y = scale(y, alpha);
+  if (beta == 0.0) return y;
+  int bias = beta == 1.0 ? in[0] : scale(in[0], beta);
+  return w.add_node("add", {bias, y}, Attrs{}, n.name);
+}
+
+}  // namespace
+
 Graph widen_low_precision(const Graph& g, const std::vector<int>& rounded) {
   Graph w;
   std::vector<int> map(static_cast<size_t>(g.num_nodes()));
@@ -225,6 +266,15 @@ Graph widen_low_precision(const Graph& g, const std::vector<int>& rounded) {
       id = to_f32(w.add_input(n.name, n.type.dtype, n.type.shape));
     } else if (n.op_name() == "constant") {
       id = to_f32(w.add_constant(*n.data, n.name));
+    } else if ((n.op_name() == "linear" || n.op_name() == "addmm") &&
+               is_low_precision(n.type.dtype)) {
+      std::vector<int> in;
+      for (int i : n.inputs) in.push_back(map[static_cast<size_t>(i)]);
+      id = widened_linear(w, n, in, fresh);
+      const DType want = n.type.dtype;
+      if (std::find(rounded.begin(), rounded.end(), n.id) != rounded.end())
+        id = to_f32(
+            w.add_node("cast", {id}, Attrs{{"dtype", want}}, fmt::format("widen_{}", fresh++)));
     } else {
       std::vector<int> in;
       for (int i : n.inputs) in.push_back(map[static_cast<size_t>(i)]);
