@@ -6,9 +6,11 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "coil/error.h"
+#include "fuzz/evaluate.h"
 #include "fuzz/fuzz_case.h"
 #include "fuzz/local_check.h"
 #include "support/check.h"
@@ -84,6 +86,65 @@ int run_check_values(const fs::path& dir) {
       << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
   std::printf("%s: %s\n", verdict_name(v.kind), v.message.c_str());
   return v.kind == LocalVerdict::kExplained ? 0 : 1;
+}
+
+int run_check_placement(const fs::path& dir) {
+  FuzzCase c;
+  std::vector<Tensor> inputs;
+  std::vector<std::pair<size_t, Tensor>> outputs;
+  try {
+    c = load_case_file(dir / "graph.coil");
+    std::ifstream in(dir / "values.json");
+    COIL_USER_CHECK(in.good(), "cannot read {}", (dir / "values.json").string());
+    json j = json::parse(in, nullptr, false);
+    COIL_USER_CHECK(!j.is_discarded() && j.contains("inputs") && j.contains("outputs"),
+                    "{}: no \"inputs\" and \"outputs\" lists", (dir / "values.json").string());
+    const Graph& g = c.graph;
+    for (int id : g.inputs()) {
+      const Node& n = g.node(id);
+      const json* file = nullptr;
+      for (const json& v : j["inputs"])
+        if (v.at("name").get<std::string>() == n.name) file = &v.at("file");
+      COIL_USER_CHECK(file != nullptr, "values.json has no value of input {}", n.name);
+      Tensor t = read_npy(dir / file->get<std::string>());
+      COIL_USER_CHECK(t.dtype() == n.type.dtype, "input {} is {}, the graph says {}", n.name,
+                      dtype_name(t.dtype()), dtype_name(n.type.dtype));
+      inputs.push_back(std::move(t));
+    }
+    for (const json& v : j["outputs"]) {
+      const size_t index = v.at("index").get<size_t>();
+      COIL_USER_CHECK(index < g.outputs().size(), "values.json: output {} of a graph of {}", index,
+                      g.outputs().size());
+      outputs.emplace_back(index, read_npy(dir / v.at("file").get<std::string>()));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "coil_fuzz --check-placement: %s\n", e.what());
+    return 2;
+  }
+  const std::vector<Tolerance> tols = output_tolerances(c.graph);
+  std::vector<std::string> found;
+  std::string missing;
+  for (const auto& [index, got] : outputs) {
+    std::string placement = rounding_placement(c.graph, inputs, index, got, tols[index]);
+    const std::string& name = c.graph.outputs()[index].name;
+    if (placement.empty()) {
+      missing = fmt::format(
+          "output {}: no rounding placement of its f16/bf16 intermediates "
+          "gives the GPU's value",
+          name);
+      break;
+    }
+    found.push_back(fmt::format("output {}: {}", name, placement));
+  }
+  const bool explained = missing.empty() && !found.empty();
+  const std::string message =
+      explained ? fmt::format("{}", fmt::join(found, "; "))
+                : (missing.empty() ? std::string("values.json names no output") : missing);
+  json out{{"verdict", explained ? "explained" : "no-placement"}, {"message", message}};
+  std::ofstream(dir / "verdict.json")
+      << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  std::printf("%s: %s\n", explained ? "explained" : "no-placement", message.c_str());
+  return explained ? 0 : 1;
 }
 
 }  // namespace coil::fuzz

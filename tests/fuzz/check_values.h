@@ -19,4 +19,14 @@ namespace coil::fuzz {
 /// inconclusive, 2 when the directory cannot be read.
 int run_check_values(const std::filesystem::path& dir);
 
+/// coil_fuzz --check-placement DIR: the Triton mode's "gone when stored" case (an output
+/// differs, and no longer does with every node an output). DIR/graph.coil, DIR/values.json =
+/// {"inputs": [{"name", "file"}, ...], "outputs": [{"index": I, "file"}, ...]} (every input;
+/// the differing outputs of the fusion-on module, by the graph's output index). Each output
+/// is checked against the reference with each rounding placement of its f16/bf16
+/// intermediates (evaluate.h: rounding_placement), as the CPU mode does. Writes
+/// DIR/verdict.json {"verdict": "explained" | "no-placement", "message"}; exit 0 when every
+/// output matches a placement, 1 when one does not, 2 when DIR cannot be read.
+int run_check_placement(const std::filesystem::path& dir);
+
 }  // namespace coil::fuzz

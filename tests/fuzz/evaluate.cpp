@@ -77,6 +77,8 @@ std::string exception_text(const std::exception& e) {
   return text;
 }
 
+}  // namespace
+
 // Fused code rounds an f16/bf16 intermediate only where it stores it (docs/numerics.md), at
 // places the fused graph decides; the reference rounds after every node. When an output differs
 // from both references but matches once every node is stored (LocalVerdict::kGoneWhenStored),
@@ -127,6 +129,8 @@ std::string rounding_placement(const Graph& g, const std::vector<Tensor>& inputs
   }
   return {};
 }
+
+namespace {
 
 Outcome run_config(const FuzzCase& c, int k, const std::vector<Tensor>& inputs,
                    const std::vector<Tensor>& expected,

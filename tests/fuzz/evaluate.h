@@ -52,6 +52,14 @@ Outcome evaluate_case(const FuzzCase& c, const EvalOptions& options = {});
 /// placements of roundings that fused code may choose (evaluate.cpp: rounding_placement).
 Graph widen_low_precision(const Graph& g, const std::vector<int>& rounded = {});
 
+/// For output `output` of `g` that matches neither reference: interprets `g` with each subset of
+/// the f16/bf16 intermediates it depends on rounded (at most 8; outputs always round) and
+/// returns a message naming the first placement whose output matches `got` (a rounding that
+/// fused code may choose), or "" when none does. The CPU mode calls it on "gone when stored",
+/// the Triton mode through `coil_fuzz --check-placement` (check_values.h).
+std::string rounding_placement(const Graph& g, const std::vector<Tensor>& inputs, size_t output,
+                               const Tensor& got, Tolerance tol);
+
 /// Each output's tolerance: its dtype's default, widened to that of the least precise inexact
 /// computation it depends on. The CPU and the Triton modes compare with it.
 std::vector<Tolerance> output_tolerances(const Graph& g);

@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
   int jobs = 1, timeout_s = 60, max_shrink = 100, shrink_per_key = 1, batch = 1;
   double time_limit = 0;
   bool print = false, no_shrink = false, keep_modules = false, quiet = false;
-  std::string out_dir = "fuzz-out", graphs_dir, known_path, cache_dir, emit_cuda, check_values;
+  std::string out_dir = "fuzz-out", graphs_dir, known_path, cache_dir, emit_cuda, check_values,
+              check_placement;
   app.add_option("--seed", seed, "run seed: graph i is generated from hash(seed, i)");
   app.add_option("--graphs", graphs, "number of generated graphs (indices start..start+N-1)");
   app.add_option("--start", start, "first index");
@@ -145,8 +146,12 @@ int main(int argc, char** argv) {
   app.add_option("--check-values", check_values,
                  "the local check of node values saved in DIR (graph.coil, values.json: "
                  "fuzz/check_values.h), as run_triton.py saves them; exit 0 when explained");
+  app.add_option("--check-placement", check_placement,
+                 "the rounding placements of a GPU output that differs only when fused "
+                 "(graph.coil, values.json: fuzz/check_values.h); exit 0 when one matches");
   CLI11_PARSE(app, argc, argv);
   if (!check_values.empty()) return run_check_values(check_values);
+  if (!check_placement.empty()) return run_check_placement(check_placement);
 
   std::vector<Item> items;
   if (index >= 0) {

@@ -147,6 +147,22 @@ def canonical(a, dtype):
     return a.astype(np.int64)
 
 
+_NUMPY_OF = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
+             "u8": np.uint8, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
+
+
+def write_canonical_npy(path, dtype, a):
+    """Writes a canonical array (canonical()) back as .npy of coil dtype `dtype` (bf16 as
+    '|V2'); exact, since the values came from that dtype."""
+    a = np.asarray(a)
+    if dtype == "bf16":
+        bits = (a.astype(np.float32).reshape(-1).view(np.uint32) >> 16).astype(np.uint16)
+        a = bits.view(np.dtype("V2")).reshape(a.shape)
+    else:
+        a = a.astype(_NUMPY_OF[dtype])
+    np.save(path, a, allow_pickle=False)
+
+
 def load_npy(path, dtype):
     return canonical(np.load(path, allow_pickle=False), dtype)
 
@@ -331,12 +347,14 @@ def _outputs_of(g, outs, own):
     return {o["position"]: outs[o["position"]] for o in g["outputs"] if o["position"] in outs}
 
 
-def run_local_check(case_dir, g, inputs, configs, counter, coil_fuzz):
+def run_local_check(case_dir, g, inputs, configs, counter, coil_fuzz, fused=None):
     """The local check of graph `g`, whose output differs (the Triton side of local_check.h):
     runs its instrumented module (every node an output) on `inputs`, and when the difference
     still shows there, saves every node's value (save_node_values) and has coil_fuzz
-    --check-values check them (check_values). Returns the verdict dict local_verdict reads,
-    with "sticky" when the run hit a sticky CUDA error."""
+    --check-values check them (check_values). When it is gone there, the fusion-on outputs
+    `fused` ({position: tensor}) that differ go to coil_fuzz --check-placement (the rounding
+    placements of f16/bf16 intermediates, as the CPU mode tries them). Returns the verdict
+    dict local_verdict reads, with "sticky" when the run hit a sticky CUDA error."""
     local = g.get("local")
     if not local:
         return {"verdict": "not-run", "message": "the case has no instrumented module"}
@@ -353,8 +371,15 @@ def run_local_check(case_dir, g, inputs, configs, counter, coil_fuzz):
     still = check_graph(case_dir, g, {p: _to_numpy(t)
                                       for p, t in _outputs_of(g, outs, True).items()})
     if not still:
-        return {"verdict": "gone-when-stored",
+        gone = {"verdict": "gone-when-stored",
                 "message": "with every node as an output the difference is gone"}
+        if not fused:
+            return gone
+        v = check_placement(coil_fuzz, save_fused_outputs(case_dir, g, inputs, fused))
+        if v.get("verdict") == "explained":
+            return v
+        gone["message"] += f" ({v.get('verdict')}: {v.get('message', '')})"
+        return gone
     d = save_node_values(case_dir, g, inputs, outs)
     v = check_values(coil_fuzz, d)
     v["dir"] = os.path.relpath(d, case_dir)
@@ -378,6 +403,49 @@ def save_node_values(case_dir, g, inputs, outs):
         runtime.write_npy(os.path.join(d, "values", f"{n['node']}.npy"), t)
     write_values_json(d, [n for n, _ in pairs])
     return d
+
+
+def save_fused_outputs(case_dir, g, inputs, fused):
+    """Writes CASE/placement-KEY/ for coil_fuzz --check-placement (tests/fuzz/check_values.h):
+    the graph, its inputs and those of its fusion-on outputs `fused` ({position: tensor}) that
+    differ from the references."""
+    from coil_runtime import runtime
+    d = os.path.join(case_dir, "placement-" + file_stem(g["key"]))
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "values"))
+    shutil.copyfile(os.path.join(case_dir, g["graph"]), os.path.join(d, "graph.coil"))
+    ins, outs = [], []
+    for k, (n, t) in enumerate(zip(g["local"]["inputs"], inputs)):
+        runtime.write_npy(os.path.join(d, "values", f"in{k}.npy"), t)
+        ins.append({"name": n["name"], "file": f"values/in{k}.npy"})
+    for index, o in enumerate(g["outputs"]):
+        got = fused.get(o["position"])
+        if got is None or not check_graph(case_dir, dict(g, outputs=[o]), {o["position"]: got}):
+            continue
+        write_canonical_npy(os.path.join(d, "values", f"out{index}.npy"), *got)
+        outs.append({"index": index, "file": f"values/out{index}.npy"})
+    with open(os.path.join(d, "values.json"), "w") as f:
+        json.dump({"inputs": ins, "outputs": outs}, f, indent=1)
+    return d
+
+
+def check_placement(coil_fuzz, d, timeout=300):
+    """Runs `coil_fuzz --check-placement d`; its verdict.json ({"verdict": "explained" or
+    "no-placement", "message"}), or "inconclusive" when it could not run."""
+    verdict_file = os.path.join(d, "verdict.json")
+    try:
+        p = subprocess.run([coil_fuzz, "--check-placement", d], capture_output=True, text=True,
+                           timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"verdict": "inconclusive", "message": f"--check-placement: {_first_line(e)}"}
+    if p.returncode not in (0, 1) or not os.path.isfile(verdict_file):
+        err = (p.stderr.strip() or p.stdout.strip() or f"exit {p.returncode}").splitlines()
+        return {"verdict": "inconclusive",
+                "message": f"--check-placement failed: {err[-1][:400] if err else ''}"}
+    with open(verdict_file) as f:
+        v = json.load(f)
+    v["dir"] = os.path.relpath(d, os.path.dirname(d))
+    return v
 
 
 def run_task(case_dir, only, fusions, configs, counter, coil_fuzz=None):
@@ -427,7 +495,8 @@ def run_task(case_dir, only, fusions, configs, counter, coil_fuzz=None):
             wrong = f"{where}: " + " | ".join(problems[:3]) + cfg
             local = None
             if coil_fuzz is not None and alone and fusion == "on" and not sticky:
-                local = run_local_check(case_dir, g, inputs, configs, counter, coil_fuzz)
+                local = run_local_check(case_dir, g, inputs, configs, counter, coil_fuzz,
+                                        fused=_outputs_of(g, outs, own))
                 sticky = sticky or local.get("sticky", False)
             elif coil_fuzz is not None and alone:
                 local = {"verdict": "not-run",

@@ -432,6 +432,58 @@ class CheckValues(unittest.TestCase):
             rt._run_with_fallback = saved
 
 
+def round_bf16(a):
+    """float32 -> nearest-even bf16, as float32."""
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32)
+
+
+class CheckPlacement(unittest.TestCase):
+    """coil_fuzz --check-placement (--coil-fuzz BIN) through run_triton.py's save_fused_outputs
+    and check_placement: seed 17 (t3 = t0 * (in1 - t0) rounded once to bf16 where compiled code
+    stores it for the matmul) with its fused output emulated in numpy, as the GPU computes it."""
+
+    def setUp(self):
+        if COIL_FUZZ is None:
+            self.skipTest("no --coil-fuzz BIN")
+        try:
+            import torch  # noqa: F401  (save_fused_outputs writes the inputs through torch)
+            sys.path.insert(0, rt.PYTHON_DIR)
+            importlib.import_module("coil_runtime.runtime")
+        except ImportError as e:
+            self.skipTest(f"no torch or coil_runtime: {e}")
+        self.tmp = tempfile.mkdtemp(prefix="coil-test-check-placement-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_fused_rounding_is_a_placement_and_a_wrong_value_is_not(self):
+        import subprocess
+        from coil_runtime import runtime
+        seed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds",
+                            "17_bf16_rounding_placement_matmul.coil")
+        subprocess.run([COIL_FUZZ, "--emit-cuda", self.tmp, "--graphs-dir", seed, "--batch",
+                        "1", "-q"], check=True, capture_output=True)
+        case = os.path.join(self.tmp, "case-17_bf16_rounding_placement_matmul")
+        meta = rt.read_case(case)
+        g = meta["graphs"][0]
+        inputs = [runtime.read_npy(os.path.join(case, i["file"])) for i in meta["inputs"]]
+        v = {i["name"]: t.float().numpy() for i, t in zip(meta["inputs"], inputs)}
+        t3 = round_bf16(v["t0"] * (v["in1"] - v["t0"]))  # f32 arithmetic, one rounding
+        fused = round_bf16((t3.astype(np.float64) @ v["in3"]).astype(np.float32))
+        got = {0: ("bf16", fused.astype(np.float64))}
+        self.assertTrue(rt.check_graph(case, g, got), "the emulated output must differ")
+        d = rt.save_fused_outputs(case, g, inputs, got)
+        verdict = rt.check_placement(COIL_FUZZ, d)
+        self.assertEqual(verdict["verdict"], "explained", verdict)
+        self.assertIn("(t3)", verdict["message"])
+        wrong = fused.copy()
+        wrong[0, 3] += 0.5
+        d = rt.save_fused_outputs(case, g, inputs, {0: ("bf16", wrong.astype(np.float64))})
+        self.assertEqual(rt.check_placement(COIL_FUZZ, d)["verdict"], "no-placement")
+
+
 class EmittedCases(unittest.TestCase):
     """The case directories of `coil_fuzz --emit-cuda` (--cases DIR): complete, the modules
     parse, and the references check against themselves (and a wrong answer does not)."""
