@@ -143,10 +143,41 @@ def _ensure_shapes(gm, example_inputs):
         ShapeProp(gm).propagate(*example_inputs)
 
 
+def _coil_dtypes(node):
+    """Whether every tensor the node reads or makes has a coil dtype (complex, int16, ... stay
+    in eager)."""
+    def ok(n):
+        val = n.meta.get("val", n.meta.get("tensor_meta"))
+        # (TensorMetadata is a namedtuple: one value, not a tuple of them)
+        vals = val if isinstance(val, (tuple, list)) and not hasattr(val, "dtype") else [val]
+        for v in vals:
+            dt = getattr(v, "dtype", None)
+            if dt is not None:
+                try:
+                    coil_dtype(dt)
+                except Exception:
+                    return False
+        return True
+    args = [a for a in node.all_input_nodes]
+    return ok(node) and all(ok(a) for a in args)
+
+
+def _mutates(node):
+    """Whether the node writes one of its arguments (copy_, fill_, add_, ...): coil's values are
+    never views, so such a graph runs in eager as a whole (AOTAutograd on torch 2.x
+    functionalizes graphs first; make_fx on 1.13 does not)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return False
+    return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
 def _supported(node):
-    """A call_function node with a row and static shapes (tuple values, e.g. native_layer_norm's
-    three outputs, included)."""
+    """A call_function node with a row, coil dtypes and static shapes (tuple values, e.g.
+    native_layer_norm's three outputs, included)."""
     if node.op != "call_function" or lowering.row_for(node) is None:
+        return False
+    if not _coil_dtypes(node):
         return False
     try:
         meta_of(node)
@@ -154,7 +185,7 @@ def _supported(node):
     except Unsupported:
         pass
     val = node.meta.get("val", node.meta.get("tensor_meta"))
-    return isinstance(val, (tuple, list))
+    return isinstance(val, (tuple, list)) and not hasattr(val, "dtype")
 
 
 def compile_fx(gm, example_inputs, options=None):
@@ -164,6 +195,11 @@ def compile_fx(gm, example_inputs, options=None):
     if devices - {"cpu"}:
         _log_fallback("the graph", f"inputs on {sorted(devices)}: coil.torch runs CPU graphs "
                       "in-process (CUDA graphs: see docs/torch.md)")
+        return gm
+    mutating = [n for n in gm.graph.nodes if n.op == "call_function" and _mutates(n)]
+    if mutating:
+        _log_fallback("the graph", f"{mutating[0].target} writes its input in place (coil "
+                      "compiles functional graphs)")
         return gm
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _supported(n)]
     if not unsupported:

@@ -405,6 +405,8 @@ def _native_layer_norm(L, node, args, kwargs):
     """(out, mean, rstd) as torch returns them; mean and rstd keep the normalized dims as 1s
     (what native_layer_norm_backward's decomposition reads)."""
     x, normalized_shape, weight, bias, eps = args[:5]
+    if eps < 0:
+        raise Unsupported(f"layer_norm with eps={eps} (coil's layer_norm takes eps >= 0)")
     dims = len(normalized_shape)
     rank = L.rank(x)
     axes = list(range(rank - dims, rank))

@@ -422,9 +422,33 @@ def _index_put(L, node, args, kwargs):
     return Value(L.op("add", [x, reshape(L, summed, xs)]))
 
 
+def _leading_indices(L, node, x, indices):
+    """x[i0, i1, ..., ik-1] for integer index tensors of the leading dims (broadcast together):
+    one gather of x viewed as [prod(leading), rest...] at the flat index."""
+    k = len(indices)
+    for n in node.args[1]:
+        if meta_of(n)[1] not in (torch.int64, torch.int32):
+            raise Unsupported("indexing with a non-integer index")
+    xs = list(shape(L, x))
+    if 0 in xs[:k]:
+        raise Unsupported("indexing an empty dim")
+    st = _strides(xs[:k])
+    lin = None
+    for j, idx in enumerate(indices):
+        term = Value(L.op("mul", [_wrap_index(L, L.cast(idx, torch.int64), xs[j]),
+                                  zeros(L, "i64", [], st[j])]))
+        lin = term if lin is None else Value(L.op("add", [lin, term]))
+    lead = 1
+    for s in xs[:k]:
+        lead *= s
+    return Value(L.op("gather", [reshape(L, x, [lead] + xs[k:]), lin], {"axis": 0}))
+
+
 @lowers("aten.index.Tensor")
 def _index(L, node, args, kwargs):
     x, indices = args[0], args[1]
+    if len(indices) > 1 and all(v is not None for v in indices):
+        return _leading_indices(L, node, x, indices)
     pos, idx = _one_index(node.args[1], indices)
     n = shape(L, x)[pos]
     if n == 0:
@@ -811,3 +835,156 @@ def _logaddexp(L, node, args, kwargs):
     same_inf = Value(L.op("logical_and", [Value(L.op("eq", [a, b])), Value(L.op("eq", [
         Value(L.op("abs", [a])), zeros(L, coil_dt(L, a), [], float("inf"))]))]))
     return Value(L.cast(Value(L.op("where", [same_inf, a, r])), _out_dtype(node)))
+
+
+@lowers("aten.constant_pad_nd.default")
+def _constant_pad_nd(L, node, args, kwargs):
+    """pad = [last dim's (before, after), the one before's, ...]; negative pads crop."""
+    x, pad = args[0], list(args[1])
+    value = args[2] if len(args) > 2 else kwargs.get("value", 0)
+    if isinstance(value, Value):
+        raise Unsupported("constant_pad_nd with a tensor value")
+    rank = L.rank(x)
+    if len(pad) % 2 or len(pad) // 2 > rank:
+        raise Unsupported(f"constant_pad_nd with pad {pad} on a rank-{rank} tensor")
+    for i in range(len(pad) // 2):
+        dim = rank - 1 - i
+        x = _pad(L, x, dim, int(pad[2 * i]), int(pad[2 * i + 1]), float(value))
+    return x
+
+
+@lowers("prims.scalar_tensor.default")
+def _prims_scalar_tensor(L, node, args, kwargs):
+    return Value(L.full(args[0], _out_dtype(node)))
+
+
+@lowers("aten.vdot.default", "aten.dot.default")
+def _vdot(L, node, args, kwargs):
+    dt = _out_dtype(node)
+    prod = Value(L.op("mul", [L.cast(args[0], dt), L.cast(args[1], dt)]))
+    return Value(L.op("sum", [prod], {"keepdim": False}))
+
+
+@lowers("aten.nansum.default")
+def _nansum(L, node, args, kwargs):
+    x = args[0]
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
+    dt = _out_dtype(node)
+    x = L.cast(x, dt)
+    if dt.is_floating_point:
+        x = Value(L.op("where", [Value(L.op("isnan", [x])), zeros(L, coil_dt(L, x), []), x]))
+    attrs = {"keepdim": keepdim}
+    if dims:
+        attrs["axes"] = [int(d) for d in ([dims] if isinstance(dims, int) else dims)]
+    return Value(L.op("sum", [x], attrs))
+
+
+@lowers("aten.hypot.default", "prims.hypot.default")
+def _hypot(L, node, args, kwargs):
+    dt = _compute_dtype(node, args[:2])
+    a, b = _operand(L, args[0], dt), _operand(L, args[1], dt)
+    a2 = Value(L.op("mul", [a, a]))
+    b2 = Value(L.op("mul", [b, b]))
+    return Value(L.cast(Value(L.op("sqrt", [Value(L.op("add", [a2, b2]))])), _out_dtype(node)))
+
+
+@lowers("aten.pixel_shuffle.default", "aten.pixel_unshuffle.default")
+def _pixel_shuffle(L, node, args, kwargs):
+    x, r = args[0], int(args[1])
+    xs = list(shape(L, x))
+    lead, (c, h, w) = xs[:-3], xs[-3:]
+    k = len(lead)
+    if str(node.target) == "aten.pixel_shuffle.default":
+        v = reshape(L, x, lead + [c // (r * r), r, r, h, w])
+        perm = list(range(k)) + [k, k + 3, k + 1, k + 4, k + 2]
+    else:
+        v = reshape(L, x, lead + [c, h // r, r, w // r, r])
+        perm = list(range(k)) + [k, k + 2, k + 4, k + 1, k + 3]
+    v = Value(L.op("permute", [v], {"dims": perm}))
+    return reshape(L, v, list(meta_of(node)[0]))
+
+
+@lowers("aten.narrow_copy.default", "aten.narrow.default")
+def _narrow(L, node, args, kwargs):
+    x, dim, start, length = args[0], int(args[1]), int(args[2]), int(args[3])
+    dim %= L.rank(x)
+    n = shape(L, x)[dim]
+    start = start + n if start < 0 else start
+    return slice_(L, x, dim, start, start + length)
+
+
+@lowers("aten.take.default")
+def _take_row(L, node, args, kwargs):
+    x, idx = args[0], args[1]
+    n = 1
+    for s in shape(L, x):
+        n *= s
+    if n == 0:
+        raise Unsupported("take from an empty tensor")
+    return _take(L, x, _wrap_index(L, L.cast(idx, torch.int64), n))
+
+
+def _pad_index(L, n, lo, hi, mode):
+    """i64 [n + lo + hi]: the source index of each padded position (reflect or replicate)."""
+    i = Value(L.op("iota", [], {"size": n + lo + hi, "start": -lo, "dtype": DTypeName("i64")}))
+    if mode == "replicate":
+        return Value(L.op("clamp", [i], {"min": 0.0, "max": float(n - 1)}))
+    # reflect: |i|, then n-1 - |n-1 - |i||
+    a = Value(L.op("abs", [i]))
+    last = zeros(L, "i64", [], n - 1)
+    return Value(L.op("sub", [last, Value(L.op("abs", [Value(L.op("sub", [last, a]))]))]))
+
+
+def _pad_mode(mode, dims):
+    def row(L, node, args, kwargs):
+        x, pad = args[0], list(args[1])
+        rank = L.rank(x)
+        for i in range(dims):
+            dim = rank - 1 - i
+            lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
+            n = shape(L, x)[dim]
+            if mode == "reflect" and (lo >= n or hi >= n):
+                raise Unsupported("reflection padding as wide as the input")
+            if lo < 0 or hi < 0:
+                raise Unsupported(f"{mode} padding with negative pads")
+            x = Value(L.op("gather", [x, _pad_index(L, n, lo, hi, mode)], {"axis": dim}))
+        return x
+    return row
+
+
+for _d in (1, 2, 3):
+    lowers(f"aten.reflection_pad{_d}d.default")(_pad_mode("reflect", _d))
+    lowers(f"aten.replication_pad{_d}d.default")(_pad_mode("replicate", _d))
+
+
+@lowers("aten.diag.default")
+def _diag(L, node, args, kwargs):
+    x = args[0]
+    k = int(args[1] if len(args) > 1 else kwargs.get("diagonal", 0))
+    out_shape, dt = meta_of(node)
+    if L.rank(x) == 1:
+        n = shape(L, x)[0]
+        m = out_shape[0]
+        rows = reshape(L, Value(L.op("iota", [], {"size": m, "dtype": DTypeName("i64")})), [m, 1])
+        cols = reshape(L, Value(L.op("iota", [], {"size": m, "dtype": DTypeName("i64")})), [1, m])
+        on = Value(L.op("eq", [Value(L.op("sub", [cols, rows])), zeros(L, "i64", [], k)]))
+        if n == 0:
+            return Value(L.full(0, dt, out_shape))
+        # the element of row r (k >= 0) or of column c (k < 0)
+        src = rows if k >= 0 else cols
+        src = Value(L.op("clamp", [Value(L.op("expand", [src], {"shape": [m, m]}))],
+                         {"min": 0.0, "max": float(n - 1)}))
+        vals = Value(L.op("gather", [x, src], {"axis": 0}))
+        return Value(L.op("where", [on, vals, zeros(L, coil_dt(L, x), [])]))
+    if L.rank(x) != 2:
+        raise Unsupported("diag of a tensor of rank > 2")
+    r, c = shape(L, x)
+    m = out_shape[0]
+    if m == 0:
+        return Value(L.full(0, dt, out_shape))
+    i = Value(L.op("iota", [], {"size": m, "dtype": DTypeName("i64")}))
+    start = (-k) * c if k < 0 else k
+    lin = Value(L.op("add", [Value(L.op("mul", [i, zeros(L, "i64", [], c + 1)])),
+                             zeros(L, "i64", [], start)]))
+    return _take(L, x, lin)
