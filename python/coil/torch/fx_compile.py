@@ -136,6 +136,14 @@ def _torch_dtype(name):
 
 
 def _ensure_shapes(gm, example_inputs):
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
+    for n in gm.graph.nodes:  # captured tensors (make_fx's get_attr): their own metadata
+        if n.op == "get_attr" and "val" not in n.meta and "tensor_meta" not in n.meta:
+            t = gm
+            for part in n.target.split("."):
+                t = getattr(t, part, None)
+            if isinstance(t, torch.Tensor):
+                n.meta["tensor_meta"] = _extract_tensor_metadata(t)
     need = any(n.op in ("placeholder", "call_function") and "val" not in n.meta and
                "tensor_meta" not in n.meta for n in gm.graph.nodes)
     if need:

@@ -422,33 +422,40 @@ def _index_put(L, node, args, kwargs):
     return Value(L.op("add", [x, reshape(L, summed, xs)]))
 
 
-def _leading_indices(L, node, x, indices):
-    """x[i0, i1, ..., ik-1] for integer index tensors of the leading dims (broadcast together):
-    one gather of x viewed as [prod(leading), rest...] at the flat index."""
-    k = len(indices)
+def _adjacent_indices(L, node, x, indices):
+    """x[..., i0, i1, ..., ik-1, ...] for integer index tensors of adjacent dims p..p+k-1
+    (broadcast together; None, i.e. a full slice, elsewhere): one gather along dim p of x with
+    those dims merged, at the flat index. Non-adjacent index tensors (torch moves the result's
+    indexed dims first) refuse."""
+    present = [i for i, v in enumerate(indices) if v is not None]
+    p, k = present[0], len(present)
+    if present != list(range(p, p + k)):
+        raise Unsupported("index tensors on non-adjacent dims")
     for n in node.args[1]:
-        if meta_of(n)[1] not in (torch.int64, torch.int32):
+        if n is not None and meta_of(n)[1] not in (torch.int64, torch.int32):
             raise Unsupported("indexing with a non-integer index")
     xs = list(shape(L, x))
-    if 0 in xs[:k]:
+    if 0 in xs[p:p + k]:
         raise Unsupported("indexing an empty dim")
-    st = _strides(xs[:k])
+    st = _strides(xs[p:p + k])
     lin = None
-    for j, idx in enumerate(indices):
-        term = Value(L.op("mul", [_wrap_index(L, L.cast(idx, torch.int64), xs[j]),
+    for j in range(k):
+        idx = indices[p + j]
+        term = Value(L.op("mul", [_wrap_index(L, L.cast(idx, torch.int64), xs[p + j]),
                                   zeros(L, "i64", [], st[j])]))
         lin = term if lin is None else Value(L.op("add", [lin, term]))
-    lead = 1
-    for s in xs[:k]:
-        lead *= s
-    return Value(L.op("gather", [reshape(L, x, [lead] + xs[k:]), lin], {"axis": 0}))
+    merged = 1
+    for s in xs[p:p + k]:
+        merged *= s
+    flat = reshape(L, x, xs[:p] + [merged] + xs[p + k:])
+    return Value(L.op("gather", [flat, lin], {"axis": p}))
 
 
 @lowers("aten.index.Tensor")
 def _index(L, node, args, kwargs):
     x, indices = args[0], args[1]
-    if len(indices) > 1 and all(v is not None for v in indices):
-        return _leading_indices(L, node, x, indices)
+    if sum(1 for v in indices if v is not None) > 1:
+        return _adjacent_indices(L, node, x, indices)
     pos, idx = _one_index(node.args[1], indices)
     n = shape(L, x)[pos]
     if n == 0:
