@@ -12,10 +12,10 @@ def main():
         p.print_help()
         return 2
     from . import lowering
-    print("# lowered by coil (python/coil/torch/lowering.py)")
+    print("# lowered by coil (python/coil/torch/lowering.py, lowering_nn.py)")
     for name in lowering.supported_ops():
         print(name)
-    print("# decomposed by torch._decomp before lowering")
+    print("# decomposed by torch._decomp before lowering (what they become may still fall back)")
     for op in sorted({str(k) for k in lowering.DECOMPOSITIONS}):
         print(op)
     return 0

@@ -15,6 +15,7 @@ each forward and backward graph to:
 
 import torch
 import torch.fx
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .. import Graph, compile as coil_compile, coil_dtype
 from coil_runtime import logs
@@ -47,19 +48,38 @@ def _is_tensor_node(node):
 class CoilGraphCallable:
     """One FX graph whose every call_function node has a row, compiled by coil."""
 
-    def __init__(self, gm, options):
+    def __init__(self, gm, options, example_inputs=None):
         self.options = dict(options or {})
         g = Graph()
         L = lowering.Lowering(g)
         env = {}
         self.placeholders = []
+        self.tensor_inputs = []  # the placeholders that are coil inputs (not None)
         for node in gm.graph.nodes:
             if node.op == "placeholder":
+                self.placeholders.append(node)
                 if not _is_tensor_node(node):
+                    # None (an absent optional tensor, e.g. a bias) passes through; other
+                    # values would need guards on them
+                    i = len(self.placeholders) - 1
+                    if ("val" in node.meta and node.meta["val"] is None) or (
+                            example_inputs is not None and i < len(example_inputs) and
+                            example_inputs[i] is None):
+                        env[node] = None
+                        continue
                     raise Unsupported(f"input {node.name} is not a tensor")
                 shape, dtype = meta_of(node)
-                env[node] = Value(g.input(f"in{len(self.placeholders)}", _type_text(shape, dtype)))
-                self.placeholders.append(node)
+                env[node] = Value(g.input(f"in{len(self.tensor_inputs)}",
+                                          _type_text(shape, dtype)))
+                self.tensor_inputs.append(len(self.placeholders) - 1)
+            elif node.op == "get_attr":  # a tensor make_fx captured: a coil constant
+                t = gm
+                for part in node.target.split("."):
+                    t = getattr(t, part)
+                if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+                    raise Unsupported(f"captured value {node.target} is not a CPU tensor")
+                coil_dtype(t.dtype)  # a dtype coil lacks is an error naming it
+                env[node] = Value(g.constant(f"c_{node.name}", t.detach().contiguous()))
             elif node.op == "call_function":
                 row = lowering.row_for(node)
                 if row is None:
@@ -77,18 +97,19 @@ class CoilGraphCallable:
                     if g.type_of(env[node]).split("[")[0] != want:
                         env[node] = Value(L.cast(env[node], meta_of(node)[1]))
             elif node.op == "output":
-                outs = node.args[0]
-                self.tuple_output = isinstance(outs, (tuple, list))
-                outs = list(outs) if self.tuple_output else [outs]
-                self.plan = []  # per FX output: ("none",), ("input", i), ("coil", j)
+                # Any nesting of outputs (tuples, lists, None, constants) as the FX graph has it.
+                outs, self.out_tree = tree_flatten(node.args[0])
+                self.plan = []  # per flat output: ("const", v), ("input", i), ("coil", j)
                 coil_outs = {}
                 for o in outs:
-                    if o is None:
-                        self.plan.append(("none",))
+                    if not isinstance(o, torch.fx.Node):
+                        self.plan.append(("const", o))
                     elif o.op == "placeholder":
                         self.plan.append(("input", self.placeholders.index(o)))
                     else:
                         v = env[o]
+                        if not isinstance(v, Value):
+                            raise Unsupported(f"output {o.name} is not a tensor")
                         if v not in coil_outs:
                             coil_outs[v] = len(coil_outs)
                             g.output(v, f"out{coil_outs[v]}")
@@ -103,12 +124,10 @@ class CoilGraphCallable:
     def __call__(self, *args):
         outs = [torch.empty(shape, dtype=dt) for shape, dt in self.out_specs]
         if self.model is not None:
-            self.model.run_into(list(args), outs)
-        result = []
-        for p in self.plan:
-            result.append(None if p[0] == "none" else args[p[1]] if p[0] == "input" else
-                          outs[p[1]])
-        return tuple(result) if self.tuple_output else result[0]
+            self.model.run_into([args[i] for i in self.tensor_inputs], outs)
+        result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else outs[p[1]]
+                  for p in self.plan]
+        return tree_unflatten(result, self.out_tree)
 
 
 def _torch_dtype(name):
@@ -117,6 +136,14 @@ def _torch_dtype(name):
 
 
 def _ensure_shapes(gm, example_inputs):
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
+    for n in gm.graph.nodes:  # captured tensors (make_fx's get_attr): their own metadata
+        if n.op == "get_attr" and "val" not in n.meta and "tensor_meta" not in n.meta:
+            t = gm
+            for part in n.target.split("."):
+                t = getattr(t, part, None)
+            if isinstance(t, torch.Tensor):
+                n.meta["tensor_meta"] = _extract_tensor_metadata(t)
     need = any(n.op in ("placeholder", "call_function") and "val" not in n.meta and
                "tensor_meta" not in n.meta for n in gm.graph.nodes)
     if need:
@@ -124,10 +151,41 @@ def _ensure_shapes(gm, example_inputs):
         ShapeProp(gm).propagate(*example_inputs)
 
 
+def _coil_dtypes(node):
+    """Whether every tensor the node reads or makes has a coil dtype (complex, int16, ... stay
+    in eager)."""
+    def ok(n):
+        val = n.meta.get("val", n.meta.get("tensor_meta"))
+        # (TensorMetadata is a namedtuple: one value, not a tuple of them)
+        vals = val if isinstance(val, (tuple, list)) and not hasattr(val, "dtype") else [val]
+        for v in vals:
+            dt = getattr(v, "dtype", None)
+            if dt is not None:
+                try:
+                    coil_dtype(dt)
+                except Exception:
+                    return False
+        return True
+    args = [a for a in node.all_input_nodes]
+    return ok(node) and all(ok(a) for a in args)
+
+
+def _mutates(node):
+    """Whether the node writes one of its arguments (copy_, fill_, add_, ...): coil's values are
+    never views, so such a graph runs in eager as a whole (AOTAutograd on torch 2.x
+    functionalizes graphs first; make_fx on 1.13 does not)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return False
+    return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
 def _supported(node):
-    """A call_function node with a row and static shapes (tuple values, e.g. native_layer_norm's
-    three outputs, included)."""
+    """A call_function node with a row, coil dtypes and static shapes (tuple values, e.g.
+    native_layer_norm's three outputs, included)."""
     if node.op != "call_function" or lowering.row_for(node) is None:
+        return False
+    if not _coil_dtypes(node):
         return False
     try:
         meta_of(node)
@@ -135,7 +193,7 @@ def _supported(node):
     except Unsupported:
         pass
     val = node.meta.get("val", node.meta.get("tensor_meta"))
-    return isinstance(val, (tuple, list))
+    return isinstance(val, (tuple, list)) and not hasattr(val, "dtype")
 
 
 def compile_fx(gm, example_inputs, options=None):
@@ -146,10 +204,15 @@ def compile_fx(gm, example_inputs, options=None):
         _log_fallback("the graph", f"inputs on {sorted(devices)}: coil.torch runs CPU graphs "
                       "in-process (CUDA graphs: see docs/torch.md)")
         return gm
+    mutating = [n for n in gm.graph.nodes if n.op == "call_function" and _mutates(n)]
+    if mutating:
+        _log_fallback("the graph", f"{mutating[0].target} writes its input in place (coil "
+                      "compiles functional graphs)")
+        return gm
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _supported(n)]
     if not unsupported:
         try:
-            return CoilGraphCallable(gm, options)
+            return CoilGraphCallable(gm, options, example_inputs)
         except Unsupported as e:
             _log_fallback("a graph", str(e))
             unsupported = None  # partition below, node by node

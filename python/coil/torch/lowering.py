@@ -34,22 +34,18 @@ def lowers(*names):
 
 
 def _decompositions():
-    """torch's decompositions of the ops coil lowers through primitives (backward ops, mostly)."""
-    from torch._decomp import get_decompositions
-    names = ["native_layer_norm_backward", "gelu_backward", "_softmax_backward_data",
-             "_log_softmax_backward_data", "threshold_backward", "embedding_dense_backward",
-             "sigmoid_backward", "tanh_backward", "silu_backward", "hardtanh_backward",
-             "mse_loss_backward", "nll_loss_backward", "nll_loss_forward"]
-    ops = []
-    for n in names:
-        try:
-            ops.append(getattr(aten, n))
-        except (AttributeError, RuntimeError):  # an op this torch does not have
-            pass
-    return get_decompositions(ops)
+    """torch's decompositions of every op the table does not lower itself (backward ops,
+    composites such as std, hardswish, addcmul, ...), as Inductor takes torch's table: the
+    graphs this table sees then hold rows below where torch can decompose at all. Computed
+    after every row is registered (the end of this module)."""
+    from torch._decomp import decomposition_table
+    return {op: fn for op, fn in decomposition_table.items()
+            if str(op) not in ROWS and str(op) not in _KEEP}
 
 
-DECOMPOSITIONS = _decompositions()
+# Overloads left whole even though torch decomposes them: coil's fallback runs them in eager
+# (their decompositions mutate inputs or need ops coil lacks).
+_KEEP = {"aten.uniform.default", "aten.randn.default"}
 
 
 def meta_of(node):
@@ -261,7 +257,8 @@ def _identity(L, node, args, kwargs):
 
 # ---- views ----------------------------------------------------------------------------------
 
-@lowers("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
+@lowers("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
+        "aten._reshape_alias.default")
 def _view(L, node, args, kwargs):
     return Value(L.op("reshape", [args[0]], {"shape": list(meta_of(node)[0])}))
 
@@ -408,6 +405,8 @@ def _native_layer_norm(L, node, args, kwargs):
     """(out, mean, rstd) as torch returns them; mean and rstd keep the normalized dims as 1s
     (what native_layer_norm_backward's decomposition reads)."""
     x, normalized_shape, weight, bias, eps = args[:5]
+    if eps < 0:
+        raise Unsupported(f"layer_norm with eps={eps} (coil's layer_norm takes eps >= 0)")
     dims = len(normalized_shape)
     rank = L.rank(x)
     axes = list(range(rank - dims, rank))
@@ -439,6 +438,20 @@ def _getitem(L, node, args, kwargs):
     return v
 
 
+@lowers("aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor",
+        "aten.bitwise_not.default")
+def _bitwise(L, node, args, kwargs):
+    if _out_dtype(node) != torch.bool:
+        raise Unsupported(f"{node.target} on {_out_dtype(node)} (coil has logical ops only)")
+    name = str(node.target).split(".")[1]
+    if name == "bitwise_not":
+        return Value(L.op("logical_not", [L.cast(args[0], torch.bool)]))
+    a, b = (_operand(L, v, torch.bool) for v in args[:2])
+    if name == "bitwise_xor":
+        return Value(L.op("ne", [a, b]))
+    return Value(L.op("logical_and" if name == "bitwise_and" else "logical_or", [a, b]))
+
+
 def row_for(node):
     """The row of an FX call_function node, or None."""
     if node.target is operator.getitem:
@@ -449,3 +462,8 @@ def row_for(node):
 def supported_ops():
     """Every aten/prims overload the table lowers, sorted."""
     return sorted(k for k in ROWS if not k.startswith("<"))
+
+
+from . import lowering_nn  # noqa: E402,F401  (registers its rows)
+
+DECOMPOSITIONS = _decompositions()
