@@ -29,6 +29,7 @@ enum class EnvScope { coil, python, scripts };
   X(triton_autotune, "COIL_TRITON_AUTOTUNE", python, "Triton config lists: 1, max or 0")         \
   X(triton_launcher, "COIL_TRITON_LAUNCHER", python, "how modules launch kernels: direct, jit")  \
   X(poison_outputs, "COIL_POISON_OUTPUTS", python, "1: fill new buffers with NaN")               \
+  X(library, "COIL_LIBRARY", python, "the libcoil_c.so (or its directory) python/coil loads")    \
   X(skip_apt, "COIL_SKIP_APT", scripts, "1: scripts/setup.sh installs no packages")              \
   X(build_dir, "COIL_BUILD_DIR", scripts, "the CMake build directory of the scripts")            \
   X(build_type, "COIL_BUILD_TYPE", scripts, "the CMake build type of scripts/setup.sh")          \
