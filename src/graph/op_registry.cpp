@@ -8,7 +8,7 @@
 #include "graph/decompositions.h"
 #include "graph/reference/reference_kernels.h"
 #include "graph/type_rules.h"
-#include "ir/lower_ops.h"
+#include "lower/lower_ops.h"
 #include "support/check.h"
 
 namespace coil {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 #include "ir/loop_ops.h"
 
 namespace coil {

@@ -1,10 +1,10 @@
 // Lowerings: the `lower` column of the op registry. Each turns one graph node into a
-// TensorBox (ir/lowering.h): a loader that computes an element, or a realized buffer.
+// TensorBox (lower/lowering.h): a loader that computes an element, or a realized buffer.
 #pragma once
 
 #include <vector>
 
-#include "ir/lowering.h"
+#include "lower/lowering.h"
 
 namespace coil {
 

@@ -1,4 +1,4 @@
-#include "ir/lowering.h"
+#include "lower/lowering.h"
 
 #include <algorithm>
 #include <iterator>

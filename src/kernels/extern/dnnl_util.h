@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "codegen/cpp/runtime/coil_extern.h"  // COIL_EXTERN_API
+#include "kernels/coil_extern.h"  // COIL_EXTERN_API
 
 namespace coil {
 namespace ext {

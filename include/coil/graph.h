@@ -14,9 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "coil/attrs.h"
+#include "coil/expr.h"
 #include "coil/tensor.h"
-#include "graph/attrs.h"
-#include "sym/expr.h"
 
 namespace coil {
 

@@ -13,7 +13,7 @@
 #endif
 
 #pragma GCC visibility push(default)
-#include "codegen/cpp/runtime/coil_gemm.h"
+#include "kernels/coil_gemm.h"
 
 namespace coil::gemm::detail {
 #define COIL_GEMM_DEFINE_RUN(P)                                                                    \

@@ -42,7 +42,7 @@
 #endif
 
 // The detail namespace's code differs per ISA, so it lives in an inline namespace named after
-// it: libcoil_vmath holds run_matmul compiled for each (src/runtime/vmath/gemm_*.cpp), side by
+// it: libcoil_vmath holds run_matmul compiled for each (src/kernels/vmath/gemm_*.cpp), side by
 // side without clashing, and a module links the one of its own ISA (COIL_GEMM_PRECOMPILED).
 #if defined(COIL_CPU_AVX512) && COIL_GEMM_HAS_BF16_KERNEL
 #define COIL_GEMM_ABI avx512_bf16

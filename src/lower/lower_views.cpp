@@ -1,7 +1,7 @@
 // Lowerings of views (index remaps, never copies), concat, and reductions.
 #include "graph/op_registry.h"
 #include "graph/type_rules.h"
-#include "ir/lower_ops.h"
+#include "lower/lower_ops.h"
 #include "support/check.h"
 
 namespace coil {

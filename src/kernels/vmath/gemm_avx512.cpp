@@ -2,4 +2,4 @@
 // (gemm_instances.h). Compiled with the target features and -DCOIL_CPU_AVX512 that
 // runtime/isa.cpp gives such a module (CMakeLists.txt), so both sides see the same code under
 // the same names.
-#include "runtime/vmath/gemm_instances.h"
+#include "kernels/vmath/gemm_instances.h"

@@ -3,8 +3,8 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 
-#include "runtime/vmath/vmath.h"
-#include "runtime/vmath/vmath_common.h"
+#include "kernels/vmath/vmath.h"
+#include "kernels/vmath/vmath_common.h"
 
 static_assert(sizeof(Eigen::internal::Packet8f) == sizeof(__m256));
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <new>
 
-#include "codegen/cpp/runtime/coil_types.h"
+#include "kernels/coil_types.h"
 #include "support/check.h"
 
 namespace coil {

@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "graph/type_rules.h"
-#include "ir/lower_ops.h"
+#include "lower/lower_ops.h"
 #include "support/check.h"
 
 namespace coil {

@@ -262,7 +262,7 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
 
 #ifdef COIL_GEMM_PRECOMPILED
 // Generated modules of the AVX-512/AVX2 ISAs link these from libcoil_vmath
-// (src/runtime/vmath/gemm_*.cpp, built with the same ISA macros) instead of compiling the
+// (src/kernels/vmath/gemm_*.cpp, built with the same ISA macros) instead of compiling the
 // blocking loops and micro-kernels again: 0.4-1 s of g++ per module with a matmul.
 #define COIL_GEMM_DECLARE_RUN(P)                                                                   \
   extern template void run_matmul<P>(                                                              \

@@ -3,7 +3,7 @@
 
 #include "graph/op_registry.h"
 #include "graph/type_rules.h"
-#include "ir/lower_ops.h"
+#include "lower/lower_ops.h"
 #include "support/check.h"
 
 namespace coil {

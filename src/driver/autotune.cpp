@@ -1,4 +1,4 @@
-#include "runtime/autotune.h"
+#include "driver/autotune.h"
 
 #include <fcntl.h>
 #include <omp.h>

@@ -12,7 +12,7 @@
 
 #include "coil_vec_base.h"
 
-// libcoil_vmath (src/runtime/vmath/vmath.h, built with Eigen, linked through
+// libcoil_vmath (src/kernels/vmath/vmath.h, built with Eigen, linked through
 // IsaInfo::link_flags): math that would cost a kernel too much compile time to include.
 extern "C" __m512 coil_vmath_erf_f32x16(__m512 x) noexcept __attribute__((const));
 

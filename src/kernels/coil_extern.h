@@ -1,6 +1,6 @@
 // Extern kernels: the library calls generated code makes where a library beats a generated loop
 // nest (Inductor's extern kernels: aten.mm, aten.convolution). This header only declares them;
-// they are compiled once into libcoil_extern.so (src/runtime/extern/extern_kernels.cpp), which
+// they are compiled once into libcoil_extern.so (src/kernels/extern/extern_kernels.cpp), which
 // generated modules link (runtime/isa.h: extern_link_flags()), so that a module with extern
 // calls does not compile oneDNN's handles, error paths and convolution planning again (the
 // demo's module: 0.21-0.24 s of g++ less). Embedded into libcoil with the other runtime headers

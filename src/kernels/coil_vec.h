@@ -9,7 +9,7 @@
 //   COIL_CPU_NEON     4 float lanes, portable lane loops for now (coil_vec_generic.h)
 //   (none)            1 lane: compiles and runs anywhere, same math as the scalar kernels
 // AVX-512 and AVX2 take exp/log/tanh/... from SLEEF (libsleef-dev; link -lsleef) and f32 erf
-// from libcoil_vmath (Eigen's, built with coil: src/runtime/vmath/); IsaInfo::link_flags
+// from libcoil_vmath (Eigen's, built with coil: src/kernels/vmath/); IsaInfo::link_flags
 // carries both. The others use <cmath>.
 //
 // Types

@@ -1,7 +1,7 @@
-// libcoil_extern: the extern kernels declared in src/codegen/cpp/runtime/coil_extern.h, compiled
+// libcoil_extern: the extern kernels declared in src/kernels/coil_extern.h, compiled
 // once (generated modules link this library instead of compiling them; see that header). Only
 // oneDNN's C API is used (dnnl.h: smaller and faster to compile than dnnl.hpp).
-#include "codegen/cpp/runtime/coil_extern.h"
+#include "kernels/coil_extern.h"
 
 #include <omp.h>
 
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "runtime/extern/dnnl_util.h"
+#include "kernels/extern/dnnl_util.h"
 
 #ifdef COIL_HAVE_OPENBLAS
 // OpenBLAS's own declarations (Debian: the header of whichever OpenBLAS flavour is the

@@ -10,7 +10,7 @@
 #include <functional>
 #include <vector>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 #include "ir/ir.h"
 #include "sym/analyzer.h"
 
