@@ -4,6 +4,7 @@
 #include "graph/op_registry.h"
 #include "graph/type_rules.h"
 #include "lower/lower_ops.h"
+#include "lower/op_lowering.h"
 #include "support/check.h"
 
 namespace coil {
@@ -76,7 +77,7 @@ static int emit_elementwise(LoopBody& b, const Node& node, DType t, DType out,
       x = b.compute(LoopOp::minimum, ct, {c(node.attrs.get_float("clamp", "max")), x});
     return x;
   }
-  LoopOp op = node.op->loop_op;
+  LoopOp op = find_lowering(node.op_name())->loop_op;
   (void)t;
   switch (v.size()) {
     case 1:

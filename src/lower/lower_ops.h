@@ -1,5 +1,6 @@
-// Lowerings: the `lower` column of the op registry. Each turns one graph node into a
-// TensorBox (lower/lowering.h): a loader that computes an element, or a realized buffer.
+// Lowerings: the functions of the lowering table (lower/op_lowering.cpp). Each turns one graph
+// node into a TensorBox (lower/lowering.h): a loader that computes an element, or a realized
+// buffer.
 #pragma once
 
 #include <vector>

@@ -5,6 +5,7 @@
 
 #include "graph/op_registry.h"
 #include "ir/loop_extents.h"
+#include "lower/op_lowering.h"
 #include "support/check.h"
 #include "support/log.h"
 
@@ -193,7 +194,8 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
       ctx.program.constants.push_back(node.data);
       box = ctx.buffer_box(id);
     } else {
-      COIL_ASSERT(node.op->lower != nullptr,
+      const OpLowering* lowering = find_lowering(node.op_name());
+      COIL_ASSERT(lowering != nullptr,
                   "op {} has no lowering (composites must be decomposed first)", node.op->name);
       std::vector<TensorBox> in;
       int depth = 0;
@@ -204,7 +206,7 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
         if (b.buffer < 0) depth = std::max(depth, b.inline_depth);
         if (b.buffer < 0) ctx.inlined = merge_nodes(ctx.inlined, b.nodes);
       }
-      box = node.op->lower(ctx, node, in);
+      box = lowering->lower(ctx, node, in);
       box.inline_depth = box.buffer >= 0 ? 0 : depth + 1;
       box.nodes.clear();
       if (box.buffer < 0 && node.op->kind != OpKind::Source) {
