@@ -4,7 +4,7 @@
 //   - the arithmetic peaks (gemm_peak.h): a register-resident AVX-512 FMA loop (fp32) and a
 //     vdpbf16ps loop (bf16), the best of 50 short measurements (--peak-seconds in all);
 //   - oneDNN's dnnl_sgemm and OpenBLAS's cblas_sgemm (OpenMP build), called through coil's own
-//     extern runtime (codegen/cpp/runtime/coil_extern.h), on square 256/512/1024/2048;
+//     extern runtime (kernels/coil_extern.h), on square 256/512/1024/2048;
 //     x@W with x [512,1024], W [1024,1024]; relu(x@W+b) as the library GEMM followed by a
 //     separate OpenMP bias+relu pass (and, as a reference, a oneDNN matmul primitive with the
 //     bias and relu fused and W pre-reordered); the pass alone; a 3-layer Linear+ReLU MLP on
@@ -43,7 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_host.h"
-#include "runtime/extern/dnnl_util.h"
+#include "kernels/extern/dnnl_util.h"
 #ifdef COIL_HAVE_OPENBLAS
 #include <cblas-openblas.h>  // openblas_get_config: which build libcoil_extern loaded
 #endif

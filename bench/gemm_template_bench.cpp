@@ -1,4 +1,4 @@
-// Micro-benchmark of the matmul runtime (src/codegen/cpp/runtime/coil_gemm.h) against oneDNN's
+// Micro-benchmark of the matmul runtime (src/kernels/coil_gemm.h) against oneDNN's
 // dnnl_sgemm: row-major C = A @ B, B packed once outside the timing (a constant weight), the
 // epilogue a plain copy of each block into C. Prints the median GFLOP/s of many runs, ours and
 // oneDNN's interleaved so that both see the same machine load.
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpp/runtime/coil_gemm.h"
+#include "kernels/coil_gemm.h"
 
 namespace {
 

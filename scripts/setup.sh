@@ -12,7 +12,7 @@ PACKAGES=(
   # C++ libraries (see docs/dependencies.md for why each one)
   libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libsleef-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # Eigen: only src/runtime/vmath/ (libcoil_vmath, vector erf for generated kernels)
+  # Eigen: only src/kernels/vmath/ (libcoil_vmath, vector erf for generated kernels)
   libeigen3-dev
   # extern kernels (library GEMM and convolution calls from generated code): oneDNN, and
   # OpenBLAS's OpenMP build (not the pthread one; see docs/dependencies.md)

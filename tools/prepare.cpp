@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <map>
 
+#include "coil/expr.h"
 #include "frontend/onnx/onnx_import.h"
 #include "graph/text_format.h"
 #include "runtime/compare.h"
 #include "support/check.h"
 #include "support/npy.h"
-#include "sym/expr.h"
 
 namespace coil::cli {
 

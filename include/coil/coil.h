@@ -16,8 +16,8 @@
 
 #include "coil/dtype.h"
 #include "coil/error.h"
+#include "coil/graph.h"
 #include "coil/tensor.h"
-#include "graph/graph.h"
 
 namespace coil {
 
@@ -36,7 +36,7 @@ struct CompileOptions {
   /// memory planning and for debugging: each graph node then has its own buffer).
   bool store_all_intermediates = false;
   /// Time the matmul template against library GEMMs on each matmul's shape and keep the
-  /// fastest (runtime/autotune.h; cached on disk). Off: the template everywhere, and the
+  /// fastest (driver/autotune.h; cached on disk). Off: the template everywhere, and the
   /// generated code depends on nothing measured. COIL_MATMUL=template|dnnl|openblas forces one.
   bool autotune = true;
   /// Where the generated code runs: "cpu" (C++ kernels, compiled and loaded in-process) or

@@ -15,7 +15,7 @@
 #include "graph/text_format.h"
 #include "support/check.h"
 #include "support/suggest.h"
-#include "version.h"
+#include "support/version.h"
 
 namespace coil::capi {
 namespace {
@@ -166,7 +166,7 @@ int32_t coil_abi_version(void) {
 const char* coil_version(void) {
   static const std::string* version = [] {
     try {
-      return new std::string(cli::version_line());
+      return new std::string(version_line());
     } catch (...) {
       return new (std::nothrow) std::string();
     }

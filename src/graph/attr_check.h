@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "graph/attrs.h"
+#include "coil/attrs.h"
 
 namespace coil {
 

@@ -1,4 +1,4 @@
-#include "graph/attrs.h"
+#include "coil/attrs.h"
 
 #include <cmath>
 

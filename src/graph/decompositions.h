@@ -2,7 +2,7 @@
 // `decompose` column of the op registry), and the pass that applies them.
 #pragma once
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 
 namespace coil {
 

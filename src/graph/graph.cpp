@@ -1,4 +1,4 @@
-#include "graph/graph.h"
+#include "coil/graph.h"
 
 #include <algorithm>
 #include <set>

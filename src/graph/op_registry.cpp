@@ -1,6 +1,8 @@
-// The op registry: every graph op, once. Columns: name, kind, inputs (min, max), dtype rule and
-// loop op (elementwise only), shape/dtype rule, reference kernel, lowering, decomposition, doc,
-// attributes (the k*Attrs lists below: name, kind, default, allowed values, doc).
+// The op registry: every graph op, once. Columns: name, kind, inputs (min, max), dtype rule
+// (elementwise only), shape/dtype rule, reference kernel, decomposition, doc, attributes (the
+// k*Attrs lists below: name, kind, default, allowed values, doc). How each op that is not
+// decomposed becomes loop IR is the lowering table (lower/op_lowering.cpp), keyed by op name:
+// the graph knows nothing of the loop IR.
 #include "graph/op_registry.h"
 
 #include <unordered_map>
@@ -8,51 +10,28 @@
 #include "graph/decompositions.h"
 #include "graph/reference/reference_kernels.h"
 #include "graph/type_rules.h"
-#include "ir/lower_ops.h"
 #include "support/check.h"
 
 namespace coil {
 namespace {
 
-constexpr OpDef source(std::string_view name, InferFn infer, ReferenceFn ref, LowerFn lower,
-                       std::string_view doc, std::span<const AttrSpec> attrs = {}) {
-  return {name,  OpKind::Source, 0,   0,    DTypeRule::Same, LoopOp::constant, infer, ref,
-          lower, nullptr,        doc, attrs};
+constexpr OpDef source(std::string_view name, InferFn infer, ReferenceFn ref, std::string_view doc,
+                       std::span<const AttrSpec> attrs = {}) {
+  return {name, OpKind::Source, 0, 0, DTypeRule::Same, infer, ref, nullptr, doc, attrs};
 }
-constexpr OpDef unary(std::string_view name, LoopOp op, DTypeRule rule, std::string_view doc,
+constexpr OpDef unary(std::string_view name, DTypeRule rule, std::string_view doc,
                       std::span<const AttrSpec> attrs = {}) {
-  return {name,
-          OpKind::Elementwise,
-          1,
-          1,
-          rule,
-          op,
-          infer_elementwise,
-          ref_elementwise,
-          lower_elementwise,
-          nullptr,
-          doc,
+  return {name, OpKind::Elementwise, 1, 1, rule, infer_elementwise, ref_elementwise, nullptr, doc,
           attrs};
 }
-constexpr OpDef binary(std::string_view name, LoopOp op, DTypeRule rule, std::string_view doc) {
-  return {name,
-          OpKind::Elementwise,
-          2,
-          2,
-          rule,
-          op,
-          infer_elementwise,
-          ref_elementwise,
-          lower_elementwise,
-          nullptr,
-          doc};
+constexpr OpDef binary(std::string_view name, DTypeRule rule, std::string_view doc) {
+  return {name, OpKind::Elementwise, 2, 2, rule, infer_elementwise, ref_elementwise, nullptr, doc};
 }
 constexpr OpDef view(std::string_view name, InferFn infer, std::string_view doc,
                      std::span<const AttrSpec> attrs) {
-  return {name,       OpKind::View, 1,   1,    DTypeRule::Same, LoopOp::load, infer, ref_view,
-          lower_view, nullptr,      doc, attrs};
+  return {name, OpKind::View, 1, 1, DTypeRule::Same, infer, ref_view, nullptr, doc, attrs};
 }
-constexpr OpDef reduction(std::string_view name, InferFn infer, ReferenceFn ref, LowerFn lower,
+constexpr OpDef reduction(std::string_view name, InferFn infer, ReferenceFn ref,
                           DecomposeFn decompose, std::string_view doc,
                           std::span<const AttrSpec> attrs) {
   return {name,
@@ -60,10 +39,8 @@ constexpr OpDef reduction(std::string_view name, InferFn infer, ReferenceFn ref,
           1,
           1,
           DTypeRule::Same,
-          LoopOp::reduction,
           infer,
           ref,
-          lower,
           decompose,
           doc,
           attrs};
@@ -71,19 +48,18 @@ constexpr OpDef reduction(std::string_view name, InferFn infer, ReferenceFn ref,
 constexpr OpDef composite(std::string_view name, int min_in, int max_in, InferFn infer,
                           ReferenceFn ref, DecomposeFn decompose, std::string_view doc,
                           std::span<const AttrSpec> attrs = {}) {
-  return {name,    OpKind::Composite, min_in, max_in, DTypeRule::Same, LoopOp::constant, infer, ref,
-          nullptr, decompose,         doc,    attrs};
+  return {name, OpKind::Composite, min_in, max_in, DTypeRule::Same, infer,
+          ref,  decompose,         doc,    attrs};
 }
 
+// Lowered directly (lower/op_lowering.cpp), not decomposed, and neither elementwise nor a view.
 constexpr OpDef lowered(std::string_view name, int min_in, int max_in, InferFn infer,
-                        ReferenceFn ref, LowerFn lower, std::string_view doc,
+                        ReferenceFn ref, std::string_view doc,
                         std::span<const AttrSpec> attrs = {}) {
-  return {name,  OpKind::Other, min_in, max_in, DTypeRule::Same, LoopOp::constant, infer, ref,
-          lower, nullptr,       doc,    attrs};
+  return {name, OpKind::Other, min_in, max_in, DTypeRule::Same, infer, ref, nullptr, doc, attrs};
 }
 
 using R = DTypeRule;
-using L = LoopOp;
 using K = AttrKind;
 
 // ---- The attributes of each op (shared by ops that take the same ones) ----
@@ -209,60 +185,59 @@ constexpr AttrSpec kAvgPool2dAttrs[] = {
 
 const OpDef kOps[] = {
     // Sources.
-    source("input", infer_source, ref_input, nullptr, "a graph input"),
-    source("constant", infer_source, ref_constant, nullptr, "a constant tensor (weights)"),
-    source("full", infer_full, ref_full, lower_full, "a filled tensor", kFullAttrs),
-    source("iota", infer_iota, ref_iota, lower_iota, "arange", kIotaAttrs),
+    source("input", infer_source, ref_input, "a graph input"),
+    source("constant", infer_source, ref_constant, "a constant tensor (weights)"),
+    source("full", infer_full, ref_full, "a filled tensor", kFullAttrs),
+    source("iota", infer_iota, ref_iota, "arange", kIotaAttrs),
 
     // Elementwise unary.
-    unary("abs", L::abs, R::Same, "|x|"),
-    unary("neg", L::neg, R::NotBool, "-x"),
-    unary("exp", L::exp, R::Float, "e^x"),
-    unary("log", L::log, R::Float, "natural logarithm"),
-    unary("log1p", L::log1p, R::Float, "log(1 + x)"),
-    unary("expm1", L::expm1, R::Float, "e^x - 1"),
-    unary("sqrt", L::sqrt, R::Float, "square root"),
-    unary("rsqrt", L::rsqrt, R::Float, "1 / sqrt(x)"),
-    unary("reciprocal", L::reciprocal, R::Float, "1 / x"),
-    unary("relu", L::relu, R::NotBool, "max(x, 0)"),
-    unary("sigmoid", L::sigmoid, R::Float, "1 / (1 + e^-x)"),
-    unary("tanh", L::tanh, R::Float, "hyperbolic tangent"),
-    unary("erf", L::erf, R::Float, "error function"),
-    unary("gelu", L::erf, R::Float, "x * Phi(x), the erf form or its tanh approximation",
-          kGeluAttrs),
-    unary("silu", L::sigmoid, R::Float, "x * sigmoid(x)"),
-    unary("sin", L::sin, R::Float, "sine"),
-    unary("cos", L::cos, R::Float, "cosine"),
-    unary("floor", L::floor, R::Same, "round toward -inf"),
-    unary("ceil", L::ceil, R::Same, "round toward +inf"),
-    unary("round", L::round, R::Same, "round half to even"),
-    unary("sign", L::sign, R::NotBool, "-1, 0, 1"),
-    unary("logical_not", L::logical_not, R::Bool, "!x"),
-    unary("isnan", L::isnan, R::Bool, "x is NaN"),
-    {"cast", OpKind::Elementwise, 1, 1, R::Same, L::to_dtype, infer_elementwise, ref_elementwise,
-     lower_elementwise, nullptr, "convert (float to int truncates toward 0)", kCastAttrs},
-    {"clamp", OpKind::Elementwise, 1, 1, R::Same, L::minimum, infer_elementwise, ref_elementwise,
-     lower_elementwise, nullptr, "min(max(x, min), max); NaN propagates", kClampAttrs},
+    unary("abs", R::Same, "|x|"),
+    unary("neg", R::NotBool, "-x"),
+    unary("exp", R::Float, "e^x"),
+    unary("log", R::Float, "natural logarithm"),
+    unary("log1p", R::Float, "log(1 + x)"),
+    unary("expm1", R::Float, "e^x - 1"),
+    unary("sqrt", R::Float, "square root"),
+    unary("rsqrt", R::Float, "1 / sqrt(x)"),
+    unary("reciprocal", R::Float, "1 / x"),
+    unary("relu", R::NotBool, "max(x, 0)"),
+    unary("sigmoid", R::Float, "1 / (1 + e^-x)"),
+    unary("tanh", R::Float, "hyperbolic tangent"),
+    unary("erf", R::Float, "error function"),
+    unary("gelu", R::Float, "x * Phi(x), the erf form or its tanh approximation", kGeluAttrs),
+    unary("silu", R::Float, "x * sigmoid(x)"),
+    unary("sin", R::Float, "sine"),
+    unary("cos", R::Float, "cosine"),
+    unary("floor", R::Same, "round toward -inf"),
+    unary("ceil", R::Same, "round toward +inf"),
+    unary("round", R::Same, "round half to even"),
+    unary("sign", R::NotBool, "-1, 0, 1"),
+    unary("logical_not", R::Bool, "!x"),
+    unary("isnan", R::Bool, "x is NaN"),
+    {"cast", OpKind::Elementwise, 1, 1, R::Same, infer_elementwise, ref_elementwise, nullptr,
+     "convert (float to int truncates toward 0)", kCastAttrs},
+    {"clamp", OpKind::Elementwise, 1, 1, R::Same, infer_elementwise, ref_elementwise, nullptr,
+     "min(max(x, min), max); NaN propagates", kClampAttrs},
 
     // Elementwise binary, with numpy broadcasting and torch type promotion.
-    binary("add", L::add, R::Same, "a + b"),
-    binary("sub", L::sub, R::NotBool, "a - b"),
-    binary("mul", L::mul, R::Same, "a * b"),
-    binary("div", L::div, R::Float, "a / b (true division)"),
-    binary("pow", L::pow, R::Same, "a ^ b"),
-    binary("maximum", L::maximum, R::Same, "max(a, b), NaN propagates"),
-    binary("minimum", L::minimum, R::Same, "min(a, b), NaN propagates"),
-    binary("fmod", L::fmod, R::NotBool, "remainder with the sign of a"),
-    binary("eq", L::eq, R::Bool, "a == b"),
-    binary("ne", L::ne, R::Bool, "a != b"),
-    binary("lt", L::lt, R::Bool, "a < b"),
-    binary("le", L::le, R::Bool, "a <= b"),
-    binary("gt", L::gt, R::Bool, "a > b"),
-    binary("ge", L::ge, R::Bool, "a >= b"),
-    binary("logical_and", L::logical_and, R::Bool, "a && b"),
-    binary("logical_or", L::logical_or, R::Bool, "a || b"),
-    {"where", OpKind::Elementwise, 3, 3, R::Same, L::where, infer_elementwise, ref_elementwise,
-     lower_elementwise, nullptr, "(cond, a, b): cond ? a : b"},
+    binary("add", R::Same, "a + b"),
+    binary("sub", R::NotBool, "a - b"),
+    binary("mul", R::Same, "a * b"),
+    binary("div", R::Float, "a / b (true division)"),
+    binary("pow", R::Same, "a ^ b"),
+    binary("maximum", R::Same, "max(a, b), NaN propagates"),
+    binary("minimum", R::Same, "min(a, b), NaN propagates"),
+    binary("fmod", R::NotBool, "remainder with the sign of a"),
+    binary("eq", R::Bool, "a == b"),
+    binary("ne", R::Bool, "a != b"),
+    binary("lt", R::Bool, "a < b"),
+    binary("le", R::Bool, "a <= b"),
+    binary("gt", R::Bool, "a > b"),
+    binary("ge", R::Bool, "a >= b"),
+    binary("logical_and", R::Bool, "a && b"),
+    binary("logical_or", R::Bool, "a || b"),
+    {"where", OpKind::Elementwise, 3, 3, R::Same, infer_elementwise, ref_elementwise, nullptr,
+     "(cond, a, b): cond ? a : b"},
 
     // Views: index remaps, never copies.
     view("reshape", infer_reshape, "same elements, new sizes", kReshapeAttrs),
@@ -274,30 +249,27 @@ const OpDef kOps[] = {
     view("squeeze", infer_squeeze, "drop size-1 dims (a symbolic one stays)", kSqueezeAttrs),
     view("unsqueeze", infer_unsqueeze, "insert a size-1 dim", kUnsqueezeAttrs),
     view("flatten", infer_flatten, "merge a range of dims", kFlattenAttrs),
-    {"concat", OpKind::Other, 1, -1, R::Same, L::where, infer_concat, ref_concat, lower_concat,
-     nullptr, "join along a dim", kConcatAttrs},
-    {"gather", OpKind::Other, 2, 2, R::Same, L::load, infer_gather, ref_gather, lower_gather,
-     nullptr,
+    {"concat", OpKind::Other, 1, -1, R::Same, infer_concat, ref_concat, nullptr, "join along a dim",
+     kConcatAttrs},
+    {"gather", OpKind::Other, 2, 2, R::Same, infer_gather, ref_gather, nullptr,
      "(data, indices): data[indices] along axis (an embedding lookup); indices i32 or i64, "
      "negative ones count from the end; out of range: an error in the reference, clamped in "
      "compiled code",
      kGatherAttrs},
 
     // Reductions over any set of axes (no axes = all).
-    reduction("sum", infer_reduction, ref_reduction, lower_reduction, nullptr, "sum", kReduceAttrs),
-    reduction("prod", infer_reduction, ref_reduction, lower_reduction, nullptr, "product",
+    reduction("sum", infer_reduction, ref_reduction, nullptr, "sum", kReduceAttrs),
+    reduction("prod", infer_reduction, ref_reduction, nullptr, "product", kReduceAttrs),
+    reduction("max", infer_reduction, ref_reduction, nullptr, "maximum, NaN propagates",
               kReduceAttrs),
-    reduction("max", infer_reduction, ref_reduction, lower_reduction, nullptr,
-              "maximum, NaN propagates", kReduceAttrs),
-    reduction("min", infer_reduction, ref_reduction, lower_reduction, nullptr,
-              "minimum, NaN propagates", kReduceAttrs),
-    reduction("mean", infer_reduction, ref_reduction, nullptr, decompose_mean, "sum / count",
+    reduction("min", infer_reduction, ref_reduction, nullptr, "minimum, NaN propagates",
               kReduceAttrs),
-    reduction("var", infer_reduction, ref_reduction, nullptr, decompose_var,
+    reduction("mean", infer_reduction, ref_reduction, decompose_mean, "sum / count", kReduceAttrs),
+    reduction("var", infer_reduction, ref_reduction, decompose_var,
               "sum((x - mean)^2) / max(count - correction, 0)", kVarAttrs),
-    reduction("argmax", infer_arg_reduction, ref_arg_reduction, lower_arg_reduction, nullptr,
+    reduction("argmax", infer_arg_reduction, ref_arg_reduction, nullptr,
               "index of the first maximum (NaN is maximal)", kArgReduceAttrs),
-    reduction("argmin", infer_arg_reduction, ref_arg_reduction, lower_arg_reduction, nullptr,
+    reduction("argmin", infer_arg_reduction, ref_arg_reduction, nullptr,
               "index of the first minimum (NaN is minimal)", kArgReduceAttrs),
 
     // Composites, decomposed before lowering.
@@ -313,11 +285,10 @@ const OpDef kOps[] = {
               "(x, weight?): x / sqrt(mean(x^2) + eps) * weight over the last dims", kRmsNormAttrs),
 
     // Linear algebra: one floating dtype for all inputs.
-    lowered("matmul", 2, 2, infer_matmul, ref_matmul, lower_matmul,
+    lowered("matmul", 2, 2, infer_matmul, ref_matmul,
             "(a, b): torch.matmul; 1-D a is [1, K], 1-D b is [K, 1] (the dim is dropped), "
             "batch dims broadcast: [*batch, M, N]"),
-    lowered("bmm", 2, 2, infer_matmul, ref_matmul, lower_matmul,
-            "(a, b): [B, M, K] @ [B, K, N] -> [B, M, N]"),
+    lowered("bmm", 2, 2, infer_matmul, ref_matmul, "(a, b): [B, M, K] @ [B, K, N] -> [B, M, N]"),
     composite("linear", 2, 3, infer_linear, ref_linear, decompose_linear,
               "(x, w, b?): x [..., in] @ w[out, in]^T + b[out] -> [..., out]"),
     composite("addmm", 3, 3, infer_addmm, ref_addmm, decompose_addmm,
@@ -326,14 +297,14 @@ const OpDef kOps[] = {
               kAddmmAttrs),
 
     // Convolution and pooling over the last two dims ({stride, padding, ...}: [h, w], [n] or n).
-    lowered("conv2d", 2, 3, infer_conv2d, ref_conv2d, lower_conv2d,
+    lowered("conv2d", 2, 3, infer_conv2d, ref_conv2d,
             "(x, w, b?): x [N, C, H, W], w [OC, C/groups, KH, KW], b [OC] -> [N, OC, OH, OW]",
             kConv2dAttrs),
-    lowered("max_pool2d", 1, 1, infer_pool2d, ref_pool2d, lower_pool2d,
+    lowered("max_pool2d", 1, 1, infer_pool2d, ref_pool2d,
             "max over each window of the last two dims (rank >= 3); NaN propagates, padding "
             "never wins",
             kMaxPool2dAttrs),
-    lowered("avg_pool2d", 1, 1, infer_pool2d, ref_pool2d, lower_pool2d,
+    lowered("avg_pool2d", 1, 1, infer_pool2d, ref_pool2d,
             "mean over each window of the last two dims (rank >= 3), torch's divisor",
             kAvgPool2dAttrs),
     composite("global_avg_pool2d", 1, 1, infer_global_pool2d, ref_global_avg_pool2d,

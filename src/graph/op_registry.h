@@ -1,19 +1,16 @@
 // The op registry: every graph op is listed once (graph/op_registry.cpp) with its arity,
-// shape and dtype rule, reference-interpreter kernel, either a lowering to loop IR or a
-// decomposition into other graph ops, and the attributes it takes.
+// shape and dtype rule, reference-interpreter kernel, decomposition into other graph ops
+// (composites), and the attributes it takes. How the other ops become loop IR is not the
+// graph's business: lower/op_lowering.h has their lowerings, keyed by op name.
 #pragma once
 
 #include <span>
 #include <string_view>
 #include <vector>
 
-#include "graph/graph.h"
-#include "ir/loop_ops.h"
+#include "coil/graph.h"
 
 namespace coil {
-
-struct LowerContext;
-struct TensorBox;
 
 enum class OpKind {
   Source,       // input, constant, full, iota
@@ -36,9 +33,6 @@ enum class DTypeRule {
 using InferFn = TensorType (*)(const Node& node, const std::vector<const TensorType*>& inputs);
 /// Computes the node on host tensors with plain loops in double precision.
 using ReferenceFn = Tensor (*)(const Node& node, const std::vector<Tensor>& inputs);
-/// Lowers the node to a loop-IR TensorBox.
-using LowerFn = TensorBox (*)(LowerContext& ctx, const Node& node,
-                              const std::vector<TensorBox>& inputs);
 /// Rebuilds a composite node out of simpler ones in `g`; returns the id of the replacement.
 using DecomposeFn = int (*)(Graph& g, const Node& node, const std::vector<int>& inputs);
 
@@ -48,10 +42,8 @@ struct OpDef {
   int min_inputs;
   int max_inputs;        // -1: any number
   DTypeRule dtype_rule;  // elementwise ops only
-  LoopOp loop_op;        // elementwise ops: the loop-IR op computing one element
   InferFn infer;
   ReferenceFn reference;
-  LowerFn lower;          // null for composites
   DecomposeFn decompose;  // null unless kind == Composite
   std::string_view doc;   // inputs and meaning; the attributes are documented by `attrs`
   std::span<const AttrSpec> attrs = {};  // every attribute the op takes (graph/attr_check.h)

@@ -1,6 +1,6 @@
 // The text format of graphs: a human-writable form for tests and the `coil` CLI
 // (`coil compile model.coil`). The grammar is at the top of graph/text_format.cpp and in
-// docs/text-format.md; the printer is `to_text` (graph/graph.h), whose output parses back to a
+// docs/text-format.md; the printer is `to_text` (coil/graph.h), whose output parses back to a
 // graph that prints identically.
 //
 //   input x: f32[4, s0]
@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <string_view>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 
 namespace coil {
 

@@ -3,7 +3,7 @@
 // exactly: parsing the output gives a graph that prints identically.
 #include <cmath>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 #include "graph/text_format.h"
 #include "graph/text_lexer.h"
 

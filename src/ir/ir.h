@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 #include "ir/loop_body.h"
 
 namespace coil {
@@ -68,7 +68,7 @@ struct StridedOperand {
   std::optional<BlasLayout> blas_layout(int64_t rows, int64_t cols) const;
 };
 
-/// How a matmul is computed; chosen at compile time (runtime/autotune.h).
+/// How a matmul is computed; chosen at compile time (driver/autotune.h).
 enum class MatmulImpl { Template, Dnnl, OpenBlas };
 std::string_view matmul_impl_name(MatmulImpl i);
 

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "coil/attrs.h"
 #include "coil/tensor.h"
-#include "graph/attrs.h"
 #include "support/check.h"
 
 namespace coil {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "coil/dtype.h"
+#include "coil/expr.h"
 #include "ir/loop_ops.h"
-#include "sym/expr.h"
 
 namespace coil {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "coil/expr.h"
 #include "sym/analyzer.h"
-#include "sym/expr.h"
 
 namespace coil {
 

@@ -1,4 +1,4 @@
-// The kernel runtime headers (src/codegen/cpp/runtime/*.h), embedded in libcoil so that a coil
+// The kernel runtime headers (src/kernels/*.h), embedded in libcoil so that a coil
 // binary needs no source tree at run time. The definition is generated at build time by
 // cmake/embed_headers.cmake; the code cache (runtime/code_cache.h) writes the files into
 // <cache>/include/<hash>/ and compiles kernels with that directory on the include path.

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "codegen/cpp/runtime/coil_extern.h"
+#include "kernels/coil_extern.h"
 #include "support/check.h"
 
 namespace coil {

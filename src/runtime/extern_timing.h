@@ -1,4 +1,4 @@
-// Timing the library GEMMs that generated code can call (codegen/cpp/runtime/coil_extern.h), for
+// Timing the library GEMMs that generated code can call (kernels/coil_extern.h), for
 // compile-time autotuning: which of oneDNN, OpenBLAS or a generated kernel to use for a shape.
 //
 // Each function times the library (the fastest sample) on random data that it allocates itself (per

@@ -1,6 +1,6 @@
 // The vector instruction sets generated CPU kernels can target (Inductor's cpu_vec_isa.py): per
 // ISA its register width, lanes per dtype, compiler and linker flags and the macro that selects
-// the implementation in src/codegen/cpp/runtime/coil_vec.h.
+// the implementation in src/kernels/coil_vec.h.
 //
 // Detection (host_isa): the first ISA of [avx512, avx2] (x86) or [neon] (AArch64) that the CPU
 // reports (__builtin_cpu_supports / cpuid) and that passes a compile-and-run probe: a small
@@ -84,7 +84,7 @@ CompileFlags isa_compile_flags(const IsaInfo& isa);
 CompileFlags module_compile_flags(const IsaInfo& isa);
 
 /// Where generated modules find coil's runtime libraries: libcoil_vmath.so (vector erf from
-/// Eigen, the precompiled GEMM loops; src/runtime/vmath/vmath.h), which the avx512/avx2 ISAs'
+/// Eigen, the precompiled GEMM loops; src/kernels/vmath/vmath.h), which the avx512/avx2 ISAs'
 /// IsaInfo::link_flags link with -L and -rpath, and libcoil_extern.so (extern_link_flags()),
 /// built into the same directory:
 ///   1. $COIL_VMATH_DIR when set (a user error if it lacks the library);
@@ -97,7 +97,7 @@ CompileFlags module_compile_flags(const IsaInfo& isa);
 std::string vmath_dir();
 
 /// Linker flags for a generated module that calls extern kernels
-/// (src/codegen/cpp/runtime/coil_extern.h): -lcoil_extern from vmath_dir(), with an rpath.
+/// (src/kernels/coil_extern.h): -lcoil_extern from vmath_dir(), with an rpath.
 /// That library links oneDNN and, when it was built with it (extern_have_openblas()),
 /// OpenBLAS's OpenMP build by its directory (the plain libopenblas.so usually names the
 /// pthread build, whose threads fight OpenMP's). Kept with --no-as-needed like SLEEF (the code

@@ -9,7 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "sym/expr.h"
+#include "coil/expr.h"
 
 namespace coil::sym {
 

@@ -1,6 +1,6 @@
 // Internal to src/sym: helpers shared by the canonicalizing constructors (expr_ops.cpp), the
 // printer (expr_printer.cpp) and the simplifier (analyzer.cpp, simplify_rules.cpp). Not part of
-// the public interface; include sym/expr.h instead.
+// the public interface; include coil/expr.h instead.
 //
 // Canonical form, as the constructors build it:
 //   * Add: >= 2 operands, at most one Const (first), then terms k*body with distinct bodies and
@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "sym/expr.h"
+#include "coil/expr.h"
 
 namespace coil::sym::detail {
 

@@ -1,7 +1,7 @@
 // Interning, the structural order, and the traversals over expressions (substitute, evaluate,
 // free symbols). The canonicalizing constructors are in expr_ops.cpp, the printer in
 // expr_printer.cpp.
-#include "sym/expr.h"
+#include "coil/expr.h"
 
 #include <algorithm>
 #include <deque>

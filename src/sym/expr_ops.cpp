@@ -3,9 +3,9 @@
 // over sums, so every polynomial has one form and e.g. s0*(x0 + 1) - s0*x0 builds as s0.
 #include <algorithm>
 
+#include "coil/expr.h"
 #include "support/check.h"
 #include "sym/canonical.h"
-#include "sym/expr.h"
 
 namespace coil::sym {
 

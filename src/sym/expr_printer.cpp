@@ -4,8 +4,8 @@
 // min/max) are printed last, negative coefficients as subtraction.
 #include <sstream>
 
+#include "coil/expr.h"
 #include "sym/canonical.h"
-#include "sym/expr.h"
 
 namespace coil::sym {
 namespace {

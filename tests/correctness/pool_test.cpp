@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "graph/decompositions.h"
-#include "ir/lowering.h"
+#include "lower/lowering.h"
 #include "support/check_graph.h"
 #include "sym/analyzer.h"
 

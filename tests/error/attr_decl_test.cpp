@@ -13,7 +13,7 @@
 #include "graph/decompositions.h"
 #include "graph/interpreter.h"
 #include "graph/text_format.h"
-#include "ir/lowering.h"
+#include "lower/lowering.h"
 #include "support/check_graph.h"
 #include "support/error_of.h"
 

@@ -22,9 +22,9 @@
 
 #include "coil/coil.h"
 #include "conformance/onnx_model_builder.h"
+#include "driver/pipeline.h"
 #include "frontend/onnx/onnx_context.h"
 #include "frontend/onnx/onnx_import.h"
-#include "runtime/pipeline.h"
 
 namespace coil {
 namespace {

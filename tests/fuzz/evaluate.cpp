@@ -335,7 +335,7 @@ Outcome evaluate_case(const FuzzCase& c, const EvalOptions& options) {
     }
   }
   set_num_threads(c.threads);
-  // The library GEMMs in place of the template, chosen without timing (runtime/autotune.h).
+  // The library GEMMs in place of the template, chosen without timing (driver/autotune.h).
   if (!c.matmul.empty()) ::setenv("COIL_MATMUL", c.matmul.c_str(), 1);
   std::vector<std::filesystem::path> entries;
   // Both compiles run unless the first one fails: a difference the local check explained as

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 #include "support/check.h"
 
 namespace coil::fuzz {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "coil/graph.h"
 #include "coil/tensor.h"
-#include "graph/graph.h"
 
 namespace coil::fuzz {
 

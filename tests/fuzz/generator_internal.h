@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "coil/graph.h"
 #include "fuzz/fuzz_case.h"
-#include "graph/graph.h"
 #include "support/check.h"
 
 namespace coil::fuzz {

@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 
 namespace coil::fuzz {
 
@@ -26,6 +26,6 @@ struct GraphEdit {
 /// The edited graph; node names are kept. Throws coil::Error when it is not well-typed.
 Graph apply_edit(const Graph& g, const GraphEdit& edit);
 
-// Nodes that some output reads: coil::live_nodes (graph/graph.h).
+// Nodes that some output reads: coil::live_nodes (coil/graph.h).
 
 }  // namespace coil::fuzz

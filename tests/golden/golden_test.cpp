@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "driver/pipeline.h"
 #include "graph/text_format.h"
-#include "runtime/pipeline.h"
 
 namespace coil {
 namespace {

@@ -7,10 +7,10 @@
 #include "codegen/cpp/cpp_printer.h"
 #include "codegen/kernel_names.h"
 #include "codegen/triton/triton_printer.h"
+#include "driver/pipeline.h"
 #include "graph/decompositions.h"
 #include "graph/op_registry.h"
 #include "graph/text_format.h"
-#include "runtime/pipeline.h"
 
 namespace coil {
 namespace {

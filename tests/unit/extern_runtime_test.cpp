@@ -1,4 +1,4 @@
-// The extern kernel runtime (src/codegen/cpp/runtime/coil_extern.h): a program built like a
+// The extern kernel runtime (src/kernels/coil_extern.h): a program built like a
 // generated module (ISA flags, extern_link_flags(), the embedded headers; see
 // tests/unit/extern_runtime/program.cpp) runs oneDNN's convolution and both library GEMMs,
 // and every result is compared with plain double loops. Also runtime/extern_timing.h.

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <random>
 
-#include "codegen/cpp/runtime/coil_types.h"
 #include "kernel_vec/harness.h"
+#include "kernels/coil_types.h"
 
 namespace coil::gemm_test {
 namespace {

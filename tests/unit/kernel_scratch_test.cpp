@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codegen/cpp/runtime/coil_kernel.h"
+#include "kernels/coil_kernel.h"
 
 namespace coil {
 namespace {

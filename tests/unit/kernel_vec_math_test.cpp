@@ -10,8 +10,8 @@
 #include <limits>
 #include <random>
 
-#include "codegen/cpp/runtime/coil_kernel.h"
 #include "kernel_vec/harness.h"
+#include "kernels/coil_kernel.h"
 
 namespace coil::vec_test {
 namespace {
@@ -206,7 +206,7 @@ TEST_P(KernelVecMathTest, UnaryOpsMatchScalarDefinitions) {
 }
 
 // f32 erf densely: on avx512/avx2 it is libcoil_vmath's (Eigen's rational approximation plus
-// coil's clamp and tiny-argument guards, src/runtime/vmath/vmath_common.h), elsewhere std::erf.
+// coil's clamp and tiny-argument guards, src/kernels/vmath/vmath_common.h), elsewhere std::erf.
 // Every 1021st bit pattern of both signs (all binades, denormals, the tails where erf rounds to
 // +-1) and a 1e-4 grid over [-8, 8], against long double erf; |erf| <= 1; odd symmetry bit for
 // bit; NaN, +-inf, +-0 exactly. Also records how far it is from the scalar path

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <random>
 
-#include "codegen/cpp/runtime/coil_types.h"
 #include "kernel_vec/harness.h"
+#include "kernels/coil_types.h"
 
 namespace coil::vec_test {
 namespace {

@@ -1,4 +1,4 @@
-// Interning, canonical construction, printing and the traversals of sym/expr.h.
+// Interning, canonical construction, printing and the traversals of coil/expr.h.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "coil/error.h"
-#include "sym/expr.h"
+#include "coil/expr.h"
 
 namespace coil::sym {
 namespace {

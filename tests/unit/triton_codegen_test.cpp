@@ -12,8 +12,8 @@
 
 #include "codegen/triton/triton_plan.h"
 #include "codegen/triton/triton_split.h"
+#include "driver/pipeline.h"
 #include "graph/text_format.h"
-#include "runtime/pipeline.h"
 
 namespace coil {
 namespace {

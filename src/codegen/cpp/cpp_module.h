@@ -31,7 +31,7 @@ inline constexpr const char* kGraphPackSymbol = "coil_graph_pack";
 struct CppModule {
   std::string source;
   std::vector<CppKernelSource> kernels;  // in call order
-  bool uses_extern_libraries = false;    // link with oneDNN / OpenBLAS (runtime/coil_extern.h)
+  bool uses_extern_libraries = false;    // link with oneDNN / OpenBLAS (kernels/coil_extern.h)
 };
 
 CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule,

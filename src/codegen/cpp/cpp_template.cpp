@@ -1,6 +1,6 @@
 // CppMatmulKernel (the matmul template) and extern calls: the kernels that are not loop nests.
 //
-// A template kernel calls coil::gemm::matmul (runtime/coil_gemm.h: packing, cache and thread
+// A template kernel calls coil::gemm::matmul (kernels/coil_gemm.h: packing, cache and thread
 // blocking, register-blocked micro-kernels) and hands it the epilogue as a lambda: for each
 // finished output block the lambda walks its rows and runs the fused pointwise body along
 // the row with explicit SIMD, reading the product from the accumulator tile (kAccumulatorBuffer)
@@ -8,7 +8,7 @@
 // A constant B (a weight) is packed once when the module is loaded (coil_graph_pack), never
 // per call; any other B is packed at the start of each call.
 //
-// Extern kernels call a library (runtime/coil_extern.h): dnnl_sgemm / cblas_sgemm for matmuls
+// Extern kernels call a library (kernels/coil_extern.h): dnnl_sgemm / cblas_sgemm for matmuls
 // that autotuning gave to a library, oneDNN's convolution for conv2d.
 #include "codegen/cpp/cpp_template.h"
 

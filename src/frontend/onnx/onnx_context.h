@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 #include "support/check.h"
 
 namespace coil::onnxfe {

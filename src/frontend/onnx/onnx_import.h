@@ -25,8 +25,8 @@
 #include <string>
 #include <string_view>
 
+#include "coil/graph.h"
 #include "coil/tensor.h"
-#include "graph/graph.h"
 
 namespace coil {
 

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 
 namespace coil {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "graph/graph.h"
+#include "coil/graph.h"
 
 namespace coil::ref {
 

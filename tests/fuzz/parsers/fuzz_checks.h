@@ -24,10 +24,10 @@
 #include <typeinfo>
 
 #include "coil/error.h"
+#include "coil/expr.h"
+#include "coil/graph.h"
 #include "graph/decompositions.h"
-#include "graph/graph.h"
 #include "graph/text_format.h"
-#include "sym/expr.h"
 
 namespace coil::parser_fuzz {
 

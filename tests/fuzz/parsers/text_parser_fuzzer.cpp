@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "coil/attrs.h"
 #include "fuzz_checks.h"
-#include "graph/attrs.h"
 
 namespace {
 

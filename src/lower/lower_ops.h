@@ -1,0 +1,29 @@
+// Lowerings: the functions of the lowering table (lower/op_lowering.cpp). Each turns one graph
+// node into a TensorBox (lower/lowering.h): a loader that computes an element, or a realized
+// buffer.
+#pragma once
+
+#include <vector>
+
+#include "lower/lowering.h"
+
+namespace coil {
+
+TensorBox lower_elementwise(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_full(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_iota(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_view(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_concat(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+/// gather: data realized into a buffer, read through an indirect_index of the loaded index.
+TensorBox lower_gather(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_reduction(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_arg_reduction(LowerContext& ctx, const Node& node,
+                              const std::vector<TensorBox>& in);
+/// matmul and bmm: a matmul template (TemplateBuffer) or, for dtypes without one, a reduction.
+TensorBox lower_matmul(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+/// conv2d: an extern kernel (oneDNN) or, for dtypes without one, a reduction.
+TensorBox lower_conv2d(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+/// max_pool2d and avg_pool2d: a pointwise computation over the unrolled window.
+TensorBox lower_pool2d(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+
+}  // namespace coil

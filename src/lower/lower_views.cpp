@@ -1,0 +1,191 @@
+// Lowerings of views (index remaps, never copies), concat, and reductions.
+#include "graph/op_registry.h"
+#include "graph/type_rules.h"
+#include "lower/lower_ops.h"
+#include "support/check.h"
+
+namespace coil {
+
+using Index = std::vector<sym::Expr>;
+
+/// Row-major linear position of `idx` in `sizes`.
+static sym::Expr linearize(const Index& idx, const Shape& sizes) {
+  sym::Expr lin = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) lin = lin * sizes[i] + idx[i];
+  return lin;
+}
+
+/// The index of linear position `lin` in `sizes` (div/mod; the simplifier folds them).
+static Index delinearize(const sym::Expr& lin, const Shape& sizes) {
+  Index out(sizes.size(), sym::Expr(0));
+  // An empty tensor's loops never run: any index will do (and div/mod by 0 must not be built).
+  for (const auto& s : sizes)
+    if (s == sym::Expr(0)) return out;
+  sym::Expr stride = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    out[i] =
+        sizes[i] == sym::Expr(1) ? sym::Expr(0) : sym::mod(sym::floordiv(lin, stride), sizes[i]);
+    stride = stride * sizes[i];
+  }
+  return out;
+}
+
+/// The input index that output index `o` of view `node` reads.
+static Index view_source_index(const Node& node, const Shape& in, const Shape& out,
+                               const Index& o) {
+  std::string_view op = node.op_name();
+  if (op == "reshape" || op == "flatten") return delinearize(linearize(o, out), in);
+  if (op == "permute") {
+    Index r(in.size());
+    const auto& dims = node.attrs.get_ints("permute", "dims");
+    for (size_t i = 0; i < dims.size(); ++i)
+      r[static_cast<size_t>(normalize_axis("permute", dims[i], static_cast<int64_t>(in.size())))] =
+          o[i];
+    return r;
+  }
+  if (op == "transpose") {
+    Index r = o;
+    if (!in.empty()) {
+      int64_t rank = static_cast<int64_t>(in.size());
+      auto a = static_cast<size_t>(
+          normalize_axis(op, node.attrs.get_int_or(std::string(op), "dim0", 0), rank));
+      auto b = static_cast<size_t>(
+          normalize_axis(op, node.attrs.get_int_or(std::string(op), "dim1", 1), rank));
+      std::swap(r[a], r[b]);
+    }
+    return r;
+  }
+  if (op == "expand") {
+    Index r;
+    size_t lead = out.size() - in.size();
+    for (size_t i = 0; i < in.size(); ++i)
+      r.push_back(in[i] == sym::Expr(1) && out[i + lead] != sym::Expr(1) ? sym::Expr(0)
+                                                                         : o[i + lead]);
+    return r;
+  }
+  if (op == "slice") {
+    SliceParams p = slice_params(node, in);
+    Index r = o;
+    r[static_cast<size_t>(p.dim)] =
+        sym::Expr(p.start) + sym::Expr(p.step) * o[static_cast<size_t>(p.dim)];
+    return r;
+  }
+  if (op == "squeeze" || op == "unsqueeze") {
+    // Both only add or drop size-1 dims: match the non-1 dims in order, 0 for the rest.
+    Index r;
+    size_t j = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i] == sym::Expr(1)) {
+        r.push_back(0);
+        continue;
+      }
+      while (j < out.size() && out[j] == sym::Expr(1)) ++j;
+      COIL_ASSERT(j < out.size(), "{}: cannot match {} to {}", op, shape_str(in), shape_str(out));
+      r.push_back(o[j++]);
+    }
+    return r;
+  }
+  COIL_UNREACHABLE("no view lowering for {}", op);
+}
+
+TensorBox lower_view(LowerContext&, const Node& node, const std::vector<TensorBox>& in) {
+  TensorBox src = in[0];
+  Shape out = node.type.shape;
+  const Node* np = &node;
+  return TensorBox{node.type.dtype, out, [src, out, np](LoopBody& b, const Index& idx) {
+                     return src.load(b, view_source_index(*np, src.sizes, out, idx));
+                   }};
+}
+
+TensorBox lower_concat(LowerContext&, const Node& node, const std::vector<TensorBox>& in) {
+  auto dim = static_cast<size_t>(
+      normalize_axis("concat", node.attrs.get_int_or("concat", "dim", 0), node.type.rank()));
+  DType t = node.type.dtype;
+  // An empty part holds no element to pick, and no index of it is in bounds: leave it out (its
+  // load would read an empty buffer, on a GPU through a null pointer), unless all are empty.
+  std::vector<TensorBox> parts;
+  for (const auto& p : in)
+    if (p.sizes[dim].as_const() != std::optional<int64_t>(0)) parts.push_back(p);
+  if (parts.empty()) parts = in;
+  // Each part reads at a clamped index so that every load stays in bounds; `where` picks.
+  return TensorBox{t, node.type.shape, [parts, dim, t](LoopBody& b, const Index& idx) {
+                     std::vector<sym::Expr> offsets{0};
+                     for (const auto& p : parts) offsets.push_back(offsets.back() + p.sizes[dim]);
+                     int result = -1;
+                     for (size_t k = parts.size(); k-- > 0;) {
+                       Index local = idx;
+                       sym::Expr last = sym::max(parts[k].sizes[dim] - 1, 0);
+                       local[dim] = sym::min(sym::max(idx[dim] - offsets[k], 0), last);
+                       int v = b.to_dtype(parts[k].load(b, local), t);
+                       if (result < 0) {
+                         result = v;
+                         continue;
+                       }
+                       int in_part = b.compute(LoopOp::lt, DType::Bool,
+                                               {b.index_expr(idx[dim], DType::I64),
+                                                b.index_expr(offsets[k + 1], DType::I64)});
+                       result = b.compute(LoopOp::where, compute_dtype(t), {in_part, v, result});
+                     }
+                     return result;
+                   }};
+}
+
+TensorBox lower_gather(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
+  const size_t rank = in[0].sizes.size();
+  auto axis = static_cast<size_t>(normalize_axis(
+      "gather", node.attrs.get_int_or("gather", "axis", 0), static_cast<int64_t>(rank)));
+  // The data is read at a computed position, so it must be a buffer (one load per element).
+  TensorBox data = ctx.realize(in[0]);
+  const Layout layout = ctx.program.buffer(data.buffer).layout;
+  auto size = layout.sizes[axis].as_const();
+  COIL_USER_CHECK(size.has_value(), "gather: dim {} of the data must have a known size", axis);
+  TensorBox indices = in[1];
+  const size_t k = indices.sizes.size();
+  const int buffer = data.buffer;
+  const int64_t n = *size;
+  const int site = static_cast<int>(ctx.program.run_checks.size());
+  ctx.program.run_checks.push_back(
+      {RunCheck::Kind::index_in_range,
+       fmt::format("{} (node {}), dim {}", node.op_name(), node.name, axis)});
+  return TensorBox{
+      node.type.dtype, node.type.shape,
+      [indices, layout, axis, k, buffer, n, site](LoopBody& b, const Index& idx) {
+        Index at(idx.begin() + static_cast<std::ptrdiff_t>(axis),
+                 idx.begin() + static_cast<std::ptrdiff_t>(axis + k));
+        int ind = b.indirect_index(indices.load(b, at), n, site);
+        Index src(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(axis));
+        src.push_back(indirect_var());
+        src.insert(src.end(), idx.begin() + static_cast<std::ptrdiff_t>(axis + k), idx.end());
+        return b.load_indirect(buffer, layout.offset_of(src), compute_dtype(layout.dtype), ind);
+      }};
+}
+
+static ReductionType reduction_type_of(std::string_view op) {
+#define COIL_RED_MATCH(name, doc) \
+  if (op == #name) return ReductionType::name;
+  COIL_REDUCTION_TYPES(COIL_RED_MATCH)
+#undef COIL_RED_MATCH
+  COIL_UNREACHABLE("{} is not a reduction", op);
+}
+
+TensorBox lower_reduction(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
+  auto axes = reduction_axes(node, static_cast<int64_t>(in[0].sizes.size()));
+  return ctx.reduce(in[0], axes, reduction_type_of(node.op_name()), node.type.dtype,
+                    node.type.shape);
+}
+
+TensorBox lower_arg_reduction(LowerContext& ctx, const Node& node,
+                              const std::vector<TensorBox>& in) {
+  std::vector<int64_t> axes;
+  int64_t rank = static_cast<int64_t>(in[0].sizes.size());
+  if (node.attrs.has("axis")) {
+    axes.push_back(
+        normalize_axis(node.op_name(), node.attrs.get_int(node.op_name(), "axis"), rank));
+  } else {
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  if (rank == 0) axes.clear();
+  return ctx.reduce(in[0], axes, reduction_type_of(node.op_name()), DType::I64, node.type.shape);
+}
+
+}  // namespace coil
