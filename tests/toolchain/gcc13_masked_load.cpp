@@ -5,7 +5,7 @@
 // of y ends up in the arm of the ?: that uses it; if-conversion makes it a masked load, and the
 // vectorizer gives both 8-lane masked loads of a group the first one's mask (vmovups ...{%k1}
 // twice, the second mask %k2 unused), so lanes of the second read 0:
-//   g++ -O3 -march=native -fno-trapping-math -fno-tree-sink -I src/codegen/cpp/runtime \
+//   g++ -O3 -march=native -fno-trapping-math -fno-tree-sink -I src/kernels \
 //       -fopenmp gcc13_masked_load.cpp && ./a.out   -> WRONG (29 of 254) with g++ 13.3
 // Right at -O2, with -fno-tree-loop-if-convert or -fno-tree-loop-vectorize, with
 // -march=x86-64-v2 (no masked loads), with g++ 12.2 and with -DCOIL_REPRO_WORKAROUND:

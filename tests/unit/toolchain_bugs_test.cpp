@@ -33,7 +33,7 @@ const CompilerBug kBugs[] = {
     // where() as coil::select (coil_kernel.h, which the repro includes), a blend with no branch.
     {"gcc13_masked_load.cpp",
      "coil::select",
-     {"-DCOIL_REPRO_WORKAROUND", "-I" COIL_SOURCE_DIR "/src/codegen/cpp/runtime"}},
+     {"-DCOIL_REPRO_WORKAROUND", "-I" COIL_SOURCE_DIR "/src/kernels"}},
 };
 
 class ToolchainBugs : public ::testing::TestWithParam<CompilerBug> {};
