@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,73 @@ namespace {
 std::optional<int64_t> numel_of(const Buffer& b) {
   return b.layout.numel().as_const();
 }
+
+/// sym::evaluate and sym::free_symbols memoized per node: index expressions are DAGs whose
+/// subexpressions are shared (a reshape reads its flat index twice), so a plain recursion over a
+/// chain of views is exponential in its depth.
+class ExprWalker {
+ public:
+  int64_t evaluate(const sym::Expr& e, const std::map<std::string, int64_t>& at) {
+    values_.clear();
+    return eval(e, at);
+  }
+  std::set<sym::Expr> symbols(const sym::Expr& e) {
+    std::set<sym::Expr> out;
+    std::set<const sym::ExprNode*> seen;
+    collect(e, seen, out);
+    return out;
+  }
+
+ private:
+  int64_t eval(const sym::Expr& e, const std::map<std::string, int64_t>& at) {
+    auto it = values_.find(e.get());
+    if (it != values_.end()) return it->second;
+    auto ops = e.operands();
+    int64_t v = 0;
+    switch (e.kind()) {
+      case sym::ExprKind::Const:
+        v = e.const_value();
+        break;
+      case sym::ExprKind::Symbol:
+        v = at.at(e.symbol_name());
+        break;
+      case sym::ExprKind::Add:
+        for (const auto& o : ops)
+          v = static_cast<int64_t>(static_cast<uint64_t>(v) + static_cast<uint64_t>(eval(o, at)));
+        break;
+      case sym::ExprKind::Mul:
+        v = 1;
+        for (const auto& o : ops)
+          v = static_cast<int64_t>(static_cast<uint64_t>(v) * static_cast<uint64_t>(eval(o, at)));
+        break;
+      case sym::ExprKind::FloorDiv:
+      case sym::ExprKind::Mod: {
+        int64_t a = eval(ops[0], at), b = eval(ops[1], at);
+        if (b == 0) break;  // b > 0 in valid expressions
+        int64_t q = a / b;
+        if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+        v = e.kind() == sym::ExprKind::FloorDiv ? q : a - q * b;
+        break;
+      }
+      case sym::ExprKind::Min:
+        v = INT64_MAX;
+        for (const auto& o : ops) v = std::min(v, eval(o, at));
+        break;
+      case sym::ExprKind::Max:
+        v = INT64_MIN;
+        for (const auto& o : ops) v = std::max(v, eval(o, at));
+        break;
+    }
+    values_[e.get()] = v;
+    return v;
+  }
+  void collect(const sym::Expr& e, std::set<const sym::ExprNode*>& seen, std::set<sym::Expr>& out) {
+    if (!seen.insert(e.get()).second) return;
+    if (e.is_symbol()) out.insert(e);
+    for (const auto& o : e.operands()) collect(o, seen, out);
+  }
+  std::unordered_map<const sym::ExprNode*, int64_t> values_;
+};
 
 bool is_integer_dtype(DType t) {
   return !is_floating(t) && t != DType::Bool;
@@ -326,7 +394,7 @@ class ComputationChecker {
       if (!o.index.defined()) continue;
       bool indirect = is_indirect_load(o);
       bool ok = true;
-      for (const sym::Expr& s : sym::free_symbols(o.index)) {
+      for (const sym::Expr& s : walker_.symbols(o.index)) {
         if (vars.count(s)) continue;
         if (rvars.count(s) && o.op != LoopOp::store) continue;
         if (s == indirect_var() && indirect) continue;
@@ -346,10 +414,14 @@ class ComputationChecker {
       const Buffer& b = p_.buffer(o.buffer);
       auto n = numel_of(b);
       if (!n) continue;  // B1 reports it
-      sym::Analyzer ai = a;
       int64_t ind_size = indirect ? op(static_cast<size_t>(o.args[0])).ivalue : 0;
-      if (indirect) ai.bind(indirect_var(), 0, std::max<int64_t>(ind_size - 1, 0));
-      bool proven = ai.statically_known_nonnegative(o.index) && ai.statically_known_lt(o.index, *n);
+      std::optional<sym::Analyzer> ai;
+      if (indirect) {
+        ai = a;
+        ai->bind(indirect_var(), 0, std::max<int64_t>(ind_size - 1, 0));
+      }
+      const sym::Analyzer& an = indirect ? *ai : a;
+      bool proven = an.statically_known_nonnegative(o.index) && an.statically_known_lt(o.index, *n);
       if (proven) continue;
       if (o.op == LoopOp::store) {
         fail_op(i, "store not provably inside {} ({} elements)", b.name, *n);
@@ -364,13 +436,13 @@ class ComputationChecker {
   std::optional<std::string> corner_out_of_bounds(const sym::Expr& index,
                                                   const std::vector<int64_t>& xs,
                                                   const std::vector<int64_t>& rs, int64_t ind_size,
-                                                  int64_t numel) const {
+                                                  int64_t numel) {
     std::vector<std::pair<std::string, int64_t>> vars;  // name, max
     for (size_t k = 0; k < xs.size(); ++k) vars.emplace_back(fmt::format("x{}", k), xs[k] - 1);
     for (size_t k = 0; k < rs.size(); ++k) vars.emplace_back(fmt::format("r{}", k), rs[k] - 1);
     if (ind_size > 0) vars.emplace_back("ind", ind_size - 1);
     auto try_point = [&](const std::map<std::string, int64_t>& at) -> std::optional<std::string> {
-      int64_t v = sym::evaluate(index, at);
+      int64_t v = walker_.evaluate(index, at);
       if (v >= 0 && v < numel) return std::nullopt;
       std::vector<std::string> parts;
       for (const auto& [name, value] : at) parts.push_back(fmt::format("{}={}", name, value));
@@ -529,6 +601,7 @@ class ComputationChecker {
   const ComputedBuffer& c_;
   std::vector<std::string>& errors_;
   std::string label_;
+  ExprWalker walker_;
 };
 
 }  // namespace

@@ -23,9 +23,12 @@ constexpr std::string_view kPasses[] = {"input",
                                         "fuse",
                                         "plan_memory"};
 
-void dump(std::string_view pass, std::string_view what, const std::string& text) {
+/// Prints what `print()` returns, building it only when the channel is on (printing a
+/// program's index expressions unsimplified can take long).
+template <typename Print>
+void dump(std::string_view pass, std::string_view what, Print print) {
   if (log_enabled(LogChannel::ir_passes))
-    log_write(LogChannel::ir_passes, fmt::format("after {} ({}):\n{}", pass, what, text));
+    log_write(LogChannel::ir_passes, fmt::format("after {} ({}):\n{}", pass, what, print()));
 }
 
 }  // namespace
@@ -61,18 +64,18 @@ void throw_if_invalid(std::string_view pass, std::string_view what,
 }
 
 void after_graph_pass(std::string_view pass, const Graph& graph, GraphStage stage) {
-  dump(pass, "graph", to_text(graph));
+  dump(pass, "graph", [&] { return to_text(graph); });
   if (ir_verification_enabled()) throw_if_invalid(pass, "graph", verify_graph(graph, stage));
 }
 
 void after_ir_pass(std::string_view pass, const IrProgram& program) {
-  dump(pass, "loop IR", to_string(program));
+  dump(pass, "loop IR", [&] { return to_string(program); });
   if (ir_verification_enabled()) throw_if_invalid(pass, "loop IR", verify_program(program));
 }
 
 void after_schedule_pass(std::string_view pass, const IrProgram& program, const Schedule& schedule,
                          bool memory_planned) {
-  dump(pass, "schedule", to_string(program, schedule, memory_planned));
+  dump(pass, "schedule", [&] { return to_string(program, schedule, memory_planned); });
   if (ir_verification_enabled())
     throw_if_invalid(pass, "schedule", verify_schedule(program, schedule, memory_planned));
 }
