@@ -12,6 +12,7 @@
 #include "codegen/precision.h"
 #include "coil/coil.h"
 #include "driver/autotune.h"
+#include "driver/pass_checks.h"
 #include "driver/pipeline.h"
 #include "graph/decompositions.h"
 #include "lower/lowering.h"
@@ -109,22 +110,30 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
                   "device '{}': expected cpu or cuda", options.device);
   const bool gpu = options.device == "cuda";
   const Fp32Precision precision = parse_precision(options.precision);
+  // After each pass: the verifier (COIL_VERIFY_IR) and the dump (COIL_LOGS=ir_passes).
   COIL_LOG(graph, "input graph:\n{}", to_text(graph));
+  after_graph_pass("input", graph, GraphStage::input);
   Graph g = decompose_and_bind(graph, options.sizes);
   COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
+  after_graph_pass("decompose_and_bind", g, GraphStage::decomposed);
   mark("decompose");
   LowerOptions lower_options;
   lower_options.realize_all = options.store_all_intermediates;
+  lower_options.after_pass = after_ir_pass;
   IrProgram program = lower_graph(g, lower_options);
   mark("lower");
   if (!gpu) {
     AutotuneOptions autotune_options;
     autotune_options.enabled = options.autotune;
     autotune_matmuls(program, target_isa(options), autotune_options);
+    after_ir_pass("autotune_matmuls", program);
     mark("autotune");
   }
   ScheduleOptions schedule_options;
   schedule_options.fusion.enabled = options.fusion;
+  schedule_options.after_pass = [&](std::string_view pass, const Schedule& s, bool planned) {
+    after_schedule_pass(pass, program, s, planned);
+  };
   Schedule schedule = schedule_program(program, schedule_options);
   mark("schedule");
   if (gpu) {

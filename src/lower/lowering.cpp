@@ -247,8 +247,14 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
     out_buffer[k] = ctx.realize(b, BufferKind::Output, static_cast<int>(k)).buffer;
   }
   ctx.program.output_buffers = out_buffer;
+  auto after = [&](std::string_view pass) {
+    if (options.after_pass) options.after_pass(pass, ctx.program);
+  };
+  after("lower");
   simplify_indices(ctx.program);
+  after("simplify_indices");
   elide_store_rounding(ctx.program);
+  after("elide_store_rounding");
   COIL_LOG(ir, "loop IR:\n{}", to_string(ctx.program));
   return std::move(ctx.program);
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "coil/graph.h"
@@ -58,6 +59,10 @@ constexpr int kTranscendentalCost = 8;
 struct LowerOptions {
   /// Store every non-view node instead of inlining (tests of memory planning use it).
   bool realize_all = false;
+  /// Called after each of lowering's passes ("lower", "simplify_indices",
+  /// "elide_store_rounding") with the program as that pass left it: the pipeline verifies and
+  /// dumps it there (driver/pass_checks.h).
+  std::function<void(std::string_view pass, const IrProgram& program)> after_pass;
 };
 
 /// Cost of computing one element of `box` (weights above).

@@ -21,7 +21,7 @@ KernelTraffic kernel_traffic(const IrProgram& p, const Schedule& s, size_t k) {
   return t;
 }
 
-static void log_schedule(const IrProgram& p, const Schedule& s) {
+std::string to_string(const IrProgram& p, const Schedule& s, bool memory_planned) {
   std::string text;
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     const KernelGroup& g = s.kernels[k];
@@ -40,6 +40,7 @@ static void log_schedule(const IrProgram& p, const Schedule& s) {
       }
     }
   }
+  if (!memory_planned) return text;
   text += fmt::format("arena: {} bytes ({} without reuse)\n", s.memory.arena_bytes,
                       s.memory.unplanned_bytes);
   for (const Buffer& b : p.buffers) {
@@ -49,15 +50,17 @@ static void log_schedule(const IrProgram& p, const Schedule& s) {
   }
   for (const auto& [b, a] : s.memory.in_place)
     text += fmt::format("  {} updates {} in place\n", p.buffer(b).name, p.buffer(a).name);
-  COIL_LOG(schedule, "schedule:\n{}", text);
+  return text;
 }
 
 Schedule schedule_program(const IrProgram& program, const ScheduleOptions& options) {
   Schedule s;
   s.deps = build_dependencies(program);
   s.kernels = fuse_computations(program, s.deps, options.fusion);
+  if (options.after_pass) options.after_pass("fuse", s, false);
   s.memory = plan_memory(program, s.deps, s.kernels);
-  if (log_enabled(LogChannel::schedule)) log_schedule(program, s);
+  if (options.after_pass) options.after_pass("plan_memory", s, true);
+  COIL_LOG(schedule, "schedule:\n{}", to_string(program, s));
   return s;
 }
 

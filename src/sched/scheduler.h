@@ -3,14 +3,24 @@
 // nodes and the bytes it must move, and the arena plan.
 #pragma once
 
+#include <functional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "sched/memory_plan.h"
 
 namespace coil {
 
+struct Schedule;
+
 struct ScheduleOptions {
   FusionOptions fusion;
+  /// Called after each of the scheduler's passes ("fuse", then "plan_memory") with the schedule
+  /// so far (`memory_planned` false: the memory plan is still empty): the pipeline verifies and
+  /// dumps it there (driver/pass_checks.h).
+  std::function<void(std::string_view pass, const Schedule& schedule, bool memory_planned)>
+      after_pass;
 };
 
 struct Schedule {
@@ -18,6 +28,11 @@ struct Schedule {
   std::vector<KernelGroup> kernels;  // in execution order
   MemoryPlan memory;
 };
+
+/// The kernels with their nests, computations and bytes moved, then (when `memory_planned`) the
+/// arena plan: what COIL_LOGS=schedule prints.
+std::string to_string(const IrProgram& program, const Schedule& schedule,
+                      bool memory_planned = true);
 
 Schedule schedule_program(const IrProgram& program, const ScheduleOptions& options = {});
 

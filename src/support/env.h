@@ -24,6 +24,8 @@ enum class EnvScope { coil, python, scripts };
   X(vmath_dir, "COIL_VMATH_DIR", coil, "directory of libcoil_vmath.so and libcoil_extern.so")    \
   X(compile_debug, "COIL_COMPILE_DEBUG", coil, "1: build kernels with -O0 -g")                   \
   X(matmul, "COIL_MATMUL", coil, "matmul implementation: auto, template, dnnl, openblas")        \
+  X(verify_ir, "COIL_VERIFY_IR", coil,                                                           \
+    "1: verify the IR after every pass (debug builds: default)")                                 \
   X(python, "COIL_PYTHON", coil, "the Python that --device cuda runs modules with")              \
   X(pythonpath, "COIL_PYTHONPATH", coil, "coil's python/ directory for --device cuda runs")      \
   X(triton_autotune, "COIL_TRITON_AUTOTUNE", python, "Triton config lists: 1, max or 0")         \

@@ -11,6 +11,7 @@ namespace coil {
 #define COIL_LOG_CHANNELS(X)                                                                 \
   X(graph, "the input graph after parsing and verification")                                 \
   X(ir, "loop IR after lowering (buffers, Pointwise/Reduction bodies)")                      \
+  X(ir_passes, "the graph, loop IR or schedule after every pass, labeled with the pass")     \
   X(fusion, "every fusion made and every candidate refused, with why")                       \
   X(schedule, "the final kernels, their nodes, bytes moved, arena plan")                     \
   X(plan, "the CPU backend's plan of each kernel: nest kinds, vector loops, parallel loops") \

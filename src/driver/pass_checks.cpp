@@ -1,0 +1,83 @@
+#include "driver/pass_checks.h"
+
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "ir/verify.h"
+#include "sched/verify.h"
+#include "support/check.h"
+#include "support/env.h"
+#include "support/log.h"
+
+namespace coil {
+
+namespace {
+
+constexpr std::string_view kPasses[] = {"input",
+                                        "decompose_and_bind",
+                                        "lower",
+                                        "simplify_indices",
+                                        "elide_store_rounding",
+                                        "autotune_matmuls",
+                                        "fuse",
+                                        "plan_memory"};
+
+/// Prints what `print()` returns, building it only when the channel is on (printing a
+/// program's index expressions unsimplified can take long).
+template <typename Print>
+void dump(std::string_view pass, std::string_view what, Print print) {
+  if (log_enabled(LogChannel::ir_passes))
+    log_write(LogChannel::ir_passes, fmt::format("after {} ({}):\n{}", pass, what, print()));
+}
+
+}  // namespace
+
+std::span<const std::string_view> pipeline_passes() {
+  return kPasses;
+}
+
+bool ir_verification_enabled() {
+  std::string v = env(EnvVar::verify_ir);
+#ifdef NDEBUG
+  constexpr bool kDefault = false;
+#else
+  constexpr bool kDefault = true;
+#endif
+  if (v.empty()) return kDefault;
+  if (v == "1") return true;
+  if (v == "0") return false;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    warn(fmt::format("COIL_VERIFY_IR='{}' is not 0 or 1; ignored (verification is {})", v,
+                     kDefault ? "on" : "off"));
+  });
+  return kDefault;
+}
+
+void throw_if_invalid(std::string_view pass, std::string_view what,
+                      const std::vector<std::string>& errors) {
+  if (errors.empty()) return;
+  internal_error_at(__FILE__, __LINE__,
+                    fmt::format("IR verifier: the {} after pass {} breaks {} invariant(s):\n  {}",
+                                what, pass, errors.size(), fmt::join(errors, "\n  ")));
+}
+
+void after_graph_pass(std::string_view pass, const Graph& graph, GraphStage stage) {
+  dump(pass, "graph", [&] { return to_text(graph); });
+  if (ir_verification_enabled()) throw_if_invalid(pass, "graph", verify_graph(graph, stage));
+}
+
+void after_ir_pass(std::string_view pass, const IrProgram& program) {
+  dump(pass, "loop IR", [&] { return to_string(program); });
+  if (ir_verification_enabled()) throw_if_invalid(pass, "loop IR", verify_program(program));
+}
+
+void after_schedule_pass(std::string_view pass, const IrProgram& program, const Schedule& schedule,
+                         bool memory_planned) {
+  dump(pass, "schedule", [&] { return to_string(program, schedule, memory_planned); });
+  if (ir_verification_enabled())
+    throw_if_invalid(pass, "schedule", verify_schedule(program, schedule, memory_planned));
+}
+
+}  // namespace coil
