@@ -272,9 +272,14 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
     map[static_cast<size_t>(n.id)] = id;
   }
   for (const auto& o : g.outputs()) out.add_output(map[static_cast<size_t>(o.node)], o.name);
-  // Decompositions may produce composites (var uses mean): repeat until none remain.
+  // Decompositions may produce composites (var uses mean), and may leave a live operand unread
+  // (addmm with beta = 0 drops its bias: ONNX's test_operator_mm, found by the IR verifier):
+  // repeat until no composite and no dead node remains.
+  const std::vector<bool> live_after = live_nodes(out);
   for (const auto& np : out.nodes())
-    if (np->op->kind == OpKind::Composite) return decompose_and_bind(out, {});
+    if (np->op->kind == OpKind::Composite ||
+        (!live_after[static_cast<size_t>(np->id)] && np->op->name != "input"))
+      return decompose_and_bind(out, {});
   return out;
 }
 

@@ -153,8 +153,8 @@ class ComputationChecker {
     };
     check(c_.ranges, "ranges");
     check(c_.reduction_ranges, "reduction ranges");
-    if (c_.is_reduction() && c_.reduction_ranges.empty())
-      fail("a Reduction without reduction ranges");
+    // (A Reduction with no reduction ranges is allowed: softmax of a 0-d tensor on the CUDA
+    // path reduces over one element; coil_fuzz seed 1 graph 22.)
     if (!c_.is_reduction() && !c_.reduction_ranges.empty())
       fail("reduction ranges {} outside a Reduction", shape_str(c_.reduction_ranges));
     if (!ok) return false;

@@ -17,7 +17,8 @@
 //   C2  every buffer a body loads is a graph input or constant, or was written by an earlier
 //       computation (defined before use; a computation never reads its own buffer);
 //   C3  ranges are constants >= 0 and cover the buffer (their product is its numel);
-//       Pointwise, Template and Extern have no reduction ranges, a Reduction has some;
+//       Pointwise, Template and Extern have no reduction ranges (a Reduction may have none:
+//       softmax of a 0-d tensor reduces over one element);
 //   C4  body structure: operands come before their users and match the op's arity; exactly one
 //       store, the last op, writing the computation's buffer; a Reduction has exactly one
 //       reduction op, whose value only the store uses; other kinds have none (reduction ops
