@@ -135,6 +135,7 @@ Shape reshape_target(const Node& node, const Shape& in) {
   Shape out;
   int infer_at = -1;
   sym::Expr known = 1;
+  int64_t known_count = 1;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == -1) {
       COIL_USER_CHECK(infer_at < 0, "reshape: more than one -1 in shape [{}]",
@@ -143,6 +144,11 @@ Shape reshape_target(const Node& node, const Shape& in) {
       out.push_back(0);
     } else {
       COIL_USER_CHECK(sizes[i] >= 0, "reshape: size {} is invalid", sizes[i]);
+      // An element count past int64 is an error, not a wrapped (negative) divisor for the -1
+      // (the text parser's libFuzzer target: shape=[-1, 7777777777777777772, 30, 66663]).
+      COIL_USER_CHECK(!__builtin_mul_overflow(known_count, sizes[i], &known_count),
+                      "reshape: the sizes of shape [{}] multiply past int64",
+                      fmt::join(sizes, ", "));
       out.push_back(sizes[i]);
       known = known * sizes[i];
     }

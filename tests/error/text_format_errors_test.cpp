@@ -178,6 +178,13 @@ const ErrorCase kCases[] = {
      "t = conv2d(x, w) {dilation=[9223372036854775807, 2]}",
      "m.coil:3:5: conv2d: the window is too large (kernel [3, 3], stride [1, 1], padding [0, 0], "
      "dilation [9223372036854775807, 2])"},
+    // Found by tests/fuzz/parsers/text_parser_fuzzer on the GPU host (2026-12-02): the known
+    // sizes of a reshape with -1 multiplied past int64 into a negative divisor (an internal
+    // check failure).
+    {"huge_reshape_with_inferred_size",
+     "input x: f32[2, 3]\nt = reshape(x) {shape=[-1, 7777777777777777772, 30, 66663]}",
+     "m.coil:2:5: reshape: the sizes of shape [-1, 7777777777777777772, 30, 66663] multiply "
+     "past int64"},
 };
 
 class TextFormatError : public ::testing::TestWithParam<ErrorCase> {};
