@@ -38,6 +38,14 @@ class CodeWriter {
   }
 
   const std::string& str() const { return out_; }
+  /// The text written so far, for a later patch(): a line whose content depends on what is
+  /// printed after it (a lambda's captures, cpp_vec_ops.h).
+  size_t size() const { return out_.size(); }
+  /// Replaces the first `placeholder` at or after `from` with `text`.
+  void patch(size_t from, std::string_view placeholder, std::string_view text) {
+    size_t at = out_.find(placeholder, from);
+    if (at != std::string::npos) out_.replace(at, placeholder.size(), text);
+  }
 
  private:
   std::string out_;

@@ -2,6 +2,8 @@
 // without invoking the C++ compiler. Golden tests and `coil compile` use it directly.
 #pragma once
 
+#include <chrono>
+
 #include "codegen/cpp/cpp_module.h"
 #include "codegen/triton/triton_module.h"
 #include "coil/coil.h"
@@ -10,8 +12,22 @@
 
 namespace coil {
 
-class StageTimer;
 struct IsaInfo;
+
+/// Records the wall time of each compile stage into the report (COIL_LOGS=perf prints them).
+class StageTimer {
+ public:
+  explicit StageTimer(CompileReport& r) : report_(r), start_(clock::now()), last_(start_) {}
+  /// Ends the stage that began at the last mark (or at construction).
+  void mark(const char* stage);
+  /// Sets the report's total.
+  void finish();
+
+ private:
+  using clock = std::chrono::steady_clock;
+  CompileReport& report_;
+  clock::time_point start_, last_;
+};
 
 /// The vector ISA generated code targets: options.isa, else the host's (runtime/isa.h).
 const IsaInfo& target_isa(const CompileOptions& options);

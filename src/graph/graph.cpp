@@ -90,7 +90,10 @@ std::string Graph::next_fresh_name() const {
   return n;
 }
 
-/// Sizes beyond 2^62 elements are rejected so that index arithmetic never overflows int64.
+/// Shapes whose known sizes multiply to 2^62 or more are rejected so that index arithmetic
+/// never overflows int64 (zeros and symbols count as 1). The same bound as the text format's
+/// (text_format.cpp: kMaxInputElements), so that every graph coil accepts prints and parses
+/// back: [2^31, 2^31, N] passed here and failed there (ONNX libFuzzer run on the GPU host).
 static void check_size_limits(const Node& n) {
   constexpr int64_t kLimit = int64_t{1} << 62;
   int64_t numel = 1;
@@ -99,10 +102,10 @@ static void check_size_limits(const Node& n) {
     if (!c) continue;
     COIL_USER_CHECK(*c >= 0 && *c < kLimit, "{} ({}): size {} is out of range", n.name, n.op_name(),
                     *c);
-    COIL_USER_CHECK(*c == 0 || numel <= kLimit / *c,
-                    "{} ({}): shape {} has more than 2^62 elements", n.name, n.op_name(),
-                    shape_str(n.type.shape));
-    numel = *c == 0 ? numel : numel * *c;
+    COIL_USER_CHECK(
+        !__builtin_mul_overflow(numel, std::max<int64_t>(*c, 1), &numel) && numel < kLimit,
+        "{} ({}): shape {} has 2^62 or more elements", n.name, n.op_name(),
+        shape_str(n.type.shape));
   }
 }
 

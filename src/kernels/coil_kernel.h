@@ -21,6 +21,12 @@
 
 #include "coil_types.h"
 
+/// On a lambda that generated code calls from several places (a vector loop's step, called for
+/// whole vectors and for the masked tail): always inlined, so each call is specialized for its
+/// arguments (a constant whole-vector count makes every masked access a plain one), as if the
+/// body had been printed at each call.
+#define COIL_INLINE __attribute__((always_inline))
+
 namespace coil {
 
 // ---- scalar math -------------------------------------------------------------------------

@@ -85,6 +85,15 @@ class Vectorized : public VecMembers<Vectorized<T>, T> {
       Ops::storeu(p, v_);
     }
   }
+  /// store_stream(p) when all lanes are stored, else store(p, count): the stores of a vector
+  /// step printed once for whole and partial vectors.
+  void store_stream(T* p, int64_t count) const {
+    if (count >= size()) {
+      store_stream(p);
+    } else {
+      store(p, count);
+    }
+  }
   /// Stores the first `count` lanes; never writes p[count] or beyond.
   void store(T* p, int64_t count) const {
     if (count >= size()) {
@@ -121,8 +130,11 @@ class Vectorized : public VecMembers<Vectorized<T>, T> {
   static Vectorized blendv(const Vectorized& a, const Vectorized& b, const Vectorized& mask) {
     return Ops::blend(Ops::to_mask(mask.v_), a.v_, b.v_);
   }
-  /// Lanes i < count from b, the others from a.
+  /// Lanes i < count from b, the others from a. A whole count returns b without a blend, so a
+  /// vector step printed once for whole and partial vectors (cpp_vec_kernel.cpp) costs nothing
+  /// in its whole calls, where count is the constant lane count.
   static Vectorized set(const Vectorized& a, const Vectorized& b, int64_t count) {
+    if (count >= size()) return b;
     return Ops::blend(Ops::first_n(vec_detail::clamp_count(count, size())), a.v_, b.v_);
   }
 

@@ -35,6 +35,32 @@ TEST(Limits, ElementCountOverflowingInt64IsAnError) {
   EXPECT_TRUE(contains(e, "2^62")) << e;
 }
 
+TEST(Limits, BuilderAndTextFormatShareTheElementBound) {
+  // 2^31 * 2^31 = 2^62 known elements beside a symbol: the ONNX importer (through
+  // Graph::add_input) accepted it and the text format refused to parse its printed graph back
+  // (found by the ONNX parser's libFuzzer run on the GPU host). Both refuse it now, and both
+  // accept one element fewer.
+  std::string e = testing::error_of([] {
+    Graph g;
+    g.add_input("boxes", DType::F32,
+                {sym::make_const(int64_t{1} << 31), sym::make_const(int64_t{1} << 31),
+                 sym::make_symbol("N")});
+  });
+  EXPECT_TRUE(contains(e, "boxes")) << e;
+  EXPECT_TRUE(contains(e, "2^62 or more elements")) << e;
+  e = testing::error_of(
+      [] { parse_graph("input boxes: f32[2147483648, 2147483648, N]\noutput boxes\n"); });
+  EXPECT_TRUE(contains(e, "2^62 or more")) << e;
+
+  Graph g;
+  int x = g.add_input("x", DType::F32,
+                      {sym::make_const((int64_t{1} << 31) - 1), sym::make_const(int64_t{1} << 31),
+                       sym::make_symbol("N")});
+  g.add_output(x, "x");
+  Graph back = parse_graph(to_text(g));
+  EXPECT_EQ(to_text(back), to_text(g));
+}
+
 TEST(Limits, BuffersTooLargeToAllocateAreAnError) {
   // A 256 TiB output (more than the 128 TiB of user address space, so whatever the overcommit
   // policy) from a one-element input: compiles, and running it cannot get the memory.

@@ -6,7 +6,8 @@
 // Accesses along the vector loop: stride 0 broadcasts a scalar, stride 1 is a vector load or
 // store, any other stride gathers lane by lane. The main loop covers whole vectors; the tail
 // (size % kFloatLanes elements) runs the same body with masked loads and stores, which never
-// touch memory past the end.
+// touch memory past the end. Where both exist the body is printed once, as an always-inlined
+// `step(v, count)` that both call (print_vec_step).
 #include <set>
 
 #include "codegen/cpp/cpp_vec_ops.h"
@@ -24,19 +25,18 @@ std::string stream_head_start(const NestPrinter& p, const Nest& n, const sym::An
 }
 
 /// `v` from `begin` to `end` (C++ expressions, known at run time): whole vectors, then one
-/// masked tail of `tail` lanes. `body(count)` prints one vector's ops ("" = whole).
-void emit_whole_and_tail(CodeWriter& w, const std::string& v, const std::string& begin,
-                         const std::string& end, int64_t lanes,
+/// masked tail, both calls of one step. `body(count)` prints one vector's ops.
+void emit_whole_and_tail(NestPrinter& p, const Nest& n, const std::string& v,
+                         const std::string& begin, const std::string& end,
                          const std::function<void(const std::string&)>& body) {
+  CodeWriter& w = p.writer();
+  const int64_t lanes = p.plan().lanes;
+  w.open();
+  print_vec_step(p, n, v, "", [&] { body(kStepCount); });
   w.linef("int64_t {0} = {1};", v, begin);
   w.linef("for (; {0} + {1} <= {2}; {0} += {1})", v, lanes, end);
-  w.open();
-  body("");
-  w.close();
-  w.linef("if ({} < {})", v, end);
-  w.open();
-  w.linef("const int64_t tail = {} - {};", end, v);
-  body("tail");
+  w.linef("    step({}, {});", v, lanes);
+  w.linef("if ({0} < {1}) step({0}, {1} - {0});", v, end);
   w.close();
 }
 
@@ -58,6 +58,19 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
   const int64_t extent = vp.extent;
   const int64_t lanes = p.plan().lanes, full = extent / lanes * lanes;
   auto main_and_tail = [&](const std::function<void(const std::string& count)>& body, bool par) {
+    if (full > 0 && extent % lanes != 0) {
+      // Whole vectors and a tail: one step, called for both.
+      w.open();
+      print_vec_step(p, n, v, "", [&] { body(kStepCount); });
+      // Each thread its own copy of the step: through the shared one, the loop reloaded the
+      // captured pointers after every (may-alias) vector store.
+      if (par) w.line("#pragma omp parallel for firstprivate(step)");
+      w.linef("for (int64_t {0} = 0; {0} < {1}; {0} += {2})", v, full, lanes);
+      w.linef("    step({}, {});", v, lanes);
+      w.linef("step({}, {});", full, extent - full);
+      w.close();
+      return;
+    }
     if (full > 0) {
       if (par) w.line("#pragma omp parallel for");
       w.linef("for (int64_t {0} = 0; {0} < {1}; {0} += {2})", v, full, lanes);
@@ -89,14 +102,14 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
       // The streamed output's rows start off the vector alignment: a masked head up to it,
       // then whole vectors that all stream, then the tail.
       w.open();
+      print_vec_step(p, n, v, "", [&] { body(kStepCount); });
       w.linef("const int64_t head = coil::stream_head(&{}, {});", stream_head_start(p, n, a, vp),
               extent);
-      w.line("if (head > 0)");
-      w.open();
-      w.linef("const int64_t {} = 0;", v);
-      body("head");
-      w.close();
-      emit_whole_and_tail(w, v, "head", std::to_string(extent), lanes, body);
+      w.line("if (head > 0) step(0, head);");
+      w.linef("int64_t {} = head;", v);
+      w.linef("for (; {0} + {1} <= {2}; {0} += {1})", v, lanes, extent);
+      w.linef("    step({}, {});", v, lanes);
+      w.linef("if ({0} < {1}) step({0}, {1} - {0});", v, extent);
       w.close();
     }
   } else if (vl.reduction) {
@@ -136,6 +149,16 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
         w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_ranges[j]);
         w.open();
       }
+      // With a tail, one step (accumulator u) serves the whole vectors and the tail.
+      const bool tail = extent % lanes != 0;
+      if (tail) {
+        w.open();
+        print_vec_step(p, n, v, ", const int64_t u", [&] {
+          VecOpPrinter(p, n, a, vp, kStepCount).emit(inside);
+          for (size_t k = 0; k < accs.size(); ++k)
+            combine_into(k, accs[k] + "_part[u]", kStepCount);
+        });
+      }
       w.linef("for (int64_t {0}_base = 0; {0}_base < {1}; {0}_base += {2})", v, full, step);
       w.open();
       w.linef("#pragma GCC unroll {}", u_count);
@@ -143,16 +166,17 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
       w.open();
       w.linef("const int64_t {0} = {0}_base + {1} * u;", v, lanes);
       if (full % step != 0) w.linef("if ({} >= {}) break;", v, full);
-      VecOpPrinter(p, n, a, vp, "").emit(inside);
-      for (size_t k = 0; k < accs.size(); ++k) combine_into(k, accs[k] + "_part[u]", "");
+      if (tail) {
+        w.linef("step({}, {}, u);", v, lanes);
+      } else {
+        VecOpPrinter(p, n, a, vp, "").emit(inside);
+        for (size_t k = 0; k < accs.size(); ++k) combine_into(k, accs[k] + "_part[u]", "");
+      }
       w.close();
       w.close();
-      if (extent % lanes != 0) {
-        w.open();
-        w.linef("const int64_t {} = {};", v, full);
-        w.linef("const int64_t tail = {};", extent - full);
-        VecOpPrinter(p, n, a, vp, "tail").emit(inside);
-        for (size_t k = 0; k < accs.size(); ++k) combine_into(k, accs[k] + "_part[0]", "tail");
+      if (tail) {
+        // The tail goes to the first accumulator.
+        w.linef("step({}, {}, 0);", full, extent - full);
         w.close();
       }
       for (size_t j = 0; j + 1 < n.red_ranges.size(); ++j) w.close();
@@ -238,11 +262,10 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
 void emit_vec_segment(NestPrinter& p, const Nest& n, const CppNestPlan& np,
                       const std::string& begin, const std::string& end) {
   const CppVecPlan& vp = *np.vec;
-  CodeWriter& w = p.writer();
   sym::Analyzer a = nest_analyzer(n);
   std::string v = fmt::format("x{}", vp.loop.index);
   auto all = [](int) { return true; };
-  emit_whole_and_tail(w, v, begin, end, p.plan().lanes, [&](const std::string& count) {
+  emit_whole_and_tail(p, n, v, begin, end, [&](const std::string& count) {
     VecOpPrinter(p, n, a, vp, count).emit(all);
   });
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 
 #include "codegen/cpp/cpp_nest.h"
@@ -16,7 +17,53 @@ namespace coil {
 
 inline constexpr const char* kVec = "coil::Vec<float>";
 
-/// Prints the vector ops of a nest, for a main loop (count empty) or its tail (count "tail").
+/// The name of the lanes-in-use parameter of a vector step (print_vec_step).
+inline constexpr const char* kStepCount = "count";
+
+/// Prints the vector loop's step once, as the lambda `step(v, count[, extra])` that the loops
+/// below it call: count is the number of lanes in use, the constant lane count for whole vectors
+/// and fewer in a masked head or tail. The lambda is always inlined (COIL_INLINE), so a
+/// whole-vector call compiles to the same unmasked code as a separately printed copy
+/// (coil_vec_core.h: a count >= the lanes takes the plain load, store and blend). `body` prints
+/// the ops with kStepCount as their count. The caller opens a scope for it (one `step` each).
+/// The step captures the pointers it reads or writes by value (the kernel's pointer parameters
+/// and const pointers to scratch rows) and the rest (accumulators, local rows, invariants) by
+/// reference: a pointer read through a reference is reloaded after every call (a libmvec exp),
+/// one held by value stays in a register, as in a separately printed loop.
+inline void print_vec_step(NestPrinter& p, const Nest& n, const std::string& v,
+                           const std::string& extra_params, const std::function<void()>& body,
+                           const std::vector<std::string>& more_pointers = {}) {
+  const CppKernelPlan& plan = p.plan();
+  std::set<std::string> candidates(more_pointers.begin(), more_pointers.end());
+  for (const BodyOp& op : n.body.ops()) {
+    if ((op.op != LoopOp::load && op.op != LoopOp::store) || op.buffer < 0) continue;
+    // Widened inputs are local arrays (by reference: a copy would copy the array).
+    bool widened = false;
+    for (const CppWidenedInput& wi : plan.widened) widened = widened || wi.buffer == op.buffer;
+    if (plan.arg_name.count(op.buffer) && !plan.local_name.count(op.buffer) && !widened)
+      candidates.insert(plan.arg_name.at(op.buffer));
+  }
+  CodeWriter& w = p.writer();
+  w.linef("// one step of {0}, printed once: `{1}` lanes, {2} in whole vectors, fewer at the end",
+          v, kStepCount, plan.lanes);
+  const size_t head = w.size();
+  constexpr const char* kCaptures = "[@captures@]";
+  w.linef("auto step = {}(const int64_t {}, const int64_t {}{}) COIL_INLINE", kCaptures, v,
+          kStepCount, extra_params);
+  w.open();
+  const size_t start = w.size();
+  body();
+  // Only the pointers the step names: "ptr[" or "&ptr[" in its text.
+  const std::string_view text = std::string_view(w.str()).substr(start);
+  std::string captures = "[&";
+  for (const std::string& ptr : candidates)
+    if (text.find(ptr + "[") != std::string_view::npos) captures += ", " + ptr;
+  w.patch(head, kCaptures, captures + "]");
+  w.close(";");
+}
+
+/// Prints the vector ops of a nest, for whole vectors (count empty) or `count` lanes (a masked
+/// tail, head, or a step that print_vec_step shares between both).
 class VecOpPrinter {
  public:
   VecOpPrinter(NestPrinter& p, const Nest& n, const sym::Analyzer& a, const CppVecPlan& v,
@@ -51,7 +98,8 @@ class VecOpPrinter {
         case LoopOp::store: {
           if (p_.plan().dropped_stores.count(op.buffer)) break;
           COIL_ASSERT(stride_along(a_, op.index, var_) == 1, "vector store must be contiguous");
-          bool stream = count_.empty() && v_.streamed.count(i);
+          // A count: store_stream(p, count) streams whole vectors, stores fewer lanes masked.
+          bool stream = v_.streamed.count(i) > 0;
           w.linef("{}.{}(&{}{});", arg(0), stream ? "store_stream" : "store",
                   p_.access(n_, op.buffer, op.index, a_), count_arg());
           break;

@@ -16,8 +16,19 @@ void emit_row_split_reduction(NestPrinter& p, const Nest& n, const CppNestPlan& 
   auto inside = [&](int i) { return !n.after[static_cast<size_t>(i)]; };
   auto after = [&](int i) { return n.after[static_cast<size_t>(i)]; };
   const int64_t full = cols / lanes * lanes;
-  // Runs `body(count)` over the columns: whole vectors, then a masked tail.
+  std::vector<std::string> streams, parts;  // the input pointers; the partial rows' pointers
+  // Runs `body(count)` over the columns: whole vectors, then a masked tail (one step for both).
   auto over_columns = [&](const std::function<void(const std::string&)>& body) {
+    if (full > 0 && cols % lanes != 0) {
+      w.open();
+      print_vec_step(
+          p, n, "x0", "", [&] { body(kStepCount); }, parts);
+      w.linef("for (int64_t x0 = 0; x0 < {}; x0 += {})", full, lanes);
+      w.linef("    step(x0, {});", lanes);
+      w.linef("step({}, {});", full, cols - full);
+      w.close();
+      return;
+    }
     if (full > 0) {
       w.linef("for (int64_t x0 = 0; x0 < {}; x0 += {})", full, lanes);
       w.open();
@@ -37,7 +48,6 @@ void emit_row_split_reduction(NestPrinter& p, const Nest& n, const CppNestPlan& 
   // bits (coil::ScratchArray: 4K aliasing), and reached through a plain pointer: through the
   // array object, the loop would reload its data pointer after every vector store (an
   // intrinsic store may alias anything).
-  std::vector<std::string> streams, parts;
   for (const BodyOp& op : n.body.ops())
     if (op.op == LoopOp::load && op.buffer >= 0) {
       std::string ptr = p.plan().pointer(op.buffer);

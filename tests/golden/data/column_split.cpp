@@ -15,64 +15,53 @@ extern "C" void cpp_fused_sum_max_0(const float* __restrict__ in_ptr0, float* __
     #pragma omp parallel for
     for (int64_t c = 0; c < 16; c++)
     {
-        for (int64_t x0 = 0; x0 < 96; x0 += 16)
         {
-            coil::Vec<float>(0.0f).store(&tmp_acc0_part[c * 100 + x0]);
-            coil::Vec<float>(coil::lowest<float>()).store(&tmp_acc1_part[c * 100 + x0]);
-        }
-        {
-            const int64_t x0 = 96;
-            const int64_t tail = 4;
-            coil::Vec<float>(0.0f).store(&tmp_acc0_part[c * 100 + x0], tail);
-            coil::Vec<float>(coil::lowest<float>()).store(&tmp_acc1_part[c * 100 + x0], tail);
+            // one step of x0, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+            auto step = [&, tmp_acc0_part, tmp_acc1_part](const int64_t x0, const int64_t count) COIL_INLINE
+            {
+                coil::Vec<float>(0.0f).store(&tmp_acc0_part[c * 100 + x0], count);
+                coil::Vec<float>(coil::lowest<float>()).store(&tmp_acc1_part[c * 100 + x0], count);
+            };
+            for (int64_t x0 = 0; x0 < 96; x0 += 16)
+                step(x0, 16);
+            step(96, 4);
         }
         for (int64_t r0 = c * 256; r0 < std::min<int64_t>(c * 256 + 256, 4096); r0++)
         {
-            for (int64_t x0 = 0; x0 < 96; x0 += 16)
             {
-                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[100*r0 + x0]);
-                ((coil::Vec<float>::loadu(&tmp_acc0_part[c * 100 + x0])) + tmp0).store(&tmp_acc0_part[c * 100 + x0]);
-                ((coil::Vec<float>::loadu(&tmp_acc1_part[c * 100 + x0])).maximum(tmp0)).store(&tmp_acc1_part[c * 100 + x0]);
-            }
-            {
-                const int64_t x0 = 96;
-                const int64_t tail = 4;
-                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[100*r0 + x0], tail);
-                ((coil::Vec<float>::loadu(&tmp_acc0_part[c * 100 + x0], tail)) + tmp0).store(&tmp_acc0_part[c * 100 + x0], tail);
-                ((coil::Vec<float>::loadu(&tmp_acc1_part[c * 100 + x0], tail)).maximum(tmp0)).store(&tmp_acc1_part[c * 100 + x0], tail);
+                // one step of x0, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+                auto step = [&, in_ptr0, tmp_acc0_part, tmp_acc1_part](const int64_t x0, const int64_t count) COIL_INLINE
+                {
+                    auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[100*r0 + x0], count);
+                    ((coil::Vec<float>::loadu(&tmp_acc0_part[c * 100 + x0], count)) + tmp0).store(&tmp_acc0_part[c * 100 + x0], count);
+                    ((coil::Vec<float>::loadu(&tmp_acc1_part[c * 100 + x0], count)).maximum(tmp0)).store(&tmp_acc1_part[c * 100 + x0], count);
+                };
+                for (int64_t x0 = 0; x0 < 96; x0 += 16)
+                    step(x0, 16);
+                step(96, 4);
             }
         }
     }
-    for (int64_t x0 = 0; x0 < 96; x0 += 16)
     {
-        auto tmp1 = coil::Vec<float>::loadu(&tmp_acc0_part[x0]);
-        for (int64_t c = 1; c < 16; c++)
+        // one step of x0, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+        auto step = [&, out_ptr0, out_ptr1, tmp_acc0_part, tmp_acc1_part](const int64_t x0, const int64_t count) COIL_INLINE
         {
-            tmp1 = tmp1 + coil::Vec<float>::loadu(&tmp_acc0_part[c * 100 + x0]);
-        }
-        auto tmp3 = coil::Vec<float>::loadu(&tmp_acc1_part[x0]);
-        for (int64_t c = 1; c < 16; c++)
-        {
-            tmp3 = tmp3.maximum(coil::Vec<float>::loadu(&tmp_acc1_part[c * 100 + x0]));
-        }
-        tmp1.store(&out_ptr0[x0]);
-        tmp3.store(&out_ptr1[x0]);
-    }
-    {
-        const int64_t x0 = 96;
-        const int64_t tail = 4;
-        auto tmp1 = coil::Vec<float>::loadu(&tmp_acc0_part[x0], tail);
-        for (int64_t c = 1; c < 16; c++)
-        {
-            tmp1 = tmp1 + coil::Vec<float>::loadu(&tmp_acc0_part[c * 100 + x0], tail);
-        }
-        auto tmp3 = coil::Vec<float>::loadu(&tmp_acc1_part[x0], tail);
-        for (int64_t c = 1; c < 16; c++)
-        {
-            tmp3 = tmp3.maximum(coil::Vec<float>::loadu(&tmp_acc1_part[c * 100 + x0], tail));
-        }
-        tmp1.store(&out_ptr0[x0], tail);
-        tmp3.store(&out_ptr1[x0], tail);
+            auto tmp1 = coil::Vec<float>::loadu(&tmp_acc0_part[x0], count);
+            for (int64_t c = 1; c < 16; c++)
+            {
+                tmp1 = tmp1 + coil::Vec<float>::loadu(&tmp_acc0_part[c * 100 + x0], count);
+            }
+            auto tmp3 = coil::Vec<float>::loadu(&tmp_acc1_part[x0], count);
+            for (int64_t c = 1; c < 16; c++)
+            {
+                tmp3 = tmp3.maximum(coil::Vec<float>::loadu(&tmp_acc1_part[c * 100 + x0], count));
+            }
+            tmp1.store(&out_ptr0[x0], count);
+            tmp3.store(&out_ptr1[x0], count);
+        };
+        for (int64_t x0 = 0; x0 < 96; x0 += 16)
+            step(x0, 16);
+        step(96, 4);
     }
 }
 

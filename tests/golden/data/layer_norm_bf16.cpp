@@ -20,18 +20,17 @@ extern "C" void cpp_fused_layer_norm_0(const coil::bfloat16* __restrict__ in_ptr
         // the same in every iteration of r0: computed once
         auto tmp1 = coil::Vec<float>(static_cast<float>(in_ptr0[17*x0]));
         auto tmp_acc0_vec = coil::Vec<float>(0.0f);
-        for (int64_t r0 = 0; r0 < 16; r0 += 16)
         {
-            auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0]);
-            auto tmp2 = tmp0 - tmp1;
-            tmp_acc0_vec = tmp_acc0_vec + tmp2;
-        }
-        {
-            const int64_t r0 = 16;
-            const int64_t tail = 1;
-            auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0], tail);
-            auto tmp2 = tmp0 - tmp1;
-            tmp_acc0_vec = coil::Vec<float>::set(tmp_acc0_vec, tmp_acc0_vec + tmp2, tail);
+            // one step of r0, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+            auto step = [&, in_ptr0](const int64_t r0, const int64_t count) COIL_INLINE
+            {
+                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0], count);
+                auto tmp2 = tmp0 - tmp1;
+                tmp_acc0_vec = coil::Vec<float>::set(tmp_acc0_vec, tmp_acc0_vec + tmp2, count);
+            };
+            for (int64_t r0 = 0; r0 < 16; r0 += 16)
+                step(r0, 16);
+            step(16, 1);
         }
         float tmp3 = tmp_acc0_vec.reduce_add();
         buf3_local[0] = tmp3;
@@ -43,20 +42,18 @@ extern "C" void cpp_fused_layer_norm_0(const coil::bfloat16* __restrict__ in_ptr
         auto tmp9 = tmp7 / tmp8;
         auto tmp10 = tmp6 + tmp9;
         auto tmp_acc1_vec = coil::Vec<float>(0.0f);
-        for (int64_t r0 = 0; r0 < 16; r0 += 16)
         {
-            auto tmp5 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0]);
-            auto tmp11 = tmp5 - tmp10;
-            auto tmp12 = tmp11 * tmp11;
-            tmp_acc1_vec = tmp_acc1_vec + tmp12;
-        }
-        {
-            const int64_t r0 = 16;
-            const int64_t tail = 1;
-            auto tmp5 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0], tail);
-            auto tmp11 = tmp5 - tmp10;
-            auto tmp12 = tmp11 * tmp11;
-            tmp_acc1_vec = coil::Vec<float>::set(tmp_acc1_vec, tmp_acc1_vec + tmp12, tail);
+            // one step of r0, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+            auto step = [&, in_ptr0](const int64_t r0, const int64_t count) COIL_INLINE
+            {
+                auto tmp5 = coil::Vec<float>::loadu(&in_ptr0[r0 + 17*x0], count);
+                auto tmp11 = tmp5 - tmp10;
+                auto tmp12 = tmp11 * tmp11;
+                tmp_acc1_vec = coil::Vec<float>::set(tmp_acc1_vec, tmp_acc1_vec + tmp12, count);
+            };
+            for (int64_t r0 = 0; r0 < 16; r0 += 16)
+                step(r0, 16);
+            step(16, 1);
         }
         float tmp13 = tmp_acc1_vec.reduce_add();
         buf4_local[0] = tmp13;
@@ -72,28 +69,22 @@ extern "C" void cpp_fused_layer_norm_0(const coil::bfloat16* __restrict__ in_ptr
         auto tmp24 = coil::Vec<float>(1e-05f);
         auto tmp25 = tmp23 + tmp24;
         auto tmp26 = tmp25.rsqrt();
-        for (int64_t x1 = 0; x1 < 16; x1 += 16)
         {
-            auto tmp15 = coil::Vec<float>::loadu(&in_ptr0[17*x0 + x1]);
-            auto tmp21 = tmp15 - tmp20;
-            auto tmp27 = tmp21 * tmp26;
-            auto tmp28 = coil::Vec<float>::loadu(&in_ptr1_f32[x1]);
-            auto tmp29 = tmp27 * tmp28;
-            auto tmp30 = coil::Vec<float>::loadu(&in_ptr2_f32[x1]);
-            auto tmp31 = tmp29 + tmp30;
-            tmp31.store(&out_ptr0[17*x0 + x1]);
-        }
-        {
-            const int64_t x1 = 16;
-            const int64_t tail = 1;
-            auto tmp15 = coil::Vec<float>::loadu(&in_ptr0[17*x0 + x1], tail);
-            auto tmp21 = tmp15 - tmp20;
-            auto tmp27 = tmp21 * tmp26;
-            auto tmp28 = coil::Vec<float>::loadu(&in_ptr1_f32[x1], tail);
-            auto tmp29 = tmp27 * tmp28;
-            auto tmp30 = coil::Vec<float>::loadu(&in_ptr2_f32[x1], tail);
-            auto tmp31 = tmp29 + tmp30;
-            tmp31.store(&out_ptr0[17*x0 + x1], tail);
+            // one step of x1, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+            auto step = [&, in_ptr0, out_ptr0](const int64_t x1, const int64_t count) COIL_INLINE
+            {
+                auto tmp15 = coil::Vec<float>::loadu(&in_ptr0[17*x0 + x1], count);
+                auto tmp21 = tmp15 - tmp20;
+                auto tmp27 = tmp21 * tmp26;
+                auto tmp28 = coil::Vec<float>::loadu(&in_ptr1_f32[x1], count);
+                auto tmp29 = tmp27 * tmp28;
+                auto tmp30 = coil::Vec<float>::loadu(&in_ptr2_f32[x1], count);
+                auto tmp31 = tmp29 + tmp30;
+                tmp31.store(&out_ptr0[17*x0 + x1], count);
+            };
+            for (int64_t x1 = 0; x1 < 16; x1 += 16)
+                step(x1, 16);
+            step(16, 1);
         }
     }
 }

@@ -20,23 +20,20 @@ extern "C" void cpp_template_matmul_add_relu_0(const float* __restrict__ in_ptr0
             {
                 const float* acc_row = acc + (row - m0) * ld;
                 const int64_t x0 = row;
-                int64_t x1 = n0;
-                for (; x1 + 16 <= n1; x1 += 16)
                 {
-                    auto tmp3 = coil::Vec<float>::loadu(&acc_row[x1 - n0]);
-                    auto tmp4 = coil::Vec<float>::loadu(&in_ptr2[x1]);
-                    auto tmp5 = tmp3 + tmp4;
-                    auto tmp6 = tmp5.relu();
-                    tmp6.store(&out_ptr0[80*x0 + x1]);
-                }
-                if (x1 < n1)
-                {
-                    const int64_t tail = n1 - x1;
-                    auto tmp3 = coil::Vec<float>::loadu(&acc_row[x1 - n0], tail);
-                    auto tmp4 = coil::Vec<float>::loadu(&in_ptr2[x1], tail);
-                    auto tmp5 = tmp3 + tmp4;
-                    auto tmp6 = tmp5.relu();
-                    tmp6.store(&out_ptr0[80*x0 + x1], tail);
+                    // one step of x1, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+                    auto step = [&, in_ptr2, out_ptr0](const int64_t x1, const int64_t count) COIL_INLINE
+                    {
+                        auto tmp3 = coil::Vec<float>::loadu(&acc_row[x1 - n0], count);
+                        auto tmp4 = coil::Vec<float>::loadu(&in_ptr2[x1], count);
+                        auto tmp5 = tmp3 + tmp4;
+                        auto tmp6 = tmp5.relu();
+                        tmp6.store(&out_ptr0[80*x0 + x1], count);
+                    };
+                    int64_t x1 = n0;
+                    for (; x1 + 16 <= n1; x1 += 16)
+                        step(x1, 16);
+                    if (x1 < n1) step(x1, n1 - x1);
                 }
             }
         });

@@ -15,22 +15,24 @@ extern "C" void cpp_fused_softmax_0(const float* __restrict__ in_ptr0, float* __
         // nest 0: max over r0 (vector, 4 accumulators): y__softmax_0 (max)
         auto tmp_acc0_vec = coil::Vec<float>(coil::lowest<float>());
         coil::Vec<float> tmp_acc0_vec_part[4] = {tmp_acc0_vec, tmp_acc0_vec, tmp_acc0_vec, tmp_acc0_vec};
-        for (int64_t r0_base = 0; r0_base < 992; r0_base += 64)
         {
-            #pragma GCC unroll 4
-            for (int64_t u = 0; u < 4; u++)
+            // one step of r0, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+            auto step = [&, in_ptr0](const int64_t r0, const int64_t count, const int64_t u) COIL_INLINE
             {
-                const int64_t r0 = r0_base + 16 * u;
-                if (r0 >= 992) break;
-                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
-                tmp_acc0_vec_part[u] = tmp_acc0_vec_part[u].maximum(tmp0);
+                auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], count);
+                tmp_acc0_vec_part[u] = coil::Vec<float>::set(tmp_acc0_vec_part[u], tmp_acc0_vec_part[u].maximum(tmp0), count);
+            };
+            for (int64_t r0_base = 0; r0_base < 992; r0_base += 64)
+            {
+                #pragma GCC unroll 4
+                for (int64_t u = 0; u < 4; u++)
+                {
+                    const int64_t r0 = r0_base + 16 * u;
+                    if (r0 >= 992) break;
+                    step(r0, 16, u);
+                }
             }
-        }
-        {
-            const int64_t r0 = 992;
-            const int64_t tail = 8;
-            auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], tail);
-            tmp_acc0_vec_part[0] = coil::Vec<float>::set(tmp_acc0_vec_part[0], tmp_acc0_vec_part[0].maximum(tmp0), tail);
+            step(992, 8, 0);
         }
         tmp_acc0_vec = (tmp_acc0_vec_part[0].maximum(tmp_acc0_vec_part[1])).maximum((tmp_acc0_vec_part[2].maximum(tmp_acc0_vec_part[3])));
         float tmp1 = tmp_acc0_vec.reduce_max();
@@ -40,30 +42,28 @@ extern "C" void cpp_fused_softmax_0(const float* __restrict__ in_ptr0, float* __
         auto tmp4 = coil::Vec<float>(static_cast<float>(buf1_local[0]));
         auto tmp_acc1_vec = coil::Vec<float>(0.0f);
         coil::Vec<float> tmp_acc1_vec_part[4] = {tmp_acc1_vec, tmp_acc1_vec, tmp_acc1_vec, tmp_acc1_vec};
-        for (int64_t r0_base = 0; r0_base < 992; r0_base += 64)
         {
-            #pragma GCC unroll 4
-            for (int64_t u = 0; u < 4; u++)
+            // one step of r0, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+            auto step = [&, in_ptr0](const int64_t r0, const int64_t count, const int64_t u) COIL_INLINE
             {
-                const int64_t r0 = r0_base + 16 * u;
-                if (r0 >= 992) break;
-                auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0]);
+                auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], count);
                 coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
                 auto tmp5 = tmp3 - tmp4;
                 auto tmp6 = tmp5.exp();
-                tmp6.store(&buf2_local[r0]);
-                tmp_acc1_vec_part[u] = tmp_acc1_vec_part[u] + tmp6;
+                tmp6.store(&buf2_local[r0], count);
+                tmp_acc1_vec_part[u] = coil::Vec<float>::set(tmp_acc1_vec_part[u], tmp_acc1_vec_part[u] + tmp6, count);
+            };
+            for (int64_t r0_base = 0; r0_base < 992; r0_base += 64)
+            {
+                #pragma GCC unroll 4
+                for (int64_t u = 0; u < 4; u++)
+                {
+                    const int64_t r0 = r0_base + 16 * u;
+                    if (r0 >= 992) break;
+                    step(r0, 16, u);
+                }
             }
-        }
-        {
-            const int64_t r0 = 992;
-            const int64_t tail = 8;
-            auto tmp3 = coil::Vec<float>::loadu(&in_ptr0[r0 + 1000*x0], tail);
-            coil::prefetch_ahead(&in_ptr0[r0 + 1000*x0], 2000);
-            auto tmp5 = tmp3 - tmp4;
-            auto tmp6 = tmp5.exp();
-            tmp6.store(&buf2_local[r0], tail);
-            tmp_acc1_vec_part[0] = coil::Vec<float>::set(tmp_acc1_vec_part[0], tmp_acc1_vec_part[0] + tmp6, tail);
+            step(992, 8, 0);
         }
         tmp_acc1_vec = (tmp_acc1_vec_part[0] + tmp_acc1_vec_part[1]) + (tmp_acc1_vec_part[2] + tmp_acc1_vec_part[3]);
         float tmp8 = tmp_acc1_vec.reduce_add();
@@ -72,18 +72,17 @@ extern "C" void cpp_fused_softmax_0(const float* __restrict__ in_ptr0, float* __
         // the same in every iteration of x1: computed once
         auto tmp11 = coil::Vec<float>(static_cast<float>(buf3_local[0]));
         auto tmp12 = tmp11.reciprocal();
-        for (int64_t x1 = 0; x1 < 992; x1 += 16)
         {
-            auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1]);
-            auto tmp13 = tmp10 * tmp12;
-            tmp13.store(&out_ptr0[1000*x0 + x1]);
-        }
-        {
-            const int64_t x1 = 992;
-            const int64_t tail = 8;
-            auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1], tail);
-            auto tmp13 = tmp10 * tmp12;
-            tmp13.store(&out_ptr0[1000*x0 + x1], tail);
+            // one step of x1, printed once: `count` lanes, 16 in whole vectors, fewer at the end
+            auto step = [&, out_ptr0](const int64_t x1, const int64_t count) COIL_INLINE
+            {
+                auto tmp10 = coil::Vec<float>::loadu(&buf2_local[x1], count);
+                auto tmp13 = tmp10 * tmp12;
+                tmp13.store(&out_ptr0[1000*x0 + x1], count);
+            };
+            for (int64_t x1 = 0; x1 < 992; x1 += 16)
+                step(x1, 16);
+            step(992, 8);
         }
     }
 }

@@ -1,0 +1,139 @@
+// The compile pipeline, one stage per line, each timed (StageTimer) and checked after every
+// pass (driver/pass_checks): graph -> decomposed graph -> loop IR -> matmul autotuning (CPU)
+// -> schedule -> C++ or Triton source. compile() (compiled_model.cpp) builds and loads the
+// C++ result; generate_gpu_module() writes the Triton one.
+#include <filesystem>
+#include <fstream>
+
+#include "codegen/precision.h"
+#include "driver/autotune.h"
+#include "driver/pass_checks.h"
+#include "driver/pipeline.h"
+#include "graph/decompositions.h"
+#include "lower/lowering.h"
+#include "runtime/isa.h"
+#include "support/check.h"
+#include "support/env.h"
+#include "support/log.h"
+
+namespace coil {
+
+void StageTimer::mark(const char* stage) {
+  auto now = clock::now();
+  double s = std::chrono::duration<double>(now - last_).count();
+  report_.stage_seconds.emplace_back(stage, s);
+  COIL_LOG(perf, "{}: {:.1f} ms", stage, s * 1e3);
+  last_ = now;
+}
+
+void StageTimer::finish() {
+  report_.total_seconds = std::chrono::duration<double>(clock::now() - start_).count();
+}
+
+const IsaInfo& target_isa(const CompileOptions& options) {
+  return options.isa.empty() ? host_isa() : isa_by_name(options.isa);
+}
+
+std::string describe_graph(const Graph& graph) {
+  auto values = [&](const std::vector<int>& ids, const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const Node& n = graph.node(ids[i]);
+      out.push_back(
+          fmt::format("{}: {}", is_identifier(names[i]) ? names[i] : "value", type_str(n.type)));
+    }
+    return fmt::format("{}", fmt::join(out, ", "));
+  };
+  std::vector<int> outs;
+  std::vector<std::string> in_names, out_names;
+  for (int id : graph.inputs()) in_names.push_back(graph.node(id).name);
+  for (const auto& o : graph.outputs()) {
+    outs.push_back(o.node);
+    out_names.push_back(o.name);
+  }
+  return fmt::format("({}) -> ({})", values(graph.inputs(), in_names), values(outs, out_names));
+}
+
+GeneratedProgram generate_program(const Graph& graph, const CompileOptions& options,
+                                  StageTimer* timer) {
+  auto mark = [&](const char* stage) {
+    if (timer) timer->mark(stage);
+  };
+  warn_unknown_env_vars();
+  COIL_USER_CHECK(options.device == "cpu" || options.device == "cuda",
+                  "device '{}': expected cpu or cuda", options.device);
+  const bool gpu = options.device == "cuda";
+  const Fp32Precision precision = parse_precision(options.precision);
+  // After each pass: the verifier (COIL_VERIFY_IR) and the dump (COIL_LOGS=ir_passes).
+  COIL_LOG(graph, "input graph:\n{}", to_text(graph));
+  after_graph_pass("input", graph, GraphStage::input);
+  Graph g = decompose_and_bind(graph, options.sizes);
+  COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
+  after_graph_pass("decompose_and_bind", g, GraphStage::decomposed);
+  mark("decompose");
+  LowerOptions lower_options;
+  lower_options.realize_all = options.store_all_intermediates;
+  lower_options.after_pass = after_ir_pass;
+  IrProgram program = lower_graph(g, lower_options);
+  mark("lower");
+  if (!gpu) {
+    AutotuneOptions autotune_options;
+    autotune_options.enabled = options.autotune;
+    autotune_matmuls(program, target_isa(options), autotune_options);
+    after_ir_pass("autotune_matmuls", program);
+    mark("autotune");
+  }
+  ScheduleOptions schedule_options;
+  schedule_options.fusion.enabled = options.fusion;
+  schedule_options.after_pass = [&](std::string_view pass, const Schedule& s, bool planned) {
+    after_schedule_pass(pass, program, s, planned);
+  };
+  Schedule schedule = schedule_program(program, schedule_options);
+  mark("schedule");
+  if (gpu) {
+    TritonModuleOptions module_options;
+    module_options.description = describe_graph(g);
+    module_options.precision = precision;
+    for (int id : g.inputs()) module_options.input_names.push_back(g.node(id).name);
+    TritonModule module = generate_triton_module(program, schedule, module_options);
+    COIL_LOG(output_code, "generated Triton module:\n{}", module.source);
+    mark("codegen");
+    GeneratedProgram out{std::move(g), std::move(program), std::move(schedule), {}, {}};
+    out.triton = std::move(module);
+    return out;
+  }
+  CppTarget target;
+  target.vec_lanes = target_isa(options).lanes(DType::F32);
+  CppModule module = generate_cpp_module(program, schedule, target);
+  COIL_LOG(output_code, "generated C++:\n{}", module.source);
+  mark("codegen");
+  return GeneratedProgram{
+      std::move(g), std::move(program), std::move(schedule), std::move(module), {}};
+}
+
+CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& options) {
+  COIL_USER_CHECK(options.device == "cuda", "generate_gpu_module: device '{}' is not cuda",
+                  options.device);
+  CompileReport report;
+  report.device = "cuda";
+  report.precision = options.precision;
+  StageTimer timer(report);
+  GeneratedProgram gen = generate_program(graph, options, &timer);
+  timer.finish();
+  const TritonModule& module = gen.triton;
+  for (const auto& k : module.kernels)
+    report.kernels.push_back({k.name, "cuda", k.origins, k.bytes_read, k.bytes_written});
+  for (const auto& e : module.externs)
+    report.kernels.push_back({e.name, "cuda", e.origins, e.bytes_read, e.bytes_written});
+  report.source = module.source;
+  if (!options.output_dir.empty()) {
+    namespace fs = std::filesystem;
+    fs::create_directories(options.output_dir);
+    std::ofstream(options.output_dir / "module.py") << module.source;
+    std::ofstream(options.output_dir / "report.json") << report.to_json();
+    std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+  }
+  return report;
+}
+
+}  // namespace coil
