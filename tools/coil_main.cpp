@@ -1,5 +1,6 @@
 // coil: compile and run tensor programs from the command line.
-//   coil demo | ops | compile MODEL -o DIR | run MODEL | check MODEL | bench MODEL
+//   coil demo | ops | compile MODEL -o DIR | run MODEL | check MODEL | bench MODEL |
+//   minify MODEL -o REPRO.coil
 // Run `coil --help` or `coil CMD --help` for options. Exit codes: commands.h (ExitCode).
 #include <CLI/CLI.hpp>
 
@@ -60,6 +61,18 @@ int run_main(int argc, char** argv) {
             ""));
   };
 
+  auto add_debug_dir = [](CLI::App* c, ModelArgs& a) {
+    c->add_option("--debug-dir", a.debug_dir,
+                  "write every stage of the compile and a repro per kernel below DIR "
+                  "(docs/debugging.md; default: COIL_DEBUG_DIR)")
+        ->type_name("DIR")
+        ->default_str("");
+  };
+  auto add_save_values = [](CLI::App* c, ModelArgs& a) {
+    c->add_flag("--save-kernel-values", a.save_kernel_values,
+                "with --debug-dir: save each kernel's arguments of this call into its repro");
+  };
+
   int demo_runs = 20;
   auto* demo = app.add_subcommand(
       "demo", "compile and run the built-in model, check it against the reference");
@@ -78,12 +91,15 @@ int run_main(int argc, char** argv) {
                          "write the generated code, the .so (cpu) and report.json to DIR; with "
                          "--device cuda, module.py (Triton) and report.json");
   add_model_args(compile, compile_args);
+  add_debug_dir(compile, compile_args);
   compile->add_option("-o,--output-dir", out_dir, "output directory")->required()->type_name("DIR");
 
   ModelArgs run_args;
   std::string run_out = ".";
   auto* run = app.add_subcommand("run", "run the model and write each output as DIR/NAME.npy");
   add_model_args(run, run_args);
+  add_debug_dir(run, run_args);
+  add_save_values(run, run_args);
   run->add_option("--output-dir", run_out, "where to write outputs")->type_name("DIR");
 
   ModelArgs check_args;
@@ -92,6 +108,8 @@ int run_main(int argc, char** argv) {
   auto* check = app.add_subcommand(
       "check", "compare outputs with --expect files or the reference interpreter");
   add_model_args(check, check_args);
+  add_debug_dir(check, check_args);
+  add_save_values(check, check_args);
   check->add_option("--expect", expects, "an expected output (repeatable)")
       ->type_name("NAME=FILE.npy")
       ->default_str("");
@@ -99,17 +117,37 @@ int run_main(int argc, char** argv) {
   check->add_option("--atol", atol, "absolute tolerance")->default_str("per dtype");
 
   ModelArgs bench_args;
-  int threads = 0, runs = 20, warmup = 3;
-  bool json = false;
+  BenchArgs bench_opts;
   auto* bench = app.add_subcommand("bench", "time the compiled model (median of runs)");
   add_model_args(bench, bench_args);
+  add_debug_dir(bench, bench_args);
   bench
-      ->add_option("--threads", threads,
+      ->add_option("--threads", bench_opts.threads,
                    "OpenMP threads (default: COIL_NUM_THREADS, else all cores)")
       ->default_str("");
-  bench->add_option("--runs", runs, "timed runs");
-  bench->add_option("--warmup", warmup, "untimed runs first");
-  bench->add_flag("--json", json, "print JSON to stdout");
+  bench->add_option("--runs", bench_opts.runs, "timed runs");
+  bench->add_option("--warmup", bench_opts.warmup, "untimed runs first");
+  bench->add_flag("--json", bench_opts.json,
+                  "print JSON to stdout (p90, p99, noisy, load average)");
+  bench->add_flag("--profile", bench_opts.profile,
+                  "also time each kernel alone: a table per kernel and a Chrome trace");
+  bench->add_option("--trace", bench_opts.trace, "where --profile writes the Chrome trace")
+      ->type_name("FILE");
+
+  ModelArgs minify_args;
+  MinifyArgs minify;
+  auto* min = app.add_subcommand(
+      "minify",
+      "shrink a failing model (compile error, crash, internal error, or a mismatch with the "
+      "reference interpreter) to a small graph that fails the same way");
+  add_model_args(min, minify_args);
+  min->add_option("-o,--output", minify.output, "the repro (inputs beside it in REPRO.inputs/)")
+      ->required()
+      ->type_name("REPRO.coil");
+  min->add_option("--jobs", minify.jobs, "candidates run at once (forked children)");
+  min->add_option("--max-evaluations", minify.max_evaluations, "candidates tried at most");
+  min->add_option("--timeout", minify.timeout_s, "seconds per candidate (a hang is a failure)");
+  min->add_option("--threads", minify.threads, "OpenMP threads of the compiled kernels");
 
   // Hidden (no group, so neither --help nor the command list shows it): makes an internal error
   // on purpose, so that tests can check its message and exit code (docs/errors.md).
@@ -124,7 +162,8 @@ int run_main(int argc, char** argv) {
   if (*compile) return cmd_compile(compile_args, out_dir);
   if (*run) return cmd_run(run_args, run_out);
   if (*check) return cmd_check(check_args, expects, rtol, atol);
-  if (*bench) return cmd_bench(bench_args, threads, runs, warmup, json);
+  if (*bench) return cmd_bench(bench_args, bench_opts);
+  if (*min) return cmd_minify(minify_args, minify);
   if (*crash) return cmd_debug_internal_error(std_exception);
   return kExitInternal;  // parse_command_line returns a code when no command is chosen
 }

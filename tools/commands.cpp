@@ -11,8 +11,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_profile.h"
 #include "coil/coil.h"
 #include "demo_model.h"
+#include "driver/debug_dir.h"
 #include "gpu_run.h"
 #include "graph/interpreter.h"
 #include "graph/op_reference.h"
@@ -93,11 +95,20 @@ struct Outputs {
 
 Outputs run_prepared(const ModelArgs& a, const Prepared& p) {
   if (a.device == "cuda") {
+    COIL_USER_CHECK(!a.save_kernel_values,
+                    "--save-kernel-values: kernel repros with saved values are CPU only");
     GpuModule gm = write_gpu_module(p);
     print_gpu_module(gm);
     return {run_gpu_module(p, gm).outputs, graph_outputs(p)};
   }
   CompiledModel m = compile(p.graph, p.options);
+  if (a.save_kernel_values) {
+    std::vector<TensorRef> refs;
+    for (const Tensor& t : p.inputs) refs.push_back(t.ref());
+    m.save_kernel_values(refs);
+    fmt::print("saved each kernel's arguments of this call under {}/graph-*/kernels/\n",
+               debug_dir_root(p.options).string());
+  }
   return {m.run(p.inputs), m.outputs()};
 }
 
@@ -148,12 +159,17 @@ int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, doubl
   return ok ? kExitOk : kExitCheckFailed;
 }
 
-int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) {
+int cmd_bench(const ModelArgs& a, const BenchArgs& b) {
+  const int threads = b.threads, runs = b.runs, warmup = b.warmup;
+  const bool json = b.json;
   COIL_USER_CHECK(runs > 0, "--runs must be positive");
   COIL_USER_CHECK(warmup >= 0, "--warmup must not be negative");
   Prepared p = prepare(a);
   if (a.device == "cuda") {
     COIL_USER_CHECK(threads == 0, "--threads sets CPU threads; it does not apply to --device cuda");
+    COIL_USER_CHECK(!b.profile,
+                    "--profile: per-kernel profiles are CPU only for now (on CUDA, use "
+                    "COIL_LOGS=launch and torch.profiler)");
     GpuModule gm = write_gpu_module(p);
     if (!json) print_gpu_module(gm);
     nlohmann::json r = run_gpu_module(p, gm, runs, warmup).report;
@@ -200,7 +216,18 @@ int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) 
   double med = median(times);
   double mn = *std::min_element(times.begin(), times.end()),
          mx = *std::max_element(times.begin(), times.end());
+  double p90 = percentile(times, 0.9), p99 = percentile(times, 0.99);
+  // Noisy: the slowest tenth of the runs is more than 10% above the median.
+  bool noisy = p90 > 1.1 * med;
   int used_threads = omp_get_max_threads();
+  nlohmann::ordered_json kernels;
+  double ceiling = 0;
+  if (b.profile) {
+    KernelProfile prof = m.profile(refs, runs, warmup);
+    ceiling = measure_copy_bandwidth();
+    kernels = profile_json(prof, ceiling);
+    write_chrome_trace(prof, b.trace);
+  }
   if (json) {
     nlohmann::ordered_json j{{"compile_s", m.report().total_seconds},
                              {"cache_hit", m.report().cache_hit},
@@ -208,14 +235,27 @@ int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json) 
                              {"min_ms", mn},
                              {"max_ms", mx},
                              {"runs", runs},
-                             {"threads", used_threads}};
+                             {"threads", used_threads},
+                             {"p90_ms", p90},
+                             {"p99_ms", p99},
+                             {"noisy", noisy},
+                             {"load_average", load_average()}};
+    if (b.profile) {
+      j["kernels"] = kernels;
+      j["ceiling_gb_per_s"] = ceiling / 1e9;
+      j["trace"] = b.trace;
+    }
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print(
         "compile {:.1f} ms (cache {}); {} runs on {} threads: median {:.3f} ms, min {:.3f}, max "
-        "{:.3f}\n",
+        "{:.3f}, p90 {:.3f}{}\n",
         m.report().total_seconds * 1e3, m.report().cache_hit ? "hit" : "miss", runs, used_threads,
-        med, mn, mx);
+        med, mn, mx, p90, noisy ? " (noisy: p90 is over 10% above the median)" : "");
+    if (b.profile) {
+      print_profile(kernels, ceiling, med);
+      fmt::print("wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", b.trace);
+    }
   }
   return kExitOk;
 }

@@ -24,6 +24,17 @@ struct ModelArgs {
   uint64_t seed = 0;
   std::string device = "cpu";         // cpu | cuda
   std::string precision = "highest";  // highest | high (CompileOptions::precision)
+  std::string debug_dir;              // CompileOptions::debug_dir (--debug-dir)
+  bool save_kernel_values = false;    // run/check: CompiledModel::save_kernel_values first
+};
+
+/// `coil minify`'s own options (tools/minify.cpp).
+struct MinifyArgs {
+  std::string output;  // REPRO.coil
+  int jobs = 2;        // candidates evaluated at once, each in a forked child
+  int max_evaluations = 200;
+  int timeout_s = 60;  // per candidate
+  int threads = 2;     // OpenMP threads of the compiled kernels
 };
 
 int cmd_demo(int runs);
@@ -32,7 +43,15 @@ int cmd_compile(const ModelArgs& a, const std::string& out_dir);
 int cmd_run(const ModelArgs& a, const std::string& out_dir);
 int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, double rtol,
               double atol);
-int cmd_bench(const ModelArgs& a, int threads, int runs, int warmup, bool json);
+/// `coil bench`'s options beyond the model's.
+struct BenchArgs {
+  int threads = 0, runs = 20, warmup = 3;
+  bool json = false;
+  bool profile = false;              // per-kernel table and a Chrome trace
+  std::string trace = "trace.json";  // where --profile writes the trace
+};
+int cmd_bench(const ModelArgs& a, const BenchArgs& b);
+int cmd_minify(const ModelArgs& a, const MinifyArgs& m);
 /// Throws a coil::InternalError, or a std::exception of no coil class (the hidden command
 /// `coil debug-internal-error` that tests the exit code of each).
 int cmd_debug_internal_error(bool std_exception);

@@ -27,6 +27,10 @@ struct CompileOptions {
   std::map<std::string, int64_t> sizes;
   /// When set, the generated source, the shared object and report.json are copied here.
   std::filesystem::path output_dir;
+  /// When set (else $COIL_DEBUG_DIR), every stage of the compile is written to a folder of its
+  /// own below it, with a standalone repro of each kernel (docs/debugging.md, "The debug
+  /// directory"). Nothing else changes.
+  std::filesystem::path debug_dir;
   /// The vector instruction set of generated kernels: "avx512", "avx2", "neon", "scalar", or
   /// empty for the host's best (COIL_CPU_ISA overrides the default).
   std::string isa;
@@ -57,6 +61,20 @@ struct KernelInfo {
   std::vector<std::string> origins;  // graph nodes, "t3 (add)"
   int64_t bytes_read = 0;            // minimum: each input buffer once
   int64_t bytes_written = 0;
+};
+
+/// One kernel call of a profile: its start (seconds since the profile's first timed call) and
+/// its duration.
+struct KernelSpan {
+  double start_s = 0;
+  double seconds = 0;
+};
+
+/// CompiledModel::profile's result: the kernels in call order, and per timed run one span per
+/// kernel.
+struct KernelProfile {
+  std::vector<KernelInfo> kernels;
+  std::vector<std::vector<KernelSpan>> runs;
 };
 
 /// What compile() did.
@@ -105,6 +123,15 @@ class CompiledModel {
   const std::vector<ValueSpec>& inputs() const;
   const std::vector<ValueSpec>& outputs() const;
   const CompileReport& report() const;
+  /// For a model compiled with a debug directory (CompileOptions::debug_dir): runs it once on
+  /// `inputs`, kernel by kernel, and saves what each kernel reads and writes into its
+  /// standalone repro (DIR/graph-*/kernels/<kernel>/data/), so that the repro's run.sh checks
+  /// the kernel against this call. A user error without a debug directory.
+  void save_kernel_values(const std::vector<TensorRef>& inputs) const;
+  /// Times each kernel alone: `warmup` untimed calls of the whole model, then `runs` timed
+  /// ones, each calling the kernels one by one in order (as the generated wrapper does) with
+  /// a clock read around each kernel. `coil bench --profile` prints and traces it.
+  KernelProfile profile(const std::vector<TensorRef>& inputs, int runs, int warmup = 1) const;
 
  private:
   friend CompiledModel compile(const Graph& graph, const CompileOptions& options);

@@ -2,6 +2,7 @@
 // through the code cache, loads it, packs its constants, and runs it.
 #include <omp.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -10,6 +11,8 @@
 
 #include "codegen/cpp/cpp_module.h"
 #include "coil/coil.h"
+#include "driver/debug_dir.h"
+#include "driver/kernel_repro.h"
 #include "driver/pipeline.h"
 #include "runtime/code_cache.h"
 #include "runtime/isa.h"
@@ -32,7 +35,9 @@ struct CompiledModel::Impl {
   CompileReport report;
   mutable std::mutex arena_mutex;  // one call at a time uses the arena
   mutable Tensor arena;
-  Tensor packed;  // constants packed once at load (coil_graph_pack)
+  Tensor packed;                     // constants packed once at load (coil_graph_pack)
+  KernelCallPlan kernel_calls;       // the kernels one by one (profile, save_kernel_values)
+  std::filesystem::path debug_path;  // the graph's debug directory, if any
 };
 
 CompiledModel::CompiledModel() = default;
@@ -114,6 +119,7 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   CompileReport& report = impl->report;
   report.precision = options.precision;
   StageTimer timer(report);
+  std::unique_ptr<DebugDir> debug = DebugDir::open(graph, options);
 
   // The target ISA first: its first detection in a cache dir runs a probe (seconds, once),
   // which would otherwise be billed to code generation.
@@ -177,6 +183,15 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
     std::ofstream(options.output_dir / "report.json") << report.to_json();
     std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
   }
+  if (debug) {
+    debug->write("module.cpp", module.source);
+    debug->write("compile_command.txt", built.command + "\n");
+    debug->write("report.json", report.to_json());
+    debug->write_logs();
+    write_cpu_kernel_repros(*debug, program, schedule, module, flags);
+    impl->debug_path = debug->path();
+  }
+  impl->kernel_calls = kernel_call_plan(program, schedule, module);
 
   CompiledModel m;
   m.impl_ = std::move(impl);
@@ -249,6 +264,66 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
       user_error("{}",
                  run_check_message(impl_->run_checks.at(static_cast<size_t>(site)), value, limit));
   }
+}
+
+/// Runs `use` with the model's kernels bound to `inputs`, fresh outputs and the arena (held).
+/// (A template so that it can take the private CompiledModel::Impl without naming it.)
+template <typename Impl, typename Use>
+static void with_kernels(const Impl& impl, const std::vector<TensorRef>& inputs, Use use) {
+  ModuleBindings b;
+  std::vector<const void*> in_ptrs;
+  std::vector<Tensor> keep = keep_contiguous(impl.inputs, inputs, in_ptrs);
+  for (const void* p : in_ptrs) b.inputs.push_back(const_cast<void*>(p));
+  std::vector<Tensor> outs;
+  for (const ValueSpec& s : impl.outputs) {
+    outs.push_back(Tensor::empty(s.dtype, s.shape));
+    b.outputs.push_back(outs.back().data());
+  }
+  b.constants = impl.constant_ptrs;
+  std::lock_guard<std::mutex> lock(impl.arena_mutex);
+  b.arena = static_cast<char*>(impl.arena.data());
+  b.packed = static_cast<const char*>(impl.packed.data());
+  use(KernelCaller(impl.kernel_calls, *impl.library, b));
+}
+
+void CompiledModel::save_kernel_values(const std::vector<TensorRef>& inputs) const {
+  COIL_USER_CHECK(impl_ != nullptr, "save_kernel_values: the model is empty");
+  COIL_USER_CHECK(!impl_->debug_path.empty(),
+                  "save_kernel_values: the model was compiled without a debug directory "
+                  "(CompileOptions::debug_dir, COIL_DEBUG_DIR or --debug-dir)");
+  with_kernels(*impl_, inputs,
+               [&](const KernelCaller& k) { coil::save_kernel_values(k, impl_->debug_path); });
+}
+
+KernelProfile CompiledModel::profile(const std::vector<TensorRef>& inputs, int runs,
+                                     int warmup) const {
+  COIL_USER_CHECK(impl_ != nullptr, "profile: the model is empty");
+  COIL_USER_CHECK(runs > 0 && warmup >= 0,
+                  "profile: runs {} must be positive, warmup {} not negative", runs, warmup);
+  KernelProfile p;
+  for (const auto& k : impl_->kernel_calls.kernels) {
+    p.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written});
+  }
+  with_kernels(*impl_, inputs, [&](const KernelCaller& kernels) {
+    using clock = std::chrono::steady_clock;
+    for (int i = 0; i < warmup; ++i)
+      for (size_t k = 0; k < kernels.size(); ++k) kernels.call(k);
+    const auto start = clock::now();
+    auto since = [&](clock::time_point t) {
+      return std::chrono::duration<double>(t - start).count();
+    };
+    for (int i = 0; i < runs; ++i) {
+      std::vector<KernelSpan> spans;
+      for (size_t k = 0; k < kernels.size(); ++k) {
+        auto t0 = clock::now();
+        kernels.call(k);
+        auto t1 = clock::now();
+        spans.push_back({since(t0), std::chrono::duration<double>(t1 - t0).count()});
+      }
+      p.runs.push_back(std::move(spans));
+    }
+  });
+  return p;
 }
 
 std::vector<Tensor> CompiledModel::run(const std::vector<TensorRef>& inputs) const {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "driver/debug_dir.h"
 #include "ir/verify.h"
 #include "sched/verify.h"
 #include "support/check.h"
@@ -25,10 +26,15 @@ constexpr std::string_view kPasses[] = {"input",
 
 /// Prints what `print()` returns, building it only when the channel is on (printing a
 /// program's index expressions unsimplified can take long).
+/// Also writes it to the debug directory (driver/debug_dir.h) when one is open.
 template <typename Print>
-void dump(std::string_view pass, std::string_view what, Print print) {
+void dump(std::string_view pass, std::string_view what, std::string_view extension, Print print) {
+  DebugDir* debug = DebugDir::current();
+  if (!debug && !log_enabled(LogChannel::ir_passes)) return;
+  std::string text = print();
+  if (debug) debug->after_pass(pass, extension, text);
   if (log_enabled(LogChannel::ir_passes))
-    log_write(LogChannel::ir_passes, fmt::format("after {} ({}):\n{}", pass, what, print()));
+    log_write(LogChannel::ir_passes, fmt::format("after {} ({}):\n{}", pass, what, text));
 }
 
 }  // namespace
@@ -64,18 +70,18 @@ void throw_if_invalid(std::string_view pass, std::string_view what,
 }
 
 void after_graph_pass(std::string_view pass, const Graph& graph, GraphStage stage) {
-  dump(pass, "graph", [&] { return to_text(graph); });
+  dump(pass, "graph", "coil", [&] { return to_text(graph); });
   if (ir_verification_enabled()) throw_if_invalid(pass, "graph", verify_graph(graph, stage));
 }
 
 void after_ir_pass(std::string_view pass, const IrProgram& program) {
-  dump(pass, "loop IR", [&] { return to_string(program); });
+  dump(pass, "loop IR", "ir", [&] { return to_string(program); });
   if (ir_verification_enabled()) throw_if_invalid(pass, "loop IR", verify_program(program));
 }
 
 void after_schedule_pass(std::string_view pass, const IrProgram& program, const Schedule& schedule,
                          bool memory_planned) {
-  dump(pass, "schedule", [&] { return to_string(program, schedule, memory_planned); });
+  dump(pass, "schedule", "schedule", [&] { return to_string(program, schedule, memory_planned); });
   if (ir_verification_enabled())
     throw_if_invalid(pass, "schedule", verify_schedule(program, schedule, memory_planned));
 }

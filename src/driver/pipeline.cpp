@@ -7,6 +7,7 @@
 
 #include "codegen/precision.h"
 #include "driver/autotune.h"
+#include "driver/debug_dir.h"
 #include "driver/pass_checks.h"
 #include "driver/pipeline.h"
 #include "graph/decompositions.h"
@@ -118,6 +119,7 @@ CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& opti
   report.device = "cuda";
   report.precision = options.precision;
   StageTimer timer(report);
+  std::unique_ptr<DebugDir> debug = DebugDir::open(graph, options);
   GeneratedProgram gen = generate_program(graph, options, &timer);
   timer.finish();
   const TritonModule& module = gen.triton;
@@ -132,6 +134,11 @@ CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& opti
     std::ofstream(options.output_dir / "module.py") << module.source;
     std::ofstream(options.output_dir / "report.json") << report.to_json();
     std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+  }
+  if (debug) {
+    debug->write("module.py", module.source);
+    debug->write("report.json", report.to_json());
+    debug->write_logs();
   }
   return report;
 }

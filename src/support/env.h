@@ -26,6 +26,9 @@ enum class EnvScope { coil, python, scripts };
   X(matmul, "COIL_MATMUL", coil, "matmul implementation: auto, template, dnnl, openblas")        \
   X(verify_ir, "COIL_VERIFY_IR", coil,                                                           \
     "1: verify the IR after every pass (debug builds: default)")                                 \
+  X(testing_inject_bug, "COIL_TESTING_INJECT_BUG", coil,                                         \
+    "testing only: relu, relu_compile_error or relu_crash breaks generated relu")                \
+  X(debug_dir, "COIL_DEBUG_DIR", coil, "write every compile's stages and kernel repros here")    \
   X(python, "COIL_PYTHON", coil, "the Python that --device cuda runs modules with")              \
   X(pythonpath, "COIL_PYTHONPATH", coil, "coil's python/ directory for --device cuda runs")      \
   X(triton_autotune, "COIL_TRITON_AUTOTUNE", python, "Triton config lists: 1, max or 0")         \

@@ -70,10 +70,27 @@ LogState& state() {
   return s;
 }
 
+thread_local LogCapture* t_capture = nullptr;
+
 }  // namespace
 
+LogCapture::LogCapture(std::initializer_list<LogChannel> channels)
+    : texts_(std::size(kChannelNames)), outer_(t_capture) {
+  for (LogChannel c : channels) mask_ |= 1u << static_cast<unsigned>(c);
+  t_capture = this;
+}
+
+LogCapture::~LogCapture() {
+  t_capture = outer_;
+}
+
+const std::string& LogCapture::text(LogChannel channel) const {
+  return texts_[static_cast<size_t>(channel)];
+}
+
 bool log_enabled(LogChannel channel) {
-  return (state().mask >> static_cast<unsigned>(channel)) & 1u;
+  unsigned bit = 1u << static_cast<unsigned>(channel);
+  return (state().mask & bit) || (t_capture && (t_capture->mask_ & bit));
 }
 
 void set_log_channels(std::string_view spec) {
@@ -81,6 +98,13 @@ void set_log_channels(std::string_view spec) {
 }
 
 void log_write(LogChannel channel, std::string_view message) {
+  unsigned bit = 1u << static_cast<unsigned>(channel);
+  if (t_capture && (t_capture->mask_ & bit)) {
+    std::string& t = t_capture->texts_[static_cast<size_t>(channel)];
+    t += message;
+    if (message.empty() || message.back() != '\n') t += '\n';
+  }
+  if (!(state().mask & bit)) return;
   std::lock_guard<std::mutex> lock(state().write_mutex);
   std::string_view name = kChannelNames[static_cast<size_t>(channel)];
   fmt::print(stderr, "[coil:{}] {}", name, message);

@@ -2,7 +2,10 @@
 // "all" enables every channel. Channels are declared once in COIL_LOG_CHANNELS.
 #pragma once
 
+#include <initializer_list>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -34,6 +37,26 @@ void set_log_channels(std::string_view spec);
 
 /// Writes one message to stderr, prefixed with "[coil:<channel>] ".
 void log_write(LogChannel channel, std::string_view message);
+
+/// While alive, every message of `channels` written on this thread is also appended to
+/// text(channel), whether or not COIL_LOGS prints it (log_enabled is true for them meanwhile).
+/// The debug directory (driver/debug_dir.h) records fusion decisions and plans with it.
+/// Captures nest: the innermost one receives the messages.
+class LogCapture {
+ public:
+  explicit LogCapture(std::initializer_list<LogChannel> channels);
+  ~LogCapture();
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  const std::string& text(LogChannel channel) const;
+
+ private:
+  friend bool log_enabled(LogChannel channel);
+  friend void log_write(LogChannel channel, std::string_view message);
+  unsigned mask_ = 0;
+  std::vector<std::string> texts_;
+  LogCapture* outer_ = nullptr;
+};
 
 /// A warning is always printed (no channel needed).
 void warn(std::string_view message);

@@ -140,6 +140,33 @@ def test_an_unsupported_op_runs_in_eager_and_is_logged(capsys):
     assert "[coil:fallback] aten.cumprod.default runs in eager" in err
 
 
+def test_a_graph_coil_fails_to_compile_is_saved_as_a_repro(monkeypatch, tmp_path):
+    """A coil error while compiling an FX graph names a text-format repro of it (constants
+    included) that `coil check` and `coil minify` take; here the compile error is injected."""
+    w = torch.randn(7, 3)
+
+    def f(x):
+        return torch.relu(x @ w * 2) + 1
+
+    monkeypatch.setenv("COIL_TESTING_INJECT_BUG", "relu_compile_error")
+    monkeypatch.setenv("COIL_DEBUG_DIR", str(tmp_path))
+    x = torch.randn(5, 7)
+    with pytest.raises(Exception) as info:
+        ct.compile(f, options=OPTIONS)(x)
+    msg = str(info.value)
+    assert "relu_injected_bug" in msg  # the compiler's error
+    assert "the FX graph as a coil repro: " in msg
+    path = msg.split("the FX graph as a coil repro: ")[1].split(" ")[0]
+    assert path.startswith(str(tmp_path / "fx-repros")) and os.path.exists(path)
+    text = open(path).read()
+    assert "# the FX graph:" in text and "relu" in text
+    # Without the bug the repro compiles and computes f.
+    monkeypatch.delenv("COIL_TESTING_INJECT_BUG")
+    m = coil.compile(text, **OPTIONS)
+    (out,) = m(x)
+    torch.testing.assert_close(out, f(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("fn", [
     lambda x: torch.softmax(x, -1),
     lambda x: torch.log_softmax(x * 3, 1),

@@ -13,6 +13,8 @@ each forward and backward graph to:
      allocates (no copies, no files, no processes).
 """
 
+import os
+
 import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
@@ -117,7 +119,13 @@ class CoilGraphCallable:
             else:
                 raise Unsupported(f"FX node kind {node.op} ({node.name})")
         self.graph = g
-        self.model = coil_compile(g, **self.options) if coil_outs else None
+        try:
+            self.model = coil_compile(g, **self.options) if coil_outs else None
+        except Exception as e:  # a coil error: keep the graph as a repro for `coil minify`
+            path = _save_repro(gm, g, e)
+            raise type(e)(f"{e}\n  the FX graph as a coil repro: {path} (`coil check {path}` "
+                          f"reproduces it, `coil minify {path} -o small.coil` shrinks it; "
+                          "docs/debugging.md)") from e
         self.out_specs = [(shape, _torch_dtype(dt)) for _, dt, shape in
                           (self.model.outputs if self.model else [])]
 
@@ -128,6 +136,28 @@ class CoilGraphCallable:
         result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else outs[p[1]]
                   for p in self.plan]
         return tree_unflatten(result, self.out_tree)
+
+
+def _save_repro(gm, g, error):
+    """Writes the coil graph of a failing FX graph (its text format, constants included), headed
+    by the error and the FX graph as comments, under $COIL_DEBUG_DIR/fx-repros/ (else the temp
+    directory's coil-fx-repros/); returns its path. The name is a hash of the text: the same
+    failing graph is written once."""
+    import hashlib
+    import tempfile
+    text = g.to_text()
+    root = os.environ.get("COIL_DEBUG_DIR") or tempfile.gettempdir()
+    sub = "fx-repros" if os.environ.get("COIL_DEBUG_DIR") else "coil-fx-repros"
+    folder = os.path.join(root, sub)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, hashlib.sha256(text.encode()).hexdigest()[:16] + ".coil")
+    comment = lambda t: "".join(f"# {line}\n" for line in str(t).splitlines())
+    with open(path, "w") as f:
+        f.write("# coil.torch: an FX graph that coil failed to compile\n")
+        f.write(comment(f"error: {error}"))
+        f.write("# the FX graph:\n" + comment(gm.graph))
+        f.write(text)
+    return path
 
 
 def _torch_dtype(name):

@@ -53,6 +53,9 @@ struct PackedOperand {
   std::string param;  // packed_ptr0, ...
   std::string elem_type;
   std::string setup, pack, elements;
+  /// Its position in the module's packed region (coil_graph_packed_layout), set by
+  /// generate_cpp_module; copies shared between kernels have the same slot.
+  int slot = -1;
   /// Two kernels share a packed copy only when they pack the same buffer the same way.
   std::string layout_key() const {
     return std::to_string(buffer) + "|" + elem_type + "|" + setup + "|" + pack + "|" + elements;

@@ -43,6 +43,7 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
     w.close();
     w.line();
   }
+  m.prelude = w.str();
   for (size_t k = 0; k < schedule.kernels.size(); ++k) {
     CppKernelSource ks = generate_cpp_kernel(program, schedule, k, target);
     w.raw(ks.code);
@@ -56,12 +57,14 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
   // constant (B of a second matmul with other strides) gets its own.
   std::map<std::string, int> packed_index;  // layout_key -> position in the packed region
   std::vector<const PackedOperand*> packed;
-  for (const auto& ks : m.kernels)
-    for (const PackedOperand& po : ks.packed)
+  for (auto& ks : m.kernels)
+    for (PackedOperand& po : ks.packed) {
       if (!packed_index.count(po.layout_key())) {
         packed_index[po.layout_key()] = static_cast<int>(packed.size());
         packed.push_back(&po);
       }
+      po.slot = packed_index.at(po.layout_key());
+    }
   const size_t np = packed.size();
   if (np == 0) {
     w.line("// No constant is packed at load time.");
@@ -70,7 +73,7 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
     w.line();
   } else {
     w.line("// Byte offsets of the constants packed at load time; offsets[n] is the total size.");
-    w.linef("static void packed_layout(int64_t* offsets)");
+    w.linef("extern \"C\" void {}(int64_t* offsets)", kGraphPackedLayoutSymbol);
     w.open();
     w.line("int64_t bytes = 0;");
     for (size_t i = 0; i < np; ++i) {
@@ -88,14 +91,14 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
     w.linef("extern \"C\" int64_t {}()", kGraphPackedBytesSymbol);
     w.open();
     w.linef("int64_t offsets[{}];", np + 1);
-    w.line("packed_layout(offsets);");
+    w.linef("{}(offsets);", kGraphPackedLayoutSymbol);
     w.linef("return offsets[{}];", np);
     w.close();
     w.line();
     w.linef("extern \"C\" void {}(void* const* constants, char* packed)", kGraphPackSymbol);
     w.open();
     w.linef("int64_t offsets[{}];", np + 1);
-    w.line("packed_layout(offsets);");
+    w.linef("{}(offsets);", kGraphPackedLayoutSymbol);
     for (size_t i = 0; i < np; ++i) {
       const Buffer& b = program.buffer(packed[i]->buffer);
       w.open();
@@ -140,7 +143,7 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
   w.open();
   if (np > 0) {
     w.linef("int64_t packed_offsets[{}];", np + 1);
-    w.line("packed_layout(packed_offsets);");
+    w.linef("{}(packed_offsets);", kGraphPackedLayoutSymbol);
   }
   for (const Buffer& b : program.buffers) {
     std::string ty(dtype_cpp_type(b.layout.dtype));

@@ -24,12 +24,19 @@ inline constexpr const char* kGraphRunErrorSymbol = "coil_graph_run_error";
 /// Bytes of the packed-constant region (64-byte aligned).
 using GraphPackedBytesFn = int64_t (*)();
 inline constexpr const char* kGraphPackedBytesSymbol = "coil_graph_packed_bytes";
+/// Byte offsets of the packed constants in the packed region, offsets[n] the total (only in
+/// modules that pack constants). Kernel repros (driver/kernel_repro.h) read packed operands
+/// through it.
+using GraphPackedLayoutFn = void (*)(int64_t* offsets);
+inline constexpr const char* kGraphPackedLayoutSymbol = "coil_graph_packed_layout";
 /// Packs the constants (weights) once, when the module is loaded.
 using GraphPackFn = void (*)(void* const* constants, char* packed);
 inline constexpr const char* kGraphPackSymbol = "coil_graph_pack";
 
 struct CppModule {
   std::string source;
+  std::string prelude;  // the start of `source`, before the first kernel
+
   std::vector<CppKernelSource> kernels;  // in call order
   bool uses_extern_libraries = false;    // link with oneDNN / OpenBLAS (kernels/coil_extern.h)
 };

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/inject_bug.h"
 #include "support/check.h"
 
 namespace coil {
@@ -177,7 +178,7 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::reciprocal:
       return fmt::format("{}(1) / {}", ty, a(0));
     case LoopOp::relu:
-      return fmt::format("coil::relu({})", a(0));
+      return relu_expression(a(0), ReluSyntax::cpp_call);
     case LoopOp::sigmoid:
       return fmt::format("coil::lane::sigmoid({})", a(0));
     case LoopOp::tanh:

@@ -10,6 +10,7 @@
 
 #include "codegen/cpp/cpp_nest.h"
 #include "codegen/cpp/cpp_plan.h"
+#include "codegen/inject_bug.h"
 #include "ir/ir.h"
 #include "support/check.h"
 
@@ -129,6 +130,10 @@ class VecOpPrinter {
           w.linef("auto {} = {}.{}({});", t, arg(0), loop_op_name(op.op), arg(1));
           break;
           COIL_CPP_VEC_UNARY_METHOD_OP_CASES
+          if (op.op == LoopOp::relu) {  // the one op COIL_TESTING_INJECT_BUG may break
+            w.linef("auto {} = {};", t, relu_expression(arg(0), ReluSyntax::cpp_method));
+            break;
+          }
           w.linef("auto {} = {}.{}();", t, arg(0), loop_op_name(op.op));
           break;
           COIL_CPP_SCALAR_ONLY_OP_CASES

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "codegen/inject_bug.h"
 #include "support/check.h"
 
 namespace coil {
@@ -219,8 +220,7 @@ std::string triton_op(const BodyOp& op, const std::vector<std::string>& args,
     case LoopOp::reciprocal:
       return f32_div("1.0", a(0), op.dtype == DType::F32 && arg_dtypes[0] == DType::F32);
     case LoopOp::relu:
-      // NaN < 0 is false, so NaN propagates (torch.relu).
-      return fmt::format("tl.where({0} < 0, 0, {0})", a(0));
+      return relu_expression(a(0), ReluSyntax::triton);
     case LoopOp::sigmoid:
       return fmt::format("tl.sigmoid({})", a(0));
     case LoopOp::tanh:

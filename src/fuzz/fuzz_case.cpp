@@ -22,7 +22,7 @@ uint64_t mix_seed(uint64_t seed, uint64_t index) {
 }
 
 FuzzCase clone_case(const FuzzCase& c) {
-  return FuzzCase{apply_edit(c.graph, {}), c.sizes, c.input_seed, c.threads, c.matmul};
+  return FuzzCase{apply_edit(c.graph, {}), c.sizes, c.input_seed, c.threads, c.matmul, c.given};
 }
 
 std::string case_text(const FuzzCase& c, const std::vector<std::string>& comments) {
@@ -88,6 +88,11 @@ std::vector<Tensor> case_inputs(const FuzzCase& c) {
     const Node& n = c.graph.node(id);
     std::vector<int64_t> shape;
     for (const sym::Expr& d : n.type.shape) shape.push_back(sym::evaluate(d, c.sizes));
+    if (auto g = c.given.find(n.name);
+        g != c.given.end() && g->second.dtype() == n.type.dtype && g->second.shape() == shape) {
+      inputs.push_back(g->second);
+      continue;
+    }
     uint64_t name_hash = 1469598103934665603ull;  // FNV-1a
     for (char ch : n.name) name_hash = (name_hash ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
     inputs.push_back(random_tensor(n.type.dtype, shape, mix_seed(c.input_seed, name_hash)));

@@ -1,6 +1,7 @@
 #include "fuzz/shrinker.h"
 
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "fuzz/forked_runner.h"
@@ -9,7 +10,7 @@
 namespace coil::fuzz {
 namespace {
 
-constexpr int kPhases = 7;
+constexpr int kPhases = 8;
 
 // "Still the same failure": same class and compile config; for messages that identify the bug
 // (compiler errors, internal errors) also the same key. A mismatch may move to another output
@@ -20,14 +21,36 @@ bool same_failure(const Outcome& a, const Outcome& b) {
          failure_key(a) == failure_key(b);
 }
 
+// `g` without the nodes no output reads (and the inputs left unread), so that an edit which
+// cuts a node off (a fresh input in its place, other outputs) also drops what only it read.
+Graph without_dead(const Graph& g) {
+  std::vector<bool> live = live_nodes(g);
+  std::vector<int> uses = g.use_counts();
+  GraphEdit e;
+  for (const auto& n : g.nodes()) {
+    auto id = static_cast<size_t>(n->id);
+    bool is_input = n->op_name() == "input";
+    if ((!is_input && !live[id]) || (is_input && uses[id] == 0)) e.drop.insert(n->id);
+  }
+  return e.drop.empty() ? apply_edit(g, {}) : apply_edit(g, e);
+}
+
 struct Candidates {
   const FuzzCase& base;
   std::vector<FuzzCase> list;
 
-  // The base case edited by `e`, with `settings` applied to its other fields.
-  void add(const GraphEdit& e, const std::function<void(FuzzCase&)>& settings = {}) {
+  // The base case edited by `e`, with `settings` applied to its other fields; with `prune`, also
+  // without what the edit left dead.
+  void add(const GraphEdit& e, const std::function<void(FuzzCase&)>& settings = {},
+           bool prune = false) {
     try {
-      FuzzCase c{apply_edit(base.graph, e), base.sizes, base.input_seed, base.threads, base.matmul};
+      Graph g = apply_edit(base.graph, e);
+      FuzzCase c{prune ? without_dead(g) : std::move(g),
+                 base.sizes,
+                 base.input_seed,
+                 base.threads,
+                 base.matmul,
+                 base.given};
       if (settings) settings(c);
       list.push_back(std::move(c));
     } catch (const std::exception&) {
@@ -77,7 +100,16 @@ std::vector<FuzzCase> candidates(int phase, const FuzzCase& c) {
         out.add(e);
       }
       break;
-    case 2:  // a node replaced by one of its inputs, or by a fresh input (from the outputs back)
+    case 2:  // every operand of a node a fresh input: its upstream cut off (from the outputs back)
+      for (int id = g.num_nodes(); id-- > 0;) {
+        GraphEdit e;
+        for (int in : g.node(id).inputs)
+          if (g.node(in).op_name() != "input" && g.node(in).op_name() != "constant")
+            e.fresh_input.insert(in);
+        if (!e.fresh_input.empty()) out.add(e, {}, /*prune=*/true);
+      }
+      break;
+    case 3:  // a node replaced by one of its inputs, or by a fresh input (from the outputs back)
       for (int id = g.num_nodes(); id-- > 0;) {
         const Node& n = g.node(id);
         if (n.op_name() == "input") continue;
@@ -98,7 +130,7 @@ std::vector<FuzzCase> candidates(int phase, const FuzzCase& c) {
         }
       }
       break;
-    case 3: {  // dead nodes and unused inputs dropped
+    case 4: {  // dead nodes and unused inputs dropped
       std::vector<bool> live = live_nodes(g);
       std::vector<int> uses = g.use_counts();
       std::set<int> dead, unused;
@@ -119,7 +151,7 @@ std::vector<FuzzCase> candidates(int phase, const FuzzCase& c) {
       }
       break;
     }
-    case 4: {  // smaller sizes: symbols, every use of a size, one input dim
+    case 5: {  // smaller sizes: symbols, every use of a size, one input dim
       for (const auto& [name, v] : c.sizes) {
         for (int64_t to : {int64_t{1}, int64_t{2}}) {
           if (to >= v) continue;
@@ -148,7 +180,7 @@ std::vector<FuzzCase> candidates(int phase, const FuzzCase& c) {
       }
       break;
     }
-    case 5:  // f32 for other dtypes
+    case 6:  // f32 for other dtypes
       for (const auto& n : g.nodes()) {
         GraphEdit e;
         if (n->op_name() == "input" && n->type.dtype != DType::F32) {
@@ -177,6 +209,39 @@ std::vector<FuzzCase> candidates(int phase, const FuzzCase& c) {
   return std::move(out.list);
 }
 
+// The case cut down to the graph's first nodes, up to and including `last` (nodes are built in
+// topological order), its outputs the sinks of that prefix.
+std::optional<FuzzCase> prefix_case(const FuzzCase& c, int last) {
+  const Graph& g = c.graph;
+  std::vector<bool> read_in_prefix(static_cast<size_t>(g.num_nodes()), false);
+  for (int id = 0; id <= last; ++id)
+    for (int in : g.node(id).inputs) read_in_prefix[static_cast<size_t>(in)] = true;
+  GraphEdit e;
+  e.outputs.emplace();
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (id > last)
+      e.drop.insert(id);
+    else if (n.op_name() != "input" && n.op_name() != "constant" &&
+             !read_in_prefix[static_cast<size_t>(id)])
+      e.outputs->push_back({n.name, id});
+  }
+  Candidates one{c, {}};
+  one.add(e, {}, /*prune=*/true);
+  if (one.list.empty()) return std::nullopt;
+  return std::move(one.list.front());
+}
+
+// The case with one node's value as its only output (and only what it reads).
+std::optional<FuzzCase> cone_case(const FuzzCase& c, int node) {
+  GraphEdit e;
+  e.outputs = std::vector<GraphOutput>{{c.graph.node(node).name, node}};
+  Candidates one{c, {}};
+  one.add(e, {}, /*prune=*/true);
+  if (one.list.empty()) return std::nullopt;
+  return std::move(one.list.front());
+}
+
 }  // namespace
 
 ShrinkResult shrink_case(const FuzzCase& c, const Outcome& failure, const ShrinkOptions& options) {
@@ -185,6 +250,43 @@ ShrinkResult shrink_case(const FuzzCase& c, const Outcome& failure, const Shrink
   eval.only_config = failure.config;
   std::set<std::string> evaluated{case_text(r.shrunk)};
   const auto batch = static_cast<size_t>(std::max(options.jobs, 1));
+  // One candidate in a child; it replaces the case when it fails the same way.
+  auto try_case = [&](std::optional<FuzzCase> cand) {
+    if (!cand || r.evaluations >= options.max_evaluations || stop_requested()) return false;
+    std::string text = case_text(*cand);
+    if (!evaluated.insert(text).second) return false;
+    Outcome o = run_forked(1, 1, options.timeout_s, [&](size_t) {
+                  return evaluate_case(*cand, eval);
+                }).front();
+    ++r.evaluations;
+    if (!o.failed() || !same_failure(o, failure)) return false;
+    r.shrunk = std::move(*cand);
+    r.outcome = o;
+    return true;
+  };
+  // First, for a long graph, bisection: the shortest prefix of its nodes that still fails, in
+  // log2(nodes) evaluations, then the last node of that prefix alone with what it reads (the
+  // greedy phases below would spend an evaluation per node to strip the graph from its outputs
+  // back). The prefix of every node is tried first: its outputs are all sinks, not the model's.
+  std::vector<int> computed;
+  for (const auto& n : r.shrunk.graph.nodes())
+    if (n->op_name() != "input" && n->op_name() != "constant") computed.push_back(n->id);
+  if (computed.size() >= 8 && try_case(prefix_case(r.shrunk, computed.back()))) {
+    FuzzCase whole = clone_case(r.shrunk);
+    size_t lo = 0, hi = computed.size() - 1;  // the prefix ending at computed[hi] fails
+    while (lo < hi && r.evaluations < options.max_evaluations && !stop_requested()) {
+      size_t mid = (lo + hi) / 2;
+      std::optional<FuzzCase> p = prefix_case(whole, computed[mid]);
+      if (p && try_case(std::move(p)))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    // r.shrunk is the shortest failing prefix tried; its last node is computed[hi] (the
+    // prefix keeps node names).
+    int last = r.shrunk.graph.find(whole.graph.node(computed[hi]).name);
+    if (last >= 0) try_case(cone_case(r.shrunk, last));
+  }
   bool progress = true;
   while (progress && r.evaluations < options.max_evaluations && !stop_requested()) {
     progress = false;

@@ -27,6 +27,9 @@ struct FuzzCase {
   uint64_t input_seed = 1;
   int threads = 2;     // OpenMP threads of the compiled kernels
   std::string matmul;  // COIL_MATMUL for the compile: "" (the template), "dnnl" or "openblas"
+  /// Input values given by the user (`coil minify --input`), by input name; an input that is
+  /// not here, or whose shape or dtype an edit changed, gets seeded random values.
+  std::map<std::string, Tensor> given = {};  // copies share the values
 };
 
 /// The seed of graph `index` of a run with `seed` (splitmix64 of both): graph i of seed S is the
@@ -43,8 +46,9 @@ std::string case_text(const FuzzCase& c, const std::vector<std::string>& comment
 FuzzCase parse_case(const std::string& text, const std::string& filename);
 FuzzCase load_case_file(const std::filesystem::path& path);
 
-/// The random inputs of a case: each input seeded by the case's seed and the input's name, so
-/// that editing other inputs (as the shrinker does) leaves its values unchanged.
+/// The inputs of a case: the given ones, the others random, each seeded by the case's seed and
+/// the input's name, so that editing other inputs (as the shrinker does) leaves its values
+/// unchanged.
 std::vector<Tensor> case_inputs(const FuzzCase& c);
 
 }  // namespace coil::fuzz

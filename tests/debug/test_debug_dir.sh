@@ -1,0 +1,77 @@
+#!/bin/bash
+# The debug directory (docs/debugging.md, "The debug directory"): for a golden graph, every
+# stage file is written, the generated code is the same as without the debug directory, and each
+# standalone kernel repro of repro_model.coil (a packed constant weight, an intermediate in the
+# arena, two kernels) builds with g++ alone and reproduces coil's outputs of a real call, fails
+# when a saved output is changed, and times generated inputs when nothing is saved.
+#   test_debug_dir.sh COIL_BINARY WORK_DIR
+set -euo pipefail
+coil="$1"
+work="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+golden="$here/../golden/data"
+rm -rf "$work" && mkdir -p "$work"
+export COIL_CACHE_DIR="$work/cache"
+fail() { echo "test_debug_dir: FAIL: $*" >&2; exit 1; }
+
+# 1. The stages of the softmax golden graph, and the same code as a plain compile.
+"$coil" compile "$golden/softmax.coil" -o "$work/plain" > /dev/null
+"$coil" compile "$golden/softmax.coil" -o "$work/out" --debug-dir "$work/debug" > /dev/null
+dirs=("$work"/debug/graph-*)
+[ "${#dirs[@]}" -eq 1 ] || fail "want one graph folder, got ${dirs[*]}"
+d="${dirs[0]}"
+for f in 00-input.coil 01-decompose_and_bind.coil 02-lower.ir 03-simplify_indices.ir \
+         04-elide_store_rounding.ir 05-autotune_matmuls.ir 06-fuse.schedule \
+         07-plan_memory.schedule fusion.txt plan.txt module.cpp compile_command.txt report.json \
+         kernels/cpp_fused_softmax_0/kernel.cpp kernels/cpp_fused_softmax_0/run.sh; do
+  [ -s "$d/$f" ] || fail "$f is missing or empty"
+done
+cmp -s "$d/module.cpp" "$work/plain/module.cpp" || fail "module.cpp differs from a plain compile"
+cmp -s "$d/module.cpp" "$work/out/module.cpp" || fail "module.cpp differs from -o's"
+# The input stage is the model as coil reads it: it parses and compiles to the same code.
+"$coil" compile "$d/00-input.coil" -o "$work/again" > /dev/null
+cmp -s "$work/again/module.cpp" "$work/plain/module.cpp" || fail "00-input.coil compiles differently"
+grep -q "outer-loop fusion" "$d/fusion.txt" || fail "fusion.txt lacks the fusion decisions"
+grep -q "^g++\|^.*/g++\|clang" "$d/compile_command.txt" || fail "compile_command.txt: $(cat "$d/compile_command.txt")"
+grep -q '"cpp_fused_softmax_0"' "$d/report.json" || fail "report.json lacks the kernel"
+
+# 2. Kernel repros with the values of a real call: the matmul as coil's template (its packed
+# weight) and as a oneDNN call (an extern kernel, linked with libcoil_extern).
+for impl in template dnnl; do
+  COIL_MATMUL=$impl "$coil" check "$here/repro_model.coil" --debug-dir "$work/repro-$impl" \
+    --save-kernel-values > "$work/check.log" 2>&1 || { cat "$work/check.log"; fail "coil check failed"; }
+  n=0
+  for k in "$work"/repro-$impl/graph-*/kernels/*/; do
+    n=$((n + 1))
+    name="$impl: $(basename "$k")"
+    out=$("$k/run.sh" 2>&1) || { echo "$out"; fail "$name: run.sh exited $?"; }
+    echo "$out" | grep -q "matches the saved output" || { echo "$out"; fail "$name checked nothing"; }
+    echo "$out" | grep -q "GB/s" || fail "$name printed no time"
+    # A changed saved output is a mismatch (exit 1).
+    exp=$(ls "$k"/data/*.expected.bin | head -1)
+    cp "$exp" "$work/saved.bin"
+    printf '\x00\x00\xc0\x7f' | dd of="$exp" bs=1 seek=4 conv=notrunc status=none  # a NaN
+    if out=$("$k/run.sh" --iters 1 2>&1); then echo "$out"; fail "$name: a changed output passed"; fi
+    echo "$out" | grep -q MISMATCH || fail "$name: no MISMATCH line: $out"
+    cp "$work/saved.bin" "$exp"
+    # Without saved values: generated inputs, timed, nothing checked.
+    out=$("$k/run.sh" --data "$work/none" --iters 3 2>&1) || fail "$name: generated run failed: $out"
+    echo "$out" | grep -q "nothing checked" || fail "$name: $out"
+  done
+  [ "$n" -eq 2 ] || fail "$impl: want 2 kernel repros of repro_model.coil, got $n"
+done
+grep -q "packed_ptr0" "$work"/repro-template/graph-*/kernels/cpp_template_matmul_0/kernel.cpp ||
+  fail "the matmul repro lost its packed weight"
+ls "$work"/repro-dnnl/graph-*/kernels/cpp_extern_matmul_0/lib/libcoil_extern.so > /dev/null ||
+  fail "the extern kernel's repro lacks libcoil_extern.so"
+# The folder is standalone: moved elsewhere, it still builds and passes.
+mv "$work"/repro-template/graph-*/kernels/cpp_template_matmul_0 "$work/moved"
+"$work/moved/run.sh" --iters 1 > /dev/null || fail "a moved repro does not build or pass"
+
+# 3. --device cuda: the stages and module.py (no kernel repros: Triton's are owed).
+"$coil" compile "$golden/softmax.coil" --device cuda -o "$work/cuda" --debug-dir "$work/gpu" > /dev/null
+g=("$work"/gpu/graph-*)
+for f in 00-input.coil 02-lower.ir 05-fuse.schedule module.py report.json; do
+  [ -s "${g[0]}/$f" ] || fail "cuda: $f is missing or empty"
+done
+echo "test_debug_dir: ok"
