@@ -23,6 +23,8 @@ PACKAGES=(
   # ONNX frontend: protobuf classes, and the backend test data for the conformance suite
   # (/usr/share/libonnx-testdata/data; see docs/onnx.md)
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx
+  # Plots of benchmark runs (bench/roofline.py)
+  python3-matplotlib
 )
 
 if [ "${COIL_SKIP_APT:-0}" != "1" ]; then

@@ -71,13 +71,16 @@ nlohmann::ordered_json profile_json(const KernelProfile& p, double ceiling_bytes
     const KernelInfo& ki = p.kernels[k];
     double bytes = static_cast<double>(ki.bytes_read + ki.bytes_written);
     double gbps = medians[k] > 0 ? bytes / medians[k] / 1e9 : 0;
-    rows.push_back({{"name", ki.name},
-                    {"median_us", medians[k] * 1e6},
-                    {"share", sum > 0 ? medians[k] / sum : 0},
-                    {"bytes", ki.bytes_read + ki.bytes_written},
-                    {"gb_per_s", gbps},
-                    {"fraction_of_ceiling", gbps * 1e9 / ceiling_bytes_per_s},
-                    {"origins", ki.origins}});
+    rows.push_back(
+        {{"name", ki.name},
+         {"median_us", medians[k] * 1e6},
+         {"share", sum > 0 ? medians[k] / sum : 0},
+         {"bytes", ki.bytes_read + ki.bytes_written},
+         {"ops", ki.ops},
+         {"gb_per_s", gbps},
+         {"gops_per_s", medians[k] > 0 ? static_cast<double>(ki.ops) / medians[k] / 1e9 : 0},
+         {"fraction_of_ceiling", gbps * 1e9 / ceiling_bytes_per_s},
+         {"origins", ki.origins}});
   }
   return rows;
 }

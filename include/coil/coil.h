@@ -61,6 +61,7 @@ struct KernelInfo {
   std::vector<std::string> origins;  // graph nodes, "t3 (add)"
   int64_t bytes_read = 0;            // minimum: each input buffer once
   int64_t bytes_written = 0;
+  int64_t ops = 0;  // arithmetic operations (KernelTraffic::ops, sched/scheduler.h), CPU only
 };
 
 /// One kernel call of a profile: its start (seconds since the profile's first timed call) and

@@ -93,7 +93,8 @@ std::string CompileReport::to_json() const {
                             {"device", k.device},
                             {"origins", k.origins},
                             {"bytes_read", k.bytes_read},
-                            {"bytes_written", k.bytes_written}});
+                            {"bytes_written", k.bytes_written},
+                            {"ops", k.ops}});
   }
   j["device"] = device;
   j["precision"] = precision;
@@ -164,8 +165,8 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   }
   for (size_t k = 0; k < module.kernels.size(); ++k) {
     KernelTraffic t = kernel_traffic(program, schedule, k);
-    report.kernels.push_back(
-        {module.kernels[k].name, "cpu", module.kernels[k].origins, t.bytes_read, t.bytes_written});
+    report.kernels.push_back({module.kernels[k].name, "cpu", module.kernels[k].origins,
+                              t.bytes_read, t.bytes_written, t.ops});
   }
   report.arena_bytes = schedule.memory.arena_bytes;
   report.cache_hit = built.cache_hit;
@@ -302,7 +303,7 @@ KernelProfile CompiledModel::profile(const std::vector<TensorRef>& inputs, int r
                   "profile: runs {} must be positive, warmup {} not negative", runs, warmup);
   KernelProfile p;
   for (const auto& k : impl_->kernel_calls.kernels) {
-    p.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written});
+    p.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written, k.ops});
   }
   with_kernels(*impl_, inputs, [&](const KernelCaller& kernels) {
     using clock = std::chrono::steady_clock;

@@ -15,7 +15,7 @@ KernelCallPlan kernel_call_plan(const IrProgram& program, const Schedule& schedu
     const CppKernelSource& ks = module.kernels[k];
     KernelTraffic traffic = kernel_traffic(program, schedule, k);
     KernelCallPlan::Kernel kernel{
-        ks.name, ks.origins, traffic.bytes_read, traffic.bytes_written, {}};
+        ks.name, ks.origins, traffic.bytes_read, traffic.bytes_written, traffic.ops, {}};
     for (const KernelArg& a : ks.args) {
       const Buffer& b = program.buffer(a.buffer);
       KernelCallPlan::Arg arg;

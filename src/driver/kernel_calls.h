@@ -29,7 +29,7 @@ struct KernelCallPlan {
   struct Kernel {
     std::string name;
     std::vector<std::string> origins;
-    int64_t bytes_read = 0, bytes_written = 0;  // kernel_traffic
+    int64_t bytes_read = 0, bytes_written = 0, ops = 0;  // kernel_traffic
     std::vector<Arg> args;
   };
   std::vector<Kernel> kernels;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "codegen/code_writer.h"
+#include "codegen/triton/triton_printer.h"
 #include "driver/debug_dir.h"
 #include "driver/kernel_repro_main.h"
 #include "runtime/embedded_headers.h"
@@ -170,6 +171,114 @@ void write_bytes(const fs::path& p, const void* data, int64_t bytes) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string py_tuple(const std::vector<int64_t>& v) {
+  if (v.size() == 1) return fmt::format("({},)", v[0]);
+  return fmt::format("({})", fmt::join(v, ", "));
+}
+
+std::string triton_repro(const TritonKernelSource& k) {
+  CodeWriter w;
+  w.linef("# {}: a standalone repro written by coil's debug directory (docs/debugging.md).",
+          k.name);
+  w.line("# python kernel.py [--iters N]: runs and benchmarks the kernel on a CUDA GPU with torch");
+  w.line("# and triton only; coil_runtime/ beside it is a copy of coil's launcher (its heuristics");
+  w.line("# and autotuner), as the generated module uses it. Inputs are generated: floats normal,");
+  w.line("# integers 0 (safe as indices), booleans random.");
+  w.linef("# graph nodes: {}", fmt::join(k.origins, ", "));
+  w.line("import argparse");
+  w.line("import os");
+  w.line("import sys");
+  w.line();
+  w.line("sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))");
+  w.line("import torch  # noqa: E402");
+  w.line("import triton  # noqa: E402");
+  w.line("import triton.language as tl  # noqa: E402");
+  w.line("from triton.language.extra import libdevice  # noqa: E402, F401");
+  w.line("from coil_runtime import heuristics  # noqa: E402");
+  for (const std::string& h : k.helpers) {
+    w.line();
+    w.line();
+    w.raw(triton_helper_source(h));
+  }
+  w.line();
+  w.line();
+  w.line(k.decorator);
+  w.raw(k.code);
+  if (k.decorator.rfind("@heuristics.template", 0) == 0) {
+    w.line();
+    w.line();
+    w.line("# The Triton configs only: the module's library choices (torch.mm + epilogue) are not");
+    w.line("# part of this kernel.");
+    w.linef("{}.attach_externs()", k.name);
+  }
+  w.line();
+  w.line();
+  w.line("def get_args():");
+  w.line("    torch.manual_seed(0)");
+  w.line("    args = []");
+  for (size_t i = 0; i < k.args.size(); ++i) {
+    const auto& l = k.arg_layouts[i];
+    std::string make = fmt::format("torch.empty_strided({}, {}, dtype={}, device='cuda')",
+                                   py_tuple(l.sizes), py_tuple(l.strides), torch_dtype(l.dtype));
+    std::string fill;
+    if (l.dtype == DType::Bool) {
+      fill = ".random_(0, 2)";
+    } else if (is_floating(l.dtype)) {
+      fill = ".normal_()";
+    } else {
+      fill = ".zero_()";
+    }
+    w.linef("    args.append({}{})  # {}{}", make, fill, k.args[i].name,
+            k.args[i].is_output ? " (written)" : "");
+  }
+  w.line("    return args");
+  w.line();
+  w.line();
+  w.line("def main():");
+  w.line("    parser = argparse.ArgumentParser(description=__doc__)");
+  w.line(
+      "    parser.add_argument('--iters', type=int, default=0, help='timed runs (0: do_bench)')");
+  w.line("    opts = parser.parse_args()");
+  w.line("    args = get_args()");
+  w.linef("    numels = [{}]", fmt::join(k.numels, ", "));
+  w.linef("    run = lambda: {}.run(*args, *numels)  # noqa: E731", k.name);
+  w.line("    run()  # the first call autotunes and compiles");
+  w.line("    torch.cuda.synchronize()");
+  w.line("    if opts.iters > 0:");
+  w.line(
+      "        start, end = torch.cuda.Event(enable_timing=True), "
+      "torch.cuda.Event(enable_timing=True)");
+  w.line("        start.record()");
+  w.line("        for _ in range(opts.iters):");
+  w.line("            run()");
+  w.line("        end.record()");
+  w.line("        torch.cuda.synchronize()");
+  w.line("        ms = start.elapsed_time(end) / opts.iters");
+  w.line("    else:");
+  w.line("        from triton.testing import do_bench");
+  w.line("        ms = do_bench(run)");
+  w.linef("    nbytes = {}", k.bytes_read + k.bytes_written);
+  w.linef("    print(f'{}: {{ms * 1e3:.2f}} us, {{nbytes / ms / 1e6:.1f}} GB/s')", k.name);
+  w.line();
+  w.line();
+  w.line("if __name__ == '__main__':");
+  w.line("    main()");
+  return w.str();
+}
+
+}  // namespace
+
+void write_triton_kernel_repros(const DebugDir& dir, const TritonModule& module) {
+  for (const TritonKernelSource& k : module.kernels) {
+    fs::path folder = fs::path("kernels") / k.name;
+    dir.write(folder / "kernel.py", triton_repro(k));
+    for (const EmbeddedFile& f : embedded_python_runtime())
+      dir.write(folder / "coil_runtime" / f.name, f.text);
+  }
+}
 
 void save_kernel_values(const KernelCaller& kernels, const fs::path& graph_dir) {
   for (size_t k = 0; k < kernels.size(); ++k) {

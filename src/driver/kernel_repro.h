@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "codegen/cpp/cpp_module.h"
+#include "codegen/triton/triton_module.h"
 #include "driver/kernel_calls.h"
 #include "ir/ir.h"
 #include "runtime/toolchain.h"
@@ -37,6 +38,11 @@ class DebugDir;
 void write_cpu_kernel_repros(const DebugDir& dir, const IrProgram& program,
                              const Schedule& schedule, const CppModule& module,
                              const CompileFlags& flags);
+
+/// Writes kernels/<kernel>/kernel.py (and coil_runtime/, the launcher it imports) for every
+/// Triton kernel of `module`: it generates inputs, runs the kernel and benchmarks it with
+/// torch and triton only (Inductor's `python output_code.py -k`).
+void write_triton_kernel_repros(const DebugDir& dir, const TritonModule& module);
 
 /// Runs the kernels one by one, writing each kernel's arguments into its repro below
 /// `graph_dir` (the DebugDir's path): data/<param>.bin before its call, and for outputs

@@ -8,6 +8,7 @@
 #include "codegen/precision.h"
 #include "driver/autotune.h"
 #include "driver/debug_dir.h"
+#include "driver/kernel_repro.h"
 #include "driver/pass_checks.h"
 #include "driver/pipeline.h"
 #include "graph/decompositions.h"
@@ -137,6 +138,7 @@ CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& opti
   }
   if (debug) {
     debug->write("module.py", module.source);
+    write_triton_kernel_repros(*debug, module);
     debug->write("report.json", report.to_json());
     debug->write_logs();
   }

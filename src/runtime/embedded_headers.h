@@ -17,4 +17,8 @@ struct EmbeddedFile {
 /// Every embedded kernel runtime header, in a fixed order.
 const std::vector<EmbeddedFile>& embedded_kernel_headers();
 
+/// python/coil_runtime/*.py (file names, texts), sorted: the Triton launcher that Triton kernel
+/// repros carry (driver/kernel_repro.h).
+const std::vector<EmbeddedFile>& embedded_python_runtime();
+
 }  // namespace coil

@@ -7,6 +7,49 @@
 
 namespace coil {
 
+namespace {
+
+int64_t computation_ops(const ComputedBuffer& c) {
+  if (c.matmul) {
+    int64_t batch = 1;
+    for (int64_t b : c.matmul->batch) batch *= b;
+    return 2 * batch * c.matmul->m * c.matmul->n * c.matmul->k;
+  }
+  if (c.conv) {
+    const Conv2dSpec& v = *c.conv;
+    auto out = [](int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
+      return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
+    };
+    int64_t oh = out(v.h, v.kh, v.stride[0], v.dilation[0], v.padding[0], v.padding[2]);
+    int64_t ow = out(v.wd, v.kw, v.stride[1], v.dilation[1], v.padding[1], v.padding[3]);
+    return 2 * v.n * v.oc * oh * ow * (v.c / v.groups) * v.kh * v.kw;
+  }
+  if (c.is_opaque()) return 0;
+  int64_t iterations = 1;
+  for (const auto& r : c.ranges) iterations *= r.is_const() ? r.const_value() : 0;
+  for (const auto& r : c.reduction_ranges) iterations *= r.is_const() ? r.const_value() : 0;
+  int64_t per_iteration = 0;
+  for (const BodyOp& op : c.body.ops()) {
+    bool math = false;
+    switch (op.op) {
+#define COIL_COUNT_OP(name, arity, doc) \
+  case LoopOp::name:                    \
+    math = true;                        \
+    break;
+      COIL_LOOP_MATH_OPS(COIL_COUNT_OP)
+#undef COIL_COUNT_OP
+      default:
+        break;
+    }
+    bool conversion = op.op == LoopOp::to_dtype || op.op == LoopOp::round_to_bf16 ||
+                      op.op == LoopOp::round_to_f16;
+    if ((math && !conversion) || op.op == LoopOp::reduction) ++per_iteration;
+  }
+  return iterations * per_iteration;
+}
+
+}  // namespace
+
 KernelTraffic kernel_traffic(const IrProgram& p, const Schedule& s, size_t k) {
   const KernelGroup& g = s.kernels[k];
   std::set<int> written, local(g.local_buffers.begin(), g.local_buffers.end()), read;
@@ -18,6 +61,7 @@ KernelTraffic kernel_traffic(const IrProgram& p, const Schedule& s, size_t k) {
   for (int b : read) t.bytes_read += buffer_nbytes(p.buffer(b));
   for (int b : written)
     if (!local.count(b)) t.bytes_written += buffer_nbytes(p.buffer(b));
+  for (int c : g.computations()) t.ops += computation_ops(p.computations[static_cast<size_t>(c)]);
   return t;
 }
 

@@ -41,6 +41,10 @@ Schedule schedule_program(const IrProgram& program, const ScheduleOptions& optio
 struct KernelTraffic {
   int64_t bytes_read = 0;
   int64_t bytes_written = 0;
+  /// Arithmetic operations: per computation, its iterations (pointwise and reduction loops)
+  /// times the math and reduction ops of its body, each counted as one (exp as one, like add);
+  /// matmuls 2*M*N*K per batch, convolutions 2 per multiply-add. For rooflines.
+  int64_t ops = 0;
 };
 KernelTraffic kernel_traffic(const IrProgram& program, const Schedule& schedule, size_t k);
 

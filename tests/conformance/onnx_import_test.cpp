@@ -195,6 +195,30 @@ TEST(OnnxImport, SymbolicShapeArithmetic) {
   EXPECT_TRUE(testing::matches_reference(graph, {random_tensor(DType::F32, {5, 6}, 4)}, opt));
 }
 
+// A size divided by a negative constant truncates as ONNX's integer Div does (found by the ONNX
+// parser's libFuzzer run: floordiv(15*N, -7) was an internal error): Size(x) / -3 * -1 = 2N.
+TEST(OnnxImport, SymbolicSizeDividedByANegativeConstant) {
+  onnx::ModelProto m = empty_model(13);
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "x", TP::FLOAT, {-1, 6});
+  set_type(g->add_output(), "y", TP::FLOAT, {-1, 3}, "M");
+  add_i64_initializer(m, "minus_three", {-3}, true);
+  add_i64_initializer(m, "minus_one", {-1}, true);
+  add_i64_initializer(m, "axes", {0});
+  add_i64_initializer(m, "dim3", {3});
+  add_node(m, "Size", {"x"}, {"size"});                // 6N
+  add_node(m, "Div", {"size", "minus_three"}, {"d"});  // -2N
+  add_node(m, "Mul", {"d", "minus_one"}, {"n2"});      // 2N
+  add_node(m, "Unsqueeze", {"n2", "axes"}, {"n2u"});
+  add_int_attr(add_node(m, "Concat", {"n2u", "dim3"}, {"target"}), "axis", 0);
+  add_node(m, "Reshape", {"x", "target"}, {"y"});
+  Graph graph = import(m);
+  EXPECT_EQ(shape_str(graph.node(graph.outputs()[0].node).type.shape), "[2*N, 3]");
+  CompileOptions opt;
+  opt.sizes["N"] = 7;
+  EXPECT_TRUE(testing::matches_reference(graph, {random_tensor(DType::F32, {7, 6}, 4)}, opt));
+}
+
 // Opsets 1 to 6: binary ops broadcast B onto A from `axis` (legacy broadcast=1), Cast-1 names
 // its type, Concat-1's axis defaults to 1, PRelu-6's 1-D slope is per channel; the legacy
 // attributes (consumed_inputs, is_test=1) are accepted.

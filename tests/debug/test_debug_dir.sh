@@ -68,10 +68,27 @@ ls "$work"/repro-dnnl/graph-*/kernels/cpp_extern_matmul_0/lib/libcoil_extern.so 
 mv "$work"/repro-template/graph-*/kernels/cpp_template_matmul_0 "$work/moved"
 "$work/moved/run.sh" --iters 1 > /dev/null || fail "a moved repro does not build or pass"
 
-# 3. --device cuda: the stages and module.py (no kernel repros: Triton's are owed).
-"$coil" compile "$golden/softmax.coil" --device cuda -o "$work/cuda" --debug-dir "$work/gpu" > /dev/null
-g=("$work"/gpu/graph-*)
-for f in 00-input.coil 02-lower.ir 05-fuse.schedule module.py report.json; do
-  [ -s "${g[0]}/$f" ] || fail "cuda: $f is missing or empty"
+# 3. --device cuda: the stages, module.py, and a kernel.py per Triton kernel (run on the GPU
+# machine: tests/gpu/run_kernel_repros.sh) that is valid Python, carries coil_runtime and
+# imports nothing else of coil. A matmul template (its externs detached) and a reduction.
+for m in softmax matmul_bias_relu split_sum; do
+  "$coil" compile "$golden/../triton/$m.coil" --device cuda -o "$work/cuda-$m" \
+    --debug-dir "$work/gpu-$m" > /dev/null
+  g=("$work"/gpu-$m/graph-*)
+  for f in 00-input.coil 02-lower.ir 05-fuse.schedule module.py report.json; do
+    [ -s "${g[0]}/$f" ] || fail "cuda $m: $f is missing or empty"
+  done
+  kernels=$(sed -n 's/^def \(triton_[a-z0-9_]*\)(.*/\1/p' "${g[0]}/module.py")
+  [ -n "$kernels" ] || fail "cuda $m: no kernels in module.py"
+  for k in $kernels; do
+    py="${g[0]}/kernels/$k/kernel.py"
+    [ -s "$py" ] || fail "cuda $m: $k has no kernel.py"
+    [ -s "${g[0]}/kernels/$k/coil_runtime/heuristics.py" ] || fail "cuda $m: $k lacks coil_runtime"
+    python3 -m py_compile "$py" || fail "cuda $m: $k/kernel.py is not valid Python"
+    grep -q "^def $k(" "$py" || fail "cuda $m: $k/kernel.py lacks the kernel"
+    if grep -E "^(from|import) coil[^_]" "$py"; then fail "cuda $m: $k/kernel.py imports coil"; fi
+  done
 done
+grep -q "attach_externs()" "$work"/gpu-matmul_bias_relu/graph-*/kernels/triton_tem_*/kernel.py ||
+  fail "the template's repro keeps the module's extern choices"
 echo "test_debug_dir: ok"

@@ -56,8 +56,9 @@ class TritonKernelPrinter {
     out.origins = k_.origins;
     out.args = args_;
     for (const auto& a : args_) {
-      int64_t bytes = plan_.buffers[static_cast<size_t>(a.buffer)].nbytes();
-      (a.is_output ? out.bytes_written : out.bytes_read) += bytes;
+      const TritonBuffer& b = plan_.buffers[static_cast<size_t>(a.buffer)];
+      (a.is_output ? out.bytes_written : out.bytes_read) += b.nbytes();
+      out.arg_layouts.push_back({b.dtype, b.sizes, b.strides});
     }
     std::vector<std::string> params;
     for (const auto& a : args_) params.push_back(a.name);

@@ -24,11 +24,18 @@
 namespace coil {
 
 struct TritonKernelSource {
-  std::string name;                  // triton_poi_fused_add_mul_0
-  std::string decorator;             // @heuristics.pointwise(...)
-  std::string code;                  // "@triton.jit\ndef ...": what kernel_hash covers
-  std::string hash;                  // XXH3-128 of `code`
-  std::vector<KernelArg> args;       // pointers, in the signature's order
+  std::string name;             // triton_poi_fused_add_mul_0
+  std::string decorator;        // @heuristics.pointwise(...)
+  std::string code;             // "@triton.jit\ndef ...": what kernel_hash covers
+  std::string hash;             // XXH3-128 of `code`
+  std::vector<KernelArg> args;  // pointers, in the signature's order
+  /// Per arg: the dtype, sizes and strides of its buffer (what the wrapper allocates; kernel
+  /// repros allocate the same, driver/kernel_repro.h).
+  struct ArgLayout {
+    DType dtype = DType::F32;
+    std::vector<int64_t> sizes, strides;
+  };
+  std::vector<ArgLayout> arg_layouts;
   std::vector<int64_t> numels;       // passed after the pointers: [ynumel,] xnumel [, r0_numel]
   std::vector<std::string> helpers;  // module-level @triton.jit helpers the kernel calls
   std::vector<std::string> origins;  // graph nodes, "t3 (add)"

@@ -53,8 +53,11 @@ sym::Expr apply(const std::string& op, const sym::Expr& a, const sym::Expr& b) {
   if (op == "Add") return a + b;
   if (op == "Sub") return a - b;
   if (op == "Mul") return a * b;
-  // Div: ONNX's integer division truncates; sizes are non-negative, where it is floor division.
-  if (auto c = b.as_const(); c && *c == 0) unsupported("a division of sizes by 0");
+  // Div: ONNX's integer division truncates; sizes are non-negative, where it is floor division,
+  // and a negative divisor negates it (6*N / -3 = -(2*N); floordiv takes positive divisors).
+  auto c = b.as_const();
+  if (c && *c == 0) unsupported("a division of sizes by 0");
+  if (c && *c < 0) return sym::Analyzer().simplify(-sym::floordiv(a, sym::Expr(-*c)));
   return sym::Analyzer().simplify(sym::floordiv(a, b));  // (6*N) // 3 -> 2*N
 }
 
