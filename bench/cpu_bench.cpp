@@ -166,6 +166,7 @@ struct Options {
   bool check = true;
   bool list = false;
   std::string json_path;
+  std::string write_graphs;  // a directory: each workload's graph as <id>.coil, then exit
 };
 
 /// The options through CLI11 (as the coil tool): bad values stop with the usage and exit 2.
@@ -187,6 +188,9 @@ Options parse_args(int argc, char** argv) {
   app.add_flag("--no-check", no_check, "skip the comparison with the reference interpreter");
   app.add_option("--json", o.json_path, "write the results here");
   app.add_flag("--list", o.list, "print the workloads and exit");
+  app.add_option("--write-graphs", o.write_graphs,
+                 "write each workload's graph as DIR/<id>.coil and exit (bench/roofline.py)")
+      ->type_name("DIR");
   parse_or_exit(app, argc, argv);
   o.check = !no_check;
   return o;
@@ -291,6 +295,15 @@ volatile float g_sink = 0;
 int main_impl(int argc, char** argv) {
   Options opt = parse_args(argc, argv);
   std::vector<Workload> suite = all_workloads(opt.scale);
+  if (!opt.write_graphs.empty()) {
+    std::filesystem::create_directories(opt.write_graphs);
+    for (const auto& w : suite) {
+      std::ofstream(std::filesystem::path(opt.write_graphs) / (w.id + ".coil"))
+          << "# " << w.desc << " (coil_cpu_bench workload " << w.id << ")\n"
+          << w.text;
+    }
+    return 0;
+  }
   if (opt.list) {
     for (const auto& w : suite)
       fmt::print("{:<4} {:<40} ceiling: {}\n", w.id, w.desc,
