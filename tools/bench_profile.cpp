@@ -111,6 +111,51 @@ void print_profile(const nlohmann::ordered_json& kernels, double ceiling_bytes_p
       sum_us / 1e3, whole_ms, whole_ms > 0 ? sum_us / 1e3 / whole_ms : 0.0);
 }
 
+nlohmann::ordered_json gpu_profile_json(const nlohmann::json& run_report,
+                                        const CompileReport& module_report) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const auto& k : run_report.value("kernels", nlohmann::json::array())) {
+    std::string name = k.value("name", "");
+    double us = k.value("median_us", 0.0);
+    int64_t bytes = 0;
+    std::vector<std::string> origins;
+    for (const KernelInfo& ki : module_report.kernels)
+      if (ki.name == name) {
+        bytes = ki.bytes_read + ki.bytes_written;
+        origins = ki.origins;
+      }
+    rows.push_back({{"name", name},
+                    {"median_us", us},
+                    {"share", k.value("share", 0.0)},
+                    {"launches_per_call", k.value("launches_per_call", 1.0)},
+                    {"bytes", bytes},
+                    {"gb_per_s", us > 0 ? static_cast<double>(bytes) / us / 1e3 : 0},
+                    {"origins", origins}});
+  }
+  return rows;
+}
+
+void print_gpu_profile(const nlohmann::ordered_json& kernels, double call_us) {
+  size_t width = 6;
+  for (const auto& k : kernels) width = std::max(width, k["name"].get<std::string>().size());
+  fmt::print("{:<{}}  {:>10}  {:>6}  {:>10}  {:>8}  graph nodes\n", "kernel", width, "median us",
+             "share", "bytes", "GB/s");
+  double sum_us = 0;
+  for (const auto& k : kernels) {
+    sum_us += k["median_us"].get<double>();
+    std::vector<std::string> origins = k["origins"];
+    std::string nodes = fmt::format("{}", fmt::join(origins, ", "));
+    if (nodes.size() > 60) nodes = nodes.substr(0, 57) + "...";
+    fmt::print("{:<{}}  {:>10.2f}  {:>5.1f}%  {:>10}  {:>8.1f}  {}\n", k["name"].get<std::string>(),
+               width, k["median_us"].get<double>(), 100 * k["share"].get<double>(),
+               k["bytes"].get<int64_t>(), k["gb_per_s"].get<double>(), nodes);
+  }
+  fmt::print(
+      "kernels: {:.2f} us in total; the whole call: {:.2f} us of GPU time between its events "
+      "(library calls made by call() itself are in it and in no kernel)\n",
+      sum_us, call_us);
+}
+
 void write_chrome_trace(const KernelProfile& p, const std::string& path) {
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
   for (size_t r = 0; r < p.runs.size(); ++r)

@@ -29,6 +29,14 @@ nlohmann::ordered_json profile_json(const KernelProfile& p, double ceiling_bytes
 void print_profile(const nlohmann::ordered_json& kernels, double ceiling_bytes_per_s,
                    double whole_ms);
 
+/// The GPU profile of run.py's report (`kernels`: name, median_us, share per Triton kernel, in
+/// launch order) with each kernel's bytes and graph nodes from the module's report, and GB/s.
+nlohmann::ordered_json gpu_profile_json(const nlohmann::json& run_report,
+                                        const CompileReport& module_report);
+
+/// Prints gpu_profile_json's rows, then the kernels' sum against the whole call's GPU time.
+void print_gpu_profile(const nlohmann::ordered_json& kernels, double call_us);
+
 /// Writes the profile as a Chrome trace (Perfetto, chrome://tracing): one complete event per
 /// kernel call, the graph nodes in its args.
 void write_chrome_trace(const KernelProfile& p, const std::string& path);

@@ -167,12 +167,11 @@ int cmd_bench(const ModelArgs& a, const BenchArgs& b) {
   Prepared p = prepare(a);
   if (a.device == "cuda") {
     COIL_USER_CHECK(threads == 0, "--threads sets CPU threads; it does not apply to --device cuda");
-    COIL_USER_CHECK(!b.profile,
-                    "--profile: per-kernel profiles are CPU only for now (on CUDA, use "
-                    "COIL_LOGS=launch and torch.profiler)");
     GpuModule gm = write_gpu_module(p);
     if (!json) print_gpu_module(gm);
-    nlohmann::json r = run_gpu_module(p, gm, runs, warmup).report;
+    nlohmann::json r = run_gpu_module(p, gm, runs, warmup, b.profile ? b.trace : "").report;
+    nlohmann::ordered_json kernels;
+    if (b.profile) kernels = gpu_profile_json(r, gm.report);
     double med = r["median_ms"], mn = r["min_ms"], mx = r["max_ms"];
     if (json) {
       // The CPU fields (threads: none on a GPU), then the GPU's.
@@ -189,6 +188,11 @@ int cmd_bench(const ModelArgs& a, const BenchArgs& b) {
                                {"warmup", warmup},
                                {"timer", r.value("timer", "")},
                                {"module", (gm.dir / "module.py").string()}};
+      if (b.profile) {
+        j["kernels"] = kernels;
+        j["profile_call_median_us"] = r.value("profile_call_median_us", 0.0);
+        j["trace"] = b.trace;
+      }
       fmt::print("{}\n", j.dump());
     } else {
       fmt::print(
@@ -196,6 +200,10 @@ int cmd_bench(const ModelArgs& a, const BenchArgs& b) {
           "median {:.3f} ms, min {:.3f}, max {:.3f}\n",
           gm.report.total_seconds * 1e3, gm.cache_hit ? "unchanged" : "new",
           r.value("first_call_ms", 0.0), runs, r.value("device", "the GPU"), med, mn, mx);
+      if (b.profile) {
+        print_gpu_profile(kernels, r.value("profile_call_median_us", 0.0));
+        fmt::print("wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", b.trace);
+      }
     }
     return kExitOk;
   }

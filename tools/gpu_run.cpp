@@ -174,7 +174,8 @@ std::vector<ValueSpec> graph_outputs(const Prepared& p) {
   return v;
 }
 
-GpuResult run_gpu_module(const Prepared& p, const GpuModule& gm, int runs, int warmup) {
+GpuResult run_gpu_module(const Prepared& p, const GpuModule& gm, int runs, int warmup,
+                         const std::string& trace) {
   std::string python = find_python();
   std::string python_dir = find_python_dir();
   fs::path work = cache_root() / "cuda" /
@@ -192,6 +193,8 @@ GpuResult run_gpu_module(const Prepared& p, const GpuModule& gm, int runs, int w
   argv.insert(argv.end(), {"--outputs-dir", (work / "outputs").string(), "--json"});
   if (runs > 0)
     argv.insert(argv.end(), {"--bench", std::to_string(runs), "--warmup", std::to_string(warmup)});
+  if (!trace.empty())
+    argv.insert(argv.end(), {"--profile", "--trace", fs::absolute(trace).string()});
 
   std::string old_path = env_string("PYTHONPATH");
   std::string py_path = python_dir + (old_path.empty() ? "" : ":" + old_path);

@@ -34,7 +34,9 @@ struct GpuResult {
 };
 
 /// Runs the module on p.inputs through `python -m coil_runtime.run --json` (plus --bench
-/// runs/--warmup when runs > 0), and reads its outputs back.
-GpuResult run_gpu_module(const Prepared& p, const GpuModule& gm, int runs = 0, int warmup = 0);
+/// runs/--warmup when runs > 0, and --profile --trace `trace` when `trace` is not empty), and
+/// reads its outputs back.
+GpuResult run_gpu_module(const Prepared& p, const GpuModule& gm, int runs = 0, int warmup = 0,
+                         const std::string& trace = "");
 
 }  // namespace coil::cli

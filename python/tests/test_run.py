@@ -81,3 +81,49 @@ def test_errors_exit_2(cuda_ok, sample_inputs, monkeypatch, capsys):
     assert run.main([SAMPLE, "--inputs", *specs, "--json"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no CUDA device (torch ") and "is_available() is False" in err
+
+
+class _FakeEvent:
+    """torch.cuda.Event on the CPU: the host clock at record()."""
+
+    def __init__(self, enable_timing=False):
+        self.t = None
+
+    def record(self):
+        import time
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end):  # ms, as CUDA events give it
+        return (end.t - self.t) * 1e3
+
+
+def test_profile_times_each_triton_launch(cuda_ok, sample_inputs, tmp_path, capsys, monkeypatch):
+    """--profile: one row per Triton launcher of the module in launch order, shares that add up
+    to 1, the whole call at least the kernels' sum, and a Chrome trace of every launch."""
+    specs, _ = sample_inputs
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    trace = tmp_path / "trace.json"
+    rc = run.main([SAMPLE, "--inputs", *specs, "--bench", "3", "--profile", "--trace",
+                   str(trace), "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    j = json.loads(out.strip().splitlines()[-1])
+    names = [k["name"] for k in j["kernels"]]
+    src = open(SAMPLE).read()
+    assert names and all(n.startswith("triton_") and f"{n}.run(" in src for n in names)
+    assert abs(sum(k["share"] for k in j["kernels"]) - 1) < 1e-9
+    assert j["profile_call_median_us"] >= sum(k["median_us"] for k in j["kernels"]) * 0.999
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert len(events) == 3 * sum(k["launches_per_call"] for k in j["kernels"])
+    assert [e["name"] for e in events[: len(names)]] == names
+    # The launchers are restored: a second profile sees the same kernels.
+    mod_run = run.main([SAMPLE, "--inputs", *specs, "--bench", "1", "--profile", "--json"])
+    assert mod_run == 0
+    assert [k["name"] for k in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+            ["kernels"]] == names
+
+
+def test_profile_needs_bench(cuda_ok, sample_inputs, capsys):
+    specs, _ = sample_inputs
+    assert run.main([SAMPLE, "--inputs", *specs, "--profile"]) == 2
+    assert "--profile needs --bench" in capsys.readouterr().err
