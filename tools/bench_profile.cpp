@@ -49,6 +49,21 @@ double measure_copy_bandwidth() {
 
 namespace {
 
+/// The width of the table's kernel column.
+size_t name_width(const nlohmann::ordered_json& kernels) {
+  size_t width = 6;
+  for (const auto& k : kernels) width = std::max(width, k["name"].get<std::string>().size());
+  return width;
+}
+
+/// A row's graph nodes, cut to 60 characters.
+std::string nodes_text(const nlohmann::ordered_json& row) {
+  std::vector<std::string> origins = row["origins"];
+  std::string nodes = fmt::format("{}", fmt::join(origins, ", "));
+  if (nodes.size() > 60) nodes = nodes.substr(0, 57) + "...";
+  return nodes;
+}
+
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
@@ -87,16 +102,13 @@ nlohmann::ordered_json profile_json(const KernelProfile& p, double ceiling_bytes
 
 void print_profile(const nlohmann::ordered_json& kernels, double ceiling_bytes_per_s,
                    double whole_ms) {
-  size_t width = 6;
-  for (const auto& k : kernels) width = std::max(width, k["name"].get<std::string>().size());
+  const size_t width = name_width(kernels);
   fmt::print("{:<{}}  {:>10}  {:>6}  {:>10}  {:>7}  {:>8}  graph nodes\n", "kernel", width,
              "median us", "share", "bytes", "GB/s", "ceiling");
   double sum_us = 0;
   for (const auto& k : kernels) {
     sum_us += k["median_us"].get<double>();
-    std::vector<std::string> origins = k["origins"];
-    std::string nodes = fmt::format("{}", fmt::join(origins, ", "));
-    if (nodes.size() > 60) nodes = nodes.substr(0, 57) + "...";
+    const std::string nodes = nodes_text(k);
     fmt::print("{:<{}}  {:>10.2f}  {:>5.1f}%  {:>10}  {:>7.1f}  {:>7.0f}%  {}\n",
                k["name"].get<std::string>(), width, k["median_us"].get<double>(),
                100 * k["share"].get<double>(), k["bytes"].get<int64_t>(),
@@ -136,16 +148,13 @@ nlohmann::ordered_json gpu_profile_json(const nlohmann::json& run_report,
 }
 
 void print_gpu_profile(const nlohmann::ordered_json& kernels, double call_us) {
-  size_t width = 6;
-  for (const auto& k : kernels) width = std::max(width, k["name"].get<std::string>().size());
+  const size_t width = name_width(kernels);
   fmt::print("{:<{}}  {:>10}  {:>6}  {:>10}  {:>8}  graph nodes\n", "kernel", width, "median us",
              "share", "bytes", "GB/s");
   double sum_us = 0;
   for (const auto& k : kernels) {
     sum_us += k["median_us"].get<double>();
-    std::vector<std::string> origins = k["origins"];
-    std::string nodes = fmt::format("{}", fmt::join(origins, ", "));
-    if (nodes.size() > 60) nodes = nodes.substr(0, 57) + "...";
+    const std::string nodes = nodes_text(k);
     fmt::print("{:<{}}  {:>10.2f}  {:>5.1f}%  {:>10}  {:>8.1f}  {}\n", k["name"].get<std::string>(),
                width, k["median_us"].get<double>(), 100 * k["share"].get<double>(),
                k["bytes"].get<int64_t>(), k["gb_per_s"].get<double>(), nodes);
