@@ -263,11 +263,10 @@ Built build_entry(const fs::path& root, const fs::path& entry, const std::string
   user_error("cannot move {} to {}: {}", tmp.string(), entry.string(), std::strerror(errno));
 }
 
-}  // namespace
-
-fs::path cache_root() {
+/// `dir`, else the default root (XDG_CACHE_HOME/coil, ~/.cache/coil, /tmp/coil-<uid>), made
+/// absolute, created (0700) and checked.
+fs::path checked_root(const std::string& dir) {
   fs::path root;
-  std::string dir = env(EnvVar::cache_dir);
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
   if (!dir.empty()) {
@@ -300,6 +299,16 @@ fs::path cache_root() {
                   "coil would load; run 'chmod o-w' on it or set COIL_CACHE_DIR",
                   root.string());
   return root;
+}
+
+}  // namespace
+
+fs::path cache_root() {
+  return checked_root(env(EnvVar::cache_dir));
+}
+
+fs::path machine_cache_root() {
+  return checked_root("");
 }
 
 CompileResult compile_cached(const std::string& source, const CompileFlags& flags) {

@@ -9,6 +9,8 @@
 //   <cache>/<key[0:2]>/<key>/        source.cpp, module.so, module.so.xxh (XXH3-128 of the .so),
 //                                    command.txt (the compile command, rerunnable)
 //   <cache>/failed/<key>.cpp, .log   sources the compiler rejected, with its output
+//   <default cache>/isa/<key>.txt    the ISA probes' results, per machine and compiler whatever
+//                                    COIL_CACHE_DIR says (machine_cache_root, runtime/isa.h)
 // key = XXH3-128 over the source, the compile command (with placeholder paths), the compiler
 // version, the host CPU flags and the headers' contents.
 //
@@ -47,5 +49,12 @@ CompileResult compile_cached(const std::string& source, const CompileFlags& flag
 /// The cache directory, created (0700) and checked on each call, since COIL_CACHE_DIR may change
 /// between calls (tests do this).
 std::filesystem::path cache_root();
+
+/// Where what belongs to the machine and its compiler rather than to a cache lives (the ISA
+/// probes, runtime/isa.h): the default cache directory ($XDG_CACHE_HOME/coil, else
+/// $HOME/.cache/coil, else /tmp/coil-<uid>) whatever COIL_CACHE_DIR says, so that a fresh
+/// COIL_CACHE_DIR (a test, a benchmark's cold compile) does not probe the CPU again. Created and
+/// checked as cache_root() is.
+std::filesystem::path machine_cache_root();
 
 }  // namespace coil

@@ -260,7 +260,9 @@ IsaProbe probe_isa(const IsaInfo& isa, const Toolchain& toolchain,
     fields.emplace_back(f.text);
   }
   std::string key = hash_fields(fields);
-  fs::path dir = cache_root() / "isa";
+  // Per machine, not per cache directory: the key already holds the compiler, the CPU's flags
+  // and the command (code_cache.h, machine_cache_root).
+  fs::path dir = machine_cache_root() / "isa";
   make_private_dir(dir);
   fs::path result = dir / (key + ".txt");
 

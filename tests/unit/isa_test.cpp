@@ -25,12 +25,13 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-// Restores COIL_CPU_ISA, COIL_CACHE_DIR and COIL_VMATH_DIR; a test may point the cache at a
-// fresh directory.
+// Restores COIL_CPU_ISA, COIL_CACHE_DIR, COIL_VMATH_DIR and XDG_CACHE_HOME; a test may point
+// the cache (and the per-machine probe store) at a fresh directory.
 class IsaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"COIL_CPU_ISA", "COIL_CACHE_DIR", "COIL_VMATH_DIR"}) {
+    for (const char* name :
+         {"COIL_CPU_ISA", "COIL_CACHE_DIR", "COIL_VMATH_DIR", "XDG_CACHE_HOME"}) {
       const char* v = std::getenv(name);
       saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
     }
@@ -54,6 +55,8 @@ class IsaTest : public ::testing::Test {
                     ::getpid());
     fs::remove_all(fresh_dir_);
     ::setenv("COIL_CACHE_DIR", fresh_dir_.c_str(), 1);
+    // The ISA probes are kept per machine (machine_cache_root): a fresh one too.
+    ::setenv("XDG_CACHE_HOME", (fresh_dir_ / "machine").c_str(), 1);
   }
   static bool x86_avx512() { return cpu_supports(isa_by_name("avx512")); }
 
@@ -165,7 +168,7 @@ TEST_F(IsaTest, ProbeResultIsCachedAndACachedLookupIsFast) {
     IsaProbe probe = probe_isa(isa_by_name(first.name));
     EXPECT_TRUE(probe.ok);
     EXPECT_TRUE(probe.cached);
-    EXPECT_TRUE(fs::exists(fresh_dir_ / "isa"));
+    EXPECT_TRUE(fs::exists(machine_cache_root() / "isa"));
   }
 }
 
@@ -227,6 +230,24 @@ TEST_F(IsaTest, AFailedProbeIsReportedAndCached) {
   EXPECT_TRUE(again.cached);
   // The scalar build itself probes fine (any CPU runs it).
   EXPECT_TRUE(probe_isa(scalar).ok);
+}
+
+// A probe's result belongs to the machine and compiler, not to the cache directory (issue 25):
+// a new COIL_CACHE_DIR finds it, where it is not copied.
+TEST_F(IsaTest, ProbeResultsAreKeptPerMachineNotPerCacheDirectory) {
+  use_fresh_cache();
+  const IsaInfo& scalar = isa_by_name("scalar");
+  const std::vector<std::string> flags = {"-DCOIL_PER_MACHINE_PROBE_TEST=1"};
+  IsaProbe first = probe_isa(scalar, Toolchain::get(), flags);
+  EXPECT_TRUE(first.ok) << first.detail;
+  EXPECT_FALSE(first.cached);
+  fs::path other = fresh_dir_ / "another-cache";
+  ::setenv("COIL_CACHE_DIR", other.c_str(), 1);
+  IsaProbe second = probe_isa(scalar, Toolchain::get(), flags);
+  EXPECT_TRUE(second.ok);
+  EXPECT_TRUE(second.cached) << "a new COIL_CACHE_DIR probed again";
+  EXPECT_FALSE(fs::exists(other / "isa")) << "probe results went into the cache directory";
+  EXPECT_TRUE(fs::exists(machine_cache_root() / "isa"));
 }
 
 TEST_F(IsaTest, ClangBuildsAndRunsTheProbe) {
