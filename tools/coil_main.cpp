@@ -92,6 +92,8 @@ int run_main(int argc, char** argv) {
                          "--device cuda, module.py (Triton) and report.json");
   add_model_args(compile, compile_args);
   add_debug_dir(compile, compile_args);
+  compile->add_flag("--write-graph", compile_args.write_graph,
+                    "also write DIR/graph.coil, the graph as coil reads it (with its weights)");
   compile->add_option("-o,--output-dir", out_dir, "output directory")->required()->type_name("DIR");
 
   ModelArgs run_args;

@@ -26,6 +26,7 @@ struct ModelArgs {
   std::string precision = "highest";  // highest | high (CompileOptions::precision)
   std::string debug_dir;              // CompileOptions::debug_dir (--debug-dir)
   bool save_kernel_values = false;    // run/check: CompiledModel::save_kernel_values first
+  bool write_graph = false;           // compile: CompileOptions::write_graph
 };
 
 /// `coil minify`'s own options (tools/minify.cpp).

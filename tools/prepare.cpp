@@ -66,6 +66,7 @@ Prepared prepare(const ModelArgs& a) {
   p.options.device = a.device;
   p.options.precision = a.precision;
   p.options.debug_dir = a.debug_dir;
+  p.options.write_graph = a.write_graph;
   for (const auto& s : a.sizes) bind_size(p.graph, s, p.options.sizes);
   std::vector<std::string> input_names;
   for (int id : p.graph.inputs()) input_names.push_back(p.graph.node(id).name);

@@ -27,6 +27,10 @@ struct CompileOptions {
   std::map<std::string, int64_t> sizes;
   /// When set, the generated source, the shared object and report.json are copied here.
   std::filesystem::path output_dir;
+  /// With output_dir: also graph.coil, the graph as given in the text format (constants
+  /// included: a model's weights make it large, 165 MB for resnet18, so it is written only when
+  /// asked; `coil compile --write-graph`).
+  bool write_graph = false;
   /// When set (else $COIL_DEBUG_DIR), every stage of the compile is written to a folder of its
   /// own below it, with a standalone repro of each kernel (docs/debugging.md, "The debug
   /// directory"). Nothing else changes.
@@ -147,7 +151,8 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options = {});
 /// Generates the GPU module of `graph` (options.device must be "cuda"): Triton kernels and the
 /// Python wrapper that launches them through python/coil_runtime (docs/architecture.md, "GPU
 /// code generation"). Nothing is compiled or run here. With options.output_dir set, writes
-/// module.py, report.json and graph.coil there. The report's source is the module.
+/// module.py and report.json there (graph.coil with write_graph). The report's source is the
+/// module.
 CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& options);
 
 /// Sets the OpenMP thread count used by compiled kernels in this process (0 = leave as is).

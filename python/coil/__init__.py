@@ -239,7 +239,7 @@ def _torch_dtype(name):
 def compile(graph, **options):
     """Compiles `graph` (a Graph, or text in the text format) for the CPU. `options` are
     CompileOptions' fields (coil/coil.h): sizes={"s0": 128}, isa, fusion, autotune, precision,
-    output_dir, debug_dir, store_all_intermediates. An unknown option is an error."""
+    output_dir, write_graph, debug_dir, store_all_intermediates. An unknown option is an error."""
     if isinstance(graph, str):
         graph = Graph.parse(graph)
     h = ctypes.c_void_p()

@@ -182,7 +182,7 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
     fs::copy_file(built.so_path, options.output_dir / "module.so",
                   fs::copy_options::overwrite_existing);
     std::ofstream(options.output_dir / "report.json") << report.to_json();
-    std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+    if (options.write_graph) std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
   }
   if (debug) {
     debug->write("module.cpp", module.source);

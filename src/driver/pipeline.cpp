@@ -134,7 +134,7 @@ CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& opti
     fs::create_directories(options.output_dir);
     std::ofstream(options.output_dir / "module.py") << module.source;
     std::ofstream(options.output_dir / "report.json") << report.to_json();
-    std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+    if (options.write_graph) std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
   }
   if (debug) {
     debug->write("module.py", module.source);

@@ -361,6 +361,11 @@ TEST_F(TritonCli, CompileWritesTheModule) {
       << log();
   EXPECT_TRUE(fs::exists(dir / "out" / "module.py"));
   EXPECT_TRUE(fs::exists(dir / "out" / "report.json"));
+  EXPECT_FALSE(fs::exists(dir / "out" / "graph.coil")) << "graph.coil is written when asked";
+  ASSERT_EQ(coil(fmt::format("compile '{}' --size s0=32 --device cuda -o '{}' --write-graph", model,
+                             out)),
+            0)
+      << log();
   EXPECT_TRUE(fs::exists(dir / "out" / "graph.coil"));
   EXPECT_FALSE(fs::exists(dir / "out" / "module.so"));
   std::ifstream report(dir / "out" / "report.json");
