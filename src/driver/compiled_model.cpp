@@ -163,11 +163,10 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
     const Node& n = g.node(o.node);
     impl->outputs.push_back({o.name, n.type.dtype, bound_shape(n.type.shape)});
   }
-  for (size_t k = 0; k < module.kernels.size(); ++k) {
-    KernelTraffic t = kernel_traffic(program, schedule, k);
-    report.kernels.push_back({module.kernels[k].name, "cpu", module.kernels[k].origins,
-                              t.bytes_read, t.bytes_written, t.ops});
-  }
+  // The kernels one by one (profile, save_kernel_values) and in the report: one traffic count.
+  impl->kernel_calls = kernel_call_plan(program, schedule, module);
+  for (const KernelCallPlan::Kernel& k : impl->kernel_calls.kernels)
+    report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written, k.ops});
   report.arena_bytes = schedule.memory.arena_bytes;
   report.cache_hit = built.cache_hit;
   report.cache_key = built.key;
@@ -192,7 +191,6 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
     write_cpu_kernel_repros(*debug, program, schedule, module, flags);
     impl->debug_path = debug->path();
   }
-  impl->kernel_calls = kernel_call_plan(program, schedule, module);
 
   CompiledModel m;
   m.impl_ = std::move(impl);
