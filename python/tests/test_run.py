@@ -99,7 +99,7 @@ class _FakeEvent:
 
 def test_profile_times_each_triton_launch(cuda_ok, sample_inputs, tmp_path, capsys, monkeypatch):
     """--profile: one row per Triton launcher of the module in launch order, shares that add up
-    to 1, the whole call at least the kernels' sum, and a Chrome trace of every launch."""
+    to 1, the whole call at least each kernel, and a Chrome trace of every launch."""
     specs, _ = sample_inputs
     monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
     trace = tmp_path / "trace.json"
@@ -112,7 +112,9 @@ def test_profile_times_each_triton_launch(cuda_ok, sample_inputs, tmp_path, caps
     src = open(SAMPLE).read()
     assert names and all(n.startswith("triton_") and f"{n}.run(" in src for n in names)
     assert abs(sum(k["share"] for k in j["kernels"]) - 1) < 1e-9
-    assert j["profile_call_median_us"] >= sum(k["median_us"] for k in j["kernels"]) * 0.999
+    # Each call holds each of its launches, so its median is at least every kernel's median
+    # (not the sum of the kernels' medians: those come from different calls).
+    assert j["profile_call_median_us"] >= max(k["median_us"] for k in j["kernels"])
     events = json.loads(trace.read_text())["traceEvents"]
     assert len(events) == 3 * sum(k["launches_per_call"] for k in j["kernels"])
     assert [e["name"] for e in events[: len(names)]] == names
