@@ -13,4 +13,4 @@ on machines without a GPU. `python -m coil_runtime.run MODULE.py --inputs ...` r
 .npy files.
 """
 
-__all__ = ["configs", "heuristics", "autotune", "runtime", "testing", "logs"]
+__all__ = ["configs", "heuristics", "autotune", "precompile", "runtime", "testing", "logs"]

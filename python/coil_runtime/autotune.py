@@ -1,16 +1,24 @@
-"""Choosing a kernel's launch config: benchmark once per size bucket, cache the winner on disk.
+"""Choosing a kernel's launch config: by policy, cached measurements, or benchmarks.
 
 On the first call of a kernel with a new size bucket (each numel rounded up to a power of two)
-and more than one config:
+and more than one config, `candidates` narrows the configs without timing anything:
 
-1. look for `<cache>/triton_autotune/<name>-<hash>.json`, keyed by the kernel hash, the bucket
-   and `torch.cuda.get_device_name()`; a valid entry naming one of the current configs is used
-   as is ("cache hit", no benchmarking);
-2. otherwise compile every config for the call's arguments, skip those that fail to compile or
-   spill registers (n_spills > 0; all of them are timed if every config spills), time the rest
-   with `triton.testing.do_bench` (median) on clones of the output arguments (so the real
-   outputs are untouched and in-place kernels do not accumulate), pick the fastest, and write
-   the entry atomically.
+1. `<cache>/triton_autotune/<name>-<hash>.json`, keyed by the kernel hash, the bucket and
+   `torch.cuda.get_device_name()`: a valid entry naming one of the current configs is used as
+   is ("cache hit"). An entry records the mode that measured it: a max-autotune run uses only
+   entries of a full search; default mode uses either.
+2. Default mode, matmul templates: the mm-bucket cache (`mm-<digest>.json`, keyed by the
+   product's shape bucket, dtype and device; written by max-autotune searches of any kernel of
+   that bucket) when it shows a Triton config faster than cuBLAS and that config is one of this
+   kernel's; otherwise the extern choices only (cuBLAS): none of the Triton configs is compiled.
+3. Otherwise every config of the list (default mode: Inductor's default lists, a few configs).
+
+With one candidate left, that is the choice. With several, they are compiled in parallel
+(`CoilAutotuner.compile_async`), those that fail to compile or spill registers (n_spills > 0;
+all of them are timed if every config spills) are skipped, the rest are timed with
+`triton.testing.do_bench` (median; briefly in default mode: BENCH_QUICK) on clones of the
+output arguments (so the real outputs are untouched and in-place kernels do not accumulate),
+the fastest is kept and the entry written atomically.
 
 `<cache>` is $COIL_CACHE_DIR, else $XDG_CACHE_HOME/coil, else ~/.cache/coil (as coil's code
 cache). `COIL_LOGS=autotune` prints the table of configs and times, and cache hits.
@@ -28,6 +36,12 @@ from .logs import log, warn
 CACHE_VERSION = 1
 BENCH_WARMUP_MS = 5
 BENCH_REP_MS = 25
+# Default mode's timing of its few candidates (warmup, rep in ms): the configs of a default
+# list are close, so a short median is enough to order them and costs a few ms per config.
+BENCH_QUICK = (1, 5)
+# The mode whose entries a mode may use: a full search's winner is good for either mode.
+USABLE_ENTRIES = {"default": ("default", "max-autotune"), "max-autotune": ("max-autotune",),
+                  "none": ("default", "max-autotune")}
 
 _do_bench = None        # triton.testing.do_bench unless replaced (tests)
 _device_names = {}      # device index -> name
@@ -39,11 +53,12 @@ def set_benchmarker(fn):
     _do_bench = fn
 
 
-def _bench(fn):
+def _bench(fn, quick=False):
     if _do_bench is not None:
         return _do_bench(fn)
     from triton.testing import do_bench
-    return do_bench(fn, warmup=BENCH_WARMUP_MS, rep=BENCH_REP_MS, return_mode="median")
+    warmup, rep = BENCH_QUICK if quick else (BENCH_WARMUP_MS, BENCH_REP_MS)
+    return do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
 def size_bucket(numels):
@@ -87,8 +102,13 @@ def device_name(args):
     return _device_names[index]
 
 
+def _mode(tuner):
+    return getattr(tuner, "mode", "default")
+
+
 def read_cache(tuner, bucket, device):
-    """The cached best Config for this kernel, bucket and device, or None."""
+    """The cached best Config for this kernel, bucket and device, or None (also when the entry
+    was measured by a narrower search than this tuner's mode asks for)."""
     path = cache_path(tuner, bucket, device)
     try:
         with open(path) as f:
@@ -101,7 +121,9 @@ def read_cache(tuner, bucket, device):
     try:
         if (entry.get("version") != CACHE_VERSION or entry.get("device") != device or
                 entry.get("kernel_hash") != tuner.kernel_hash or
-                entry.get("configs_hash") != configs_hash(tuner.configs)):
+                entry.get("configs_hash") != configs_hash(tuner.configs) or
+                # entries before the modes were full searches
+                entry.get("mode", "max-autotune") not in USABLE_ENTRIES[_mode(tuner)]):
             return None
         best = cfgs.Config.from_json(entry["best"])
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -120,12 +142,16 @@ def write_cache(tuner, bucket, device, best, rows, seconds):
         "bucket": {p: n for p, n in bucket},
         "device": device,
         "configs_hash": configs_hash(tuner.configs),
+        "mode": _mode(tuner),
         "best": best.to_json(),
         "timings": [{"config": r["config"].to_json(), "ms": r["ms"], "status": r["status"],
                      "n_regs": r["n_regs"], "n_spills": r["n_spills"]} for r in rows],
         "tuning_seconds": round(seconds, 3),
     }
-    path = cache_path(tuner, bucket, device)
+    return _write_json(cache_path(tuner, bucket, device), entry)
+
+
+def _write_json(path, entry):
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
@@ -138,6 +164,54 @@ def write_cache(tuner, bucket, device, best, rows, seconds):
     return path
 
 
+# ---------------------------------------------------------------------------------------------
+# The mm-bucket cache: what max-autotune measured for a matmul shape bucket, whatever the kernel
+
+
+def mm_bucket(tuner):
+    """The template's product rounded up to powers of two: (('m', M), ('n', N), ...)."""
+    return size_bucket({k: tuner.mm[k] for k in ("m", "n", "k", "batch")})
+
+
+def mm_cache_path(tuner, device):
+    key = f"mm|{bucket_str(mm_bucket(tuner))}|{tuner.dtype}|{device}"
+    return os.path.join(cache_dir(), f"mm-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json")
+
+
+def write_mm_cache(tuner, device, rows):
+    """After a full template search: the fastest Triton config and the fastest extern time."""
+    triton = [r for r in rows if r["ms"] is not None and not cfgs.is_extern(r["config"])]
+    extern = [r for r in rows if r["ms"] is not None and cfgs.is_extern(r["config"])]
+    if not triton or not extern:
+        return None
+    best = min(triton, key=lambda r: r["ms"])
+    entry = {"version": CACHE_VERSION, "bucket": dict(mm_bucket(tuner)), "dtype": tuner.dtype,
+             "device": device, "kernel": tuner.name, "mm": dict(tuner.mm),
+             "best": best["config"].to_json(), "template_ms": best["ms"],
+             "extern_ms": min(r["ms"] for r in extern)}
+    return _write_json(mm_cache_path(tuner, device), entry)
+
+
+def read_mm_cache(tuner, device):
+    """The Triton config measured faster than cuBLAS for this template's mm bucket, dtype and
+    device (by any kernel's max-autotune search), if it is one of this kernel's; else None."""
+    path = mm_cache_path(tuner, device)
+    try:
+        with open(path) as f:
+            entry = json.load(f)
+        if (entry.get("version") != CACHE_VERSION or entry.get("device") != device or
+                entry.get("dtype") != tuner.dtype or
+                not float(entry["template_ms"]) < float(entry["extern_ms"])):
+            return None
+        best = cfgs.Config.from_json(entry["best"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        warn(f"ignoring unreadable mm autotune cache entry {path}: {e}")
+        return None
+    return next((c for c in tuner.configs if c.key() == best.key()), None)
+
+
 def _bench_args(tuner, args):
     """The arguments to benchmark with: outputs (out_ptr*, in_out_ptr*) cloned."""
     out = list(args)
@@ -147,11 +221,18 @@ def _bench_args(tuner, args):
     return tuple(out)
 
 
-def benchmark(tuner, args):
-    """Compiles and times every config; returns rows {config, ms, status, n_regs, n_spills}."""
+def benchmark(tuner, args, configs=None, quick=False):
+    """Compiles (in parallel) and times the configs (default: all of the tuner's); returns rows
+    {config, ms, status, n_regs, n_spills}."""
+    configs = list(tuner.configs if configs is None else configs)
     bench_args = _bench_args(tuner, args)
+    for c in configs:  # every compile starts before the first is waited for
+        try:
+            tuner.compile_async(c, bench_args)
+        except Exception:  # noqa: BLE001 (compile() below reports it)
+            pass
     rows = []
-    for c in tuner.configs:
+    for c in configs:
         row = {"config": c, "ms": None, "status": "", "n_regs": None, "n_spills": None}
         rows.append(row)
         try:
@@ -173,7 +254,7 @@ def benchmark(tuner, args):
     for r in (no_spill or compiled):
         launcher = r["launcher"]
         try:
-            r["ms"] = float(_bench(lambda: launcher(bench_args, None)))
+            r["ms"] = float(_bench(lambda: launcher(bench_args, None), quick=quick))
         except Exception as e:
             r["status"] = f"launch failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     for r in rows:
@@ -181,18 +262,50 @@ def benchmark(tuner, args):
     return rows
 
 
-def choose_config(tuner, args, numels, bucket):
-    """The config for this bucket: the only one, a disk-cache hit, or the benchmark winner."""
+def candidates(tuner, args):
+    """(configs, reason): what the choice for these arguments is among, without timing anything
+    (the module doc's steps 1-3; also a forced or already chosen config)."""
+    if getattr(tuner, "forced", None) is not None:
+        return [tuner.forced], "forced"
+    bucket = size_bucket(tuner.numels_of(args))
+    chosen = tuner.chosen.get(bucket)
+    if chosen is not None:
+        return [chosen], "chosen"
+    return _candidates(tuner, args, bucket)
+
+
+def _candidates(tuner, args, bucket):
     if len(tuner.configs) == 1:
-        return tuner.configs[0]
+        return list(tuner.configs), "the only config"
     device = device_name(args)
     cached = read_cache(tuner, bucket, device)
     if cached is not None:
-        log("autotune", f"{tuner.name} ({bucket_str(bucket)}) on {device}: cache hit, {cached}")
-        tuner.timings[bucket] = "cache hit"
-        return cached
+        return [cached], "cache hit"
+    if tuner.kind == "template" and _mode(tuner) != "max-autotune":
+        measured = read_mm_cache(tuner, device)
+        if measured is not None:
+            return [measured], "measured faster than cuBLAS for this mm bucket (mm cache)"
+        externs = [c for c in tuner.configs if cfgs.is_extern(c)]
+        if externs:
+            return externs, "cuBLAS (default mode; --mode max-autotune times the templates)"
+    return list(tuner.configs), "autotune"
+
+
+def choose_config(tuner, args, numels, bucket):
+    """The config for this bucket: the only candidate, a cache hit, or the benchmark winner."""
+    configs, reason = _candidates(tuner, args, bucket)
+    tuner.reasons[bucket] = reason
+    if len(configs) == 1:
+        if reason == "cache hit":
+            tuner.timings[bucket] = "cache hit"
+        if len(tuner.configs) > 1:
+            log("autotune", f"{tuner.name} ({bucket_str(bucket)}) on {device_name(args)}: "
+                            f"{reason}, {_label(tuner, configs[0])}")
+        return configs[0]
+    device = device_name(args)
+    mode = _mode(tuner)
     start = time.perf_counter()
-    rows = benchmark(tuner, args)
+    rows = benchmark(tuner, args, configs, quick=mode != "max-autotune")
     timed = [r for r in rows if r["ms"] is not None]
     if not timed:
         raise RuntimeError(f"{tuner.name}: every config failed:\n" +
@@ -200,9 +313,11 @@ def choose_config(tuner, args, numels, bucket):
     best = min(timed, key=lambda r: r["ms"])["config"]
     seconds = time.perf_counter() - start
     path = write_cache(tuner, bucket, device, best, rows, seconds)
+    if tuner.kind == "template" and mode == "max-autotune":
+        write_mm_cache(tuner, device, rows)
     tuner.timings[bucket] = rows
     lines = [f"{tuner.name} ({tuner.kind}, {bucket_str(bucket)}) on {device}: "
-             f"{len(rows)} configs"]
+             f"{len(rows)} configs ({mode} mode)"]
     flops = getattr(tuner, "flops", None)
     for r in rows:
         ms = f"{r['ms']:.4f} ms" if r["ms"] is not None else "-"
@@ -211,9 +326,12 @@ def choose_config(tuner, args, numels, bucket):
             regs = f"  {flops / r['ms'] / 1e9:7.1f} TFLOP/s" + regs
         note = "  <- best" if r["config"] is best else (
             "" if r["status"] == "ok" else f"  ({r['status']})")
-        label = tuner.extern_label(r["config"]) if cfgs.is_extern(r["config"]) else str(
-            r["config"])
+        label = _label(tuner, r["config"])
         lines.append(f"  {label:<48} {ms:>12}{regs}{note}")
     lines.append(f"  tuned in {seconds:.2f} s; cached in {path}")
     log("autotune", "\n".join(lines))
     return best
+
+
+def _label(tuner, config):
+    return tuner.extern_label(config) if cfgs.is_extern(config) else str(config)

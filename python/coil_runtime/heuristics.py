@@ -22,12 +22,25 @@ arguments (pointers, then numels) positionally, and:
 
 COIL_TRITON_LAUNCHER=jit (or `set_launch_mode("jit")`) launches through `fn[grid](...)` instead:
 the slower, always-working fallback, also used automatically when the direct path fails.
+
+Autotune modes (`autotune_policy`): a module compiled with `coil compile --mode max-autotune`
+says so in a global, `COIL_AUTOTUNE_MODE = 'max-autotune'`, which each decorator reads from the
+decorated function's globals (absent: 'default'). $COIL_TRITON_AUTOTUNE, when set, wins over
+the module: '1' is the default mode, 'max' max-autotune, '0' no tuning at all.
+
+- default: Inductor's default config lists; a matmul template takes cuBLAS (its extern
+  choices) without compiling a Triton config, unless the disk cache holds a measurement showing
+  a template config faster for this kernel or for its mm shape bucket; kernels with a few
+  configs time them briefly (autotune.BENCH_QUICK).
+- max-autotune: the wider lists, and every template config is compiled (in parallel) and timed
+  against the extern choices; the winners also go to the mm-bucket cache default mode reads.
+- none: the first config of each list, never timed.
 """
 
 import inspect
 import os
 
-from . import autotune, configs as cfgs
+from . import autotune, configs as cfgs, precompile
 from .logs import log, warn
 
 # Numel parameter names of generated kernels, by size-hint prefix.
@@ -44,10 +57,66 @@ def set_launch_mode(mode):
     _launch_mode = mode
 
 
-def autotune_mode():
-    """COIL_TRITON_AUTOTUNE: '1' (default: Inductor's lists), 'max' (wider lists), '0' (no tuning)."""
-    mode = os.environ.get("COIL_TRITON_AUTOTUNE", "1")
-    return mode if mode in ("0", "1", "max") else "1"
+# The modes a module may declare (coil's CompileOptions::mode), and what the environment
+# variable's values mean. The policy names are what CoilAutotuner.mode holds.
+MODULE_MODES = ("default", "max-autotune")
+ENV_MODES = {"0": "none", "1": "default", "max": "max-autotune"}
+# The config lists (configs.py's `mode` argument) of each policy.
+LIST_MODES = {"none": "0", "default": "1", "max-autotune": "max"}
+
+
+def module_autotune_mode(fn):
+    """The COIL_AUTOTUNE_MODE global of the module that defines `fn` (a JITFunction: its
+    Python function's globals), 'default' when absent. An unknown value is an error."""
+    py = getattr(fn, "fn", fn)
+    scope = getattr(py, "__globals__", None)
+    if scope is None:
+        scope = getattr(fn, "__globals__", None) or {}
+    mode = scope.get("COIL_AUTOTUNE_MODE", "default")
+    if mode not in MODULE_MODES:
+        where = scope.get("__file__") or scope.get("__name__") or "the module"
+        raise ValueError(f"COIL_AUTOTUNE_MODE = {mode!r} in {where}: expected one of "
+                         f"{', '.join(repr(m) for m in MODULE_MODES)}")
+    return mode
+
+
+def autotune_policy(fn=None):
+    """'default', 'max-autotune' or 'none' for the kernel `fn`: $COIL_TRITON_AUTOTUNE if set
+    (it wins), else the module's COIL_AUTOTUNE_MODE."""
+    module = module_autotune_mode(fn) if fn is not None else "default"
+    env = os.environ.get("COIL_TRITON_AUTOTUNE", "").strip()
+    if not env:
+        return module
+    if env not in ENV_MODES:
+        raise ValueError(f"COIL_TRITON_AUTOTUNE={env!r}: expected 1 (default mode), max "
+                         f"(max-autotune) or 0 (no tuning)")
+    return ENV_MODES[env]
+
+
+def autotune_mode(fn=None):
+    """The config-list mode ('0', '1', 'max') of autotune_policy(fn)."""
+    return LIST_MODES[autotune_policy(fn)]
+
+
+def device_shared_memory():
+    """Shared memory a block may opt in to on the current GPU (the template configs' limit);
+    configs.MM_SHARED_MEMORY (Hopper's) without a GPU."""
+    global _shared_memory
+    if _shared_memory is None:
+        _shared_memory = cfgs.MM_SHARED_MEMORY
+        try:
+            import torch
+            if torch.cuda.is_available():
+                props = torch.cuda.get_device_properties(torch.cuda.current_device())
+                value = getattr(props, "shared_memory_per_block_optin", None)
+                if value:
+                    _shared_memory = int(value)
+        except Exception:  # noqa: BLE001 (no usable GPU: the default stands)
+            pass
+    return _shared_memory
+
+
+_shared_memory = None
 
 
 def _hint_name(hint, allowed):
@@ -68,44 +137,49 @@ def pointwise(size_hints, tile_hint=None, name=None, kernel_hash=None, min_elem_
               **meta):
     """1-D (size_hints {'x'}), 2-D tiles ({'y', 'x'}) or 3-D pointwise kernels."""
     tile = None if tile_hint is None else _hint_name(tile_hint, cfgs.TILE_HINTS)
-    configs = cfgs.pointwise_configs(size_hints, tile, min_elem_per_thread, mode=autotune_mode())
-    return _decorator("pointwise", size_hints, configs, name, kernel_hash, meta)
+    return _decorator("pointwise", size_hints, lambda mode: cfgs.pointwise_configs(
+        size_hints, tile, min_elem_per_thread, mode=mode), name, kernel_hash, meta)
 
 
 def persistent_reduction(size_hints, reduction_hint="DEFAULT", name=None, kernel_hash=None,
                          **meta):
     """One program reduces whole rows: XBLOCK from the table, R0_BLOCK = next_pow2(r0_numel)."""
     hint = _hint_name(reduction_hint, cfgs.REDUCTION_HINTS)
-    configs = cfgs.persistent_reduction_configs(size_hints, hint, mode=autotune_mode())
-    return _decorator("persistent_reduction", size_hints, configs, name, kernel_hash, meta)
+    return _decorator("persistent_reduction", size_hints, lambda mode: (
+        cfgs.persistent_reduction_configs(size_hints, hint, mode=mode)), name, kernel_hash, meta)
 
 
 def reduction(size_hints, reduction_hint="DEFAULT", name=None, kernel_hash=None, **meta):
     """Looped reductions: (XBLOCK, R0_BLOCK) from Inductor's table for the hint."""
     hint = _hint_name(reduction_hint, cfgs.REDUCTION_HINTS)
-    configs = cfgs.reduction_configs(size_hints, hint, num_load=int(meta.get("num_load", 0)),
-                                     num_reduction=int(meta.get("num_reduction", 0)),
-                                     mode=autotune_mode())
-    return _decorator("reduction", size_hints, configs, name, kernel_hash, meta)
+    num_load, num_reduction = int(meta.get("num_load", 0)), int(meta.get("num_reduction", 0))
+    return _decorator("reduction", size_hints, lambda mode: cfgs.reduction_configs(
+        size_hints, hint, num_load=num_load, num_reduction=num_reduction, mode=mode),
+        name, kernel_hash, meta)
 
 
 def template(mm, dtype="float32", name=None, kernel_hash=None, **meta):
     """A matmul template with its fused epilogue (triton_tem): mm = {'m', 'n', 'k', 'batch'}.
-    The configs are Inductor's mm list fitted to the problem plus the extern choice (the
-    module's `extern_<n>`, attached as `kernel.extern`); the autotuner times them all."""
+    The configs are Inductor's mm list fitted to the problem (those that cannot fit the GPU's
+    shared memory or registers left out) plus the extern choices (the module's `extern_<n>`,
+    attached with `attach_externs`). Which are timed depends on the mode (module doc)."""
     mm = {k: int(mm.get(k, 1)) for k in ("m", "n", "k", "batch")}
-    configs = cfgs.mm_configs(mm, dtype, mode=autotune_mode())
 
     def wrap(fn):
+        mode = autotune_policy(fn)
+        configs = cfgs.mm_configs(mm, dtype, mode=LIST_MODES[mode],
+                                  shared_memory=device_shared_memory())
         return TemplateAutotuner(fn, mm, dtype, configs, name=name, kernel_hash=kernel_hash,
-                                 meta=meta)
+                                 meta=meta, mode=mode)
     return wrap
 
 
-def _decorator(kind, size_hints, configs, name, kernel_hash, meta):
+def _decorator(kind, size_hints, make_configs, name, kernel_hash, meta):
+    """The decorator: the mode is known only once the function (and so its module) is."""
     def wrap(fn):
-        return CoilAutotuner(fn, kind, size_hints, configs, name=name, kernel_hash=kernel_hash,
-                             meta=meta)
+        mode = autotune_policy(fn)
+        return CoilAutotuner(fn, kind, size_hints, make_configs(LIST_MODES[mode]), name=name,
+                             kernel_hash=kernel_hash, meta=meta, mode=mode)
     return wrap
 
 
@@ -220,9 +294,11 @@ class CoilAutotuner:
     """A generated Triton kernel with its configs, its chosen config per size bucket and its
     cached launchers. `run(*args)` is the only call generated code makes."""
 
-    def __init__(self, fn, kind, size_hints, configs, name=None, kernel_hash=None, meta=None):
+    def __init__(self, fn, kind, size_hints, configs, name=None, kernel_hash=None, meta=None,
+                 mode="default"):
         self.fn = fn
         self.kind = kind
+        self.mode = mode  # 'default', 'max-autotune' or 'none' (autotune_policy)
         self.size_hints = cfgs.normalize_size_hints(size_hints)
         self.configs = list(configs)
         self.name = name or getattr(fn, "__name__", None) or getattr(
@@ -251,7 +327,9 @@ class CoilAutotuner:
             self.mutated_pos = [i for i in range(len(self.runtime_names)) if i not in numels]
         self.chosen = {}          # size bucket -> Config (autotuned, cached, or the only one)
         self.forced = None        # Config forced by select() (tests)
-        self.timings = {}         # size bucket -> autotune rows (for reports)
+        self.timings = {}         # size bucket -> autotune rows, or "cache hit" (for reports)
+        self.reasons = {}         # size bucket -> why its config was chosen (for reports)
+        self._compiles = {}       # (config key, specialization) -> Future of a CompiledKernel
         self.binary_info = {}     # Config key -> {"n_regs", "n_spills", "shared"}
         self.launch_modes = set() # 'direct' / 'jit': what the launchers built so far use
         self._launchers = {}      # specialization key -> launcher(args, stream)
@@ -270,6 +348,9 @@ class CoilAutotuner:
             key = self._generic_key(args)
         launcher = self._launchers.get(key)
         if launcher is None:
+            if precompile.active() is not None:  # the first call's compile pass: no launch
+                self._discover(args)
+                return
             launcher = self._prepare(args, key)
         launcher(args, stream)
 
@@ -360,7 +441,52 @@ class CoilAutotuner:
         self._launchers[key] = launcher
         return launcher
 
+    # -- compiling: in the pool when there is one --------------------------------------------
+
+    def _discover(self, args):
+        """The compile pass (precompile.discover): submits the compiles of the configs the
+        choice for these arguments may need, once per specialization."""
+        if len(args) != len(self.runtime_names):
+            return  # the real call reports it
+        submitted = 0
+        for config in autotune.candidates(self, args)[0]:
+            submitted += self._discover_config(config, args)
+        precompile.note(submitted)
+
+    def _discover_config(self, config, args):
+        try:
+            if 0 in self.grid_for(config, self.numels_of(args)):
+                return 0  # nothing to launch, nothing to compile
+        except ValueError:
+            return 0  # the real call reports it
+        return int(self.compile_async(config, args) is not None)
+
+    def _compile_key(self, config, args):
+        return (config.key(), self._generic_key(args))
+
+    def compile_async(self, config, args):
+        """Starts compiling `config` for these arguments in the compile pool; returns its
+        Future (the same one for a repeat), or None when compiles are serial."""
+        key = self._compile_key(config, args)
+        future = self._compiles.get(key)
+        if future is None:
+            executor = precompile.pool()
+            if executor is None:
+                return None
+            precompile.prepare_triton()
+            future = executor.submit(self._compile_now, config, args)
+            self._compiles[key] = future
+        return future
+
     def compile(self, config, args):
+        """The CompiledKernel of `config` for these arguments: the pool's, if it compiled (or is
+        compiling) it, else compiled now. Compile errors raise here."""
+        future = self._compiles.get(self._compile_key(config, args))
+        if future is not None:
+            return future.result()
+        return self._compile_now(config, args)
+
+    def _compile_now(self, config, args):
         """Compiles `config` for these arguments through the JITFunction (Triton's own cache
         makes repeats cheap) and loads it. Returns the CompiledKernel."""
         numels = self.numels_of(args)
@@ -482,12 +608,13 @@ class TemplateAutotuner(CoilAutotuner):
     all per size bucket and keeps the fastest; `COIL_LOGS=autotune` prints the table with
     TFLOP/s."""
 
-    def __init__(self, fn, mm, dtype, configs, name=None, kernel_hash=None, meta=None):
+    def __init__(self, fn, mm, dtype, configs, name=None, kernel_hash=None, meta=None,
+                 mode="default"):
         self.mm = dict(mm)
         self.dtype = dtype
         self.externs = []  # set by the generated module after its extern_<n> definitions
         super().__init__(fn, "template", {}, configs, name=name, kernel_hash=kernel_hash,
-                         meta=meta)
+                         meta=meta, mode=mode)
 
     def attach_externs(self, *fns):
         """The module's extern choices, in order; one extern config each replaces the
@@ -542,6 +669,17 @@ class TemplateAutotuner(CoilAutotuner):
             self.binary_info[config.key()] = {"n_regs": None, "n_spills": None, "shared": None}
             return None
         return super().compile(config, args)
+
+    def compile_async(self, config, args):
+        return None if cfgs.is_extern(config) else super().compile_async(config, args)
+
+    def _discover_config(self, config, args):
+        """An extern choice runs (torch.mm on whatever the buffers hold), so that the compile
+        pass also finds the kernels it calls (the epilogue)."""
+        if cfgs.is_extern(config):
+            self._extern_fn(config)(*args)
+            return 0
+        return super()._discover_config(config, args)
 
     def make_launcher(self, config, args):
         if cfgs.is_extern(config):

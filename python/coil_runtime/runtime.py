@@ -169,9 +169,11 @@ def fp32_precision(mode):
 # Modules
 
 
-def load_module(path, name=None):
+def load_module(path, name=None, precompile=True):
     """Imports a generated module.py from its path (registered in sys.modules, so that Triton
-    can read the kernels' source). Each path gets its own module name unless one is given."""
+    can read the kernels' source). Each path gets its own module name unless one is given.
+    With `precompile` (the default), the module's first call() starts compiling all its kernels
+    in parallel before it runs (coil_runtime.precompile)."""
     path = os.path.abspath(path)
     if name is None:
         digest = hashlib.sha256(path.encode()).hexdigest()[:12]
@@ -186,6 +188,9 @@ def load_module(path, name=None):
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    if precompile:
+        from . import precompile as pre
+        pre.wrap_first_call(module)
     return module
 
 

@@ -23,6 +23,8 @@ def fake_gpu(monkeypatch, tmp_path):
     fake_triton.install()
     monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("COIL_TRITON_AUTOTUNE", raising=False)
+    # Serial compiles (deterministic order of the fake's records); test_modes.py sets a pool.
+    monkeypatch.setenv("COIL_COMPILE_THREADS", "1")
     monkeypatch.setattr(heuristics, "_raw_stream_getter", lambda: (lambda device: 1234))
     monkeypatch.setattr(heuristics, "_device_index", lambda args: 0)
     monkeypatch.setattr(heuristics, "_launch_mode", "direct")

@@ -10,10 +10,12 @@ signature in Triton >= 3.3) records every launch in `LAUNCHES`.
 import dataclasses
 import inspect
 import sys
+import threading
 import types
 
 LAUNCHES = []   # (kernel name, grid, stream, kernel args, constexprs, num_warps) per launch
 COMPILES = []   # (kernel name, constexprs, num_warps, alignment of tensor args) per compile
+COMPILE_THREADS = []  # the name of the thread each compile ran in
 JIT_LAUNCHES = []
 SPILLS = {}     # kernel name -> {frozenset(constexpr items): n_spills}
 FAIL = {}       # kernel name -> set of frozenset(constexpr items) that fail to compile
@@ -31,7 +33,7 @@ def _split_options(kwargs):
 
 
 def reset():
-    for lst in (LAUNCHES, COMPILES, JIT_LAUNCHES, OPTIONS):
+    for lst in (LAUNCHES, COMPILES, COMPILE_THREADS, JIT_LAUNCHES, OPTIONS):
         lst.clear()
     SPILLS.clear()
     FAIL.clear()
@@ -90,6 +92,7 @@ class FakeJITFunction:
             raise RuntimeError("PTXASError: fake compile failure")
         aligned = tuple(a.data_ptr() % 16 == 0 for a in args if hasattr(a, "data_ptr"))
         COMPILES.append((self.__name__, dict(consts), num_warps, aligned))
+        COMPILE_THREADS.append(threading.current_thread().name)
         return FakeCompiledKernel(self, dict(consts), num_warps, num_stages, aligned)
 
     def __getitem__(self, grid):

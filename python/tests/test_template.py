@@ -58,11 +58,23 @@ def _bench(fake, extern_ms, lt_ms=100.0):
     return bench
 
 
-def test_template_wins_and_launches_on_the_mm_grid(fake_gpu, capsys):
+def with_mode(path, tmp_path, mode):
+    """A copy of a generated module with `coil compile --mode MODE`'s line after the imports."""
+    src = open(path).read()
+    anchor = "from coil_runtime import heuristics, runtime\n"
+    assert anchor in src
+    out = tmp_path / f"{mode}_{os.path.basename(path)}"
+    out.write_text(src.replace(anchor, anchor + f"\nCOIL_AUTOTUNE_MODE = '{mode}'  "
+                                                f"# CompileOptions::mode\n", 1))
+    return str(out)
+
+
+def test_template_wins_and_launches_on_the_mm_grid(fake_gpu, capsys, tmp_path):
+    # max-autotune: every Triton config is timed against the extern choices.
     fake = fake_gpu
     fake.EMULATORS[EPI] = lambda a, b, out, n: out.copy_(torch.relu(a + b))
     autotune.set_benchmarker(_bench(fake, extern_ms=50.0))
-    mod = runtime.load_module(MODULE, name="tem_triton")
+    mod = runtime.load_module(with_mode(MODULE, tmp_path, "max-autotune"), name="tem_triton")
     tem = {t.name: t for t in heuristics.autotuners_of(mod)}[TEM]
     assert isinstance(tem, heuristics.TemplateAutotuner) and tem.extern is mod.extern_0
     assert tem.runtime_names == ["arg_A", "arg_B", "in_ptr0", "out_ptr0"]

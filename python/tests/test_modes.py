@@ -1,0 +1,273 @@
+"""The autotune modes (heuristics.autotune_policy, autotune.candidates), the template configs'
+pruning and the compile pool (precompile.py), with the fake triton.
+
+The modes: a module's COIL_AUTOTUNE_MODE global ('max-autotune' from `coil compile --mode
+max-autotune`; absent: default), overridden by $COIL_TRITON_AUTOTUNE. Default mode takes cuBLAS
+for matmul templates without timing a Triton config, unless a measurement says otherwise;
+max-autotune times every config that can run.
+"""
+
+import os
+
+import pytest
+import torch
+
+from coil_runtime import autotune, configs as cfgs, heuristics, precompile, runtime
+from test_template import EPI, MODULE, TEM, _args, _bench, with_mode
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLE = os.path.join(HERE, "sample_module.py")
+
+
+def tuners(mod):
+    return {t.name: t for t in heuristics.autotuners_of(mod)}
+
+
+def edited(path, tmp_path, name, *replacements):
+    """A copy of a module with text replaced (each `old` must be there)."""
+    src = open(path).read()
+    for old, new in replacements:
+        assert old in src, old
+        src = src.replace(old, new)
+    out = tmp_path / name
+    out.write_text(src)
+    return str(out)
+
+
+class Counter:
+    """A benchmarker that counts its calls and times by what launched (test_template._bench)."""
+
+    def __init__(self, fake, extern_ms=50.0, lt_ms=100.0):
+        self.calls, self.inner = 0, _bench(fake, extern_ms=extern_ms, lt_ms=lt_ms)
+
+    def __call__(self, fn):
+        self.calls += 1
+        return self.inner(fn)
+
+
+def emulate_epilogue(fake):
+    fake.EMULATORS[EPI] = lambda a, b, out, n: out.copy_(torch.relu(a + b))
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the mode comes from
+
+
+def test_mode_is_read_from_the_module_globals(fake_gpu, tmp_path):
+    plain = tuners(runtime.load_module(MODULE, name="mode_plain"))
+    assert {t.mode for t in plain.values()} == {"default"}
+    tuned = tuners(runtime.load_module(with_mode(MODULE, tmp_path, "max-autotune"),
+                                       name="mode_max"))
+    assert {t.mode for t in tuned.values()} == {"max-autotune"}
+    # max-autotune's lists are the wider ones: the 1-D pointwise kernel gets XBLOCK 128..1024.
+    assert len(tuned[EPI].configs) > len(plain[EPI].configs)
+    # The template's list is the same in both modes (only the policy differs).
+    assert [c.key() for c in tuned[TEM].configs] == [c.key() for c in plain[TEM].configs]
+
+
+def test_the_environment_variable_wins_over_the_module(fake_gpu, tmp_path, monkeypatch):
+    path = with_mode(MODULE, tmp_path, "max-autotune")
+    monkeypatch.setenv("COIL_TRITON_AUTOTUNE", "1")
+    assert {t.mode for t in tuners(runtime.load_module(path, name="env1")).values()} == {
+        "default"}
+    monkeypatch.setenv("COIL_TRITON_AUTOTUNE", "0")
+    none = tuners(runtime.load_module(path, name="env0"))
+    assert {t.mode for t in none.values()} == {"none"}
+    assert all(len(t.configs) == 1 for t in none.values())
+    monkeypatch.setenv("COIL_TRITON_AUTOTUNE", "max")
+    assert {t.mode for t in tuners(runtime.load_module(MODULE, name="envmax")).values()} == {
+        "max-autotune"}
+
+
+def test_an_unknown_mode_is_an_error_naming_it(fake_gpu, tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match=r"COIL_AUTOTUNE_MODE = 'fastest'.*'default', "
+                                         r"'max-autotune'"):
+        runtime.load_module(with_mode(MODULE, tmp_path, "fastest"), name="bad_mode")
+    monkeypatch.setenv("COIL_TRITON_AUTOTUNE", "2")
+    with pytest.raises(ValueError, match=r"COIL_TRITON_AUTOTUNE='2'"):
+        runtime.load_module(MODULE, name="bad_env")
+
+
+# ---------------------------------------------------------------------------------------------
+# Default mode: cuBLAS for templates, unless measured otherwise
+
+
+def test_default_mode_takes_cublas_without_timing_the_template(fake_gpu, tmp_path):
+    fake = fake_gpu
+    emulate_epilogue(fake)
+    # One extern choice (torch.mm + the epilogue kernel): nothing to time for the template.
+    path = edited(MODULE, tmp_path, "one_extern.py", (
+        "attach_externs(extern_0, extern_0_lt)", "attach_externs(extern_0)"))
+    bench = Counter(fake)
+    autotune.set_benchmarker(bench)
+    mod = runtime.load_module(path, name="default_one_extern")
+    args = _args()
+    (out,) = mod.call(list(args))
+    t = tuners(mod)
+    tem, epi = t[TEM], t[EPI]
+    assert tem.choice() == "extern" and tem.timings == {}
+    assert "cuBLAS" in list(tem.reasons.values())[0]
+    assert not any(c[0] == TEM for c in fake.COMPILES)  # no Triton config compiled
+    # The only benchmark calls: the epilogue kernel's own (default) configs.
+    assert bench.calls == len(epi.configs) <= 2
+    torch.testing.assert_close(out, torch.relu(args[0] @ args[1] + args[2]))
+
+
+def test_default_mode_times_only_the_extern_choices(fake_gpu):
+    fake = fake_gpu
+    emulate_epilogue(fake)
+    bench = Counter(fake, extern_ms=2.0, lt_ms=1.0)
+    autotune.set_benchmarker(bench)
+    mod = runtime.load_module(MODULE, name="default_two_externs")
+    mod.call(_args())
+    tem, epi = tuners(mod)[TEM], tuners(mod)[EPI]
+    rows = list(tem.timings.values())[0]
+    assert [r["config"].kwargs for r in rows] == [{"EXTERN": 1}, {"EXTERN": 2}]
+    assert tem.choice() == "extern" and list(tem.chosen.values())[0].kwargs == {"EXTERN": 2}
+    assert not any(c[0] == TEM for c in fake.COMPILES)
+    assert bench.calls == 2 + len(epi.configs)
+
+
+def test_a_measured_template_for_the_mm_bucket_is_used(fake_gpu, tmp_path, capsys):
+    fake = fake_gpu
+    emulate_epilogue(fake)
+    # max-autotune measures the template faster than cuBLAS: the mm-bucket cache says so.
+    autotune.set_benchmarker(_bench(fake, extern_ms=50.0))
+    first = runtime.load_module(with_mode(MODULE, tmp_path, "max-autotune"), name="mm_max")
+    first.call(_args())
+    best = list(tuners(first)[TEM].chosen.values())[0]
+    assert not cfgs.is_extern(best)
+    # Another kernel of the same mm shape bucket and dtype (another hash: its own cache entry
+    # misses), in default mode: the measured config, with no benchmark at all.
+    path = edited(MODULE, tmp_path, "other_kernel.py", (
+        "kernel_hash='1936b778f49f0f846e28d79c97040381'", "kernel_hash='another'"))
+    autotune.set_benchmarker(lambda fn: pytest.fail("benchmarked despite the measurement"))
+    second = runtime.load_module(path, name="mm_default")
+    second.call(_args())
+    tem = tuners(second)[TEM]
+    assert tem.choice() == "triton" and list(tem.chosen.values())[0] == best
+    assert "mm bucket" in list(tem.reasons.values())[0]
+    assert "measured faster than cuBLAS" in capsys.readouterr().err
+
+
+def test_a_default_mode_entry_does_not_stop_a_full_search(fake_gpu, tmp_path):
+    fake = fake_gpu
+    emulate_epilogue(fake)
+    autotune.set_benchmarker(_bench(fake, extern_ms=50.0))
+    runtime.load_module(MODULE, name="entry_default").call(_args())  # times the externs only
+    bench = Counter(fake)
+    autotune.set_benchmarker(bench)
+    mod = runtime.load_module(with_mode(MODULE, tmp_path, "max-autotune"), name="entry_max")
+    mod.call(_args())
+    tem = tuners(mod)[TEM]
+    assert len(list(tem.timings.values())[0]) == len(tem.configs)  # searched, not a cache hit
+    assert tem.choice() == "triton"
+
+
+# ---------------------------------------------------------------------------------------------
+# max-autotune: every config that can run, compiled before timing
+
+
+def test_max_autotune_times_every_config(fake_gpu, tmp_path):
+    fake = fake_gpu
+    emulate_epilogue(fake)
+    bench = Counter(fake)
+    autotune.set_benchmarker(bench)
+    mod = runtime.load_module(with_mode(MODULE, tmp_path, "max-autotune"), name="max_all")
+    mod.call(_args())
+    tem, epi = tuners(mod)[TEM], tuners(mod)[EPI]
+    rows = list(tem.timings.values())[0]
+    assert [r["config"] for r in rows] == tem.configs and all(r["ms"] for r in rows)
+    triton = [c for c in tem.configs if not cfgs.is_extern(c)]
+    compiled = {tuple(sorted(c[1].items())) for c in fake.COMPILES if c[0] == TEM}
+    assert compiled == {tuple(sorted(c.kwargs.items())) for c in triton}
+    assert bench.calls == len(tem.configs) + len(epi.configs)
+
+
+def test_configs_that_cannot_fit_are_pruned_before_compiling(fake_gpu, tmp_path, monkeypatch):
+    mm = {"m": 8192, "n": 4096, "k": 4096, "batch": 1}
+    every = cfgs.mm_configs(mm, "float32")
+    small = cfgs.mm_configs(mm, "float32", shared_memory=64 * 1024)
+    assert 0 < len(small) < len(every)
+    for c in small[:-1]:
+        k = c.kwargs
+        assert cfgs.mm_shared_memory(k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"], c.num_stages,
+                                     "float32") <= 64 * 1024
+    # A 128x128 f32 accumulator over 2 warps is 256 registers a thread: pruned.
+    table = ((128, 128, 32, 2, 2), (128, 128, 32, 2, 4))
+    kept = cfgs.mm_configs(mm, "bfloat16", table=table)
+    assert [c.num_warps for c in kept[:-1]] == [4]
+    # The decorator uses the GPU's limit; the pruned configs are never compiled.
+    monkeypatch.setattr(heuristics, "_shared_memory", 64 * 1024)
+    fake = fake_gpu
+    emulate_epilogue(fake)
+    autotune.set_benchmarker(Counter(fake))
+    mod = runtime.load_module(with_mode(MODULE, tmp_path, "max-autotune"), name="pruned")
+    tem = tuners(mod)[TEM]
+    limited = [c for c in cfgs.mm_configs(tem.mm, "float32", shared_memory=64 * 1024)
+               if not cfgs.is_extern(c)]
+    assert [c.key() for c in tem.configs if not cfgs.is_extern(c)] == [c.key() for c in limited]
+    mod.call(_args())
+    fits = {tuple(sorted(c.kwargs.items())) for c in limited}
+    compiled = {tuple(sorted(c[1].items())) for c in fake.COMPILES if c[0] == TEM}
+    assert compiled and compiled <= fits
+
+
+# ---------------------------------------------------------------------------------------------
+# The compile pool and the first call's compile pass
+
+
+def test_the_pool_compiles_and_honours_compile_threads(fake_gpu, tmp_path, monkeypatch):
+    fake = fake_gpu
+    emulate_epilogue(fake)
+    monkeypatch.setenv("COIL_COMPILE_THREADS", "3")
+    assert precompile.compile_threads() == 3 and precompile.pool()._max_workers == 3
+    autotune.set_benchmarker(Counter(fake))
+    mod = runtime.load_module(with_mode(MODULE, tmp_path, "max-autotune"), name="pooled")
+    mod.call(_args())
+    tem_threads = [t for c, t in zip(fake.COMPILES, fake.COMPILE_THREADS) if c[0] == TEM]
+    assert tem_threads and all(t.startswith("coil-compile") for t in tem_threads)
+    monkeypatch.setenv("COIL_COMPILE_THREADS", "1")
+    assert precompile.pool() is None
+    monkeypatch.delenv("COIL_COMPILE_THREADS")
+    assert precompile.compile_threads() == max(1, min(32, os.cpu_count() or 1))
+    for bad in ("0", "many", "-2"):
+        monkeypatch.setenv("COIL_COMPILE_THREADS", bad)
+        with pytest.raises(ValueError, match=f"COIL_COMPILE_THREADS='{bad}'"):
+            precompile.compile_threads()
+
+
+def _sample_args():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(s, generator=g) for s in ((4096, 1024), (4096, 1000), (1024, 768),
+                                                  (768, 1024))]
+
+
+def test_the_first_call_compiles_every_kernel_before_launching(fake_gpu, monkeypatch, capsys):
+    fake = fake_gpu
+    autotune.set_benchmarker(lambda fn: (fn(), 1.0)[1])
+    serial = runtime.load_module(SAMPLE, name="first_serial")
+    serial.call(_sample_args())
+    serial_launches = len(fake.LAUNCHES)
+    serial_compiled = {(c[0], tuple(sorted(c[1].items()))) for c in fake.COMPILES}
+    fake.reset()
+    monkeypatch.setenv("COIL_CACHE_DIR", str(os.path.join(os.environ["COIL_CACHE_DIR"], "b")))
+    monkeypatch.setenv("COIL_COMPILE_THREADS", "4")
+    launches_at_compile = []
+    real_warmup = type(next(iter(tuners(serial).values())).fn).warmup
+
+    def warmup(self, *args, **kw):
+        launches_at_compile.append(len(fake.LAUNCHES))
+        return real_warmup(self, *args, **kw)
+    monkeypatch.setattr(type(next(iter(tuners(serial).values())).fn), "warmup", warmup)
+    pooled = runtime.load_module(SAMPLE, name="first_pooled")
+    pooled.call(_sample_args())
+    # Every config the serial call compiled was submitted by the compile pass, before any
+    # launch (the pass launches nothing); the real call then launched what the serial one did.
+    n_configs = sum(len(t.configs) for t in tuners(pooled).values())
+    assert launches_at_compile[:n_configs] == [0] * n_configs
+    assert {(c[0], tuple(sorted(c[1].items()))) for c in fake.COMPILES} == serial_compiled
+    assert len(fake.LAUNCHES) == serial_launches
+    assert f"first call: {n_configs} configs of 4 kernels compiling" in capsys.readouterr().err
+    # Later calls are the module's own call().
+    assert pooled.call is pooled.__dict__["call"] and not hasattr(pooled.call, "_coil_first_call")
