@@ -481,9 +481,15 @@ class CoilAutotuner:
     def compile(self, config, args):
         """The CompiledKernel of `config` for these arguments: the pool's, if it compiled (or is
         compiling) it, else compiled now. Compile errors raise here."""
-        future = self._compiles.get(self._compile_key(config, args))
+        key = self._compile_key(config, args)
+        future = self._compiles.get(key)
         if future is not None:
-            return future.result()
+            try:
+                return future.result()
+            except Exception:  # noqa: BLE001
+                # Once more in this thread, so that a failure of the threaded compile itself is
+                # never final (a config that cannot compile fails again, with its own error).
+                del self._compiles[key]
         return self._compile_now(config, args)
 
     def _compile_now(self, config, args):
