@@ -15,7 +15,7 @@ Two halves:
 
   run (the GPU machine; carry DIR):
       python3 bench/gpu/compile_latency.py run [--dir build/compile-latency] [--json FILE]
-          [--only MODEL ...] [--budget-s 540] [--serial MODEL ...]
+          [--only MODEL ...] [--budget-s 540] [--serial MODEL ...] [--variants V ...]
     for each model, each in a new process (so that no in-memory cache of Triton's or torch's
     helps), with fresh cache directories (COIL_CACHE_DIR, TRITON_CACHE_DIR,
     TORCHINDUCTOR_CACHE_DIR):
@@ -24,6 +24,8 @@ Two halves:
       max         coil's max-autotune module: the same
       warm        the default module again, in a new process on the default run's caches
       serial      (--serial MODEL) the default module cold with COIL_COMPILE_THREADS=1
+      nopre       (--variants nopre) the default module cold with COIL_PRECOMPILE=0 (each
+                  kernel's configs compile in the pool when it is first called, not all first)
     each first call timed from just before the compile/load to the synchronize after it (torch,
     triton, CUDA and the weights are initialized before), then the steady-state time of that
     variant (triton.testing.do_bench, median), and coil's outputs against eager's (relative
@@ -51,7 +53,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import compile_latency_models as models  # noqa: E402
 
 DEFAULT_DIR = os.path.join(ROOT, "build", "compile-latency")
-VARIANTS = {"default": "default", "max": "max", "warm": "default", "serial": "default"}
+VARIANTS = {"default": "default", "max": "max", "warm": "default", "serial": "default",
+            "nopre": "default"}
 
 
 def log(msg):
@@ -190,6 +193,7 @@ def child(a):
             path = os.path.join(folder, VARIANTS[a.variant], "module.py")
             t0 = time.perf_counter()
             mod = runtime.load_module(path)
+            rec["load_s"] = round(time.perf_counter() - t0, 3)
             (out,) = mod.call(list(args))
             torch.cuda.synchronize()
             rec["first_call_s"] = round(time.perf_counter() - t0, 3)
@@ -254,7 +258,7 @@ def fresh_env(root, tag, **extra):
     env["PYTHONUNBUFFERED"] = "1"
     for var in ("COIL_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
         env[var] = os.path.join(root, tag, var.lower())
-    for var in ("COIL_TRITON_AUTOTUNE", "COIL_LOGS", "COIL_COMPILE_THREADS"):
+    for var in ("COIL_TRITON_AUTOTUNE", "COIL_LOGS", "COIL_COMPILE_THREADS", "COIL_PRECOMPILE"):
         env.pop(var, None)
     env.update(extra)
     return env
@@ -267,12 +271,14 @@ def run(a):
     for name in a.only or models.MODELS:
         variants = ["torch", "default", "max", "warm"] + (
             ["serial"] if name in (a.serial or []) else [])
+        if a.variants:  # a subset (no steady: it needs the torch, default and max runs)
+            variants = [v for v in a.variants if v != "steady"]
         folder = os.path.join(a.dir, name)
         if not os.path.exists(os.path.join(folder, "inputs.json")):
             records.append({"model": name, "error": "not prepared"})
             continue
         envs = {}
-        for variant in variants + ["steady"]:
+        for variant in variants + ([] if a.variants else ["steady"]):
             left = deadline - time.time()
             if left < 20:
                 records.append({"model": name, "variant": variant, "error": "out of time"})
@@ -284,7 +290,8 @@ def run(a):
                 env["TORCHINDUCTOR_CACHE_DIR"] = envs["torch"]["TORCHINDUCTOR_CACHE_DIR"]
                 env["TRITON_CACHE_DIR"] = envs["max"]["TRITON_CACHE_DIR"]
             else:
-                extra = {"COIL_COMPILE_THREADS": "1"} if variant == "serial" else {}
+                extra = {"serial": {"COIL_COMPILE_THREADS": "1"},
+                         "nopre": {"COIL_PRECOMPILE": "0"}}.get(variant, {})
                 env = fresh_env(root, f"{name}-{variant}", **extra)
             envs[variant] = env
             if variant == "steady":
@@ -352,6 +359,8 @@ def main():
     r.add_argument("--only", nargs="*")
     r.add_argument("--budget-s", type=float, default=540)
     r.add_argument("--serial", nargs="*", help="models also run with COIL_COMPILE_THREADS=1")
+    r.add_argument("--variants", nargs="*", choices=["torch"] + list(VARIANTS),
+                   help="only these variants (warm needs default)")
     c = sub.add_parser("child")
     c.add_argument("--dir", required=True)
     c.add_argument("--model", required=True)
