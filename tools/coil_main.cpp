@@ -42,6 +42,9 @@ int run_main(int argc, char** argv) {
         ->type_name("NAME=FILE.npy")
         ->default_str("");
     c->add_option("--seed", a.seed, "seed for random inputs");
+    c->add_flag("--quiet", a.quiet,
+                "no progress line on stderr (shown on a terminal when a compile takes more "
+                "than a second)");
     c->add_option("--device", a.device,
                   "cpu, or cuda: Triton kernels in a Python module for coil_runtime")
         ->type_name("cpu|cuda")
@@ -57,6 +60,20 @@ int run_main(int argc, char** argv) {
         ->check(CLI::Validator(
             [](std::string& v) {
               return v == "highest" || v == "high" ? "" : "'" + v + "' is not highest or high";
+            },
+            ""));
+  };
+
+  auto add_mode = [](CLI::App* c, ModelArgs& a) {
+    c->add_option("--mode", a.mode,
+                  "default: heuristics and cached measurements, timing only close choices; "
+                  "max-autotune: time every matmul candidate (CompileOptions::mode)")
+        ->type_name("default|max-autotune")
+        ->check(CLI::Validator(
+            [](std::string& v) {
+              return v == "default" || v == "max-autotune"
+                         ? ""
+                         : "'" + v + "' is not default or max-autotune";
             },
             ""));
   };
@@ -92,6 +109,7 @@ int run_main(int argc, char** argv) {
                          "--device cuda, module.py (Triton) and report.json");
   add_model_args(compile, compile_args);
   add_debug_dir(compile, compile_args);
+  add_mode(compile, compile_args);
   compile->add_flag("--write-graph", compile_args.write_graph,
                     "also write DIR/graph.coil, the graph as coil reads it (with its weights)");
   compile->add_option("-o,--output-dir", out_dir, "output directory")->required()->type_name("DIR");
@@ -101,6 +119,7 @@ int run_main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "run the model and write each output as DIR/NAME.npy");
   add_model_args(run, run_args);
   add_debug_dir(run, run_args);
+  add_mode(run, run_args);
   add_save_values(run, run_args);
   run->add_option("--output-dir", run_out, "where to write outputs")->type_name("DIR");
 
@@ -111,6 +130,7 @@ int run_main(int argc, char** argv) {
       "check", "compare outputs with --expect files or the reference interpreter");
   add_model_args(check, check_args);
   add_debug_dir(check, check_args);
+  add_mode(check, check_args);
   add_save_values(check, check_args);
   check->add_option("--expect", expects, "an expected output (repeatable)")
       ->type_name("NAME=FILE.npy")
@@ -123,6 +143,7 @@ int run_main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "time the compiled model (median of runs)");
   add_model_args(bench, bench_args);
   add_debug_dir(bench, bench_args);
+  add_mode(bench, bench_args);
   bench
       ->add_option("--threads", bench_opts.threads,
                    "OpenMP threads (default: COIL_NUM_THREADS, else all cores)")

@@ -23,6 +23,7 @@
 #include "runtime/compare.h"
 #include "support/check.h"
 #include "support/npy.h"
+#include "support/progress.h"
 
 namespace coil::cli {
 namespace {
@@ -282,11 +283,13 @@ int cmd_demo(int runs) {
   Graph g = parse_graph(kDemoModel, "<demo>");
   fmt::print("coil demo: {}\n", kDemoDescription);
   fmt::print("{}\n", to_text(g));
+  set_progress_enabled(true);
   auto t0 = Clock::now();
   CompiledModel m = compile(g);
   double compile_ms = ms_since(t0);
   print_kernels(m.report());
-  fmt::print("compile: {:.1f} ms (cache {})", compile_ms, m.report().cache_hit ? "hit" : "miss");
+  fmt::print("compile: {:.1f} ms (code cache {}, model cache {})", compile_ms,
+             m.report().cache_hit ? "hit" : "miss", m.report().model_cache_hit ? "hit" : "miss");
   for (const auto& [stage, s] : m.report().stage_seconds) fmt::print(", {} {:.1f}", stage, s * 1e3);
   fmt::print("\n");
 

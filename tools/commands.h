@@ -24,6 +24,8 @@ struct ModelArgs {
   uint64_t seed = 0;
   std::string device = "cpu";         // cpu | cuda
   std::string precision = "highest";  // highest | high (CompileOptions::precision)
+  std::string mode = "default";       // default | max-autotune (CompileOptions::mode)
+  bool quiet = false;                 // no progress line (support/progress.h)
   std::string debug_dir;              // CompileOptions::debug_dir (--debug-dir)
   bool save_kernel_values = false;    // run/check: CompiledModel::save_kernel_values first
   bool write_graph = false;           // compile: CompileOptions::write_graph

@@ -11,6 +11,7 @@
 #include "runtime/compare.h"
 #include "support/check.h"
 #include "support/npy.h"
+#include "support/progress.h"
 
 namespace coil::cli {
 
@@ -65,6 +66,8 @@ Prepared prepare(const ModelArgs& a) {
   Prepared p{onnx ? import_onnx(a.model) : load_graph_file(a.model), {}, {}};
   p.options.device = a.device;
   p.options.precision = a.precision;
+  p.options.mode = a.mode;
+  set_progress_enabled(!a.quiet);
   p.options.debug_dir = a.debug_dir;
   p.options.write_graph = a.write_graph;
   for (const auto& s : a.sizes) bind_size(p.graph, s, p.options.sizes);

@@ -47,6 +47,14 @@ struct CompileOptions {
   /// fastest (driver/autotune.h; cached on disk). Off: the template everywhere, and the
   /// generated code depends on nothing measured. COIL_MATMUL=template|dnnl|openblas forces one.
   bool autotune = true;
+  /// How hard to search for the fastest kernels (Inductor's torch.compile modes):
+  ///   "default"       decide by heuristics and cached measurements; time only where a choice
+  ///                   is close, a few candidates, one shot each (CPU matmuls), and on the GPU
+  ///                   cuBLAS for plain products unless a measured template is known better.
+  ///   "max-autotune"  time every candidate on the real shape (CPU matmul template, oneDNN and
+  ///                   OpenBLAS; every Triton matmul config), as Inductor's max-autotune does.
+  /// With autotune off nothing is timed whatever the mode.
+  std::string mode = "default";
   /// Where the generated code runs: "cpu" (C++ kernels, compiled and loaded in-process) or
   /// "cuda" (a Python module of Triton kernels for python/coil_runtime; see
   /// generate_gpu_module: compile() and CompiledModel are CPU-only).
@@ -88,7 +96,10 @@ struct CompileReport {
   int64_t arena_bytes = 0;
   std::vector<std::pair<std::string, double>> stage_seconds;  // in pipeline order
   double total_seconds = 0;
-  bool cache_hit = false;
+  bool cache_hit = false;  // the module came from the code cache (nothing compiled)
+  /// The whole-graph cache served this compile (driver/model_cache.h): no lowering, no
+  /// autotuning, no compiler; stage_seconds then holds model_cache and load only.
+  bool model_cache_hit = false;
   std::string cache_key;
   std::filesystem::path so_path;
   std::string source;  // the generated C++ (or, for device "cuda", the Python module)

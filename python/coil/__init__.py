@@ -238,8 +238,10 @@ def _torch_dtype(name):
 
 def compile(graph, **options):
     """Compiles `graph` (a Graph, or text in the text format) for the CPU. `options` are
-    CompileOptions' fields (coil/coil.h): sizes={"s0": 128}, isa, fusion, autotune, precision,
-    output_dir, write_graph, debug_dir, store_all_intermediates. An unknown option is an error."""
+    CompileOptions' fields (coil/coil.h): sizes={"s0": 128}, isa, fusion, autotune, mode
+    ("default" or "max-autotune"), precision, output_dir, write_graph, debug_dir,
+    store_all_intermediates. An unknown option is an error. A graph compiled before with the
+    same options on this machine loads from the whole-graph cache (no compiler needed)."""
     if isinstance(graph, str):
         graph = Graph.parse(graph)
     h = ctypes.c_void_p()

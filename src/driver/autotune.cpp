@@ -21,6 +21,7 @@
 #include "support/env.h"
 #include "support/hash.h"
 #include "support/log.h"
+#include "support/progress.h"
 
 namespace coil {
 namespace {
@@ -81,7 +82,10 @@ TemplateTimingFn template_timing_fn(const IsaInfo& isa) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = built.find(isa.name);
   if (it == built.end()) {
-    CompileResult r = compile_cached(kTemplateBenchSource, module_compile_flags(isa));
+    // Built once per machine and compiler (not per cache directory): it depends on nothing
+    // else.
+    CompileResult r =
+        compile_cached(kTemplateBenchSource, module_compile_flags(isa), machine_cache_root());
     auto lib = SharedLibrary::open(r.so_path);
     auto fn = lib->symbol_as<TemplateTimingFn>("coil_time_template_matmul");
     it = built.emplace(isa.name, std::make_pair(lib, fn)).first;
@@ -110,9 +114,17 @@ struct Timings {
 std::optional<Timings> read_cached(const std::filesystem::path& path) {
   std::ifstream in(path);
   Timings t;
-  std::string a, b, c;
-  if (!(in >> a >> t.template_s >> b >> t.dnnl_s >> c >> t.openblas_s)) return std::nullopt;
+  std::string a, b, c, ta, tb, tc;
+  if (!(in >> a >> ta >> b >> tb >> c >> tc)) return std::nullopt;
   if (a != "template" || b != "dnnl" || c != "openblas") return std::nullopt;
+  // strtod, not operator>>: a candidate the quick search does not time is written "inf".
+  auto number = [](const std::string& s, double& out) {
+    char* end = nullptr;
+    out = std::strtod(s.c_str(), &end);
+    return end != s.c_str() && *end == '\0';
+  };
+  if (!number(ta, t.template_s) || !number(tb, t.dnnl_s) || !number(tc, t.openblas_s))
+    return std::nullopt;
   return t;
 }
 
@@ -173,11 +185,63 @@ double time_template_matmul(const IsaInfo& isa, int64_t m, int64_t n, int64_t k,
 // by taking minutes.
 constexpr double kMaxTimedBytes = double{1 << 30};
 
+namespace {
+
+int64_t next_pow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// The decision of a measured shape for its whole bucket (each size rounded up to a power of
+// two, the same transposes, packing, ISA and threads), written by every measurement and read
+// by default-mode compiles of unmeasured shapes of the bucket. One line, the implementation's
+// name and the shape measured; the first written wins (link()), as for timings.
+std::filesystem::path bucket_path(const std::string& key) {
+  return cache_root() / "autotune-buckets" / key;
+}
+
+std::optional<std::pair<MatmulImpl, std::string>> read_bucket(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string name, shape;
+  if (!(in >> name >> shape)) return std::nullopt;
+  for (MatmulImpl impl : {MatmulImpl::Template, MatmulImpl::Dnnl, MatmulImpl::OpenBlas})
+    if (name == matmul_impl_name(impl)) return std::make_pair(impl, shape);
+  return std::nullopt;
+}
+
+void write_bucket(const std::filesystem::path& path, MatmulImpl impl, const std::string& shape) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  fs::path tmp = path;
+  tmp += fmt::format(".tmp{}", static_cast<long>(getpid()));
+  std::ofstream(tmp) << matmul_impl_name(impl) << " " << shape << "\n";
+  (void)::link(tmp.c_str(), path.c_str());  // an existing decision stays
+  fs::remove(tmp, ec);
+}
+
+MatmulImpl choose(const Timings& t, double margin) {
+  double best_lib = std::min(t.dnnl_s, t.openblas_s);
+  if (best_lib * (1 + margin) < t.template_s)
+    return t.dnnl_s <= t.openblas_s ? MatmulImpl::Dnnl : MatmulImpl::OpenBlas;
+  return MatmulImpl::Template;
+}
+
+}  // namespace
+
 void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOptions& options) {
+  COIL_USER_CHECK(options.mode == "default" || options.mode == "max-autotune",
+                  "mode '{}': expected default or max-autotune", options.mode);
+  const bool full_search = options.mode == "max-autotune";
   auto forced = forced_impl();
+  int matmuls = 0, seen = 0;
+  for (const ComputedBuffer& c : program.computations) matmuls += c.matmul ? 1 : 0;
   for (ComputedBuffer& c : program.computations) {
     if (!c.matmul) continue;
     const MatmulSpec& s = *c.matmul;
+    progress_note(
+        fmt::format("autotuning matmul {} of {} ({}x{}x{})", ++seen, matmuls, s.m, s.n, s.k));
     auto la = s.a.blas_layout(s.m, s.k), lb = s.b.blas_layout(s.k, s.n);
     bool eligible = s.dtype == DType::F32 && s.batch.empty() && la && lb &&
                     program.buffer(c.buffer).layout.dtype == DType::F32;
@@ -195,35 +259,73 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
       bool ta = la->transposed, tb = lb->transposed;
       bool packed_ahead = program.buffer(s.b.buffer).kind == BufferKind::Constant;
       int threads = omp_get_max_threads();
-      std::string key =
-          hash_fields({"matmul-autotune-v3", isa.name, std::to_string(s.m), std::to_string(s.n),
-                       std::to_string(s.k), ta ? "ta" : "", tb ? "tb" : "",
-                       packed_ahead ? "packed" : "", std::to_string(threads)});
-      auto path = cache_root() / "autotune" / key;
+      auto shape_fields = [&](const char* version, int64_t mm, int64_t nn, int64_t kk) {
+        return hash_fields({version, isa.name, std::to_string(mm), std::to_string(nn),
+                            std::to_string(kk), ta ? "ta" : "", tb ? "tb" : "",
+                            packed_ahead ? "packed" : "", std::to_string(threads)});
+      };
+      std::string shape = fmt::format("{}x{}x{}", s.m, s.n, s.k);
+      std::string where = fmt::format("matmul {} ({} threads{})", shape, threads,
+                                      packed_ahead ? ", B packed at load" : "");
+      auto us = [](double sec) { return sec * 1e6; };
+      auto dir = cache_root() / "autotune";
       std::error_code ec;
-      std::filesystem::create_directories(path.parent_path(), ec);
+      std::filesystem::create_directories(dir, ec);
+      // The full search's timings: used by both modes whenever they exist.
+      auto full_path = dir / shape_fields("matmul-autotune-v3", s.m, s.n, s.k);
       // One process times a shape; the others wait for its result (issue 19: two processes
       // of one deployment must run the same kernels).
-      KeyLock lock(path);
-      auto cached = read_cached(path);
-      Timings t;
-      if (cached) {
-        t = *cached;
+      KeyLock lock(full_path);
+      auto full = read_cached(full_path);
+      // The quick search's timings (default mode).
+      auto quick_path = dir / shape_fields("matmul-autotune-quick-v1", s.m, s.n, s.k);
+      auto bucket = bucket_path(
+          shape_fields("matmul-bucket-v1", next_pow2(s.m), next_pow2(s.n), next_pow2(s.k)));
+      if (full || full_search) {
+        Timings t;
+        if (full) {
+          t = *full;
+        } else {
+          t.template_s = time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead);
+          t.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb);
+          t.openblas_s = time_sgemm_openblas(s.m, s.n, s.k, ta, tb);
+          t = write_cached(full_path, t);
+        }
+        choice = choose(t, kLibraryMargin);
+        write_bucket(bucket, choice, shape);
+        COIL_LOG(autotune, "{}: template {:.1f} us, dnnl {:.1f} us, openblas {:.1f} us -> {}{}",
+                 where, us(t.template_s), us(t.dnnl_s), us(t.openblas_s), matmul_impl_name(choice),
+                 full ? " (cached)" : "");
+      } else if (auto quick = read_cached(quick_path)) {
+        choice = choose(*quick, kLibraryMargin);
+        COIL_LOG(autotune,
+                 "{}: template {:.1f} us, dnnl {:.1f} us (one sample each) -> {} (cached)", where,
+                 us(quick->template_s), us(quick->dnnl_s), matmul_impl_name(choice));
+      } else if (auto decided = read_bucket(bucket)) {
+        choice = decided->first;
+        COIL_LOG(autotune, "{}: {} (cached: measured on {} of its size bucket)", where,
+                 matmul_impl_name(choice), decided->second);
+      } else if (packed_ahead) {
+        COIL_LOG(autotune,
+                 "{}: template (heuristic: B is a constant, packed once at load, and the "
+                 "epilogue fuses; not timed)",
+                 where);
+      } else if (2 * m * n * k < kQuickTimingMinFlops) {
+        COIL_LOG(autotune, "{}: template (heuristic: a product of {:.2f} MFLOP is not timed)",
+                 where, 2 * m * n * k / 1e6);
       } else {
-        t.template_s = time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead);
-        t.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb);
-        t.openblas_s = time_sgemm_openblas(s.m, s.n, s.k, ta, tb);
-        t = write_cached(path, t);
+        // The quick search: the template against oneDNN (which OpenBLAS rarely beats here),
+        // one sample each after a warm-up.
+        Timings t;
+        t.template_s = time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead, 1);
+        t.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb, 1);
+        t.openblas_s = std::numeric_limits<double>::infinity();
+        t = write_cached(quick_path, t);
+        choice = choose(t, kLibraryMargin);
+        write_bucket(bucket, choice, shape);
+        COIL_LOG(autotune, "{}: template {:.1f} us, dnnl {:.1f} us (one sample each) -> {}", where,
+                 us(t.template_s), us(t.dnnl_s), matmul_impl_name(choice));
       }
-      double best_lib = std::min(t.dnnl_s, t.openblas_s);
-      if (best_lib * (1 + kLibraryMargin) < t.template_s)
-        choice = t.dnnl_s <= t.openblas_s ? MatmulImpl::Dnnl : MatmulImpl::OpenBlas;
-      auto us = [](double s) { return s * 1e6; };
-      COIL_LOG(autotune,
-               "matmul {}x{}x{} ({} threads{}): template {:.1f} us, dnnl {:.1f} us, openblas "
-               "{:.1f} us -> {}{}",
-               s.m, s.n, s.k, threads, packed_ahead ? ", B packed at load" : "", us(t.template_s),
-               us(t.dnnl_s), us(t.openblas_s), matmul_impl_name(choice), cached ? " (cached)" : "");
     }
     if (choice != MatmulImpl::Template) {
       auto spec = std::make_shared<MatmulSpec>(s);

@@ -1,21 +1,31 @@
 // Autotuning of matmuls: for each f32 matmul of a program, the choice between coil's template
 // (fused epilogue, packed weights) and a library GEMM (oneDNN's dnnl_sgemm, OpenBLAS's
-// cblas_sgemm, each followed by a separate epilogue kernel) is made by timing every candidate
-// on the real shape, here, at compile time — as Inductor's max-autotune does.
+// cblas_sgemm, each followed by a separate epilogue kernel). Two modes (CompileOptions::mode,
+// as torch.compile's):
 //
-//   * The template is timed through a small benchmark module built from the same runtime
-//     header and ISA flags as generated code (compiled once per machine, through the code
-//     cache); the libraries through runtime/extern_timing.h. All at the thread count the
-//     model will run with (omp_get_max_threads()).
-//   * The template keeps a matmul unless a library is more than kLibraryMargin faster: the
-//     template also fuses the epilogue, which the library path pays for separately.
-//   * Results are cached on disk (<cache>/autotune/<key>: candidates and their times), keyed by
-//     the ISA, shape, operand transposes, whether B is packed at load time and the thread count;
-//     a second compile of the same shape costs a file read. Processes compiling the same shape
-//     at once time it once, under a per-key flock (<key>.lock); the first timings written win
-//     (link(), never replaced), so that every process of a deployment runs the same kernels.
-//   * COIL_LOGS=autotune prints every candidate and its time; COIL_MATMUL=template|dnnl|openblas
-//     forces a choice (auto: measure, the default).
+//   * max-autotune: every candidate is timed on the real shape, here, at compile time, as
+//     Inductor's max-autotune does (the template through a small benchmark module built from
+//     the same runtime header and ISA flags as generated code, once per machine; the libraries
+//     through runtime/extern_timing.h; all at the thread count the model will run with,
+//     omp_get_max_threads()).
+//   * default: decide without timing wherever the answer is known, and time little where it
+//     is not. In order: the timings of an earlier full search of the shape; the decision of a
+//     measured shape of the same size bucket (sizes rounded up to powers of two; written by
+//     every measurement to <cache>/autotune-buckets/); the template when B is a constant
+//     (packed once at load; on the products measured here, docs/benchmarks.md, the libraries
+//     were no faster and they cannot fuse the epilogue) or the product is smaller than
+//     kQuickTimingMinFlops; otherwise a quick search: the template against oneDNN, one sample
+//     each after a warm-up call.
+//
+// In both, the template keeps a matmul unless a library is more than kLibraryMargin faster: the
+// template also fuses the epilogue, which the library path pays for separately. Timings are
+// cached on disk (<cache>/autotune/<key>: candidates and their times), keyed by the ISA, shape,
+// operand transposes, whether B is packed at load time and the thread count; a second compile of
+// the same shape costs a file read. Processes compiling the same shape at once time it once,
+// under a per-key flock (<key>.lock); the first timings written win (link(), never replaced), so
+// that every process of a deployment runs the same kernels. COIL_LOGS=autotune prints every
+// decision, its candidates and times or the heuristic that made it;
+// COIL_MATMUL=template|dnnl|openblas forces a choice (auto: the mode decides, the default).
 //
 // Only two-dimensional (after batch folding) f32 products whose operands a BLAS can address
 // (one unit stride each) have candidates; batched and bf16 products always use the template.
@@ -30,8 +40,15 @@ struct IsaInfo;
 /// A library must be this much faster than the template to be chosen.
 constexpr double kLibraryMargin = 0.05;
 
+/// Default mode: products of fewer operations than this (2*M*N*K) keep the template untimed:
+/// their candidates differ by microseconds, and the template fuses the epilogue.
+constexpr double kQuickTimingMinFlops = double{1 << 20};
+
 struct AutotuneOptions {
   bool enabled = true;  // false: the template everywhere, nothing timed (golden tests)
+  /// CompileOptions::mode: "default" (cached decisions, heuristics, a quick search where
+  /// neither decides) or "max-autotune" (every candidate timed on every new shape).
+  std::string mode = "default";
 };
 
 /// Sets MatmulSpec::impl of every matmul of `program`, and turns the computations given to a

@@ -13,14 +13,17 @@
 #include "coil/coil.h"
 #include "driver/debug_dir.h"
 #include "driver/kernel_repro.h"
+#include "driver/model_cache.h"
 #include "driver/pipeline.h"
 #include "runtime/code_cache.h"
 #include "runtime/isa.h"
 #include "runtime/loader.h"
+#include "runtime/toolchain.h"
 #include "sched/scheduler.h"
 #include "support/check.h"
 #include "support/env.h"
 #include "support/log.h"
+#include "support/progress.h"
 
 namespace coil {
 
@@ -104,10 +107,59 @@ std::string CompileReport::to_json() const {
   j["compile_seconds"] = stages;
   j["compile_total_seconds"] = total_seconds;
   j["cache"] = cache_hit ? "hit" : "miss";
+  j["model_cache"] = model_cache_hit ? "hit" : "miss";
   j["cache_key"] = cache_key;
   j["shared_object"] = so_path.string();
   return j.dump(2) + "\n";
 }
+
+namespace {
+
+// What both paths of compile() do once the module is known: load it, pack its constants, and
+// give the model its inputs, outputs, kernel call plan and arena. (A template so that it can
+// take the private CompiledModel::Impl without naming it.)
+template <typename Impl>
+void load_module(Impl& impl, const CompileResult& built, std::vector<RunCheck> run_checks,
+                 std::vector<std::shared_ptr<const Tensor>> constants, KernelCallPlan kernel_calls,
+                 int64_t arena_bytes) {
+  impl.library = SharedLibrary::open(built.so_path);
+  impl.run = impl.library->template symbol_as<GraphRunFn>(kGraphRunSymbol);
+  impl.run_checks = std::move(run_checks);
+  if (!impl.run_checks.empty())
+    impl.run_error = impl.library->template symbol_as<GraphRunErrorFn>(kGraphRunErrorSymbol);
+  impl.constants = std::move(constants);
+  for (const auto& c : impl.constants) impl.constant_ptrs.push_back(c->data());
+  // Weights that templates read packed are packed here, once.
+  int64_t packed_bytes =
+      impl.library->template symbol_as<GraphPackedBytesFn>(kGraphPackedBytesSymbol)();
+  impl.packed = Tensor::empty(DType::U8, {std::max<int64_t>(packed_bytes, 64)});
+  impl.library->template symbol_as<GraphPackFn>(kGraphPackSymbol)(
+      impl.constant_ptrs.data(), static_cast<char*>(impl.packed.data()));
+  // The kernels one by one (profile, save_kernel_values) and in the report: one traffic count.
+  impl.kernel_calls = std::move(kernel_calls);
+  CompileReport& report = impl.report;
+  for (const KernelCallPlan::Kernel& k : impl.kernel_calls.kernels)
+    report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written, k.ops});
+  report.arena_bytes = arena_bytes;
+  report.cache_hit = built.cache_hit;
+  report.cache_key = built.key;
+  report.so_path = built.so_path;
+  impl.arena = Tensor::empty(DType::U8, {std::max<int64_t>(arena_bytes, 1)});
+}
+
+void write_output_dir(const Graph& graph, const CompileOptions& options,
+                      const CompileReport& report) {
+  if (options.output_dir.empty()) return;
+  namespace fs = std::filesystem;
+  fs::create_directories(options.output_dir);
+  std::ofstream(options.output_dir / "module.cpp") << report.source;
+  fs::copy_file(report.so_path, options.output_dir / "module.so",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(options.output_dir / "report.json") << report.to_json();
+  if (options.write_graph) std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+}
+
+}  // namespace
 
 CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   COIL_USER_CHECK(options.device == "cpu",
@@ -115,15 +167,51 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
                   "cuda -o DIR` (coil::generate_gpu_module), then run DIR/module.py through "
                   "python/coil_runtime on a CUDA machine",
                   options.device);
+  COIL_USER_CHECK(options.mode == "default" || options.mode == "max-autotune",
+                  "mode '{}': expected default or max-autotune", options.mode);
   init_threads_from_env();
+  ProgressScope progress;
   auto impl = std::make_unique<CompiledModel::Impl>();
   CompileReport& report = impl->report;
   report.precision = options.precision;
   StageTimer timer(report);
-  std::unique_ptr<DebugDir> debug = DebugDir::open(graph, options);
 
-  // The target ISA first: its first detection in a cache dir runs a probe (seconds, once),
-  // which would otherwise be billed to code generation.
+  // The warm path (driver/model_cache.h): the same graph, options and machine as an earlier
+  // compile load its module and decisions, with no lowering, autotuning or compiler.
+  std::optional<std::string> model_key = model_cache_key(graph, options);
+  if (model_key) {
+    std::optional<ModelCacheEntry> entry = load_model_cache_entry(*model_key);
+    std::optional<CompileResult> built;
+    std::vector<std::shared_ptr<const Tensor>> given = graph_constants(graph);
+    bool constants_ok = true;
+    if (entry) {
+      for (int c : entry->constant_nodes)
+        constants_ok = constants_ok && c >= 0 && static_cast<size_t>(c) < given.size();
+      built = find_cached_module(entry->code_key, &report.source);
+    }
+    if (entry && built && constants_ok && cpu_supports(isa_by_name(entry->isa))) {
+      timer.mark("model_cache");
+      COIL_LOG(cache, "model hit {} (module {})", *model_key, entry->code_key);
+      std::vector<std::shared_ptr<const Tensor>> constants;
+      for (int c : entry->constant_nodes) constants.push_back(given[static_cast<size_t>(c)]);
+      load_module(*impl, *built, std::move(entry->run_checks), std::move(constants),
+                  std::move(entry->kernel_calls), entry->arena_bytes);
+      impl->inputs = std::move(entry->inputs);
+      impl->outputs = std::move(entry->outputs);
+      report.model_cache_hit = true;
+      timer.mark("load");
+      timer.finish();
+      write_output_dir(graph, options, report);
+      CompiledModel m;
+      m.impl_ = std::move(impl);
+      return m;
+    }
+    timer.mark("model_cache");
+  }
+
+  std::unique_ptr<DebugDir> debug = DebugDir::open(graph, options);
+  // The target ISA first: its first detection on a machine runs a probe (seconds, once), which
+  // would otherwise be billed to code generation.
   target_isa(options);
   timer.mark("isa");
   GeneratedProgram gen = generate_program(graph, options, &timer);
@@ -137,24 +225,12 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   CompileFlags flags = module_compile_flags(isa);
   if (module.uses_extern_libraries)
     for (const std::string& f : extern_link_flags()) flags.extra.push_back(f);
+  progress_note(
+      fmt::format("compiling {} kernels ({})", module.kernels.size(), Toolchain::get().cxx));
   CompileResult built = compile_cached(module.source, flags);
   timer.mark("compile");
 
-  impl->library = SharedLibrary::open(built.so_path);
-  impl->run = impl->library->symbol_as<GraphRunFn>(kGraphRunSymbol);
-  impl->run_checks = program.run_checks;
-  if (!program.run_checks.empty())
-    impl->run_error = impl->library->symbol_as<GraphRunErrorFn>(kGraphRunErrorSymbol);
-  impl->constants = program.constants;
-  for (const auto& c : impl->constants) impl->constant_ptrs.push_back(c->data());
-  // Weights that templates read packed are packed here, once.
-  int64_t packed_bytes = impl->library->symbol_as<GraphPackedBytesFn>(kGraphPackedBytesSymbol)();
-  impl->packed = Tensor::empty(DType::U8, {std::max<int64_t>(packed_bytes, 64)});
-  impl->library->symbol_as<GraphPackFn>(kGraphPackSymbol)(impl->constant_ptrs.data(),
-                                                          static_cast<char*>(impl->packed.data()));
-  timer.mark("load");
-  timer.finish();
-
+  KernelCallPlan kernel_calls = kernel_call_plan(program, schedule, module);
   for (int id : g.inputs()) {
     const Node& n = g.node(id);
     impl->inputs.push_back({n.name, n.type.dtype, bound_shape(n.type.shape)});
@@ -163,26 +239,24 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
     const Node& n = g.node(o.node);
     impl->outputs.push_back({o.name, n.type.dtype, bound_shape(n.type.shape)});
   }
-  // The kernels one by one (profile, save_kernel_values) and in the report: one traffic count.
-  impl->kernel_calls = kernel_call_plan(program, schedule, module);
-  for (const KernelCallPlan::Kernel& k : impl->kernel_calls.kernels)
-    report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written, k.ops});
-  report.arena_bytes = schedule.memory.arena_bytes;
-  report.cache_hit = built.cache_hit;
-  report.cache_key = built.key;
-  report.so_path = built.so_path;
-  report.source = module.source;
-  impl->arena = Tensor::empty(DType::U8, {std::max<int64_t>(report.arena_bytes, 1)});
-
-  if (!options.output_dir.empty()) {
-    namespace fs = std::filesystem;
-    fs::create_directories(options.output_dir);
-    std::ofstream(options.output_dir / "module.cpp") << module.source;
-    fs::copy_file(built.so_path, options.output_dir / "module.so",
-                  fs::copy_options::overwrite_existing);
-    std::ofstream(options.output_dir / "report.json") << report.to_json();
-    if (options.write_graph) std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+  if (model_key) {
+    // The decisions of this compile, for the next process's warm path (only when every
+    // constant of the module is one of the graph's: otherwise its data would have to be kept).
+    if (auto positions = constant_positions(graph, program.constants)) {
+      ModelCacheEntry e{
+          built.key,     isa.name,           compiler_fingerprint(), impl->inputs,
+          impl->outputs, program.run_checks, kernel_calls,           schedule.memory.arena_bytes,
+          *positions};
+      store_model_cache_entry(*model_key, e);
+    }
   }
+  load_module(*impl, built, program.run_checks, program.constants, std::move(kernel_calls),
+              schedule.memory.arena_bytes);
+  report.source = module.source;
+  timer.mark("load");
+  timer.finish();
+
+  write_output_dir(graph, options, report);
   if (debug) {
     debug->write("module.cpp", module.source);
     debug->write("compile_command.txt", built.command + "\n");

@@ -17,6 +17,7 @@
 #include "support/check.h"
 #include "support/env.h"
 #include "support/log.h"
+#include "support/progress.h"
 
 namespace coil {
 
@@ -64,11 +65,14 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   warn_unknown_env_vars();
   COIL_USER_CHECK(options.device == "cpu" || options.device == "cuda",
                   "device '{}': expected cpu or cuda", options.device);
+  COIL_USER_CHECK(options.mode == "default" || options.mode == "max-autotune",
+                  "mode '{}': expected default or max-autotune", options.mode);
   const bool gpu = options.device == "cuda";
   const Fp32Precision precision = parse_precision(options.precision);
   // After each pass: the verifier (COIL_VERIFY_IR) and the dump (COIL_LOGS=ir_passes).
   COIL_LOG(graph, "input graph:\n{}", to_text(graph));
   after_graph_pass("input", graph, GraphStage::input);
+  progress_note("lowering");
   Graph g = decompose_and_bind(graph, options.sizes);
   COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
   after_graph_pass("decompose_and_bind", g, GraphStage::decomposed);
@@ -81,6 +85,7 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   if (!gpu) {
     AutotuneOptions autotune_options;
     autotune_options.enabled = options.autotune;
+    autotune_options.mode = options.mode;
     autotune_matmuls(program, target_isa(options), autotune_options);
     after_ir_pass("autotune_matmuls", program);
     mark("autotune");
@@ -90,12 +95,14 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   schedule_options.after_pass = [&](std::string_view pass, const Schedule& s, bool planned) {
     after_schedule_pass(pass, program, s, planned);
   };
+  progress_note("fusing and scheduling");
   Schedule schedule = schedule_program(program, schedule_options);
   mark("schedule");
   if (gpu) {
     TritonModuleOptions module_options;
     module_options.description = describe_graph(g);
     module_options.precision = precision;
+    module_options.autotune_mode = options.mode;
     for (int id : g.inputs()) module_options.input_names.push_back(g.node(id).name);
     TritonModule module = generate_triton_module(program, schedule, module_options);
     COIL_LOG(output_code, "generated Triton module:\n{}", module.source);
@@ -104,6 +111,7 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
     out.triton = std::move(module);
     return out;
   }
+  progress_note(fmt::format("generating C++ for {} kernels", schedule.kernels.size()));
   CppTarget target;
   target.vec_lanes = target_isa(options).lanes(DType::F32);
   CppModule module = generate_cpp_module(program, schedule, target);
@@ -116,6 +124,7 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
 CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& options) {
   COIL_USER_CHECK(options.device == "cuda", "generate_gpu_module: device '{}' is not cuda",
                   options.device);
+  ProgressScope progress;
   CompileReport report;
   report.device = "cuda";
   report.precision = options.precision;

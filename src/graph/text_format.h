@@ -36,4 +36,10 @@ TensorType parse_type_text(std::string_view text, std::string_view input,
 Attrs parse_attr_text(std::string_view text, std::string_view filename = "<string>");
 std::string attrs_to_text(const Attrs& attrs);
 
+/// The graph as to_text prints it, except that each constant's data is replaced by the
+/// XXH3-128 of its bytes (`const w: f32[64, 3] = xxh3:1f0c...`): what identifies the graph in
+/// the whole-graph cache (driver/model_cache.h) at hashing speed rather than printing speed
+/// (resnet18's weights print as 165 MB). Not parseable.
+std::string graph_fingerprint(const Graph& g);
+
 }  // namespace coil

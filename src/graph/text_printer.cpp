@@ -6,6 +6,7 @@
 #include "coil/graph.h"
 #include "graph/text_format.h"
 #include "graph/text_lexer.h"
+#include "support/hash.h"
 
 namespace coil {
 namespace {
@@ -69,7 +70,7 @@ std::string attr_text(const AttrValue& v) {
   return attr_to_string(v);
 }
 
-void print_node(std::string& out, const Graph& g, const Node& n) {
+void print_node(std::string& out, const Graph& g, const Node& n, bool hash_data = false) {
   std::string_view op = n.op_name();
   if (op == "input") {
     out += fmt::format("input {}: {}\n", n.name, type_str(n.type));
@@ -78,7 +79,14 @@ void print_node(std::string& out, const Graph& g, const Node& n) {
   if (op == "constant") {
     COIL_ASSERT(n.data, "constant {} has no data", n.name);
     out += fmt::format("const {}: {} = ", n.name, type_str(n.type));
-    print_data(out, *n.data);
+    if (hash_data) {
+      Tensor t = n.data->is_contiguous() ? *n.data : n.data->clone();
+      out += "xxh3:" +
+             checksum(std::string_view(static_cast<const char*>(t.data()),
+                                       static_cast<size_t>(t.numel()) * dtype_size(t.dtype())));
+    } else {
+      print_data(out, *n.data);
+    }
     out += '\n';
     return;
   }
@@ -99,9 +107,11 @@ std::string attrs_to_text(const Attrs& attrs) {
   return fmt::format("{{{}}}", fmt::join(items, ", "));
 }
 
-std::string to_text(const Graph& g) {
+namespace {
+
+std::string print_graph(const Graph& g, bool hash_data) {
   std::string out;
-  for (const auto& n : g.nodes()) print_node(out, g, *n);
+  for (const auto& n : g.nodes()) print_node(out, g, *n, hash_data);
   for (const GraphOutput& o : g.outputs()) {
     const std::string& value = g.node(o.node).name;
     if (o.name == value) {
@@ -111,6 +121,16 @@ std::string to_text(const Graph& g) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::string to_text(const Graph& g) {
+  return print_graph(g, false);
+}
+
+std::string graph_fingerprint(const Graph& g) {
+  return print_graph(g, true);
 }
 
 }  // namespace coil

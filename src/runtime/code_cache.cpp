@@ -311,10 +311,35 @@ fs::path machine_cache_root() {
   return checked_root("");
 }
 
-CompileResult compile_cached(const std::string& source, const CompileFlags& flags) {
+std::optional<CompileResult> find_cached_module(const std::string& key, std::string* source) {
+  if (key.size() != 32 || key.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return std::nullopt;
+  fs::path entry = cache_root() / key.substr(0, 2) / key;
+  std::optional<std::string> so = read_file(entry / "module.so");
+  std::optional<std::string> sum = read_file(entry / "module.so.xxh");
+  if (!so || !sum || sum->substr(0, sum->find('\n')) != checksum(*so)) return std::nullopt;
+  if (source) {
+    std::optional<std::string> src = read_file(entry / "source.cpp");
+    if (!src) return std::nullopt;
+    *source = std::move(*src);
+  }
+  std::optional<std::string> command = read_file(entry / "command.txt");
+  CompileResult r;
+  r.key = key;
+  r.so_path = entry / "module.so";
+  r.cache_hit = true;
+  if (command) r.command = command->substr(0, command->find('\n'));
+  return r;
+}
+
+CompileResult compile_cached(const std::string& source, const CompileFlags& flags,
+                             const std::filesystem::path& cache) {
   const Toolchain& toolchain = Toolchain::get();
-  fs::path root = cache_root();
-  fs::path include_dir = ensure_headers(root);
+  fs::path root = cache.empty() ? cache_root() : checked_root(cache.string());
+  // The headers and their precompiled forms belong to the machine and compiler, not to a cache:
+  // a fresh COIL_CACHE_DIR (a test, a benchmark's cold compile, a new deployment) would
+  // otherwise pay seconds precompiling them again.
+  fs::path include_dir = ensure_headers(machine_cache_root());
 
   // Placeholder paths: the key must not depend on where the cache or the temp dir is.
   KeyHasher hasher;

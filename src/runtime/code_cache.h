@@ -5,7 +5,10 @@
 // another user is refused (anyone who can write there can make coil load their code).
 //
 // Layout:
-//   <cache>/include/<headers-hash>/  the embedded kernel runtime headers (embedded_headers.h)
+//   <default cache>/include/<headers-hash>/  the embedded kernel runtime headers
+//                                    (embedded_headers.h) and their precompiled forms
+//                                    (<header>.gch/<flags-hash>.gch), per machine whatever
+//                                    COIL_CACHE_DIR says (machine_cache_root)
 //   <cache>/<key[0:2]>/<key>/        source.cpp, module.so, module.so.xxh (XXH3-128 of the .so),
 //                                    command.txt (the compile command, rerunnable)
 //   <cache>/failed/<key>.cpp, .log   sources the compiler rejected, with its output
@@ -21,6 +24,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "runtime/toolchain.h"
@@ -44,7 +48,16 @@ struct CompileResult {
 /// Compiles `source` into a shared object with Toolchain::get(), or finds it in the cache.
 /// Thread-safe and safe across processes. Throws coil::Error when the compiler fails (with the
 /// command, its output and the path of the kept source) or the cache directory is unusable.
-CompileResult compile_cached(const std::string& source, const CompileFlags& flags = {});
+/// `cache`: the cache directory to use instead of cache_root() (machine_cache_root() for
+/// what belongs to the machine, e.g. the autotuner's benchmark module).
+CompileResult compile_cached(const std::string& source, const CompileFlags& flags = {},
+                             const std::filesystem::path& cache = {});
+
+/// The entry `key` (CompileResult::key) if it exists and its module.so matches its checksum,
+/// else nullopt; runs no compiler (the whole-graph cache's warm path, driver/model_cache.h).
+/// `source`, when given, receives the entry's source.cpp.
+std::optional<CompileResult> find_cached_module(const std::string& key,
+                                                std::string* source = nullptr);
 
 /// The cache directory, created (0700) and checked on each call, since COIL_CACHE_DIR may change
 /// between calls (tests do this).

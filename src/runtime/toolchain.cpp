@@ -144,6 +144,31 @@ std::string read_host_cpu_flags() {
 
 }  // namespace
 
+std::string compiler_fingerprint() {
+  std::optional<std::string> path;
+  const char* env = std::getenv("CXX");
+  if (env && *env) {
+    path = find_program(env);
+  } else {
+    for (const char* name : {"g++", "clang++", "clang++-14"})
+      if ((path = find_program(name))) break;
+  }
+  if (!path) return "";
+  std::error_code ec;
+  std::filesystem::path real = std::filesystem::canonical(*path, ec);
+  if (ec) real = *path;
+  struct stat st;
+  if (::stat(real.c_str(), &st) != 0) return "";
+  return fmt::format("{} size={} mtime={}.{:09d}", real.string(),
+                     static_cast<long long>(st.st_size), static_cast<long long>(st.st_mtim.tv_sec),
+                     st.st_mtim.tv_nsec);
+}
+
+const std::string& host_cpu_flags() {
+  static const std::string flags = read_host_cpu_flags();
+  return flags;
+}
+
 const Toolchain& Toolchain::get() {
   static const Toolchain toolchain = [] {
     const char* env = std::getenv("CXX");

@@ -56,6 +56,15 @@ struct Toolchain {
                                                  const CompileFlags& flags) const;
 };
 
+/// The compiler Toolchain::get() would pick ($CXX, else g++, clang++, clang++-14 on PATH),
+/// identified without running it: its resolved path, size and modification time, or "" when
+/// there is none. The whole-graph cache (driver/model_cache.h) records it, so that a cached
+/// model is reused without a compiler on PATH and rebuilt when another compiler is there.
+std::string compiler_fingerprint();
+
+/// The host CPU's feature flags, as Toolchain::host_cpu (read once).
+const std::string& host_cpu_flags();
+
 /// The sanitizer flags coil was built with (-DCOIL_SANITIZE, cmake/sanitize.cmake), space
 /// separated, e.g. "-fsanitize=thread -fno-omit-frame-pointer"; empty in a normal build.
 /// Toolchain::base_flags() gives them to generated kernels too.

@@ -31,7 +31,8 @@ enum class EnvScope { coil, python, scripts };
   X(debug_dir, "COIL_DEBUG_DIR", coil, "write every compile's stages and kernel repros here")    \
   X(python, "COIL_PYTHON", coil, "the Python that --device cuda runs modules with")              \
   X(pythonpath, "COIL_PYTHONPATH", coil, "coil's python/ directory for --device cuda runs")      \
-  X(triton_autotune, "COIL_TRITON_AUTOTUNE", python, "Triton config lists: 1, max or 0")         \
+  X(triton_autotune, "COIL_TRITON_AUTOTUNE", python, "overrides the autotune mode: 1, max or 0") \
+  X(precompile, "COIL_PRECOMPILE", python, "0: compile Triton kernels at their first call")      \
   X(triton_launcher, "COIL_TRITON_LAUNCHER", python, "how modules launch kernels: direct, jit")  \
   X(poison_outputs, "COIL_POISON_OUTPUTS", python, "1: fill new buffers with NaN")               \
   X(library, "COIL_LIBRARY", python, "the libcoil_c.so (or its directory) python/coil loads")    \

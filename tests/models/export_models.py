@@ -15,6 +15,12 @@ downloaded. The models:
   mobilenet_v2     torchvision mobilenet_v2 (1000 classes), [1, 3, 224, 224]
   squeezenet1_1    torchvision squeezenet1_1 (1000 classes), [1, 3, 224, 224]: 1x1 and 3x3
                    convolutions, ceil-mode max pooling, no batch norm (issue 19's GPU check)
+  efficientnet_b0  torchvision efficientnet_b0 (1000 classes), [1, 3, 224, 224] (benchmarks only:
+                   bench/compile_latency.py; 189 kernels, squeeze-excitation blocks)
+  gpt_block        a GPT-style decoder block (bench/compile_latency.py): token embedding (vocab
+                   1024, d 256), learned positions, pre-norm causal self-attention with 4 heads
+                   through matmuls, softmax and a mask, a GELU MLP, the output projection tied
+                   to the embedding; int64 tokens [2, 128] -> logits [2, 128, 1024]
   transformer_dynbatch  the transformer layer exported with a dynamic batch dim ("batch"):
                    traced at batch 2, its input and output saved at batch 3, so its
                    Shape -> Gather -> Mul -> Concat -> Reshape subgraphs compute on a symbol
@@ -56,6 +62,34 @@ class LnGeluMlp(nn.Module):
         return x + self.fc2(self.act(self.fc1(self.norm(x))))
 
 
+class GptBlock(nn.Module):
+    def __init__(self, vocab=1024, d=256, heads=4, seq=128):
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(seq, d) * 0.02)
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+        self.ln_f = nn.LayerNorm(d)
+        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1))
+
+    def forward(self, tokens):
+        b, t = tokens.shape
+        h = self.embed(tokens) + self.pos[:t]
+        q, k, v = self.qkv(self.ln1(h)).chunk(3, dim=-1)
+        split = lambda z: z.reshape(b, t, self.heads, -1).transpose(1, 2)  # noqa: E731
+        q, k, v = split(q), split(k), split(v)
+        att = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5) + self.mask[:t, :t]
+        y = (att.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
+        h = h + self.proj(y)
+        h = h + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(h))))
+        return self.ln_f(h) @ self.embed.weight.t()
+
+
 def randomize_norms(model):
     """Batch norm statistics and affine parameters away from the identity; layer norms' too."""
     for m in model.modules():
@@ -73,6 +107,8 @@ def build(name):
     """(model, input shape) for a model name."""
     if name == "mlp":
         return Mlp(), [16, 512]
+    if name == "gpt_block":
+        return GptBlock(), [2, 128]
     if name == "ln_gelu_mlp":
         return LnGeluMlp(), [4, 64, 256]
     if name in ("transformer", "transformer_dynbatch"):
@@ -84,12 +120,15 @@ def build(name):
         return torchvision.models.mobilenet_v2(weights=None), [1, 3, 224, 224]
     if name == "squeezenet1_1":
         return torchvision.models.squeezenet1_1(weights=None), [1, 3, 224, 224]
+    if name == "efficientnet_b0":
+        return torchvision.models.efficientnet_b0(weights=None), [1, 3, 224, 224]
     raise SystemExit(f"unknown model {name!r} (known: {', '.join(ALL)})")
 
 
 MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "squeezenet1_1"]
 DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256])}  # dynamic_axes, saved input
-ALL = MODELS + list(DYNAMIC)
+BENCH = ["efficientnet_b0", "gpt_block"]  # benchmarks only (no test runs them)
+ALL = MODELS + list(DYNAMIC) + BENCH
 
 
 def export(name, out):
@@ -98,7 +137,7 @@ def export(name, out):
     model, shape = build(name)
     randomize_norms(model)
     model.eval()
-    x = torch.randn(*shape)
+    x = torch.randint(0, 1024, shape) if name == "gpt_block" else torch.randn(*shape)
     axes = None
     if name in DYNAMIC:
         axes, saved = DYNAMIC[name]

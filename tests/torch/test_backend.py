@@ -206,3 +206,23 @@ def test_torch_compile_backend_coil(dynamic):
     (y ** 2).sum().backward()
     for g, ge in zip(_grads(mine), _grads(eager)):
         torch.testing.assert_close(g, ge, rtol=1e-3, atol=1e-5)
+
+
+def test_torch_compile_modes_map_to_coil_modes():
+    assert ct.options_for_mode(None, None) == {"mode": "default"}
+    assert ct.options_for_mode({}, "reduce-overhead") == {"mode": "default"}
+    assert ct.options_for_mode({"autotune": False}, "max-autotune") == {
+        "autotune": False, "mode": "max-autotune"}
+    assert ct.options_for_mode({}, "max-autotune-no-cudagraphs")["mode"] == "max-autotune"
+    assert ct.options_for_mode({"mode": "default"}, "max-autotune")["mode"] == "default"
+    with pytest.raises(ValueError, match="'fastest'"):
+        ct.options_for_mode({}, "fastest")
+
+
+def test_compile_mode_option_and_a_bad_mode():
+    g = coil.Graph.parse("input x: f32[8, 16]\ninput w: f32[16, 4]\nm = matmul(x, w)\noutput m\n")
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    (y,) = coil.compile(g, mode="max-autotune", **OPTIONS)(x, w)
+    torch.testing.assert_close(y, x @ w, rtol=1e-5, atol=1e-5)
+    with pytest.raises(coil.Error, match="mode 'fast'"):
+        coil.compile(g, mode="fast")

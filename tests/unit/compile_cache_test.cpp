@@ -15,39 +15,21 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "graph/text_format.h"
 #include "support/check_graph.h"
+#include "support/error_of.h"
+#include "support/private_cache.h"
 
 namespace coil {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// A private cache directory for one test, restored afterwards.
-class PrivateCache {
- public:
-  explicit PrivateCache(const std::string& name) {
-    const char* old = std::getenv("COIL_CACHE_DIR");
-    old_ = old ? old : "";
-    dir_ = fs::path(COIL_BINARY_DIR) / "test-cache" /
-           fmt::format("{}-{}-{}", name, getpid(),
-                       std::chrono::steady_clock::now().time_since_epoch().count());
-    setenv("COIL_CACHE_DIR", dir_.c_str(), 1);
-  }
-  ~PrivateCache() {
-    setenv("COIL_CACHE_DIR", old_.c_str(), 1);
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  const fs::path& dir() const { return dir_; }
-
- private:
-  std::string old_;
-  fs::path dir_;
-};
+using testing::PrivateCache;
+using testing::read_text;
 
 const char* kGraph = "input x: f32[8, 33]\ny = sigmoid(x)\nz = sum(y) {axes=[1]}\noutput z\n";
 
@@ -112,13 +94,6 @@ TEST(CompileCache, ConcurrentProcessesCompileTheSameGraph) {
       fmt::format("bash -c \"{0} & p1=\\$!; {0} & p2=\\$!; wait \\$p1 && wait \\$p2\"", cmd);
   EXPECT_EQ(std::system(script.c_str()), 0);
   EXPECT_EQ(std::system(cmd.c_str()), 0);  // and a third run hits the cache
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // `coil compile MODEL -o OUT` as a child process (exec at once, so that the test's OpenMP
@@ -218,6 +193,199 @@ TEST(CompileCache, KillMinus9DuringACompileLeavesNoLoadableBadEntry) {
   // A later process compiles (or loads) and gets the right answer.
   std::string check = fmt::format("'{}' check '{}' > /dev/null", COIL_CLI, model.string());
   EXPECT_EQ(std::system(check.c_str()), 0);
+}
+
+// ---- The whole-graph cache (driver/model_cache.h): the warm path ---------------------------
+
+// A graph with a constant weight (matmul: autotuned and packed at load), a gather (a run-time
+// check) and two outputs.
+Graph warm_graph(float scale) {
+  Graph g;
+  int x = g.add_input("x", DType::F32, {16, 24});
+  int idx = g.add_input("i", DType::I64, {5});
+  Tensor w = Tensor::empty(DType::F32, {24, 8});
+  for (int64_t k = 0; k < w.numel(); ++k)
+    w.data_as<float>()[k] = scale * static_cast<float>(k % 7 - 3) / 8;
+  int c = g.add_constant(w, "w");
+  int m = g.add_node("matmul", {x, c});
+  int r = g.add_node("relu", {m});
+  g.add_output(r, "y");
+  g.add_output(g.add_node("gather", {x, idx}), "rows");
+  return g;
+}
+
+std::vector<Tensor> warm_inputs(const Graph& g) {
+  std::vector<Tensor> in = testing::random_inputs(g, 3);
+  const double rows[] = {0, 15, -1, 7, 3};
+  for (int64_t k = 0; k < 5; ++k) in[1].set_from_double(k, rows[k]);
+  return in;
+}
+
+void expect_same_outputs(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].shape(), b[i].shape());
+    EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].numel() * dtype_size(a[i].dtype())), 0)
+        << "output " << i;
+  }
+}
+
+std::vector<std::string> stage_names(const CompileReport& r) {
+  std::vector<std::string> out;
+  for (const auto& [stage, s] : r.stage_seconds) out.push_back(stage);
+  return out;
+}
+
+// A second compile of the same graph and options is served whole: no lowering, no autotuning,
+// no compiler; the model runs the same kernels (bit-identical outputs), keeps its run-time
+// checks and its kernel call plan (profile), and reports the same module.
+TEST(ModelCache, SecondCompileIsServedWholeAndRunsTheSame) {
+  PrivateCache cache("model-hit");
+  Graph g = warm_graph(1.0f);
+  std::vector<Tensor> in = warm_inputs(g);
+  CompiledModel cold = compile(g);
+  EXPECT_FALSE(cold.report().model_cache_hit);
+  CompiledModel warm = compile(g);
+  EXPECT_TRUE(warm.report().model_cache_hit);
+  EXPECT_TRUE(warm.report().cache_hit);
+  EXPECT_EQ(stage_names(warm.report()), (std::vector<std::string>{"model_cache", "load"}));
+  EXPECT_EQ(warm.report().cache_key, cold.report().cache_key);
+  EXPECT_EQ(warm.report().source, cold.report().source);
+  EXPECT_EQ(warm.report().arena_bytes, cold.report().arena_bytes);
+  ASSERT_EQ(warm.report().kernels.size(), cold.report().kernels.size());
+  for (size_t k = 0; k < warm.report().kernels.size(); ++k) {
+    EXPECT_EQ(warm.report().kernels[k].name, cold.report().kernels[k].name);
+    EXPECT_EQ(warm.report().kernels[k].bytes_read, cold.report().kernels[k].bytes_read);
+  }
+  ASSERT_EQ(warm.inputs().size(), 2u);
+  EXPECT_EQ(warm.inputs()[1].dtype, DType::I64);
+  EXPECT_EQ(warm.outputs()[0].shape, (std::vector<int64_t>{16, 8}));
+  expect_same_outputs(cold.run(in), warm.run(in));
+  EXPECT_TRUE(testing::matches_reference(g, in));
+  std::vector<TensorRef> refs;
+  for (const Tensor& t : in) refs.push_back(t.ref());
+  KernelProfile p = warm.profile(refs, 2);
+  EXPECT_EQ(p.kernels.size(), warm.report().kernels.size());
+  // The gather's bounds check survives the warm path.
+  in[1].set_from_double(2, 16);
+  std::string error = testing::error_of([&] { warm.run(in); });
+  EXPECT_NE(error.find("index 16 is out of range for a dim of size 16"), std::string::npos)
+      << error;
+}
+
+// Whatever changes the code misses: other constant data (same shapes), another option, another
+// size of an input; the fresh compile is right for its own graph.
+TEST(ModelCache, OtherConstantsOrOptionsMiss) {
+  PrivateCache cache("model-miss");
+  Graph g = warm_graph(1.0f);
+  compile(g);
+  Graph other = warm_graph(2.0f);
+  CompiledModel m = compile(other);
+  EXPECT_FALSE(m.report().model_cache_hit);
+  EXPECT_TRUE(testing::matches_reference(other, warm_inputs(other)));
+  CompileOptions unfused;
+  unfused.fusion = false;
+  EXPECT_FALSE(compile(g, unfused).report().model_cache_hit);
+  EXPECT_TRUE(compile(g, unfused).report().model_cache_hit);
+  CompileOptions max;
+  max.mode = "max-autotune";
+  EXPECT_FALSE(compile(g, max).report().model_cache_hit);
+}
+
+// An entry whose module fails its checksum, that another compiler built, or that does not parse
+// is not used: the compile takes the cold path and rewrites it.
+TEST(ModelCache, BadEntriesAreNotUsed) {
+  PrivateCache cache("model-bad");
+  Graph g = warm_graph(1.0f);
+  std::vector<Tensor> in = warm_inputs(g);
+  CompiledModel cold = compile(g);
+  std::vector<Tensor> want = cold.run(in);
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::recursive_directory_iterator(cache.dir() / "models"))
+    if (e.path().extension() == ".json") entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 1u);
+  const fs::path entry = entries[0];
+  std::string good = read_text(entry);
+
+  // Another compiler on PATH than the one recorded.
+  std::string other = std::regex_replace(good, std::regex("\"compiler\":\"[^\"]*\""),
+                                         "\"compiler\":\"/usr/bin/some-other-g++ size=1\"");
+  ASSERT_NE(other, good);
+  std::ofstream(entry) << other;
+  EXPECT_FALSE(compile(g).report().model_cache_hit);
+  EXPECT_TRUE(compile(g).report().model_cache_hit);  // rewritten by the cold compile
+
+  // Truncated JSON.
+  std::ofstream(entry) << good.substr(0, good.size() / 2);
+  EXPECT_FALSE(compile(g).report().model_cache_hit);
+
+  // A damaged module: the code cache rebuilds it.
+  CompiledModel again = compile(g);
+  ASSERT_TRUE(again.report().model_cache_hit);
+  {
+    std::fstream f(again.report().so_path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64);
+    f.write("garbage!garbage!", 16);
+  }
+  CompiledModel rebuilt = compile(g);
+  EXPECT_FALSE(rebuilt.report().model_cache_hit);
+  EXPECT_FALSE(rebuilt.report().cache_hit);
+  expect_same_outputs(rebuilt.run(in), want);
+}
+
+// Compiles that must show every stage bypass the cache: a debug directory, a log channel that
+// prints what the stages do.
+TEST(ModelCache, DebuggingCompilesBypassIt) {
+  PrivateCache cache("model-bypass");
+  Graph g = warm_graph(1.0f);
+  compile(g);
+  ASSERT_TRUE(compile(g).report().model_cache_hit);
+  CompileOptions debug;
+  debug.debug_dir = cache.dir() / "debug";
+  EXPECT_FALSE(compile(g, debug).report().model_cache_hit);
+  EXPECT_TRUE(fs::exists(debug.debug_dir));
+  for (const char* var : {"COIL_LOGS=fusion", "COIL_LOGS=perf,output_code"}) {
+    std::string s(var);
+    std::string name = s.substr(0, s.find('=')), value = s.substr(s.find('=') + 1);
+    ::setenv(name.c_str(), value.c_str(), 1);
+    bool hit = compile(g).report().model_cache_hit;
+    ::unsetenv(name.c_str());
+    EXPECT_FALSE(hit) << var;
+  }
+  ::setenv("COIL_LOGS", "perf", 1);  // timing the stages: the warm path is what is timed
+  EXPECT_TRUE(compile(g).report().model_cache_hit);
+  ::unsetenv("COIL_LOGS");
+}
+
+// A deployment without a compiler: a new process (the CLI) with no C++ compiler on PATH loads a
+// model that an earlier process compiled, and refuses to compile a new one with a clear error.
+TEST(ModelCache, WarmProcessNeedsNoCompilerOnPath) {
+  PrivateCache cache("model-no-compiler");
+  fs::create_directories(cache.dir());
+  fs::path model = cache.dir() / "model.coil";
+  std::ofstream(model) << "input a: f32[32, 20]\nconst w: f32[2, 2] = [1.0, 2.0, 3.0, 4.0]\n"
+                          "t = reshape(a) {shape=[320, 2]}\nm = matmul(t, w)\ny = tanh(m)\n"
+                          "output y\n";
+  fs::path empty_bin = cache.dir() / "empty-bin";
+  fs::create_directories(empty_bin);
+  auto run_cli = [&](const std::string& path_env, const fs::path& out) {
+    std::string cmd = fmt::format(
+        "env -u CXX -u COIL_LOGS PATH='{}' '{}' compile '{}' -o '{}' "
+        ">'{}/log' 2>&1",
+        path_env, COIL_CLI, model.string(), out.string(), cache.dir().string());
+    return std::system(cmd.c_str());
+  };
+  // No compiler and nothing cached: a clear error.
+  EXPECT_NE(run_cli(empty_bin.string(), cache.dir() / "out0"), 0);
+  EXPECT_NE(read_text(cache.dir() / "log").find("no C++ compiler found on PATH"), std::string::npos)
+      << read_text(cache.dir() / "log");
+  ASSERT_EQ(run_cli(std::getenv("PATH"), cache.dir() / "out1"), 0)
+      << read_text(cache.dir() / "log");
+  ASSERT_EQ(run_cli(empty_bin.string(), cache.dir() / "out2"), 0) << read_text(cache.dir() / "log");
+  std::string report = read_text(cache.dir() / "out2" / "report.json");
+  EXPECT_NE(report.find("\"model_cache\": \"hit\""), std::string::npos) << report;
+  EXPECT_EQ(read_text(cache.dir() / "out1" / "module.cpp"),
+            read_text(cache.dir() / "out2" / "module.cpp"));
 }
 
 }  // namespace

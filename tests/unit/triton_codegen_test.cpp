@@ -502,5 +502,19 @@ TEST(TritonOpSemantics, IntegerPowSquaresInTheIntegerType) {
   EXPECT_TRUE(contains(m.source, "result = tl.where(((exponent >> i) & 1) != 0, result * base"));
 }
 
+// CompileOptions::mode reaches the module: max-autotune says so in a COIL_AUTOTUNE_MODE global
+// that coil_runtime's decorators read; the default mode writes nothing (goldens unchanged).
+TEST(TritonModule, MaxAutotuneModeIsWrittenIntoTheModule) {
+  Graph g = parse_graph("input x: f32[64, 32]\ny = exp(x)\noutput y\n");
+  CompileOptions o;
+  o.device = "cuda";
+  EXPECT_EQ(generate_gpu_module(g, o).source.find("COIL_AUTOTUNE_MODE"), std::string::npos);
+  o.mode = "max-autotune";
+  std::string source = generate_gpu_module(g, o).source;
+  size_t at = source.find("COIL_AUTOTUNE_MODE = 'max-autotune'");
+  ASSERT_NE(at, std::string::npos) << source;
+  EXPECT_LT(at, source.find("@heuristics."));  // before any kernel is decorated
+}
+
 }  // namespace
 }  // namespace coil

@@ -45,16 +45,26 @@ def compile(model_or_fn, options=None):
     return aot_function(model_or_fn, **kwargs)
 
 
-def backend(gm, example_inputs, options=None, mode=None):
-    """The torch.compile backend (torch 2.x): torch.compile(model, backend="coil",
-    options={...}). `mode` is accepted as torch.compile passes it; "max-autotune" keeps coil's
-    autotuning on (it is on by default), other modes change nothing yet."""
-    from torch._dynamo.backends.common import aot_autograd
+def options_for_mode(options, mode):
+    """coil's compile options for torch.compile's `mode` (see backend)."""
     opts = dict(options or {})
     if mode not in (None, "default", "reduce-overhead", "max-autotune",
                     "max-autotune-no-cudagraphs"):
         raise ValueError(f"torch.compile mode {mode!r}: coil knows default, reduce-overhead, "
                          "max-autotune, max-autotune-no-cudagraphs")
+    opts.setdefault("mode", "max-autotune" if mode and mode.startswith("max-autotune")
+                    else "default")
+    return opts
+
+
+def backend(gm, example_inputs, options=None, mode=None):
+    """The torch.compile backend (torch 2.x): torch.compile(model, backend="coil",
+    options={...}). `mode` is torch.compile's: "max-autotune" and "max-autotune-no-cudagraphs"
+    compile with coil's option mode="max-autotune" (every matmul candidate timed on its shape);
+    "default" and "reduce-overhead" with coil's default mode (cached decisions and heuristics,
+    little timing). An explicit options={"mode": ...} wins."""
+    from torch._dynamo.backends.common import aot_autograd
+    opts = options_for_mode(options, mode)
     compiler = _compilers(opts)
     return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
                         decompositions=DECOMPOSITIONS)(gm, example_inputs)

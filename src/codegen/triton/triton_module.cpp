@@ -63,6 +63,11 @@ class ModulePrinter {
     w_.line("import triton.language as tl");
     w_.line("from triton.language.extra import libdevice");
     w_.line("from coil_runtime import heuristics, runtime");
+    if (o_.autotune_mode != "default") {
+      // Read by coil_runtime.heuristics when each kernel below is decorated (its globals).
+      w_.line();
+      w_.linef("COIL_AUTOTUNE_MODE = '{}'  # CompileOptions::mode", o_.autotune_mode);
+    }
     emit_helpers(m);
     emit_constants();
     for (const TritonKernelSource& k : m.kernels) {

@@ -34,6 +34,9 @@ struct TritonModuleOptions {
   std::string description;                           // the header comment's "<graph>"
   std::vector<std::string> input_names;              // per graph input; "input{i}" when missing
   Fp32Precision precision = Fp32Precision::highest;  // f32 dots and library calls
+  // CompileOptions::mode: "default" or "max-autotune". Other than "default", the module says
+  // so in a COIL_AUTOTUNE_MODE global that coil_runtime.heuristics reads (config lists).
+  std::string autotune_mode = "default";
 };
 
 /// A library call of the wrapper (torch.mm, conv2d), for reports.

@@ -1,0 +1,230 @@
+#include "driver/model_cache.h"
+
+#include <dlfcn.h>
+#include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/text_format.h"
+#include "runtime/code_cache.h"
+#include "runtime/toolchain.h"
+#include "support/check.h"
+#include "support/env.h"
+#include "support/hash.h"
+#include "support/log.h"
+
+namespace coil {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kVersion = "coil-model-cache-v1";
+
+// The binary holding this code (the coil executable, or libcoil_c.so in Python): a rebuilt
+// coil may generate other code for the same graph, so its identity is part of the key. Path,
+// size and modification time, read once.
+const std::string& coil_binary_identity() {
+  static const std::string identity = [] {
+    std::string path;
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void*>(&coil_binary_identity), &info) != 0 && info.dli_fname &&
+        info.dli_fname[0] == '/')
+      path = info.dli_fname;
+    if (path.empty()) path = "/proc/self/exe";
+    std::error_code ec;
+    fs::path real = fs::canonical(path, ec);
+    if (ec) real = path;
+    struct stat st;
+    if (::stat(real.c_str(), &st) != 0) return real.string();
+    return fmt::format("{} size={} mtime={}.{:09d}", real.string(),
+                       static_cast<long long>(st.st_size),
+                       static_cast<long long>(st.st_mtim.tv_sec), st.st_mtim.tv_nsec);
+  }();
+  return identity;
+}
+
+bool bypasses_cache(const CompileOptions& options) {
+  if (!options.debug_dir.empty() || !env(EnvVar::debug_dir).empty()) return true;
+  if (!env(EnvVar::testing_inject_bug).empty()) return true;
+  // Log channels that print what the stages do need the stages to run.
+  std::stringstream logs(env(EnvVar::logs));
+  std::string channel;
+  while (std::getline(logs, channel, ','))
+    if (!channel.empty() && channel != "perf" && channel != "cache") return true;
+  return false;
+}
+
+fs::path entry_path(const std::string& key) {
+  return cache_root() / "models" / key.substr(0, 2) / (key + ".json");
+}
+
+json spec_json(const ValueSpec& s) {
+  return {{"name", s.name}, {"dtype", dtype_name(s.dtype)}, {"shape", s.shape}};
+}
+
+ValueSpec spec_from(const json& j) {
+  auto dtype = parse_dtype(j.at("dtype").get<std::string>());
+  COIL_ASSERT(dtype.has_value(), "model cache: bad dtype");
+  return {j.at("name").get<std::string>(), *dtype, j.at("shape").get<std::vector<int64_t>>()};
+}
+
+json plan_json(const KernelCallPlan& plan) {
+  json kernels = json::array();
+  for (const KernelCallPlan::Kernel& k : plan.kernels) {
+    json args = json::array();
+    for (const KernelCallPlan::Arg& a : k.args)
+      args.push_back({a.param, static_cast<int>(a.kind), a.external_index, a.arena_offset,
+                      a.packed_slot, a.bytes, a.is_output});
+    kernels.push_back({{"name", k.name},
+                       {"origins", k.origins},
+                       {"traffic", {k.bytes_read, k.bytes_written, k.ops}},
+                       {"args", args}});
+  }
+  return {{"kernels", kernels}, {"packed_slots", plan.packed_slots}};
+}
+
+KernelCallPlan plan_from(const json& j) {
+  KernelCallPlan plan;
+  plan.packed_slots = j.at("packed_slots").get<int>();
+  for (const json& k : j.at("kernels")) {
+    KernelCallPlan::Kernel kernel;
+    kernel.name = k.at("name").get<std::string>();
+    kernel.origins = k.at("origins").get<std::vector<std::string>>();
+    const json& t = k.at("traffic");
+    kernel.bytes_read = t.at(0).get<int64_t>();
+    kernel.bytes_written = t.at(1).get<int64_t>();
+    kernel.ops = t.at(2).get<int64_t>();
+    for (const json& a : k.at("args")) {
+      KernelCallPlan::Arg arg;
+      arg.param = a.at(0).get<std::string>();
+      arg.kind = static_cast<BufferKind>(a.at(1).get<int>());
+      arg.external_index = a.at(2).get<int>();
+      arg.arena_offset = a.at(3).get<int64_t>();
+      arg.packed_slot = a.at(4).get<int>();
+      arg.bytes = a.at(5).get<int64_t>();
+      arg.is_output = a.at(6).get<bool>();
+      kernel.args.push_back(std::move(arg));
+    }
+    plan.kernels.push_back(std::move(kernel));
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::optional<std::string> model_cache_key(const Graph& graph, const CompileOptions& options) {
+  if (options.device != "cpu" || bypasses_cache(options)) return std::nullopt;
+  KeyHasher h;
+  h.add(kVersion);
+  h.add(coil_binary_identity());
+  h.add(graph_fingerprint(graph));
+  for (const auto& [symbol, value] : options.sizes) h.add(fmt::format("{}={}", symbol, value));
+  h.add("isa=" + options.isa);
+  h.add(fmt::format("fusion={} store_all={} autotune={}", options.fusion,
+                    options.store_all_intermediates, options.autotune));
+  h.add("mode=" + options.mode);
+  h.add("precision=" + options.precision);
+  for (EnvVar v : {EnvVar::cpu_isa, EnvVar::matmul, EnvVar::compile_debug, EnvVar::vmath_dir})
+    h.add(env(v));
+  h.add(host_cpu_flags());
+  h.add(fmt::format("threads={}", omp_get_max_threads()));
+  return h.hex();
+}
+
+std::optional<ModelCacheEntry> load_model_cache_entry(const std::string& key) {
+  std::ifstream in(entry_path(key));
+  if (!in) return std::nullopt;
+  ModelCacheEntry e;
+  try {
+    json j = json::parse(in);
+    if (j.at("version").get<std::string>() != kVersion) return std::nullopt;
+    e.code_key = j.at("code_key").get<std::string>();
+    e.isa = j.at("isa").get<std::string>();
+    e.compiler = j.at("compiler").get<std::string>();
+    for (const json& s : j.at("inputs")) e.inputs.push_back(spec_from(s));
+    for (const json& s : j.at("outputs")) e.outputs.push_back(spec_from(s));
+    for (const json& c : j.at("run_checks"))
+      e.run_checks.push_back(
+          {static_cast<RunCheck::Kind>(c.at(0).get<int>()), c.at(1).get<std::string>()});
+    e.kernel_calls = plan_from(j.at("kernel_calls"));
+    e.arena_bytes = j.at("arena_bytes").get<int64_t>();
+    e.constant_nodes = j.at("constant_nodes").get<std::vector<int>>();
+  } catch (const json::exception& ex) {
+    COIL_LOG(cache, "model cache entry {} unreadable ({}): compiling", key, ex.what());
+    return std::nullopt;
+  }
+  // Another compiler on PATH than the one that built the module: the cold path rebuilds with
+  // it (its code-cache key differs). No compiler at all: a deployment, the module is used.
+  std::string compiler = compiler_fingerprint();
+  if (!compiler.empty() && compiler != e.compiler) {
+    COIL_LOG(cache, "model cache entry {} was built by {}, the compiler now is {}: compiling", key,
+             e.compiler, compiler);
+    return std::nullopt;
+  }
+  return e;
+}
+
+void store_model_cache_entry(const std::string& key, const ModelCacheEntry& e) {
+  json j;
+  j["version"] = kVersion;
+  j["code_key"] = e.code_key;
+  j["isa"] = e.isa;
+  j["compiler"] = e.compiler;
+  j["inputs"] = json::array();
+  for (const ValueSpec& s : e.inputs) j["inputs"].push_back(spec_json(s));
+  j["outputs"] = json::array();
+  for (const ValueSpec& s : e.outputs) j["outputs"].push_back(spec_json(s));
+  j["run_checks"] = json::array();
+  for (const RunCheck& c : e.run_checks)
+    j["run_checks"].push_back({static_cast<int>(c.kind), c.op});
+  j["kernel_calls"] = plan_json(e.kernel_calls);
+  j["arena_bytes"] = e.arena_bytes;
+  j["constant_nodes"] = e.constant_nodes;
+
+  fs::path path = entry_path(key);
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  fs::path tmp = path;
+  tmp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
+  {
+    std::ofstream out(tmp);
+    out << j.dump() << "\n";
+    if (!out) {
+      fs::remove(tmp, ec);
+      return;  // a full disk costs the next process a cold compile, nothing more
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+}
+
+std::vector<std::shared_ptr<const Tensor>> graph_constants(const Graph& graph) {
+  std::vector<std::shared_ptr<const Tensor>> out;
+  for (const auto& n : graph.nodes())
+    if (n->op_name() == "constant") out.push_back(n->data);
+  return out;
+}
+
+std::optional<std::vector<int>> constant_positions(
+    const Graph& graph, const std::vector<std::shared_ptr<const Tensor>>& constants) {
+  std::vector<std::shared_ptr<const Tensor>> given = graph_constants(graph);
+  std::vector<int> out;
+  for (const auto& c : constants) {
+    int found = -1;
+    for (size_t i = 0; i < given.size() && found < 0; ++i)
+      if (given[i]->data() == c->data() && given[i]->dtype() == c->dtype() &&
+          given[i]->shape() == c->shape())
+        found = static_cast<int>(i);
+    if (found < 0) return std::nullopt;
+    out.push_back(found);
+  }
+  return out;
+}
+
+}  // namespace coil

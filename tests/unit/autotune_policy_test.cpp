@@ -1,0 +1,134 @@
+// The matmul autotuning policy of each mode (driver/autotune.h), through the CLI and its
+// COIL_LOGS=autotune lines: the default mode decides by cached measurements and heuristics and
+// times only what they leave open, with few samples; max-autotune times every candidate. Each
+// decision must also give a model that computes the right numbers.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "coil/coil.h"
+#include "graph/text_format.h"
+#include "support/error_of.h"
+#include "support/private_cache.h"
+
+namespace coil {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::PrivateCache;
+using testing::read_text;
+
+struct Cli {
+  int status = 0;
+  std::string log;
+};
+
+// `coil check MODEL` (compile, run, compare with the reference interpreter) with
+// COIL_LOGS=autotune, in the test's cache.
+Cli check(const PrivateCache& cache, const std::string& graph, const std::string& extra = "") {
+  fs::create_directories(cache.dir());
+  fs::path model = cache.dir() / "model.coil";
+  std::ofstream(model) << graph;
+  fs::path log = cache.dir() / "log";
+  std::string cmd = fmt::format("COIL_LOGS=autotune '{}' check '{}' {} >'{}' 2>&1", COIL_CLI,
+                                model.string(), extra, log.string());
+  Cli r;
+  r.status = std::system(cmd.c_str());
+  r.log = read_text(log);
+  return r;
+}
+
+bool has(const Cli& r, const std::string& text) {
+  return r.log.find(text) != std::string::npos;
+}
+
+int timing_files(const PrivateCache& cache) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(cache.dir() / "autotune", ec))
+    if (e.path().filename().string().find('.') == std::string::npos) ++n;
+  return n;
+}
+
+std::string product(int m, int n, int k) {
+  return fmt::format(
+      "input a: f32[{}, {}]\ninput b: f32[{}, {}]\nm = matmul(a, b)\n"
+      "y = relu(m)\noutput y\n",
+      m, k, k, n);
+}
+
+// A constant weight: the template, untimed, in the default mode.
+TEST(AutotunePolicy, DefaultModeKeepsTheTemplateForConstantWeightsUntimed) {
+  PrivateCache cache("policy-const");
+  std::string w =
+      "const w: f32[4, 3] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 1.0, 2.0, 3.0]";
+  Cli r =
+      check(cache, "input a: f32[600, 4]\n" + w + "\nm = matmul(a, w)\ny = relu(m)\noutput y\n");
+  ASSERT_EQ(r.status, 0) << r.log;
+  EXPECT_TRUE(has(r, "matmul 600x3x4")) << r.log;
+  EXPECT_TRUE(has(r, "template (heuristic: B is a constant")) << r.log;
+  EXPECT_EQ(timing_files(cache), 0);
+}
+
+// A tiny product of two inputs: the template, untimed.
+TEST(AutotunePolicy, DefaultModeDoesNotTimeTinyProducts) {
+  PrivateCache cache("policy-tiny");
+  Cli r = check(cache, product(8, 8, 8));
+  ASSERT_EQ(r.status, 0) << r.log;
+  EXPECT_TRUE(has(r, "matmul 8x8x8")) << r.log;
+  EXPECT_TRUE(has(r, "MFLOP is not timed")) << r.log;
+  EXPECT_EQ(timing_files(cache), 0);
+}
+
+// A product the heuristics leave open: the quick search (template against oneDNN, one sample
+// each), cached; another shape of its size bucket then takes its decision untimed.
+TEST(AutotunePolicy, DefaultModeTimesOpenChoicesQuicklyAndSharesThemInTheBucket) {
+  PrivateCache cache("policy-quick");
+  Cli first = check(cache, product(96, 72, 80));
+  ASSERT_EQ(first.status, 0) << first.log;
+  EXPECT_TRUE(has(first, "matmul 96x72x80")) << first.log;
+  EXPECT_TRUE(has(first, "(one sample each)")) << first.log;
+  EXPECT_FALSE(has(first, "openblas")) << first.log;
+  EXPECT_EQ(timing_files(cache), 1);
+  Cli again = check(cache, product(96, 72, 80));
+  EXPECT_TRUE(has(again, "(one sample each)") && has(again, "(cached)")) << again.log;
+  Cli bucket = check(cache, product(100, 70, 90));  // 128 x 128 x 128 as well
+  ASSERT_EQ(bucket.status, 0) << bucket.log;
+  EXPECT_TRUE(has(bucket, "matmul 100x70x90")) << bucket.log;
+  EXPECT_TRUE(has(bucket, "measured on 96x72x80 of its size bucket")) << bucket.log;
+  EXPECT_EQ(timing_files(cache), 1);
+}
+
+// max-autotune times the three candidates, whatever the heuristics would say, and a later
+// default-mode compile of the shape uses those timings.
+TEST(AutotunePolicy, MaxAutotuneTimesEveryCandidate) {
+  PrivateCache cache("policy-max");
+  Cli max = check(cache, product(8, 8, 8), "--mode max-autotune");
+  ASSERT_EQ(max.status, 0) << max.log;
+  EXPECT_TRUE(has(max, "template ") && has(max, "dnnl ") && has(max, "openblas ")) << max.log;
+  EXPECT_FALSE(has(max, "heuristic")) << max.log;
+  Cli later = check(cache, product(8, 8, 8));
+  EXPECT_TRUE(has(later, "openblas") && has(later, "(cached)")) << later.log;
+}
+
+TEST(AutotunePolicy, UnknownModeIsAnErrorNamingIt) {
+  PrivateCache cache("policy-bad");
+  Cli r = check(cache, product(8, 8, 8), "--mode fast");
+  EXPECT_EQ(WEXITSTATUS(r.status), 2) << r.log;
+  EXPECT_TRUE(has(r, "'fast'")) << r.log;
+}
+
+TEST(AutotunePolicy, UnknownModeInTheApiIsAnErrorNamingIt) {
+  Graph g = parse_graph(product(8, 8, 8));
+  CompileOptions o;
+  o.mode = "max_autotune";
+  std::string error = testing::error_of([&] { compile(g, o); });
+  EXPECT_NE(error.find("mode 'max_autotune': expected default or max-autotune"), std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace coil
