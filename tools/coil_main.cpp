@@ -112,6 +112,9 @@ int run_main(int argc, char** argv) {
   add_mode(compile, compile_args);
   compile->add_flag("--write-graph", compile_args.write_graph,
                     "also write DIR/graph.coil, the graph as coil reads it (with its weights)");
+  compile->add_flag("--graph-without-weights", compile_args.graph_without_weights,
+                    "write DIR/graph.coil with each constant declared as an input instead of its "
+                    "data (the structure alone; it still parses)");
   compile->add_option("-o,--output-dir", out_dir, "output directory")->required()->type_name("DIR");
 
   ModelArgs run_args;

@@ -22,13 +22,14 @@ struct ModelArgs {
   std::vector<std::string> sizes;   // "s0=128"
   std::vector<std::string> inputs;  // "x=path.npy"
   uint64_t seed = 0;
-  std::string device = "cpu";         // cpu | cuda
-  std::string precision = "highest";  // highest | high (CompileOptions::precision)
-  std::string mode = "default";       // default | max-autotune (CompileOptions::mode)
-  bool quiet = false;                 // no progress line (support/progress.h)
-  std::string debug_dir;              // CompileOptions::debug_dir (--debug-dir)
-  bool save_kernel_values = false;    // run/check: CompiledModel::save_kernel_values first
-  bool write_graph = false;           // compile: CompileOptions::write_graph
+  std::string device = "cpu";          // cpu | cuda
+  std::string precision = "highest";   // highest | high (CompileOptions::precision)
+  std::string mode = "default";        // default | max-autotune (CompileOptions::mode)
+  bool quiet = false;                  // no progress line (support/progress.h)
+  std::string debug_dir;               // CompileOptions::debug_dir (--debug-dir)
+  bool save_kernel_values = false;     // run/check: CompiledModel::save_kernel_values first
+  bool write_graph = false;            // compile: CompileOptions::write_graph
+  bool graph_without_weights = false;  // compile: write_graph with graph_weights = false
 };
 
 /// `coil minify`'s own options (tools/minify.cpp).

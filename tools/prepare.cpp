@@ -69,7 +69,8 @@ Prepared prepare(const ModelArgs& a) {
   p.options.mode = a.mode;
   set_progress_enabled(!a.quiet);
   p.options.debug_dir = a.debug_dir;
-  p.options.write_graph = a.write_graph;
+  p.options.write_graph = a.write_graph || a.graph_without_weights;
+  p.options.graph_weights = !a.graph_without_weights;
   for (const auto& s : a.sizes) bind_size(p.graph, s, p.options.sizes);
   std::vector<std::string> input_names;
   for (int id : p.graph.inputs()) input_names.push_back(p.graph.node(id).name);

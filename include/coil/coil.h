@@ -31,6 +31,9 @@ struct CompileOptions {
   /// included: a model's weights make it large, 165 MB for resnet18, so it is written only when
   /// asked; `coil compile --write-graph`).
   bool write_graph = false;
+  /// With write_graph: false writes each constant as an input declaration instead of its data
+  /// (the structure alone, small, still parseable; `coil compile --graph-without-weights`).
+  bool graph_weights = true;
   /// When set (else $COIL_DEBUG_DIR), every stage of the compile is written to a folder of its
   /// own below it, with a standalone repro of each kernel (docs/debugging.md, "The debug
   /// directory"). Nothing else changes.

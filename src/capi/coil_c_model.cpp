@@ -70,9 +70,9 @@ CompileOptions parse_options(const char* text, const std::string& device) {
   COIL_USER_CHECK(j.is_object(), "options: expected a JSON object, got {} ({})", json_kind(j),
                   j.dump());
   static const std::vector<std::string> kKeys = {
-      "sizes",     "isa",         "fusion",    "store_all_intermediates",
-      "autotune",  "device",      "precision", "output_dir",
-      "debug_dir", "write_graph", "mode"};
+      "sizes",     "isa",         "fusion",        "store_all_intermediates",
+      "autotune",  "device",      "precision",     "output_dir",
+      "debug_dir", "write_graph", "graph_weights", "mode"};
   for (const auto& [key, v] : j.items()) {
     if (key == "sizes") {
       COIL_USER_CHECK(v.is_object(),
@@ -103,6 +103,8 @@ CompileOptions parse_options(const char* text, const std::string& device) {
       o.debug_dir = get_string(v, key);
     } else if (key == "write_graph") {
       o.write_graph = get_bool(v, key);
+    } else if (key == "graph_weights") {
+      o.graph_weights = get_bool(v, key);
     } else if (key == "mode") {
       o.mode = get_string(v, key);
     } else {

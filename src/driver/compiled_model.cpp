@@ -15,6 +15,7 @@
 #include "driver/kernel_repro.h"
 #include "driver/model_cache.h"
 #include "driver/pipeline.h"
+#include "graph/text_format.h"
 #include "runtime/code_cache.h"
 #include "runtime/isa.h"
 #include "runtime/loader.h"
@@ -156,7 +157,9 @@ void write_output_dir(const Graph& graph, const CompileOptions& options,
   fs::copy_file(report.so_path, options.output_dir / "module.so",
                 fs::copy_options::overwrite_existing);
   std::ofstream(options.output_dir / "report.json") << report.to_json();
-  if (options.write_graph) std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+  if (options.write_graph)
+    std::ofstream(options.output_dir / "graph.coil")
+        << (options.graph_weights ? to_text(graph) : to_text_without_weights(graph));
 }
 
 }  // namespace

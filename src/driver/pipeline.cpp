@@ -12,6 +12,7 @@
 #include "driver/pass_checks.h"
 #include "driver/pipeline.h"
 #include "graph/decompositions.h"
+#include "graph/text_format.h"
 #include "lower/lowering.h"
 #include "runtime/isa.h"
 #include "support/check.h"
@@ -143,7 +144,9 @@ CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& opti
     fs::create_directories(options.output_dir);
     std::ofstream(options.output_dir / "module.py") << module.source;
     std::ofstream(options.output_dir / "report.json") << report.to_json();
-    if (options.write_graph) std::ofstream(options.output_dir / "graph.coil") << to_text(graph);
+    if (options.write_graph)
+      std::ofstream(options.output_dir / "graph.coil")
+          << (options.graph_weights ? to_text(graph) : to_text_without_weights(graph));
   }
   if (debug) {
     debug->write("module.py", module.source);

@@ -36,6 +36,11 @@ TensorType parse_type_text(std::string_view text, std::string_view input,
 Attrs parse_attr_text(std::string_view text, std::string_view filename = "<string>");
 std::string attrs_to_text(const Attrs& attrs);
 
+/// The graph as to_text prints it, each constant declared as an input instead (`input w:
+/// f32[64, 3]  # a constant of the model, its data left out`): a model's structure without its
+/// weights, which parses back (the weights are then inputs).
+std::string to_text_without_weights(const Graph& g);
+
 /// The graph as to_text prints it, except that each constant's data is replaced by the
 /// XXH3-128 of its bytes (`const w: f32[64, 3] = xxh3:1f0c...`): what identifies the graph in
 /// the whole-graph cache (driver/model_cache.h) at hashing speed rather than printing speed

@@ -70,7 +70,9 @@ std::string attr_text(const AttrValue& v) {
   return attr_to_string(v);
 }
 
-void print_node(std::string& out, const Graph& g, const Node& n, bool hash_data = false) {
+enum class ConstantData { print, hash, as_input };
+
+void print_node(std::string& out, const Graph& g, const Node& n, ConstantData data) {
   std::string_view op = n.op_name();
   if (op == "input") {
     out += fmt::format("input {}: {}\n", n.name, type_str(n.type));
@@ -78,8 +80,13 @@ void print_node(std::string& out, const Graph& g, const Node& n, bool hash_data 
   }
   if (op == "constant") {
     COIL_ASSERT(n.data, "constant {} has no data", n.name);
+    if (data == ConstantData::as_input) {
+      out += fmt::format("input {}: {}  # a constant of the model, its data left out\n", n.name,
+                         type_str(n.type));
+      return;
+    }
     out += fmt::format("const {}: {} = ", n.name, type_str(n.type));
-    if (hash_data) {
+    if (data == ConstantData::hash) {
       Tensor t = n.data->is_contiguous() ? *n.data : n.data->clone();
       out += "xxh3:" +
              checksum(std::string_view(static_cast<const char*>(t.data()),
@@ -109,9 +116,9 @@ std::string attrs_to_text(const Attrs& attrs) {
 
 namespace {
 
-std::string print_graph(const Graph& g, bool hash_data) {
+std::string print_graph(const Graph& g, ConstantData data) {
   std::string out;
-  for (const auto& n : g.nodes()) print_node(out, g, *n, hash_data);
+  for (const auto& n : g.nodes()) print_node(out, g, *n, data);
   for (const GraphOutput& o : g.outputs()) {
     const std::string& value = g.node(o.node).name;
     if (o.name == value) {
@@ -126,11 +133,15 @@ std::string print_graph(const Graph& g, bool hash_data) {
 }  // namespace
 
 std::string to_text(const Graph& g) {
-  return print_graph(g, false);
+  return print_graph(g, ConstantData::print);
+}
+
+std::string to_text_without_weights(const Graph& g) {
+  return print_graph(g, ConstantData::as_input);
 }
 
 std::string graph_fingerprint(const Graph& g) {
-  return print_graph(g, true);
+  return print_graph(g, ConstantData::hash);
 }
 
 }  // namespace coil

@@ -148,7 +148,11 @@ std::string compiler_fingerprint() {
   std::optional<std::string> path;
   const char* env = std::getenv("CXX");
   if (env && *env) {
+    // As Toolchain::get: an explicit choice that does not exist is an error, even where no
+    // compile is needed.
     path = find_program(env);
+    COIL_USER_CHECK(path.has_value(),
+                    "the C++ compiler named by CXX ('{}') is not an executable on PATH", env);
   } else {
     for (const char* name : {"g++", "clang++", "clang++-14"})
       if ((path = find_program(name))) break;

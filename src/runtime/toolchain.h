@@ -58,7 +58,7 @@ struct Toolchain {
 
 /// The compiler Toolchain::get() would pick ($CXX, else g++, clang++, clang++-14 on PATH),
 /// identified without running it: its resolved path, size and modification time, or "" when
-/// there is none. The whole-graph cache (driver/model_cache.h) records it, so that a cached
+/// there is none (a $CXX that names no executable is an error, as for Toolchain::get). The whole-graph cache (driver/model_cache.h) records it, so that a cached
 /// model is reused without a compiler on PATH and rebuilt when another compiler is there.
 std::string compiler_fingerprint();
 

@@ -404,7 +404,7 @@ TEST(CapiErrors, Options) {
   EXPECT_EQ(compile_error(R"({"sizes": {"s0": 4}, "fusoin": false})"),
             "options: unknown key 'fusoin' (did you mean 'fusion'?); the keys are sizes, isa, "
             "fusion, store_all_intermediates, autotune, device, precision, output_dir, "
-            "debug_dir, write_graph, mode");
+            "debug_dir, write_graph, graph_weights, mode");
   EXPECT_EQ(compile_error(R"({"sizes": {"s0": 4}, "fusion": "yes"})"),
             "options: 'fusion' must be a boolean, got a string (\"yes\")");
   EXPECT_EQ(compile_error(R"({"sizes": {"s0": 4.5}})"),

@@ -537,5 +537,28 @@ TEST(TextFormat, LoadsAFile) {
   EXPECT_EQ(to_text(g), "input x: f32[2]\nt = exp(x) : f32[2]\noutput t\n");
 }
 
+// Without weights (coil compile --graph-without-weights): each constant becomes an input of the
+// same name and type, so the text is small and parses back to the same computation; the
+// fingerprint (the whole-graph cache's key) hashes the data instead, so that other weights give
+// another one.
+TEST(TextFormat, WithoutWeightsConstantsBecomeInputsAndFingerprintsHashTheData) {
+  Graph g = parse_graph(
+      "input x: f32[2, 3]\nconst w: f32[3] = [0.5, -1.0, 2.0]\ny = mul(x, w)\noutput y\n");
+  std::string text = to_text_without_weights(g);
+  EXPECT_EQ(text,
+            "input x: f32[2, 3]\n"
+            "input w: f32[3]  # a constant of the model, its data left out\n"
+            "y = mul(x, w) : f32[2, 3]\noutput y\n");
+  Graph back = parse_graph(text);
+  EXPECT_EQ(back.inputs().size(), 2u);
+  EXPECT_EQ(to_text(back),
+            "input x: f32[2, 3]\ninput w: f32[3]\ny = mul(x, w) : f32[2, 3]\noutput y\n");
+  Graph other = parse_graph(
+      "input x: f32[2, 3]\nconst w: f32[3] = [0.5, -1.0, 2.5]\ny = mul(x, w)\noutput y\n");
+  EXPECT_NE(graph_fingerprint(g).find("const w: f32[3] = xxh3:"), std::string::npos);
+  EXPECT_NE(graph_fingerprint(g), graph_fingerprint(other));
+  EXPECT_EQ(graph_fingerprint(g), graph_fingerprint(parse_graph(to_text(g))));
+}
+
 }  // namespace
 }  // namespace coil
