@@ -54,7 +54,24 @@ struct Toolchain {
                                                  const std::filesystem::path& output,
                                                  const std::filesystem::path& include_dir,
                                                  const CompileFlags& flags) const;
+
+  /// The argument vector compiling one translation unit `source` of a split module into the
+  /// object `output` (-c): shared_object_command's flags without the link-only ones.
+  std::vector<std::string> object_command(const std::filesystem::path& source,
+                                          const std::filesystem::path& output,
+                                          const std::filesystem::path& include_dir,
+                                          const CompileFlags& flags) const;
+
+  /// The argument vector linking `objects` into the shared object `output`, with every flag
+  /// (the base flags carry -shared, -fopenmp and the sanitizers; `flags` the libraries).
+  std::vector<std::string> link_command(const std::vector<std::filesystem::path>& objects,
+                                        const std::filesystem::path& output,
+                                        const CompileFlags& flags) const;
 };
+
+/// Whether a CompileFlags::extra flag only matters when linking (-Wl,..., -l..., -L...):
+/// objects and precompiled headers are built without them.
+bool is_link_only_flag(const std::string& flag);
 
 /// The sanitizer flags coil was built with (-DCOIL_SANITIZE, cmake/sanitize.cmake), space
 /// separated, e.g. "-fsanitize=thread -fno-omit-frame-pointer"; empty in a normal build.
