@@ -137,7 +137,9 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   CompileFlags flags = module_compile_flags(isa);
   if (module.uses_extern_libraries)
     for (const std::string& f : extern_link_flags()) flags.extra.push_back(f);
-  CompileResult built = compile_cached(module.source, flags);
+  // A large module compiles as several translation units at once (one g++ per core).
+  CompileResult built = compile_cached(
+      split_translation_units(module, translation_unit_count(module, compile_threads())), flags);
   timer.mark("compile");
 
   impl->library = SharedLibrary::open(built.so_path);
