@@ -190,7 +190,7 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
     if (entry) {
       for (int c : entry->constant_nodes)
         constants_ok = constants_ok && c >= 0 && static_cast<size_t>(c) < given.size();
-      built = find_cached_module(entry->code_key, &report.source);
+      built = find_cached_module(entry->code_key);
     }
     if (entry && built && constants_ok && cpu_supports(isa_by_name(entry->isa))) {
       timer.mark("model_cache");
@@ -200,6 +200,7 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
       load_module(*impl, *built, std::move(entry->run_checks), std::move(constants),
                   std::move(entry->kernel_calls), entry->arena_bytes);
       impl->inputs = std::move(entry->inputs);
+      report.source = std::move(entry->source);
       impl->outputs = std::move(entry->outputs);
       report.model_cache_hit = true;
       timer.mark("load");
@@ -228,9 +229,13 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   CompileFlags flags = module_compile_flags(isa);
   if (module.uses_extern_libraries)
     for (const std::string& f : extern_link_flags()) flags.extra.push_back(f);
-  progress_note(
-      fmt::format("compiling {} kernels ({})", module.kernels.size(), Toolchain::get().cxx));
-  CompileResult built = compile_cached(module.source, flags);
+  // A large module compiles as several translation units at once (one g++ per core).
+  std::vector<std::string> units =
+      split_translation_units(module, translation_unit_count(module, compile_threads()));
+  progress_note(fmt::format("compiling {} kernels ({}, {} translation unit{})",
+                            module.kernels.size(), Toolchain::get().cxx, units.size(),
+                            units.size() == 1 ? "" : "s"));
+  CompileResult built = compile_cached(units, flags);
   timer.mark("compile");
 
   KernelCallPlan kernel_calls = kernel_call_plan(program, schedule, module);
@@ -249,7 +254,7 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
       ModelCacheEntry e{
           built.key,     isa.name,           compiler_fingerprint(), impl->inputs,
           impl->outputs, program.run_checks, kernel_calls,           schedule.memory.arena_bytes,
-          *positions};
+          *positions,    module.source};
       store_model_cache_entry(*model_key, e);
     }
   }

@@ -60,8 +60,27 @@ bool bypasses_cache(const CompileOptions& options) {
   return false;
 }
 
-fs::path entry_path(const std::string& key) {
-  return cache_root() / "models" / key.substr(0, 2) / (key + ".json");
+fs::path entry_path(const std::string& key, const char* extension = ".json") {
+  return cache_root() / "models" / key.substr(0, 2) / (key + extension);
+}
+
+// Writes `text` to `path` through a temp file renamed into place; false when it could not.
+bool write_atomically(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  fs::path tmp = path;
+  tmp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out) {
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+  return !ec;
 }
 
 json spec_json(const ValueSpec& s) {
@@ -155,6 +174,11 @@ std::optional<ModelCacheEntry> load_model_cache_entry(const std::string& key) {
     e.kernel_calls = plan_from(j.at("kernel_calls"));
     e.arena_bytes = j.at("arena_bytes").get<int64_t>();
     e.constant_nodes = j.at("constant_nodes").get<std::vector<int>>();
+    std::ifstream src(entry_path(key, ".cpp"), std::ios::binary);
+    if (!src) return std::nullopt;
+    std::stringstream text;
+    text << src.rdbuf();
+    e.source = text.str();
   } catch (const json::exception& ex) {
     COIL_LOG(cache, "model cache entry {} unreadable ({}): compiling", key, ex.what());
     return std::nullopt;
@@ -187,21 +211,10 @@ void store_model_cache_entry(const std::string& key, const ModelCacheEntry& e) {
   j["arena_bytes"] = e.arena_bytes;
   j["constant_nodes"] = e.constant_nodes;
 
-  fs::path path = entry_path(key);
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  fs::path tmp = path;
-  tmp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
-  {
-    std::ofstream out(tmp);
-    out << j.dump() << "\n";
-    if (!out) {
-      fs::remove(tmp, ec);
-      return;  // a full disk costs the next process a cold compile, nothing more
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
+  // The listing first: an entry is visible (its JSON renamed into place) only with it. A full
+  // disk costs the next process a cold compile, nothing more.
+  if (write_atomically(entry_path(key, ".cpp"), e.source))
+    write_atomically(entry_path(key), j.dump() + "\n");
 }
 
 std::vector<std::shared_ptr<const Tensor>> graph_constants(const Graph& graph) {

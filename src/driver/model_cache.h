@@ -11,7 +11,8 @@
 //                        COIL_COMPILE_DEBUG, COIL_VMATH_DIR), the host CPU's flags, the OpenMP
 //                        thread count (autotuning measured at it), and coil's own binary
 //                        (path, size, modification time: a rebuilt coil generates anew).
-//   entry = <cache>/models/<key[0:2]>/<key>.json: the code-cache key of the module, the ISA
+//   entry = <cache>/models/<key[0:2]>/<key>.json (and <key>.cpp, the generated C++ as one
+//           listing, for reports and output directories): the code-cache key of the module, the ISA
 //           it was built for, the compiler that built it (compiler_fingerprint), the inputs,
 //           outputs, run-time checks, the kernel call plan, the arena size, and for each
 //           constant the graph constant it is.
@@ -49,6 +50,9 @@ struct ModelCacheEntry {
   /// Per constant of the module (IrProgram::constants): its position among the graph's
   /// constant nodes (in node order).
   std::vector<int> constant_nodes;
+  /// The generated C++ as one listing (CppModule::source, CompileReport::source), kept beside
+  /// the entry as <key>.cpp: the code cache holds a split module's translation units instead.
+  std::string source;
 };
 
 /// The key of `graph` compiled with `options`, or nullopt when this compile bypasses the cache

@@ -4,7 +4,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -19,7 +21,9 @@
 #include "support/check.h"
 #include "support/env.h"
 #include "support/hash.h"
+#include "support/job_pool.h"
 #include "support/log.h"
+#include "support/progress.h"
 
 namespace coil {
 namespace fs = std::filesystem;
@@ -110,23 +114,34 @@ fs::path ensure_headers(const fs::path& root) {
 
 enum class EntryState { Valid, Missing, Corrupt };
 
-// Checks an entry against its checksum (and its source against ours, which also guards against
+// The source files of an entry: source.cpp for a module of one translation unit (as before
+// modules were split), unit0.cpp, unit1.cpp, ... for a split one.
+std::string unit_file(size_t i, size_t units) {
+  return units == 1 ? "source.cpp" : fmt::format("unit{}.cpp", i);
+}
+
+// Checks an entry against its checksum (and its sources against ours, which also guards against
 // a key collision). On Corrupt, `reason` says what is wrong.
-EntryState verify_entry(const fs::path& entry, const std::string& source, std::string& reason) {
+EntryState verify_entry(const fs::path& entry, const std::vector<std::string>& units,
+                        std::string& reason) {
   std::error_code ec;
   if (!fs::exists(entry, ec)) return EntryState::Missing;
   std::optional<std::string> so = read_file(entry / "module.so");
   std::optional<std::string> sum = read_file(entry / "module.so.xxh");
-  std::optional<std::string> src = read_file(entry / "source.cpp");
   if (!so) {
     reason = "module.so is missing";
   } else if (!sum) {
     reason = "module.so.xxh is missing";
   } else if (sum->substr(0, sum->find('\n')) != checksum(*so)) {
     reason = "module.so checksum mismatch";
-  } else if (src != source) {
-    reason = "source.cpp differs from the source being compiled";
   } else {
+    for (size_t i = 0; i < units.size(); ++i) {
+      std::string name = unit_file(i, units.size());
+      if (read_file(entry / name) != units[i]) {
+        reason = name + " differs from the source being compiled";
+        return EntryState::Corrupt;
+      }
+    }
     return EntryState::Valid;
   }
   return EntryState::Corrupt;
@@ -134,39 +149,81 @@ EntryState verify_entry(const fs::path& entry, const std::string& source, std::s
 
 // Moves a corrupt entry aside and removes it. Another process may have replaced the corrupt
 // entry with a good one between our check and the rename: then the good one is put back.
-void discard_entry(const fs::path& entry, const std::string& source) {
+void discard_entry(const fs::path& entry, const std::vector<std::string>& units) {
   fs::path aside = entry.string() + ".corrupt." + unique_suffix();
   if (::rename(entry.c_str(), aside.c_str()) != 0) return;  // someone else moved it already
   std::string reason;
-  if (verify_entry(aside, source, reason) == EntryState::Valid &&
+  if (verify_entry(aside, units, reason) == EntryState::Valid &&
       ::rename(aside.c_str(), entry.c_str()) == 0) {
     return;
   }
   remove_quietly(aside);
 }
 
-[[noreturn]] void report_compile_failure(const fs::path& root, const std::string& key,
-                                         const std::string& source, const fs::path& include_dir,
-                                         const CompileFlags& flags, const ProcessResult& run) {
+// Writes `text` to `path` through a temp file and rename(), so that a concurrent failure of the
+// same source never leaves half a file.
+void write_file_atomically(const fs::path& path, std::string_view text) {
+  fs::path tmp = path.string() + ".tmp." + unique_suffix();
+  write_file(tmp, text);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) remove_quietly(tmp);
+}
+
+std::string shown_output(const std::string& output) {
   constexpr size_t kMaxShown = 8000;
+  std::string shown = output.substr(0, kMaxShown);
+  if (output.size() > kMaxShown)
+    shown += fmt::format("\n... ({} more bytes)", output.size() - kMaxShown);
+  return shown;
+}
+
+// Keeps the failing unit's source and the compiler's output under <cache>/failed/, named by the
+// key (and the unit, in a split module), and throws with the command that reproduces it there.
+[[noreturn]] void report_compile_failure(const fs::path& root, const std::string& key,
+                                         const std::vector<std::string>& units, size_t unit,
+                                         const fs::path& include_dir, const CompileFlags& flags,
+                                         const ProcessResult& run) {
   fs::path failed = root / "failed";
   make_private_dir(failed);
-  fs::path kept = failed / (key + ".cpp");
+  const bool split = units.size() > 1;
+  const std::string stem = split ? fmt::format("{}.unit{}", key, unit) : key;
+  fs::path kept = failed / (stem + ".cpp");
+  const Toolchain& tc = Toolchain::get();
   std::vector<std::string> argv =
-      Toolchain::get().shared_object_command(kept, failed / (key + ".so"), include_dir, flags);
-  // Through rename, so that a concurrent failure of the same source never leaves half a file.
-  fs::path tmp = failed / (key + ".tmp." + unique_suffix());
-  write_file(tmp, source);
-  if (::rename(tmp.c_str(), kept.c_str()) != 0) remove_quietly(tmp);
-  write_file(failed / (key + ".log." + unique_suffix()), command_string(argv) + "\n" + run.output);
-  std::string shown = run.output.substr(0, kMaxShown);
-  if (run.output.size() > kMaxShown) {
-    shown += fmt::format("\n... ({} more bytes)", run.output.size() - kMaxShown);
-  }
+      split ? tc.object_command(kept, failed / (stem + ".o"), include_dir, flags)
+            : tc.shared_object_command(kept, failed / (stem + ".so"), include_dir, flags);
+  write_file_atomically(kept, units[unit]);
+  write_file(failed / (stem + ".log." + unique_suffix()), command_string(argv) + "\n" + run.output);
   user_error(
-      "compiling generated code failed (compiler exit status {})\n  command: {}\n"
+      "compiling generated code failed{} (compiler exit status {})\n  command: {}\n"
       "  source kept at: {}\n  compiler output:\n{}",
-      run.status, command_string(argv), kept.string(), shown);
+      split ? fmt::format(" in translation unit {} of {}", unit, units.size()) : "", run.status,
+      command_string(argv), kept.string(), shown_output(run.output));
+}
+
+// A split module whose objects compiled but do not link (a symbol defined twice or nowhere: a
+// bug in split_translation_units): every unit is kept, with the commands that rebuild it.
+[[noreturn]] void report_link_failure(const fs::path& root, const std::string& key,
+                                      const std::vector<std::string>& units,
+                                      const fs::path& include_dir, const CompileFlags& flags,
+                                      const ProcessResult& run) {
+  fs::path failed = root / "failed";
+  make_private_dir(failed);
+  const Toolchain& tc = Toolchain::get();
+  std::string commands;
+  std::vector<fs::path> objects;
+  for (size_t i = 0; i < units.size(); ++i) {
+    fs::path kept = failed / fmt::format("{}.unit{}.cpp", key, i);
+    objects.push_back(failed / fmt::format("{}.unit{}.o", key, i));
+    write_file_atomically(kept, units[i]);
+    commands += command_string(tc.object_command(kept, objects.back(), include_dir, flags)) + "\n";
+  }
+  std::string link = command_string(tc.link_command(objects, failed / (key + ".so"), flags));
+  fs::path log = failed / (key + ".log." + unique_suffix());
+  write_file(log, commands + link + "\n" + run.output);
+  user_error(
+      "linking the {} translation units of generated code failed (linker exit status {})\n"
+      "  command: {}\n  sources kept at: {}/{}.unit*.cpp (commands in {})\n  linker output:\n{}",
+      units.size(), run.status, link, failed.string(), key, log.string(), shown_output(run.output));
 }
 
 // A precompiled header for gcc: the SIMD header and SLEEF's take most of a kernel's compile
@@ -183,7 +240,7 @@ void ensure_precompiled_header(const fs::path& include_dir, const CompileFlags& 
   std::vector<std::string> argv{tc.cxx};
   for (std::string& f : tc.base_flags()) argv.push_back(std::move(f));
   for (const std::string& f : flags.extra)
-    if (f.rfind("-Wl,", 0) != 0 && f.rfind("-l", 0) != 0) argv.push_back(f);
+    if (!is_link_only_flag(f)) argv.push_back(f);
   argv.push_back("-I" + include_dir.string());
   KeyHasher h;
   for (const std::string& a : argv) h.add(a);
@@ -223,10 +280,16 @@ struct Built {
   bool installed = false;
 };
 
-// Compiles into a fresh temp dir and renames it to `entry`.
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Compiles the units into a fresh temp dir and renames it to `entry`. One unit is compiled and
+// linked by one compiler run, as always; several are compiled to objects in parallel (each with
+// the precompiled header, since they all start with the same include) and then linked.
 Built build_entry(const fs::path& root, const fs::path& entry, const std::string& key,
-                  const std::string& source, const fs::path& include_dir, const CompileFlags& flags,
-                  const std::string& final_command) {
+                  const std::vector<std::string>& units, const fs::path& include_dir,
+                  const CompileFlags& flags, const std::string& final_commands) {
   fs::path tmp = entry.string() + ".tmp." + unique_suffix();
   COIL_USER_CHECK(::mkdir(tmp.c_str(), 0700) == 0, "cannot create directory {}: {}", tmp.string(),
                   std::strerror(errno));
@@ -238,23 +301,51 @@ Built build_entry(const fs::path& root, const fs::path& entry, const std::string
     }
   } cleanup{tmp};
 
-  write_file(tmp / "source.cpp", source);
-  std::string header = first_include(source);
+  const size_t n = units.size();
+  for (size_t i = 0; i < n; ++i) write_file(tmp / unit_file(i, n), units[i]);
+  std::string header = first_include(units[0]);
   if (header == "coil_vec.h" || header == "coil_vec_gemm.h")
     ensure_precompiled_header(include_dir, flags, header);
-  std::vector<std::string> argv = Toolchain::get().shared_object_command(
-      tmp / "source.cpp", tmp / "module.so", include_dir, flags);
+  const Toolchain& tc = Toolchain::get();
   auto start = std::chrono::steady_clock::now();
-  ProcessResult run = run_process(argv);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (run.status != 0) report_compile_failure(root, key, source, include_dir, flags, run);
+  std::vector<std::string> argv;
+  if (n == 1) {
+    argv = tc.shared_object_command(tmp / unit_file(0, 1), tmp / "module.so", include_dir, flags);
+    ProcessResult run = run_process(argv);
+    if (run.status != 0) report_compile_failure(root, key, units, 0, include_dir, flags, run);
+  } else {
+    std::vector<fs::path> objects;
+    for (size_t i = 0; i < n; ++i) objects.push_back(tmp / fmt::format("unit{}.o", i));
+    std::vector<double> unit_seconds(n);
+    std::atomic<size_t> done{0};
+    run_jobs(n, compile_threads(), [&](size_t i) {
+      auto unit_start = std::chrono::steady_clock::now();
+      ProcessResult run =
+          run_process(tc.object_command(tmp / unit_file(i, n), objects[i], include_dir, flags));
+      unit_seconds[i] = seconds_since(unit_start);
+      if (run.status != 0) report_compile_failure(root, key, units, i, include_dir, flags, run);
+      progress_note(fmt::format("compiled {} of {} translation units", ++done, n));
+    });
+    progress_note("linking");
+    double compiled = seconds_since(start);
+    argv = tc.link_command(objects, tmp / "module.so", flags);
+    ProcessResult run = run_process(argv);
+    if (run.status != 0) report_link_failure(root, key, units, include_dir, flags, run);
+    std::string each;
+    for (double u : unit_seconds) each += fmt::format("{}{:.0f}", each.empty() ? "" : " ", u * 1e3);
+    COIL_LOG(cache, "{} translation units compiled in {:.0f} ms (each: {} ms), linked in {:.0f} ms",
+             n, compiled * 1e3, each, (seconds_since(start) - compiled) * 1e3);
+    // The objects served the link only; command.txt rebuilds them.
+    for (const fs::path& o : objects) remove_quietly(o);
+  }
+  double seconds = seconds_since(start);
 
   std::optional<std::string> so = read_file(tmp / "module.so");
   COIL_USER_CHECK(so.has_value(),
                   "the compiler exited with status 0 but wrote no {}\n  command: {}",
                   (tmp / "module.so").string(), command_string(argv));
   write_file(tmp / "module.so.xxh", checksum(*so) + "\n");
-  write_file(tmp / "command.txt", final_command + "\n");
+  write_file(tmp / "command.txt", final_commands + "\n");
   if (::rename(tmp.c_str(), entry.c_str()) == 0) {
     cleanup.keep = true;
     return {seconds, true};
@@ -311,43 +402,70 @@ fs::path machine_cache_root() {
   return checked_root("");
 }
 
-std::optional<CompileResult> find_cached_module(const std::string& key, std::string* source) {
+std::optional<CompileResult> find_cached_module(const std::string& key) {
   if (key.size() != 32 || key.find_first_not_of("0123456789abcdef") != std::string::npos)
     return std::nullopt;
   fs::path entry = cache_root() / key.substr(0, 2) / key;
   std::optional<std::string> so = read_file(entry / "module.so");
   std::optional<std::string> sum = read_file(entry / "module.so.xxh");
   if (!so || !sum || sum->substr(0, sum->find('\n')) != checksum(*so)) return std::nullopt;
-  if (source) {
-    std::optional<std::string> src = read_file(entry / "source.cpp");
-    if (!src) return std::nullopt;
-    *source = std::move(*src);
-  }
   std::optional<std::string> command = read_file(entry / "command.txt");
   CompileResult r;
   r.key = key;
   r.so_path = entry / "module.so";
   r.cache_hit = true;
-  if (command) r.command = command->substr(0, command->find('\n'));
+  if (command) r.command = command->substr(0, command->rfind('\n'));
   return r;
+}
+
+int compile_threads() {
+  const std::string v = env(EnvVar::compile_threads);
+  if (v.empty()) return available_cores();
+  int n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  COIL_USER_CHECK(ec == std::errc() && end == v.data() + v.size() && n > 0,
+                  "COIL_COMPILE_THREADS='{}' is not a positive integer (the number of threads "
+                  "that compile a module's translation units; unset: one per core)",
+                  v);
+  return n;
 }
 
 CompileResult compile_cached(const std::string& source, const CompileFlags& flags,
                              const std::filesystem::path& cache) {
+  return compile_cached(std::vector<std::string>{source}, flags, cache);
+}
+
+CompileResult compile_cached(const std::vector<std::string>& units, const CompileFlags& flags,
+                             const std::filesystem::path& cache) {
+  COIL_ASSERT(!units.empty(), "compile_cached needs at least one translation unit");
   const Toolchain& toolchain = Toolchain::get();
   fs::path root = cache.empty() ? cache_root() : checked_root(cache.string());
   // The headers and their precompiled forms belong to the machine and compiler, not to a cache:
   // a fresh COIL_CACHE_DIR (a test, a benchmark's cold compile, a new deployment) would
   // otherwise pay seconds precompiling them again.
   fs::path include_dir = ensure_headers(machine_cache_root());
+  const size_t n = units.size();
 
-  // Placeholder paths: the key must not depend on where the cache or the temp dir is.
+  // Placeholder paths: the key must not depend on where the cache or the temp dir is. One unit
+  // hashes as it did before modules were split, so existing entries stay valid.
   KeyHasher hasher;
   hasher.add("coil-code-cache-v1");
-  hasher.add(source);
-  for (const std::string& arg :
-       toolchain.shared_object_command("{source}", "{output}", "{include}", flags)) {
-    hasher.add(arg);
+  if (n == 1) {
+    hasher.add(units[0]);
+    for (const std::string& arg :
+         toolchain.shared_object_command("{source}", "{output}", "{include}", flags)) {
+      hasher.add(arg);
+    }
+  } else {
+    hasher.add(fmt::format("translation units: {}", n));
+    for (const std::string& unit : units) hasher.add(unit);
+    for (const std::string& arg :
+         toolchain.object_command("{source}", "{object}", "{include}", flags)) {
+      hasher.add(arg);
+    }
+    for (const std::string& arg : toolchain.link_command({"{objects}"}, "{output}", flags)) {
+      hasher.add(arg);
+    }
   }
   hasher.add(toolchain.version);
   hasher.add(toolchain.host_cpu);
@@ -355,19 +473,32 @@ CompileResult compile_cached(const std::string& source, const CompileFlags& flag
 
   CompileResult result;
   result.key = hasher.hex();
+  result.units = static_cast<int>(n);
   fs::path shard = root / result.key.substr(0, 2);
   make_private_dir(shard);
   fs::path entry = shard / result.key;
   result.so_path = entry / "module.so";
-  result.command = command_string(
-      toolchain.shared_object_command(entry / "source.cpp", result.so_path, include_dir, flags));
+  if (n == 1) {
+    result.command = command_string(toolchain.shared_object_command(
+        entry / unit_file(0, 1), result.so_path, include_dir, flags));
+  } else {
+    // One line per compiler run, in order: a shell rebuilds the module with them.
+    std::vector<fs::path> objects;
+    for (size_t i = 0; i < n; ++i) {
+      objects.push_back(entry / fmt::format("unit{}.o", i));
+      result.command += command_string(
+          toolchain.object_command(entry / unit_file(i, n), objects.back(), include_dir, flags));
+      result.command += "\n";
+    }
+    result.command += command_string(toolchain.link_command(objects, result.so_path, flags));
+  }
 
   bool compiled = false;
   // Each round either returns or saw the entry vanish or go bad under it; more than a few rounds
   // means something keeps destroying the directory.
   for (int round = 0; round < 4; ++round) {
     std::string reason;
-    EntryState state = verify_entry(entry, source, reason);
+    EntryState state = verify_entry(entry, units, reason);
     if (state == EntryState::Valid) {
       result.cache_hit = !compiled;
       if (result.cache_hit) COIL_LOG(cache, "hit {} ({})", result.key, result.so_path.string());
@@ -375,9 +506,9 @@ CompileResult compile_cached(const std::string& source, const CompileFlags& flag
     }
     if (state == EntryState::Corrupt) {
       COIL_LOG(cache, "corrupt entry {}: {}; rebuilding", entry.string(), reason);
-      discard_entry(entry, source);
+      discard_entry(entry, units);
     }
-    Built built = build_entry(root, entry, result.key, source, include_dir, flags, result.command);
+    Built built = build_entry(root, entry, result.key, units, include_dir, flags, result.command);
     compiled = true;
     result.compile_seconds += built.seconds;
     if (built.installed) {

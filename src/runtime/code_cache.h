@@ -9,13 +9,21 @@
 //                                    (embedded_headers.h) and their precompiled forms
 //                                    (<header>.gch/<flags-hash>.gch), per machine whatever
 //                                    COIL_CACHE_DIR says (machine_cache_root)
-//   <cache>/<key[0:2]>/<key>/        source.cpp, module.so, module.so.xxh (XXH3-128 of the .so),
-//                                    command.txt (the compile command, rerunnable)
-//   <cache>/failed/<key>.cpp, .log   sources the compiler rejected, with its output
+//   <cache>/<key[0:2]>/<key>/        source.cpp (a module of several translation units: unit0.cpp,
+//                                    unit1.cpp, ...), module.so, module.so.xxh (XXH3-128 of the
+//                                    .so), command.txt (the compile commands, one per line: a
+//                                    shell reruns them)
+//   <cache>/failed/<key>.cpp, .log   sources the compiler rejected, with its output (a unit of a
+//                                    split module: <key>.unit<i>.cpp, .log)
 //   <default cache>/isa/<key>.txt    the ISA probes' results, per machine and compiler whatever
 //                                    COIL_CACHE_DIR says (machine_cache_root, runtime/isa.h)
-// key = XXH3-128 over the source, the compile command (with placeholder paths), the compiler
-// version, the host CPU flags and the headers' contents.
+// key = XXH3-128 over the source (every unit's), the compile commands (with placeholder paths),
+// the compiler version, the host CPU flags and the headers' contents.
+//
+// Translation units: a large module is split into several (codegen/cpp/cpp_module.h:
+// split_translation_units) that are compiled to objects at once by a pool of
+// compile_threads() threads, each with the precompiled header of its flags, and then linked
+// into module.so; a module of one unit is compiled and linked by one compiler run.
 //
 // Concurrency: an entry is built in a private temp dir and rename()d into place, so readers only
 // ever see complete entries; when two processes (or threads) build the same key, the rename of
@@ -26,6 +34,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/toolchain.h"
 
@@ -41,8 +50,11 @@ struct CompileResult {
   bool cache_hit = false;
   /// Wall time of the compiler (0 on a hit).
   double compile_seconds = 0;
-  /// The compile command, shell-quoted, with the paths of the cache entry.
+  /// The compile command, shell-quoted, with the paths of the cache entry (several units: one
+  /// line per unit's compile, then the link).
   std::string command;
+  /// Translation units the module was compiled from.
+  int units = 1;
 };
 
 /// Compiles `source` into a shared object with Toolchain::get(), or finds it in the cache.
@@ -55,9 +67,16 @@ CompileResult compile_cached(const std::string& source, const CompileFlags& flag
 
 /// The entry `key` (CompileResult::key) if it exists and its module.so matches its checksum,
 /// else nullopt; runs no compiler (the whole-graph cache's warm path, driver/model_cache.h).
-/// `source`, when given, receives the entry's source.cpp.
-std::optional<CompileResult> find_cached_module(const std::string& key,
-                                                std::string* source = nullptr);
+std::optional<CompileResult> find_cached_module(const std::string& key);
+
+/// Compiles the translation units `units` (at least one; they share no internal symbols) into
+/// one shared object, in parallel, or finds it in the cache. A compiler error names the unit.
+CompileResult compile_cached(const std::vector<std::string>& units, const CompileFlags& flags = {},
+                             const std::filesystem::path& cache = {});
+
+/// The threads that compile a module's translation units: COIL_COMPILE_THREADS, else the cores
+/// this process may use. Throws coil::Error when the variable is not a positive integer.
+int compile_threads();
 
 /// The cache directory, created (0700) and checked on each call, since COIL_CACHE_DIR may change
 /// between calls (tests do this).

@@ -253,6 +253,45 @@ std::vector<std::string> Toolchain::shared_object_command(const std::filesystem:
   return argv;
 }
 
+std::vector<std::string> Toolchain::object_command(const std::filesystem::path& source,
+                                                   const std::filesystem::path& output,
+                                                   const std::filesystem::path& include_dir,
+                                                   const CompileFlags& flags) const {
+  std::vector<std::string> argv{cxx};
+  for (std::string& f : base_flags()) argv.push_back(std::move(f));
+  for (const std::string& f : flags.extra) {
+    COIL_ASSERT(!f.empty() && f[0] == '-', "compile flag '{}' does not start with '-'", f);
+    if (!is_link_only_flag(f)) argv.push_back(f);
+  }
+  argv.push_back("-I" + include_dir.string());
+  argv.push_back("-c");
+  argv.push_back(source.string());
+  argv.push_back("-o");
+  argv.push_back(output.string());
+  return argv;
+}
+
+std::vector<std::string> Toolchain::link_command(const std::vector<std::filesystem::path>& objects,
+                                                 const std::filesystem::path& output,
+                                                 const CompileFlags& flags) const {
+  std::vector<std::string> argv{cxx};
+  for (std::string& f : base_flags()) argv.push_back(std::move(f));
+  // The objects before the libraries they call, as a linker that drops unneeded libraries
+  // (--as-needed) requires.
+  for (const std::filesystem::path& o : objects) argv.push_back(o.string());
+  for (const std::string& f : flags.extra) {
+    COIL_ASSERT(!f.empty() && f[0] == '-', "compile flag '{}' does not start with '-'", f);
+    argv.push_back(f);
+  }
+  argv.push_back("-o");
+  argv.push_back(output.string());
+  return argv;
+}
+
+bool is_link_only_flag(const std::string& flag) {
+  return flag.rfind("-Wl,", 0) == 0 || flag.rfind("-l", 0) == 0 || flag.rfind("-L", 0) == 0;
+}
+
 ProcessResult run_process(const std::vector<std::string>& argv) {
   COIL_ASSERT(!argv.empty(), "run_process needs a program");
   constexpr size_t kMaxOutput = size_t{1} << 20;

@@ -54,16 +54,34 @@ struct Toolchain {
                                                  const std::filesystem::path& output,
                                                  const std::filesystem::path& include_dir,
                                                  const CompileFlags& flags) const;
+
+  /// The argument vector compiling one translation unit `source` of a split module into the
+  /// object `output` (-c): shared_object_command's flags without the link-only ones.
+  std::vector<std::string> object_command(const std::filesystem::path& source,
+                                          const std::filesystem::path& output,
+                                          const std::filesystem::path& include_dir,
+                                          const CompileFlags& flags) const;
+
+  /// The argument vector linking `objects` into the shared object `output`, with every flag
+  /// (the base flags carry -shared, -fopenmp and the sanitizers; `flags` the libraries).
+  std::vector<std::string> link_command(const std::vector<std::filesystem::path>& objects,
+                                        const std::filesystem::path& output,
+                                        const CompileFlags& flags) const;
 };
 
 /// The compiler Toolchain::get() would pick ($CXX, else g++, clang++, clang++-14 on PATH),
 /// identified without running it: its resolved path, size and modification time, or "" when
-/// there is none (a $CXX that names no executable is an error, as for Toolchain::get). The whole-graph cache (driver/model_cache.h) records it, so that a cached
-/// model is reused without a compiler on PATH and rebuilt when another compiler is there.
+/// there is none (a $CXX that names no executable is an error, as for Toolchain::get). The
+/// whole-graph cache (driver/model_cache.h) records it, so that a cached model is reused
+/// without a compiler on PATH and rebuilt when another compiler is there.
 std::string compiler_fingerprint();
 
 /// The host CPU's feature flags, as Toolchain::host_cpu (read once).
 const std::string& host_cpu_flags();
+
+/// Whether a CompileFlags::extra flag only matters when linking (-Wl,..., -l..., -L...):
+/// objects and precompiled headers are built without them.
+bool is_link_only_flag(const std::string& flag);
 
 /// The sanitizer flags coil was built with (-DCOIL_SANITIZE, cmake/sanitize.cmake), space
 /// separated, e.g. "-fsanitize=thread -fno-omit-frame-pointer"; empty in a normal build.

@@ -23,6 +23,8 @@ enum class EnvScope { coil, python, scripts };
   X(cpu_isa, "COIL_CPU_ISA", coil, "vector ISA of generated kernels: avx512, avx2, scalar")      \
   X(vmath_dir, "COIL_VMATH_DIR", coil, "directory of libcoil_vmath.so and libcoil_extern.so")    \
   X(compile_debug, "COIL_COMPILE_DEBUG", coil, "1: build kernels with -O0 -g")                   \
+  X(compile_threads, "COIL_COMPILE_THREADS", coil,                                               \
+    "threads that compile a module's translation units (CPU) or Triton configs (GPU)")           \
   X(matmul, "COIL_MATMUL", coil, "matmul implementation: auto, template, dnnl, openblas")        \
   X(verify_ir, "COIL_VERIFY_IR", coil,                                                           \
     "1: verify the IR after every pass (debug builds: default)")                                 \

@@ -97,7 +97,8 @@ class KernelPrinter final : public NestPrinter {
                g_.nests.size() > 1 ? fmt::format(" sharing {} outer loop(s)", g_.outer_depth) : "");
     }
     w_.linef("// graph nodes: {}", fmt::join(out.origins, ", "));
-    w_.linef("extern \"C\" void {}({})", out.name, fmt::join(params, ", "));
+    out.signature = fmt::format("extern \"C\" void {}({})", out.name, fmt::join(params, ", "));
+    w_.line(out.signature);
     w_.open();
     emit_widened_inputs();
     const CppNestKind kind = plan_.nest_plans[0].kind;

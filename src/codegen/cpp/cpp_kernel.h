@@ -63,8 +63,9 @@ struct PackedOperand {
 };
 
 struct CppKernelSource {
-  std::string name;  // cpp_fused_<ops>_<n>
-  std::string code;  // the function definition
+  std::string name;       // cpp_fused_<ops>_<n>
+  std::string code;       // the function definition
+  std::string signature;  // its first line, `extern "C" void <name>(<params>)`
   std::vector<KernelArg> args;
   std::vector<std::string> origins;   // graph nodes, "t3 (add)"
   std::vector<PackedOperand> packed;  // constants packed at load time, parameters after `args`

@@ -1,5 +1,6 @@
 #include "codegen/cpp/cpp_module.h"
 
+#include <algorithm>
 #include <map>
 
 #include "codegen/code_writer.h"
@@ -7,6 +8,41 @@
 #include "support/check.h"
 
 namespace coil {
+namespace {
+
+// Where coil_run_error lives. In one translation unit it is static. In a split module the
+// wrapper's unit defines it and the kernels' units refer to it: external linkage, so they can,
+// but hidden visibility, so that the shared object exports the same symbols either way (and
+// two modules loaded in one process never share it).
+enum class RunErrorLinkage { Static, SharedDefinition, SharedDeclaration };
+
+std::string run_error_block(RunErrorLinkage linkage) {
+  CodeWriter w;
+  constexpr const char* kHidden = "__attribute__((visibility(\"hidden\")))";
+  if (linkage == RunErrorLinkage::SharedDeclaration) {
+    w.line("// Run-time checks report into the wrapper's translation unit.");
+    w.linef("extern {} coil::RunError coil_run_error;", kHidden);
+    w.line();
+    return w.str();
+  }
+  // Run-time checks (gather indices, integer fmod and pow; coil_kernel.h): the first failure
+  // of a run is kept here and read back by CompiledModel::run through coil_graph_run_error.
+  if (linkage == RunErrorLinkage::Static) {
+    w.line("static coil::RunError coil_run_error;");
+  } else {
+    w.linef("{} coil::RunError coil_run_error;", kHidden);
+  }
+  w.linef("extern \"C\" int {}(int64_t* value, int64_t* limit)", kGraphRunErrorSymbol);
+  w.open();
+  w.line("*value = coil_run_error.value;");
+  w.line("*limit = coil_run_error.limit;");
+  w.line("return coil_run_error.site.exchange(-1);");
+  w.close();
+  w.line();
+  return w.str();
+}
+
+}  // namespace
 
 CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule,
                               const CppTarget& target) {
@@ -31,18 +67,9 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
             target.vec_lanes);
   }
   w.line();
-  if (!program.run_checks.empty()) {
-    // Run-time checks (gather indices, integer fmod and pow; coil_kernel.h): the first failure
-    // of a run is kept here and read back by CompiledModel::run through coil_graph_run_error.
-    w.line("static coil::RunError coil_run_error;");
-    w.linef("extern \"C\" int {}(int64_t* value, int64_t* limit)", kGraphRunErrorSymbol);
-    w.open();
-    w.line("*value = coil_run_error.value;");
-    w.line("*limit = coil_run_error.limit;");
-    w.line("return coil_run_error.site.exchange(-1);");
-    w.close();
-    w.line();
-  }
+  m.includes = w.str();
+  m.has_run_checks = !program.run_checks.empty();
+  if (m.has_run_checks) w.raw(run_error_block(RunErrorLinkage::Static));
   m.prelude = w.str();
   for (size_t k = 0; k < schedule.kernels.size(); ++k) {
     CppKernelSource ks = generate_cpp_kernel(program, schedule, k, target);
@@ -50,6 +77,7 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
     w.line();
     m.kernels.push_back(std::move(ks));
   }
+  const size_t kernels_end = w.str().size();
 
   // Constants that templates read packed: laid out one after another in the packed region,
   // filled once at load time by coil_graph_pack.
@@ -174,7 +202,70 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
   }
   w.close();
   m.source = w.str();
+  m.wrapper = m.source.substr(kernels_end);
   return m;
+}
+
+int translation_unit_count(const CppModule& m, int threads) {
+  size_t bytes = 0;
+  for (const CppKernelSource& k : m.kernels) bytes += k.code.size();
+  size_t parts = std::min({bytes / kMinTranslationUnitBytes, m.kernels.size(),
+                           static_cast<size_t>(std::max(threads, 1))});
+  return static_cast<int>(std::max<size_t>(parts, 1));
+}
+
+std::vector<std::string> split_translation_units(const CppModule& m, int parts) {
+  const size_t n = m.kernels.size();
+  COIL_ASSERT(parts >= 1 && (parts == 1 || static_cast<size_t>(parts) <= n),
+              "cannot split a module of {} kernels into {} translation units", n, parts);
+  if (parts == 1) return {m.source};
+  // Contiguous runs of kernels (so each unit reads like a piece of the listing), cut where the
+  // running size, counting the wrapper at the end, crosses j/parts of the total; every unit
+  // gets at least one kernel. The wrapper's casts and calls compile about 3x faster per byte
+  // than kernels (efficientnet_b0: 31 KB of wrapper in 0.15 s, 150 KB of kernels in 2 s), so
+  // they count a third.
+  const size_t units = static_cast<size_t>(parts);
+  double total = static_cast<double>(m.wrapper.size()) / 3;
+  for (const CppKernelSource& k : m.kernels) total += static_cast<double>(k.code.size());
+  std::vector<size_t> begin(units + 1, n);
+  begin[0] = 0;
+  double done = 0;
+  size_t k = 0;
+  for (size_t j = 0; j + 1 < units; ++j) {
+    const double target = total * static_cast<double>(j + 1) / static_cast<double>(units);
+    const size_t last = n - (units - 1 - j);  // leave one kernel for each later unit
+    do {
+      done += static_cast<double>(m.kernels[k].code.size());
+      ++k;
+    } while (k < last && done + 0.5 * static_cast<double>(m.kernels[k].code.size()) < target);
+    begin[j + 1] = k;
+  }
+
+  std::vector<std::string> out;
+  for (size_t j = 0; j < units; ++j) {
+    const bool wrapper = j + 1 == units;
+    CodeWriter w;
+    w.raw(m.includes);
+    w.linef("// Translation unit {} of {}: kernels {} to {}{}.", j, units, begin[j],
+            begin[j + 1] - 1, wrapper ? " and the graph wrapper" : "");
+    w.line();
+    if (m.has_run_checks) {
+      w.raw(run_error_block(wrapper ? RunErrorLinkage::SharedDefinition
+                                    : RunErrorLinkage::SharedDeclaration));
+    }
+    if (wrapper) {
+      w.line("// The kernels of the other translation units.");
+      for (size_t i = 0; i < begin[j]; ++i) w.line(m.kernels[i].signature + ";");
+      w.line();
+    }
+    for (size_t i = begin[j]; i < begin[j + 1]; ++i) {
+      w.raw(m.kernels[i].code);
+      w.line();
+    }
+    if (wrapper) w.raw(m.wrapper);
+    out.push_back(w.str());
+  }
+  return out;
 }
 
 }  // namespace coil
