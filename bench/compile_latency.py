@@ -15,6 +15,10 @@ efficientnet_b0 and gpt_block exported to ONNX), in rounds:
   no-compiler     the same with PATH pointing at an empty directory and CXX unset: the warm
                   path must not need g++
 
+Before the rounds each model is compiled once in a throwaway cache ("first on this machine"),
+which pays what a machine pays once whatever the cache directory (the ISA probe, the
+precompiled headers of each flag set); it is reported apart.
+
 and, once per model, the run time in each mode (`coil bench MODEL --mode default|max-autotune
 --runs R`), whose medians must agree within the noise (the default mode times fewer candidates
 but must not pick slower kernels). `coil demo` has no --output-dir: its compile time is the one
@@ -136,7 +140,16 @@ def main():
 
     results = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                "cpu": cpu_model(), "cores": os.cpu_count(), "load_before": load_average(),
-               "notes": args.notes, "models": {}}
+               "notes": args.notes, "models": {}, "first_on_machine": {}}
+    for name in args.models:
+        cache = tempfile.mkdtemp(prefix="coil-latency-prime-")
+        try:
+            wall, comp, _, _ = compile_once(args, paths[name], cache)
+            results["first_on_machine"][name] = {"wall_s": wall, "compile_s": comp}
+            print(f"{name}: first compile on this machine {comp:.3f} s (wall {wall:.3f} s)",
+                  flush=True)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
     for name in args.models:
         rows = {"cold": [], "first_process": [], "no_compiler": []}
         for _ in range(args.rounds):

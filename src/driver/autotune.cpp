@@ -305,11 +305,11 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
         choice = decided->first;
         COIL_LOG(autotune, "{}: {} (cached: measured on {} of its size bucket)", where,
                  matmul_impl_name(choice), decided->second);
-      } else if (packed_ahead) {
+      } else if (packed_ahead && threads <= kTemplateUntimedMaxThreads) {
         COIL_LOG(autotune,
                  "{}: template (heuristic: B is a constant, packed once at load, and the "
-                 "epilogue fuses; not timed)",
-                 where);
+                 "epilogue fuses; at {} threads not timed)",
+                 where, threads);
       } else if (2 * m * n * k < kQuickTimingMinFlops) {
         COIL_LOG(autotune, "{}: template (heuristic: a product of {:.2f} MFLOP is not timed)",
                  where, 2 * m * n * k / 1e6);

@@ -11,11 +11,11 @@
 //   * default: decide without timing wherever the answer is known, and time little where it
 //     is not. In order: the timings of an earlier full search of the shape; the decision of a
 //     measured shape of the same size bucket (sizes rounded up to powers of two; written by
-//     every measurement to <cache>/autotune-buckets/); the template when B is a constant
-//     (packed once at load; on the products measured here, docs/benchmarks.md, the libraries
-//     were no faster and they cannot fuse the epilogue) or the product is smaller than
-//     kQuickTimingMinFlops; otherwise a quick search: the template against oneDNN, one sample
-//     each after a warm-up call.
+//     every measurement to <cache>/autotune-buckets/); the template when B is a constant and
+//     the model runs on at most kTemplateUntimedMaxThreads threads (packed once at load; on the
+//     products measured on 2 cores, docs/benchmarks.md, the libraries were no faster and they
+//     cannot fuse the epilogue) or the product is smaller than kQuickTimingMinFlops; otherwise
+//     a quick search: the template against oneDNN, one sample each after a warm-up call.
 //
 // In both, the template keeps a matmul unless a library is more than kLibraryMargin faster: the
 // template also fuses the epilogue, which the library path pays for separately. Timings are
@@ -39,6 +39,12 @@ struct IsaInfo;
 
 /// A library must be this much faster than the template to be chosen.
 constexpr double kLibraryMargin = 0.05;
+
+/// Default mode: with a constant B, the template is kept untimed up to this many threads. On the
+/// 2-core machine of docs/benchmarks.md the libraries were no faster there; on the 16-core GPU
+/// host oneDNN beat the template on a GPT block's products (1.23 against 1.38 ms a call), so
+/// more threads time the choice (quick search).
+constexpr int kTemplateUntimedMaxThreads = 2;
 
 /// Default mode: products of fewer operations than this (2*M*N*K) keep the template untimed:
 /// their candidates differ by microseconds, and the template fuses the epilogue.

@@ -33,8 +33,11 @@ Cli check(const PrivateCache& cache, const std::string& graph, const std::string
   fs::path model = cache.dir() / "model.coil";
   std::ofstream(model) << graph;
   fs::path log = cache.dir() / "log";
-  std::string cmd = fmt::format("COIL_LOGS=autotune '{}' check '{}' {} >'{}' 2>&1", COIL_CLI,
-                                model.string(), extra, log.string());
+  // Two threads unless the test says otherwise: the heuristics depend on the thread count.
+  std::string threads =
+      extra.find("COIL_NUM_THREADS") == std::string::npos ? "COIL_NUM_THREADS=2" : "";
+  std::string cmd = fmt::format("{} COIL_LOGS=autotune '{}' check '{}' {} >'{}' 2>&1", threads,
+                                COIL_CLI, model.string(), extra, log.string());
   Cli r;
   r.status = std::system(cmd.c_str());
   r.log = read_text(log);
@@ -71,6 +74,30 @@ TEST(AutotunePolicy, DefaultModeKeepsTheTemplateForConstantWeightsUntimed) {
   EXPECT_TRUE(has(r, "matmul 600x3x4")) << r.log;
   EXPECT_TRUE(has(r, "template (heuristic: B is a constant")) << r.log;
   EXPECT_EQ(timing_files(cache), 0);
+}
+
+// The same on more threads than the measurements behind the heuristic: the choice is timed.
+TEST(AutotunePolicy, DefaultModeTimesConstantWeightsOnManyThreads) {
+  PrivateCache cache("policy-const-threads");
+  std::string w = "const w: f32[128, 64] = [";
+  for (int i = 0; i < 128 * 64; ++i) w += fmt::format("{}{}.0", i ? ", " : "", i % 5 - 2);
+  w += "]";
+  std::string graph =
+      "input a: f32[128, 128]\n" + w + "\nm = matmul(a, w)\ny = relu(m)\noutput y\n";
+  Cli two = check(cache, graph);
+  ASSERT_EQ(two.status, 0) << two.log;
+  EXPECT_TRUE(has(two, "at 2 threads not timed")) << two.log;
+  // COIL_NUM_THREADS is read as the environment of the CLI: put it before the command.
+  fs::create_directories(cache.dir());
+  std::ofstream(cache.dir() / "model.coil") << graph;
+  std::string cmd =
+      fmt::format("COIL_NUM_THREADS=4 COIL_LOGS=autotune '{}' check '{}' >'{}' 2>&1", COIL_CLI,
+                  (cache.dir() / "model.coil").string(), (cache.dir() / "log4").string());
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_text(cache.dir() / "log4");
+  std::string four = read_text(cache.dir() / "log4");
+  EXPECT_NE(four.find("matmul 128x64x128 (4 threads, B packed at load)"), std::string::npos)
+      << four;
+  EXPECT_NE(four.find("(one sample each)"), std::string::npos) << four;
 }
 
 // A tiny product of two inputs: the template, untimed.
