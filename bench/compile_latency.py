@@ -19,9 +19,9 @@ Before the rounds each model is compiled once in a throwaway cache ("first on th
 which pays what a machine pays once whatever the cache directory (the ISA probe, the
 precompiled headers of each flag set); it is reported apart.
 
-and, once per model, the run time in each mode (`coil bench MODEL --mode default|max-autotune
---runs R`), whose medians must agree within the noise (the default mode times fewer candidates
-but must not pick slower kernels). `coil demo` has no --output-dir: its compile time is the one
+and the run time in each mode (`coil bench MODEL --mode default|max-autotune --runs R`, the two
+alternately for --run-rounds rounds, the median of the rounds' medians), which must agree within
+the noise (the default mode times fewer candidates but must not pick slower kernels). `coil demo` has no --output-dir: its compile time is the one
 it prints ("compile: X ms"), cold and warm alike.
 
 Prints a table of medians over the rounds and writes JSON (default
@@ -55,7 +55,9 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=3, help="cold/warm rounds per model")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--coil", default=os.path.join(ROOT, "build", "bin", "coil"))
-    p.add_argument("--runs", type=int, default=20, help="coil bench runs per mode")
+    p.add_argument("--runs", type=int, default=20, help="coil bench runs per mode and round")
+    p.add_argument("--run-rounds", type=int, default=5,
+                   help="rounds of the run-time comparison (the modes alternate)")
     p.add_argument("--no-run-time", action="store_true", help="skip the run-time comparison")
     p.add_argument("--model-dir", default="", help="exported models (default: a temp dir)")
     p.add_argument("--json", default="")
@@ -167,10 +169,24 @@ def main():
             entry[f"{k}_compile_median_s"] = statistics.median(r["compile_s"] for r in v)
             entry[f"{k}_wall_median_s"] = statistics.median(r["wall_s"] for r in v)
         if not args.no_run_time and name != "demo":
+            # The two modes' models alternately, --run-rounds times (the machines are shared
+            # and a model's speed drifts between processes): the median of the rounds' medians.
             cache = tempfile.mkdtemp(prefix="coil-latency-run-")
             try:
-                for mode in ("default", "max-autotune"):
-                    entry[f"run_ms_{mode}"] = run_time(args, paths[name], mode, cache)
+                samples = {"default": [], "max-autotune": []}
+                for mode in samples:  # each mode's decisions (COIL_LOGS=autotune), for the record
+                    env = dict(os.environ, COIL_CACHE_DIR=cache, COIL_LOGS="autotune")
+                    r = subprocess.run([args.coil, "compile", paths[name], "--mode", mode, "-o",
+                                        os.path.join(cache, "out-" + mode), "--quiet"],
+                                       env=env, capture_output=True, text=True)
+                    entry[f"autotune_{mode}"] = [line for line in r.stderr.splitlines()
+                                                 if "[coil:autotune]" in line]
+                for _ in range(args.run_rounds):
+                    for mode in samples:
+                        samples[mode].append(run_time(args, paths[name], mode, cache))
+                for mode, v in samples.items():
+                    entry[f"run_ms_{mode}"] = statistics.median(v)
+                    entry[f"run_ms_{mode}_rounds"] = v
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
         results["models"][name] = entry

@@ -52,8 +52,8 @@ struct CompileOptions {
   bool autotune = true;
   /// How hard to search for the fastest kernels (Inductor's torch.compile modes):
   ///   "default"       decide by heuristics and cached measurements; time only where a choice
-  ///                   is close, a few candidates, one shot each (CPU matmuls), and on the GPU
-  ///                   cuBLAS for plain products unless a measured template is known better.
+  ///                   is open, two candidates, a few short samples each (CPU matmuls), and on the
+  ///                   GPU cuBLAS for plain products unless a measured template is known better.
   ///   "max-autotune"  time every candidate on the real shape (CPU matmul template, oneDNN and
   ///                   OpenBLAS; every Triton matmul config), as Inductor's max-autotune does.
   /// With autotune off nothing is timed whatever the mode.

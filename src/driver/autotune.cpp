@@ -298,9 +298,10 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
                  full ? " (cached)" : "");
       } else if (auto quick = read_cached(quick_path)) {
         choice = choose(*quick, kLibraryMargin);
-        COIL_LOG(autotune,
-                 "{}: template {:.1f} us, dnnl {:.1f} us (one sample each) -> {} (cached)", where,
-                 us(quick->template_s), us(quick->dnnl_s), matmul_impl_name(choice));
+        COIL_LOG(
+            autotune,
+            "{}: template {:.1f} us, dnnl {:.1f} us (quick: best of 3 samples each) -> {} (cached)",
+            where, us(quick->template_s), us(quick->dnnl_s), matmul_impl_name(choice));
       } else if (auto decided = read_bucket(bucket)) {
         choice = decided->first;
         COIL_LOG(autotune, "{}: {} (cached: measured on {} of its size bucket)", where,
@@ -315,16 +316,19 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
                  where, 2 * m * n * k / 1e6);
       } else {
         // The quick search: the template against oneDNN (which OpenBLAS rarely beats here),
-        // one sample each after a warm-up.
+        // the fastest of kQuickSamples samples each after a warm-up (one sample alone misjudged
+        // a GPT block's 256x768x256 on 16 threads by 40%: 117 against 84 us).
         Timings t;
-        t.template_s = time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead, 1);
-        t.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb, 1);
+        t.template_s =
+            time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead, kQuickSamples, 0.05);
+        t.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb, kQuickSamples, 0.05);
         t.openblas_s = std::numeric_limits<double>::infinity();
         t = write_cached(quick_path, t);
         choice = choose(t, kLibraryMargin);
         write_bucket(bucket, choice, shape);
-        COIL_LOG(autotune, "{}: template {:.1f} us, dnnl {:.1f} us (one sample each) -> {}", where,
-                 us(t.template_s), us(t.dnnl_s), matmul_impl_name(choice));
+        COIL_LOG(autotune,
+                 "{}: template {:.1f} us, dnnl {:.1f} us (quick: best of 3 samples each) -> {}",
+                 where, us(t.template_s), us(t.dnnl_s), matmul_impl_name(choice));
       }
     }
     if (choice != MatmulImpl::Template) {

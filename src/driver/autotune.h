@@ -15,7 +15,8 @@
 //     the model runs on at most kTemplateUntimedMaxThreads threads (packed once at load; on the
 //     products measured on 2 cores, docs/benchmarks.md, the libraries were no faster and they
 //     cannot fuse the epilogue) or the product is smaller than kQuickTimingMinFlops; otherwise
-//     a quick search: the template against oneDNN, one sample each after a warm-up call.
+//     a quick search: the template against oneDNN, the fastest of kQuickSamples samples each
+//     after a warm-up call.
 //
 // In both, the template keeps a matmul unless a library is more than kLibraryMargin faster: the
 // template also fuses the epilogue, which the library path pays for separately. Timings are
@@ -45,6 +46,10 @@ constexpr double kLibraryMargin = 0.05;
 /// host oneDNN beat the template on a GPT block's products (1.23 against 1.38 ms a call), so
 /// more threads time the choice (quick search).
 constexpr int kTemplateUntimedMaxThreads = 2;
+
+/// Default mode's quick search: samples per candidate (the fastest counts; fewer when they
+/// would take more than 50 ms together).
+constexpr int kQuickSamples = 3;
 
 /// Default mode: products of fewer operations than this (2*M*N*K) keep the template untimed:
 /// their candidates differ by microseconds, and the template fuses the epilogue.

@@ -97,7 +97,7 @@ TEST(AutotunePolicy, DefaultModeTimesConstantWeightsOnManyThreads) {
   std::string four = read_text(cache.dir() / "log4");
   EXPECT_NE(four.find("matmul 128x64x128 (4 threads, B packed at load)"), std::string::npos)
       << four;
-  EXPECT_NE(four.find("(one sample each)"), std::string::npos) << four;
+  EXPECT_NE(four.find("(quick: best of 3 samples each)"), std::string::npos) << four;
 }
 
 // A tiny product of two inputs: the template, untimed.
@@ -110,18 +110,18 @@ TEST(AutotunePolicy, DefaultModeDoesNotTimeTinyProducts) {
   EXPECT_EQ(timing_files(cache), 0);
 }
 
-// A product the heuristics leave open: the quick search (template against oneDNN, one sample
+// A product the heuristics leave open: the quick search (template against oneDNN, best of 3
 // each), cached; another shape of its size bucket then takes its decision untimed.
 TEST(AutotunePolicy, DefaultModeTimesOpenChoicesQuicklyAndSharesThemInTheBucket) {
   PrivateCache cache("policy-quick");
   Cli first = check(cache, product(96, 72, 80));
   ASSERT_EQ(first.status, 0) << first.log;
   EXPECT_TRUE(has(first, "matmul 96x72x80")) << first.log;
-  EXPECT_TRUE(has(first, "(one sample each)")) << first.log;
+  EXPECT_TRUE(has(first, "(quick: best of 3 samples each)")) << first.log;
   EXPECT_FALSE(has(first, "openblas")) << first.log;
   EXPECT_EQ(timing_files(cache), 1);
   Cli again = check(cache, product(96, 72, 80));
-  EXPECT_TRUE(has(again, "(one sample each)") && has(again, "(cached)")) << again.log;
+  EXPECT_TRUE(has(again, "(quick: best of 3 samples each)") && has(again, "(cached)")) << again.log;
   Cli bucket = check(cache, product(100, 70, 90));  // 128 x 128 x 128 as well
   ASSERT_EQ(bucket.status, 0) << bucket.log;
   EXPECT_TRUE(has(bucket, "matmul 100x70x90")) << bucket.log;
