@@ -23,38 +23,18 @@ the module's state_dict; the GPU side builds the model from the same seed and pa
 Batch norm statistics and norm affine parameters are moved away from the identity.
 """
 
+import os
+import sys
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "models"))
+from export_models import GptBlock, randomize_norms  # noqa: E402  (one definition of each)
+
 MODELS = ("gpt_block", "mlp_mixer", "shufflenet", "resnet18")
-
-
-class GptBlock(nn.Module):
-    def __init__(self, vocab=8192, d=768, heads=12, seq=256, embed=False):
-        super().__init__()
-        self.heads, self.lookup = heads, embed
-        self.embed = nn.Embedding(vocab, d)
-        self.pos = nn.Parameter(torch.randn(seq, d) * 0.02)
-        self.ln1 = nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.ln2 = nn.LayerNorm(d)
-        self.fc1 = nn.Linear(d, 4 * d)
-        self.fc2 = nn.Linear(4 * d, d)
-        self.ln_f = nn.LayerNorm(d)
-        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1))
-
-    def forward(self, x):  # int64 tokens [B, T] (embed=True), else their embeddings [B, T, d]
-        b, t = x.shape[:2]
-        h = (self.embed(x) if self.lookup else x) + self.pos
-        q, k, v = self.qkv(self.ln1(h)).chunk(3, dim=-1)
-        q, k, v = (z.reshape(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5) + self.mask
-        y = (att.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
-        h = h + self.proj(y)
-        h = h + self.fc2(F.gelu(self.fc1(self.ln2(h))))
-        return self.ln_f(h) @ self.embed.weight.t()
 
 
 class MixerBlock(nn.Module):
@@ -92,24 +72,11 @@ class MlpMixer(nn.Module):
         return self.head(self.norm(x).mean(1))
 
 
-def randomize_norms(model):
-    """Batch norm statistics and affine parameters away from the identity; layer norms' too."""
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.2, 0.2)
-            m.running_var.uniform_(0.5, 1.5)
-            m.weight.data.uniform_(0.5, 1.5)
-            m.bias.data.uniform_(-0.2, 0.2)
-        elif isinstance(m, nn.LayerNorm):
-            m.weight.data.uniform_(0.5, 1.5)
-            m.bias.data.uniform_(-0.2, 0.2)
-
-
 def build(name):
     """(model in eval mode, example input) for a model name; the same weights every time."""
     torch.manual_seed(0)
     if name == "gpt_block":
-        model = GptBlock()
+        model = GptBlock(vocab=8192, d=768, heads=12, seq=256, embed=False)
         with torch.no_grad():
             x = model.embed(torch.randint(0, 8192, (8, 256)))
     elif name == "mlp_mixer":

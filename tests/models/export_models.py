@@ -63,9 +63,13 @@ class LnGeluMlp(nn.Module):
 
 
 class GptBlock(nn.Module):
-    def __init__(self, vocab=1024, d=256, heads=4, seq=128):
+    """A GPT-style decoder block (also bench/gpu/compile_latency_models.py's, at other sizes).
+    embed=True: int64 tokens [B, T] in; embed=False: their embeddings [B, T, d] (the lookup
+    outside the graph, for --device cuda, which has no gather with dynamic indices)."""
+
+    def __init__(self, vocab=1024, d=256, heads=4, seq=128, embed=True):
         super().__init__()
-        self.heads = heads
+        self.heads, self.lookup = heads, embed
         self.embed = nn.Embedding(vocab, d)
         self.pos = nn.Parameter(torch.randn(seq, d) * 0.02)
         self.ln1 = nn.LayerNorm(d)
@@ -77,12 +81,11 @@ class GptBlock(nn.Module):
         self.ln_f = nn.LayerNorm(d)
         self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1))
 
-    def forward(self, tokens):
-        b, t = tokens.shape
-        h = self.embed(tokens) + self.pos[:t]
+    def forward(self, x):
+        b, t = x.shape[:2]
+        h = (self.embed(x) if self.lookup else x) + self.pos[:t]
         q, k, v = self.qkv(self.ln1(h)).chunk(3, dim=-1)
-        split = lambda z: z.reshape(b, t, self.heads, -1).transpose(1, 2)  # noqa: E731
-        q, k, v = split(q), split(k), split(v)
+        q, k, v = (z.reshape(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5) + self.mask[:t, :t]
         y = (att.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
         h = h + self.proj(y)
