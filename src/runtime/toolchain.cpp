@@ -236,39 +236,42 @@ std::string_view build_sanitizer_flags() {
   return kSanitizeFlags;
 }
 
-std::vector<std::string> Toolchain::shared_object_command(const std::filesystem::path& source,
-                                                          const std::filesystem::path& output,
-                                                          const std::filesystem::path& include_dir,
-                                                          const CompileFlags& flags) const {
-  std::vector<std::string> argv{cxx};
-  for (std::string& f : base_flags()) argv.push_back(std::move(f));
+namespace {
+
+// The compile command of one source: into a shared object, or (`object`) into an object file of
+// a split module, which leaves the link-only flags to the link.
+std::vector<std::string> compile_command(const Toolchain& tc, const std::filesystem::path& source,
+                                         const std::filesystem::path& output,
+                                         const std::filesystem::path& include_dir,
+                                         const CompileFlags& flags, bool object) {
+  std::vector<std::string> argv{tc.cxx};
+  for (std::string& f : tc.base_flags()) argv.push_back(std::move(f));
   for (const std::string& f : flags.extra) {
     COIL_ASSERT(!f.empty() && f[0] == '-', "compile flag '{}' does not start with '-'", f);
-    argv.push_back(f);
+    if (!object || !is_link_only_flag(f)) argv.push_back(f);
   }
   argv.push_back("-I" + include_dir.string());
+  if (object) argv.push_back("-c");
   argv.push_back(source.string());
   argv.push_back("-o");
   argv.push_back(output.string());
   return argv;
 }
 
+}  // namespace
+
+std::vector<std::string> Toolchain::shared_object_command(const std::filesystem::path& source,
+                                                          const std::filesystem::path& output,
+                                                          const std::filesystem::path& include_dir,
+                                                          const CompileFlags& flags) const {
+  return compile_command(*this, source, output, include_dir, flags, false);
+}
+
 std::vector<std::string> Toolchain::object_command(const std::filesystem::path& source,
                                                    const std::filesystem::path& output,
                                                    const std::filesystem::path& include_dir,
                                                    const CompileFlags& flags) const {
-  std::vector<std::string> argv{cxx};
-  for (std::string& f : base_flags()) argv.push_back(std::move(f));
-  for (const std::string& f : flags.extra) {
-    COIL_ASSERT(!f.empty() && f[0] == '-', "compile flag '{}' does not start with '-'", f);
-    if (!is_link_only_flag(f)) argv.push_back(f);
-  }
-  argv.push_back("-I" + include_dir.string());
-  argv.push_back("-c");
-  argv.push_back(source.string());
-  argv.push_back("-o");
-  argv.push_back(output.string());
-  return argv;
+  return compile_command(*this, source, output, include_dir, flags, true);
 }
 
 std::vector<std::string> Toolchain::link_command(const std::vector<std::filesystem::path>& objects,
