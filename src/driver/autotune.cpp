@@ -13,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "driver/pipeline.h"
 #include "runtime/code_cache.h"
 #include "runtime/extern_timing.h"
 #include "runtime/isa.h"
@@ -231,8 +232,7 @@ MatmulImpl choose(const Timings& t, double margin) {
 }  // namespace
 
 void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOptions& options) {
-  COIL_USER_CHECK(options.mode == "default" || options.mode == "max-autotune",
-                  "mode '{}': expected default or max-autotune", options.mode);
+  check_mode(options.mode);
   const bool full_search = options.mode == "max-autotune";
   auto forced = forced_impl();
   int matmuls = 0, seen = 0;

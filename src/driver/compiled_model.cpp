@@ -170,8 +170,7 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
                   "cuda -o DIR` (coil::generate_gpu_module), then run DIR/module.py through "
                   "python/coil_runtime on a CUDA machine",
                   options.device);
-  COIL_USER_CHECK(options.mode == "default" || options.mode == "max-autotune",
-                  "mode '{}': expected default or max-autotune", options.mode);
+  check_mode(options.mode);
   init_threads_from_env();
   ProgressScope progress;
   auto impl = std::make_unique<CompiledModel::Impl>();

@@ -34,6 +34,11 @@ void StageTimer::finish() {
   report_.total_seconds = std::chrono::duration<double>(clock::now() - start_).count();
 }
 
+void check_mode(const std::string& mode) {
+  COIL_USER_CHECK(mode == "default" || mode == "max-autotune",
+                  "mode '{}': expected default or max-autotune", mode);
+}
+
 const IsaInfo& target_isa(const CompileOptions& options) {
   return options.isa.empty() ? host_isa() : isa_by_name(options.isa);
 }
@@ -66,8 +71,7 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   warn_unknown_env_vars();
   COIL_USER_CHECK(options.device == "cpu" || options.device == "cuda",
                   "device '{}': expected cpu or cuda", options.device);
-  COIL_USER_CHECK(options.mode == "default" || options.mode == "max-autotune",
-                  "mode '{}': expected default or max-autotune", options.mode);
+  check_mode(options.mode);
   const bool gpu = options.device == "cuda";
   const Fp32Precision precision = parse_precision(options.precision);
   // After each pass: the verifier (COIL_VERIFY_IR) and the dump (COIL_LOGS=ir_passes).

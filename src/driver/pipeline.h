@@ -32,6 +32,9 @@ class StageTimer {
 /// The vector ISA generated code targets: options.isa, else the host's (runtime/isa.h).
 const IsaInfo& target_isa(const CompileOptions& options);
 
+/// CompileOptions::mode must be "default" or "max-autotune" (coil::Error naming it otherwise).
+void check_mode(const std::string& mode);
+
 /// "<graph>" of the generated module's header: its inputs and outputs with their types.
 std::string describe_graph(const Graph& graph);
 
