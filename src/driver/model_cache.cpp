@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 
@@ -68,8 +69,10 @@ fs::path entry_path(const std::string& key, const char* extension = ".json") {
 bool write_atomically(const fs::path& path, const std::string& text) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
+  // A name of its own per process and call: threads of one process may store the same key.
+  static std::atomic<unsigned> calls{0};
   fs::path tmp = path;
-  tmp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
+  tmp += fmt::format(".tmp{}.{}", static_cast<long>(::getpid()), calls++);
   {
     std::ofstream out(tmp, std::ios::binary);
     out << text;

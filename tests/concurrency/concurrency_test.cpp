@@ -161,6 +161,14 @@ TEST_F(Concurrency, CompilesOfTheSameAndOfDifferentGraphs) {
     EXPECT_EQ(shared_reports[t].cache_key, shared_reports[0].cache_key) << "thread " << t;
     EXPECT_EQ(shared_reports[t].so_path, shared_reports[0].so_path) << "thread " << t;
   }
+  // The threads stored the shared graph's whole-graph cache entry at once: it is whole, and
+  // serves the next compile the same module and listing.
+  CompiledModel warm = compile(shared);
+  EXPECT_TRUE(warm.report().model_cache_hit);
+  EXPECT_EQ(warm.report().cache_key, shared_reports[0].cache_key);
+  EXPECT_EQ(warm.report().source, shared_reports[0].source);
+  EXPECT_EQ(check_against_reference(shared, warm, random_inputs(warm, 99), "warm shared graph"),
+            "");
 }
 
 TEST_F(Concurrency, RunsOfOneModel) {
