@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include <cstdlib>
@@ -112,6 +113,13 @@ struct Timings {
   double template_s = 0, dnnl_s = 0, openblas_s = 0;
 };
 
+// ".tmp<pid>.<n>": a temp file name of its own per process and call (threads of one process can
+// write one bucket's decision at once: they lock per shape, and a bucket holds many shapes).
+std::string temp_suffix() {
+  static std::atomic<unsigned> calls{0};
+  return fmt::format(".tmp{}.{}", static_cast<long>(getpid()), calls++);
+}
+
 std::optional<Timings> read_cached(const std::filesystem::path& path) {
   std::ifstream in(path);
   Timings t;
@@ -136,7 +144,7 @@ Timings write_cached(const std::filesystem::path& path, const Timings& t) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path tmp = path;
-  tmp += fmt::format(".tmp{}", static_cast<long>(getpid()));
+  tmp += temp_suffix();
   {
     std::ofstream out(tmp);
     out << fmt::format("template {:.9g}\ndnnl {:.9g}\nopenblas {:.9g}\n", t.template_s, t.dnnl_s,
@@ -216,7 +224,7 @@ void write_bucket(const std::filesystem::path& path, MatmulImpl impl, const std:
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   fs::path tmp = path;
-  tmp += fmt::format(".tmp{}", static_cast<long>(getpid()));
+  tmp += temp_suffix();
   std::ofstream(tmp) << matmul_impl_name(impl) << " " << shape << "\n";
   (void)::link(tmp.c_str(), path.c_str());  // an existing decision stays
   fs::remove(tmp, ec);
