@@ -154,6 +154,35 @@ TEST(TritonKernels, TransposedReadIsTiled) {
   EXPECT_EQ(m.kernels[0].numels, (std::vector<int64_t>{64, 96}));
 }
 
+constexpr const char* kQkvSplit = R"(input x: f32[8, 256, 192]
+input b: f32[192]
+t = add(x, b)
+q0 = slice(t) {dim=2, start=0, end=64}
+k0 = slice(t) {dim=2, start=64, end=128}
+v0 = slice(t) {dim=2, start=128, end=192}
+q1 = reshape(q0) {shape=[8, 256, 2, 32]}
+k1 = reshape(k0) {shape=[8, 256, 2, 32]}
+v1 = reshape(v0) {shape=[8, 256, 2, 32]}
+q = permute(q1) {dims=[0, 2, 1, 3]}
+k = permute(k1) {dims=[0, 2, 3, 1]}
+v = permute(v1) {dims=[0, 2, 1, 3]}
+output q
+output k
+output v
+)";
+
+TEST(TritonKernels, PointwiseNestsOfOneSizeAreOneFlatKernel) {
+  // The q/k/v split after an attention input projection: three pointwise nests of one element
+  // count (k's loops in another order) that the CPU schedule groups under its outer loops.
+  // On the GPU they are one flat pointwise kernel over all 131072 elements, not a looped
+  // "reduction" with one program per outer index (16 programs).
+  TritonModule m = triton_of(kQkvSplit);
+  ASSERT_EQ(kernel_names(m), std::vector<std::string>{"triton_poi_fused_add_0"});
+  EXPECT_EQ(m.kernels[0].numels, std::vector<int64_t>{131072});
+  EXPECT_FALSE(contains(m.kernels[0].code, "r0_"));
+  EXPECT_EQ(m.kernels[0].args.size(), 5u);  // x, b and the three outputs
+}
+
 TEST(TritonKernels, ColumnSumOfManyRowsIsSplit) {
   TritonModule m = triton_of("input x: f32[65536, 1024]\ny = sum(x) {axes=[0]}\noutput y\n");
   ASSERT_EQ(m.kernels.size(), 2u);

@@ -326,6 +326,24 @@ class Planner {
       const ComputedBuffer& head = comp(n->computations.back());
       loops.push_back({static_extents(head.ranges), static_extents(head.reduction_ranges)});
     }
+    // Pointwise nests of one element count are one flat pointwise kernel, each nest's loops
+    // decomposed from xindex. The group's outer depth is the CPU schedule's (its parallel
+    // loops); on the GPU the loops inside it would become a looped "reduction" over r0 with
+    // one program per outer index (the q/k/v split after a QKV product, [96 x 16384], ran as
+    // 96 programs on 132 SMs).
+    bool flat = true;
+    for (size_t i = 0; i < nests.size(); ++i)
+      flat = flat && loops[i].red.empty() && !comp(nests[i]->computations.back()).is_reduction() &&
+             product(loops[i].ranges) == product(loops[0].ranges);
+    // Several nests only when none reads what another writes: a flat index gives each element
+    // its own program, so a value another nest stores elsewhere may not be written yet.
+    for (size_t i = 0; i < nests.size() && flat && nests.size() > 1; ++i)
+      for (size_t j = 0; j < nests.size() && flat; ++j)
+        if (i != j)
+          for (int ci : nests[i]->computations)
+            for (int cj : nests[j]->computations)
+              for (int b : comp(cj).reads()) flat = flat && b != comp(ci).buffer;
+    if (flat && nests.size() == 1) outer_depth = static_cast<int>(loops[0].ranges.size());
     const auto d = static_cast<size_t>(outer_depth);
     std::vector<int64_t> outer(loops[0].ranges.begin(), loops[0].ranges.begin() + outer_depth);
     TritonKernelPlan k;
@@ -334,7 +352,7 @@ class Planner {
     std::vector<int64_t> row(nests.size());
     k.r0_numel = 0;  // a reduction over no element leaves its identity
     bool any_reduction = false;
-    for (size_t i = 0; i < nests.size(); ++i) {
+    for (size_t i = 0; i < nests.size() && !flat; ++i) {
       const NestLoops& l = loops[i];
       bool reduces = comp(nests[i]->computations.back()).is_reduction();
       if (!std::equal(outer.begin(), outer.end(), l.ranges.begin())) {
@@ -351,7 +369,11 @@ class Planner {
       any_reduction = any_reduction || reduces;
     }
     if (k.r0_numel == 0 && !any_reduction) k.r0_numel = 1;
-    for (size_t i = 0; i < nests.size(); ++i) {
+    if (flat) {
+      k.xnumel = product(loops[0].ranges);
+      k.r0_numel = 1;
+    }
+    for (size_t i = 0; i < nests.size() && !flat; ++i) {
       bool reduces = comp(nests[i]->computations.back()).is_reduction();
       if ((row[i] != 1 || reduces) && row[i] != k.r0_numel) {
         *why = fmt::format("rows of {} and {} elements", row[i], k.r0_numel);
@@ -379,6 +401,12 @@ class Planner {
       auto yv = decompose(triton_yindex(), ys), xv = decompose(triton_xindex(), xs);
       for (size_t i = 0; i < r.size(); ++i)
         var_map[0][loop_var(static_cast<int>(i))] = i < tile_y ? yv[i] : xv[i - tile_y];
+    } else if (flat) {
+      for (size_t n = 0; n < nests.size(); ++n) {
+        auto xv = decompose(triton_xindex(), loops[n].ranges);
+        for (size_t i = 0; i < xv.size(); ++i) var_map[n][loop_var(static_cast<int>(i))] = xv[i];
+      }
+      k.kind = TritonKernelKind::Pointwise;
     } else {
       auto xv = decompose(triton_xindex(), outer);
       for (size_t n = 0; n < nests.size(); ++n) {
