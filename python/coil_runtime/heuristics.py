@@ -39,6 +39,8 @@ the module: '1' is the default mode, 'max' max-autotune, '0' no tuning at all.
 
 import inspect
 import os
+import sys
+from concurrent.futures.process import BrokenProcessPool
 
 from . import autotune, configs as cfgs, precompile
 from .logs import log, warn
@@ -470,13 +472,41 @@ class CoilAutotuner:
         key = self._compile_key(config, args)
         future = self._compiles.get(key)
         if future is None:
-            executor = precompile.pool()
-            if executor is None:
+            if precompile.compile_threads() <= 1:
                 return None
             precompile.prepare_triton()
-            future = executor.submit(self._compile_now, config, args)
+            if precompile.pool_kind() == "process":
+                future = self._compile_in_process(config, args)
+            if future is None:
+                future = precompile.pool().submit(self._compile_now, config, args)
             self._compiles[key] = future
         return future
+
+    def _compile_in_process(self, config, args):
+        """Submits `config` for these arguments to the process pool (precompile's doc); its
+        Future's result is None: compile() then loads the kernel from Triton's disk cache.
+        None when the JIT would compile nothing or the pool cannot take it."""
+        name = getattr(getattr(self.fn, "fn", None), "__module__", None)
+        module = sys.modules.get(name or "")
+        path = getattr(module, "__file__", None)
+        if path is None or getattr(module, self.name, None) is not self:
+            return None  # not a module the worker can import
+        numels = self.numels_of(args)
+        consts = self._constexpr_values(config, numels)
+        try:
+            data = precompile.specialization_of(lambda: self.fn.warmup(
+                *args, grid=(1,), num_warps=config.num_warps, num_stages=config.num_stages,
+                **ieee_compile_options(), **consts))
+        except Exception:  # noqa: BLE001 (compile() compiles it here and reports errors)
+            return None
+        if data is None:
+            return None
+        try:
+            return precompile.submit_compile(module.__name__, os.path.abspath(path), self.name,
+                                             data)
+        except (BrokenProcessPool, OSError, ValueError) as e:
+            precompile.process_pool_failed(e)
+            return None
 
     def compile(self, config, args):
         """The CompiledKernel of `config` for these arguments: the pool's, if it compiled (or is
@@ -485,7 +515,13 @@ class CoilAutotuner:
         future = self._compiles.get(key)
         if future is not None:
             try:
-                return future.result()
+                kernel = future.result()
+                if kernel is not None:
+                    return kernel
+                # compiled by a worker process: the compile below is a disk cache hit
+            except BrokenProcessPool as e:
+                precompile.process_pool_failed(e)
+                del self._compiles[key]
             except Exception:  # noqa: BLE001
                 # Once more in this thread, so that a failure of the threaded compile itself is
                 # never final (a config that cannot compile fails again, with its own error).

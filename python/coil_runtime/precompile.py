@@ -2,13 +2,19 @@
 
 Two parts:
 
-1. `pool()`: a thread pool of `compile_threads()` workers ($COIL_COMPILE_THREADS, else
-   min(32, cpu count), as Inductor's default). A kernel's configs are submitted to it before any
-   is timed (`CoilAutotuner.compile_async`). Threads, not processes: Triton's compile runs
-   mostly outside the GIL (its MLIR and LLVM passes in C++, ptxas in a subprocess), and a
-   thread shares the JITFunction whose in-memory cache the launch then hits; Inductor
-   precompiles its templates in a thread pool too. COIL_COMPILE_THREADS=1 compiles serially, in
-   the calling thread.
+1. The compile pool of `compile_threads()` workers ($COIL_COMPILE_THREADS, else min(32, cpu
+   count), as Inductor's default). A kernel's configs are submitted to it before any is timed
+   (`CoilAutotuner.compile_async`). COIL_COMPILE_THREADS=1 compiles serially, in the calling
+   thread. `pool_kind()` ($COIL_COMPILE_POOL) says what the workers are:
+   - "process" (the default with a Triton whose JIT has `preload` and `jit_cache_hook`, 3.x):
+     `process_pool()`, worker processes forked from a server that imported torch and Triton
+     once (compile_worker.py). The main thread asks Triton's JIT what it would compile for a
+     config (its jit_cache_hook, which skips the compile), a worker compiles that into
+     Triton's disk cache, and the main thread's own compile is then a cache hit. Processes
+     because Triton's front end is Python and holds the GIL: measured on the H200's host,
+     16 threads compiled a module's kernels only 1.9x faster than one.
+   - "thread": `pool()`, a thread pool sharing the JITFunction (no disk round trip); what
+     older Tritons and the fake one used by the tests get.
 
 2. `discover(call, args)`: the first call of a module loaded through `runtime.load_module` runs
    `call` once in discovery mode first. Each kernel's `run` then only submits the compiles its
@@ -21,14 +27,24 @@ Two parts:
    COIL_PRECOMPILE=0 turns the pass off; it is skipped when compiles are serial anyway.
 """
 
+import multiprocessing
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 from .logs import log, warn
 
+POOL_KINDS = ("process", "thread")
+# What the process pool's server imports once, before it forks the workers.
+WORKER_PRELOAD = ["torch", "triton", "triton.compiler", "coil_runtime.compile_worker"]
+
 _pool = None
 _pool_size = None
+_processes = None        # the ProcessPoolExecutor, once started
+_processes_size = None
+_processes_failed = None  # why the process pool stopped (then the thread pool is used)
+_worker_init = None       # (callable, args) run first in each worker (tests: a fake triton)
+_workers_started = False
 _lock = threading.Lock()
 _active = None  # the discovery pass in progress (a _Discovery), else None
 _triton_ready = False
@@ -62,6 +78,139 @@ def pool():
             _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="coil-compile")
             _pool_size = n
         return _pool
+
+
+def _processes_supported():
+    try:
+        from triton import knobs
+        from triton.runtime.jit import JITFunction
+    except Exception:  # noqa: BLE001 (no Triton, an older one, or the fake)
+        return False
+    return hasattr(JITFunction, "preload") and hasattr(knobs.runtime, "jit_cache_hook")
+
+
+def pool_kind():
+    """'process' or 'thread': $COIL_COMPILE_POOL, else 'process' where Triton supports it
+    (and the process pool has not failed in this process)."""
+    value = os.environ.get("COIL_COMPILE_POOL", "").strip()
+    if value and value not in POOL_KINDS:
+        raise ValueError(f"COIL_COMPILE_POOL={value!r}: expected one of {', '.join(POOL_KINDS)}")
+    if _processes_failed is not None:
+        return "thread"
+    if value:
+        return value
+    return "process" if _processes_supported() else "thread"
+
+
+def set_worker_init(fn, *args):
+    """Runs fn(*args) first in every compile worker started from now on (None: nothing).
+    Tests install their fake triton this way; fn must be importable by name."""
+    global _worker_init
+    _worker_init = None if fn is None else (fn, args)
+
+
+def _run_worker_init(fn, args):
+    if fn is not None:
+        fn(*args)
+
+
+def process_pool():
+    """The shared ProcessPoolExecutor of compile_threads() workers, started on first use."""
+    global _processes, _processes_size
+    n = compile_threads()
+    with _lock:
+        if _processes is None or _processes_size != n:
+            if _processes is not None:
+                _processes.shutdown(wait=False)
+            try:
+                ctx = multiprocessing.get_context("forkserver")
+                ctx.set_forkserver_preload(WORKER_PRELOAD)
+            except ValueError:  # no forkserver on this platform
+                ctx = multiprocessing.get_context("spawn")
+            fn, args = _worker_init or (None, ())
+            _processes = ProcessPoolExecutor(max_workers=n, mp_context=ctx,
+                                             initializer=_run_worker_init, initargs=(fn, args))
+            _processes_size = n
+        return _processes
+
+
+def shutdown_process_pool():
+    """Stops the process pool's workers (tests; a later compile starts a new pool)."""
+    global _processes, _processes_size, _processes_failed, _workers_started
+    with _lock:
+        if _processes is not None:
+            _processes.shutdown(wait=True)
+        _processes, _processes_size, _processes_failed, _workers_started = None, None, None, False
+
+
+def process_pool_failed(error):
+    """The process pool broke (a worker died, the server did not start): later compiles use
+    the thread pool; said once."""
+    global _processes_failed
+    if _processes_failed is None:
+        _processes_failed = f"{type(error).__name__}: {error}"
+        warn(f"the compile process pool stopped ({_processes_failed}); compiling in threads")
+
+
+def start_workers():
+    """Starts the process pool's workers in the background (a no-op task each), so that the
+    server's imports overlap whatever the caller does before the first compile."""
+    global _workers_started
+    if _workers_started or compile_threads() <= 1 or pool_kind() != "process":
+        return
+    _workers_started = True
+    try:
+        from . import compile_worker
+        executor = process_pool()
+        for _ in range(compile_threads()):
+            executor.submit(compile_worker.ready)
+    except Exception as e:  # noqa: BLE001
+        process_pool_failed(e)
+
+
+_capture = threading.local()
+
+
+def _capture_hook(**kwargs):
+    """Triton's jit_cache_hook while `specialization_of` runs: records what the JIT would
+    compile and skips the compile (True). Other threads' compiles go to the previous hook."""
+    if getattr(_capture, "active", False):
+        _capture.data = kwargs["compile"]["specialization_data"]
+        return True
+    previous = _capture_hook.previous
+    return previous(**kwargs) if previous else None
+
+
+_capture_hook.previous = None
+
+
+def specialization_of(warmup):
+    """The specialization data Triton's JIT would compile for `warmup()` (a JITFunction.warmup
+    call), or None when it would compile nothing (already compiled in this process)."""
+    from triton import knobs
+    with _lock:
+        if knobs.runtime.jit_cache_hook is not _capture_hook:
+            _capture_hook.previous = knobs.runtime.jit_cache_hook
+            knobs.runtime.jit_cache_hook = _capture_hook
+    _capture.active, _capture.data = True, None
+    try:
+        warmup()
+    finally:
+        _capture.active = False
+    return _capture.data
+
+
+def submit_compile(module_name, path, kernel_name, specialization_data):
+    """Submits one specialization to the process pool; its Future's result is None (the
+    kernel is in Triton's disk cache, for the caller to load)."""
+    from triton.runtime import driver
+
+    from . import compile_worker
+    t = driver.active.get_current_target()
+    target = (t.backend, t.arch, t.warp_size)
+    env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
+    return process_pool().submit(compile_worker.compile_kernel, module_name, path, kernel_name,
+                                 specialization_data, target, env)
 
 
 def prepare_triton():
@@ -101,6 +250,7 @@ def discover(call, args):
     global _active
     if os.environ.get("COIL_PRECOMPILE", "1") == "0" or compile_threads() <= 1:
         return None
+    prepare_triton()
     d = _Discovery()
     _active = d
     try:
@@ -110,8 +260,9 @@ def discover(call, args):
              f"kernels compile one by one")
     finally:
         _active = None
+    workers = "processes" if pool_kind() == "process" else "threads"
     log("autotune", f"first call: {d.compiles} configs of {d.kernels} kernels compiling on "
-                    f"{compile_threads()} threads")
+                    f"{compile_threads()} {workers}")
     return d
 
 
@@ -132,6 +283,8 @@ def wrap_first_call(module):
             discover(call, args)
         return call(args)
 
+    if os.environ.get("COIL_PRECOMPILE", "1") != "0":
+        start_workers()
     first_call._coil_first_call = True
     first_call.__doc__ = call.__doc__
     first_call.__wrapped__ = call

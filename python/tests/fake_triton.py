@@ -5,10 +5,18 @@ runtime's import, config and launch paths can be tested without a GPU.
 `triton.testing`, `triton.knobs` and `triton.backends.nvidia.compiler` modules into sys.modules. `@triton.jit` returns a
 FakeJITFunction; its `warmup` "compiles" a FakeCompiledKernel whose `run` (the C launcher's
 signature in Triton >= 3.3) records every launch in `LAUNCHES`.
+
+`install(preload=True)` adds what the compile process pool needs (Triton 3.x's
+`JITFunction.preload`, `knobs.runtime.jit_cache_hook`, `triton.runtime.driver`): a "disk
+cache" directory ($FAKE_TRITON_CACHE) that `preload` writes one file per specialization to,
+with the compiling process's pid, and that `warmup` reports hits of in `COMPILES`.
 """
 
 import dataclasses
+import hashlib
 import inspect
+import json
+import os
 import sys
 import threading
 import types
@@ -86,14 +94,31 @@ class FakeJITFunction:
     def warmup(self, *args, grid, num_warps=4, num_stages=3, **consts):
         assert grid is not None
         consts, options = _split_options(consts)
+        aligned = tuple(a.data_ptr() % 16 == 0 for a in args if hasattr(a, "data_ptr"))
+        data = _specialization_data(self.__name__, consts, num_warps, num_stages, aligned)
+        hook = getattr(sys.modules["triton.knobs"].runtime, "jit_cache_hook", None)
+        if hook is not None and hook(key=data, compile={"specialization_data": data}):
+            return None  # the hook skipped the compile (Triton's contract)
         OPTIONS.append((self.__name__, options))
         key = frozenset(consts.items())
         if key in FAIL.get(self.__name__, set()):
             raise RuntimeError("PTXASError: fake compile failure")
-        aligned = tuple(a.data_ptr() % 16 == 0 for a in args if hasattr(a, "data_ptr"))
-        COMPILES.append((self.__name__, dict(consts), num_warps, aligned))
+        hit = _disk_cache_path(data)
+        COMPILES.append((self.__name__, dict(consts), num_warps, aligned) +
+                        ((("disk cache hit", open(hit).read()),) if hit and os.path.exists(hit)
+                         else ()))
         COMPILE_THREADS.append(threading.current_thread().name)
         return FakeCompiledKernel(self, dict(consts), num_warps, num_stages, aligned)
+
+    def preload(self, specialization_data):
+        """Triton's preload: compiles what the data names into the disk cache (a worker)."""
+        entry = json.loads(specialization_data)
+        assert entry["name"] == self.__name__, (entry["name"], self.__name__)
+        assert sys.modules["triton.runtime"].driver.active.get_current_target() is not None
+        if frozenset(entry["consts"].items()) in FAIL.get(self.__name__, set()):
+            raise RuntimeError("PTXASError: fake compile failure")
+        with open(_disk_cache_path(specialization_data), "w") as f:
+            f.write(str(os.getpid()))
 
     def __getitem__(self, grid):
         def launch(*args, num_warps=4, num_stages=3, **consts):
@@ -105,14 +130,45 @@ class FakeJITFunction:
         return launch
 
 
+def _specialization_data(name, consts, num_warps, num_stages, aligned):
+    return json.dumps({"name": name, "consts": consts, "num_warps": num_warps,
+                       "num_stages": num_stages, "aligned": aligned}, sort_keys=True)
+
+
+def _disk_cache_path(data):
+    root = os.environ.get("FAKE_TRITON_CACHE")
+    if not root:
+        return None
+    return os.path.join(root, hashlib.sha256(data.encode()).hexdigest()[:16])
+
+
+class _Driver:
+    def __init__(self):
+        self.active = self
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+    def set_active(self, driver):
+        self.active = driver
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUTarget:
+    backend: str
+    arch: int
+    warp_size: int
+
+
 def _jit(fn=None, **kwargs):
     if fn is None:
         return lambda f: FakeJITFunction(f)
     return FakeJITFunction(fn)
 
 
-def install(version="3.6.0"):
-    """Registers the fake modules (replacing any real triton in sys.modules)."""
+def install(version="3.6.0", preload=False):
+    """Registers the fake modules (replacing any real triton in sys.modules); `preload`: with
+    what the compile process pool needs (the module doc)."""
     triton = types.ModuleType("triton")
     triton.__version__ = version
     triton.jit = _jit
@@ -134,7 +190,19 @@ def install(version="3.6.0"):
     compiler.CUDAOptions = dataclasses.make_dataclass(
         "CUDAOptions", [(n, bool, dataclasses.field(default=True)) for n in OPTION_NAMES])
     backends.nvidia, nvidia.compiler = nvidia, compiler
-    for name, mod in {"triton": triton, "triton.language": language,
+    runtime = types.ModuleType("triton.runtime")
+    jit = types.ModuleType("triton.runtime.jit")
+    backend_compiler = types.ModuleType("triton.backends.compiler")
+    backend_compiler.GPUTarget = GPUTarget
+    extra_modules = {}
+    if preload:
+        knobs.runtime.jit_cache_hook = None
+        runtime.driver = _Driver()
+        jit.JITFunction = FakeJITFunction
+        runtime.jit, triton.runtime, backends.compiler = jit, runtime, backend_compiler
+        extra_modules = {"triton.runtime": runtime, "triton.runtime.jit": jit,
+                         "triton.backends.compiler": backend_compiler}
+    for name, mod in {**extra_modules, "triton": triton, "triton.language": language,
                       "triton.language.extra": extra,
                       "triton.language.extra.libdevice": libdevice,
                       "triton.testing": testing, "triton.knobs": knobs,

@@ -276,3 +276,42 @@ def test_the_first_call_compiles_every_kernel_before_launching(fake_gpu, monkeyp
     assert f"first call: {n_configs} configs of 4 kernels compiling" in capsys.readouterr().err
     # Later calls are the module's own call().
     assert pooled.call is pooled.__dict__["call"] and not hasattr(pooled.call, "_coil_first_call")
+
+
+def test_the_process_pool_compiles_into_the_disk_cache_that_the_call_then_loads(
+        fake_gpu, tmp_path, monkeypatch):
+    fake = fake_gpu
+    autotune.set_benchmarker(lambda fn: (fn(), 1.0)[1])
+    serial = runtime.load_module(SAMPLE, name="processes_serial")
+    serial.call(_sample_args())
+    serial_launches = [(l[0], l[1], l[4]) for l in fake.LAUNCHES]
+    serial_compiled = {(c[0], tuple(sorted(c[1].items()))) for c in fake.COMPILES}
+
+    fake.install(preload=True)  # a Triton with JITFunction.preload and jit_cache_hook
+    (tmp_path / "triton").mkdir()
+    monkeypatch.setenv("FAKE_TRITON_CACHE", str(tmp_path / "triton"))
+    monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path / "cache-b"))
+    monkeypatch.setenv("COIL_COMPILE_THREADS", "2")
+    precompile.set_worker_init(fake.install, "3.6.0", True)
+    try:
+        assert precompile.pool_kind() == "process"
+        monkeypatch.setenv("COIL_COMPILE_POOL", "thread")
+        assert precompile.pool_kind() == "thread"
+        monkeypatch.setenv("COIL_COMPILE_POOL", "processes")
+        with pytest.raises(ValueError, match="COIL_COMPILE_POOL='processes'"):
+            precompile.pool_kind()
+        monkeypatch.delenv("COIL_COMPILE_POOL")
+        pooled = runtime.load_module(SAMPLE, name="processes_pooled")
+        pooled.call(_sample_args())
+        # Each compile in this process loaded what a worker process had compiled; the call
+        # compiled and launched what the serial one did.
+        assert fake.COMPILES
+        for c in fake.COMPILES:
+            assert len(c) == 5 and c[4][0] == "disk cache hit", c
+            assert int(c[4][1]) != os.getpid()
+        assert {(c[0], tuple(sorted(c[1].items()))) for c in fake.COMPILES} == serial_compiled
+        assert [(l[0], l[1], l[4]) for l in fake.LAUNCHES] == serial_launches
+        assert fake.sys.modules["triton.knobs"].runtime.jit_cache_hook is precompile._capture_hook
+    finally:
+        precompile.set_worker_init(None)
+        precompile.shutdown_process_pool()

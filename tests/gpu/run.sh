@@ -7,7 +7,8 @@
 # 1. what is there (nvidia-smi, torch, triton, the generated modules' manifest);
 # 2. the runtime's unit tests (python/tests, fake triton);
 # 3. the correctness suite (tests/gpu/test_ops.py) -> $OUT/gpu_tests.txt and .json, then a second
-#    process that must find every autotuned config in the disk cache;
+#    process that must find every autotuned config in the disk cache, and one whose every
+#    Triton compile must be a disk cache hit of what the compile process pool compiled;
 #    3c. if device-bundle/coil-bundle.tar.xz is there (scripts/device_bundle.sh; carry it), the
 #    bundled `coil check|bench --device cuda` on a reduction, a norm and a matmul (PASS/FAIL lines);
 # 4. the benchmarks (bench/gpu/bench_gpu.py) -> $OUT/gpu_bench.json.
@@ -45,6 +46,12 @@ step() { echo; echo "== $* ($(( $(date +%s) - start )) s)"; }
   step "3b. autotune disk cache, second process (COIL_LOGS=autotune)"
   COIL_LOGS=autotune timeout 45 python3 tests/gpu/test_ops.py --cases runtime_sample \
     --no-every-config --expect-cache-hits 2>&1 | grep -E "cache hit|PASS|FAIL|passed|Error" | head -20
+
+  step "3b2. compile process pool: the main process loads what workers compiled"
+  TRITON_CACHE_DIR="$(mktemp -d /tmp/coil-triton-XXXXXX)" COIL_CACHE_DIR="$(mktemp -d)" \
+    COIL_COMPILE_THREADS=8 timeout 60 python3 tests/gpu/test_ops.py --no-every-config \
+    --cases runtime_sample softmax layer_norm matmul_bias_relu --expect-disk-cache-loads \
+    2>&1 | grep -E "PASS|FAIL|compiles in|compiled in|Error" | head -20
 
   step "3c. coil check|bench --device cuda (the bundled coil binary)"
   cli_pass=0 cli_fail=0

@@ -184,11 +184,20 @@ def main(argv=None):
     p.add_argument("--no-every-config", action="store_true")
     p.add_argument("--expect-cache-hits", action="store_true",
                    help="fail if a multi-config kernel was benchmarked (a warm cache is expected)")
+    p.add_argument("--expect-disk-cache-loads", action="store_true",
+                   help="fail unless every Triton compile in this process was a disk cache hit "
+                        "(the compile process pool compiled it first; run with a fresh "
+                        "TRITON_CACHE_DIR and COIL_COMPILE_THREADS > 1)")
     p.add_argument("--cli-smoke", action="store_true", help="also test python -m coil_runtime.run")
     p.add_argument("--state", help=argparse.SUPPRESS)  # results so far (after a CUDA error)
     a = p.parse_args(argv)
 
     runtime.set_poison(True)
+    compiles = []  # (kernel name, cache_hit) of each Triton compile in this process
+    if a.expect_disk_cache_loads:
+        from triton import knobs
+        knobs.compilation.listener = lambda **kw: compiles.append(
+            (getattr(kw["src"], "name", "?"), kw["cache_hit"]))
     manifest = {}
     if os.path.exists(os.path.join(GENERATED, "MANIFEST.json")):
         manifest = json.load(open(os.path.join(GENERATED, "MANIFEST.json")))
@@ -225,6 +234,16 @@ def main(argv=None):
                 res["kernels"] = {t.name: {"configs": len(t.configs), "launch": sorted(
                     t.launch_modes), "chosen": [str(c) for c in t.chosen.values()]}
                     for t in tuners}
+                if a.expect_disk_cache_loads:
+                    misses = sorted({n for n, hit in compiles if not hit})
+                    hits = sum(hit for _, hit in compiles)
+                    res["detail"].append(f"{len(compiles)} compiles in the main process, "
+                                         f"{hits} of them disk cache hits")
+                    if misses or not compiles:
+                        res["status"] = "FAIL"
+                        res["detail"].append(f"compiled in the main process, not by a worker: "
+                                             f"{misses}" if misses else "nothing compiled")
+                    compiles.clear()
                 if a.expect_cache_hits:
                     tuned = [t.name for t in tuners if len(t.configs) > 1 and any(
                         v != "cache hit" for v in t.timings.values())]
