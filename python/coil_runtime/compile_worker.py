@@ -76,11 +76,6 @@ def _module(name, path):
     return module
 
 
-def ready():
-    """A no-op task: submitting one per worker starts the workers ahead of the first compile."""
-    return os.getpid()
-
-
 def compile_kernel(module_name, path, kernel_name, specialization_data, target, env):
     """Compiles one specialization of `kernel_name` (a CoilAutotuner or a JITFunction of the
     module) into Triton's disk cache; returns None (the caller loads it from there)."""

@@ -6,15 +6,18 @@ Two parts:
    count), as Inductor's default). A kernel's configs are submitted to it before any is timed
    (`CoilAutotuner.compile_async`). COIL_COMPILE_THREADS=1 compiles serially, in the calling
    thread. `pool_kind()` ($COIL_COMPILE_POOL) says what the workers are:
-   - "process" (the default with a Triton whose JIT has `preload` and `jit_cache_hook`, 3.x):
-     `process_pool()`, worker processes forked from a server that imported torch and Triton
+   - "thread" (the default): `pool()`, a thread pool sharing the JITFunction (no disk round
+     trip). Triton's front end (the AST walk that emits TTIR) is Python and holds the GIL, so
+     threads overlap only its C++ passes and ptxas: 16 threads compiled a module's kernels
+     1.9x faster than one on the H200's host.
+   - "process" (opt-in, a Triton whose JIT has `preload` and `jit_cache_hook`, 3.x):
+     `process_pool()`, worker processes forked from a server that imports torch and Triton
      once (compile_worker.py). The main thread asks Triton's JIT what it would compile for a
      config (its jit_cache_hook, which skips the compile), a worker compiles that into
-     Triton's disk cache, and the main thread's own compile is then a cache hit. Processes
-     because Triton's front end is Python and holds the GIL: measured on the H200's host,
-     16 threads compiled a module's kernels only 1.9x faster than one.
-   - "thread": `pool()`, a thread pool sharing the JITFunction (no disk round trip); what
-     older Tritons and the fake one used by the tests get.
+     Triton's disk cache, and the main thread's own compile is then a cache hit. Not the
+     default: measured on the H200's host (docs/gpu-results.md, 2026-12-04) the server's
+     start (importing torch and Triton, 3-4 s) cost more than it saved on every model of the
+     compile-latency benchmark (gpt_block's first call 8.9 s against 2.1 s with threads).
 
 2. `discover(call, args)`: the first call of a module loaded through `runtime.load_module` runs
    `call` once in discovery mode first. Each kernel's `run` then only submits the compiles its
@@ -29,7 +32,9 @@ Two parts:
 
 import multiprocessing
 import os
+import sys
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 from .logs import log, warn
@@ -44,7 +49,7 @@ _processes = None        # the ProcessPoolExecutor, once started
 _processes_size = None
 _processes_failed = None  # why the process pool stopped (then the thread pool is used)
 _worker_init = None       # (callable, args) run first in each worker (tests: a fake triton)
-_workers_started = False
+_unsupported_said = []    # COIL_COMPILE_POOL=process without support: said once
 _lock = threading.Lock()
 _active = None  # the discovery pass in progress (a _Discovery), else None
 _triton_ready = False
@@ -90,16 +95,20 @@ def _processes_supported():
 
 
 def pool_kind():
-    """'process' or 'thread': $COIL_COMPILE_POOL, else 'process' where Triton supports it
-    (and the process pool has not failed in this process)."""
+    """'process' or 'thread': $COIL_COMPILE_POOL (default 'thread'); 'process' only where
+    Triton supports it and the process pool has not failed in this process."""
     value = os.environ.get("COIL_COMPILE_POOL", "").strip()
     if value and value not in POOL_KINDS:
         raise ValueError(f"COIL_COMPILE_POOL={value!r}: expected one of {', '.join(POOL_KINDS)}")
-    if _processes_failed is not None:
+    if value != "process" or _processes_failed is not None:
         return "thread"
-    if value:
-        return value
-    return "process" if _processes_supported() else "thread"
+    if not _processes_supported():
+        if not _unsupported_said:
+            _unsupported_said.append(True)
+            warn("COIL_COMPILE_POOL=process needs a Triton whose JIT has preload and "
+                 "jit_cache_hook (3.x); compiling in threads")
+        return "thread"
+    return "process"
 
 
 def set_worker_init(fn, *args):
@@ -115,7 +124,8 @@ def _run_worker_init(fn, args):
 
 
 def process_pool():
-    """The shared ProcessPoolExecutor of compile_threads() workers, started on first use."""
+    """The shared ProcessPoolExecutor of compile_threads() workers, started by the first
+    submission (a module whose kernels are all in Triton's disk cache starts none)."""
     global _processes, _processes_size
     n = compile_threads()
     with _lock:
@@ -136,11 +146,11 @@ def process_pool():
 
 def shutdown_process_pool():
     """Stops the process pool's workers (tests; a later compile starts a new pool)."""
-    global _processes, _processes_size, _processes_failed, _workers_started
+    global _processes, _processes_size, _processes_failed
     with _lock:
         if _processes is not None:
             _processes.shutdown(wait=True)
-        _processes, _processes_size, _processes_failed, _workers_started = None, None, None, False
+        _processes, _processes_size, _processes_failed = None, None, None
 
 
 def process_pool_failed(error):
@@ -152,22 +162,6 @@ def process_pool_failed(error):
         warn(f"the compile process pool stopped ({_processes_failed}); compiling in threads")
 
 
-def start_workers():
-    """Starts the process pool's workers in the background (a no-op task each), so that the
-    server's imports overlap whatever the caller does before the first compile."""
-    global _workers_started
-    if _workers_started or compile_threads() <= 1 or pool_kind() != "process":
-        return
-    _workers_started = True
-    try:
-        from . import compile_worker
-        executor = process_pool()
-        for _ in range(compile_threads()):
-            executor.submit(compile_worker.ready)
-    except Exception as e:  # noqa: BLE001
-        process_pool_failed(e)
-
-
 _capture = threading.local()
 
 
@@ -175,7 +169,8 @@ def _capture_hook(**kwargs):
     """Triton's jit_cache_hook while `specialization_of` runs: records what the JIT would
     compile and skips the compile (True). Other threads' compiles go to the previous hook."""
     if getattr(_capture, "active", False):
-        _capture.data = kwargs["compile"]["specialization_data"]
+        if not _in_disk_cache(kwargs):
+            _capture.data = kwargs["compile"]["specialization_data"]
         return True
     previous = _capture_hook.previous
     return previous(**kwargs) if previous else None
@@ -184,9 +179,37 @@ def _capture_hook(**kwargs):
 _capture_hook.previous = None
 
 
+def _in_disk_cache(hook_kwargs):
+    """Whether what the jit_cache_hook was called for is in Triton's disk cache already (then
+    no worker is needed: loading it is a file read): the key triton.compile computes, from the
+    hook's arguments. False when this Triton's internals differ (the worker then finds it)."""
+    try:
+        import hashlib
+        import json
+
+        from triton.compiler.compiler import (ASTSource, get_cache_invalidating_env_vars,
+                                              get_cache_key, get_cache_manager, make_backend)
+        from triton.runtime import driver
+        c = hook_kwargs["compile"]
+        src = ASTSource(hook_kwargs["fn"].jit_function, c["signature"], c["constants"],
+                        c["configs"][0])
+        backend = make_backend(driver.active.get_current_target())
+        options = {k: tuple(v) if isinstance(v, list) else v
+                   for k, v in json.loads(c["specialization_data"])["options"].items()}
+        options = backend.parse_options(options)  # as JITFunction.preload, then compile()
+        options = backend.parse_options(dict(options.__dict__, **src.parse_options()))
+        key = get_cache_key(src, backend, options, env_vars=get_cache_invalidating_env_vars())
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+        name = f"{src.name[:150]}.json"
+        return name in (get_cache_manager(digest).get_group(name) or {})
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def specialization_of(warmup):
     """The specialization data Triton's JIT would compile for `warmup()` (a JITFunction.warmup
-    call), or None when it would compile nothing (already compiled in this process)."""
+    call), or None when there is nothing for a worker to compile (already compiled in this
+    process, or in Triton's disk cache)."""
     from triton import knobs
     with _lock:
         if knobs.runtime.jit_cache_hook is not _capture_hook:
@@ -200,6 +223,27 @@ def specialization_of(warmup):
     return _capture.data
 
 
+class _MainHidden:
+    """Hides the main module's file and spec while a worker is started: multiprocessing would
+    otherwise have every worker import the main script (as __mp_main__), which re-runs a
+    script that has no `if __name__ == "__main__":` guard."""
+
+    def __enter__(self):
+        main = sys.modules.get("__main__")
+        self.saved = {}
+        for attr in ("__file__", "__spec__"):
+            if main is not None and attr in main.__dict__:
+                self.saved[attr] = main.__dict__.pop(attr)
+        if main is not None and "__spec__" in self.saved:
+            main.__spec__ = None
+        return self
+
+    def __exit__(self, *exc):
+        main = sys.modules.get("__main__")
+        if main is not None:
+            main.__dict__.update(self.saved)
+
+
 def submit_compile(module_name, path, kernel_name, specialization_data):
     """Submits one specialization to the process pool; its Future's result is None (the
     kernel is in Triton's disk cache, for the caller to load)."""
@@ -209,8 +253,10 @@ def submit_compile(module_name, path, kernel_name, specialization_data):
     t = driver.active.get_current_target()
     target = (t.backend, t.arch, t.warp_size)
     env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
-    return process_pool().submit(compile_worker.compile_kernel, module_name, path, kernel_name,
-                                 specialization_data, target, env)
+    executor = process_pool()
+    with _MainHidden():  # a submission may start a worker
+        return executor.submit(compile_worker.compile_kernel, module_name, path, kernel_name,
+                               specialization_data, target, env)
 
 
 def prepare_triton():
@@ -253,6 +299,7 @@ def discover(call, args):
     prepare_triton()
     d = _Discovery()
     _active = d
+    start = time.perf_counter()
     try:
         call(list(args))
     except Exception as e:  # noqa: BLE001 (the real call reports real errors)
@@ -262,7 +309,8 @@ def discover(call, args):
         _active = None
     workers = "processes" if pool_kind() == "process" else "threads"
     log("autotune", f"first call: {d.compiles} configs of {d.kernels} kernels compiling on "
-                    f"{compile_threads()} {workers}")
+                    f"{compile_threads()} {workers} (submitted in "
+                    f"{time.perf_counter() - start:.2f} s)")
     return d
 
 
@@ -280,11 +328,14 @@ def wrap_first_call(module):
             done.append(True)
             if module.__dict__.get("call") is first_call:
                 module.call = call
-            discover(call, args)
+            if discover(call, args) is not None:
+                start = time.perf_counter()
+                result = call(args)
+                log("autotune", f"first call: compiled, autotuned and ran in "
+                                f"{time.perf_counter() - start:.2f} s after the compile pass")
+                return result
         return call(args)
 
-    if os.environ.get("COIL_PRECOMPILE", "1") != "0":
-        start_workers()
     first_call._coil_first_call = True
     first_call.__doc__ = call.__doc__
     first_call.__wrapped__ = call

@@ -8,6 +8,7 @@ max-autotune times every config that can run.
 """
 
 import os
+import sys
 
 import pytest
 import torch
@@ -294,13 +295,12 @@ def test_the_process_pool_compiles_into_the_disk_cache_that_the_call_then_loads(
     monkeypatch.setenv("COIL_COMPILE_THREADS", "2")
     precompile.set_worker_init(fake.install, "3.6.0", True)
     try:
-        assert precompile.pool_kind() == "process"
-        monkeypatch.setenv("COIL_COMPILE_POOL", "thread")
-        assert precompile.pool_kind() == "thread"
+        assert precompile.pool_kind() == "thread"  # the default
         monkeypatch.setenv("COIL_COMPILE_POOL", "processes")
         with pytest.raises(ValueError, match="COIL_COMPILE_POOL='processes'"):
             precompile.pool_kind()
-        monkeypatch.delenv("COIL_COMPILE_POOL")
+        monkeypatch.setenv("COIL_COMPILE_POOL", "process")
+        assert precompile.pool_kind() == "process"
         pooled = runtime.load_module(SAMPLE, name="processes_pooled")
         pooled.call(_sample_args())
         # Each compile in this process loaded what a worker process had compiled; the call
@@ -315,3 +315,25 @@ def test_the_process_pool_compiles_into_the_disk_cache_that_the_call_then_loads(
     finally:
         precompile.set_worker_init(None)
         precompile.shutdown_process_pool()
+
+
+def test_compile_workers_never_run_the_main_script(tmp_path, monkeypatch):
+    """multiprocessing would have each worker import the main script (as __mp_main__); a
+    script without an `if __name__ == "__main__":` guard would run again in every worker."""
+    import types
+    marker = tmp_path / "runs"
+    script = tmp_path / "user_script.py"
+    script.write_text(f"open({str(marker)!r}, 'a').write('ran\\n')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    main.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setenv("COIL_COMPILE_THREADS", "2")
+    try:
+        with precompile._MainHidden():
+            future = precompile.process_pool().submit(os.getpid)
+        assert future.result(timeout=120) != os.getpid()
+        assert main.__file__ == str(script)  # put back
+    finally:
+        precompile.shutdown_process_pool()
+    assert not marker.exists()

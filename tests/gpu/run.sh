@@ -47,10 +47,10 @@ step() { echo; echo "== $* ($(( $(date +%s) - start )) s)"; }
   COIL_LOGS=autotune timeout 45 python3 tests/gpu/test_ops.py --cases runtime_sample \
     --no-every-config --expect-cache-hits 2>&1 | grep -E "cache hit|PASS|FAIL|passed|Error" | head -20
 
-  step "3b2. compile process pool: the main process loads what workers compiled"
+  step "3b2. COIL_COMPILE_POOL=process: the main process loads what workers compiled"
   TRITON_CACHE_DIR="$(mktemp -d /tmp/coil-triton-XXXXXX)" COIL_CACHE_DIR="$(mktemp -d)" \
-    COIL_COMPILE_THREADS=8 timeout 60 python3 tests/gpu/test_ops.py --no-every-config \
-    --cases runtime_sample softmax layer_norm matmul_bias_relu --expect-disk-cache-loads \
+    COIL_COMPILE_POOL=process COIL_COMPILE_THREADS=8 timeout 60 python3 tests/gpu/test_ops.py --no-every-config \
+    --cases runtime_sample softmax layer_norm matmul_bias_relu qkv_split --expect-disk-cache-loads \
     2>&1 | grep -E "PASS|FAIL|compiles in|compiled in|Error" | head -20
 
   step "3c. coil check|bench --device cuda (the bundled coil binary)"
