@@ -20,6 +20,7 @@ constexpr std::string_view kPasses[] = {"input",
                                         "lower",
                                         "simplify_indices",
                                         "elide_store_rounding",
+                                        "fold_conv_activations",
                                         "autotune_matmuls",
                                         "fuse",
                                         "plan_memory"};

@@ -88,6 +88,8 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   IrProgram program = lower_graph(g, lower_options);
   mark("lower");
   if (!gpu) {
+    fold_conv_activations(program);
+    after_ir_pass("fold_conv_activations", program);
     AutotuneOptions autotune_options;
     autotune_options.enabled = options.autotune;
     autotune_options.mode = options.mode;

@@ -128,6 +128,16 @@ std::string_view loop_kind_name(LoopKind k) {
   return "?";
 }
 
+const char* activation_name(Conv2dSpec::Activation a) {
+  switch (a) {
+    case Conv2dSpec::Activation::silu:
+      return "silu";
+    case Conv2dSpec::Activation::none:
+      break;
+  }
+  return "none";
+}
+
 std::string to_string(const IrProgram& p) {
   std::string out;
   for (const Buffer& b : p.buffers) {
@@ -143,7 +153,11 @@ std::string to_string(const IrProgram& p) {
       out += fmt::format(" matmul[{}] batch [{}] m={} n={} k={}", matmul_impl_name(m.impl),
                          fmt::join(m.batch, ", "), m.m, m.n, m.k);
     }
-    if (c.conv) out += fmt::format(" conv2d groups={}", c.conv->groups);
+    if (c.conv) {
+      out += fmt::format(" conv2d groups={}", c.conv->groups);
+      if (c.conv->activation != Conv2dSpec::Activation::none)
+        out += fmt::format(" activation={}", activation_name(c.conv->activation));
+    }
     if (c.is_reduction()) out += fmt::format(" reduction_ranges {}", shape_str(c.reduction_ranges));
     out += fmt::format("  # from {}\n", fmt::join(c.origin_names, ", "));
     // Print buffer ids with their names for readability.

@@ -91,7 +91,14 @@ struct Conv2dSpec {
   std::array<int64_t, 4> padding{0, 0, 0, 0};
   int64_t groups = 1;
   bool weights_constant = false;
+  /// Applied to the output by the library call (CPU: a oneDNN post-op), folded in from the
+  /// conv's sole pointwise consumer by fold_conv_activations (lower/lowering.h).
+  enum class Activation { none, silu };
+  Activation activation = Activation::none;
 };
+
+/// "silu" or "none".
+const char* activation_name(Conv2dSpec::Activation a);
 
 /// A graph node a computation came from (structured provenance: kernel names and the "graph
 /// nodes:" comments of generated code are built from these, codegen/kernel_names.h).

@@ -66,6 +66,13 @@ enum class ConvLayout { Plain, Blocked };
 /// above, and direct's rounding is a plain dot product.
 enum class ConvAlgorithm { Direct, Auto };
 
+/// An activation applied to the convolution's output inside the primitive (a oneDNN eltwise
+/// post-op, on each output block while it is in cache): none, relu max(y, 0), or silu
+/// y * sigmoid(y) (oneDNN's swish with alpha 1). The loop IR folds a conv's sole silu
+/// consumer into it (lower/fold_conv_activations.cpp). Not relu: oneDNN 2.6's relu (and its
+/// clip, for relu6) turn a NaN into 0, where torch and coil's reference keep the NaN.
+enum class ConvPostOp { none, relu, silu };
+
 /// A 2-D convolution, torch.nn.functional.conv2d's conventions: x [N, C, H, W], weights
 /// [OC, C/groups, KH, KW], bias [OC], y [N, OC, OH, OW], all contiguous f32.
 struct Conv2dParams {
@@ -76,8 +83,8 @@ struct Conv2dParams {
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
   bool has_bias = false;
-  /// y = max(conv + bias, 0), fused into the primitive.
-  bool post_op_relu = false;
+  /// y = activation(conv + bias), fused into the primitive.
+  ConvPostOp post_op = ConvPostOp::none;
   /// The weights never change while their pointer stays the same (graph constants): they are
   /// reordered into the primitive's layout on the first run and reused; a different pointer is
   /// reordered again. Without it they are reordered on every run.
@@ -99,17 +106,17 @@ class COIL_EXTERN_API Conv2d {
   explicit Conv2d(const Conv2dParams& p);
   /// The form generated code writes, e.g. a resnet 3x3 convolution with constant weights:
   ///   static coil::ext::Conv2d conv0(1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1,
-  ///                                  true, false, true);
+  ///                                  true, coil::ext::ConvPostOp::relu, true);
   /// stride {h, w}; padding {top, left, bottom, right}; dilation {h, w} (1 = dense).
   Conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC, int64_t KH, int64_t KW,
          std::array<int64_t, 2> stride, std::array<int64_t, 4> padding,
-         std::array<int64_t, 2> dilation, int64_t groups, bool has_bias, bool post_op_relu,
+         std::array<int64_t, 2> dilation, int64_t groups, bool has_bias, ConvPostOp post_op,
          bool weights_constant);
   ~Conv2d();
   Conv2d(const Conv2d&) = delete;
   Conv2d& operator=(const Conv2d&) = delete;
 
-  /// y = conv(x, w) (+ bias) (relu). x, w, y: contiguous NCHW / OIHW / NCHW f32; bias: [OC] or
+  /// y = conv(x, w) (+ bias) (post-op). x, w, y: contiguous NCHW / OIHW / NCHW f32; bias: [OC] or
   /// null without has_bias. Thread-safe (calls on one object are serialized); uses as many
   /// threads as OpenMP would here (1 inside a parallel region), rebuilding the primitive when
   /// that count changed.

@@ -105,4 +105,9 @@ void simplify_indices(IrProgram& program);
 /// (f16 alike) stores v instead, and ops nothing uses any more are dropped (run by lower_graph).
 void elide_store_rounding(IrProgram& program);
 
+/// A conv2d library call absorbs its output's only reader when that reader is silu
+/// (x * sigmoid(x)) at the conv's own index: the call applies it as a post-op and writes the
+/// reader's buffer (lower/fold_conv_activations.cpp). CPU only (run by the pipeline).
+void fold_conv_activations(IrProgram& program);
+
 }  // namespace coil

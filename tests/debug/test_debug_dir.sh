@@ -21,8 +21,8 @@ dirs=("$work"/debug/graph-*)
 [ "${#dirs[@]}" -eq 1 ] || fail "want one graph folder, got ${dirs[*]}"
 d="${dirs[0]}"
 for f in 00-input.coil 01-decompose_and_bind.coil 02-lower.ir 03-simplify_indices.ir \
-         04-elide_store_rounding.ir 05-autotune_matmuls.ir 06-fuse.schedule \
-         07-plan_memory.schedule fusion.txt plan.txt module.cpp compile_command.txt report.json \
+         04-elide_store_rounding.ir 05-fold_conv_activations.ir 06-autotune_matmuls.ir \
+         07-fuse.schedule 08-plan_memory.schedule fusion.txt plan.txt module.cpp compile_command.txt report.json \
          kernels/cpp_fused_softmax_0/kernel.cpp kernels/cpp_fused_softmax_0/run.sh; do
   [ -s "$d/$f" ] || fail "$f is missing or empty"
 done

@@ -94,6 +94,7 @@ struct Conv {
   int64_t N, C, H, W, OC, KH, KW;
   int64_t sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1, groups = 1;
   bool bias = false, relu = false;
+  bool silu = false;  // y * sigmoid(y) (relu false)
 
   int64_t oh() const { return (H + pt + pb - dh * (KH - 1) - 1) / sh + 1; }
   int64_t ow() const { return (W + pl + pr - dw * (KW - 1) - 1) / sw + 1; }
@@ -104,7 +105,9 @@ struct Conv {
     return fmt::format(
         "N={} C={} H={} W={} OC={} k{}x{} s{}x{} pad t{} l{} b{} r{} dil {}x{} g{}{}{}", N, C, H, W,
         OC, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, groups, bias ? " bias" : "",
-        relu ? " relu" : "");
+        relu   ? " relu"
+        : silu ? " silu"
+               : "");
   }
   std::vector<int64_t> args(bool weights_constant, bool blocked) const {
     return {N,
@@ -124,7 +127,9 @@ struct Conv {
             dw,
             groups,
             bias,
-            relu,
+            relu   ? 1
+            : silu ? 2
+                   : 0,
             weights_constant,
             blocked};
   }
@@ -153,6 +158,7 @@ int check_conv(const Conv& c, const std::vector<float>& x, const std::vector<flo
                 sum_abs += std::fabs(p);
               }
           if (c.relu) acc = std::max(acc, 0.0);
+          if (c.silu) acc = acc / (1 + std::exp(-acc));
           const float got = y[((n * c.OC + oc) * c.oh() + i) * c.ow() + j];
           const double err = std::fabs(got - acc);
           if (!(err <= tolerance(cg * c.KH * c.KW, sum_abs))) {
@@ -186,6 +192,12 @@ std::vector<Conv> conv_cases() {
   v.push_back({1, 3, 1, 1, 4, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, true, false});
   // 7x7 stride-2 stem (C=3), odd size
   v.push_back({1, 3, 23, 23, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, true, true});
+  // silu post-ops (efficientnet's): a 3x3, a depthwise and a 1x1 without bias
+  for (size_t i : {0, 5, 8}) {
+    Conv c = v[i];
+    c.relu = false, c.silu = true;
+    v.push_back(c);
+  }
   return v;
 }
 

@@ -264,6 +264,8 @@ class ModulePrinter {
     COIL_ASSERT(c.conv != nullptr, "extern computation {} is neither a matmul nor a conv2d",
                 name(c.buffer));
     const Conv2dSpec& cs = *c.conv;
+    COIL_ASSERT(cs.activation == Conv2dSpec::Activation::none,
+                "conv2d with a folded activation on the GPU (fold_conv_activations is CPU-only)");
     std::string x = view(cs.x, {cs.n, cs.c, cs.h, cs.wd});
     std::string wt = view(cs.w, {cs.oc, cs.c / cs.groups, cs.kh, cs.kw});
     std::string bias = cs.bias >= 0 ? view(cs.bias, {cs.oc}) : "None";

@@ -55,20 +55,22 @@ std::string describe_params(const Conv2dParams& p) {
          "x" + s(p.stride_w) + " padding t" + s(p.pad_top) + " l" + s(p.pad_left) + " b" +
          s(p.pad_bottom) + " r" + s(p.pad_right) + " dilation " + s(p.dilation_h) + "x" +
          s(p.dilation_w) + " groups " + s(p.groups) + (p.has_bias ? " bias" : "") +
-         (p.post_op_relu ? " relu" : "");
+         (p.post_op == ConvPostOp::relu   ? " relu"
+          : p.post_op == ConvPostOp::silu ? " silu"
+                                          : "");
 }
 
 Conv2dParams make_params(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC, int64_t KH,
                          int64_t KW, std::array<int64_t, 2> stride, std::array<int64_t, 4> padding,
                          std::array<int64_t, 2> dilation, int64_t groups, bool has_bias,
-                         bool post_op_relu, bool weights_constant) {
+                         ConvPostOp post_op, bool weights_constant) {
   Conv2dParams p;
   p.N = N, p.C = C, p.H = H, p.W = W, p.OC = OC, p.KH = KH, p.KW = KW;
   p.stride_h = stride[0], p.stride_w = stride[1];
   p.pad_top = padding[0], p.pad_left = padding[1];
   p.pad_bottom = padding[2], p.pad_right = padding[3];
   p.dilation_h = dilation[0], p.dilation_w = dilation[1], p.groups = groups;
-  p.has_bias = has_bias, p.post_op_relu = post_op_relu, p.weights_constant = weights_constant;
+  p.has_bias = has_bias, p.post_op = post_op, p.weights_constant = weights_constant;
   return p;
 }
 
@@ -280,10 +282,14 @@ struct Conv2d::Impl {
     // codegen/precision.h: x86 has no TF32, so both precisions are strict on the CPU).
     check_dnnl(dnnl_primitive_attr_set_fpmath_mode(attr.get(), dnnl_fpmath_mode_strict),
                "dnnl_primitive_attr_set_fpmath_mode", ctx);
-    if (p.post_op_relu) {
+    if (p.post_op != ConvPostOp::none) {
       PostOps ops;
       check_dnnl(dnnl_post_ops_create(ops.out()), "dnnl_post_ops_create", ctx);
-      check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
+      // relu: alpha 0 (max(y, 0)); swish: y * sigmoid(alpha * y), alpha 1 (silu).
+      const bool relu = p.post_op == ConvPostOp::relu;
+      check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f,
+                                              relu ? dnnl_eltwise_relu : dnnl_eltwise_swish,
+                                              relu ? 0.0f : 1.0f, 0.0f),
                  "dnnl_post_ops_append_eltwise", ctx);
       check_dnnl(dnnl_primitive_attr_set_post_ops(attr.get(), ops.get()),
                  "dnnl_primitive_attr_set_post_ops", ctx);
@@ -335,10 +341,10 @@ Conv2d::Conv2d(const Conv2dParams& p) : impl_(std::make_unique<Impl>(p)) {}
 
 Conv2d::Conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC, int64_t KH, int64_t KW,
                std::array<int64_t, 2> stride, std::array<int64_t, 4> padding,
-               std::array<int64_t, 2> dilation, int64_t groups, bool has_bias, bool post_op_relu,
+               std::array<int64_t, 2> dilation, int64_t groups, bool has_bias, ConvPostOp post_op,
                bool weights_constant)
     : Conv2d(make_params(N, C, H, W, OC, KH, KW, stride, padding, dilation, groups, has_bias,
-                         post_op_relu, weights_constant)) {}
+                         post_op, weights_constant)) {}
 
 Conv2d::~Conv2d() = default;
 

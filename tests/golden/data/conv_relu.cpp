@@ -7,7 +7,7 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 // graph nodes: c (conv2d)
 extern "C" void cpp_extern_conv2d_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
 {
-    static coil::ext::Conv2d conv(1, 8, 14, 14, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, false, false);
+    static coil::ext::Conv2d conv(1, 8, 14, 14, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, coil::ext::ConvPostOp::none, false);
     conv.run(in_ptr0, in_ptr1, in_ptr2, out_ptr0);
 }
 

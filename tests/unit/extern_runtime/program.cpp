@@ -13,14 +13,15 @@
 namespace {
 
 // a[0..19]: N C H W OC KH KW stride_h stride_w pad_top pad_left pad_bottom pad_right dilation_h
-// dilation_w groups has_bias relu weights_constant blocked
+// dilation_w groups has_bias post_op (0 none, 1 relu, 2 silu) weights_constant blocked
 coil::ext::Conv2dParams params_of(const int64_t* a) {
   coil::ext::Conv2dParams p;
   p.N = a[0], p.C = a[1], p.H = a[2], p.W = a[3], p.OC = a[4], p.KH = a[5], p.KW = a[6];
   p.stride_h = a[7], p.stride_w = a[8];
   p.pad_top = a[9], p.pad_left = a[10], p.pad_bottom = a[11], p.pad_right = a[12];
   p.dilation_h = a[13], p.dilation_w = a[14], p.groups = a[15];
-  p.has_bias = a[16] != 0, p.post_op_relu = a[17] != 0, p.weights_constant = a[18] != 0;
+  p.has_bias = a[16] != 0, p.post_op = static_cast<coil::ext::ConvPostOp>(a[17]);
+  p.weights_constant = a[18] != 0;
   p.layout = a[19] ? coil::ext::ConvLayout::Blocked : coil::ext::ConvLayout::Plain;
   return p;
 }
@@ -49,8 +50,8 @@ void conv_destroy(void* conv) {
 
 // The form generated code uses: a function-local static built on the first call.
 void conv_static_call_site(const float* x, const float* w, const float* b, float* y) {
-  static coil::ext::Conv2d conv(2, 6, 9, 7, 4, 3, 3, {2, 1}, {1, 0, 2, 1}, {1, 2}, 2, true, true,
-                                true);
+  static coil::ext::Conv2d conv(2, 6, 9, 7, 4, 3, 3, {2, 1}, {1, 0, 2, 1}, {1, 2}, 2, true,
+                                coil::ext::ConvPostOp::relu, true);
   conv.run(x, w, b, y);
 }
 

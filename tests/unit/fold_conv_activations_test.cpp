@@ -1,0 +1,120 @@
+// fold_conv_activations (lower/fold_conv_activations.cpp): a conv2d library call absorbs a
+// relu or silu that is its output's only reader, as a oneDNN post-op. Each case checks the
+// kernels the CPU module has and compares the compiled result with the reference interpreter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "driver/pipeline.h"
+#include "graph/text_format.h"
+#include "support/check_graph.h"
+
+namespace coil {
+namespace {
+
+struct Module {
+  std::vector<std::string> kernels;
+  std::string source;
+};
+
+Module cpu_module(const std::string& text) {
+  CompileOptions o;
+  GeneratedProgram p = generate_program(parse_graph(text, "<test>"), o);
+  Module m;
+  for (const auto& k : p.module.kernels) m.kernels.push_back(k.name);
+  m.source = p.module.source;
+  return m;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+constexpr const char* kConvHead =
+    "input x: f32[2, 6, 11, 9]\ninput w: f32[8, 6, 3, 3]\ninput b: f32[8]\n"
+    "c = conv2d(x, w, b) {padding=[1, 1]}\n";
+
+void expect_matches_reference(const std::string& text) {
+  EXPECT_TRUE(testing::matches_reference(parse_graph(text, "<test>"), 3));
+}
+
+TEST(FoldConvActivations, SiluInEitherOperandOrderBecomesAPostOp) {
+  for (const char* mul : {"y = mul(c, s)\n", "y = mul(s, c)\n"}) {
+    SCOPED_TRACE(mul);
+    const std::string g = std::string(kConvHead) + "s = sigmoid(c)\n" + mul + "output y\n";
+    Module m = cpu_module(g);
+    ASSERT_EQ(m.kernels.size(), 1u);
+    EXPECT_TRUE(contains(m.kernels[0], "cpp_extern_conv2d"));
+    EXPECT_TRUE(contains(m.source, "coil::ext::ConvPostOp::silu"));
+    expect_matches_reference(g);
+  }
+}
+
+TEST(FoldConvActivations, NanPropagatesWhateverIsFolded) {
+  // relu, silu and clamp of NaN are NaN in the reference (and in torch): a post-op must not
+  // turn a NaN from the input into 0 or a bound (oneDNN 2.6's relu and clip do, which is why
+  // only silu folds).
+  for (const char* tail :
+       {"y = relu(c)\n", "s = sigmoid(c)\ny = mul(c, s)\n", "y = clamp(c) {min=0.0, max=6.0}\n"}) {
+    SCOPED_TRACE(tail);
+    const std::string text = std::string(kConvHead) + tail + "output y\n";
+    Graph g = parse_graph(text, "<test>");
+    std::vector<Tensor> in = testing::random_inputs(g, 5);
+    in[0].data_as<float>()[17] = std::nanf("");
+    EXPECT_TRUE(testing::matches_reference(g, in));
+  }
+}
+
+TEST(FoldConvActivations, DepthwiseStridedWithoutBias) {
+  const std::string g =
+      "input x: f32[1, 16, 13, 13]\ninput w: f32[16, 1, 3, 3]\n"
+      "c = conv2d(x, w) {stride=[2, 2], padding=[1, 1], groups=16}\ns = sigmoid(c)\n"
+      "y = mul(c, s)\noutput y\n";
+  EXPECT_TRUE(contains(cpu_module(g).source, "coil::ext::ConvPostOp::silu"));
+  expect_matches_reference(g);
+}
+
+TEST(FoldConvActivations, NotWhereTheConvOutputIsReadElsewhere) {
+  // The conv's output is a graph output too: the library writes it, the silu stays a kernel.
+  const std::string both =
+      std::string(kConvHead) + "s = sigmoid(c)\ny = mul(c, s)\noutput y\noutput c\n";
+  Module m = cpu_module(both);
+  EXPECT_TRUE(contains(m.source, "coil::ext::ConvPostOp::none"));
+  EXPECT_EQ(m.kernels.size(), 2u);
+  expect_matches_reference(both);
+  // A second reader (the residual add reads c besides the silu).
+  const std::string twice =
+      std::string(kConvHead) + "s = sigmoid(c)\nr = mul(c, s)\ny = add(r, c)\noutput y\n";
+  EXPECT_TRUE(contains(cpu_module(twice).source, "coil::ext::ConvPostOp::none"));
+  expect_matches_reference(twice);
+}
+
+TEST(FoldConvActivations, NotForOtherActivationsOrMoreWork) {
+  // relu and relu6 (NaN, above) and gelu are not post-ops here; silu followed by a relu is
+  // more than the activation.
+  for (const char* tail : {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n", "y = gelu(c)\n",
+                           "s = sigmoid(c)\nt = mul(c, s)\ny = relu(t)\n", "y = sigmoid(c)\n"}) {
+    SCOPED_TRACE(tail);
+    const std::string g = std::string(kConvHead) + tail + "output y\n";
+    EXPECT_TRUE(contains(cpu_module(g).source, "coil::ext::ConvPostOp::none"));
+    expect_matches_reference(g);
+  }
+}
+
+TEST(FoldConvActivations, TheGpuModuleKeepsItsPointwiseKernel) {
+  // CPU only: on the GPU the conv is torch's (cuDNN) and the silu a Triton kernel.
+  CompileOptions o;
+  o.device = "cuda";
+  GeneratedProgram p =
+      generate_program(parse_graph(std::string(kConvHead) + "s = sigmoid(c)\ny = mul(c, s)\n"
+                                                            "output y\n",
+                                   "<t>"),
+                       o);
+  ASSERT_EQ(p.triton.kernels.size(), 1u);
+  EXPECT_TRUE(contains(p.triton.kernels[0].name, "sigmoid"));
+}
+
+}  // namespace
+}  // namespace coil
