@@ -76,6 +76,27 @@ TEST(FoldConvActivations, DepthwiseStridedWithoutBias) {
   expect_matches_reference(g);
 }
 
+TEST(FoldConvActivations, OddShapesStridesDilationsAndGroups) {
+  // Each folds and matches the reference: odd batch and sizes, asymmetric stride, dilation,
+  // grouped channels, a 1x1 image, a 7x7 stem.
+  const char* convs[] = {
+      "input x: f32[3, 4, 9, 7]\ninput w: f32[6, 2, 3, 3]\ninput b: f32[6]\n"
+      "c = conv2d(x, w, b) {stride=[2, 1], padding=[1, 2], groups=2}\n",
+      "input x: f32[1, 5, 10, 12]\ninput w: f32[7, 5, 3, 3]\n"
+      "c = conv2d(x, w) {padding=[2, 3], dilation=[2, 3]}\n",
+      "input x: f32[2, 3, 1, 1]\ninput w: f32[4, 3, 1, 1]\ninput b: f32[4]\n"
+      "c = conv2d(x, w, b)\n",
+      "input x: f32[1, 3, 23, 23]\ninput w: f32[8, 3, 7, 7]\ninput b: f32[8]\n"
+      "c = conv2d(x, w, b) {stride=[2, 2], padding=[3, 3]}\n",
+  };
+  for (const char* conv : convs) {
+    SCOPED_TRACE(conv);
+    const std::string g = std::string(conv) + "s = sigmoid(c)\ny = mul(c, s)\noutput y\n";
+    EXPECT_TRUE(contains(cpu_module(g).source, "coil::ext::ConvPostOp::silu"));
+    expect_matches_reference(g);
+  }
+}
+
 TEST(FoldConvActivations, NotWhereTheConvOutputIsReadElsewhere) {
   // The conv's output is a graph output too: the library writes it, the silu stays a kernel.
   const std::string both =
