@@ -33,13 +33,9 @@ namespace {
 
 using Activation = Conv2dSpec::Activation;
 
-struct Found {
-  Activation activation;
-};
-
 /// The activation a pointwise body computes from buffer `in` at `index` into its store, or
 /// nullopt when the body is anything else.
-std::optional<Found> activation_of(const LoopBody& body, int in, const sym::Expr& index) {
+std::optional<Activation> activation_of(const LoopBody& body, int in, const sym::Expr& index) {
   const auto& ops = body.ops();
   auto is_input = [&](int i) {
     const BodyOp& op = ops[static_cast<size_t>(i)];
@@ -53,7 +49,7 @@ std::optional<Found> activation_of(const LoopBody& body, int in, const sym::Expr
   if (ops.size() == 4 && is_input(0) && ops[1].op == LoopOp::sigmoid && ops[1].args[0] == 0 &&
       ops[1].dtype == DType::F32 && ops[2].op == LoopOp::mul && ops[2].dtype == DType::F32 &&
       std::minmax(ops[2].args[0], ops[2].args[1]) == std::minmax(0, 1) && stores(2))
-    return Found{Activation::silu};
+    return Activation::silu;
   return std::nullopt;
 }
 
@@ -116,30 +112,29 @@ void drop_unused_buffers(IrProgram& p) {
 void fold_conv_activations(IrProgram& program) {
   auto& comps = program.computations;
   std::vector<bool> removed(comps.size(), false);
+  // Each buffer's readers, once: a fold removes a reader that read only its conv's output,
+  // so the other convs' reader lists stay right.
+  std::vector<std::vector<size_t>> readers_of(program.buffers.size());
+  for (size_t j = 0; j < comps.size(); ++j)
+    for (int b : comps[j].reads()) readers_of[static_cast<size_t>(b)].push_back(j);
   for (size_t ci = 0; ci < comps.size(); ++ci) {
     ComputedBuffer& conv = comps[ci];
     if (conv.kind != LoopKind::Extern || !conv.conv || conv.conv->activation != Activation::none)
       continue;
     const int out = conv.buffer;
     if (program.buffer(out).kind != BufferKind::Intermediate) continue;
-    // The readers of the conv's output.
-    std::vector<size_t> readers;
-    for (size_t j = 0; j < comps.size(); ++j) {
-      if (j == ci || removed[j]) continue;
-      const auto reads = comps[j].reads();
-      if (std::find(reads.begin(), reads.end(), out) != reads.end()) readers.push_back(j);
-    }
+    const std::vector<size_t>& readers = readers_of[static_cast<size_t>(out)];
     if (readers.size() != 1) continue;
     ComputedBuffer& act = comps[readers[0]];
     if (act.kind != LoopKind::Pointwise || act.ranges != conv.ranges) continue;
     const Layout& from = program.buffer(out).layout;
     const Layout& to = program.buffer(act.buffer).layout;
     if (to.dtype != from.dtype || to.sizes != from.sizes || to.strides != from.strides) continue;
-    const std::optional<Found> a = activation_of(act.body, out, store_index(conv));
+    const std::optional<Activation> a = activation_of(act.body, out, store_index(conv));
     if (!a) continue;
 
     auto spec = std::make_shared<Conv2dSpec>(*conv.conv);
-    spec->activation = a->activation;
+    spec->activation = *a;
     conv.conv = spec;
     // The conv's body: its operand loads, then the store, now into the activation's buffer.
     LoopBody body;
@@ -149,8 +144,7 @@ void fold_conv_activations(IrProgram& program) {
     }
     conv.body = std::move(body);
     COIL_LOG(fusion, "fold {} into the conv2d call of {} (a oneDNN {} post-op)",
-             program.buffer(act.buffer).name, program.buffer(out).name,
-             activation_name(a->activation));
+             program.buffer(act.buffer).name, program.buffer(out).name, activation_name(*a));
     conv.buffer = act.buffer;
     conv.origins.insert(conv.origins.end(), act.origins.begin(), act.origins.end());
     conv.origin_names = describe_origins(conv.origins);

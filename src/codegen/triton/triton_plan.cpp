@@ -343,7 +343,6 @@ class Planner {
           for (int ci : nests[i]->computations)
             for (int cj : nests[j]->computations)
               for (int b : comp(cj).reads()) flat = flat && b != comp(ci).buffer;
-    if (flat && nests.size() == 1) outer_depth = static_cast<int>(loops[0].ranges.size());
     const auto d = static_cast<size_t>(outer_depth);
     std::vector<int64_t> outer(loops[0].ranges.begin(), loops[0].ranges.begin() + outer_depth);
     TritonKernelPlan k;
