@@ -11,6 +11,9 @@ PACKAGES=(
   g++ clang-14 clang-format-14 cmake ninja-build pkg-config libomp-14-dev
   # C++ libraries (see docs/dependencies.md for why each one)
   libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libsleef-dev
+  # the remote cache: hiredis (Redis client), OpenSSL's libcrypto (HMAC), and redis-server for
+  # its tests (tests/remote_cache/)
+  libhiredis-dev libssl-dev redis-server
   libgtest-dev libgmock-dev libbenchmark-dev
   # Eigen: only src/kernels/vmath/ (libcoil_vmath, vector erf for generated kernels)
   libeigen3-dev

@@ -78,6 +78,14 @@ int run_main(int argc, char** argv) {
             ""));
   };
 
+  auto add_remote_cache = [](CLI::App* c, ModelArgs& a) {
+    c->add_option("--remote-cache", a.remote_cache,
+                  "a compile cache shared with other machines, redis://HOST[:PORT][/DB] "
+                  "(docs/remote-cache.md; default: COIL_REMOTE_CACHE)")
+        ->type_name("URL")
+        ->default_str("");
+  };
+
   auto add_debug_dir = [](CLI::App* c, ModelArgs& a) {
     c->add_option("--debug-dir", a.debug_dir,
                   "write every stage of the compile and a repro per kernel below DIR "
@@ -110,6 +118,7 @@ int run_main(int argc, char** argv) {
   add_model_args(compile, compile_args);
   add_debug_dir(compile, compile_args);
   add_mode(compile, compile_args);
+  add_remote_cache(compile, compile_args);
   compile->add_flag("--write-graph", compile_args.write_graph,
                     "also write DIR/graph.coil, the graph as coil reads it (with its weights)");
   compile->add_flag("--graph-without-weights", compile_args.graph_without_weights,
@@ -123,6 +132,7 @@ int run_main(int argc, char** argv) {
   add_model_args(run, run_args);
   add_debug_dir(run, run_args);
   add_mode(run, run_args);
+  add_remote_cache(run, run_args);
   add_save_values(run, run_args);
   run->add_option("--output-dir", run_out, "where to write outputs")->type_name("DIR");
 
@@ -134,6 +144,7 @@ int run_main(int argc, char** argv) {
   add_model_args(check, check_args);
   add_debug_dir(check, check_args);
   add_mode(check, check_args);
+  add_remote_cache(check, check_args);
   add_save_values(check, check_args);
   check->add_option("--expect", expects, "an expected output (repeatable)")
       ->type_name("NAME=FILE.npy")
@@ -147,6 +158,7 @@ int run_main(int argc, char** argv) {
   add_model_args(bench, bench_args);
   add_debug_dir(bench, bench_args);
   add_mode(bench, bench_args);
+  add_remote_cache(bench, bench_args);
   bench
       ->add_option("--threads", bench_opts.threads,
                    "OpenMP threads (default: COIL_NUM_THREADS, else all cores)")

@@ -80,8 +80,10 @@ int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
   }
   CompiledModel m = compile(p.graph, p.options);
   print_kernels(m.report());
-  fmt::print("compiled in {:.1f} ms (cache {}); wrote {}/module.cpp, module.so, report.json\n",
-             m.report().total_seconds * 1e3, m.report().cache_hit ? "hit" : "miss", out_dir);
+  const CompileReport& r = m.report();
+  fmt::print("compiled in {:.1f} ms (cache {}{}); wrote {}/module.cpp, module.so, report.json\n",
+             r.total_seconds * 1e3, r.cache_hit ? "hit" : "miss",
+             r.remote_cache == "off" ? "" : ", remote cache " + r.remote_cache, out_dir);
   return kExitOk;
 }
 

@@ -25,6 +25,7 @@ struct ModelArgs {
   std::string device = "cpu";          // cpu | cuda
   std::string precision = "highest";   // highest | high (CompileOptions::precision)
   std::string mode = "default";        // default | max-autotune (CompileOptions::mode)
+  std::string remote_cache;            // redis://HOST:PORT/DB (CompileOptions::remote_cache)
   bool quiet = false;                  // no progress line (support/progress.h)
   std::string debug_dir;               // CompileOptions::debug_dir (--debug-dir)
   bool save_kernel_values = false;     // run/check: CompiledModel::save_kernel_values first

@@ -67,6 +67,7 @@ Prepared prepare(const ModelArgs& a) {
   p.options.device = a.device;
   p.options.precision = a.precision;
   p.options.mode = a.mode;
+  p.options.remote_cache = a.remote_cache;
   set_progress_enabled(!a.quiet);
   p.options.debug_dir = a.debug_dir;
   p.options.write_graph = a.write_graph || a.graph_without_weights;

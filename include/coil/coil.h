@@ -67,6 +67,12 @@ struct CompileOptions {
   /// allowed on NVIDIA GPUs (the Triton template, cuBLAS, cuDNN). x86 CPUs have no TF32: there
   /// both give the same IEEE code. docs/numerics.md has the measured error of each.
   std::string precision = "highest";
+  /// A compile cache shared with other machines: "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
+  /// (else $COIL_REMOTE_CACHE; empty: none). Compiled modules, whole-graph entries and
+  /// autotuning results are looked up locally, then there, and written to both; entries are
+  /// signed with COIL_REMOTE_CACHE_KEY (docs/remote-cache.md). An unreachable Redis costs one
+  /// warning and the compile goes on with the local cache.
+  std::string remote_cache;
 };
 
 /// One generated kernel, for reports and tests.
@@ -103,6 +109,10 @@ struct CompileReport {
   /// The whole-graph cache served this compile (driver/model_cache.h): no lowering, no
   /// autotuning, no compiler; stage_seconds then holds model_cache and load only.
   bool model_cache_hit = false;
+  /// The remote cache (CompileOptions::remote_cache): "off" when there is none (or it failed
+  /// earlier in this process), "hit" when the module (and, with model_cache_hit, the
+  /// whole-graph entry) came from it into the local cache, "miss" when it had neither.
+  std::string remote_cache = "off";
   std::string cache_key;
   std::filesystem::path so_path;
   std::string source;  // the generated C++ (or, for device "cuda", the Python module)

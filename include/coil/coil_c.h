@@ -105,8 +105,9 @@ COIL_C_API void coil_graph_free(coil_graph* graph);
 /* Compiles for the CPU. `options_json` is a JSON object (NULL or "" for the defaults) with any
  * of CompileOptions' fields (coil/coil.h): {"sizes": {"s0": 128}, "isa": "avx512",
  * "fusion": true, "store_all_intermediates": false, "autotune": true, "device": "cpu",
- * "precision": "highest", "output_dir": "DIR", "debug_dir": "DIR", "write_graph": false}. An
- * unknown key or a value of the wrong type is COIL_ERROR_INPUT naming it. */
+ * "precision": "highest", "output_dir": "DIR", "debug_dir": "DIR", "write_graph": false,
+ * "mode": "default", "remote_cache": "redis://HOST:PORT/DB"}. An unknown key or a value of the
+ * wrong type is COIL_ERROR_INPUT naming it. */
 COIL_C_API coil_status coil_compile(const coil_graph* graph, const char* options_json,
                                     coil_model** out);
 /* Generates the Triton module for the GPU (options' "device" must be "cuda" or absent):

@@ -240,7 +240,8 @@ def compile(graph, **options):
     """Compiles `graph` (a Graph, or text in the text format) for the CPU. `options` are
     CompileOptions' fields (coil/coil.h): sizes={"s0": 128}, isa, fusion, autotune, mode
     ("default" or "max-autotune"), precision, output_dir, write_graph, debug_dir,
-    store_all_intermediates. An unknown option is an error. A graph compiled before with the
+    store_all_intermediates, remote_cache ("redis://HOST:PORT/DB", docs/remote-cache.md). An
+    unknown option is an error. A graph compiled before with the
     same options on this machine loads from the whole-graph cache (no compiler needed)."""
     if isinstance(graph, str):
         graph = Graph.parse(graph)

@@ -70,9 +70,10 @@ CompileOptions parse_options(const char* text, const std::string& device) {
   COIL_USER_CHECK(j.is_object(), "options: expected a JSON object, got {} ({})", json_kind(j),
                   j.dump());
   static const std::vector<std::string> kKeys = {
-      "sizes",     "isa",         "fusion",        "store_all_intermediates",
-      "autotune",  "device",      "precision",     "output_dir",
-      "debug_dir", "write_graph", "graph_weights", "mode"};
+      "sizes",       "isa",         "fusion",        "store_all_intermediates",
+      "autotune",    "device",      "precision",     "output_dir",
+      "debug_dir",   "write_graph", "graph_weights", "mode",
+      "remote_cache"};
   for (const auto& [key, v] : j.items()) {
     if (key == "sizes") {
       COIL_USER_CHECK(v.is_object(),
@@ -107,6 +108,8 @@ CompileOptions parse_options(const char* text, const std::string& device) {
       o.graph_weights = get_bool(v, key);
     } else if (key == "mode") {
       o.mode = get_string(v, key);
+    } else if (key == "remote_cache") {
+      o.remote_cache = get_string(v, key);
     } else {
       user_error("options: unknown key '{}'{}; the keys are {}", key, did_you_mean(key, kKeys),
                  fmt::join(kKeys, ", "));

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <sstream>
@@ -19,6 +20,8 @@
 #include "runtime/extern_timing.h"
 #include "runtime/isa.h"
 #include "runtime/loader.h"
+#include "runtime/remote_cache.h"
+#include "runtime/toolchain.h"
 #include "support/check.h"
 #include "support/env.h"
 #include "support/hash.h"
@@ -120,8 +123,8 @@ std::string temp_suffix() {
   return fmt::format(".tmp{}.{}", static_cast<long>(getpid()), calls++);
 }
 
-std::optional<Timings> read_cached(const std::filesystem::path& path) {
-  std::ifstream in(path);
+std::optional<Timings> parse_timings(const std::string& text) {
+  std::istringstream in(text);
   Timings t;
   std::string a, b, c, ta, tb, tc;
   if (!(in >> a >> ta >> b >> tb >> c >> tc)) return std::nullopt;
@@ -137,6 +140,18 @@ std::optional<Timings> read_cached(const std::filesystem::path& path) {
   return t;
 }
 
+std::string timings_text(const Timings& t) {
+  return fmt::format("template {:.9g}\ndnnl {:.9g}\nopenblas {:.9g}\n", t.template_s, t.dnnl_s,
+                     t.openblas_s);
+}
+
+std::optional<Timings> read_cached(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_timings(text.str());
+}
+
 // Writes the timings unless the file exists: the first result written wins (link() does not
 // replace), so that every process that compiles the shape decides by the same numbers. Returns
 // the timings now on disk. A process killed while writing leaves only its temp file.
@@ -145,17 +160,51 @@ Timings write_cached(const std::filesystem::path& path, const Timings& t) {
   std::error_code ec;
   fs::path tmp = path;
   tmp += temp_suffix();
-  {
-    std::ofstream out(tmp);
-    out << fmt::format("template {:.9g}\ndnnl {:.9g}\nopenblas {:.9g}\n", t.template_s, t.dnnl_s,
-                       t.openblas_s);
-  }
+  std::ofstream(tmp) << timings_text(t);
   int linked = ::link(tmp.c_str(), path.c_str());
   fs::remove(tmp, ec);
   if (linked != 0) {
     if (auto first = read_cached(path)) return *first;
   }
   return t;
+}
+
+// The remote cache's key (runtime/remote_cache.h) of a local autotune file: its name (shape,
+// transposes, packing, ISA, threads) and the CPU model and flags it was measured on, since a
+// fleet may mix machines.
+std::string remote_key(const std::filesystem::path& local) {
+  return hash_fields({local.filename().string(), host_cpu_model(), host_cpu_flags()});
+}
+
+// The local timings, else the remote cache's (then written locally too).
+std::optional<Timings> find_timings(const std::filesystem::path& path) {
+  if (auto t = read_cached(path)) return t;
+  RemoteCache* remote = RemoteCache::current();
+  if (!remote) return std::nullopt;
+  std::optional<std::string> text = remote->get(RemoteCache::Kind::autotune, remote_key(path));
+  if (!text) return std::nullopt;
+  std::optional<Timings> t = parse_timings(*text);
+  if (!t) return std::nullopt;
+  return write_cached(path, *t);
+}
+
+// Timings `measure` takes, measured once per fleet: with a remote cache, the machine holding the
+// shape's lease measures and the others wait and use its numbers; the first result stored there
+// wins, as locally.
+Timings measure_once(const std::filesystem::path& path, const std::function<Timings()>& measure) {
+  RemoteCache* remote = RemoteCache::current();
+  if (!remote) return write_cached(path, measure());
+  std::string key = remote_key(path);
+  RemoteCache::Claim claim = remote->claim(RemoteCache::Kind::autotune, key);
+  if (claim.payload) {
+    if (auto theirs = parse_timings(*claim.payload)) return write_cached(path, *theirs);
+  }
+  Timings t = measure();
+  if (!remote->put(RemoteCache::Kind::autotune, key, timings_text(t), /*only_if_absent=*/true)) {
+    if (auto text = remote->get(RemoteCache::Kind::autotune, key))
+      if (auto theirs = parse_timings(*text)) t = *theirs;
+  }
+  return write_cached(path, t);
 }
 
 // An exclusive lock on `<path>.lock` for the life of the object (flock: released by the kernel
@@ -210,8 +259,8 @@ std::filesystem::path bucket_path(const std::string& key) {
   return cache_root() / "autotune-buckets" / key;
 }
 
-std::optional<std::pair<MatmulImpl, std::string>> read_bucket(const std::filesystem::path& path) {
-  std::ifstream in(path);
+std::optional<std::pair<MatmulImpl, std::string>> parse_bucket(const std::string& text) {
+  std::istringstream in(text);
   std::string name, shape;
   if (!(in >> name >> shape)) return std::nullopt;
   for (MatmulImpl impl : {MatmulImpl::Template, MatmulImpl::Dnnl, MatmulImpl::OpenBlas})
@@ -219,15 +268,37 @@ std::optional<std::pair<MatmulImpl, std::string>> read_bucket(const std::filesys
   return std::nullopt;
 }
 
-void write_bucket(const std::filesystem::path& path, MatmulImpl impl, const std::string& shape) {
+void write_bucket_file(const std::filesystem::path& path, const std::string& text) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   fs::path tmp = path;
   tmp += temp_suffix();
-  std::ofstream(tmp) << matmul_impl_name(impl) << " " << shape << "\n";
+  std::ofstream(tmp) << text;
   (void)::link(tmp.c_str(), path.c_str());  // an existing decision stays
   fs::remove(tmp, ec);
+}
+
+// The bucket's decision: local, else the remote cache's (then written locally too).
+std::optional<std::pair<MatmulImpl, std::string>> read_bucket(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (auto local = parse_bucket(text.str())) return local;
+  RemoteCache* remote = RemoteCache::current();
+  if (!remote) return std::nullopt;
+  std::optional<std::string> shared = remote->get(RemoteCache::Kind::autotune, remote_key(path));
+  if (!shared) return std::nullopt;
+  auto decided = parse_bucket(*shared);
+  if (decided) write_bucket_file(path, *shared);
+  return decided;
+}
+
+void write_bucket(const std::filesystem::path& path, MatmulImpl impl, const std::string& shape) {
+  std::string text = fmt::format("{} {}\n", matmul_impl_name(impl), shape);
+  write_bucket_file(path, text);
+  if (RemoteCache* remote = RemoteCache::current())
+    remote->put(RemoteCache::Kind::autotune, remote_key(path), text, /*only_if_absent=*/true);
 }
 
 MatmulImpl choose(const Timings& t, double margin) {
@@ -284,7 +355,7 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
       // One process times a shape; the others wait for its result (issue 19: two processes
       // of one deployment must run the same kernels).
       KeyLock lock(full_path);
-      auto full = read_cached(full_path);
+      auto full = find_timings(full_path);
       // The quick search's timings (default mode).
       auto quick_path = dir / shape_fields("matmul-autotune-quick-v1", s.m, s.n, s.k);
       auto bucket = bucket_path(
@@ -294,17 +365,20 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
         if (full) {
           t = *full;
         } else {
-          t.template_s = time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead);
-          t.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb);
-          t.openblas_s = time_sgemm_openblas(s.m, s.n, s.k, ta, tb);
-          t = write_cached(full_path, t);
+          t = measure_once(full_path, [&] {
+            Timings measured;
+            measured.template_s = time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead);
+            measured.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb);
+            measured.openblas_s = time_sgemm_openblas(s.m, s.n, s.k, ta, tb);
+            return measured;
+          });
         }
         choice = choose(t, kLibraryMargin);
         write_bucket(bucket, choice, shape);
         COIL_LOG(autotune, "{}: template {:.1f} us, dnnl {:.1f} us, openblas {:.1f} us -> {}{}",
                  where, us(t.template_s), us(t.dnnl_s), us(t.openblas_s), matmul_impl_name(choice),
                  full ? " (cached)" : "");
-      } else if (auto quick = read_cached(quick_path)) {
+      } else if (auto quick = find_timings(quick_path)) {
         choice = choose(*quick, kLibraryMargin);
         COIL_LOG(
             autotune,
@@ -326,12 +400,14 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
         // The quick search: the template against oneDNN (which OpenBLAS rarely beats here),
         // the fastest of kQuickSamples samples each after a warm-up (one sample alone misjudged
         // a GPT block's 256x768x256 on 16 threads by 40%: 117 against 84 us).
-        Timings t;
-        t.template_s =
-            time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead, kQuickSamples, 0.05);
-        t.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb, kQuickSamples, 0.05);
-        t.openblas_s = std::numeric_limits<double>::infinity();
-        t = write_cached(quick_path, t);
+        Timings t = measure_once(quick_path, [&] {
+          Timings measured;
+          measured.template_s =
+              time_template_matmul(isa, s.m, s.n, s.k, ta, packed_ahead, kQuickSamples, 0.05);
+          measured.dnnl_s = time_sgemm_dnnl(s.m, s.n, s.k, ta, tb, kQuickSamples, 0.05);
+          measured.openblas_s = std::numeric_limits<double>::infinity();
+          return measured;
+        });
         choice = choose(t, kLibraryMargin);
         write_bucket(bucket, choice, shape);
         COIL_LOG(autotune,

@@ -19,6 +19,7 @@
 #include "runtime/code_cache.h"
 #include "runtime/isa.h"
 #include "runtime/loader.h"
+#include "runtime/remote_cache.h"
 #include "runtime/toolchain.h"
 #include "sched/scheduler.h"
 #include "support/check.h"
@@ -109,6 +110,7 @@ std::string CompileReport::to_json() const {
   j["compile_total_seconds"] = total_seconds;
   j["cache"] = cache_hit ? "hit" : "miss";
   j["model_cache"] = model_cache_hit ? "hit" : "miss";
+  j["remote_cache"] = remote_cache;
   j["cache_key"] = cache_key;
   j["shared_object"] = so_path.string();
   return j.dump(2) + "\n";
@@ -143,6 +145,7 @@ void load_module(Impl& impl, const CompileResult& built, std::vector<RunCheck> r
     report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written, k.ops});
   report.arena_bytes = arena_bytes;
   report.cache_hit = built.cache_hit;
+  if (report.remote_cache != "off") report.remote_cache = built.remote_hit ? "hit" : "miss";
   report.cache_key = built.key;
   report.so_path = built.so_path;
   impl.arena = Tensor::empty(DType::U8, {std::max<int64_t>(arena_bytes, 1)});
@@ -172,10 +175,13 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
                   options.device);
   check_mode(options.mode);
   init_threads_from_env();
+  // This compile's remote cache (runtime/remote_cache.h), for every cache lookup below.
+  RemoteCacheScope remote_scope(options.remote_cache);
   ProgressScope progress;
   auto impl = std::make_unique<CompiledModel::Impl>();
   CompileReport& report = impl->report;
   report.precision = options.precision;
+  if (RemoteCache::current()) report.remote_cache = "miss";
   StageTimer timer(report);
 
   // The warm path (driver/model_cache.h): the same graph, options and machine as an earlier

@@ -13,6 +13,7 @@
 
 #include "graph/text_format.h"
 #include "runtime/code_cache.h"
+#include "runtime/remote_cache.h"
 #include "runtime/toolchain.h"
 #include "support/check.h"
 #include "support/env.h"
@@ -28,8 +29,10 @@ using nlohmann::json;
 constexpr const char* kVersion = "coil-model-cache-v1";
 
 // The binary holding this code (the coil executable, or libcoil_c.so in Python): a rebuilt
-// coil may generate other code for the same graph, so its identity is part of the key. Path,
-// size and modification time, read once.
+// coil may generate other code for the same graph, so its identity is part of the key. The
+// XXH3 of its bytes (a few MB, read once per process: about 2 ms), not its path or time: the
+// machines of a fleet that share a remote cache (runtime/remote_cache.h) install coil in
+// different places.
 const std::string& coil_binary_identity() {
   static const std::string identity = [] {
     std::string path;
@@ -38,14 +41,11 @@ const std::string& coil_binary_identity() {
         info.dli_fname[0] == '/')
       path = info.dli_fname;
     if (path.empty()) path = "/proc/self/exe";
-    std::error_code ec;
-    fs::path real = fs::canonical(path, ec);
-    if (ec) real = path;
-    struct stat st;
-    if (::stat(real.c_str(), &st) != 0) return real.string();
-    return fmt::format("{} size={} mtime={}.{:09d}", real.string(),
-                       static_cast<long long>(st.st_size),
-                       static_cast<long long>(st.st_mtim.tv_sec), st.st_mtim.tv_nsec);
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    COIL_ASSERT(in.good() || in.eof(), "model cache: cannot read coil's own binary {}", path);
+    return "binary " + checksum(bytes.str());
   }();
   return identity;
 }
@@ -159,8 +159,28 @@ std::optional<std::string> model_cache_key(const Graph& graph, const CompileOpti
   return h.hex();
 }
 
+namespace {
+
+// The remote copy of entry `key` (runtime/remote_cache.h) written as the local one; false when
+// there is none.
+bool fetch_remote_entry(const std::string& key) {
+  RemoteCache* remote = RemoteCache::current();
+  if (!remote) return false;
+  std::optional<std::string> payload = remote->get(RemoteCache::Kind::model, key);
+  if (!payload) return false;
+  auto files = unpack_files(*payload);
+  if (!files || files->size() != 2 || (*files)[0].first != "entry.json" ||
+      (*files)[1].first != "source.cpp")
+    return false;
+  return write_atomically(entry_path(key, ".cpp"), (*files)[1].second) &&
+         write_atomically(entry_path(key), (*files)[0].second);
+}
+
+}  // namespace
+
 std::optional<ModelCacheEntry> load_model_cache_entry(const std::string& key) {
   std::ifstream in(entry_path(key));
+  if (!in && fetch_remote_entry(key)) in.open(entry_path(key));
   if (!in) return std::nullopt;
   ModelCacheEntry e;
   try {
@@ -216,8 +236,11 @@ void store_model_cache_entry(const std::string& key, const ModelCacheEntry& e) {
 
   // The listing first: an entry is visible (its JSON renamed into place) only with it. A full
   // disk costs the next process a cold compile, nothing more.
-  if (write_atomically(entry_path(key, ".cpp"), e.source))
-    write_atomically(entry_path(key), j.dump() + "\n");
+  std::string text = j.dump() + "\n";
+  if (write_atomically(entry_path(key, ".cpp"), e.source)) write_atomically(entry_path(key), text);
+  if (RemoteCache* remote = RemoteCache::current())
+    remote->put(RemoteCache::Kind::model, key,
+                pack_files({{"entry.json", text}, {"source.cpp", e.source}}));
 }
 
 std::vector<std::shared_ptr<const Tensor>> graph_constants(const Graph& graph) {

@@ -9,13 +9,20 @@
 //                        (sizes, isa, fusion, store_all_intermediates, autotune, mode,
 //                        precision), the environment that does (COIL_CPU_ISA, COIL_MATMUL,
 //                        COIL_COMPILE_DEBUG, COIL_VMATH_DIR), the host CPU's flags, the OpenMP
-//                        thread count (autotuning measured at it), and coil's own binary
-//                        (path, size, modification time: a rebuilt coil generates anew).
+//                        thread count (the default mode's matmul decisions are measured at it
+//                        and differ between counts; the module itself is keyed by its source, so
+//                        machines of other thread counts that decide alike share it), and coil's
+//                        own binary (the XXH3 of its bytes: a rebuilt coil generates anew, a copy
+//                        of the same build elsewhere hits). No path, user or cache directory:
+//                        the key is also the remote cache's (runtime/remote_cache.h).
 //   entry = <cache>/models/<key[0:2]>/<key>.json (and <key>.cpp, the generated C++ as one
 //           listing, for reports and output directories): the code-cache key of the module, the ISA
 //           it was built for, the compiler that built it (compiler_fingerprint), the inputs,
 //           outputs, run-time checks, the kernel call plan, the arena size, and for each
 //           constant the graph constant it is.
+//
+// With a remote cache, a local miss is looked up there (and written as the local entry), and
+// every stored entry is stored there too.
 //
 // The compiler is not part of the key, so that a deployment without one on PATH still hits;
 // when a compiler is on PATH and it is not the one that built the entry, the entry is not used

@@ -131,6 +131,10 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
 CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& options) {
   COIL_USER_CHECK(options.device == "cuda", "generate_gpu_module: device '{}' is not cuda",
                   options.device);
+  COIL_USER_CHECK(options.remote_cache.empty(),
+                  "remote_cache '{}': the remote cache serves CPU compiles only (the Triton "
+                  "module is compiled by python/coil_runtime, whose caches are local)",
+                  options.remote_cache);
   ProgressScope progress;
   CompileReport report;
   report.device = "cuda";

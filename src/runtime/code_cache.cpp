@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "runtime/embedded_headers.h"
+#include "runtime/remote_cache.h"
 #include "support/check.h"
 #include "support/env.h"
 #include "support/hash.h"
@@ -354,6 +355,61 @@ Built build_entry(const fs::path& root, const fs::path& entry, const std::string
   user_error("cannot move {} to {}: {}", tmp.string(), entry.string(), std::strerror(errno));
 }
 
+// Replaces every occurrence of `from` in `text` with `to`.
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  if (from.empty()) return text;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+// The remote form of a local entry (runtime/remote_cache.h): module.so, the sources, and the
+// compile commands with this machine's paths as placeholders.
+std::optional<std::string> pack_entry(const fs::path& entry, const fs::path& include_dir) {
+  std::vector<std::pair<std::string, std::string>> files;
+  std::optional<std::string> so = read_file(entry / "module.so");
+  if (!so) return std::nullopt;
+  files.emplace_back("module.so", std::move(*so));
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(entry, ec)) {
+    std::string name = f.path().filename().string();
+    if (f.path().extension() != ".cpp") continue;
+    if (std::optional<std::string> text = read_file(f.path())) files.emplace_back(name, *text);
+  }
+  if (std::optional<std::string> command = read_file(entry / "command.txt"))
+    files.emplace_back("command.txt", replace_all(replace_all(*command, entry.string(), "{entry}"),
+                                                  include_dir.string(), "{include}"));
+  return pack_files(files);
+}
+
+// Installs a remote entry's files as the local entry `entry` (through a temp dir and rename(),
+// as build_entry does); false when the payload is not a module's. The checksum is computed
+// here, of the bytes received.
+bool install_entry(const fs::path& entry, const std::string& payload, const fs::path& include_dir) {
+  auto files = unpack_files(payload);
+  if (!files) return false;
+  bool has_so = false;
+  for (const auto& [name, bytes] : *files) {
+    has_so = has_so || name == "module.so";
+    if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') return false;
+  }
+  if (!has_so) return false;
+  fs::path tmp = entry.string() + ".tmp." + unique_suffix();
+  if (::mkdir(tmp.c_str(), 0700) != 0) return false;
+  for (const auto& [name, bytes] : *files) {
+    if (name == "command.txt") {
+      write_file(tmp / name, replace_all(replace_all(bytes, "{entry}", entry.string()), "{include}",
+                                         include_dir.string()));
+    } else {
+      write_file(tmp / name, bytes);
+    }
+    if (name == "module.so") write_file(tmp / "module.so.xxh", checksum(bytes) + "\n");
+  }
+  if (::rename(tmp.c_str(), entry.c_str()) != 0) remove_quietly(tmp);  // another one installed
+  std::error_code ec;
+  return fs::exists(entry, ec);
+}
+
 /// `dir`, else the default root (XDG_CACHE_HOME/coil, ~/.cache/coil, /tmp/coil-<uid>), made
 /// absolute, created (0700) and checked.
 fs::path checked_root(const std::string& dir) {
@@ -408,9 +464,23 @@ std::optional<CompileResult> find_cached_module(const std::string& key) {
   fs::path entry = cache_root() / key.substr(0, 2) / key;
   std::optional<std::string> so = read_file(entry / "module.so");
   std::optional<std::string> sum = read_file(entry / "module.so.xxh");
-  if (!so || !sum || sum->substr(0, sum->find('\n')) != checksum(*so)) return std::nullopt;
+  bool remote_hit = false;
+  if (!so || !sum || sum->substr(0, sum->find('\n')) != checksum(*so)) {
+    RemoteCache* remote = RemoteCache::current();
+    if (!remote) return std::nullopt;
+    std::optional<std::string> payload = remote->get(RemoteCache::Kind::module, key);
+    if (!payload) return std::nullopt;
+    make_private_dir(entry.parent_path());
+    if (fs::exists(entry)) discard_entry(entry, {});
+    if (!install_entry(entry, *payload, ensure_headers(machine_cache_root()))) return std::nullopt;
+    so = read_file(entry / "module.so");
+    sum = read_file(entry / "module.so.xxh");
+    if (!so || !sum || sum->substr(0, sum->find('\n')) != checksum(*so)) return std::nullopt;
+    remote_hit = true;
+  }
   std::optional<std::string> command = read_file(entry / "command.txt");
   CompileResult r;
+  r.remote_hit = remote_hit;
   r.key = key;
   r.so_path = entry / "module.so";
   r.cache_hit = true;
@@ -493,7 +563,7 @@ CompileResult compile_cached(const std::vector<std::string>& units, const Compil
     result.command += command_string(toolchain.link_command(objects, result.so_path, flags));
   }
 
-  bool compiled = false;
+  bool compiled = false, asked_remote = false;
   // Each round either returns or saw the entry vanish or go bad under it; more than a few rounds
   // means something keeps destroying the directory.
   for (int round = 0; round < 4; ++round) {
@@ -501,16 +571,37 @@ CompileResult compile_cached(const std::vector<std::string>& units, const Compil
     EntryState state = verify_entry(entry, units, reason);
     if (state == EntryState::Valid) {
       result.cache_hit = !compiled;
-      if (result.cache_hit) COIL_LOG(cache, "hit {} ({})", result.key, result.so_path.string());
+      if (result.cache_hit && !result.remote_hit)
+        COIL_LOG(cache, "hit {} ({})", result.key, result.so_path.string());
       return result;
     }
     if (state == EntryState::Corrupt) {
       COIL_LOG(cache, "corrupt entry {}: {}; rebuilding", entry.string(), reason);
       discard_entry(entry, units);
     }
+    // The fleet's copy, or a lease to build it while the other machines wait (once per call:
+    // an installed entry that fails verification is built here).
+    RemoteCache* remote = asked_remote ? nullptr : RemoteCache::current();
+    std::unique_ptr<RemoteCache::Lease> lease;
+    if (remote) {
+      asked_remote = true;
+      RemoteCache::Claim claim = remote->claim(RemoteCache::Kind::module, result.key);
+      if (claim.payload && install_entry(entry, *claim.payload, include_dir)) {
+        COIL_LOG(cache, "remote hit {}: installed as {}", result.key, result.so_path.string());
+        result.remote_hit = true;
+        continue;  // the next round verifies it against our sources
+      }
+      lease = std::move(claim.lease);
+    }
+    result.remote_hit = false;
     Built built = build_entry(root, entry, result.key, units, include_dir, flags, result.command);
     compiled = true;
     result.compile_seconds += built.seconds;
+    if (remote) {
+      if (std::optional<std::string> packed = pack_entry(entry, include_dir))
+        remote->put(RemoteCache::Kind::module, result.key, *packed);
+    }
+    lease.reset();  // after the put: the waiting machines find the entry when the lease goes
     if (built.installed) {
       COIL_LOG(cache, "miss {}: compiled in {:.2f}s ({})", result.key, built.seconds,
                result.so_path.string());

@@ -25,6 +25,11 @@
 // compile_threads() threads, each with the precompiled header of its flags, and then linked
 // into module.so; a module of one unit is compiled and linked by one compiler run.
 //
+// Remote cache (runtime/remote_cache.h, COIL_REMOTE_CACHE): a local miss looks the key up in
+// Redis (waiting while another machine holds its lease) and installs what it finds as a local
+// entry; an entry built here is stored there too (module.so, the units, and command.txt with
+// the entry and include paths as {entry} and {include}: the installing machine puts its own).
+//
 // Concurrency: an entry is built in a private temp dir and rename()d into place, so readers only
 // ever see complete entries; when two processes (or threads) build the same key, the rename of
 // the second fails and it uses the first one's entry. Entries are never modified after that,
@@ -55,6 +60,9 @@ struct CompileResult {
   std::string command;
   /// Translation units the module was compiled from.
   int units = 1;
+  /// True when the entry came from the remote cache (runtime/remote_cache.h) into this
+  /// machine's cache on this call (cache_hit is then true as well).
+  bool remote_hit = false;
 };
 
 /// Compiles `source` into a shared object with Toolchain::get(), or finds it in the cache.
@@ -67,6 +75,7 @@ CompileResult compile_cached(const std::string& source, const CompileFlags& flag
 
 /// The entry `key` (CompileResult::key) if it exists and its module.so matches its checksum,
 /// else nullopt; runs no compiler (the whole-graph cache's warm path, driver/model_cache.h).
+/// A local miss is looked up in the remote cache, if there is one.
 std::optional<CompileResult> find_cached_module(const std::string& key);
 
 /// Compiles the translation units `units` (at least one; they share no internal symbols) into

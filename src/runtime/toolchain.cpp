@@ -132,14 +132,19 @@ std::optional<std::string> find_program(const std::string& name) {
   return std::nullopt;
 }
 
-// The "flags" line of the first CPU, or "" when /proc/cpuinfo is unreadable.
-std::string read_host_cpu_flags() {
+// The line of the first CPU that starts with `field` ("flags", "model name"), or "" when
+// /proc/cpuinfo is unreadable or has none.
+std::string read_cpuinfo_line(const std::string& field) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) == 0) return line;
+    if (line.rfind(field, 0) == 0) return line;
   }
   return "";
+}
+
+std::string read_host_cpu_flags() {
+  return read_cpuinfo_line("flags");
 }
 
 }  // namespace
@@ -171,6 +176,11 @@ std::string compiler_fingerprint() {
 const std::string& host_cpu_flags() {
   static const std::string flags = read_host_cpu_flags();
   return flags;
+}
+
+const std::string& host_cpu_model() {
+  static const std::string model = read_cpuinfo_line("model name");
+  return model;
 }
 
 const Toolchain& Toolchain::get() {

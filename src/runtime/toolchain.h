@@ -79,6 +79,10 @@ std::string compiler_fingerprint();
 /// The host CPU's feature flags, as Toolchain::host_cpu (read once).
 const std::string& host_cpu_flags();
 
+/// The host CPU's "model name" line of /proc/cpuinfo (read once; "" when there is none):
+/// timings measured on one CPU model do not hold on another (the remote cache's autotune keys).
+const std::string& host_cpu_model();
+
 /// Whether a CompileFlags::extra flag only matters when linking (-Wl,..., -l..., -L...):
 /// objects and precompiled headers are built without them.
 bool is_link_only_flag(const std::string& flag);

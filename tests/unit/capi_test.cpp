@@ -404,7 +404,11 @@ TEST(CapiErrors, Options) {
   EXPECT_EQ(compile_error(R"({"sizes": {"s0": 4}, "fusoin": false})"),
             "options: unknown key 'fusoin' (did you mean 'fusion'?); the keys are sizes, isa, "
             "fusion, store_all_intermediates, autotune, device, precision, output_dir, "
-            "debug_dir, write_graph, graph_weights, mode");
+            "debug_dir, write_graph, graph_weights, mode, remote_cache");
+  // A remote cache URL is checked when the compile starts: a bad one names itself.
+  EXPECT_NE(compile_error(R"({"sizes": {"s0": 4}, "remote_cache": "http://cache:80"})")
+                .find("remote cache URL 'http://cache:80': only redis:// is supported"),
+            std::string::npos);
   EXPECT_EQ(compile_error(R"({"sizes": {"s0": 4}, "fusion": "yes"})"),
             "options: 'fusion' must be a boolean, got a string (\"yes\")");
   EXPECT_EQ(compile_error(R"({"sizes": {"s0": 4.5}})"),
