@@ -12,8 +12,16 @@ GPU target and the TRITON_* environment (both are part of Triton's cache key).
 
 A worker never touches the GPU: it is forked from a server that never initialized CUDA, and
 the driver it installs answers only what compiling needs (device 0 and the parent's target).
+It imports only the module's imports, constant assignments and `@triton.jit` functions (with
+their decorators), at their own lines of the module's file (`load_kernels`): a generated
+module's top level also moves its weights to the GPU, which would create a CUDA context in
+every worker. After the compile it builds the kernel's C launcher (Triton compiles one with
+gcc per argument signature, 0.3-0.4 s each, into the same disk cache), so that the main
+process only loads it.
 """
 
+import ast
+import importlib.util
 import os
 import sys
 
@@ -65,22 +73,95 @@ def _apply_env(env):
     _env_applied = items
 
 
+def _is_jit(decorator):
+    """`@triton.jit`, `@jit`, or either called with options."""
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    return (isinstance(decorator, ast.Attribute) and decorator.attr == "jit") or (
+        isinstance(decorator, ast.Name) and decorator.id == "jit")
+
+
+def _kept(node):
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    if isinstance(node, ast.Assign):  # COIL_AUTOTUNE_MODE = '...', other literals
+        return isinstance(node.value, ast.Constant)
+    return isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list)
+
+
+def load_kernels(path, name):
+    """The module at `path` with only its imports, literal assignments and Triton kernels run
+    (see the module doc), registered as sys.modules[name]. The code keeps its file and line
+    numbers, so that Triton reads each kernel's source from the file as in the main process."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), filename=path)
+    tree.body = [node for node in tree.body if _kept(node)]
+    code = compile(tree, path, "exec")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
 def _module(name, path):
     module = _modules.get(name)
     if module is None:
-        from . import runtime
         module = sys.modules.get(name)
         if module is None or os.path.abspath(getattr(module, "__file__", "")) != path:
-            module = runtime.load_module(path, name=name, precompile=False)
+            from . import configs, heuristics
+            if heuristics._shared_memory is None:  # no GPU query for the templates' lists
+                heuristics._shared_memory = configs.MM_SHARED_MEMORY
+            try:
+                module = load_kernels(path, name)
+            except Exception:  # noqa: BLE001 (e.g. a kernel that needs more of its module)
+                from . import runtime
+                module = runtime.load_module(path, name=name, precompile=False)
         _modules[name] = module
     return module
 
 
+def warm(module_name, path, target, env):
+    """A worker's first task when the pool is warmed (precompile.warm_process_pool): what each
+    compile would do first (the environment, the target, the module's kernels, Triton's nvidia
+    backend and its libcuda lookup), done before the first compile is asked for."""
+    _apply_env(env)
+    _use_target(target)
+    _module(module_name, path)
+    try:
+        from triton.backends.nvidia import driver
+        driver.library_dirs()
+    except Exception:  # noqa: BLE001 (another Triton, another backend)
+        pass
+    return os.getpid()
+
+
+def build_launcher(kernel):
+    """Builds (or finds in Triton's disk cache) the C launcher of a CompiledKernel, as its
+    _init_handles would in the main process, without loading the binary. Best effort: the
+    main process builds what is missing."""
+    src, metadata = getattr(kernel, "src", None), getattr(kernel, "metadata", None)
+    if src is None or metadata is None:
+        return False
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher
+        CudaLauncher(src, metadata)
+    except Exception:  # noqa: BLE001 (another Triton, another backend)
+        return False
+    return True
+
+
 def compile_kernel(module_name, path, kernel_name, specialization_data, target, env):
     """Compiles one specialization of `kernel_name` (a CoilAutotuner or a JITFunction of the
-    module) into Triton's disk cache; returns None (the caller loads it from there)."""
+    module) into Triton's disk cache, with its launcher; returns None (the caller loads it
+    from there)."""
     _apply_env(env)
     _use_target(target)
     obj = getattr(_module(module_name, path), kernel_name)
     jit = obj if hasattr(obj, "preload") else obj.fn
-    jit.preload(specialization_data)
+    kernel = jit.preload(specialization_data)
+    build_launcher(kernel)

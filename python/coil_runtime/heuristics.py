@@ -467,7 +467,8 @@ class CoilAutotuner:
         return (config.key(), self._generic_key(args))
 
     def compile_async(self, config, args):
-        """Starts compiling `config` for these arguments in the compile pool; returns its
+        """Starts compiling `config` for these arguments in the compile pool (or, in the first
+        call's compile pass, has it started when the pass ends: precompile.defer); returns its
         Future (the same one for a repeat), or None when compiles are serial."""
         key = self._compile_key(config, args)
         future = self._compiles.get(key)
@@ -475,7 +476,10 @@ class CoilAutotuner:
             if precompile.compile_threads() <= 1:
                 return None
             precompile.prepare_triton()
-            if precompile.pool_kind() == "process":
+            # In the first call's compile pass with COIL_COMPILE_POOL=auto: submitted when the
+            # pass ends, to the pool its number of configs picks.
+            future = precompile.defer(self, config, args)
+            if future is None and precompile.pool_kind() == "process":
                 future = self._compile_in_process(config, args)
             if future is None:
                 future = precompile.pool().submit(self._compile_now, config, args)

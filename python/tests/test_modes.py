@@ -279,6 +279,21 @@ def test_the_first_call_compiles_every_kernel_before_launching(fake_gpu, monkeyp
     assert pooled.call is pooled.__dict__["call"] and not hasattr(pooled.call, "_coil_first_call")
 
 
+_fake_cache = []
+
+
+def _fake_triton_cache():
+    """The fake Triton's disk cache, emptied: one directory for every test of this process,
+    since the workers inherit the environment of multiprocessing's forkserver, which the
+    first test starts and later ones reuse."""
+    import tempfile
+    if not _fake_cache:
+        _fake_cache.append(tempfile.mkdtemp(prefix="fake-triton-cache-"))
+    for name in os.listdir(_fake_cache[0]):
+        os.remove(os.path.join(_fake_cache[0], name))
+    return _fake_cache[0]
+
+
 def test_the_process_pool_compiles_into_the_disk_cache_that_the_call_then_loads(
         fake_gpu, tmp_path, monkeypatch):
     fake = fake_gpu
@@ -289,8 +304,7 @@ def test_the_process_pool_compiles_into_the_disk_cache_that_the_call_then_loads(
     serial_compiled = {(c[0], tuple(sorted(c[1].items()))) for c in fake.COMPILES}
 
     fake.install(preload=True)  # a Triton with JITFunction.preload and jit_cache_hook
-    (tmp_path / "triton").mkdir()
-    monkeypatch.setenv("FAKE_TRITON_CACHE", str(tmp_path / "triton"))
+    monkeypatch.setenv("FAKE_TRITON_CACHE", _fake_triton_cache())
     monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path / "cache-b"))
     monkeypatch.setenv("COIL_COMPILE_THREADS", "2")
     precompile.set_worker_init(fake.install, "3.6.0", True)
@@ -337,3 +351,171 @@ def test_compile_workers_never_run_the_main_script(tmp_path, monkeypatch):
     finally:
         precompile.shutdown_process_pool()
     assert not marker.exists()
+
+
+def _process_ready(fake, tmp_path, monkeypatch):
+    """A fake Triton with what the process pool needs, its disk cache, 2 workers."""
+    fake.install(preload=True)
+    monkeypatch.setenv("FAKE_TRITON_CACHE", _fake_triton_cache())
+    monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path / "cache-p"))
+    monkeypatch.setenv("COIL_COMPILE_THREADS", "2")
+    monkeypatch.delenv("COIL_COMPILE_POOL", raising=False)
+    precompile.set_worker_init(fake.install, "3.6.0", True)
+
+
+def test_auto_takes_processes_for_many_configs_and_threads_for_few(fake_gpu, tmp_path,
+                                                                    monkeypatch):
+    """COIL_COMPILE_POOL=auto (the default): the compile pass counts the configs to compile
+    first; the process pool's start (3-4 s on the H200's host) pays only for many of them."""
+    fake = fake_gpu
+    autotune.set_benchmarker(lambda fn: (fn(), 1.0)[1])
+    _process_ready(fake, tmp_path, monkeypatch)
+    try:
+        assert precompile.pool_setting() == "auto" and precompile.pool_kind() == "thread"
+        monkeypatch.setattr(precompile, "PROCESS_MIN_CONFIGS", 10**6)
+        few = runtime.load_module(SAMPLE, name="auto_few")
+        few.call(_sample_args())
+        assert precompile.pool_kind() == "thread"
+        assert fake.COMPILES and all(len(c) == 4 for c in fake.COMPILES)  # no disk cache hit
+        assert all(t.startswith("coil-compile") for t in fake.COMPILE_THREADS)
+        n_configs = sum(len(t.configs) for t in tuners(few).values())
+
+        fake.reset()
+        monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path / "cache-q"))
+        monkeypatch.setattr(precompile, "PROCESS_MIN_CONFIGS", n_configs)
+        many = runtime.load_module(SAMPLE, name="auto_many")
+        many.call(_sample_args())
+        assert precompile.pool_kind() == "process"
+        # every compile here loaded what a worker compiled
+        assert len({(c[0], tuple(sorted(c[1].items()))) for c in fake.COMPILES}) == n_configs
+        for c in fake.COMPILES:
+            assert len(c) == 5 and c[4][0] == "disk cache hit" and int(c[4][1]) != os.getpid()
+    finally:
+        precompile.set_worker_init(None)
+        precompile.shutdown_process_pool()
+    assert precompile.pool_kind() == "thread"  # shutdown forgets the pick
+
+
+def test_compile_workers_import_only_the_kernels(fake_gpu, tmp_path, monkeypatch):
+    """A worker runs a module's imports and kernel definitions, not its top level: a generated
+    module moves its weights to the GPU there (a CUDA context in every worker)."""
+    fake = fake_gpu
+    autotune.set_benchmarker(lambda fn: (fn(), 1.0)[1])
+    marker = tmp_path / "imports"
+    path = edited(SAMPLE, tmp_path, "sample_marked.py", (
+        'INPUT_NAMES = ("x", "s", "a", "b")',
+        f'INPUT_NAMES = ("x", "s", "a", "b")\nopen({str(marker)!r}, "a").write("ran\\n")'))
+    _process_ready(fake, tmp_path, monkeypatch)
+    monkeypatch.setenv("COIL_COMPILE_POOL", "process")
+    try:
+        mod = runtime.load_module(path, name="marked")
+        mod.call(_sample_args())
+        hits = [c for c in fake.COMPILES if len(c) == 5 and c[4][0] == "disk cache hit"]
+        assert hits and len(hits) == len(fake.COMPILES)
+    finally:
+        precompile.set_worker_init(None)
+        precompile.shutdown_process_pool()
+    assert marker.read_text() == "ran\n"  # this process's import only
+
+    from coil_runtime import compile_worker
+    kernels = compile_worker.load_kernels(path, "marked_kernels")
+    try:
+        assert marker.read_text() == "ran\n"
+        assert {t.name for t in heuristics.autotuners_of(kernels)} == set(tuners(mod))
+        assert not hasattr(kernels, "call") and not hasattr(kernels, "INPUT_NAMES")
+        # Triton reads each kernel's source from the file, at its own lines
+        jit = kernels.triton_poi_fused_add_mul_0.fn.fn
+        assert jit.__code__.co_filename == path
+        assert jit.__code__.co_firstlineno == mod.triton_poi_fused_add_mul_0.fn.fn.__code__.co_firstlineno
+    finally:
+        sys.modules.pop("marked_kernels", None)
+
+
+def test_a_compile_worker_builds_the_kernels_launcher(fake_gpu, monkeypatch):
+    """Triton builds a C launcher per argument signature with gcc (0.3-0.4 s each on the H200's
+    host); the worker builds it into the disk cache, so that the main process only loads it."""
+    import types
+
+    from coil_runtime import compile_worker
+    fake = fake_gpu
+    fake.install(preload=True)
+    built = []
+    driver = types.ModuleType("triton.backends.nvidia.driver")
+    driver.CudaLauncher = lambda src, metadata: built.append((src, metadata))
+    monkeypatch.setitem(sys.modules, "triton.backends.nvidia.driver", driver)
+    kernel = types.SimpleNamespace(src="the ASTSource", metadata="its metadata")
+    jit = types.SimpleNamespace(preload=lambda data: kernel)
+    module = types.SimpleNamespace(my_kernel=jit)
+    monkeypatch.setattr(compile_worker, "_module", lambda name, path: module)
+    assert compile_worker.compile_kernel("m", "/m.py", "my_kernel", "{}", ("cuda", 90, 32),
+                                         {}) is None
+    assert built == [("the ASTSource", "its metadata")]
+    # best effort: a Triton without it, or a kernel without src, builds nothing
+    del driver.CudaLauncher
+    assert compile_worker.build_launcher(kernel) is False
+    assert compile_worker.build_launcher(None) is False
+
+
+def test_submitting_to_the_process_pool_does_not_wait_for_its_start(fake_gpu, monkeypatch):
+    """The first submissions wait for the pool's server to import torch and Triton (3-4 s);
+    the feeder thread waits instead of the compile pass."""
+    import threading
+    import time
+    from concurrent.futures import Future
+    fake = fake_gpu
+    fake.install(preload=True)
+    release = threading.Event()
+
+    class SlowStart:
+        def submit(self, fn, *args):
+            release.wait(10)
+            if args[2] == "broken":
+                raise OSError("the server did not start")
+            done = Future()
+            done.set_result(("compiled", args[2]))
+            return done
+    monkeypatch.setattr(precompile, "process_pool", lambda: SlowStart())
+    start = time.perf_counter()
+    first = precompile.submit_compile("m", "/m.py", "k0", "{}")
+    second = precompile.submit_compile("m", "/m.py", "broken", "{}")
+    assert time.perf_counter() - start < 1.0 and not first.done()
+    release.set()
+    assert first.result(timeout=10) == ("compiled", "k0")
+    assert isinstance(second.exception(timeout=10), OSError)
+
+
+def test_loading_a_module_with_many_configs_warms_the_process_pool(fake_gpu, tmp_path,
+                                                                   monkeypatch):
+    """The pool's server and workers start while the module's top level and the compile pass
+    run, when the first call will use them (auto: enough configs not in the autotune cache)."""
+    import time
+    fake = fake_gpu
+    autotune.set_benchmarker(lambda fn: (fn(), 1.0)[1])
+    _process_ready(fake, tmp_path, monkeypatch)
+    try:
+        monkeypatch.setattr(precompile, "PROCESS_MIN_CONFIGS", 10**6)
+        few = runtime.load_module(SAMPLE, name="warm_few")
+        n_configs = sum(len(t.configs) for t in tuners(few).values())
+        assert precompile.configs_to_compile(few) == n_configs - 1  # the softmax has one
+        assert not precompile._warmed and precompile._processes is None
+        # an autotune cache entry (any bucket) takes a kernel out of the estimate
+        few.call(_sample_args())
+        assert precompile.configs_to_compile(few) == 0
+
+        monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path / "cache-w"))
+        monkeypatch.setattr(precompile, "PROCESS_MIN_CONFIGS", n_configs - 1)
+        fake.reset()
+        many = runtime.load_module(SAMPLE, name="warm_many")
+        assert precompile._warmed and precompile._processes is not None
+        deadline = time.time() + 60
+        while len(precompile._processes._processes or {}) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        assert len(precompile._processes._processes) == 2  # before the first call
+        assert not fake.COMPILES
+        many.call(_sample_args())
+        assert precompile.pool_kind() == "process"
+        assert fake.COMPILES and all(len(c) == 5 and c[4][0] == "disk cache hit"
+                                     for c in fake.COMPILES)
+    finally:
+        precompile.set_worker_init(None)
+        precompile.shutdown_process_pool()
