@@ -15,6 +15,16 @@ efficientnet_b0 and gpt_block exported to ONNX), in rounds:
   no-compiler     the same with PATH pointing at an empty directory and CXX unset: the warm
                   path must not need g++
 
+With --remote-cache (issue 23; docs/remote-cache.md) the rounds measure the remote cache
+instead, against a private redis-server this script starts on a free loopback port (emptied
+before each round):
+
+  cold            a fresh cache directory, Redis empty: the compile fills both
+  from_redis      another fresh cache directory: the whole-graph entry and the module come from
+                  Redis (a machine of the fleet seeing the model for the first time)
+  from_redis_no_compiler   the same with no compiler on PATH
+  warm_local      the second cache directory again: the local cache serves it
+
 Before the rounds each model is compiled once in a throwaway cache ("first on this machine"),
 which pays what a machine pays once whatever the cache directory (the ISA probe, the
 precompiled headers of each flag set); it is reported apart.
@@ -30,6 +40,7 @@ the load average before and after.
 
   /usr/bin/python3 bench/compile_latency.py [--rounds 3] [--models demo,resnet18,...]
       [--coil build/bin/coil] [--runs 20] [--no-run-time] [--json FILE] [--notes TEXT]
+      [--remote-cache]
 """
 
 import argparse
@@ -62,6 +73,9 @@ def parse_args():
     p.add_argument("--model-dir", default="", help="exported models (default: a temp dir)")
     p.add_argument("--json", default="")
     p.add_argument("--notes", default="")
+    p.add_argument("--remote-cache", action="store_true",
+                   help="measure the Redis remote cache (rounds: cold, from_redis, "
+                        "from_redis_no_compiler, warm_local)")
     a = p.parse_args()
     a.models = [m for m in a.models.split(",") if m]
     for m in a.models:
@@ -124,8 +138,39 @@ def run_time(args, model, mode, cache):
     return j.get("median_ms") or j.get("median_s", 0) * 1e3
 
 
+class PrivateRedis:
+    """A redis-server on a free loopback port, no persistence, for --remote-cache."""
+
+    def __init__(self):
+        import socket
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        self.env = {"COIL_REMOTE_CACHE": f"redis://127.0.0.1:{self.port}",
+                    "COIL_REMOTE_CACHE_KEY": "compile-latency-bench-secret"}
+
+    def flush(self):
+        subprocess.run(["redis-cli", "-p", str(self.port), "FLUSHALL"], check=True,
+                       capture_output=True)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
 def main():
     args = parse_args()
+    redis = PrivateRedis() if args.remote_cache else None
     model_dir = args.model_dir or tempfile.mkdtemp(prefix="coil-latency-models-")
     import export_models  # noqa: E402 (tests/models/export_models.py; needs torch)
     paths = {}
@@ -143,31 +188,51 @@ def main():
     results = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                "cpu": cpu_model(), "cores": os.cpu_count(), "load_before": load_average(),
                "notes": args.notes, "models": {}, "first_on_machine": {}}
+    remote = redis.env if redis else {}
+    results["remote_cache"] = bool(redis)
     for name in args.models:
         cache = tempfile.mkdtemp(prefix="coil-latency-prime-")
         try:
-            wall, comp, _, _ = compile_once(args, paths[name], cache)
+            wall, comp, _, _ = compile_once(args, paths[name], cache, remote)
             results["first_on_machine"][name] = {"wall_s": wall, "compile_s": comp}
             print(f"{name}: first compile on this machine {comp:.3f} s (wall {wall:.3f} s)",
                   flush=True)
         finally:
             shutil.rmtree(cache, ignore_errors=True)
     for name in args.models:
-        rows = {"cold": [], "first_process": [], "no_compiler": []}
+        if redis:
+            # One cache directory per machine of the fleet: the first fills Redis, the others
+            # are new to the model.
+            kinds = (("cold", 0, remote), ("from_redis", 1, remote),
+                     ("from_redis_no_compiler", 2, {**remote, **no_compiler}),
+                     ("warm_local", 1, remote))
+        else:
+            kinds = (("cold", 0, None), ("first_process", 0, None),
+                     ("no_compiler", 0, no_compiler))
+        rows = {kind: [] for kind, _, _ in kinds}
         for _ in range(args.rounds):
-            cache = tempfile.mkdtemp(prefix="coil-latency-cache-")
+            caches = [tempfile.mkdtemp(prefix="coil-latency-cache-") for _ in range(3)]
+            if redis:
+                redis.flush()
             try:
-                for kind, extra in (("cold", None), ("first_process", None),
-                                    ("no_compiler", no_compiler)):
-                    wall, comp, stages, hit = compile_once(args, paths[name], cache, extra)
+                for kind, which, extra in kinds:
+                    wall, comp, stages, hit = compile_once(args, paths[name], caches[which],
+                                                           extra)
                     rows[kind].append({"wall_s": wall, "compile_s": comp, "stages": stages,
                                        "model_cache_hit": hit})
             finally:
-                shutil.rmtree(cache, ignore_errors=True)
+                for cache in caches:
+                    shutil.rmtree(cache, ignore_errors=True)
         entry = {k: v for k, v in rows.items()}
         for k, v in rows.items():
             entry[f"{k}_compile_median_s"] = statistics.median(r["compile_s"] for r in v)
             entry[f"{k}_wall_median_s"] = statistics.median(r["wall_s"] for r in v)
+        if redis:
+            results["models"][name] = entry
+            print(f"{name}: " + ", ".join(
+                f"{kind} {entry[kind + '_compile_median_s'] * 1e3:.1f} ms (wall "
+                f"{entry[kind + '_wall_median_s']:.3f} s)" for kind, _, _ in kinds), flush=True)
+            continue
         if not args.no_run_time and name != "demo":
             # The two modes' models alternately, --run-rounds times (the machines are shared
             # and a model's speed drifts between processes): the median of the rounds' medians.
@@ -199,7 +264,34 @@ def main():
                  f"{entry['run_ms_max-autotune']:.3f} ms" if "run_ms_default" in entry else ""),
               flush=True)
     results["load_after"] = load_average()
+    if redis:
+        redis.stop()
+        print(f"\n{results['cpu']}, {results['cores']} cores, load {results['load_before']} -> "
+              f"{results['load_after']}; medians of {args.rounds} rounds; Redis on loopback")
+        print("| model | cold (fills Redis) | from Redis (new cache dir) | from Redis, no compiler "
+              "| warm local |")
+        print("|---|---|---|---|---|")
+        for name, e in results["models"].items():
+            cells = []
+            for kind in ("cold", "from_redis", "from_redis_no_compiler", "warm_local"):
+                hit = kind == "cold" or all(r["model_cache_hit"] for r in e[kind])
+                cells.append(f"{e[kind + '_compile_median_s'] * 1e3:.1f} ms (wall "
+                             f"{e[kind + '_wall_median_s']:.3f} s){'' if hit else ' (MISS)'}")
+            print(f"| {name} | " + " | ".join(cells) + " |")
 
+    if not redis:
+        print_table(args, results)
+    path = args.json or os.path.join(
+        ROOT, "bench", "results",
+        f"compile-latency-{'remote-' if redis else ''}"
+        f"{datetime.datetime.now().strftime('%Y-%m-%dT%H%M%S')}.json")
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"wrote {path}")
+    return 0
+
+
+def print_table(args, results):
     print(f"\n{results['cpu']}, {results['cores']} cores, load {results['load_before']} -> "
           f"{results['load_after']}; medians of {args.rounds} rounds")
     print("| model | cold compile | cold wall | stages (cold) | first-process compile | "
@@ -215,13 +307,6 @@ def main():
               f"| {stages} | {e['first_process_compile_median_s'] * 1e3:.1f} ms"
               f"{'' if hits else ' (MISS)'} | {e['first_process_wall_median_s']:.3f} s | "
               f"{e['no_compiler_compile_median_s'] * 1e3:.1f} ms | {run} |")
-    path = args.json or os.path.join(
-        ROOT, "bench", "results",
-        f"compile-latency-{datetime.datetime.now().strftime('%Y-%m-%dT%H%M%S')}.json")
-    with open(path, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 #include "driver/model_cache.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <omp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -28,24 +31,70 @@ using nlohmann::json;
 
 constexpr const char* kVersion = "coil-model-cache-v1";
 
+// The GNU build ID of the loaded object whose base address is `base` (a hash of its contents
+// that the linker writes into a note), as hex, or "" when it has none.
+std::string build_id_of(const void* base) {
+  struct Search {
+    const void* base;
+    std::string id;
+  } search{base, ""};
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        bool match = false;
+        for (int i = 0; i < info->dlpi_phnum && !match; ++i)
+          match = info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_offset == 0 &&
+                  reinterpret_cast<const void*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr) ==
+                      s->base;
+        if (!match) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          const char* end = p + ph.p_memsz;
+          auto align4 = [](size_t n) { return (n + 3) & ~size_t{3}; };
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const char* name = p + sizeof(ElfW(Nhdr));
+            const auto* desc =
+                reinterpret_cast<const unsigned char*>(name + align4(note->n_namesz));
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 &&
+                std::memcmp(name, "GNU", 4) == 0) {
+              for (unsigned k = 0; k < note->n_descsz; ++k) s->id += fmt::format("{:02x}", desc[k]);
+              return 1;
+            }
+            p = reinterpret_cast<const char*>(desc) + align4(note->n_descsz);
+          }
+        }
+        return 1;
+      },
+      &search);
+  return search.id;
+}
+
 // The binary holding this code (the coil executable, or libcoil_c.so in Python): a rebuilt
-// coil may generate other code for the same graph, so its identity is part of the key. The
-// XXH3 of its bytes (a few MB, read once per process: about 2 ms), not its path or time: the
-// machines of a fleet that share a remote cache (runtime/remote_cache.h) install coil in
+// coil may generate other code for the same graph, so its identity is part of the key. Its GNU
+// build ID (a hash of its contents the linker writes, read from memory: no file is read), else
+// the XXH3 of its bytes (about 20 ms for coil's 5 MB on a VM's disk); never its path or time:
+// the machines of a fleet that share a remote cache (runtime/remote_cache.h) install coil in
 // different places.
 const std::string& coil_binary_identity() {
   static const std::string identity = [] {
-    std::string path;
     Dl_info info{};
-    if (::dladdr(reinterpret_cast<void*>(&coil_binary_identity), &info) != 0 && info.dli_fname &&
-        info.dli_fname[0] == '/')
-      path = info.dli_fname;
-    if (path.empty()) path = "/proc/self/exe";
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    COIL_ASSERT(in.good() || in.eof(), "model cache: cannot read coil's own binary {}", path);
-    return "binary " + checksum(bytes.str());
+    bool found = ::dladdr(reinterpret_cast<void*>(&coil_binary_identity), &info) != 0;
+    if (found && info.dli_fbase) {
+      std::string id = build_id_of(info.dli_fbase);
+      if (!id.empty()) return "build-id " + id;
+    }
+    std::string path =
+        found && info.dli_fname && info.dli_fname[0] == '/' ? info.dli_fname : "/proc/self/exe";
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    COIL_ASSERT(in.good(), "model cache: cannot read coil's own binary {}", path);
+    std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+    in.seekg(0);
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    COIL_ASSERT(in.good(), "model cache: cannot read coil's own binary {}", path);
+    return "binary " + checksum(bytes);
   }();
   return identity;
 }

@@ -3,8 +3,8 @@
 private redis-server this test starts on a free loopback port:
 
   1. a compile in one cache directory fills Redis;
-  2. a second cache directory, with no compiler on PATH, runs the model from Redis (checked
-     against the reference interpreter), and its report says so;
+  2. a second cache directory, with no compiler on PATH and coil copied elsewhere, runs the
+     model from Redis (checked against the reference interpreter), and its report says so;
   3. tampered entries (module and whole-graph entry) are refused with a warning and rebuilt,
      and the rebuilt ones serve a compiler-less machine again; another signing key is refused;
   4. Redis stopped: one warning, the compile goes on locally and is right;
@@ -108,9 +108,16 @@ try:
     if len(module_keys) != 1 or len(model_keys) != 1:
         fail(f"want one module and one model entry in Redis, got {keys}")
 
-    # 2. A second machine without a compiler runs it from Redis.
-    r = coil_run(["check", model], env_for("cache-b", redis, path=str(no_compiler)),
-                 "compiler-less machine")
+    # 2. A second machine without a compiler runs it from Redis, with coil installed
+    #    elsewhere (the keys hold no path: the binary's identity is its build ID).
+    elsewhere = work / "elsewhere" / "bin"
+    elsewhere.mkdir(parents=True)
+    shutil.copy2(coil, elsewhere / "coil")
+    r = subprocess.run([str(elsewhere / "coil"), "check", model],
+                       env=env_for("cache-b", redis, path=str(no_compiler)),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"compiler-less machine: exited {r.returncode}\n{r.stdout}\n{r.stderr}")
     if "remote hit coil:v1:model:" not in r.stderr or "remote hit coil:v1:module:" not in r.stderr:
         fail(f"the compiler-less machine did not load from Redis:\n{r.stderr}")
     if "compiled in" in r.stderr:

@@ -226,3 +226,44 @@ def test_compile_mode_option_and_a_bad_mode():
     torch.testing.assert_close(y, x @ w, rtol=1e-5, atol=1e-5)
     with pytest.raises(coil.Error, match="mode 'fast'"):
         coil.compile(g, mode="fast")
+
+
+def test_remote_cache_option(tmp_path, monkeypatch):
+    """coil.compile(remote_cache=URL): a fresh cache directory is served from Redis (a private
+    redis-server on a free loopback port); a URL that is not redis:// is an error naming it."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+    g = coil.Graph.parse("input x: f32[6, 10]\ny = tanh(x)\nz = sum(y) {axes=[1]}\noutput z\n")
+    with pytest.raises(coil.Error, match="'http://cache:80': only redis://"):
+        coil.compile(g, remote_cache="http://cache:80", **OPTIONS)
+    if shutil.which("redis-server") is None:  # the GPU host has none (scripts/setup.sh installs it)
+        pytest.skip("redis-server is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(500):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        monkeypatch.setenv("COIL_REMOTE_CACHE_KEY", "python-test-secret-0123456789")
+        url = f"redis://127.0.0.1:{port}"
+        x = torch.randn(6, 10)
+        monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path / "a"))
+        first = coil.compile(g, remote_cache=url, **OPTIONS)
+        assert first.report["remote_cache"] == "miss"
+        monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path / "b"))
+        second = coil.compile(g, remote_cache=url, **OPTIONS)
+        assert second.report["remote_cache"] == "hit"
+        assert second.report["model_cache"] == "hit"
+        torch.testing.assert_close(second(x)[0], torch.tanh(x).sum(1), rtol=1e-5, atol=1e-5)
+    finally:
+        server.kill()
+        server.wait()
