@@ -287,6 +287,29 @@ TEST(RemoteCacheLeases, AHeldLeaseIsRenewedPastItsTimeToLive) {
   EXPECT_TRUE(RawRedis(redis.port()).exists("coil:v1:lease:autotune:slow"));
 }
 
+TEST(RemoteCacheAvailability, RedisStoppedWhileWaitingForALeaseEndsTheWait) {
+  RedisServer redis;
+  ScopedEnv url("COIL_REMOTE_CACHE", redis.url());
+  ScopedEnv key("COIL_REMOTE_CACHE_KEY", kSecret);
+  // Another machine holds the lease for a minute; Redis dies while this one waits.
+  RawRedis(redis.port()).set("coil:v1:lease:module:w", "other-machine", 60000);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    redis.stop();
+  });
+  ::testing::internal::CaptureStderr();
+  auto start = std::chrono::steady_clock::now();
+  RemoteCache::Claim claim = RemoteCache::current()->claim(Kind::module, "w");
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stopper.join();
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(claim.payload.has_value());
+  EXPECT_EQ(claim.lease, nullptr);  // build it without one
+  EXPECT_LT(waited, 5.0);
+  EXPECT_NE(err.find("using the local cache only"), std::string::npos) << err;
+  EXPECT_EQ(RemoteCache::current(), nullptr);
+}
+
 TEST(RemoteCacheAvailability, UnreachableRedisWarnsOnceAndTurnsItselfOff) {
   RedisServer redis;
   std::string url_text = redis.url();
