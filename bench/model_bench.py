@@ -16,11 +16,21 @@ against torch's once (`coil check`, rtol 1e-3, atol 1e-4), then time
          and the OpenBLAS torch loaded pinned to N threads, W untimed calls, then R calls each
          timed, median.
 
+  ort    (--ort) ONNX Runtime on the same .onnx file: `node bench/ort/ort_time.js MODEL.onnx
+         --threads N --runs R --warmup W`, InferenceSession.run with all graph optimizations,
+         sequential, N intra-op threads, no spinning (onnxruntime-node from npm, installed by
+         `bash scripts/setup_ort.sh`; docs/benchmarks.md, "Against ONNX Runtime").
+
+With --rounds K, coil, ONNX Runtime and eager are timed alternately K times per thread count and
+each reports the median of its K medians (the machines are shared: a neighbour's burst then
+hits all of them alike).
+
 Prints the table (medians, and the fastest runs, which other processes on a shared machine
 disturb less) and writes the JSON (default bench/results/models-<date>.json).
 
   /usr/bin/python3 bench/model_bench.py [--threads 1,2] [--runs 20] [--warmup 3]
       [--models mlp,...] [--coil build/bin/coil] [--json FILE] [--notes TEXT]
+      [--ort] [--rounds K]
 """
 
 import argparse
@@ -51,11 +61,17 @@ def parse_args():
     p.add_argument("--json", default="", help="results file (default "
                    "bench/results/models-<date>.json)")
     p.add_argument("--notes", default="", help="free text stored in the results")
+    p.add_argument("--ort", action="store_true",
+                   help="also time ONNX Runtime (bench/ort, scripts/setup_ort.sh)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="alternate the timings this many times; report medians of medians")
     a = p.parse_args()
     a.threads = [int(t) for t in a.threads.split(",") if t]
     a.models = [m for m in a.models.split(",") if m] or export_models.MODELS
     if not a.threads or min(a.threads) < 1:
         p.error("--threads needs positive counts")
+    if a.rounds < 1:
+        p.error("--rounds must be at least 1")
     if a.runs < 10:
         p.error("--runs must be at least 10 (medians of fewer runs are noise on this machine)")
     for m in a.models:
@@ -75,6 +91,30 @@ def coil_bench(args, env, model, inp, threads):
     r = coil_cmd(args, env, "bench", model, "--input", f"x={inp}", "--threads", str(threads),
                  "--runs", str(args.runs), "--warmup", str(args.warmup), "--json")
     return json.loads(r.stdout[r.stdout.index("{"):])
+
+
+ORT_TIME = os.path.join(ROOT, "bench", "ort", "ort_time.js")
+
+
+def ort_bench(args, model, threads):
+    if not os.path.isdir(os.path.join(ROOT, "bench", "ort", "node_modules", "onnxruntime-node")):
+        raise SystemExit("--ort: onnxruntime-node is not installed; run bash scripts/setup_ort.sh")
+    r = subprocess.run(["node", ORT_TIME, model, "--threads", str(threads), "--runs",
+                        str(args.runs), "--warmup", str(args.warmup)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"ort_time.js {model} failed ({r.returncode}):\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def median_of_rounds(samples):
+    """One result from several rounds' results: the median of their medians and the fastest
+    run of all; every round's median is kept."""
+    out = dict(samples[0])
+    out["median_ms"] = statistics.median(s["median_ms"] for s in samples)
+    out["min_ms"] = min(s["min_ms"] for s in samples)
+    out["round_medians_ms"] = [s["median_ms"] for s in samples]
+    return out
 
 
 def loaded_openblas():
@@ -112,18 +152,26 @@ def eager_bench(torch, module, x, threads, args):
 
 
 def print_table(rows):
+    ort = any("ort" in r for r in rows)
     head = ["model", "input", "thr", "coil ms", "eager ms", "coil/eager", "coil min ms",
-            "eager min ms", "coil/eager (min)", "coil cold compile s", "check"]
+            "eager min ms", "coil/eager (min)"]
+    if ort:
+        head += ["ORT ms", "ORT/coil (coil's speedup)", "ORT min ms"]
+    head += ["coil cold compile s", "check"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         c, e = r["coil"], r["eager"]
-        lines.append("| " + " | ".join([
-            r["model"], "x".join(map(str, r["input_shape"])), str(r["threads"]),
-            f"{c['median_ms']:.2f}", f"{e['median_ms']:.2f}",
-            f"{e['median_ms'] / c['median_ms']:.2f}x", f"{c['min_ms']:.2f}", f"{e['min_ms']:.2f}",
-            f"{e['min_ms'] / c['min_ms']:.2f}x",
-            "-" if r["coil_cold_compile_s"] is None else f"{r['coil_cold_compile_s']:.2f}",
-            "ok" if r["check_ok"] else "FAILED"]) + " |")
+        cells = [r["model"], "x".join(map(str, r["input_shape"])), str(r["threads"]),
+                 f"{c['median_ms']:.2f}", f"{e['median_ms']:.2f}",
+                 f"{e['median_ms'] / c['median_ms']:.2f}x", f"{c['min_ms']:.2f}",
+                 f"{e['min_ms']:.2f}", f"{e['min_ms'] / c['min_ms']:.2f}x"]
+        if ort:
+            o = r.get("ort")
+            cells += ([f"{o['median_ms']:.2f}", f"{o['median_ms'] / c['median_ms']:.2f}x",
+                       f"{o['min_ms']:.2f}"] if o else ["-", "-", "-"])
+        cells += ["-" if r["coil_cold_compile_s"] is None else f"{r['coil_cold_compile_s']:.2f}",
+                  "ok" if r["check_ok"] else "FAILED"]
+        lines.append("| " + " | ".join(cells) + " |")
     print("\n".join(lines))
 
 
@@ -136,7 +184,8 @@ def main():
     env.pop("COIL_NUM_THREADS", None)
     out = {
         "settings": {"threads": args.threads, "runs": args.runs, "warmup": args.warmup,
-                     "models": args.models, "coil": args.coil},
+                     "models": args.models, "coil": args.coil, "ort": args.ort,
+                     "rounds": args.rounds},
         "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
                  "python_version": platform.python_version(), "torch": torch.__version__,
                  "torch_openblas": loaded_openblas()[1]},
@@ -164,11 +213,21 @@ def main():
                            f"y={os.path.join(tmp, name + '_out.npy')}", "--rtol", "1e-3",
                            "--atol", "1e-4")
             for threads, c in zip(args.threads, coil):
-                e = eager_bench(torch, module, x, threads, args)
+                coils, eagers, orts = [c], [], []
+                for k in range(args.rounds):
+                    if k > 0:
+                        coils.append(coil_bench(args, env, model, inp, threads))
+                    if args.ort:
+                        orts.append(ort_bench(args, model, threads))
+                    eagers.append(eager_bench(torch, module, x, threads, args))
+                c, e = median_of_rounds(coils), median_of_rounds(eagers)
                 row = {"model": name, "input_shape": shape, "threads": threads, "coil": c,
                        "coil_cold_compile_s": cold[0] if cold else None, "eager": e,
                        "eager_over_coil": e["median_ms"] / c["median_ms"],
                        "check_ok": chk.returncode == 0, "check_output": chk.stdout.strip()}
+                if orts:
+                    row["ort"] = median_of_rounds(orts)
+                    row["ort_over_coil"] = row["ort"]["median_ms"] / c["median_ms"]
                 out["rows"].append(row)
                 print(f"   {threads} threads: coil {c['median_ms']:.2f} ms, eager "
                       f"{e['median_ms']:.2f} ms", file=sys.stderr, flush=True)

@@ -17,6 +17,9 @@ downloaded. The models:
                    convolutions, ceil-mode max pooling, no batch norm (issue 19's GPU check)
   efficientnet_b0  torchvision efficientnet_b0 (1000 classes), [1, 3, 224, 224] (benchmarks only:
                    bench/compile_latency.py; 189 kernels, squeeze-excitation blocks)
+  shufflenet_v2    torchvision shufflenet_v2_x1_0, [1, 3, 224, 224] (benchmarks only: the ONNX
+                   Runtime anchors of bench/model_bench.py --ort; channel shuffles, depthwise)
+  mnasnet          torchvision mnasnet1_0, [1, 3, 224, 224] (benchmarks only, as shufflenet_v2)
   gpt_block        a GPT-style decoder block (bench/compile_latency.py): token embedding (vocab
                    1024, d 256), learned positions, pre-norm causal self-attention with 4 heads
                    through matmuls, softmax and a mask, a GELU MLP, the output projection tied
@@ -125,12 +128,17 @@ def build(name):
         return torchvision.models.squeezenet1_1(weights=None), [1, 3, 224, 224]
     if name == "efficientnet_b0":
         return torchvision.models.efficientnet_b0(weights=None), [1, 3, 224, 224]
+    if name == "shufflenet_v2":
+        return torchvision.models.shufflenet_v2_x1_0(weights=None), [1, 3, 224, 224]
+    if name == "mnasnet":
+        return torchvision.models.mnasnet1_0(weights=None), [1, 3, 224, 224]
     raise SystemExit(f"unknown model {name!r} (known: {', '.join(ALL)})")
 
 
 MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "squeezenet1_1"]
 DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256])}  # dynamic_axes, saved input
-BENCH = ["efficientnet_b0", "gpt_block"]  # benchmarks only (no test runs them)
+# benchmarks only (no test runs them); the CNNs are issue 28's ONNX Runtime anchors
+BENCH = ["efficientnet_b0", "gpt_block", "shufflenet_v2", "mnasnet"]
 ALL = MODELS + list(DYNAMIC) + BENCH
 
 
