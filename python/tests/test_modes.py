@@ -309,7 +309,7 @@ def test_the_process_pool_compiles_into_the_disk_cache_that_the_call_then_loads(
     monkeypatch.setenv("COIL_COMPILE_THREADS", "2")
     precompile.set_worker_init(fake.install, "3.6.0", True)
     try:
-        assert precompile.pool_kind() == "thread"  # the default
+        assert precompile.pool_kind() == "thread"  # auto (the default), before any compile pass
         monkeypatch.setenv("COIL_COMPILE_POOL", "processes")
         with pytest.raises(ValueError, match="COIL_COMPILE_POOL='processes'"):
             precompile.pool_kind()
