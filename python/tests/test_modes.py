@@ -426,7 +426,8 @@ def test_compile_workers_import_only_the_kernels(fake_gpu, tmp_path, monkeypatch
         # Triton reads each kernel's source from the file, at its own lines
         jit = kernels.triton_poi_fused_add_mul_0.fn.fn
         assert jit.__code__.co_filename == path
-        assert jit.__code__.co_firstlineno == mod.triton_poi_fused_add_mul_0.fn.fn.__code__.co_firstlineno
+        main_jit = mod.triton_poi_fused_add_mul_0.fn.fn
+        assert jit.__code__.co_firstlineno == main_jit.__code__.co_firstlineno
     finally:
         sys.modules.pop("marked_kernels", None)
 
