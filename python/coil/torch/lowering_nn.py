@@ -574,8 +574,15 @@ for _name in ["neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciproca
 
 @lowers("prims.div.default")
 def _prims_div(L, node, args, kwargs):
-    if not _out_dtype(node).is_floating_point:
-        raise Unsupported("prims.div of integers (truncating division)")
+    dt = _out_dtype(node)
+    if not dt.is_floating_point:  # truncating division (lowering_math.int_trunc_div)
+        from .lowering_math import int_trunc_div
+        cdt = _compute_dtype(node, args[:2])
+        if cdt.is_floating_point or dt == torch.bool:
+            raise Unsupported(f"prims.div of {cdt} into {dt}")
+        if isinstance(args[1], (int, float)) and args[1] == 0:
+            raise Unsupported("integer division by zero")
+        return int_trunc_div(L, _operand(L, args[0], cdt), _operand(L, args[1], cdt), dt)
     return _binary("div")(L, node, args, kwargs)
 
 

@@ -1,0 +1,675 @@
+"""Rows of the aten table for elementwise math coil has no op for (inverse trigonometric and
+hyperbolic functions, atan2, log2/log10/exp2, the gamma family, ...), and small composites
+(lerp, xlog1py, entr, deg2rad, aminmax, count_nonzero, dist, smooth_l1_loss, cross, ...).
+Imported by lowering.py, which holds the table and the conventions.
+
+Exactness: every function is computed in f64 (coil's f64 exp, log, sin, cos, sqrt, ... are
+libm's) by a formula that is exact in real arithmetic and stable in floating point (no
+cancellation where the result is small), then rounded to the result's dtype. Where a formula is
+only accurate to well beyond f32 but not to the last bits of f64 (the gamma family's series),
+the row takes results of f32, f16 and bf16 only; f64 results fall back to eager. Special values
+(infinities, NaN, signed zeros, poles, out-of-domain arguments) are handled explicitly as torch
+does.
+"""
+
+import math
+
+import torch
+
+from .. import DTypeName
+from .lowering import Unsupported, Value, lowers, meta_of, _operand, _out_dtype, _compute_dtype
+
+
+class X:
+    """A coil value in expressions: X + X, X * 2.0, x.lt(0), X.where(c, a, b), x.fn("exp")."""
+
+    def __init__(self, L, v, dt):
+        self.L, self.v, self.dt = L, Value(v), dt
+
+    def _c(self, o):
+        if isinstance(o, X):
+            return o.v
+        return Value(self.L.full(float(o), self.dt))
+
+    def _b(self, name, o, swap=False):
+        a, b = self.v, self._c(o)
+        if swap:
+            a, b = b, a
+        return X(self.L, self.L.op(name, [a, b]), self.dt)
+
+    def __add__(self, o): return self._b("add", o)
+    def __radd__(self, o): return self._b("add", o, True)
+    def __sub__(self, o): return self._b("sub", o)
+    def __rsub__(self, o): return self._b("sub", o, True)
+    def __mul__(self, o): return self._b("mul", o)
+    def __rmul__(self, o): return self._b("mul", o, True)
+    def __truediv__(self, o): return self._b("div", o)
+    def __rtruediv__(self, o): return self._b("div", o, True)
+    def __neg__(self): return self.fn("neg")
+    def __pow__(self, o): return self._b("pow", o)
+    def __rpow__(self, o): return self._b("pow", o, True)
+
+    def _cmp(self, name, o):
+        return X(self.L, self.L.op(name, [self.v, self._c(o)]), torch.bool)
+
+    def lt(self, o): return self._cmp("lt", o)
+    def le(self, o): return self._cmp("le", o)
+    def gt(self, o): return self._cmp("gt", o)
+    def ge(self, o): return self._cmp("ge", o)
+    def eq(self, o): return self._cmp("eq", o)
+    def ne(self, o): return self._cmp("ne", o)
+
+    def __and__(self, o): return X(self.L, self.L.op("logical_and", [self.v, o.v]), torch.bool)
+    def __or__(self, o): return X(self.L, self.L.op("logical_or", [self.v, o.v]), torch.bool)
+    def __invert__(self): return X(self.L, self.L.op("logical_not", [self.v]), torch.bool)
+
+    def fn(self, name, attrs=None):
+        return X(self.L, self.L.op(name, [self.v], attrs or {}), self.dt)
+
+    def isnan(self):
+        return X(self.L, self.L.op("isnan", [self.v]), torch.bool)
+
+    def isinf(self):
+        return self.fn("abs").eq(math.inf)
+
+    def signbit(self):
+        """x < 0, -0.0 included."""
+        return self.lt(0) | (self.eq(0) & self.fn("reciprocal").lt(0))
+
+    def cast(self, dt):
+        return X(self.L, self.L.cast(self.v, dt), dt)
+
+    @staticmethod
+    def where(c, a, b, dt=None):
+        L = c.L
+        if dt is None:
+            dt = a.dt if isinstance(a, X) else b.dt if isinstance(b, X) else torch.float64
+        av = a.v if isinstance(a, X) else Value(L.full(float(a), dt))
+        bv = b.v if isinstance(b, X) else Value(L.full(float(b), dt))
+        return X(L, L.op("where", [c.v, av, bv]), dt)
+
+
+def _float_out(node, f64_ok=True):
+    dt = _out_dtype(node)
+    if not dt.is_floating_point:
+        raise Unsupported(f"{node.target} with a {dt} result")
+    if dt == torch.float64 and not f64_ok:
+        raise Unsupported(f"{node.target} in f64 (coil computes it in f64 to f32 accuracy; "
+                          "f64 results stay in eager)")
+    return dt
+
+
+def _arg64(L, v, node):
+    """An argument (value or Python number) as an f64 X."""
+    if isinstance(v, Value):
+        return X(L, L.cast(v, torch.float64), torch.float64)
+    if isinstance(v, (bool, int, float)):
+        return X(L, L.full(float(v), torch.float64), torch.float64)
+    raise Unsupported(f"{node.target}: operand {v!r}")
+
+
+def _elementwise(names, fn, f64_ok=True, nargs=1):
+    """Registers fn(x: X f64, ...) -> X f64 for the aten and prims overloads in `names`; the
+    result is rounded to the node's dtype."""
+    def row(L, node, args, kwargs):
+        dt = _float_out(node, f64_ok)
+        xs = [_arg64(L, a, node) for a in args[:nargs]]
+        return Value(fn(*xs).cast(dt).v)
+    lowers(*names)(row)
+    return row
+
+
+def _both(name, aten_overloads=("default",)):
+    return [f"aten.{name}.{o}" for o in aten_overloads] + [f"prims.{name}.default"]
+
+
+# ---- inverse trigonometric and hyperbolic functions ------------------------------------------
+
+_T3P8 = 2.41421356237309504880  # tan(3 pi / 8)
+_MOREBITS = 6.123233995736765886130e-17  # pi/2 - PIO2 in doubles
+_ATAN_P = [-8.750608600031904122785e-1, -1.615753718733365076637e1, -7.500855792314704667340e1,
+           -1.228866684490136173410e2, -6.485021904942025371773e1]
+_ATAN_Q = [2.485846490142306297962e1, 1.650270098316988542046e2, 4.328810604912902668951e2,
+           4.853903996359136964868e2, 1.945506571482613964425e2]
+
+
+def _polevl(x, coeffs, leading_one=False):
+    """coeffs[0] x^n + ... + coeffs[n] (with a leading 1 x^(n+1) term when leading_one)."""
+    acc = None
+    for c in coeffs:
+        if acc is None:
+            acc = (x + c) if leading_one else (x * 0.0 + c)
+        else:
+            acc = acc * x + c
+    return acc
+
+
+def atan(x):
+    """Cephes' atan (double precision): reduction to |x| <= 0.66, a rational approximation."""
+    a = x.fn("abs")
+    big = a.gt(_T3P8)
+    mid = a.gt(0.66) & ~big
+    r = X.where(big, -1.0 / a, X.where(mid, (a - 1.0) / (a + 1.0), a))
+    z = r * r
+    p = _polevl(z, _ATAN_P) / _polevl(z, _ATAN_Q, leading_one=True)
+    z = r * (z * p) + r
+    base = X.where(big, math.pi / 2 + _MOREBITS, X.where(mid, math.pi / 4 + 0.5 * _MOREBITS, 0.0))
+    y = base + z
+    return X.where(x.lt(0), -y, X.where(x.eq(0), x, y))
+
+
+def asin(x):
+    # x / sqrt(1 - x^2), with (1 - x)(1 + x): no cancellation near |x| = 1
+    return atan(x / ((1.0 - x) * (1.0 + x)).fn("sqrt"))
+
+
+def acos(x):
+    return 2.0 * atan(((1.0 - x) / (1.0 + x)).fn("sqrt"))
+
+
+def atan2(y, x):
+    """std::atan2: the quadrant from the signs (signed zeros included), both-infinite and
+    both-zero cases explicit."""
+    ay, ax = y.fn("abs"), x.fn("abs")
+    t = atan(ay / ax)
+    t = X.where(ay.eq(0) & ax.eq(0), 0.0, t)
+    t = X.where(ay.isinf() & ax.isinf(), math.pi / 4, t)
+    angle = X.where(x.signbit(), math.pi - t, t)
+    return X.where(y.signbit(), -angle, angle)
+
+
+def asinh(x):
+    a = x.fn("abs")
+    small = (a + a * a / (1.0 + (1.0 + a * a).fn("sqrt"))).fn("log1p")
+    r = X.where(a.gt(1e150), a.fn("log") + math.log(2.0), small)
+    return X.where(x.lt(0), -r, X.where(x.eq(0), x, r))
+
+
+def acosh(x):
+    t = x - 1.0
+    small = (t + (t * (t + 2.0)).fn("sqrt")).fn("log1p")
+    r = X.where(x.gt(1e150), x.fn("log") + math.log(2.0), small)
+    return X.where(x.lt(1.0), math.nan, r)
+
+
+def atanh(x):
+    return 0.5 * (2.0 * x / (1.0 - x)).fn("log1p")
+
+
+def sinh(x):
+    a = x.fn("abs")
+    e = a.fn("expm1")
+    small = 0.5 * (e + e / (e + 1.0))
+    h = (0.5 * a).fn("exp")
+    r = X.where(a.gt(20.0), (0.5 * h) * h, small)
+    return X.where(x.lt(0), -r, X.where(x.eq(0), x, r))
+
+
+def cosh(x):
+    a = x.fn("abs")
+    e = a.fn("exp")
+    h = (0.5 * a).fn("exp")
+    return X.where(a.gt(20.0), (0.5 * h) * h, 0.5 * (e + 1.0 / e))
+
+
+def tan(x):
+    return x.fn("sin") / x.fn("cos")
+
+
+_elementwise(_both("atan"), atan)
+_elementwise(_both("asin"), asin)
+_elementwise(_both("acos"), acos)
+_elementwise(_both("asinh"), asinh)
+_elementwise(_both("acosh"), acosh)
+_elementwise(_both("atanh"), atanh)
+_elementwise(_both("sinh"), sinh)
+_elementwise(_both("cosh"), cosh)
+_elementwise(_both("tan"), tan)
+_elementwise(["aten.atan2.default", "prims.atan2.default"], atan2, nargs=2)
+_elementwise(["aten.arctan2.default"], atan2, nargs=2)
+
+
+# ---- logarithms and exponentials -------------------------------------------------------------
+
+def log2(x):
+    return x.fn("log") * (1.0 / math.log(2.0))
+
+
+def log10(x):
+    return x.fn("log") * (1.0 / math.log(10.0))
+
+
+def exp2(x):
+    return 2.0 ** x
+
+
+_elementwise(_both("log2"), log2, f64_ok=False)
+_elementwise(_both("log10"), log10, f64_ok=False)
+_elementwise(_both("exp2"), exp2)
+
+
+def _xlog1py(x, y):
+    r = x * y.fn("log1p")
+    return X.where(y.isnan(), y, X.where(x.eq(0), 0.0, r))
+
+
+_elementwise(["aten.special_xlog1py.default", "aten.special_xlog1py.self_scalar",
+              "aten.special_xlog1py.other_scalar"], _xlog1py, nargs=2)
+
+
+def _entr(x):
+    r = -x * x.fn("log")
+    r = X.where(x.eq(0), 0.0, r)
+    r = X.where(x.lt(0), -math.inf, r)
+    return X.where(x.isnan(), x, r)
+
+
+_elementwise(["aten.special_entr.default"], _entr)
+
+
+def _logaddexp2(a, b):
+    m = X.where(a.gt(b), a, b)
+    m = X.where(a.isnan(), a, X.where(b.isnan(), b, m))
+    d = (a - b).fn("abs")
+    r = m + (2.0 ** (-d)).fn("log1p") * (1.0 / math.log(2.0))
+    return X.where(a.eq(b) & a.isinf(), a, r)
+
+
+_elementwise(["aten.logaddexp2.default"], _logaddexp2, nargs=2)
+
+
+def _deg_rad(factor):
+    def row(L, node, args, kwargs):
+        dt = _float_out(node)
+        x = X(L, L.cast(args[0], dt), dt)
+        return Value((x * factor).v)
+    return row
+
+
+lowers("aten.deg2rad.default")(_deg_rad(math.pi / 180.0))
+lowers("aten.rad2deg.default")(_deg_rad(180.0 / math.pi))
+
+
+@lowers("aten.isfinite.default", "prims.isfinite.default")
+def _isfinite(L, node, args, kwargs):
+    dt = meta_of(node.args[0])[1]
+    if not dt.is_floating_point:
+        return Value(L.full(1, torch.bool, meta_of(node)[0]))
+    x = X(L, args[0], dt)
+    return Value((~(x.isnan() | x.isinf())).v)
+
+
+@lowers("prims.maximum_value.default", "prims.minimum_value.default")
+def _extreme_value(L, node, args, kwargs):
+    dt = args[0]
+    info = torch.finfo(dt) if dt.is_floating_point else torch.iinfo(dt)
+    v = info.max if "maximum" in str(node.target) else info.min
+    if not dt.is_floating_point and abs(v) >= 2 ** 53:
+        raise Unsupported(f"{node.target} of {dt} (a constant beyond f64's integers)")
+    return Value(L.full(v, dt))
+
+
+@lowers("aten.lerp.Scalar", "aten.lerp.Tensor")
+def _lerp(L, node, args, kwargs):
+    """torch's lerp: start + w * (end - start) for |w| < 0.5, end - (end - start) * (1 - w)
+    otherwise (computed in the result's dtype, as torch does)."""
+    dt = _out_dtype(node)
+    if not dt.is_floating_point:
+        raise Unsupported("lerp of integers")
+    s = X(L, _operand(L, args[0], dt), dt)
+    e = X(L, _operand(L, args[1], dt), dt)
+    w = X(L, _operand(L, args[2], dt), dt)
+    d = e - s
+    r = X.where(w.fn("abs").lt(0.5), s + w * d, e - d * (1.0 - w))
+    return Value(L.op("expand", [r.v], {"shape": list(meta_of(node)[0])}))
+
+
+# ---- the gamma family (f32 and narrower: computed in f64) ------------------------------------
+
+_LANCZOS_G = 7.0
+_LANCZOS = [0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012,
+            9.9843695780195716e-6, 1.5056327351493116e-7]
+
+
+def _abs_sinpi(x):
+    """|sin(pi x)|, with x reduced to [-0.5, 0.5] first (exact in f64)."""
+    r = x - x.fn("round")
+    return (math.pi * r).fn("sin").fn("abs")
+
+
+def _lgamma_pos(z):
+    """log Gamma(z) for z >= 0.5 (Lanczos, g = 7, 9 terms: ~1e-15 relative)."""
+    zm = z - 1.0
+    s = zm * 0.0 + _LANCZOS[0]
+    for i in range(1, len(_LANCZOS)):
+        s = s + _LANCZOS[i] / (zm + float(i))
+    t = zm + (_LANCZOS_G + 0.5)
+    return 0.5 * math.log(2 * math.pi) + (zm + 0.5) * t.fn("log") - t + s.fn("log")
+
+
+def lgamma(x):
+    """log|Gamma(x)|: Lanczos for x >= 0.5, the reflection formula below; +inf at the poles
+    (0 and the negative integers) and at +-inf, NaN for NaN. Near 1 and 2 (lgamma's zeros) the
+    absolute error is ~1e-15, below an f32 ulp of the result there."""
+    refl = x.lt(0.5)
+    xr = X.where(refl, 1.0 - x, x)
+    lg = _lgamma_pos(xr)
+    r = X.where(refl, math.log(math.pi) - _abs_sinpi(x).fn("log") - lg, lg)
+    pole = x.le(0) & x.eq(x.fn("floor"))
+    r = X.where(pole | x.isinf(), math.inf, r)
+    r = X.where(x.eq(1.0) | x.eq(2.0), 0.0, r)  # lgamma's zeros, exactly
+    return X.where(x.isnan(), x, r)
+
+
+_elementwise(_both("lgamma"), lgamma, f64_ok=False)
+
+
+def _digamma_pos(x, shift=10):
+    """psi(x) for x > 0: the recurrence up to x + shift, then the asymptotic series."""
+    acc = x * 0.0
+    for k in range(shift):
+        acc = acc + 1.0 / (x + float(k))
+    z = x + float(shift)
+    iz2 = 1.0 / (z * z)
+    # B_2k / (2k z^2k): 1/12, -1/120, 1/252, -1/240, 1/132, -691/32760, 1/12
+    series = iz2 * (1.0 / 12 - iz2 * (1.0 / 120 - iz2 * (1.0 / 252 - iz2 * (
+        1.0 / 240 - iz2 * (1.0 / 132 - iz2 * (691.0 / 32760 - iz2 * (1.0 / 12)))))))
+    return z.fn("log") - 0.5 / z - series - acc
+
+
+def digamma(x):
+    """torch's digamma: -inf at 0 (either sign, as torch), NaN at the negative integers and
+    -inf, +inf at +inf; the reflection formula psi(1 - x) - pi / tan(pi x) below 0."""
+    neg = x.lt(0)
+    xr = X.where(neg, 1.0 - x, x)
+    p = _digamma_pos(X.where(xr.lt(1e-300), 1.0, xr))
+    r0 = x - x.fn("round")  # pi / tan(pi x) with x reduced to [-0.5, 0.5]
+    refl = p - math.pi / tan(math.pi * r0)
+    r = X.where(neg, refl, p)
+    r = X.where(x.eq(0), X.where(x.signbit(), math.inf, -math.inf, x.dt), r)
+    r = X.where(neg & x.eq(x.fn("floor")), math.nan, r)
+    r = X.where(x.eq(math.inf), math.inf, r)
+    return X.where(x.isnan(), x, r)
+
+
+_elementwise(_both("digamma"), digamma, f64_ok=False)
+
+
+def _hurwitz_pos(s_int, q, shift=12, terms=10):
+    """zeta(s, q) for an integer s >= 2 and q > 0: sum_{k < shift} (q + k)^-s plus
+    Euler-Maclaurin at w = q + shift (Bernoulli terms up to B_2terms)."""
+    acc = q * 0.0
+    for k in range(shift):
+        acc = acc + (q + float(k)) ** float(-s_int)
+    w = q + float(shift)
+    wms = w ** float(-s_int)
+    acc = acc + wms * w / float(s_int - 1) + 0.5 * wms
+    bern = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,
+            43867 / 798, -174611 / 330]
+    fact, poch = 1.0, 1.0
+    term_pow = wms / w  # w^(-s-1)
+    for j in range(1, terms + 1):
+        # B_2j / (2j)! * s (s+1) ... (s+2j-2) * w^(-s-2j+1)
+        fact *= (2 * j - 1) * (2 * j)
+        poch_j = 1.0
+        for m in range(2 * j - 1):
+            poch_j *= s_int + m
+        acc = acc + term_pow * (bern[j - 1] * poch_j / fact)
+        term_pow = term_pow / (w * w)
+    del poch
+    return acc
+
+
+def _cot_derivative(n, x):
+    """d^n/dx^n cot(pi x) for n = 1..4, as a polynomial in c = cot(pi x) (x reduced)."""
+    r0 = x - x.fn("round")
+    c = 1.0 / tan(math.pi * r0)
+    c2 = c * c
+    p = math.pi
+    if n == 1:
+        return -p * (1.0 + c2)
+    if n == 2:
+        return 2 * p ** 2 * c * (1.0 + c2)
+    if n == 3:
+        return -2 * p ** 3 * (1.0 + c2) * (1.0 + 3.0 * c2)
+    if n == 4:
+        return 8 * p ** 4 * c * (1.0 + c2) * (2.0 + 3.0 * c2)
+    raise Unsupported(f"polygamma of order {n} below 0 (coil reflects orders 1-4)")
+
+
+def polygamma(n, x):
+    """psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) for x >= 0.5 (Hurwitz zeta: a shifted sum and
+    Euler-Maclaurin); below, the reflection formula
+    psi^(n)(1 - x) + (-1)^(n+1) psi^(n)(x) = (-1)^n pi d^n/dx^n cot(pi x). The poles
+    (0, -1, ...) are set by the row: +inf for odd n, -inf for even n, as torch's zeta gives."""
+    sign = 1.0 if n % 2 == 1 else -1.0
+    fact = float(math.factorial(n))
+    neg = x.lt(0.5)
+    xr = X.where(neg, 1.0 - x, x)
+    pos = sign * fact * _hurwitz_pos(n + 1, xr)
+    # psi^(n)(1 - x) + (-1)^(n+1) psi^(n)(x) = (-1)^n pi d^n cot(pi x)
+    # => psi^(n)(x) = (-1)^(n+1) [(-1)^n pi D - psi^(n)(1 - x)]
+    refl = (-1.0) ** (n + 1) * ((-1.0) ** n * math.pi * _cot_derivative(n, x) - pos)
+    r = X.where(neg, refl, pos)
+    return r
+
+
+@lowers("aten.polygamma.default", "aten.special_polygamma.default")
+def _polygamma(L, node, args, kwargs):
+    n, x = args[0], args[1]
+    if not isinstance(n, int) or n < 0:
+        raise Unsupported("polygamma with a tensor or negative order")
+    dt = _float_out(node, f64_ok=False)
+    xv = _arg64(L, x, node)
+    if n == 0:
+        r = digamma(xv)
+    else:
+        if n > 4:
+            raise Unsupported(f"polygamma of order {n} (coil lowers orders 0-4)")
+        r = polygamma(n, xv)
+        pole = xv.le(0) & xv.eq(xv.fn("floor"))
+        r = X.where(pole, math.inf if n % 2 == 1 else -math.inf, r)
+        r = X.where(xv.eq(math.inf), 0.0, r)
+        r = X.where(xv.eq(-math.inf), math.nan, r)
+        r = X.where(xv.isnan(), xv, r)
+    return Value(r.cast(dt).v)
+
+
+@lowers("aten.mvlgamma.default", "aten.special_multigammaln.default")
+def _mvlgamma(L, node, args, kwargs):
+    x, p = args[0], int(args[1])
+    dt = _float_out(node, f64_ok=False)
+    xv = _arg64(L, x, node)
+    acc = xv * 0.0 + (p * (p - 1) / 4.0) * math.log(math.pi)
+    for j in range(p):
+        acc = acc + lgamma(xv - j / 2.0)
+    return Value(acc.cast(dt).v)
+
+
+# ---- small composites ------------------------------------------------------------------------
+
+@lowers("aten.aminmax.default")
+def _aminmax(L, node, args, kwargs):
+    x = args[0]
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+    keepdim = bool(kwargs.get("keepdim", args[2] if len(args) > 2 else False))
+    attrs = {"keepdim": keepdim}
+    if dim is not None:
+        attrs["axes"] = [int(dim)]
+    if L.rank(x) == 0:
+        return (x, x)
+    if 0 in _shape(L, x):
+        raise Unsupported("aminmax of an empty tensor")
+    return (Value(L.op("min", [x], attrs)), Value(L.op("max", [x], attrs)))
+
+
+@lowers("aten.max.default", "aten.min.default", "prims.amax.default", "prims.amin.default")
+def _max_all(L, node, args, kwargs):
+    x = args[0]
+    target = str(node.target)
+    which = "max" if ("max" in target) else "min"
+    attrs = {"keepdim": False}
+    if target.startswith("prims."):
+        dims = args[1] if len(args) > 1 else kwargs.get("dims")
+        if dims is not None:
+            if len(dims) == 0:
+                return x
+            attrs["axes"] = [int(d) for d in dims]
+    if L.rank(x) == 0:
+        return x
+    if 0 in _shape(L, x):
+        raise Unsupported(f"{target} of an empty tensor")
+    return Value(L.op(which, [x], attrs))
+
+
+@lowers("prims.prod.default")
+def _prims_prod(L, node, args, kwargs):
+    x, dims = args[0], args[1]
+    x = L.cast(x, _out_dtype(node))
+    if dims is not None and len(dims) == 0:
+        return x
+    attrs = {"keepdim": False}
+    if dims is not None:
+        attrs["axes"] = [int(d) for d in dims]
+    return Value(L.op("prod", [x], attrs))
+
+
+@lowers("aten.count_nonzero.default", "aten.count_nonzero.dim_IntList")
+def _count_nonzero(L, node, args, kwargs):
+    x = args[0]
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    if isinstance(dims, int):
+        dims = [dims]
+    nz = L.cast(Value(L.op("ne", [x, Value(L.full(0, meta_of(node.args[0])[1]))])),
+                torch.int64)
+    attrs = {"keepdim": False}
+    if dims:
+        attrs["axes"] = [int(d) for d in dims]
+    return Value(L.op("sum", [nz], attrs))
+
+
+@lowers("aten.zero.default")
+def _zero(L, node, args, kwargs):
+    shp, dt = meta_of(node)
+    return Value(L.full(0, dt, shp))
+
+
+@lowers("aten.dist.default")
+def _dist(L, node, args, kwargs):
+    """||a - b||_p: p = 0 (count of nonzeros), inf, -inf, or a positive p."""
+    dt = _out_dtype(node)
+    if not dt.is_floating_point:
+        raise Unsupported("dist of integers")
+    p = args[2] if len(args) > 2 else kwargs.get("p", 2)
+    if isinstance(p, Value):
+        raise Unsupported("dist with a tensor p")
+    p = float(p)
+    d = X(L, L.op("sub", [L.cast(args[0], dt), L.cast(args[1], dt)]), dt).fn("abs")
+    if d.L.rank(d.v) == 0:
+        d = X(L, L.op("reshape", [d.v], {"shape": [1]}), dt)
+    if p == math.inf:
+        return Value(L.op("max", [d.v], {"keepdim": False}))
+    if p == -math.inf:
+        return Value(L.op("min", [d.v], {"keepdim": False}))
+    if p == 0:
+        nz = X(L, L.cast(d.ne(0).v, dt), dt)
+        return Value(L.op("sum", [nz.v], {"keepdim": False}))
+    if p < 0:
+        raise Unsupported("dist with a negative p")
+    if p == 1:
+        return Value(L.op("sum", [d.v], {"keepdim": False}))
+    if p == 2:
+        s = X(L, L.op("sum", [(d * d).v], {"keepdim": False}), dt)
+        return Value(s.fn("sqrt").v)
+    s = X(L, L.op("sum", [(d ** p).v], {"keepdim": False}), dt)
+    return Value((s ** (1.0 / p)).v)
+
+
+@lowers("aten.smooth_l1_loss.default")
+def _smooth_l1_loss(L, node, args, kwargs):
+    x, y = args[0], args[1]
+    reduction = args[2] if len(args) > 2 else kwargs.get("reduction", 1)
+    beta = float(args[3] if len(args) > 3 else kwargs.get("beta", 1.0))
+    dt = _out_dtype(node)
+    d = X(L, L.op("sub", [L.cast(x, dt), L.cast(y, dt)]), dt).fn("abs")
+    if beta == 0:
+        loss = d
+    else:
+        loss = X.where(d.lt(beta), 0.5 * d * d / beta, d - 0.5 * beta)
+    if reduction == 0:
+        return loss.v
+    op = "mean" if reduction == 1 else "sum"
+    return Value(L.op(op, [loss.v], {"keepdim": False}))
+
+
+@lowers("aten.linalg_cross.default")
+def _cross(L, node, args, kwargs):
+    a, b = args[0], args[1]
+    dim = int(args[2] if len(args) > 2 else kwargs.get("dim", -1))
+    shp, dt = meta_of(node)
+    rank = len(shp)
+    dim %= rank
+    a = Value(L.op("expand", [L.cast(a, dt)], {"shape": list(shp)}))
+    b = Value(L.op("expand", [L.cast(b, dt)], {"shape": list(shp)}))
+
+    def comp(v, i):
+        return X(L, L.op("slice", [v], {"dim": dim, "start": i, "end": i + 1}), dt)
+    a0, a1, a2 = (comp(a, i) for i in range(3))
+    b0, b1, b2 = (comp(b, i) for i in range(3))
+    parts = [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
+    return Value(L.op("concat", [p.v for p in parts], {"dim": dim}))
+
+
+def _shape(L, v):
+    t = L.g.type_of(v)
+    inside = t[t.index("[") + 1:t.rindex("]")]
+    return tuple(int(s) for s in inside.split(",")) if inside.strip() else ()
+
+
+# ---- integer division (prims.div truncates integers) -----------------------------------------
+
+def int_trunc_div(L, a, b, dt):
+    """a / b rounded toward zero, for integer a, b of dtype dt: the f64 quotient, truncated,
+    then corrected with the exact integer remainder (twice: an i64 beyond 2^53 is rounded in
+    f64). Division by zero: torch raises; here the result is unspecified."""
+    a64 = X(L, L.cast(a, torch.float64), torch.float64)
+    b64 = X(L, L.cast(b, torch.float64), torch.float64)
+    q = (a64 / b64)
+    q = X.where(q.lt(0), q.fn("ceil"), q.fn("floor"))
+    q = X(L, L.cast(X.where(q.isnan() | q.isinf(), 0.0, q).v, torch.int64), torch.int64)
+    ai = X(L, L.cast(a, torch.int64), torch.int64)
+    bi = X(L, L.cast(b, torch.int64), torch.int64)
+    if dt == torch.int64:
+        for _ in range(2):
+            r = ai - q * bi
+            r64 = X(L, L.cast(r.v, torch.float64), torch.float64)
+            dq = r64 / b64
+            dq = X.where(dq.lt(0), dq.fn("ceil"), dq.fn("floor"))
+            dq = X.where(dq.isnan() | dq.isinf(), 0.0, dq)
+            q = q + X(L, L.cast(dq.v, torch.int64), torch.int64)
+    # the remainder must have a's sign (or be 0) and be smaller than |b|
+    r = ai - q * bi
+    sab = X.where(ai.lt(0).ne(bi.lt(0)), -1.0, 1.0, torch.int64)
+    wrong_sign = r.ne(0) & (r.lt(0).ne(ai.lt(0)))
+    too_big = r.fn("abs").ge(bi.fn("abs")) & bi.ne(0)
+    q = X.where(wrong_sign, q - sab, X.where(too_big, q + sab, q))
+    return Value(L.cast(q.v, dt))
+
+
+@lowers("aten.nan_to_num.default")
+def _nan_to_num(L, node, args, kwargs):
+    x = args[0]
+    dt = _out_dtype(node)
+    if not dt.is_floating_point:
+        return x
+    get = lambda i, k: args[i] if len(args) > i else kwargs.get(k)
+    nan, posinf, neginf = get(1, "nan"), get(2, "posinf"), get(3, "neginf")
+    info = torch.finfo(dt)
+    nan = 0.0 if nan is None else float(nan)
+    posinf = info.max if posinf is None else float(posinf)
+    neginf = info.min if neginf is None else float(neginf)
+    v = X(L, x, dt)
+    r = X.where(v.isnan(), nan, X.where(v.eq(math.inf), posinf, X.where(
+        v.eq(-math.inf), neginf, v)))
+    return Value(r.v)
