@@ -43,7 +43,7 @@ enum class EnvScope { coil, python, scripts };
   X(pythonpath, "COIL_PYTHONPATH", coil, "coil's python/ directory for --device cuda runs")        \
   X(triton_autotune, "COIL_TRITON_AUTOTUNE", python, "overrides the autotune mode: 1, max or 0")   \
   X(precompile, "COIL_PRECOMPILE", python, "0: compile Triton kernels at their first call")        \
-  X(compile_pool, "COIL_COMPILE_POOL", python, "what compiles Triton configs: thread, process")    \
+  X(compile_pool, "COIL_COMPILE_POOL", python, "Triton config compiles: auto, process, thread")    \
   X(triton_launcher, "COIL_TRITON_LAUNCHER", python, "how modules launch kernels: direct, jit")    \
   X(poison_outputs, "COIL_POISON_OUTPUTS", python, "1: fill new buffers with NaN")                 \
   X(library, "COIL_LIBRARY", python, "the libcoil_c.so (or its directory) python/coil loads")      \
