@@ -156,3 +156,150 @@ def test_small_composites():
     _check(lambda t: torch.nan_to_num(t), z, exact=True)
     _check(lambda t: torch.nan_to_num(t, nan=1.5, posinf=2.0, neginf=-3.0), z, exact=True)
     _check(lambda t: torch.special.multigammaln(t, 3), x.abs() + 1.5)
+
+
+# ---- scatters, scans, sorting (lowering_scatter.py) ------------------------------------------
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scatter_family(dim):
+    g = _gen(3)
+    x = torch.randn(6, 5, 4, generator=g)
+    ishape = [4, 3, 2]
+    n = x.shape[dim]
+    idx = torch.randint(0, n, ishape, generator=g)  # duplicates: the last write wins (CPU)
+    src = torch.randn(5, 4, 3, generator=g)
+    src[0, 0, 0] = math.nan
+    _check(lambda a, i, s: torch.scatter(a, dim, i, s), x, idx, src, exact=True)
+    _check(lambda a, i: torch.scatter(a, dim, i, 2.5), x, idx, exact=True)
+    _check(lambda a, i, s: torch.scatter_add(a, dim, i, s), x, idx, src)
+    _check(lambda a, i, s: torch.scatter(a, dim, i, s, reduce="multiply"), x, idx, src)
+    for reduce in ["sum", "prod", "mean", "amax", "amin"]:
+        for include_self in [True, False]:
+            _check(lambda a, i, s: torch.scatter_reduce(a, dim, i, s, reduce,
+                                                        include_self=include_self),
+                   x, idx, src)
+    xi = torch.randint(-50, 50, (6, 5, 4), generator=g)
+    si = torch.randint(-50, 50, (5, 4, 3), generator=g)
+    _check(lambda a, i, s: torch.scatter_add(a, dim, i, s), xi, idx, si, exact=True)
+    _check(lambda a, i, s: torch.scatter_reduce(a, dim, i, s, "amax", include_self=False),
+           xi, idx, si, exact=True)
+
+
+@pytest.mark.parametrize("dim", [0, -2, 2])
+def test_index_family(dim):
+    g = _gen(4)
+    x = torch.randn(5, 6, 4, generator=g)
+    n = x.shape[dim]
+    idx = torch.tensor([1, -1, 0, 1, n - 2])  # negative and repeated
+    shp = list(x.shape)
+    shp[dim] = len(idx)
+    src = torch.randn(shp, generator=g)
+    pos = idx % n
+    _check(lambda a, s: a.index_add(dim, pos, s, alpha=-1.5), x, src)
+    _check(lambda a, s: a.index_copy(dim, pos, s), x, src, exact=True)
+    _check(lambda a: a.index_fill(dim, pos, -7.0), x, exact=True)
+    for reduce in ["prod", "mean", "amax", "amin"]:
+        for include_self in [True, False]:
+            _check(lambda a, s: a.index_reduce(dim, pos, s, reduce, include_self=include_self),
+                   x, src)
+
+
+def test_index_put_and_put():
+    g = _gen(5)
+    x = torch.randn(5, 4, 3, generator=g)
+    i0 = torch.tensor([4, 0, -1, 2])
+    i1 = torch.tensor([3, 1, 1, 0])
+    v = torch.randn(4, 3, generator=g)
+    _check(lambda a, b: torch.index_put(a, (i0,), b), x, v, exact=True)
+    _check(lambda a, b: torch.index_put(a, (i0, i1), b), x, v, exact=True)
+    _check(lambda a, b: torch.index_put(a, (i0, i1), b, accumulate=True), x, v)
+    _check(lambda a, b: torch.index_put(a, (i0, i1), b[0, 0]), x, v, exact=True)
+    mask = torch.tensor([True, False, True, True, False])
+    _check(lambda a, b: torch.index_put(a, (mask,), b[:3, None, :].expand(3, 4, 3)), x,
+           torch.randn(4, 3, generator=g).repeat(2, 1), exact=True)
+    _check(lambda a: torch.index_put(a, (mask,), torch.tensor(1.5)), x, exact=True)
+    _check(lambda a, b: torch.index_put(a, (mask,), b, accumulate=True), x, v[0], exact=True)
+    _check(lambda a: a.masked_fill(a > 0, -1.0), x, exact=True)
+    flat = torch.tensor([0, 59, -1, 7, 7])
+    src = torch.randn(5, generator=g)
+    _check(lambda a, s: a.put(flat, s), x, src, exact=True)
+    _check(lambda a, s: a.put(flat, s, accumulate=True), x, src)
+    m2 = torch.rand(5, 4, 3, generator=g) > 0.5
+    _check(lambda a, m, s: a.masked_scatter(m, s), x, m2, torch.randn(60, generator=g),
+           exact=True)
+    _check(lambda a, m, s: a.masked_scatter(m, s), x[0, :, 0], m2[:, :, 0],
+           torch.randn(30, generator=g), exact=True)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scans(dim):
+    g = _gen(6)
+    x = torch.randn(7, 6, 5, generator=g)
+    x[1, 2, 3] = math.nan
+    x[3, 0, 0] = math.inf
+    t = torch.randint(-3, 3, (7, 6, 5), generator=g).float()  # ties
+    t[2, 1, 1] = math.nan
+    _check(lambda a: torch.cumprod(a, dim), x)
+    _check(lambda a: torch.logcumsumexp(a, dim), x)
+    for fn in (torch.cummax, torch.cummin):
+        _check(lambda a: fn(a, dim), x, exact=True)
+        _check(lambda a: fn(a, dim), t, exact=True)
+        _check(lambda a: fn(a, dim), t.long(), exact=True)
+    _check(lambda a: torch.cumprod(a, dim), t.long(), exact=True)
+    _check(lambda a: torch.cummax(a, 0), torch.tensor(1.5), exact=True)
+
+
+@pytest.mark.parametrize("dim", [0, -1, 1])
+def test_sorting(dim):
+    g = _gen(7)
+    x = torch.randint(-4, 4, (6, 7, 5), generator=g).float()  # many ties: stable order
+    x[0, 0, 0] = math.nan
+    x[2, 3, 1] = math.nan
+    x[1, 1, 1] = -0.0
+    for desc in (False, True):
+        _check(lambda a: torch.sort(a, dim=dim, descending=desc, stable=True), x, exact=True)
+        _check(lambda a: torch.argsort(a, dim=dim, descending=desc), x, exact=True)
+    r = torch.randn(6, 7, 5, generator=g)  # no ties
+    _check(lambda a: torch.sort(a, dim=dim), r, exact=True)
+    _check(lambda a: torch.topk(a, 3, dim=dim), r, exact=True)
+    _check(lambda a: torch.topk(a, 2, dim=dim, largest=False), r, exact=True)
+    _check(lambda a: torch.kthvalue(a, 2, dim=dim, keepdim=True), r, exact=True)
+    _check(lambda a: torch.median(a, dim=dim), r, exact=True)
+    _check(lambda a: torch.median(a), r, exact=True)
+    _check(lambda a: torch.msort(a), r, exact=True)
+    rn = r.clone()
+    rn[0, 2, 1] = math.nan
+    rn[3, 0, 0] = math.nan
+    _check(lambda a: torch.median(a, dim=dim), rn, exact=True)
+    _check(lambda a: torch.nanmedian(a, dim=dim), rn, exact=True)
+    _check(lambda a: torch.nanmedian(a), rn, exact=True)
+    _check(lambda a: torch.sort(a, dim=dim), torch.randint(-9, 9, (6, 7, 5), generator=g),
+           exact=True)
+
+
+def test_searchsorted():
+    g = _gen(8)
+    b = torch.sort(torch.randint(-5, 5, (12,), generator=g).float()).values
+    b = torch.cat([b, torch.tensor([math.nan])])
+    v = torch.cat([torch.randint(-6, 6, (3, 10), generator=g).float(),
+                   torch.tensor([[math.nan] * 10])])
+    for right in (False, True):
+        _check(lambda bb, vv: torch.searchsorted(bb, vv, right=right), b, v, exact=True)
+        _check(lambda bb, vv: torch.bucketize(vv, bb, right=right, out_int32=True), b, v,
+               exact=True)
+    b2 = torch.sort(torch.randn(4, 9, generator=g), dim=-1).values
+    v2 = torch.randn(4, 3, generator=g)
+    _check(lambda bb, vv: torch.searchsorted(bb, vv), b2, v2, exact=True)
+    perm = torch.randperm(9, generator=g)
+    u = b2[:, perm]
+    sorter = torch.argsort(u, dim=-1)
+    _check(lambda bb, vv, s: torch.searchsorted(bb, vv, sorter=s), u, v2, sorter, exact=True)
+    # unsorted boundaries and NaN-heavy ones: torch's binary search, step for step
+    _check(lambda bb, vv: torch.searchsorted(bb, vv), u, v2, exact=True)
+    nb = torch.tensor([-1.0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, 2.0])
+    _check(lambda bb, vv: torch.searchsorted(bb, vv), nb, torch.tensor([0.0, -3.0, 5.0]),
+           exact=True)

@@ -782,7 +782,11 @@ def _torch_gather(L, node, args, kwargs):
         raise Unsupported("gather with sparse_grad")
     xs, ish = shape(L, x), shape(L, index)
     rank = len(ish)
-    if rank == 0 or len(xs) != rank or 0 in xs or 0 in ish:
+    if 0 in ish:
+        return Value(L.full(0, _out_dtype(node), ish))
+    if rank == 0 and len(xs) == 0:  # the index can only be 0 (or -1)
+        return x
+    if rank == 0 or len(xs) != rank or 0 in xs:
         raise Unsupported("gather of a 0-d or empty tensor")
     dim %= rank
     st = _strides(xs)
