@@ -303,3 +303,86 @@ def test_searchsorted():
     nb = torch.tensor([-1.0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, 2.0])
     _check(lambda bb, vv: torch.searchsorted(bb, vv), nb, torch.tensor([0.0, -3.0, 5.0]),
            exact=True)
+
+
+# ---- windows, upsampling, view-like composites (lowering_pool.py) ----------------------------
+
+def test_pooling_3d_and_adaptive():
+    g = _gen(9)
+    F = torch.nn.functional
+    x = torch.randn(2, 3, 7, 6, 5, generator=g)
+    x[0, 0, 1, 1, 1] = math.nan
+    x[1, 2, :3, :3, :3] = -math.inf
+    _check(lambda a: F.max_pool3d(a, 3, 2, 1, ceil_mode=True, return_indices=True), x,
+           exact=True)
+    _check(lambda a: F.max_pool3d(a, (2, 3, 2), (1, 2, 2), (1, 0, 1), dilation=(2, 1, 1),
+                                  return_indices=True), x, exact=True)
+    _check(lambda a: F.adaptive_max_pool3d(a, (3, 4, 2), return_indices=True), x, exact=True)
+    _check(lambda a: F.adaptive_max_pool2d(a[0], (4, 3), return_indices=True), x, exact=True)
+    _check(lambda a: F.adaptive_max_pool1d(a[0, 0, 0], 4, return_indices=True), x, exact=True)
+    y = torch.randn(2, 3, 7, 6, 5, generator=g)
+    _check(lambda a: F.adaptive_avg_pool3d(a, (3, 4, 2)), y, rtol=1e-6)
+    for include_pad in (True, False):
+        for ceil in (True, False):
+            _check(lambda a: F.avg_pool3d(a, 3, 2, 1, ceil_mode=ceil,
+                                          count_include_pad=include_pad), y, rtol=1e-6)
+    _check(lambda a: F.avg_pool3d(a, (2, 3, 2), divisor_override=5), y, rtol=1e-6)
+    _check(lambda a: F.avg_pool2d(a[0], 3, 2, 1, ceil_mode=True, divisor_override=4), y,
+           rtol=1e-6)
+
+
+def test_max_unpool():
+    g = _gen(10)
+    F = torch.nn.functional
+    x = torch.randn(2, 3, 6, 7, generator=g)
+    v, i = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    _check(lambda a, b: F.max_unpool2d(a, b, 3, 2, 1, output_size=(6, 7)), v, i, exact=True)
+    # overlapping windows pick one position twice: the last write wins (eager's CPU order)
+    v, i = F.max_pool2d(x, 3, 1, 1, return_indices=True)
+    _check(lambda a, b: F.max_unpool2d(a, b, 3, 1, 1), v, i, exact=True)
+    x3 = torch.randn(1, 2, 4, 5, 6, generator=g)
+    v3, i3 = F.max_pool3d(x3, 2, 2, return_indices=True)
+    _check(lambda a, b: F.max_unpool3d(a, b, 2, 2, output_size=(5, 5, 7)), v3, i3, exact=True)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "trilinear", "nearest-exact"])
+def test_upsampling(mode):
+    g = _gen(11)
+    F = torch.nn.functional
+    k = 3 if mode == "trilinear" else 1
+    x = torch.randn(*([2, 3] + [5, 4, 3][:k] if k == 3 else [2, 3, 7]), generator=g)
+    if mode == "nearest-exact" and not hasattr(torch.ops.aten, "_upsample_nearest_exact1d"):
+        pytest.skip("no nearest-exact in this torch")
+    align = [None] if mode.startswith("nearest") else [False, True]
+    for ac in align:
+        for size in ([3, 5, 4][:k], [11, 9, 7][:k], [7, 4, 3][:k]):
+            _check(lambda a: F.interpolate(a, size=size, mode=mode, align_corners=ac), x,
+                   rtol=1e-6, atol=1e-6)
+        for sf in (1.7, 0.6, 2.0, 3.3):
+            _check(lambda a: F.interpolate(a, scale_factor=sf, mode=mode, align_corners=ac),
+                   x, rtol=1e-6, atol=1e-6)
+    if mode == "nearest":
+        _check(lambda a: F.interpolate(a, scale_factor=(1.5, 2.5), mode="nearest"),
+               torch.randn(2, 3, 5, 4, generator=g), exact=True)
+
+
+def test_view_composites():
+    g = _gen(12)
+    x = torch.randn(4, 5, 6, generator=g)
+    for off, d1, d2 in [(0, 0, 1), (2, -1, 0), (-3, 1, 2), (9, 0, 1), (-1, 2, 0)]:
+        _check(lambda a: torch.diagonal(a, off, d1, d2), x, exact=True)
+        n = torch.diagonal(x, off, d1, d2).shape[-1]
+        if n:
+            src = torch.randn(torch.diagonal(x, off, d1, d2).shape, generator=g)
+            _check(lambda a, s: torch.diagonal_scatter(a, s, off, d1, d2), x, src, exact=True)
+    for dim, size, step in [(0, 2, 1), (-1, 3, 2), (1, 5, 5), (2, 1, 4)]:
+        _check(lambda a: a.unfold(dim, size, step), x, exact=True)
+    _check(lambda a, b, c: torch.block_diag(a, b, c), torch.randn(2, 3, generator=g),
+           torch.randn(4, generator=g), torch.tensor(2.5), exact=True)
+    _check(lambda a, b: torch.block_diag(a, b), torch.randn(0, 3, generator=g),
+           torch.randn(2, 2, generator=g), exact=True)
+    for p in (1, 2, 3.0, math.inf):
+        _check(lambda a: torch.renorm(a, p, 1, 2.0), x, rtol=1e-5)
+        _check(lambda a, b: torch.cdist(a, b, p), x[:, :4], x[:, 1:], rtol=1e-5, atol=1e-5)
+        _check(lambda a: torch.nn.functional.pdist(a, p), x[0], rtol=1e-5, atol=1e-5)
+    _check(lambda a, b: torch.cdist(a, b, 0.0), x.round(), x.round() + 1, rtol=1e-5)

@@ -467,5 +467,6 @@ def supported_ops():
 from . import lowering_nn  # noqa: E402,F401  (registers its rows)
 from . import lowering_math  # noqa: E402,F401
 from . import lowering_scatter  # noqa: E402,F401
+from . import lowering_pool  # noqa: E402,F401
 
 DECOMPOSITIONS = _decompositions()
