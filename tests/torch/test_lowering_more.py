@@ -386,3 +386,50 @@ def test_view_composites():
         _check(lambda a, b: torch.cdist(a, b, p), x[:, :4], x[:, 1:], rtol=1e-5, atol=1e-5)
         _check(lambda a: torch.nn.functional.pdist(a, p), x[0], rtol=1e-5, atol=1e-5)
     _check(lambda a, b: torch.cdist(a, b, 0.0), x.round(), x.round() + 1, rtol=1e-5)
+
+
+# ---- error-function family, Bessel I, zeta, Chebyshev (lowering_math.py) ---------------------
+
+@pytest.mark.parametrize("name", ["special.erfc", "special.erfcx", "special.log_ndtr", "i0",
+                                  "special.i0e", "special.i1", "special.i1e"])
+def test_special_functions(name):
+    f = eval("torch." + name)
+    x = _values()
+    x = x[torch.isfinite(x)]  # eager's f32 i0/i1 give NaN at +-inf (coil: +-inf)
+    _check(f, x, rtol=2e-6, atol=1e-30, ref64=True)
+
+
+def test_quantiles():
+    g = _gen(13)
+    p = torch.cat([torch.rand(300, generator=g), torch.tensor(
+        [0.0, 1.0, 0.5, 1e-30, 1 - 6e-8, 6e-8, 0.02425, 0.97575, -0.1, 1.1, math.nan])]).float()
+    _check(torch.special.ndtri, p, rtol=2e-6, atol=1e-30, ref64=True)
+    y = torch.cat([torch.rand(300, generator=g) * 2 - 1, torch.tensor(
+        [0.0, -0.0, 1.0, -1.0, 1 - 6e-8, -1 + 6e-8, 1e-30, 0.5, -0.5, 1.5, math.nan])]).float()
+    _check(torch.erfinv, y, rtol=2e-6, atol=1e-30, ref64=True)
+
+
+def test_zeta():
+    g = _gen(14)
+    s = torch.cat([torch.rand(300, generator=g) * 18 - 9,
+                   torch.randint(-3, 10, (300,), generator=g).float(),
+                   torch.tensor([1.0, 2.0, 3.0, 0.5, math.inf, math.nan, 2.0, 3.0, 4.0])])
+    q = torch.cat([torch.rand(300, generator=g) * 18 - 9, torch.rand(300, generator=g) * 30 - 20,
+                   torch.tensor([1.0, 0.0, -2.0, -2.5, 1.0, 1.0, -0.5, -30.25, 1e-20])])
+    _check(torch.special.zeta, s.float(), q.float(), rtol=2e-6, atol=1e-30, ref64=True)
+
+
+@pytest.mark.parametrize("kind", ["t", "u", "v", "w"])
+@pytest.mark.parametrize("shifted", [False, True])
+def test_chebyshev(kind, shifted):
+    g = _gen(15)
+    x = torch.cat([torch.rand(400, generator=g) * 4 - 2, torch.rand(200, generator=g) * 18 - 9,
+                   torch.tensor([1.0, -1.0, 0.0, 0.5, math.nan, 1.0, -1.0, 0.0])]).float()
+    n = torch.cat([torch.randint(-2, 30, (400,), generator=g).float(),
+                   torch.rand(200, generator=g) * 18 - 9,
+                   torch.tensor([3.0, 3.0, 4.0, 20.0, 2.0, 12.0, 13.0, 9.7])]).float()
+    if shifted:
+        x = (x + 1) / 2
+    f = getattr(torch.special, ("shifted_" if shifted else "") + f"chebyshev_polynomial_{kind}")
+    keep = f(x.double(), n.double()).abs() < 1e30  # beyond, eager's f32 recurrence overflows
+    _check(f, x[keep], n[keep], rtol=2e-6, atol=1e-5, ref64=True)

@@ -673,3 +673,318 @@ def _nan_to_num(L, node, args, kwargs):
     r = X.where(v.isnan(), nan, X.where(v.eq(math.inf), posinf, X.where(
         v.eq(-math.inf), neginf, v)))
     return Value(r.v)
+
+
+# ---- the error function family and Bessel I0/I1 (f32 and narrower: computed in f64) ---------
+
+_SQRT_PI = math.sqrt(math.pi)
+
+
+def _erfc_cf(a):
+    """The continued fraction K(a) = a + (1/2)/(a + (2/2)/(a + ...)), erfc(a) = exp(-a^2) /
+    (sqrt(pi) K(a)) for a >= 2 (50 terms: converged to ~1e-16 there)."""
+    t = a
+    for n in range(50, 0, -1):
+        t = a + (n / 2.0) / t
+    return t
+
+
+def erfc(x):
+    a = x.fn("abs")
+    ac = X.where(a.lt(2.0), 2.0, a)  # the continued fraction's argument (>= 2)
+    big = (-(ac * ac)).fn("exp") / (_SQRT_PI * _erfc_cf(ac))
+    pos = X.where(a.lt(2.0), 1.0 - a.fn("erf"), big)  # erfc(|x|)
+    r = X.where(x.lt(0), 2.0 - pos, pos)
+    r = X.where(x.eq(math.inf), 0.0, X.where(x.eq(-math.inf), 2.0, r))
+    return X.where(x.isnan(), x, r)
+
+
+def erfcx(x):
+    """exp(x^2) erfc(x): 1 / (sqrt(pi) K(x)) for x >= 2, exp(x^2) erfc(x) below."""
+    ac = X.where(x.lt(2.0), 2.0, x)
+    big = 1.0 / (_SQRT_PI * _erfc_cf(ac))
+    xs = X.where(x.lt(2.0), x, 0.0)
+    small = (xs * xs).fn("exp") * erfc(xs)
+    r = X.where(x.lt(2.0), small, big)
+    r = X.where(x.eq(math.inf), 0.0, X.where(x.eq(-math.inf), math.inf, r))
+    return X.where(x.isnan(), x, r)
+
+
+def log_ndtr(x):
+    """log(Phi(x)): -t^2 + log(erfcx(t) / 2) with t = -x / sqrt(2) for x < -1 (no underflow),
+    log1p(-erfc(x / sqrt(2)) / 2) above (as torch)."""
+    t = x * (-1.0 / math.sqrt(2.0))
+    low = -(t * t) + (erfcx(X.where(x.lt(-1.0), t, 1.0)) * 0.5).fn("log")
+    high = (erfc(x * (1.0 / math.sqrt(2.0))) * -0.5).fn("log1p")
+    r = X.where(x.lt(-1.0), low, high)
+    r = X.where(x.eq(-math.inf), -math.inf, r)
+    return X.where(x.isnan(), x, r)
+
+
+def _ndtr(x):
+    return 0.5 * erfc(x * (-1.0 / math.sqrt(2.0)))
+
+
+_ACKLAM_A = [-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+             1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00]
+_ACKLAM_B = [-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+             6.680131188771972e+01, -1.328068155288572e+01]
+_ACKLAM_C = [-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+             -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00]
+_ACKLAM_D = [7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+             3.754408661907416e+00]
+
+
+def _acklam(p):
+    """Acklam's rational approximation of the normal quantile (~1e-9 relative), the start of
+    the Newton steps below."""
+    plow = 0.02425
+    q = p - 0.5
+    r = q * q
+    central = (_polevl(r, _ACKLAM_A) * q) / (_polevl(r, _ACKLAM_B) * r + 1.0)
+    pl = X.where(p.lt(plow), p, plow)
+    ql = (-2.0 * pl.fn("log")).fn("sqrt")
+    lower = _polevl(ql, _ACKLAM_C) / (_polevl(ql, _ACKLAM_D) * ql + 1.0)
+    pu = X.where(p.gt(1 - plow), 1.0 - p, plow)
+    qu = (-2.0 * pu.fn("log")).fn("sqrt")
+    upper = -_polevl(qu, _ACKLAM_C) / (_polevl(qu, _ACKLAM_D) * qu + 1.0)
+    return X.where(p.lt(plow), lower, X.where(p.gt(1 - plow), upper, central))
+
+
+def ndtri(p):
+    """The normal quantile: Acklam's start, then three Newton steps on the tail probability
+    (the smaller of p, 1 - p, through the accurate erfc): full f64 accuracy."""
+    x = _acklam(X.where(p.le(0) | p.ge(1) | p.isnan(), 0.5, p))
+    lowside = p.lt(0.5)
+    for _ in range(3):
+        # f(x) = Phi(x) - p on the lower side, (1 - Phi(x)) - (1 - p) on the upper side
+        phi_low = _ndtr(x)
+        phi_up = 0.5 * erfc(x * (1.0 / math.sqrt(2.0)))
+        f = X.where(lowside, phi_low - p, (1.0 - p) - phi_up)
+        dens = (-0.5 * x * x).fn("exp") * (1.0 / math.sqrt(2 * math.pi))
+        x = x - f / dens
+    r = X.where(p.eq(0), -math.inf, X.where(p.eq(1), math.inf, x))
+    r = X.where(p.lt(0) | p.gt(1), math.nan, r)
+    return X.where(p.isnan(), p, r)
+
+
+def erfinv(y):
+    """The inverse error function: x = ndtri((y + 1) / 2) / sqrt(2) as a start, then Newton
+    steps on erf(x) - y (|y| < 0.5) or on erfc(|x|) - (1 - |y|) (exact in f64 for f32 y)."""
+    a = y.fn("abs")
+    p = X.where(a.ge(1) | a.isnan(), 0.75, (a + 1.0) * 0.5)
+    x = ndtri(p) * (1.0 / math.sqrt(2.0))
+    for _ in range(2):
+        f = X.where(a.lt(0.5), x.fn("erf") - a, (1.0 - a) - erfc(x))
+        dens = (2.0 / _SQRT_PI) * (-(x * x)).fn("exp")
+        x = x - f / dens
+    r = X.where(a.eq(1), math.inf, X.where(a.gt(1), math.nan, x))
+    r = X.where(y.lt(0), -r, X.where(y.eq(0), y, r))
+    return X.where(y.isnan(), y, r)
+
+
+_elementwise(_both("erfc"), erfc, f64_ok=False)
+_elementwise(["aten.special_erfcx.default"], erfcx, f64_ok=False)
+_elementwise(["aten.special_log_ndtr.default"], log_ndtr, f64_ok=False)
+_elementwise(["aten.special_ndtri.default", "prims.ndtri.default"], ndtri, f64_ok=False)
+_elementwise(["aten.erfinv.default", "prims.erf_inv.default"], erfinv, f64_ok=False)
+
+
+def _bessel_i(nu, x, scaled):
+    """I_nu(|x|) (nu = 0, 1), times exp(-|x|) when scaled: the power series (all terms
+    positive: no cancellation) below 40, the asymptotic series above."""
+    a = x.fn("abs")
+    small_a = X.where(a.lt(40.0), a, 0.0)
+    z = small_a * small_a * 0.25
+    term = small_a * 0.0 + 1.0
+    if nu == 1:
+        term = small_a * 0.5
+    total = term
+    for k in range(1, 121):
+        term = term * z / float(k * (k + nu))
+        total = total + term
+    if scaled:
+        total = total * (-small_a).fn("exp")
+    big_a = X.where(a.lt(40.0), 40.0, a)
+    mu = 4.0 * nu * nu
+    series = big_a * 0.0 + 1.0
+    c = 1.0
+    inv = 1.0 / big_a
+    p = big_a * 0.0 + 1.0
+    for k in range(1, 16):
+        c *= -(mu - (2 * k - 1) ** 2) / (k * 8.0)
+        p = p * inv
+        series = series + p * c
+    pref = 1.0 / (2 * math.pi * big_a).fn("sqrt")
+    big = pref * series if scaled else (0.5 * big_a).fn("exp") * pref * series * (
+        0.5 * big_a).fn("exp")
+    r = X.where(a.lt(40.0), total, big)
+    if nu == 1:
+        r = X.where(x.lt(0), -r, r)
+    if scaled:
+        r = X.where(a.eq(math.inf), 0.0, r)
+    else:
+        r = X.where(a.eq(math.inf), X.where(x.lt(0), -math.inf, math.inf) if nu == 1
+                    else math.inf, r)
+    return X.where(x.isnan(), x, r)
+
+
+_elementwise(["aten.i0.default", "prims.bessel_i0.default", "aten.special_i0.default"],
+             lambda x: _bessel_i(0, x, False), f64_ok=False)
+_elementwise(["aten.special_i0e.default", "prims.bessel_i0e.default"],
+             lambda x: _bessel_i(0, x, True), f64_ok=False)
+_elementwise(["aten.special_i1.default", "prims.bessel_i1.default"],
+             lambda x: _bessel_i(1, x, False), f64_ok=False)
+_elementwise(["aten.special_i1e.default", "prims.bessel_i1e.default"],
+             lambda x: _bessel_i(1, x, True), f64_ok=False)
+
+
+# ---- Hurwitz zeta (f32 and narrower: computed in f64) ----------------------------------------
+
+_ZETA_A = [12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+           7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+           -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18]
+
+
+def _zeta_pos(s, q, shift=12):
+    """zeta(s, q) for s > 1, q > 0: the first `shift` terms, then Euler-Maclaurin at
+    w = q + shift with Cephes' 12 Bernoulli terms (torch's zeta, without its early exits)."""
+    total = q * 0.0
+    for k in range(shift):
+        total = total + (q + float(k)) ** (-s)
+    w = q + float(shift)
+    b = w ** (-s)
+    total = total + b * w / (s - 1.0) + 0.5 * b  # w's own term is not in the sum
+    a = s * 0.0 + 1.0
+    kk = 0.0
+    for i in range(12):
+        a = a * (s + kk)
+        b = b / w
+        total = total + a * b / _ZETA_A[i]
+        kk += 1.0
+        a = a * (s + kk)
+        b = b / w
+        kk += 1.0
+    return total
+
+
+def zeta(s, q):
+    """torch's zeta(x, q): inf at x = 1, NaN below; q <= 0: inf at the integers, NaN for a
+    non-integer x, else (integer x, q < 0 not an integer) the shift to positive arguments
+    zeta(x, q) = zeta(x, r) + (-1)^x (zeta(x, 1 - r) - zeta(x, 1 - q)), r = q - floor(q)
+    (the sum of (q + k)^-x over the k that bring q above 0, exactly)."""
+    ok_s = X.where(s.gt(1.0), s, 2.0)
+    qpos = X.where(q.gt(0), q, 1.0)
+    pos = _zeta_pos(ok_s, qpos)
+    r = q - q.fn("floor")
+    rr = X.where(r.gt(0), r, 0.5)
+    one_minus_q = X.where(q.lt(0), 1.0 - q, 2.0)
+    half = ok_s * 0.5
+    sign = X.where(half.eq(half.fn("floor")), 1.0, -1.0)
+    neg = _zeta_pos(ok_s, rr) + sign * (_zeta_pos(ok_s, 1.0 - rr) - _zeta_pos(ok_s, one_minus_q))
+    out = X.where(q.gt(0), pos, neg)
+    q_int = q.eq(q.fn("floor"))
+    s_int = s.eq(s.fn("floor"))
+    out = X.where(q.le(0) & ~q_int & ~s_int, math.nan, out)
+    out = X.where(q.le(0) & q_int, math.inf, out)
+    out = X.where(s.lt(1.0), math.nan, out)
+    out = X.where(s.eq(1.0), math.inf, out)
+    # x = inf: q^-inf (1 at q = 1, 0 above, inf below)
+    out = X.where(s.eq(math.inf) & q.gt(0), X.where(q.eq(1.0), 1.0, X.where(
+        q.gt(1.0), 0.0, math.inf)), out)
+    return X.where(s.isnan() | q.isnan(), math.nan, out)
+
+
+_elementwise(["aten.special_zeta.default", "aten.special_zeta.self_scalar",
+              "aten.special_zeta.other_scalar", "prims.zeta.default"], zeta, f64_ok=False,
+             nargs=2)
+
+
+# ---- Chebyshev polynomials T, U, V, W and their shifted forms --------------------------------
+# torch: n = int(n) (truncated); 0 for n < 0; fixed values at x = +-1 (0 and 1 when shifted);
+# the three-term recurrence up to n (here unrolled for n <= 8, each n selected by a where);
+# larger n: the closed forms (torch's own for |x| < 1; for |x| > 1 the hyperbolic ones, the
+# same polynomial without the recurrence's rounding).
+
+_CHEB_UNROLL = 8
+
+
+def _cheb_closed(kind, x, n):
+    """The closed form at x (|x| != 1) and order n (f64 values): trigonometric inside
+    (-1, 1), hyperbolic outside (with the parity rule for x < -1)."""
+    inside = x.fn("abs").lt(1.0)
+    xi = X.where(inside, x, 0.0)
+    th = acos(xi)
+    if kind == "t":
+        trig = (n * th).fn("cos")
+    elif kind == "u":
+        trig = ((n + 1.0) * th).fn("sin") / th.fn("sin")
+    elif kind == "v":
+        trig = ((n + 0.5) * th).fn("cos") / (0.5 * th).fn("cos")
+    else:
+        trig = ((n + 0.5) * th).fn("sin") / (0.5 * th).fn("sin")
+    a = X.where(inside, 2.0, x.fn("abs"))
+    t = acosh(a)  # a = cosh t, t > 0
+
+    def log_cosh(z):  # log cosh z for z >= 0, no overflow
+        return z + (-2.0 * z).fn("exp").fn("log1p") - math.log(2.0)
+
+    def log_sinh(z):  # log sinh z for z > 0
+        return z + (-(-2.0 * z).fn("expm1")).fn("log") - math.log(2.0)
+    # value at +|x| and at -|x| (parity: T, U: (-1)^n; V(-a) = (-1)^n W(a), W(-a) = (-1)^n V(a))
+    if kind == "t":
+        pos = log_cosh(n * t).fn("exp")
+        neg_mag = pos
+    elif kind == "u":
+        pos = (log_sinh((n + 1.0) * t) - log_sinh(t)).fn("exp")
+        neg_mag = pos
+    else:
+        vv = (log_cosh((n + 0.5) * t) - log_cosh(0.5 * t)).fn("exp")
+        ww = (log_sinh((n + 0.5) * t) - log_sinh(0.5 * t)).fn("exp")
+        pos, neg_mag = (vv, ww) if kind == "v" else (ww, vv)
+    half = n * 0.5
+    odd = ~half.eq(half.fn("floor"))
+    neg = X.where(odd, -neg_mag, neg_mag)
+    hyper = X.where(x.gt(0), pos, neg)
+    return X.where(inside, trig, hyper)
+
+
+def _cheb(kind, shifted):
+    def fn(x, n):
+        ni = X.where(n.lt(0), n.fn("ceil"), n.fn("floor"))  # int64(n): truncation
+        y = 2.0 * x - 1.0 if shifted else x
+        # the recurrence, p_0 = 1, p_1 = (x, 2x, 2x - 1, 2x + 1), p_k = 2y p_(k-1) - p_(k-2)
+        p0 = y * 0.0 + 1.0
+        p1 = {"t": y, "u": y + y, "v": y + y - 1.0, "w": y + y + 1.0}[kind]
+        val = X.where(ni.eq(0), p0, p1)
+        a, b = p0, p1
+        for k in range(2, _CHEB_UNROLL + 1):
+            a, b = b, (y + y) * b - a
+            val = X.where(ni.eq(float(k)), b, val)
+        big = ni.gt(float(_CHEB_UNROLL))
+        closed = _cheb_closed(kind, X.where(y.fn("abs").eq(1.0), 0.5, y),
+                              X.where(big, ni, float(_CHEB_UNROLL + 1)))
+        val = X.where(big, closed, val)
+        # |y| = 1 (x = 1 or 0 when shifted): torch's fixed values
+        half = ni * 0.5
+        even = half.eq(half.fn("floor"))
+        one = {"t": (1.0, X.where(even, 1.0, -1.0)),
+               "u": (ni + 1.0, X.where(even, ni + 1.0, -(ni + 1.0))),
+               "v": (1.0, X.where(even, 2.0 * ni + 1.0, -(2.0 * ni + 1.0))),
+               "w": (2.0 * ni + 1.0, X.where(even, 1.0, -1.0))}[kind]
+        at_one = one[0] if isinstance(one[0], X) else y * 0.0 + one[0]
+        val = X.where(y.eq(1.0), at_one, X.where(y.eq(-1.0), one[1], val))
+        val = X.where(ni.lt(0), 0.0, val)
+        return X.where(x.isnan() | n.isnan(), math.nan, val)
+    return fn
+
+
+for _kind in "tuvw":
+    _elementwise([f"aten.special_chebyshev_polynomial_{_kind}.default",
+                  f"aten.special_chebyshev_polynomial_{_kind}.x_scalar",
+                  f"aten.special_chebyshev_polynomial_{_kind}.n_scalar"],
+                 _cheb(_kind, False), f64_ok=False, nargs=2)
+    _elementwise([f"aten.special_shifted_chebyshev_polynomial_{_kind}.default",
+                  f"aten.special_shifted_chebyshev_polynomial_{_kind}.x_scalar",
+                  f"aten.special_shifted_chebyshev_polynomial_{_kind}.n_scalar"],
+                 _cheb(_kind, True), f64_ok=False, nargs=2)
