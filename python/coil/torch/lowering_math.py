@@ -988,3 +988,191 @@ for _kind in "tuvw":
                   f"aten.special_shifted_chebyshev_polynomial_{_kind}.x_scalar",
                   f"aten.special_shifted_chebyshev_polynomial_{_kind}.n_scalar"],
                  _cheb(_kind, True), f64_ok=False, nargs=2)
+
+
+def _spherical_j0(x):
+    r = x.fn("sin") / X.where(x.eq(0), 1.0, x)
+    r = X.where(x.eq(0), 1.0, r)
+    return X.where(x.isinf(), 0.0, r)
+
+
+_elementwise(["aten.special_spherical_bessel_j0.default", "prims.spherical_bessel_j0.default"],
+             _spherical_j0)
+_elementwise(["aten.special_modified_bessel_i0.default"], lambda x: _bessel_i(0, x, False),
+             f64_ok=False)
+_elementwise(["aten.special_modified_bessel_i1.default"], lambda x: _bessel_i(1, x, False),
+             f64_ok=False)
+
+
+@lowers("aten.frexp.Tensor")
+def _frexp(L, node, args, kwargs):
+    """(mantissa in [0.5, 1), exponent): x = m 2^e, exactly (f64; a division by a power of 2);
+    0, inf and NaN give themselves and exponent 0 (std::frexp)."""
+    x = args[0]
+    dt = meta_of(node.args[0])[1]
+    if not dt.is_floating_point:
+        raise Unsupported("frexp of integers")
+    v = X(L, L.cast(x, torch.float64), torch.float64)
+    a = v.fn("abs")
+    special = a.eq(0) | a.isinf() | a.isnan()
+    a1 = X.where(special, 1.0, a)
+    e = (a1.fn("log") * (1.0 / math.log(2.0))).fn("floor") + 1.0
+    e = X.where((2.0 ** (e - 1.0)).gt(a1), e - 1.0, e)
+    e = X.where((2.0 ** e).le(a1), e + 1.0, e)
+    m = X.where(special, v, v / (2.0 ** e))
+    e = X.where(special, 0.0, e)
+    return (Value(L.cast(m.v, dt)), Value(L.cast(e.v, torch.int32)))
+
+
+@lowers("aten._trilinear.default")
+def _trilinear(L, node, args, kwargs):
+    """sum over sumdim of i1 * i2 * i3, each unsqueezed at its expand dims (in increasing
+    order), as aten's _trilinear defines it."""
+    i1, i2, i3 = args[0], args[1], args[2]
+    e1, e2, e3, sumdim = (list(a) for a in args[3:7])
+    shp, dt = meta_of(node)
+    total = L.rank(i1) + len(e1)
+    vs = [i1, i2, i3]
+    for d in range(total):
+        for j, e in enumerate((e1, e2, e3)):
+            if d in e:
+                vs[j] = Value(L.op("unsqueeze", [vs[j]], {"dim": d}))
+    prod = Value(L.op("mul", [Value(L.op("mul", [vs[0], vs[1]])), vs[2]]))
+    if sumdim:
+        prod = Value(L.op("sum", [prod], {"axes": sorted(sumdim), "keepdim": False}))
+    return Value(L.op("reshape", [L.cast(prod, dt)], {"shape": list(shp)}))
+
+
+@lowers("aten.multi_margin_loss.default")
+def _multi_margin_loss(L, node, args, kwargs):
+    """torch's: per row, sum over the classes j != y of max(0, margin - x[y] + x[j])^p (times
+    weight[y]), over the number of classes; then the reduction."""
+    x, target = args[0], args[1]
+    get = lambda i, k, d: args[i] if len(args) > i else kwargs.get(k, d)
+    p, margin, weight, reduction = get(2, "p", 1), get(3, "margin", 1), get(4, "weight", None), \
+        get(5, "reduction", 1)
+    dt = _float_out(node)
+    if p not in (1, 2):
+        raise Unsupported(f"multi_margin_loss with p={p}")
+    xs = list(_shape(L, x))
+    if len(xs) == 1:
+        x = Value(L.op("reshape", [x], {"shape": [1, xs[0]]}))
+        target = Value(L.op("reshape", [target], {"shape": [1]}))
+    n, c = _shape(L, x)
+    if n == 0 or c == 0:
+        raise Unsupported("multi_margin_loss of an empty input")
+    t = Value(L.op("reshape", [L.cast(target, torch.int64)], {"shape": [n, 1]}))
+    xv = X(L, L.cast(x, dt), dt)
+    # x[i, y_i]: a flat gather
+    flat = Value(L.op("reshape", [xv.v], {"shape": [n * c]}))
+    rows = Value(L.op("iota", [], {"size": n, "step": c, "dtype": DTypeName("i64")}))
+    lin = Value(L.op("add", [Value(L.op("reshape", [rows], {"shape": [n, 1]})), t]))
+    xy = X(L, L.op("gather", [flat, lin], {"axis": 0}), dt)  # [n, 1]
+    z = margin - xy + xv
+    h = z if p == 1 else z * z
+    j = Value(L.op("reshape", [Value(L.op("iota", [], {"size": c, "dtype": DTypeName("i64")}))],
+                   {"shape": [1, c]}))
+    keep = X(L, L.op("ne", [j, t]), torch.bool) & z.gt(0)
+    h = X.where(keep, h, 0.0)
+    if weight is not None:
+        wy = X(L, L.op("gather", [L.cast(weight, dt), t], {"axis": 0}), dt)  # [n, 1]
+        h = h * wy
+    per = X(L, L.op("sum", [h.v], {"axes": [1], "keepdim": False}), dt) / float(c)
+    if reduction == 0:
+        return Value(L.op("reshape", [per.v], {"shape": list(meta_of(node)[0])}))
+    op = "mean" if reduction == 1 else "sum"
+    return Value(L.op(op, [per.v], {"keepdim": False}))
+
+
+@lowers("aten.multilabel_margin_loss_forward.default")
+def _multilabel_margin_loss(L, node, args, kwargs):
+    """(loss, is_target): the targets of a row are its entries before the first -1; the loss
+    sums max(0, 1 - (x[y] - x[j])) over those y and the classes j that are not targets, over
+    the number of classes."""
+    x, target, reduction = args[0], args[1], args[2]
+    dt = meta_of(node.args[0])[1]
+    if not dt.is_floating_point:
+        raise Unsupported("multilabel_margin_loss of integers")
+    xs = list(_shape(L, x))
+    one_d = len(xs) == 1
+    if one_d:
+        x = Value(L.op("reshape", [x], {"shape": [1, xs[0]]}))
+        target = Value(L.op("reshape", [target], {"shape": [1, xs[0]]}))
+    n, c = _shape(L, x)
+    if n == 0 or c == 0:
+        raise Unsupported("multilabel_margin_loss of an empty input")
+    from .lowering_scatter import _scan
+    t = L.cast(target, torch.int64)
+    stop = L.cast(Value(L.op("eq", [t, Value(L.full(-1, torch.int64))])), torch.int64)
+    valid = Value(L.op("eq", [_scan(L, stop, 1, "sum"), Value(L.full(0, torch.int64))]))  # [n, c]
+    tk = Value(L.op("unsqueeze", [t], {"dim": 2}))  # [n, k, 1]
+    j = Value(L.op("reshape", [Value(L.op("iota", [], {"size": c, "dtype": DTypeName("i64")}))],
+                   {"shape": [1, 1, c]}))
+    hit = Value(L.op("logical_and", [Value(L.op("eq", [tk, j])),
+                                     Value(L.op("unsqueeze", [valid], {"dim": 2}))]))  # [n,k,c]
+    is_t = Value(L.op("gt", [Value(L.op("max", [L.cast(hit, torch.int32)], {"axes": [1]})),
+                             Value(L.full(0, torch.int32))]))  # [n, c]
+    xv = L.cast(x, dt)
+    flat = Value(L.op("reshape", [xv], {"shape": [n * c]}))
+    rows = Value(L.op("iota", [], {"size": n, "step": c, "dtype": DTypeName("i64")}))
+    tc = Value(L.op("clamp", [t], {"min": 0.0, "max": float(c - 1)}))
+    lin = Value(L.op("add", [Value(L.op("reshape", [rows], {"shape": [n, 1]})), tc]))
+    xy = X(L, L.op("unsqueeze", [Value(L.op("gather", [flat, lin], {"axis": 0}))], {"dim": 2}),
+           dt)  # [n, k, 1]
+    xj = X(L, L.op("unsqueeze", [xv], {"dim": 1}), dt)  # [n, 1, c]
+    z = 1.0 - (xy - xj)
+    use = X(L, L.op("unsqueeze", [valid], {"dim": 2}), torch.bool) & ~X(
+        L, L.op("unsqueeze", [is_t], {"dim": 1}), torch.bool) & z.gt(0)
+    h = X.where(use, z, 0.0)
+    per = X(L, L.op("sum", [h.v], {"axes": [1, 2], "keepdim": False}), dt) / float(c)
+    shapes = [list(v.shape) for v in node.meta["val"]] if isinstance(
+        node.meta.get("val"), (tuple, list)) else [list(v.shape) for v in node.meta["tensor_meta"]]
+    if reduction == 0:
+        loss = Value(L.op("reshape", [per.v], {"shape": shapes[0]}))
+    else:
+        loss = Value(L.op("mean" if reduction == 1 else "sum", [per.v], {"keepdim": False}))
+    ist = Value(L.op("reshape", [L.cast(is_t, dt)], {"shape": shapes[1]}))
+    return (loss, ist)
+
+
+@lowers("aten.histc.default")
+def _histc(L, node, args, kwargs):
+    """torch 1.13's histc (linear bins, no local search): bin = int((x - lo) / (hi - lo) * bins)
+    in the input's dtype (the order matters on bin edges: checked against 1.13; other torch
+    versions stay in eager until checked), the last edge in the last bin, values outside [lo, hi] (and NaN) dropped;
+    lo = hi = 0: the data's min and max; equal edges widen by 0.5 each side (all values then
+    fall in the middle bin). Counts by one-hot comparisons."""
+    x = args[0]
+    get = lambda i, k, d: args[i] if len(args) > i else kwargs.get(k, d)
+    bins, lo, hi = int(get(1, "bins", 100)), float(get(2, "min", 0)), float(get(3, "max", 0))
+    shp, dt = meta_of(node)
+    if not torch.__version__.startswith("1.13"):
+        raise Unsupported(f"histc on torch {torch.__version__} (its bin formula is checked on "
+                          "1.13 only)")
+    if not dt.is_floating_point:
+        raise Unsupported("histc of integers")
+    n = 1
+    for e in _shape(L, x):
+        n *= e
+    if n == 0:
+        return Value(L.full(0, dt, shp))
+    v = X(L, L.op("reshape", [L.cast(x, dt)], {"shape": [n]}), dt)
+    if lo == hi:
+        left = X(L, L.op("min", [v.v], {"keepdim": False}), dt)
+        right = X(L, L.op("max", [v.v], {"keepdim": False}), dt)
+        same = left.eq(right)
+        left, right = X.where(same, left - 0.5, left), X.where(same, right + 0.5, right)
+    else:
+        left = X(L, L.full(lo, dt), dt)
+        right = X(L, L.full(hi, dt), dt)
+    valid = v.ge(left) & v.le(right)
+    pos = ((v - left) / (right - left)) * float(bins)
+    pos = X(L, L.cast(X.where(valid, pos, 0.0).v, torch.int64), torch.int64)
+    pos = X.where(pos.eq(float(bins)), float(bins - 1), pos)
+    j = Value(L.op("reshape", [Value(L.op("iota", [], {"size": bins,
+                                                      "dtype": DTypeName("i64")}))],
+                   {"shape": [1, bins]}))
+    hit = Value(L.op("logical_and", [Value(L.op("eq", [
+        Value(L.op("reshape", [pos.v], {"shape": [n, 1]})), j])),
+        Value(L.op("reshape", [valid.v], {"shape": [n, 1]}))]))
+    return Value(L.op("sum", [L.cast(hit, dt)], {"axes": [0], "keepdim": False}))

@@ -466,8 +466,8 @@ def _index(L, node, args, kwargs):
 @lowers("aten.index_select.default")
 def _index_select(L, node, args, kwargs):
     x, dim, idx = args[0], int(args[1]), args[2]
-    if L.rank(x) == 0:
-        raise Unsupported("index_select of a 0-d tensor")
+    if L.rank(x) == 0:  # the index can only be 0 (or -1): x itself, in the result's shape
+        return Value(L.op("reshape", [x], {"shape": list(meta_of(node)[0])}))
     dim = dim % L.rank(x)
     n = shape(L, x)[dim]
     if n == 0:
