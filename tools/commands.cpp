@@ -124,8 +124,9 @@ int cmd_run(const ModelArgs& a, const std::string& out_dir) {
   for (size_t i = 0; i < outs.size(); ++i) {
     auto path = std::filesystem::path(out_dir) / (specs[i].name + ".npy");
     write_npy(path, outs[i]);
-    fmt::print("wrote {} ({}{})\n", path.string(), dtype_name(outs[i].dtype()),
-               shape_str(outs[i].shape()));
+    fmt::print("wrote {} ({}{}{})\n", path.string(),
+               specs[i].source_name.empty() ? "" : "output '" + specs[i].source_name + "', ",
+               dtype_name(outs[i].dtype()), shape_str(outs[i].shape()));
   }
   return kExitOk;
 }
@@ -134,21 +135,22 @@ int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, doubl
               double atol) {
   Prepared p = prepare(a);
   // The --expect files before compiling, so that a mistake in them costs no compile.
-  std::vector<std::string> output_names;
-  for (const auto& o : p.graph.outputs()) output_names.push_back(o.name);
+  // Outputs by coil's name or the model's own (ONNX's output "4" is v4).
+  std::vector<ValueSpec> output_specs;
+  for (const auto& o : p.graph.outputs()) output_specs.push_back({o.name, {}, {}, o.source_name});
   std::map<std::string, Tensor> files;
   for (const auto& e : expects) {
     auto [name, path] = split_pair(e, "--expect", "NAME=FILE.npy");
-    COIL_USER_CHECK(std::find(output_names.begin(), output_names.end(), name) != output_names.end(),
-                    "--expect {}: the model has no output '{}' (its outputs: {})", e, name,
-                    names_list(output_names));
-    files[name] = read_npy(path);
+    std::optional<size_t> at = find_value(output_specs, name);
+    COIL_USER_CHECK(at.has_value(), "--expect {}: the model has no output '{}' (its outputs: {})",
+                    e, name, value_names(output_specs));
+    files[output_specs[*at].name] = read_npy(path);
   }
-  for (const auto& name : output_names)
-    COIL_USER_CHECK(expects.empty() || files.count(name),
+  for (const auto& o : output_specs)
+    COIL_USER_CHECK(expects.empty() || files.count(o.name),
                     "--expect: no file given for output '{}' (give one for every output, or none "
                     "to compare with the reference interpreter)",
-                    name);
+                    o.source_name.empty() ? o.name : o.source_name);
   auto [got, specs] = run_prepared(a, p);
   std::vector<Tensor> want;
   if (expects.empty()) {

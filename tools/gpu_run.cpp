@@ -169,7 +169,7 @@ std::vector<ValueSpec> graph_outputs(const Prepared& p) {
       auto b = c ? p.options.sizes.end() : p.options.sizes.find(d.symbol_name());
       shape.push_back(c ? *c : b != p.options.sizes.end() ? b->second : -1);
     }
-    v.push_back({o.name, n.type.dtype, shape});
+    v.push_back({o.name, n.type.dtype, shape, o.source_name});
   }
   return v;
 }

@@ -73,15 +73,21 @@ Prepared prepare(const ModelArgs& a) {
   p.options.write_graph = a.write_graph || a.graph_without_weights;
   p.options.graph_weights = !a.graph_without_weights;
   for (const auto& s : a.sizes) bind_size(p.graph, s, p.options.sizes);
-  std::vector<std::string> input_names;
-  for (int id : p.graph.inputs()) input_names.push_back(p.graph.node(id).name);
+  // Inputs by coil's name or the model's own (ONNX's "onnx::Gemm_0" is onnx_Gemm_0).
+  std::vector<ValueSpec> input_specs;
+  for (int id : p.graph.inputs()) {
+    const Node& n = p.graph.node(id);
+    input_specs.push_back({n.name, n.type.dtype, {}, n.source_name});
+  }
   std::map<std::string, Tensor> given;
   for (const auto& s : a.inputs) {
     auto [name, path] = split_pair(s, "--input", "NAME=FILE.npy");
-    COIL_USER_CHECK(std::find(input_names.begin(), input_names.end(), name) != input_names.end(),
-                    "--input {}: the model has no input '{}' (its inputs: {})", s, name,
-                    names_list(input_names));
-    given[name] = read_npy(path);
+    std::optional<size_t> at = find_value(input_specs, name);
+    COIL_USER_CHECK(at.has_value(), "--input {}: the model has no input '{}' (its inputs: {})", s,
+                    name, value_names(input_specs));
+    const std::string& canonical = input_specs[*at].name;
+    COIL_USER_CHECK(!given.count(canonical), "--input {}: input '{}' is given twice", s, name);
+    given[canonical] = read_npy(path);
   }
   // Bind symbols from given inputs' shapes, then make the remaining inputs.
   for (int id : p.graph.inputs()) {

@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "coil/dtype.h"
@@ -128,7 +130,16 @@ struct ValueSpec {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
+  /// The name in the model it was imported from when `name` had to differ (ONNX's
+  /// "onnx::Gemm_0" for input onnx_Gemm_0; Node::source_name); empty otherwise.
+  std::string source_name;
 };
+
+/// The position in `specs` of the value called `name`, by its name or its source name; nullopt
+/// when there is none (value_names() lists them for the message).
+std::optional<size_t> find_value(const std::vector<ValueSpec>& specs, std::string_view name);
+/// "x, onnx_Gemm_0 (onnx::Gemm_0), y": the values' names for messages.
+std::string value_names(const std::vector<ValueSpec>& specs);
 
 class CompiledModel {
  public:

@@ -51,14 +51,20 @@ struct Node {
   /// ("layer_norm") and that composite's node name ("y"); both empty for a node as written.
   /// Nested decompositions (var inside layer_norm) keep the outermost composite.
   std::string composite, composite_node;
+  /// A graph input's name in the model it was imported from, when that is not an identifier
+  /// (ONNX's "onnx::Gemm_0" is input onnx_Gemm_0); empty otherwise. The CLI and
+  /// CompiledModel's ValueSpec accept and show both; generated code sees only `name`.
+  std::string source_name;
 
   std::string_view op_name() const;
 };
 
-/// A graph output: a name and the node that produces it.
+/// A graph output: a name, the node that produces it, and (as Node::source_name) its name in
+/// the imported model when that differs.
 struct GraphOutput {
   std::string name;
   int node = -1;
+  std::string source_name;
 };
 
 class Graph {
@@ -73,6 +79,10 @@ class Graph {
   int add_constant(Tensor value, const std::string& name = "");
   /// Marks a node as a graph output. An empty name reuses the node's name.
   void add_output(int node, const std::string& name = "");
+  /// Records the imported model's name of graph input `node` (Node::source_name).
+  void set_source_name(int node, std::string source_name);
+  /// Records the imported model's name of output `index` (GraphOutput::source_name).
+  void set_output_source_name(size_t index, std::string source_name);
   /// Records where a node was defined (a frontend's file:line:col), for later errors.
   void set_location(int node, std::string location);
   /// Records the composite op a decomposition added `node` for (Node::composite).

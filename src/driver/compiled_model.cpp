@@ -167,6 +167,24 @@ void write_output_dir(const Graph& graph, const CompileOptions& options,
 
 }  // namespace
 
+std::optional<size_t> find_value(const std::vector<ValueSpec>& specs, std::string_view name) {
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name) return i;
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!specs[i].source_name.empty() && specs[i].source_name == name) return i;
+  return std::nullopt;
+}
+
+std::string value_names(const std::vector<ValueSpec>& specs) {
+  std::string out;
+  for (const ValueSpec& s : specs) {
+    if (!out.empty()) out += ", ";
+    out += s.name;
+    if (!s.source_name.empty()) out += " (" + s.source_name + ")";
+  }
+  return out.empty() ? "none" : out;
+}
+
 CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   COIL_USER_CHECK(options.device == "cpu",
                   "device '{}' needs a GPU: generate the module with `coil compile MODEL --device "
@@ -244,13 +262,21 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   timer.mark("compile");
 
   KernelCallPlan kernel_calls = kernel_call_plan(program, schedule, module);
-  for (int id : g.inputs()) {
-    const Node& n = g.node(id);
-    impl->inputs.push_back({n.name, n.type.dtype, bound_shape(n.type.shape)});
+  // The source names come from the graph as given: the pipeline's copies keep the order of
+  // inputs and outputs, not the frontend's names.
+  COIL_ASSERT(
+      g.inputs().size() == graph.inputs().size() && g.outputs().size() == graph.outputs().size(),
+      "compile: the pipeline changed the graph's inputs or outputs");
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const Node& n = g.node(g.inputs()[i]);
+    impl->inputs.push_back({n.name, n.type.dtype, bound_shape(n.type.shape),
+                            graph.node(graph.inputs()[i]).source_name});
   }
-  for (const auto& o : g.outputs()) {
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const GraphOutput& o = g.outputs()[i];
     const Node& n = g.node(o.node);
-    impl->outputs.push_back({o.name, n.type.dtype, bound_shape(n.type.shape)});
+    impl->outputs.push_back(
+        {o.name, n.type.dtype, bound_shape(n.type.shape), graph.outputs()[i].source_name});
   }
   if (model_key) {
     // The decisions of this compile, for the next process's warm path (only when every

@@ -136,13 +136,17 @@ bool write_atomically(const fs::path& path, const std::string& text) {
 }
 
 json spec_json(const ValueSpec& s) {
-  return {{"name", s.name}, {"dtype", dtype_name(s.dtype)}, {"shape", s.shape}};
+  return {{"name", s.name},
+          {"dtype", dtype_name(s.dtype)},
+          {"shape", s.shape},
+          {"source_name", s.source_name}};
 }
 
 ValueSpec spec_from(const json& j) {
   auto dtype = parse_dtype(j.at("dtype").get<std::string>());
   COIL_ASSERT(dtype.has_value(), "model cache: bad dtype");
-  return {j.at("name").get<std::string>(), *dtype, j.at("shape").get<std::vector<int64_t>>()};
+  return {j.at("name").get<std::string>(), *dtype, j.at("shape").get<std::vector<int64_t>>(),
+          j.value("source_name", std::string())};
 }
 
 json plan_json(const KernelCallPlan& plan) {
@@ -195,6 +199,10 @@ std::optional<std::string> model_cache_key(const Graph& graph, const CompileOpti
   h.add(kVersion);
   h.add(coil_binary_identity());
   h.add(graph_fingerprint(graph));
+  // The frontend's names of inputs and outputs are not in the text format: they only label the
+  // entry's ValueSpecs, but a graph that differs in them must not get the other's labels.
+  for (int id : graph.inputs()) h.add("source " + graph.node(id).source_name);
+  for (const GraphOutput& o : graph.outputs()) h.add("source " + o.source_name);
   for (const auto& [symbol, value] : options.sizes) h.add(fmt::format("{}={}", symbol, value));
   h.add("isa=" + options.isa);
   h.add(fmt::format("fusion={} store_all={} autotune={}", options.fusion,

@@ -63,6 +63,16 @@ std::string error_context(const Node& n) {
   return fmt::format("node {}: ", n.name);
 }
 
+void Graph::set_source_name(int node, std::string source_name) {
+  COIL_ASSERT(node >= 0 && node < num_nodes(), "set_source_name: no node {}", node);
+  nodes_[static_cast<size_t>(node)]->source_name = std::move(source_name);
+}
+
+void Graph::set_output_source_name(size_t index, std::string source_name) {
+  COIL_ASSERT(index < outputs_.size(), "set_output_source_name: no output {}", index);
+  outputs_[index].source_name = std::move(source_name);
+}
+
 void Graph::set_location(int node, std::string location) {
   COIL_ASSERT(node >= 0 && node < num_nodes(), "set_location: no node {}", node);
   nodes_[static_cast<size_t>(node)]->location = std::move(location);

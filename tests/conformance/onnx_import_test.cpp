@@ -123,6 +123,28 @@ TEST(OnnxImport, InitializersAndNames) {
   EXPECT_EQ(graph.node(graph.inputs()[1]).name, "a_b");
   EXPECT_EQ(graph.node(graph.inputs()[2]).name, "a_b_2");
   EXPECT_EQ(graph.outputs()[0].name, "out_0");
+  // The model's own names are kept where coil's differ (issue 27): compiled models show and
+  // accept both.
+  EXPECT_EQ(graph.node(graph.inputs()[0]).source_name, "input.1");
+  EXPECT_EQ(graph.node(graph.inputs()[1]).source_name, "");
+  EXPECT_EQ(graph.node(graph.inputs()[2]).source_name, "a.b");
+  EXPECT_EQ(graph.outputs()[0].source_name, "out.0");
+  {
+    CompiledModel cm = compile(graph);
+    EXPECT_EQ(cm.inputs()[0].source_name, "input.1");
+    EXPECT_EQ(cm.outputs()[0].source_name, "out.0");
+    EXPECT_EQ(find_value(cm.inputs(), "input.1"), 0u);
+    EXPECT_EQ(find_value(cm.inputs(), "input_1"), 0u);
+    EXPECT_EQ(find_value(cm.inputs(), "a.b"), 2u);
+    EXPECT_EQ(find_value(cm.inputs(), "a_b"), 1u);  // coil's own name first
+    EXPECT_EQ(find_value(cm.inputs(), "nope"), std::nullopt);
+    EXPECT_EQ(value_names(cm.inputs()), "input_1 (input.1), a_b, a_b_2 (a.b)");
+    // The warm path (the whole-graph cache) keeps them too.
+    CompiledModel warm = compile(graph);
+    EXPECT_TRUE(warm.report().model_cache_hit);
+    EXPECT_EQ(warm.inputs()[2].source_name, "a.b");
+    EXPECT_EQ(warm.outputs()[0].source_name, "out.0");
+  }
   EXPECT_EQ(sanitize_onnx_name("9lives"), "v9lives");
   EXPECT_EQ(sanitize_onnx_name("a__b"), "a_b");
   EXPECT_EQ(sanitize_onnx_name(""), "v");
@@ -342,6 +364,49 @@ TEST_F(OnnxCli, CheckRunBench) {
 }
 
 // A valid model with an op coil lacks exits 3 (unsupported), not 2 (a bad input).
+// Inputs and outputs under the model's own names (torch.onnx's "onnx::Gemm_0" and "4"), and
+// an unknown name listing both spellings.
+TEST_F(OnnxCli, TheModelsOwnNamesAreAccepted) {
+  onnx::ModelProto m = empty_model(13);
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "onnx::Gemm_0", TP::FLOAT, {2, 3});
+  add_node(m, "Relu", {"onnx::Gemm_0"}, {"4"});
+  set_type(g->add_output(), "4", TP::FLOAT, {2, 3});
+  std::string model = (dir / "named.onnx").string(), out;
+  std::ofstream(model, std::ios::binary) << m.SerializeAsString();
+  Tensor x = random_tensor(DType::F32, {2, 3}, 7);
+  write_npy(dir / "x.npy", x);
+  write_npy(dir / "y.npy", interpret(import(m), {x})[0]);
+  ASSERT_EQ(coil(fmt::format("run '{}' --input 'onnx::Gemm_0={}' --output-dir '{}'", model,
+                             (dir / "x.npy").string(), (dir / "res").string()),
+                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("output '4'"), std::string::npos) << out;
+  ASSERT_EQ(coil(fmt::format("check '{}' --input 'onnx::Gemm_0={}' --expect '4={}'", model,
+                             (dir / "x.npy").string(), (dir / "y.npy").string()),
+                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("check passed"), std::string::npos) << out;
+  // coil's own names still work.
+  ASSERT_EQ(coil(fmt::format("check '{}' --input 'onnx_Gemm_0={}' --expect 'v4={}'", model,
+                             (dir / "x.npy").string(), (dir / "y.npy").string()),
+                 &out),
+            0)
+      << out;
+  EXPECT_EQ(coil(fmt::format("run '{}' --input 'Gemm_0={}'", model, (dir / "x.npy").string()),
+                 &out),
+            2);
+  EXPECT_NE(out.find("the model has no input 'Gemm_0' (its inputs: onnx_Gemm_0 (onnx::Gemm_0))"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(coil(fmt::format("check '{}' --expect 'y={}'", model, (dir / "y.npy").string()), &out),
+            2);
+  EXPECT_NE(out.find("the model has no output 'y' (its outputs: v4 (4))"), std::string::npos)
+      << out;
+}
+
 TEST_F(OnnxCli, UnsupportedModelExitsAsUnsupported) {
   onnx::ModelProto m = relu_model();
   add_node(m, "ConvTranspose", {"y", "y"}, {"z"}, "up1");

@@ -177,7 +177,9 @@ void Importer::add_inputs(const onnx::GraphProto& g) {
       continue;
     }
     try {
-      values_[v.name()] = g_.add_input(names_.fresh(v.name()), *dt, shape);
+      int id = g_.add_input(names_.fresh(v.name()), *dt, shape);
+      if (g_.node(id).name != v.name()) g_.set_source_name(id, v.name());
+      values_[v.name()] = id;
     } catch (const Error& e) {
       fail_as(e, e.what());
     }
@@ -330,6 +332,8 @@ void Importer::add_outputs(const onnx::GraphProto& g) {
              dtype_name(got));
     }
     g_.add_output(it->second, output_names_.fresh(o.name()));
+    if (g_.outputs().back().name != o.name())
+      g_.set_output_source_name(g_.outputs().size() - 1, o.name());
   }
 }
 
@@ -353,6 +357,7 @@ Graph Importer::pruned() const {
     int id;
     if (n->op_name() == "input") {
       id = out.add_input(n->name, n->type.dtype, n->type.shape);
+      if (!n->source_name.empty()) out.set_source_name(id, n->source_name);
     } else if (n->op_name() == "constant") {
       id = out.add_constant(*n->data, n->name);
     } else {
@@ -362,7 +367,10 @@ Graph Importer::pruned() const {
     }
     remap[static_cast<size_t>(n->id)] = id;
   }
-  for (const auto& o : g_.outputs()) out.add_output(remap[static_cast<size_t>(o.node)], o.name);
+  for (const auto& o : g_.outputs()) {
+    out.add_output(remap[static_cast<size_t>(o.node)], o.name);
+    if (!o.source_name.empty()) out.set_output_source_name(out.outputs().size() - 1, o.source_name);
+  }
   return out;
 }
 
