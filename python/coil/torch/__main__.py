@@ -12,7 +12,7 @@ def main():
         p.print_help()
         return 2
     from . import lowering
-    print("# lowered by coil (python/coil/torch/lowering.py, lowering_nn.py)")
+    print("# lowered by coil (python/coil/torch/lowering*.py)")
     for name in lowering.supported_ops():
         print(name)
     print("# decomposed by torch._decomp before lowering (what they become may still fall back)")

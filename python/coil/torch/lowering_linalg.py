@@ -546,12 +546,26 @@ def _lu_solve_row(L, LU, piv, B, node_LU, left, adjoint, out_shape, out_dt):
     batch = list(torch.broadcast_shapes(tuple(s[:-2]), tuple(bs[:-2])))
     LUc = _op(L, "expand", LUc, shape=batch + [n, n])
     piv = _op(L, "expand", piv, shape=batch + [n])
-    if left and not adjoint:  # A X = B, A = P L U
-        Bc = _op(L, "expand", Bc, shape=batch + bs[-2:])
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        Bc = Value(L.op("transpose", [Bc], {"dim0": -1, "dim1": -2}))
+        bs = list(shape(L, Bc))
+        adjoint = not adjoint
+    Bc = _op(L, "expand", Bc, shape=batch + bs[-2:])
+    if not adjoint:  # A X = B, A = P L U
         piv0 = reshape(L, _op(L, "sub", _cast(L, piv, torch.int64), _k(L, 1)), batch + [n, 1])
         X = _lu_solve(L, LUc, piv0, Bc, n)
-        return _cast(L, X, out_dt)
-    raise Unsupported("lu_solve with left=False or adjoint=True")
+    else:  # A^T X = B: U^T z = B, L^T w = z, X = P w
+        Lm, Um = _unpack(L, LUc, batch + [n, n], ct)
+        z = _tri_solve(L, Value(L.op("transpose", [Um], {"dim0": -1, "dim1": -2})), Bc,
+                       False, False, n)
+        w = _tri_solve(L, Value(L.op("transpose", [Lm], {"dim0": -1, "dim1": -2})), z,
+                       True, True, n)
+        perm = _perm_vector(L, piv, batch, n)  # (P^T A)[i] = A[perm[i]]: (P w)[perm[i]] = w[i]
+        P = _p_matrix(L, perm, batch, n, ct)
+        X = Value(L.op("matmul", [P, w]))
+    if not left:
+        X = Value(L.op("transpose", [X], {"dim0": -1, "dim1": -2}))
+    return _cast(L, X, out_dt)
 
 
 @lowers("aten.linalg_lu_solve.default")

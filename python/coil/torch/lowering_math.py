@@ -950,6 +950,14 @@ def _cheb_closed(kind, x, n):
 
 
 def _cheb(kind, shifted):
+    if not torch.__version__.startswith("1.13"):
+        # checked against torch 1.13's kernels; torch 2.11 differs on at least one value of U
+        # (not yet understood): other versions stay in eager
+        def refuse(x, n):
+            raise Unsupported(f"Chebyshev polynomials on torch {torch.__version__} (checked "
+                              "on 1.13 only)")
+        return refuse
+
     def fn(x, n):
         ni = X.where(n.lt(0), n.fn("ceil"), n.fn("floor"))  # int64(n): truncation
         y = 2.0 * x - 1.0 if shifted else x
@@ -1055,8 +1063,8 @@ def _multi_margin_loss(L, node, args, kwargs):
     if p not in (1, 2):
         raise Unsupported(f"multi_margin_loss with p={p}")
     xs = list(_shape(L, x))
-    if len(xs) == 1:
-        x = Value(L.op("reshape", [x], {"shape": [1, xs[0]]}))
+    if len(xs) <= 1:
+        x = Value(L.op("reshape", [x], {"shape": [1, xs[0] if xs else 1]}))
         target = Value(L.op("reshape", [target], {"shape": [1]}))
     n, c = _shape(L, x)
     if n == 0 or c == 0:
@@ -1094,10 +1102,10 @@ def _multilabel_margin_loss(L, node, args, kwargs):
     if not dt.is_floating_point:
         raise Unsupported("multilabel_margin_loss of integers")
     xs = list(_shape(L, x))
-    one_d = len(xs) == 1
-    if one_d:
-        x = Value(L.op("reshape", [x], {"shape": [1, xs[0]]}))
-        target = Value(L.op("reshape", [target], {"shape": [1, xs[0]]}))
+    if len(xs) <= 1:
+        c0 = xs[0] if xs else 1
+        x = Value(L.op("reshape", [x], {"shape": [1, c0]}))
+        target = Value(L.op("reshape", [target], {"shape": [1, c0]}))
     n, c = _shape(L, x)
     if n == 0 or c == 0:
         raise Unsupported("multilabel_margin_loss of an empty input")
@@ -1176,3 +1184,68 @@ def _histc(L, node, args, kwargs):
         Value(L.op("reshape", [pos.v], {"shape": [n, 1]})), j])),
         Value(L.op("reshape", [valid.v], {"shape": [n, 1]}))]))
     return Value(L.op("sum", [L.cast(hit, dt)], {"axes": [0], "keepdim": False}))
+
+
+@lowers("aten.isin.Tensor_Tensor", "aten.isin.Tensor_Scalar", "aten.isin.Scalar_Tensor")
+def _isin(L, node, args, kwargs):
+    """elements == any of test_elements (one comparison each): exact; invert negates."""
+    e, t = args[0], args[1]
+    invert = bool(kwargs.get("invert", args[3] if len(args) > 3 else False))
+    shp, _ = meta_of(node)
+    dt = torch.promote_types(*[meta_of(a)[1] if isinstance(a, torch.fx.Node) else
+                               torch.tensor(a).dtype for a in node.args[:2]])
+    ev = Value(L.cast(e, dt)) if isinstance(e, Value) else Value(L.full(e, dt))
+    tv = Value(L.cast(t, dt)) if isinstance(t, Value) else Value(L.full(t, dt))
+    n = 1
+    for s in _shape(L, tv):
+        n *= s
+    if n == 0:
+        return Value(L.full(1 if invert else 0, torch.bool, shp))
+    tf = Value(L.op("reshape", [tv], {"shape": [1] * len(shp) + [n]}))
+    eu = Value(L.op("unsqueeze", [Value(L.op("reshape", [ev], {"shape": list(shp)}))],
+                    {"dim": len(shp)}))
+    hit = Value(L.op("max", [L.cast(Value(L.op("eq", [eu, tf])), torch.int32)],
+                     {"axes": [len(shp)], "keepdim": False}))
+    r = Value(L.op("gt", [hit, Value(L.full(0, torch.int32))]))
+    return Value(L.op("logical_not", [r])) if invert else r
+
+
+@lowers("aten.angle.default")
+def _angle(L, node, args, kwargs):
+    """The angle of a real number: pi below 0, 0 otherwise, NaN for NaN."""
+    dt = _float_out(node)
+    x = X(L, L.cast(args[0], dt), dt)
+    r = X.where(x.lt(0), math.pi, 0.0, dt)
+    return Value(X.where(x.isnan(), x, r).v)
+
+
+def _nextafter(x, y):
+    """std::nextafter for f32 values (in f64): x itself where x == y, NaN with NaN, the
+    smallest denormal from 0, else |x| plus or minus its f32 ulp (2^(e - 23) in [2^e, 2^(e+1)),
+    2^(e - 24) below a power of 2, 2^-149 among denormals)."""
+    a = x.fn("abs")
+    a1 = X.where(a.eq(0) | a.isinf() | a.isnan(), 1.0, a)
+    e = (a1.fn("log") * (1.0 / math.log(2.0))).fn("floor")
+    e = X.where((2.0 ** e).gt(a1), e - 1.0, e)
+    e = X.where((2.0 ** (e + 1.0)).le(a1), e + 1.0, e)
+    e = X.where(e.lt(-126.0), -126.0, e)
+    up = 2.0 ** (e - 23.0)
+    down = X.where(a1.eq(2.0 ** e) & e.gt(-126.0), 2.0 ** (e - 24.0), up)
+    away = y.gt(x).eq(x.gt(0))  # moving away from 0
+    mag = X.where(away, a + up, a - down)
+    r = X.where(x.lt(0), -mag, mag)
+    tiny = 2.0 ** -149
+    r = X.where(x.eq(0), X.where(y.gt(0), tiny, -tiny), r)
+    fmax = float(torch.finfo(torch.float32).max)
+    r = X.where(x.isinf(), X.where(x.gt(0), fmax, -fmax), r)
+    r = X.where(x.eq(y), y, r)
+    return X.where(x.isnan() | y.isnan(), math.nan, r)
+
+
+@lowers("aten.nextafter.default", "prims.nextafter.default")
+def _nextafter_row(L, node, args, kwargs):
+    dt = _out_dtype(node)
+    if dt != torch.float32:
+        raise Unsupported(f"nextafter in {dt} (coil steps f32 ulps)")
+    x, y = _arg64(L, args[0], node), _arg64(L, args[1], node)
+    return Value(_nextafter(x, y).cast(dt).v)

@@ -723,8 +723,8 @@ def _avg_pool2d(L, node, args, kwargs):
 def _max_dim(L, node, args, kwargs):
     x, dim = args[0], int(args[1])
     keepdim = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
-    if L.rank(x) == 0:
-        raise Unsupported(f"{node.target} of a 0-d tensor")
+    if L.rank(x) == 0:  # the value itself, index 0
+        return (x, zeros(L, "i64", []))
     which = "max" if "max" in str(node.target) else "min"
     vals = Value(L.op(which, [x], {"axes": [dim], "keepdim": keepdim}))
     idx = Value(L.op("arg" + which, [x], {"axis": dim, "keepdim": keepdim}))

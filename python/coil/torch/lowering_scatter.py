@@ -717,3 +717,64 @@ def _searchsorted(L, node, args, kwargs):
         start = X.where(active & go_right, mid + 1.0, start)
         end = X.where(active & ~go_right, mid, end)
     return Value(L.cast(start.v, odt))
+
+
+@lowers("aten.segment_reduce.default", "aten._segment_reduce.default")
+def _segment_reduce(L, node, args, kwargs):
+    """torch's segment_reduce along axis 0 with 1-D lengths (or offsets): segment s covers
+    [start_s, start_s + length_s) (starts: a prefix sum); a one-hot [S, N] mask reduces the data
+    with the reduction's identity elsewhere; `initial` takes part in every segment's reduction
+    (mean: (initial + sum) / length, an empty segment gives initial; without initial NaN, as
+    0 / 0)."""
+    data, reduce = args[0], args[1]
+    get = lambda i, k, d: args[i] if len(args) > i else kwargs.get(k, d)
+    lengths, indices, offsets = get(2, "lengths", None), get(3, "indices", None), \
+        get(4, "offsets", None)
+    axis, initial = int(get(5, "axis", 0)), get(7, "initial", None)
+    shp, dt = meta_of(node)
+    if indices is not None or axis != 0 or not dt.is_floating_point:
+        raise Unsupported("segment_reduce with indices, another axis, or integers")
+    if reduce not in ("sum", "mean", "max", "min", "prod"):
+        raise Unsupported(f"segment_reduce {reduce!r}")
+    if lengths is not None:
+        if L.rank(lengths) != 1:
+            raise Unsupported("segment_reduce with batched lengths")
+        lens = L.cast(lengths, torch.int64)
+        S = shape(L, lens)[0]
+    elif offsets is not None:
+        if L.rank(offsets) != 1:
+            raise Unsupported("segment_reduce with batched offsets")
+        off = L.cast(offsets, torch.int64)
+        S = shape(L, off)[0] - 1
+        lens = Value(L.op("sub", [slice_(L, off, 0, 1, S + 1), slice_(L, off, 0, 0, S)]))
+    else:
+        raise Unsupported("segment_reduce without lengths or offsets")
+    ds = list(shape(L, data))
+    N = ds[0]
+    R = _numel(ds[1:])
+    if S == 0 or N == 0:
+        raise Unsupported("segment_reduce of nothing")
+    ends = _scan(L, lens, 0, "sum")
+    starts = Value(L.op("sub", [ends, lens]))
+    i = reshape(L, _iota(L, N), [1, N])
+    E = Value(L.op("logical_and", [Value(L.op("ge", [i, reshape(L, starts, [S, 1])])),
+                                   Value(L.op("lt", [i, reshape(L, ends, [S, 1])]))]))
+    E3 = reshape(L, E, [S, N, 1])
+    d = reshape(L, L.cast(data, dt), [1, N, R])
+    cd = coil_dt(L, d)
+    red = "sum" if reduce == "mean" else reduce
+    ident = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}[red]
+    masked = Value(L.op("where", [E3, d, zeros(L, cd, [], ident)]))
+    op = {"sum": "sum", "prod": "prod", "max": "max", "min": "min"}[red]
+    r = Value(L.op(op, [masked], {"axes": [1], "keepdim": False}))  # [S, R]
+    if initial is not None:
+        iv = zeros(L, cd, [], float(initial))
+        comb = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}[red]
+        r = Value(L.op(comb, [r, iv]))
+    if reduce == "mean":
+        cnt = reshape(L, L.cast(lens, dt), [S, 1])
+        r = Value(L.op("div", [r, cnt]))
+        if initial is not None:
+            empty = Value(L.op("eq", [reshape(L, lens, [S, 1]), zeros(L, "i64", [])]))
+            r = Value(L.op("where", [empty, zeros(L, cd, [], float(initial)), r]))
+    return reshape(L, r, list(shp))
