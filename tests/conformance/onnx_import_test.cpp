@@ -395,9 +395,8 @@ TEST_F(OnnxCli, TheModelsOwnNamesAreAccepted) {
                  &out),
             0)
       << out;
-  EXPECT_EQ(coil(fmt::format("run '{}' --input 'Gemm_0={}'", model, (dir / "x.npy").string()),
-                 &out),
-            2);
+  EXPECT_EQ(
+      coil(fmt::format("run '{}' --input 'Gemm_0={}'", model, (dir / "x.npy").string()), &out), 2);
   EXPECT_NE(out.find("the model has no input 'Gemm_0' (its inputs: onnx_Gemm_0 (onnx::Gemm_0))"),
             std::string::npos)
       << out;

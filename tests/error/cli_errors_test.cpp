@@ -117,6 +117,12 @@ void write_fixtures(const fs::path& dir) {
   add_node(det, "Det", {"x"}, {"y"});
   std::ofstream(dir / "unsupported_op.onnx", std::ios::binary) << det.SerializeAsString();
   std::ofstream(dir / "opset99.onnx", std::ios::binary) << relu_model(99).SerializeAsString();
+  // Names as torch.onnx writes them, which coil's identifiers differ from.
+  onnx::ModelProto named = empty_model(13);
+  set_type(named.mutable_graph()->add_input(), "onnx::Gemm_0", TP::FLOAT, {2, 16});
+  set_type(named.mutable_graph()->add_output(), "4", TP::FLOAT, {2, 16});
+  add_node(named, "Relu", {"onnx::Gemm_0"}, {"4"});
+  std::ofstream(dir / "named.onnx", std::ios::binary) << named.SerializeAsString();
   fs::create_directories(dir / "bin");
   fs::create_symlink(COIL_CLI, dir / "bin" / "coil");
 }
