@@ -99,15 +99,28 @@ const std::string& coil_binary_identity() {
   return identity;
 }
 
+// A log channel that prints what the stages do is on in this process: COIL_LOGS, or
+// set_log_channels (the CLI, tests), which COIL_LOGS does not show.
+bool stage_logs_enabled() {
+  std::stringstream logs(env(EnvVar::logs));
+  std::string channel;
+  while (std::getline(logs, channel, ',')) {
+    if (!channel.empty() && channel != "perf" && channel != "cache") return true;
+  }
+  bool on = false;
+#define COIL_STAGE_CHANNEL_ON(name, doc)                                                       \
+  on = on || (LogChannel::name != LogChannel::perf && LogChannel::name != LogChannel::cache && \
+              log_enabled(LogChannel::name));
+  COIL_LOG_CHANNELS(COIL_STAGE_CHANNEL_ON)
+#undef COIL_STAGE_CHANNEL_ON
+  return on;
+}
+
 bool bypasses_cache(const CompileOptions& options) {
   if (!options.debug_dir.empty() || !env(EnvVar::debug_dir).empty()) return true;
   if (!env(EnvVar::testing_inject_bug).empty()) return true;
   // Log channels that print what the stages do need the stages to run.
-  std::stringstream logs(env(EnvVar::logs));
-  std::string channel;
-  while (std::getline(logs, channel, ','))
-    if (!channel.empty() && channel != "perf" && channel != "cache") return true;
-  return false;
+  return stage_logs_enabled();
 }
 
 fs::path entry_path(const std::string& key, const char* extension = ".json") {

@@ -22,6 +22,7 @@
 #include "graph/text_format.h"
 #include "support/check_graph.h"
 #include "support/error_of.h"
+#include "support/log.h"
 #include "support/private_cache.h"
 
 namespace coil {
@@ -355,6 +356,16 @@ TEST(ModelCache, DebuggingCompilesBypassIt) {
   ::setenv("COIL_LOGS", "perf", 1);  // timing the stages: the warm path is what is timed
   EXPECT_TRUE(compile(g).report().model_cache_hit);
   ::unsetenv("COIL_LOGS");
+  // Channels turned on in the process (the CLI and tests call set_log_channels), not through
+  // the environment: Fusion.ReadingAcrossRowsIsRefusedAndLogged got no fusion log from a warm
+  // second run of its binary before they counted.
+  set_log_channels("fusion");
+  bool hit = compile(g).report().model_cache_hit;
+  set_log_channels("cache");
+  bool cache_channel_hit = compile(g).report().model_cache_hit;
+  set_log_channels("");
+  EXPECT_FALSE(hit);
+  EXPECT_TRUE(cache_channel_hit);
 }
 
 // A deployment without a compiler: a new process (the CLI) with no C++ compiler on PATH loads a
