@@ -138,39 +138,16 @@ def run_time(args, model, mode, cache):
     return j.get("median_ms") or j.get("median_s", 0) * 1e3
 
 
-class PrivateRedis:
-    """A redis-server on a free loopback port, no persistence, for --remote-cache."""
-
-    def __init__(self):
-        import socket
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(500):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.02)
-        self.env = {"COIL_REMOTE_CACHE": f"redis://127.0.0.1:{self.port}",
-                    "COIL_REMOTE_CACHE_KEY": "compile-latency-bench-secret"}
-
-    def flush(self):
-        subprocess.run(["redis-cli", "-p", str(self.port), "FLUSHALL"], check=True,
-                       capture_output=True)
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-
-
 def main():
     args = parse_args()
-    redis = PrivateRedis() if args.remote_cache else None
+    redis = None
+    if args.remote_cache:
+        sys.path.insert(0, os.path.join(ROOT, "tests", "remote_cache"))
+        from private_redis import PrivateRedis  # a redis-server on a free loopback port
+        redis = PrivateRedis()
+        redis.env = {"COIL_REMOTE_CACHE": redis.url,
+                     "COIL_REMOTE_CACHE_KEY": "compile-latency-bench-secret"}
+        redis.flush = lambda: redis.cli("FLUSHALL")
     model_dir = args.model_dir or tempfile.mkdtemp(prefix="coil-latency-models-")
     import export_models  # noqa: E402 (tests/models/export_models.py; needs torch)
     paths = {}

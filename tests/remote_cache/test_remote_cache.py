@@ -18,11 +18,11 @@ import json
 import os
 import pathlib
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from private_redis import PrivateRedis  # noqa: E402
 
 coil, work = sys.argv[1], pathlib.Path(sys.argv[2])
 here = pathlib.Path(__file__).resolve().parent
@@ -36,39 +36,11 @@ def fail(msg):
     sys.exit(1)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Redis:
-    def __init__(self):
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(500):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        fail("redis-server did not start (scripts/setup.sh installs it)")
-
-    @property
-    def url(self):
-        return f"redis://127.0.0.1:{self.port}"
-
-    def cli(self, *args):
-        return subprocess.run(["redis-cli", "-p", str(self.port), *args], check=True,
-                              capture_output=True, text=True).stdout.strip()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
+def Redis():
+    try:
+        return PrivateRedis()
+    except RuntimeError as e:
+        fail(str(e))
 
 
 def env_for(cache, redis, path=None, key=SECRET):
