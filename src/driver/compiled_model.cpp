@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -38,8 +39,17 @@ struct CompiledModel::Impl {
   std::vector<std::shared_ptr<const Tensor>> constants;
   std::vector<void*> constant_ptrs;
   CompileReport report;
-  mutable std::mutex arena_mutex;  // one call at a time uses the arena
-  mutable Tensor arena;
+  // Arenas (intermediate buffers) of calls: each call takes one for itself, so that threads
+  // calling one model run at once. A finished call gives its arena back; a call finding none
+  // free allocates one more, so there are as many as the most concurrent calls so far.
+  int64_t arena_bytes = 1;
+  mutable std::mutex arena_pool_mutex;  // held only to take or give back an arena
+  mutable std::vector<Tensor> free_arenas;
+  // A module with run-time checks records the first failing check in one global of the module
+  // (coil_run_error, written by whichever OpenMP thread fails), so calls into it still run one
+  // at a time, those of every model loaded from that module file: two calls at once could read
+  // each other's failure. Null for modules without checks.
+  std::shared_ptr<std::mutex> run_check_mutex;
   Tensor packed;                     // constants packed once at load (coil_graph_pack)
   KernelCallPlan kernel_calls;       // the kernels one by one (profile, save_kernel_values)
   std::filesystem::path debug_path;  // the graph's debug directory, if any
@@ -121,6 +131,19 @@ namespace {
 // What both paths of compile() do once the module is known: load it, pack its constants, and
 // give the model its inputs, outputs, kernel call plan and arena. (A template so that it can
 // take the private CompiledModel::Impl without naming it.)
+/// The mutex of the module file `so_path` (every model loaded from it shares its globals).
+static std::shared_ptr<std::mutex> module_run_check_mutex(const std::string& so_path) {
+  static std::mutex table_mutex;
+  static std::map<std::string, std::weak_ptr<std::mutex>> table;
+  std::lock_guard<std::mutex> lock(table_mutex);
+  std::shared_ptr<std::mutex> m = table[so_path].lock();
+  if (!m) {
+    m = std::make_shared<std::mutex>();
+    table[so_path] = m;
+  }
+  return m;
+}
+
 template <typename Impl>
 void load_module(Impl& impl, const CompileResult& built, std::vector<RunCheck> run_checks,
                  std::vector<std::shared_ptr<const Tensor>> constants, KernelCallPlan kernel_calls,
@@ -128,8 +151,10 @@ void load_module(Impl& impl, const CompileResult& built, std::vector<RunCheck> r
   impl.library = SharedLibrary::open(built.so_path);
   impl.run = impl.library->template symbol_as<GraphRunFn>(kGraphRunSymbol);
   impl.run_checks = std::move(run_checks);
-  if (!impl.run_checks.empty())
+  if (!impl.run_checks.empty()) {
     impl.run_error = impl.library->template symbol_as<GraphRunErrorFn>(kGraphRunErrorSymbol);
+    impl.run_check_mutex = module_run_check_mutex(built.so_path.string());
+  }
   impl.constants = std::move(constants);
   for (const auto& c : impl.constants) impl.constant_ptrs.push_back(c->data());
   // Weights that templates read packed are packed here, once.
@@ -148,8 +173,40 @@ void load_module(Impl& impl, const CompileResult& built, std::vector<RunCheck> r
   if (report.remote_cache != "off") report.remote_cache = built.remote_hit ? "hit" : "miss";
   report.cache_key = built.key;
   report.so_path = built.so_path;
-  impl.arena = Tensor::empty(DType::U8, {std::max<int64_t>(arena_bytes, 1)});
+  impl.arena_bytes = std::max<int64_t>(arena_bytes, 1);
+  impl.free_arenas.push_back(Tensor::empty(DType::U8, {impl.arena_bytes}));
 }
+
+namespace {
+
+/// One call's arena, taken from the model's pool and given back when the call ends.
+template <typename Impl>
+class ArenaLease {
+ public:
+  explicit ArenaLease(const Impl& impl) : impl_(impl) {
+    {
+      std::lock_guard<std::mutex> lock(impl_.arena_pool_mutex);
+      if (!impl_.free_arenas.empty()) {
+        arena_ = std::move(impl_.free_arenas.back());
+        impl_.free_arenas.pop_back();
+      }
+    }
+    if (!arena_.defined()) arena_ = Tensor::empty(DType::U8, {impl_.arena_bytes});
+  }
+  ~ArenaLease() {
+    std::lock_guard<std::mutex> lock(impl_.arena_pool_mutex);
+    impl_.free_arenas.push_back(std::move(arena_));
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+  char* data() { return static_cast<char*>(arena_.data()); }
+
+ private:
+  const Impl& impl_;
+  Tensor arena_;
+};
+
+}  // namespace
 
 void write_output_dir(const Graph& graph, const CompileOptions& options,
                       const CompileReport& report) {
@@ -365,10 +422,11 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
     COIL_USER_CHECK(outputs[i] != nullptr || shape_numel(impl_->outputs[i].shape) == 0,
                     "output {}: null data pointer", impl_->outputs[i].name);
   std::vector<void*> out_ptrs = outputs;
-  std::lock_guard<std::mutex> lock(impl_->arena_mutex);
+  ArenaLease<Impl> arena(*impl_);
+  std::unique_lock<std::mutex> checks_lock;
+  if (impl_->run_check_mutex) checks_lock = std::unique_lock<std::mutex>(*impl_->run_check_mutex);
   impl_->run(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), impl_->constant_ptrs.data(),
-             static_cast<char*>(impl_->arena.data()),
-             static_cast<const char*>(impl_->packed.data()));
+             arena.data(), static_cast<const char*>(impl_->packed.data()));
   if (impl_->run_error) {
     int64_t value = 0, limit = 0;
     int site = impl_->run_error(&value, &limit);
@@ -378,7 +436,7 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
   }
 }
 
-/// Runs `use` with the model's kernels bound to `inputs`, fresh outputs and the arena (held).
+/// Runs `use` with the model's kernels bound to `inputs`, fresh outputs and an arena of its own.
 /// (A template so that it can take the private CompiledModel::Impl without naming it.)
 template <typename Impl, typename Use>
 static void with_kernels(const Impl& impl, const std::vector<TensorRef>& inputs, Use use) {
@@ -392,8 +450,10 @@ static void with_kernels(const Impl& impl, const std::vector<TensorRef>& inputs,
     b.outputs.push_back(outs.back().data());
   }
   b.constants = impl.constant_ptrs;
-  std::lock_guard<std::mutex> lock(impl.arena_mutex);
-  b.arena = static_cast<char*>(impl.arena.data());
+  ArenaLease<Impl> arena(impl);
+  std::unique_lock<std::mutex> checks_lock;
+  if (impl.run_check_mutex) checks_lock = std::unique_lock<std::mutex>(*impl.run_check_mutex);
+  b.arena = arena.data();
   b.packed = static_cast<const char*>(impl.packed.data());
   use(KernelCaller(impl.kernel_calls, *impl.library, b));
 }

@@ -215,5 +215,49 @@ TEST_F(Concurrency, RunsOfOneModel) {
   EXPECT_EQ(failures.all(), "");
 }
 
+// A model with run-time checks (gather's index bounds): its calls run one at a time (the module
+// records a failing check in one global), and a call with a bad index fails alone: the error
+// names its value, and the other threads' calls, before and after it, are right.
+TEST_F(Concurrency, RunsOfOneModelWithRunChecks) {
+  const Graph g = parse_graph(
+      "input d: f32[50, 16]\n"
+      "input i: i64[37]\n"
+      "x = gather(d, i) {axis=0}\n"
+      "y = mul(x, x)\n"
+      "output y\n",
+      "<gather>");
+  const CompiledModel m = compile(g);
+  const Tensor data = random_tensor(DType::F32, {50, 16}, 3);
+  constexpr int kRuns = 6;
+  Failures failures;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRuns; ++r) {
+        std::string what = fmt::format("thread {} run {}", t, r);
+        Tensor idx = Tensor::empty(DType::I64, {37});
+        for (int64_t k = 0; k < 37; ++k) idx.data_as<int64_t>()[k] = (k * 7 + t + r) % 50 - 25;
+        const bool bad = (t + r) % 3 == 0;
+        const int64_t bad_value = 50 + 10 * t + r;
+        if (bad) idx.data_as<int64_t>()[5 + r] = bad_value;
+        try {
+          if (bad) {
+            m.run({data, idx});
+            failures.add(what + ": an out-of-range index did not fail");
+          } else {
+            std::string e = check_against_reference(g, m, {data, idx}, what);
+            if (!e.empty()) failures.add(e);
+          }
+        } catch (const std::exception& e) {
+          if (!bad || std::string(e.what()).find(std::to_string(bad_value)) == std::string::npos)
+            failures.add(fmt::format("{}: {}", what, e.what()));
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.all(), "");
+}
+
 }  // namespace
 }  // namespace coil
