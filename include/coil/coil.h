@@ -150,6 +150,9 @@ class CompiledModel {
 
   /// Runs on `inputs` (one per graph input, in order; any strides) and returns new outputs.
   /// Inputs are checked against the graph: count, dtype and shape (coil::Error naming the input).
+  /// Thread-safe: threads may run one model at once, each call with an arena of its own (the
+  /// model keeps as many as the most calls at once); only a model with run-time checks (e.g.
+  /// gather's index bounds) runs one call at a time, for each module file.
   std::vector<Tensor> run(const std::vector<TensorRef>& inputs) const;
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   /// Runs into caller-provided contiguous outputs (benchmarks reuse them across calls).
