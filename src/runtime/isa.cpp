@@ -371,18 +371,20 @@ std::string vmath_dir() {
     return dir.string();
   }
   std::error_code ec;
-#ifdef COIL_VMATH_BUILD_DIR
-  if (fs::exists(fs::path(COIL_VMATH_BUILD_DIR) / "libcoil_vmath.so", ec))
-    return COIL_VMATH_BUILD_DIR;
-#endif
-  // The directory of the file this code was loaded from, when the library is beside it: a
-  // libcoil_c.so moved with build/lib's other libraries (a Python host loads it from there).
+  // Beside the file this code was loaded from, or in ../lib from it: a libcoil_c.so or
+  // libcoil.so with lib/'s other libraries (a Python host loads it from there, an installed
+  // prefix holds them together), or an installed bin/coil.
   Dl_info info{};
   if (::dladdr(reinterpret_cast<const void*>(&vmath_dir), &info) != 0 && info.dli_fname &&
       info.dli_fname[0] != '\0') {
     fs::path dir = fs::absolute(fs::path(info.dli_fname), ec).parent_path();
-    if (!ec && fs::exists(dir / "libcoil_vmath.so", ec)) return dir.string();
+    for (const fs::path& d : {dir, dir.parent_path() / "lib"})
+      if (!ec && fs::exists(d / "libcoil_vmath.so", ec)) return fs::weakly_canonical(d).string();
   }
+#ifdef COIL_VMATH_BUILD_DIR
+  if (fs::exists(fs::path(COIL_VMATH_BUILD_DIR) / "libcoil_vmath.so", ec))
+    return COIL_VMATH_BUILD_DIR;
+#endif
   return "";
 }
 

@@ -88,9 +88,10 @@ CompileFlags module_compile_flags(const IsaInfo& isa);
 /// IsaInfo::link_flags link with -L and -rpath, and libcoil_extern.so (extern_link_flags()),
 /// built into the same directory:
 ///   1. $COIL_VMATH_DIR when set (a user error if it lacks the library);
-///   2. else the build's lib/ directory, baked in by CMake, when the library is there;
-///   3. else the directory of the binary or library holding coil (libcoil_c.so: the C ABI)
-///      when the library is beside it;
+///   2. else the directory of the binary or library holding coil (libcoil_c.so, libcoil.so,
+///      bin/coil), or its ../lib, when the library is there: the build tree, an installed
+///      prefix (cmake/install.cmake) or the device bundle, wherever it was moved;
+///   3. else the build's lib/ directory, baked in by CMake, when the library is there;
 ///   4. else "": no -L/-rpath, so the linker searches LIBRARY_PATH and the default paths, and
 ///      the loader LD_LIBRARY_PATH (how scripts/device_bundle.sh's bundle runs elsewhere).
 /// Read when the ISA table is built (once per process).
