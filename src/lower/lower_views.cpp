@@ -97,7 +97,7 @@ TensorBox lower_view(LowerContext&, const Node& node, const std::vector<TensorBo
                    }};
 }
 
-TensorBox lower_concat(LowerContext&, const Node& node, const std::vector<TensorBox>& in) {
+TensorBox lower_concat(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
   auto dim = static_cast<size_t>(
       normalize_axis("concat", node.attrs.get_int_or("concat", "dim", 0), node.type.rank()));
   DType t = node.type.dtype;
@@ -107,6 +107,14 @@ TensorBox lower_concat(LowerContext&, const Node& node, const std::vector<Tensor
   for (const auto& p : in)
     if (p.sizes[dim].as_const() != std::optional<int64_t>(0)) parts.push_back(p);
   if (parts.empty()) parts = in;
+  // Every part is evaluated at every element of the result (the selects below pick one), so
+  // an expensive inlined part is computed parts.size() times over: the last step of an
+  // unrolled LSTM, whose gates have no other reader, concatenated into its output sequence
+  // with the other 12 steps, took 13x its work, scalar (issue 27). Such a part is stored
+  // first, as a value with several readers is (should_realize in lowering.cpp).
+  if (parts.size() > 1)
+    for (auto& p : parts)
+      if (p.buffer < 0 && loader_cost(p) > kRealizeCostThreshold) p = ctx.realize(p);
   // Each part reads at a clamped index so that every load stays in bounds; `where` picks.
   return TensorBox{t, node.type.shape, [parts, dim, t](LoopBody& b, const Index& idx) {
                      std::vector<sym::Expr> offsets{0};

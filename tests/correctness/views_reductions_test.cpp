@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "graph/decompositions.h"
+#include "lower/lowering.h"
 #include "support/check_graph.h"
 
 namespace coil {
@@ -99,6 +101,34 @@ output y
 output z
 )");
   EXPECT_TRUE(matches_reference(g));
+}
+
+// A concat evaluates each part at every element of its result (a select picks one), so an
+// expensive inlined part is stored first and the concat's body only loads it (issue 27: the
+// last step of an unrolled LSTM was computed once per step of the sequence); cheap parts stay
+// inlined.
+TEST(Views, ConcatStoresExpensiveParts) {
+  Graph g = graph_from_text(R"(
+input a: f32[3, 4]
+input b: f32[5, 4]
+e = tanh(a)
+s = sigmoid(e)
+c = add(b, b)
+x = concat(s, c, a) {dim=0}
+output x
+)");
+  EXPECT_TRUE(matches_reference(g));
+  IrProgram p = lower_graph(decompose_and_bind(g, {}));
+  ASSERT_FALSE(p.computations.empty());
+  const ComputedBuffer& cat = p.computations.back();  // writes the output
+  int transcendental = 0, adds = 0;
+  for (const BodyOp& op : cat.body.ops()) {
+    transcendental += is_transcendental(op.op) ? 1 : 0;
+    adds += op.op == LoopOp::add ? 1 : 0;
+  }
+  EXPECT_EQ(transcendental, 0) << to_text(g);
+  EXPECT_GE(adds, 1) << "the cheap part (b + b) is no longer inlined";
+  EXPECT_EQ(p.computations.size(), 2u);
 }
 
 TEST(Reductions, EveryReductionOverAxesWithKeepdim) {
