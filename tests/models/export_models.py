@@ -29,6 +29,9 @@ downloaded. The models:
                    [13, 3, 97]; one ONNX LSTM per layer
   gru_classifier   a bidirectional nn.GRU(20, 37, batch_first=True) over [3, 13, 20], its last
                    states of both directions concatenated -> Linear(74, 5)
+  lstm_lm_large    lstm_lm at serving sizes (benchmarks only): vocab 1000, d 128, hidden 256,
+                   tokens [64, 8]
+  gru_classifier_large  gru_classifier at d 128, hidden 256 over [8, 64, 128] (benchmarks only)
   rnn_relu         a 2-layer bidirectional nn.RNN(19, 37, nonlinearity="relu") over [13, 3, 19],
                    its output sequence [13, 3, 74]
   unet             a small U-Net: two conv stages down (max pooling), one up by ConvTranspose and
@@ -200,6 +203,10 @@ def build(name):
         return LstmLm(), [13, 3]
     if name == "gru_classifier":
         return GruClassifier(), [3, 13, 20]
+    if name == "lstm_lm_large":
+        return LstmLm(vocab=1000, d=128, hidden=256), [64, 8]
+    if name == "gru_classifier_large":
+        return GruClassifier(d=128, hidden=256), [8, 64, 128]
     if name == "rnn_relu":
         return RnnRelu(), [13, 3, 19]
     if name == "unet":
@@ -226,10 +233,11 @@ def build(name):
 
 MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "squeezenet1_1",
           "lstm_lm", "gru_classifier", "rnn_relu", "unet", "groupnorm_cnn"]
-TOKENS = {"gpt_block": 1024, "lstm_lm": 97}  # models whose input is int64 tokens (vocab size)
+TOKENS = {"gpt_block": 1024, "lstm_lm": 97, "lstm_lm_large": 1000}  # models whose input is int64 tokens (vocab size)
 DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256])}  # dynamic_axes, saved input
 # benchmarks only (no test runs them); the CNNs are issue 28's ONNX Runtime anchors
-BENCH = ["efficientnet_b0", "gpt_block", "shufflenet_v2", "mnasnet"]
+BENCH = ["efficientnet_b0", "gpt_block", "shufflenet_v2", "mnasnet", "lstm_lm_large",
+         "gru_classifier_large"]
 ALL = MODELS + list(DYNAMIC) + BENCH
 
 
