@@ -424,6 +424,11 @@ TEST(OnnxRnn, Errors) {
   EXPECT_EQ(message(lstm, [&](onnx::NodeProto* n, auto&) { attr(n, "direction")->set_s("up"); }),
             "rnn.onnx: node 'rnn' (LSTM): direction 'up' is not forward, reverse or "
             "bidirectional");
+  // Beyond 1024 steps the unrolled graph is refused rather than built.
+  RnnCase long_rnn{"RNN", "forward", 1025, 1, 1, 1};
+  EXPECT_EQ(message(long_rnn, [](onnx::NodeProto*, auto&) {}),
+            "rnn.onnx: unsupported ops: RNN (node 'rnn', opset 14: a sequence of 1025 steps (coil "
+            "unrolls at most 1024))");
   // An attribute of another recurrent op is not LSTM's.
   EXPECT_EQ(
       message(lstm, [](onnx::NodeProto* n, auto&) { add_int_attr(n, "linear_before_reset", 1); }),

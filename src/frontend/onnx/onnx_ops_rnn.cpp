@@ -20,6 +20,8 @@ namespace {
 
 enum class Cell { kRnn, kGru, kLstm };
 
+constexpr int64_t kMaxUnrolledSteps = 1024;
+
 struct CellInfo {
   int64_t gates;       // rows of W and R per hidden unit: LSTM i, o, f, c; GRU z, r, h; RNN i
   size_t activations;  // activation functions per direction: LSTM f, g, h; GRU f, g; RNN f
@@ -62,7 +64,7 @@ struct Rnn {
   int layout = 0;
   std::optional<double> clip = std::nullopt;
   std::vector<std::string> activations = {};  // cell_info().activations per direction
-  size_t dir = 0;                        // the direction being built
+  size_t dir = 0;                             // the direction being built
 
   int64_t time_dim() const { return layout == 0 ? 0 : 1; }
 
@@ -171,9 +173,13 @@ void map_rnn(OnnxNode& n) {
     unsupported("a symbolic sequence length ({})",
                 sym::to_string(xs[static_cast<size_t>(b.time_dim())]));
   if (*seq < 1) n.error("the sequence length is {}", *seq);
+  // Each step is a dozen graph nodes and two kernels; a longer loop belongs in a loop of the IR.
+  if (*seq > kMaxUnrolledSteps)
+    unsupported("a sequence of {} steps (coil unrolls at most {})", *seq, kMaxUnrolledSteps);
   std::vector<int64_t> ws = n.static_shape(w, "W"), rs = n.static_shape(r, "R");
   if (rs.size() != 3) n.error("R must be 3-D, got {}", shape_str(n.type(r).shape));
   b.hidden = n.attr_int("hidden_size", rs[2]);
+  if (b.hidden < 1) n.error("hidden_size is {}", b.hidden);
   int64_t gh = info.gates * b.hidden;
   if (ws.size() != 3 || ws[0] != dirs || ws[1] != gh || xs[2] != sym::Expr(ws[2]))
     n.error("W is {}, expected [{}, {}, {}] (num_directions, {} * hidden_size, input_size)",
