@@ -424,6 +424,27 @@ TEST(OnnxRnn, Errors) {
   EXPECT_EQ(message(lstm, [&](onnx::NodeProto* n, auto&) { attr(n, "direction")->set_s("up"); }),
             "rnn.onnx: node 'rnn' (LSTM): direction 'up' is not forward, reverse or "
             "bidirectional");
+  EXPECT_EQ(message(lstm,
+                    [](onnx::NodeProto*, onnx::ModelProto& m) {
+                      m.mutable_graph()
+                          ->mutable_input(1)
+                          ->mutable_type()
+                          ->mutable_tensor_type()
+                          ->set_elem_type(TP::DOUBLE);
+                    }),
+            "rnn.onnx: node 'rnn' (LSTM): input 1 has dtype f64, X f32");
+  EXPECT_EQ(message(lstm,
+                    [](onnx::NodeProto*, onnx::ModelProto& m) {
+                      m.mutable_graph()
+                          ->mutable_input(1)
+                          ->mutable_type()
+                          ->mutable_tensor_type()
+                          ->mutable_shape()
+                          ->mutable_dim(1)
+                          ->set_dim_value(15);
+                    }),
+            "rnn.onnx: node 'rnn' (LSTM): W is [1, 15, 2], expected [1, 16, 2] (num_directions, "
+            "4 * hidden_size, input_size)");
   // Beyond 1024 steps the unrolled graph is refused rather than built.
   RnnCase long_rnn{"RNN", "forward", 1025, 1, 1, 1};
   EXPECT_EQ(message(long_rnn, [](onnx::NodeProto*, auto&) {}),
@@ -436,8 +457,7 @@ TEST(OnnxRnn, Errors) {
       "LSTM in opset 14");
   // Weights of the wrong shape.
   EXPECT_EQ(message(lstm, [&](onnx::NodeProto* n, auto&) { attr(n, "hidden_size")->set_i(5); }),
-            "rnn.onnx: node 'rnn' (LSTM): W is [1, 16, 2], expected [1, 20, 2] (num_directions, "
-            "4 * hidden_size, input_size)");
+            "rnn.onnx: node 'rnn' (LSTM): hidden_size is 5; R is [1, 16, 4]");
 }
 
 }  // namespace

@@ -179,13 +179,19 @@ void map_rnn(OnnxNode& n) {
   std::vector<int64_t> ws = n.static_shape(w, "W"), rs = n.static_shape(r, "R");
   if (rs.size() != 3) n.error("R must be 3-D, got {}", shape_str(n.type(r).shape));
   b.hidden = n.attr_int("hidden_size", rs[2]);
-  if (b.hidden < 1) n.error("hidden_size is {}", b.hidden);
-  int64_t gh = info.gates * b.hidden;
+  if (b.hidden < 1 || b.hidden != rs[2])
+    n.error("hidden_size is {}; R is {}", b.hidden, shape_str(n.type(r).shape));
+  int64_t gh = 0;  // G * H; a dim of 2^62 (with another of 0) would overflow it
+  if (__builtin_mul_overflow(info.gates, b.hidden, &gh))
+    n.error("hidden_size {} is too large", b.hidden);
   if (ws.size() != 3 || ws[0] != dirs || ws[1] != gh || xs[2] != sym::Expr(ws[2]))
     n.error("W is {}, expected [{}, {}, {}] (num_directions, {} * hidden_size, input_size)",
             shape_str(n.type(w).shape), dirs, gh, sym::to_string(xs[2]), info.gates);
   if (rs != std::vector<int64_t>{dirs, gh, b.hidden})
     n.error("R is {}, expected [{}, {}, {}]", shape_str(n.type(r).shape), dirs, gh, b.hidden);
+  for (int i : {1, 2, 3, 5, 6, 7})
+    if (n.has_input(i) && n.dtype(n.in(i)) != b.t)
+      n.error("input {} has dtype {}, X {}", i, dtype_name(n.dtype(n.in(i))), dtype_name(b.t));
   auto expect_shape = [&](int i, const char* name, Shape want) {
     if (n.type(n.in(i)).shape != want)
       n.error("{} is {}, expected {}", name, shape_str(n.type(n.in(i)).shape), shape_str(want));
