@@ -232,14 +232,17 @@ def build(name):
 
 
 MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "squeezenet1_1",
-          "lstm_lm", "gru_classifier", "rnn_relu", "unet", "groupnorm_cnn"]
+          "lstm_lm", "gru_classifier", "rnn_relu", "groupnorm_cnn"]
 # models whose input is int64 tokens, with their vocabulary size
 TOKENS = {"gpt_block": 1024, "lstm_lm": 97, "lstm_lm_large": 1000}
 DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256])}  # dynamic_axes, saved input
 # benchmarks only (no test runs them); the CNNs are issue 28's ONNX Runtime anchors
 BENCH = ["efficientnet_b0", "gpt_block", "shufflenet_v2", "mnasnet", "lstm_lm_large",
          "gru_classifier_large"]
-ALL = MODELS + list(DYNAMIC) + BENCH
+# exported, but coil refuses them until their ops import (unet: ConvTranspose and Resize, branch
+# onnx-ops): neither a test nor the default benchmark list runs them
+PENDING = ["unet"]
+ALL = MODELS + list(DYNAMIC) + BENCH + PENDING
 
 
 def export(name, out):
