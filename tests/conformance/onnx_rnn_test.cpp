@@ -33,6 +33,7 @@ struct RnnCase {
   bool input_forget = false, linear_before_reset = false;
   std::vector<std::string> activations = {};  // empty: the attribute is absent (the defaults)
   bool want_y = true, want_c = true;          // Y and (LSTM) Y_c; Y_h is always wanted
+  bool f64 = false;                           // double instead of float
 
   int64_t dirs() const { return direction == "bidirectional" ? 2 : 1; }
   int64_t gates() const { return op == "LSTM" ? 4 : op == "GRU" ? 3 : 1; }
@@ -43,7 +44,8 @@ void PrintTo(const RnnCase& c, std::ostream* os) {
   *os << c.op << " " << c.direction << " S" << c.seq << " B" << c.batch << " I" << c.input << " H"
       << c.hidden << " layout " << c.layout << (c.bias ? " bias" : "")
       << (c.initial ? " initial" : "") << (c.peepholes ? " P" : "") << (c.clip ? " clip" : "")
-      << (c.input_forget ? " input_forget" : "") << (c.linear_before_reset ? " lbr" : "");
+      << (c.input_forget ? " input_forget" : "") << (c.linear_before_reset ? " lbr" : "")
+      << (c.f64 ? " f64" : "");
   for (const auto& a : c.activations) *os << " " << a;
 }
 
@@ -63,9 +65,11 @@ onnx::ModelProto rnn_model(const RnnCase& c, RnnData* data, uint64_t seed) {
   onnx::ModelProto m = empty_model(14);
   auto* g = m.mutable_graph();
   int64_t d = c.dirs(), gh = c.gates() * c.hidden;
+  int32_t elem = c.f64 ? TP::DOUBLE : TP::FLOAT;
+  DType dtype = c.f64 ? DType::F64 : DType::F32;
   auto input = [&](const std::string& name, std::vector<int64_t> shape, double scale) {
-    set_type(g->add_input(), name, TP::FLOAT, shape);
-    data->tensors.push_back(random_tensor(DType::F32, shape, seed++, -scale, scale));
+    set_type(g->add_input(), name, elem, shape);
+    data->tensors.push_back(random_tensor(dtype, shape, seed++, -scale, scale));
     data->names.push_back(name);
   };
   auto absent = [&] { data->names.push_back(""); };
@@ -125,9 +129,9 @@ onnx::ModelProto rnn_model(const RnnCase& c, RnnData* data, uint64_t seed) {
   }
   std::vector<int64_t> y_shape = c.layout == 0 ? std::vector<int64_t>{c.seq, d, c.batch, c.hidden}
                                                : std::vector<int64_t>{c.batch, c.seq, d, c.hidden};
-  if (c.want_y) set_type(g->add_output(), "Y", TP::FLOAT, y_shape);
-  set_type(g->add_output(), "Y_h", TP::FLOAT, state_shape(c));
-  if (c.lstm() && c.want_c) set_type(g->add_output(), "Y_c", TP::FLOAT, state_shape(c));
+  if (c.want_y) set_type(g->add_output(), "Y", elem, y_shape);
+  set_type(g->add_output(), "Y_h", elem, state_shape(c));
+  if (c.lstm() && c.want_c) set_type(g->add_output(), "Y_c", elem, state_shape(c));
   return m;
 }
 
@@ -179,7 +183,9 @@ Reference reference(const RnnCase& c, const RnnData& data) {
   out.y.assign(static_cast<size_t>(S * D * N * H), 0);
   out.y_h.assign(static_cast<size_t>(D * N * H), 0);
   out.y_c = out.y_h;
-  auto clip = [&](double v) { return c.clip > 0 ? std::clamp(v, -c.clip, c.clip) : v; };
+  // The attribute is a float: 0.9 is 0.89999998.
+  double threshold = static_cast<float>(c.clip);
+  auto clip = [&](double v) { return c.clip > 0 ? std::clamp(v, -threshold, threshold) : v; };
   for (int64_t d = 0; d < D; ++d) {
     auto act = [&](size_t which, double v) {
       return activation(names[static_cast<size_t>(d) * acts + which], v);
@@ -262,14 +268,18 @@ Reference reference(const RnnCase& c, const RnnData& data) {
   return out;
 }
 
+// f32 results within 1e-5 + 1e-4 * |want| of the double reference; f64 ones within 1e-9 (the
+// same arithmetic in another order).
 ::testing::AssertionResult near(const Tensor& got, const std::vector<double>& want,
                                 const char* what) {
+  double atol = got.dtype() == DType::F64 ? 1e-9 : 1e-5;
+  double rtol = got.dtype() == DType::F64 ? 1e-9 : 1e-4;
   if (got.numel() != static_cast<int64_t>(want.size()))
     return ::testing::AssertionFailure()
            << what << ": " << got.numel() << " elements, expected " << want.size();
   for (int64_t i = 0; i < got.numel(); ++i) {
     double g = got.item_as_double(i), w = want[static_cast<size_t>(i)];
-    if (!(std::abs(g - w) <= 1e-5 + 1e-4 * std::abs(w)))
+    if (!(std::abs(g - w) <= atol + rtol * std::abs(w)))
       return ::testing::AssertionFailure() << what << "[" << i << "] = " << g << ", expected " << w;
   }
   return ::testing::AssertionSuccess();
@@ -307,6 +317,7 @@ std::vector<RnnCase> grid() {
           if (full.op == "RNN") acts.push_back(d ? "Sigmoid" : "Relu");
         }
         if (k % 3 != 1) full.activations = acts;
+        full.f64 = k % 6 == 5;  // one case of each op in double
         cases.push_back(full);
       }
     }
