@@ -1,4 +1,8 @@
 // Lowerings of views (index remaps, never copies), concat, and reductions.
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
 #include "graph/op_registry.h"
 #include "graph/type_rules.h"
 #include "lower/lower_ops.h"
@@ -97,18 +101,11 @@ TensorBox lower_view(LowerContext&, const Node& node, const std::vector<TensorBo
                    }};
 }
 
-TensorBox lower_concat(LowerContext&, const Node& node, const std::vector<TensorBox>& in) {
-  auto dim = static_cast<size_t>(
-      normalize_axis("concat", node.attrs.get_int_or("concat", "dim", 0), node.type.rank()));
-  DType t = node.type.dtype;
-  // An empty part holds no element to pick, and no index of it is in bounds: leave it out (its
-  // load would read an empty buffer, on a GPU through a null pointer), unless all are empty.
-  std::vector<TensorBox> parts;
-  for (const auto& p : in)
-    if (p.sizes[dim].as_const() != std::optional<int64_t>(0)) parts.push_back(p);
-  if (parts.empty()) parts = in;
-  // Each part reads at a clamped index so that every load stays in bounds; `where` picks.
-  return TensorBox{t, node.type.shape, [parts, dim, t](LoopBody& b, const Index& idx) {
+/// Concat as a select chain: every part is read (at a clamped index, so that every load stays
+/// in bounds) at every element of the result, and `where` picks. `sizes` is the result's.
+static TensorBox select_concat(const std::vector<TensorBox>& parts, size_t dim, DType t,
+                               const Shape& sizes) {
+  return TensorBox{t, sizes, [parts, dim, t](LoopBody& b, const Index& idx) {
                      std::vector<sym::Expr> offsets{0};
                      for (const auto& p : parts) offsets.push_back(offsets.back() + p.sizes[dim]);
                      int result = -1;
@@ -128,6 +125,59 @@ TensorBox lower_concat(LowerContext&, const Node& node, const std::vector<Tensor
                      }
                      return result;
                    }};
+}
+
+TensorBox lower_concat(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
+  auto dim = static_cast<size_t>(
+      normalize_axis("concat", node.attrs.get_int_or("concat", "dim", 0), node.type.rank()));
+  DType t = node.type.dtype;
+  // An empty part holds no element to pick, and no index of it is in bounds: leave it out (its
+  // load would read an empty buffer, on a GPU through a null pointer), unless all are empty.
+  std::vector<TensorBox> parts;
+  for (const auto& p : in)
+    if (p.sizes[dim].as_const() != std::optional<int64_t>(0)) parts.push_back(p);
+  if (parts.empty()) parts = in;
+  // Every part is evaluated at every element of the result (the selects pick one), so an
+  // expensive inlined part is computed parts.size() times over: the last step of an unrolled
+  // LSTM, whose gates have no other reader, concatenated into its output sequence with the
+  // other 12 steps, took 13x its work, scalar (issue 27). Such a part is stored first, as a
+  // value with several readers is (should_realize in lowering.cpp).
+  if (parts.size() > 1)
+    for (auto& p : parts)
+      if (p.buffer < 0 && loader_cost(p) > kRealizeCostThreshold) p = ctx.realize(p);
+  // For the same reason a concat of n parts costs n loads per element: the 64 steps of an
+  // unrolled LSTM's output took 75% of its run. Beyond kConcatDirectParts parts, groups of
+  // about sqrt(n) parts are joined and stored first, then the groups: about 2 sqrt(n) loads per
+  // element (16 for 64 parts) and one more pass over the result.
+  if (parts.size() > kConcatDirectParts) {
+    auto group = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(parts.size()))));
+    std::vector<TensorBox> groups;
+    for (size_t first = 0; first < parts.size(); first += group) {
+      std::vector<TensorBox> members(
+          parts.begin() + static_cast<std::ptrdiff_t>(first),
+          parts.begin() + static_cast<std::ptrdiff_t>(std::min(parts.size(), first + group)));
+      if (members.size() == 1) {
+        groups.push_back(members[0]);
+        continue;
+      }
+      Shape sizes = members[0].sizes;
+      sizes[dim] = 0;
+      std::vector<int> nodes;
+      for (const auto& m : members) {
+        sizes[dim] = sizes[dim] + m.sizes[dim];
+        std::vector<int> merged;
+        std::set_union(nodes.begin(), nodes.end(), m.nodes.begin(), m.nodes.end(),
+                       std::back_inserter(merged));
+        nodes = std::move(merged);
+      }
+      TensorBox joined = select_concat(members, dim, t, sizes);
+      joined.nodes = std::move(nodes);
+      joined.nodes.push_back(node.id);  // the computation is (part of) this concat
+      groups.push_back(ctx.realize(joined));
+    }
+    parts = std::move(groups);
+  }
+  return select_concat(parts, dim, t, node.type.shape);
 }
 
 TensorBox lower_gather(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {

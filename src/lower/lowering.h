@@ -53,6 +53,8 @@ constexpr int kMaxInlineChain = 64;
 /// Stored intermediates that never leave a fused kernel become per-row local buffers
 /// (sched/fusion.h), so storing rarely costs memory traffic.
 constexpr int kRealizeReadsThreshold = 4;
+/// A concat of more parts than this is joined in stored groups first (lower_views.cpp).
+constexpr size_t kConcatDirectParts = 8;
 constexpr int kRealizeCostThreshold = 8;
 constexpr int kTranscendentalCost = 8;
 

@@ -91,6 +91,13 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"resnet18", "[1, 3, 224, 224]", {"conv2d", "max_pool2d", "addmm"}},
         ModelCase{"mobilenet_v2", "[1, 3, 224, 224]", {"conv2d", "clamp", "addmm"}},
         ModelCase{"squeezenet1_1", "[1, 3, 224, 224]", {"conv2d", "max_pool2d", "concat"}},
+        // Recurrent models (onnx_ops_rnn.cpp): int64 tokens into an embedding and two LSTM
+        // layers; a bidirectional GRU (linear_before_reset) read at its last states; two
+        // bidirectional ReLU RNN layers. GroupNorm: InstanceNormalization on [N, groups, -1].
+        ModelCase{"lstm_lm", "[13, 3]", {"gather", "matmul", "sigmoid", "tanh"}},
+        ModelCase{"gru_classifier", "[3, 13, 20]", {"matmul", "sigmoid", "tanh", "addmm"}},
+        ModelCase{"rnn_relu", "[13, 3, 19]", {"matmul", "relu", "concat"}},
+        ModelCase{"groupnorm_cnn", "[2, 3, 17, 19]", {"conv2d", "sigmoid", "addmm"}},
         // Exported with a dynamic batch: its shape subgraphs compute on the symbol `batch`.
         ModelCase{"transformer_dynbatch", "[batch, 64, 256]", {"layer_norm", "matmul", "softmax"}}),
     case_name);

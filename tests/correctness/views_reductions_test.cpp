@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "graph/decompositions.h"
+#include "lower/lowering.h"
 #include "support/check_graph.h"
 
 namespace coil {
@@ -99,6 +102,68 @@ output y
 output z
 )");
   EXPECT_TRUE(matches_reference(g));
+}
+
+// A concat evaluates each part at every element of its result (a select picks one), so an
+// expensive inlined part is stored first and the concat's body only loads it (issue 27: the
+// last step of an unrolled LSTM was computed once per step of the sequence); cheap parts stay
+// inlined.
+TEST(Views, ConcatStoresExpensiveParts) {
+  Graph g = graph_from_text(R"(
+input a: f32[3, 4]
+input b: f32[5, 4]
+e = tanh(a)
+s = sigmoid(e)
+c = add(b, b)
+x = concat(s, c, a) {dim=0}
+output x
+)");
+  EXPECT_TRUE(matches_reference(g));
+  IrProgram p = lower_graph(decompose_and_bind(g, {}));
+  ASSERT_FALSE(p.computations.empty());
+  const ComputedBuffer& cat = p.computations.back();  // writes the output
+  int transcendental = 0, adds = 0;
+  for (const BodyOp& op : cat.body.ops()) {
+    transcendental += is_transcendental(op.op) ? 1 : 0;
+    adds += op.op == LoopOp::add ? 1 : 0;
+  }
+  EXPECT_EQ(transcendental, 0) << to_text(g);
+  EXPECT_GE(adds, 1) << "the cheap part (b + b) is no longer inlined";
+  EXPECT_EQ(p.computations.size(), 2u);
+}
+
+// A concat of more than kConcatDirectParts parts joins groups of about sqrt(n) first, so that
+// no computation loads more than about 2 sqrt(n) values per element (a select chain loads
+// every part); mixed dtypes, sizes, an empty part and inlined parts included.
+TEST(Views, ConcatOfManyParts) {
+  for (int n : {10, 20, 64}) {
+    std::string text = "input e: f32[2, 0, 3]\ninput k: i32[2, 2, 3]\n";
+    std::vector<std::string> names{"e", "k"};
+    for (int i = 0; i < n - 2; ++i) {
+      text += fmt::format("input p{0}: f32[2, {1}, 3]\n", i, 1 + i % 3);
+      if (i % 5 == 0) {
+        text += fmt::format("q{0} = add(p{0}, p{0})\n", i);
+        names.push_back(fmt::format("q{}", i));
+      } else {
+        names.push_back(fmt::format("p{}", i));
+      }
+    }
+    text += fmt::format("x = concat({}) {{dim=1}}\noutput x\n", fmt::join(names, ", "));
+    SCOPED_TRACE(text);
+    Graph g = graph_from_text(text);
+    EXPECT_TRUE(matches_reference(g));
+    IrProgram p = lower_graph(decompose_and_bind(g, {}));
+    size_t most = 0;
+    for (const ComputedBuffer& c : p.computations) {
+      size_t loads = 0;
+      for (const BodyOp& op : c.body.ops()) loads += op.op == LoopOp::load ? 1 : 0;
+      most = std::max(most, loads);
+    }
+    // n - 1 parts (e is left out), groups of g; an inlined add may load its input twice.
+    auto group = static_cast<size_t>(std::ceil(std::sqrt(n - 1.0)));
+    EXPECT_LE(most, 2 * group);
+    EXPECT_GT(p.computations.size(), 2u);
+  }
 }
 
 TEST(Reductions, EveryReductionOverAxesWithKeepdim) {

@@ -199,6 +199,13 @@ std::optional<std::vector<double>> OnnxNode::attr_floats(std::string_view name) 
   return std::vector<double>(a->floats().begin(), a->floats().end());
 }
 
+std::optional<std::vector<std::string>> OnnxNode::attr_strings(std::string_view name) const {
+  const AP* a = find_attr(name);
+  if (!a) return std::nullopt;
+  expect_type(*this, *a, AP::STRINGS, true);
+  return std::vector<std::string>(a->strings().begin(), a->strings().end());
+}
+
 const onnx::TensorProto* OnnxNode::attr_tensor(std::string_view name) const {
   const AP* a = find_attr(name);
   if (!a) return nullptr;

@@ -96,6 +96,7 @@ class OnnxNode {
   std::string attr_string(std::string_view name, std::string dflt) const;
   std::optional<std::vector<int64_t>> attr_ints(std::string_view name) const;
   std::optional<std::vector<double>> attr_floats(std::string_view name) const;
+  std::optional<std::vector<std::string>> attr_strings(std::string_view name) const;
   const onnx::TensorProto* attr_tensor(std::string_view name) const;
   /// The attribute `name`, or null. Every attribute read goes through here, which marks it read.
   const onnx::AttributeProto* find_attr(std::string_view name) const;

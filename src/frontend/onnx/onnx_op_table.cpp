@@ -127,6 +127,11 @@ const OnnxOpDef kOnnxOps[] = {
     {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf"},
     {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
 
+    // Recurrent ops (onnx_ops_rnn.cpp): static sequence length, the time loop unrolled.
+    {"LSTM", map_rnn, "matmul of X by W^T, then per step h @ R^T and the gates"},
+    {"GRU", map_rnn, "matmul of X by W^T, then per step h @ R^T and the gates"},
+    {"RNN", map_rnn, "matmul of X by W^T, then per step act(xw_t + h @ R^T)"},
+
     // Recognized, not supported yet.
     {"ConvTranspose", nullptr, "needs transposed convolution (a later issue)"},
 };

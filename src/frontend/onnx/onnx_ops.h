@@ -42,6 +42,9 @@ void map_gemm(OnnxNode& n);
 void map_conv(OnnxNode& n);
 void map_pool(OnnxNode& n);  // MaxPool, AveragePool
 
+// onnx_ops_rnn.cpp: the time loop unrolled into matmuls and gate arithmetic per step
+void map_rnn(OnnxNode& n);  // LSTM, GRU, RNN
+
 // onnx_ops_shape.cpp
 void map_reshape(OnnxNode& n);
 void map_flatten(OnnxNode& n);
