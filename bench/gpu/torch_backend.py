@@ -350,13 +350,19 @@ def main():
                            backend=backend, phase=phase)
                 results.append(rec)
                 print(json.dumps(rec), flush=True)
-    summary = _summary(results)
-    os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-    with open(a.json, "w") as f:
-        json.dump({"meta": meta, "results": results, "summary": summary, "skipped": skipped},
-                  f, indent=1)
+                _write(a.json, meta, results, skipped)  # after each: a killed run keeps them
+    summary = _write(a.json, meta, results, skipped)
     _print_table(summary)
     print(f"wrote {a.json} ({time.perf_counter() - start:.0f} s)")
+
+
+def _write(path, meta, results, skipped):
+    summary = _summary(results)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "results": results, "summary": summary, "skipped": skipped},
+                  f, indent=1)
+    return summary
 
 
 def _summary(results):

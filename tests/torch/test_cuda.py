@@ -103,18 +103,24 @@ def _claim_cuda(gm, example_inputs):
 
 def _traced(model, inputs, backward):
     """make_fx of the model's forward (and its parameters' gradients) as one aten graph."""
-    from torch.nn.utils import stateless
+    try:
+        from torch.func import functional_call  # torch 2.x
+    except ImportError:
+        from torch.nn.utils.stateless import functional_call
     names = [n for n, _ in model.named_parameters()]
     buffers = dict(model.named_buffers())
 
     def f(params, buffers, *xs):
-        out = stateless.functional_call(model, {**dict(zip(names, params)), **buffers}, xs)
+        out = functional_call(model, {**dict(zip(names, params)), **buffers}, xs)
         if not backward:
             return out
         return out, torch.autograd.grad((out * out).sum(), params)
     params = [p.detach().requires_grad_(backward) for p in model.parameters()]
     if not backward:  # (1.13's functionalize cannot trace autograd.grad)
-        from functorch.experimental import functionalize
+        try:
+            from torch.func import functionalize
+        except ImportError:
+            from functorch.experimental import functionalize
         f = functionalize(f)
     gm = make_fx(f, decomposition_table=DECOMPOSITIONS)(params, buffers, *inputs)
     gm.graph.eliminate_dead_code()
