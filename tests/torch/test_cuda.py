@@ -122,10 +122,22 @@ def _traced(model, inputs, backward):
         except ImportError:
             from functorch.experimental import functionalize
         f = functionalize(f)
-    gm = make_fx(f, decomposition_table=DECOMPOSITIONS)(params, buffers, *inputs)
+    # (on torch 2.x, F.scaled_dot_product_attention takes the math path the CUDA graphs of
+    # coil.torch are traced with, not the CPU flash kernel: ct.math_attention)
+    with _math_attention_anywhere():
+        gm = make_fx(f, decomposition_table=DECOMPOSITIONS)(params, buffers, *inputs)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return _claim_cuda(gm, [params, buffers, *inputs])
+
+
+def _math_attention_anywhere():
+    import contextlib
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel(SDPBackend.MATH)
+    except ImportError:
+        return contextlib.nullcontext()
 
 
 def _models():
