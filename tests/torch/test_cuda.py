@@ -174,7 +174,7 @@ def test_a_cuda_graph_becomes_a_cached_triton_module(name, stand_in, fallbacks):
         assert "@triton.jit" in source and "def call(args):" in source
         # one input check per coil input, with its shape and contiguous strides
         for name_, dtype, shape in s.model.inputs:
-            assert f"'{name_}', {shape}" in source or f"'{name_}', {shape[:-1]}" in source
+            assert f"runtime.check_input(arg{name_[2:]}_1, '{name_}', {shape}" in source
     assert cuda.stats["generated"] == len({s.path for s in stand_in})
 
 
@@ -206,7 +206,9 @@ def test_the_cuda_wiring_matches_eager_forward_and_backward(stand_in, fallbacks,
 
 
 def test_a_second_process_generates_nothing(stand_in):
-    model, inputs, _ = _models()["mlp"]
+    # the GPT block: its graph is partitioned around the embedding, and the partitioner orders
+    # a partition's inputs and nodes differently in each process (fx_compile._canonical_order)
+    model, inputs, _ = _models()["gpt_block"]
     gm, fake = _traced(model, inputs, True)
     fx_compile.compile_fx(gm, fake, {})
     assert cuda.stats == {"generated": 1, "cached": 0}
@@ -218,7 +220,7 @@ import sys; sys.path[:0] = [{os.path.join(ROOT, 'python')!r}, {os.path.dirname(_
 import test_cuda
 from coil.torch import cuda, fx_compile
 fx_compile._gpu_module = lambda g, o: cuda.module_path(g, o)
-model, inputs, _ = test_cuda._models()["mlp"]
+model, inputs, _ = test_cuda._models()["gpt_block"]
 gm, fake = test_cuda._traced(model, inputs, True)
 fx_compile.compile_fx(gm, fake, {{}})
 print(cuda.stats)

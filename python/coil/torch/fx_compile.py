@@ -362,7 +362,9 @@ def _partitioned(gm, options, device="cpu", supported=_supported):
             return supported(node)
 
     partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True)
+    position = {n.name: i for i, n in enumerate(gm.graph.nodes)}
     fused = partitioner.partition_and_fuse()
+    _canonical_order(fused, position)
     for name, sub in list(fused.named_children()):
         if not name.startswith("fused_"):
             continue
@@ -374,6 +376,32 @@ def _partitioned(gm, options, device="cpu", supported=_supported):
         setattr(fused, name, _CallableModule(compiled))
     fused.recompile()
     return fused
+
+
+def _canonical_order(fused, position):
+    """Orders each partition's inputs as their producers are ordered in the outer graph, and its
+    nodes as they were in the graph before partitioning (`position`: name -> index; that order
+    is topological). The partitioner collects both in sets, whose order changes from process to
+    process: the same partition would become a coil graph with its inputs or nodes permuted, a
+    new cache key, and a second process would compile it again."""
+    order = {n: i for i, n in enumerate(fused.graph.nodes)}
+    for node in fused.graph.nodes:
+        if node.op != "call_module" or not node.target.startswith("fused_"):
+            continue
+        sub = getattr(fused, node.target)
+        inputs = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        perm = sorted(range(len(inputs)), key=lambda i: order.get(node.args[i], -1))
+        body = [n for n in sub.graph.nodes if n.op not in ("placeholder", "output")]
+        if not all(n.name in position for n in body):  # (renamed: keep the partitioner's)
+            body = []
+        output = next(n for n in sub.graph.nodes if n.op == "output")
+        anchor = next(n for n in sub.graph.nodes if n.op != "placeholder")
+        for i in perm:
+            anchor.prepend(inputs[i])
+        for n in sorted(body, key=lambda n: position[n.name]):
+            output.prepend(n)
+        node.args = tuple(node.args[i] for i in perm)
+        sub.recompile()
 
 
 class _CallableModule(torch.nn.Module):
