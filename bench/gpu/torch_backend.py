@@ -74,7 +74,8 @@ def _models():
     class LnGeluMlp(nn.Module):
         def __init__(self, d=1024, hidden=4096, out=1000):
             super().__init__()
-            self.ln, self.fc1, self.fc2 = nn.LayerNorm(d), nn.Linear(d, hidden), nn.Linear(hidden, out)
+            self.ln, self.fc1 = nn.LayerNorm(d), nn.Linear(d, hidden)
+            self.fc2 = nn.Linear(hidden, out)
 
         def forward(self, x):
             return self.fc2(F.gelu(self.fc1(self.ln(x))))
