@@ -10,6 +10,8 @@ backward ops coil does not lower itself (lowering.DECOMPOSITIONS). docs/torch.md
 supported ops (`python -m coil.torch --ops`), what falls back to eager and how to debug.
 """
 
+import contextlib
+
 import torch
 
 from .fx_compile import compile_fx
@@ -29,6 +31,39 @@ def _compilers(options):
     return compiler
 
 
+def math_attention(args):
+    """The context a graph on CUDA is traced in: F.scaled_dot_product_attention on CUDA picks
+    a fused kernel (flash, memory-efficient: `_scaled_dot_product_efficient_attention` and its
+    backward), which coil has no row for and torch no decomposition of; under this context it
+    takes torch's math path (matmuls, a softmax), which coil lowers and fuses as it does the
+    GPT block's attention. CPU graphs keep torch's choice (its CPU flash attention decomposes).
+    A no-op on torch without sdpa (1.13)."""
+    from torch.utils._pytree import tree_flatten
+    if not any(isinstance(t, torch.Tensor) and t.is_cuda for t in tree_flatten(args)[0]):
+        return contextlib.nullcontext()
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel(SDPBackend.MATH)
+    except ImportError:
+        pass
+    legacy = getattr(torch.backends.cuda, "sdp_kernel", None)
+    if legacy is not None:
+        return legacy(enable_flash=False, enable_math=True, enable_mem_efficient=False)
+    return contextlib.nullcontext()
+
+
+class _Traced(torch.nn.Module):
+    """An aot_module whose calls run under math_attention (it traces at its first call)."""
+
+    def __init__(self, compiled):
+        super().__init__()
+        self.compiled = compiled
+
+    def forward(self, *args, **kwargs):
+        with math_attention((args, kwargs)):
+            return self.compiled(*args, **kwargs)
+
+
 def compile(model_or_fn, options=None):
     """`model_or_fn` with its forward and backward graphs compiled by coil (through
     AOTAutograd, which needs no Dynamo: it works on torch 1.13). `options` are coil's compile
@@ -40,9 +75,18 @@ def compile(model_or_fn, options=None):
         from torch._functorch.aot_autograd import aot_function, aot_module
     compiler = _compilers(options)
     kwargs = dict(fw_compiler=compiler, bw_compiler=compiler, decompositions=DECOMPOSITIONS)
+    has_sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
     if isinstance(model_or_fn, torch.nn.Module):
-        return aot_module(model_or_fn, **kwargs)
-    return aot_function(model_or_fn, **kwargs)
+        compiled = aot_module(model_or_fn, **kwargs)
+        return _Traced(compiled) if has_sdpa else compiled
+    compiled = aot_function(model_or_fn, **kwargs)
+    if not has_sdpa:
+        return compiled
+
+    def call(*args, **kwargs):
+        with math_attention((args, kwargs)):
+            return compiled(*args, **kwargs)
+    return call
 
 
 def options_for_mode(options, mode):
@@ -66,8 +110,9 @@ def backend(gm, example_inputs, options=None, mode=None):
     from torch._dynamo.backends.common import aot_autograd
     opts = options_for_mode(options, mode)
     compiler = _compilers(opts)
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                        decompositions=DECOMPOSITIONS)(gm, example_inputs)
+    with math_attention(example_inputs):  # (AOTAutograd traces forward and backward here)
+        return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                            decompositions=DECOMPOSITIONS)(gm, example_inputs)
 
 
 def _register():

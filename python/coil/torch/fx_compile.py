@@ -10,7 +10,9 @@ each forward and backward graph to:
   3. each supported (sub)graph becomes a coil graph (lowering.py), compiled through coil's disk
      cache (keyed by the generated code: a second process compiles nothing) and called with
      torch's CPU tensors in place: coil reads their memory and writes outputs that torch
-     allocates (no copies, no files, no processes).
+     allocates (no copies, no files, no processes). A graph on CUDA becomes coil's Triton
+     module instead, loaded in this process and called with torch's CUDA tensors (cuda.py).
+     A graph that mixes devices runs in eager.
 """
 
 import os
@@ -19,7 +21,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from .. import Graph, compile as coil_compile, coil_dtype
+from .. import Graph, UnsupportedError, compile as coil_compile, coil_dtype
 from coil_runtime import logs
 from . import lowering
 from .lowering import Unsupported, Value, meta_of
@@ -50,8 +52,11 @@ def _is_tensor_node(node):
 class CoilGraphCallable:
     """One FX graph whose every call_function node has a row, compiled by coil."""
 
-    def __init__(self, gm, options, example_inputs=None):
+    def __init__(self, gm, options, example_inputs=None, device="cpu", probe=False):
+        """`probe`: only whether coil takes the graph for `device` (the CUDA module's source is
+        generated, neither written nor loaded)."""
         self.options = dict(options or {})
+        self.device = device
         g = Graph()
         L = lowering.Lowering(g)
         env = {}
@@ -78,10 +83,12 @@ class CoilGraphCallable:
                 t = gm
                 for part in node.target.split("."):
                     t = getattr(t, part)
-                if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
-                    raise Unsupported(f"captured value {node.target} is not a CPU tensor")
+                if not isinstance(t, torch.Tensor) or t.device.type != device:
+                    raise Unsupported(f"captured value {node.target} is not a tensor on "
+                                      f"{device}")
                 coil_dtype(t.dtype)  # a dtype coil lacks is an error naming it
-                env[node] = Value(g.constant(f"c_{node.name}", t.detach().contiguous()))
+                # (a CUDA one is read once here; the Triton module moves it back to the GPU)
+                env[node] = Value(g.constant(f"c_{node.name}", t.detach().cpu().contiguous()))
             elif node.op == "call_function":
                 row = lowering.row_for(node)
                 if row is None:
@@ -127,8 +134,19 @@ class CoilGraphCallable:
             else:
                 raise Unsupported(f"FX node kind {node.op} ({node.name})")
         self.graph = g
+        self.model = self.gpu = None
         try:
-            self.model = coil_compile(g, **self.options) if coil_outs else None
+            if coil_outs and device == "cuda" and probe:
+                from .cuda import gpu_options
+                opts = gpu_options(self.options)
+                opts.pop("output_dir", None), opts.pop("debug_dir", None)
+                g.generate_gpu_module(**opts)
+            elif coil_outs and device == "cuda":
+                self.gpu = _gpu_module(g, self.options)
+            elif coil_outs:
+                self.model = coil_compile(g, **self.options)
+        except UnsupportedError as e:  # e.g. an op coil's GPU path lacks: eager, logged
+            raise Unsupported(f"coil cannot compile it for {device}: {e}") from e
         except Exception as e:  # a coil error: keep the graph as a repro for `coil minify`
             path = _save_repro(gm, g, e)
             raise type(e)(f"{e}\n  the FX graph as a coil repro: {path} (`coil check {path}` "
@@ -138,7 +156,10 @@ class CoilGraphCallable:
                           (self.model.outputs if self.model else [])]
 
     def __call__(self, *args):
-        outs = [torch.empty(shape, dtype=dt) for shape, dt in self.out_specs]
+        if self.gpu is not None:  # the Triton module allocates its outputs on the GPU
+            outs = self.gpu.run([args[i] for i in self.tensor_inputs])
+        else:
+            outs = [torch.empty(shape, dtype=dt) for shape, dt in self.out_specs]
         if self.model is not None:
             self.model.run_into([args[i] for i in self.tensor_inputs], outs)
         for j, api, is_matrix in getattr(self, "checks", ()):
@@ -146,6 +167,13 @@ class CoilGraphCallable:
         result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else outs[p[1]]
                   for p in self.plan]
         return tree_unflatten(result, self.out_tree)
+
+
+def _gpu_module(g, options):
+    """coil's Triton module of `g` (cuda.py); a test without a GPU replaces it (tests/torch's
+    test_cuda.py) to see the module's source without importing Triton."""
+    from .cuda import GpuModule
+    return GpuModule(g, options)
 
 
 def _save_repro(gm, g, error):
@@ -238,52 +266,142 @@ def _supported(node):
     return isinstance(val, (tuple, list)) and not hasattr(val, "dtype")
 
 
-def compile_fx(gm, example_inputs, options=None):
-    """A callable equivalent to `gm` (called with the same positional tensors)."""
-    _ensure_shapes(gm, example_inputs)
+def graph_devices(gm, example_inputs):
+    """The device types of the graph's tensors: its example inputs' and, where the tracer
+    recorded them (node.meta["val"], fake or real tensors), every node's values, so that a
+    factory op's device counts too."""
     devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
-    if devices - {"cpu"}:
-        _log_fallback("the graph", f"inputs on {sorted(devices)}: coil.torch runs CPU graphs "
-                      "in-process (CUDA graphs: see docs/torch.md)")
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        vals = val if isinstance(val, (tuple, list)) else [val]
+        devices |= {v.device.type for v in vals if isinstance(v, torch.Tensor)}
+    return devices
+
+
+def compile_fx(gm, example_inputs, options=None):
+    """A callable equivalent to `gm` (called with the same positional tensors). A graph on the
+    CPU compiles to C++, one on CUDA to coil's Triton module; one on several devices (or on
+    another device) runs in eager."""
+    devices = graph_devices(gm, example_inputs)
+    device = next(iter(devices)) if len(devices) == 1 else "cpu" if not devices else None
+    if device not in ("cpu", "cuda"):
+        _log_fallback("the graph", f"its tensors are on {', '.join(sorted(devices))}: coil "
+                      "compiles graphs whose tensors are all on the CPU or all on CUDA")
         return gm
+    _ensure_shapes(gm, example_inputs)
     mutating = [n for n in gm.graph.nodes if n.op == "call_function" and _mutates(n)]
     if mutating:
         _log_fallback("the graph", f"{mutating[0].target} writes its input in place (coil "
                       "compiles functional graphs)")
         return gm
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _supported(n)]
+    supported = _supported
     if not unsupported:
         try:
-            return CoilGraphCallable(gm, options, example_inputs)
+            return CoilGraphCallable(gm, options, example_inputs, device)
         except Unsupported as e:
-            _log_fallback("a graph", str(e))
+            if device != "cuda":
+                _log_fallback("a graph", str(e))
             unsupported = None  # partition below, node by node
+            # coil's CUDA path lacks some of what its CPU path does (e.g. gathers at indices
+            # computed at run time: embeddings, index): each node is tried alone, and those it
+            # refuses run in eager
+            if device == "cuda":
+                supported = lambda n: _supported(n) and _supported_on_gpu(n, options)  # noqa
     for n in unsupported or []:
         _log_fallback(str(n.target), "no coil lowering (python -m coil.torch --ops lists them)")
-    return _partitioned(gm, options)
+    return _partitioned(gm, options, device, supported)
 
 
-def _partitioned(gm, options):
+_gpu_probes = {}  # (op, argument metadata) -> None, or the reason coil's CUDA path refuses it
+
+
+def _supported_on_gpu(node, options):
+    """Whether coil's CUDA path takes the node alone: a graph of it, its inputs as placeholders,
+    through generate_gpu_module (cached per op and argument metadata; the refusal logged)."""
+    import operator
+    if node.target is operator.getitem:  # with its tuple's producer
+        src = node.args[0]
+        return src.op != "call_function" or _supported_on_gpu(src, options)
+    describe = lambda a: (meta_of(a) if _is_tensor_node(a) else a.name)  # noqa: E731
+    key = (str(node.target), repr(torch.fx.node.map_arg((node.args, node.kwargs), describe)))
+    if key not in _gpu_probes:
+        graph = torch.fx.Graph()
+        env = {}
+        for a in node.all_input_nodes:
+            env[a] = graph.placeholder(a.name)
+            env[a].meta = dict(a.meta)
+        new = graph.node_copy(node, lambda a: env[a])
+        val = node.meta.get("val", node.meta.get("tensor_meta"))
+        if _is_tensor_node(node) or not isinstance(val, (tuple, list)):
+            graph.output(new)
+        else:  # a tuple (native_layer_norm, ...): its elements are the outputs
+            outs = []
+            for i, v in enumerate(val):
+                item = graph.call_function(operator.getitem, (new, i))
+                item.meta = {"val": v} if isinstance(v, torch.Tensor) else {"tensor_meta": v}
+                outs.append(item)
+            graph.output(tuple(outs))
+        try:
+            CoilGraphCallable(torch.fx.GraphModule(torch.nn.Module(), graph), options,
+                              device="cuda", probe=True)
+            _gpu_probes[key] = None
+        except Exception as e:  # any refusal: this node runs in eager
+            _gpu_probes[key] = str(e).splitlines()[0]
+    if _gpu_probes[key] is not None:
+        _log_fallback(str(node.target), f"coil's CUDA path refuses it: {_gpu_probes[key]}")
+    return _gpu_probes[key] is None
+
+
+def _partitioned(gm, options, device="cpu", supported=_supported):
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import OperatorSupport
 
     class Support(OperatorSupport):
         def is_node_supported(self, submodules, node):
-            return _supported(node)
+            return supported(node)
 
     partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True)
+    position = {n.name: i for i, n in enumerate(gm.graph.nodes)}
     fused = partitioner.partition_and_fuse()
+    _canonical_order(fused, position)
     for name, sub in list(fused.named_children()):
         if not name.startswith("fused_"):
             continue
         try:
-            compiled = CoilGraphCallable(sub, options)
+            compiled = CoilGraphCallable(sub, options, device=device)
         except Unsupported as e:
             _log_fallback(f"partition {name}", str(e))
             continue
         setattr(fused, name, _CallableModule(compiled))
     fused.recompile()
     return fused
+
+
+def _canonical_order(fused, position):
+    """Orders each partition's inputs as their producers are ordered in the outer graph, and its
+    nodes as they were in the graph before partitioning (`position`: name -> index; that order
+    is topological). The partitioner collects both in sets, whose order changes from process to
+    process: the same partition would become a coil graph with its inputs or nodes permuted, a
+    new cache key, and a second process would compile it again."""
+    order = {n: i for i, n in enumerate(fused.graph.nodes)}
+    for node in fused.graph.nodes:
+        if node.op != "call_module" or not node.target.startswith("fused_"):
+            continue
+        sub = getattr(fused, node.target)
+        inputs = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        perm = sorted(range(len(inputs)), key=lambda i: order.get(node.args[i], -1))
+        body = [n for n in sub.graph.nodes if n.op not in ("placeholder", "output")]
+        if not all(n.name in position for n in body):  # (renamed: keep the partitioner's)
+            body = []
+        output = next(n for n in sub.graph.nodes if n.op == "output")
+        anchor = next(n for n in sub.graph.nodes if n.op != "placeholder")
+        for i in perm:
+            anchor.prepend(inputs[i])
+        for n in sorted(body, key=lambda n: position[n.name]):
+            output.prepend(n)
+        node.args = tuple(node.args[i] for i in perm)
+        sub.recompile()
 
 
 class _CallableModule(torch.nn.Module):
