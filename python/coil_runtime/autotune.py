@@ -70,13 +70,19 @@ def bucket_str(bucket):
     return ", ".join(f"{p.rstrip('_')}={n}" for p, n in bucket)
 
 
-def cache_dir():
+def cache_root():
+    """coil's cache directory, as the C++ side finds it: COIL_CACHE_DIR, else
+    $XDG_CACHE_HOME/coil, else ~/.cache/coil."""
     root = os.environ.get("COIL_CACHE_DIR")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME")
         root = os.path.join(xdg, "coil") if xdg else os.path.join(
             os.path.expanduser("~"), ".cache", "coil")
-    return os.path.join(root, "triton_autotune")
+    return root
+
+
+def cache_dir():
+    return os.path.join(cache_root(), "triton_autotune")
 
 
 def configs_hash(configs):

@@ -6,3 +6,17 @@ import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+
+
+def record_fallbacks(monkeypatch):
+    """Records every op coil.torch leaves to eager (fx_compile._log_fallback), still logging it;
+    returns the list the records go to."""
+    from coil.torch import fx_compile
+    seen = []
+    real = fx_compile._log_fallback
+
+    def record(what, reason):
+        seen.append(f"{what}: {reason}")
+        real(what, reason)
+    monkeypatch.setattr(fx_compile, "_log_fallback", record)
+    return seen

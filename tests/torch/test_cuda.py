@@ -29,6 +29,7 @@ import coil
 import coil.torch as ct
 from coil.torch import cuda, fx_compile
 from coil.torch.lowering import DECOMPOSITIONS
+from conftest import record_fallbacks
 from test_backend import LnGeluMlp
 from test_models import GPT
 
@@ -45,14 +46,7 @@ def private_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fallbacks(monkeypatch):
-    seen = []
-    real = fx_compile._log_fallback
-
-    def record(what, reason):
-        seen.append(f"{what}: {reason}")
-        real(what, reason)
-    monkeypatch.setattr(fx_compile, "_log_fallback", record)
-    return seen
+    return record_fallbacks(monkeypatch)
 
 
 class CpuStandIn:

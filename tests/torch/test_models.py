@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import coil.torch as ct
-from coil.torch import fx_compile
+from conftest import record_fallbacks
 
 OPTIONS = {"autotune": False}
 
@@ -37,13 +37,7 @@ def private_cache(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def no_fallback(monkeypatch):
     """Records every fallback (fx_compile._log_fallback) and fails the test on any."""
-    seen = []
-    real = fx_compile._log_fallback
-
-    def record(what, reason):
-        seen.append(f"{what}: {reason}")
-        real(what, reason)
-    monkeypatch.setattr(fx_compile, "_log_fallback", record)
+    seen = record_fallbacks(monkeypatch)
     yield seen
     assert not seen, "ops fell back to eager:\n" + "\n".join(seen)
 

@@ -35,12 +35,8 @@ def gpu_options(options):
 
 
 def cache_root():
-    root = os.environ.get("COIL_CACHE_DIR")
-    if not root:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        root = os.path.join(xdg, "coil") if xdg else os.path.join(
-            os.path.expanduser("~"), ".cache", "coil")
-    return os.path.join(root, "torch_cuda")
+    from coil_runtime import autotune  # the runtime's rule for coil's cache directory
+    return os.path.join(autotune.cache_root(), "torch_cuda")
 
 
 def module_key(graph_text, options):
