@@ -95,6 +95,7 @@ const OnnxOpDef kOnnxOps[] = {
     {"MeanVarianceNormalization", map_mean_variance_norm, "(x - mean) / (std + 1e-9)"},
     {"GlobalAveragePool", map_global_pool, "mean over the spatial dims"},
     {"GlobalMaxPool", map_global_pool, "max over the spatial dims"},
+    {"LRN", map_lrn, "x / (bias + alpha / size * sum of shifted squares)^beta"},
 
     // Shapes (onnx_ops_shape.cpp).
     {"Reshape", map_reshape, "reshape (constant shape; 0 copies a dim unless allowzero)"},
@@ -109,6 +110,8 @@ const OnnxOpDef kOnnxOps[] = {
     {"Constant", map_constant, "constant"},
     {"ConstantOfShape", map_constant_of_shape, "constant, or full when large"},
     {"Range", map_range, "constant, or iota when large"},
+    {"DepthToSpace", map_depth_space, "reshape + permute + reshape (DCR, CRD)"},
+    {"SpaceToDepth", map_depth_space, "reshape + permute + reshape"},
 
     // Indexing (onnx_ops_index.cpp).
     {"Slice", map_slice, "slice; negative steps: concat of slices"},
@@ -119,6 +122,26 @@ const OnnxOpDef kOnnxOps[] = {
     {"EyeLike", map_eye_like, "eq(iota - iota, k)"},
     {"Trilu", map_trilu, "where with an iota mask"},
     {"OneHot", map_one_hot, "where(eq(indices, iota), on, off)"},
+
+    // Data-dependent indexing as one-hot comparisons (onnx_ops_scatter.cpp).
+    {"GatherElements", map_gather_elements, "sum of where(indices == iota, data, 0)"},
+    {"GatherND", map_gather_nd, "linear index, then sum of where(index == iota, data, 0)"},
+    {"ScatterElements", map_scatter_elements, "where / sum / prod / max / min over the hits"},
+    {"Scatter", map_scatter_elements, "ScatterElements without reduction"},
+    {"ScatterND", map_scatter_nd, "linear index, then as ScatterElements"},
+    {"MaxUnpool", map_max_unpool, "scatter into zeros, per (N, C) plane"},
+    {"ReverseSequence", map_reverse_sequence, "one-hot of the reversed time index"},
+
+    // Along one axis by pairwise comparisons; window constants (onnx_ops_scan.cpp).
+    {"CumSum", map_cumsum, "sum of where(iota <= iota, x, 0) over a new dim"},
+    {"TopK", map_topk, "ranks by pairwise comparison, then a one-hot pick"},
+    {"HannWindow", map_window, "constant"},
+    {"HammingWindow", map_window, "constant"},
+    {"BlackmanWindow", map_window, "constant"},
+
+    // Losses (onnx_ops_loss.cpp).
+    {"NegativeLogLikelihoodLoss", map_nll_loss, "-sum of where(target == iota, input, 0)"},
+    {"SoftmaxCrossEntropyLoss", map_softmax_cross_entropy, "log_softmax, then the NLL loss"},
 
     // Matrix products, convolution, pooling (onnx_ops_linalg.cpp); floating point, 2-D windows.
     {"MatMul", map_matmul, "matmul"},
