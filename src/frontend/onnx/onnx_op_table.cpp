@@ -139,6 +139,10 @@ const OnnxOpDef kOnnxOps[] = {
     {"HammingWindow", map_window, "constant"},
     {"BlackmanWindow", map_window, "constant"},
 
+    // Resizing (onnx_ops_resize.cpp).
+    {"Resize", map_resize, "per axis: gathers of constant indices times constant weights"},
+    {"Upsample", map_resize, "Resize with asymmetric coordinates (nearest: floor)"},
+
     // Losses (onnx_ops_loss.cpp).
     {"NegativeLogLikelihoodLoss", map_nll_loss, "-sum of where(target == iota, input, 0)"},
     {"SoftmaxCrossEntropyLoss", map_softmax_cross_entropy, "log_softmax, then the NLL loss"},

@@ -73,6 +73,9 @@ void map_cumsum(OnnxNode& n);
 void map_topk(OnnxNode& n);
 void map_window(OnnxNode& n);  // HannWindow, HammingWindow, BlackmanWindow
 
+// onnx_ops_resize.cpp
+void map_resize(OnnxNode& n);  // Resize, Upsample
+
 // onnx_ops_loss.cpp
 void map_nll_loss(OnnxNode& n);
 void map_softmax_cross_entropy(OnnxNode& n);
