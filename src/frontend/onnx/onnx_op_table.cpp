@@ -151,11 +151,9 @@ const OnnxOpDef kOnnxOps[] = {
     {"MatMul", map_matmul, "matmul"},
     {"Gemm", map_gemm, "addmm (with C) or matmul, transA/transB as transposes"},
     {"Conv", map_conv, "conv2d; asymmetric pads: concat with zeros"},
+    {"ConvTranspose", map_conv_transpose, "conv2d of the zero-interleaved input, flipped weight"},
     {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf"},
     {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
-
-    // Recognized, not supported yet.
-    {"ConvTranspose", nullptr, "needs transposed convolution (a later issue)"},
 };
 
 }  // namespace

@@ -41,6 +41,7 @@ void map_lrn(OnnxNode& n);
 void map_matmul(OnnxNode& n);
 void map_gemm(OnnxNode& n);
 void map_conv(OnnxNode& n);
+void map_conv_transpose(OnnxNode& n);
 void map_pool(OnnxNode& n);  // MaxPool, AveragePool
 
 // onnx_ops_shape.cpp
