@@ -154,6 +154,7 @@ const OnnxOpDef kOnnxOps[] = {
     {"ConvTranspose", map_conv_transpose, "conv2d of the zero-interleaved input, flipped weight"},
     {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf"},
     {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
+    {"Einsum", map_einsum, "diagonals, sums, then batched matmuls (integers: mul + sum)"},
 };
 
 }  // namespace

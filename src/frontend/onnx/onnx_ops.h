@@ -74,6 +74,9 @@ void map_cumsum(OnnxNode& n);
 void map_topk(OnnxNode& n);
 void map_window(OnnxNode& n);  // HannWindow, HammingWindow, BlackmanWindow
 
+// onnx_ops_einsum.cpp
+void map_einsum(OnnxNode& n);
+
 // onnx_ops_resize.cpp
 void map_resize(OnnxNode& n);  // Resize, Upsample
 
