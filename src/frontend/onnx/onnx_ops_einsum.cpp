@@ -65,7 +65,7 @@ void take_diagonals(OnnxNode& n, Operand& o) {
       int mask = n.add("eq", {iota_along(n, s[p], static_cast<int64_t>(p), r),
                               iota_along(n, s[q], static_cast<int64_t>(q), r)});
       int picked = n.add("where", {mask, o.id, n.scalar(0, n.dtype(o.id))});
-      o.id = reduce(n, "sum", picked, {static_cast<int64_t>(q)}, false);
+      o.id = n.cast(reduce(n, "sum", picked, {static_cast<int64_t>(q)}, false), n.dtype(o.id));
       o.labels.erase(o.labels.begin() + static_cast<int64_t>(q));
       --q;
     }
@@ -82,7 +82,7 @@ void sum_unused(OnnxNode& n, Operand& o, const std::vector<int>& keep) {
       rest.push_back(o.labels[i]);
   }
   if (axes.empty()) return;
-  o.id = reduce(n, "sum", o.id, axes, false);
+  o.id = n.cast(reduce(n, "sum", o.id, axes, false), n.dtype(o.id));  // integer sums are i64
   o.labels = rest;
 }
 
@@ -152,7 +152,8 @@ Operand join(OnnxNode& n, const Operand& a, const Operand& b, const std::vector<
     int prod = n.add("mul", {arrange(n, a, all, sizes, false), arrange(n, b, all, sizes, false)});
     std::vector<int64_t> axes;
     for (size_t i = out.size(); i < all.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    return {axes.empty() ? prod : reduce(n, "sum", prod, axes, false), out};
+    int sum = axes.empty() ? prod : reduce(n, "sum", prod, axes, false);
+    return {n.cast(sum, n.dtype(a.id)), out};
   }
   Labels la = batch, lb = batch;
   la.insert(la.end(), left.begin(), left.end());
@@ -230,7 +231,7 @@ void map_einsum(OnnxNode& n) {
   std::map<int, int64_t> sizes;
   std::vector<int64_t> s = dims_of(n, acc);
   for (size_t i = 0; i < s.size(); ++i) sizes[acc.labels[i]] = s[i];
-  n.set_output(0, arrange(n, acc, output, sizes, false));
+  n.set_output(0, n.cast(arrange(n, acc, output, sizes, false), t));  // integer sums are i64
 }
 
 }  // namespace coil::onnxfe

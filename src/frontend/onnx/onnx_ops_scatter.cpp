@@ -109,12 +109,17 @@ int scatter_reduce(OnnxNode& n, int data, int hit, int updates, int64_t axis,
     return n.add("where", {any, n.cast(v, t), data});
   }
   if (t == DType::Bool) n.error("reduction '{}' of bool data", printable(std::string(reduction)));
+  // Sums and products of integers are i64 in coil: cast back.
   if (reduction == "add")
-    return n.add("add", {data, reduce(n, "sum", n.add("where", {hit, updates, n.scalar(0, t)}),
-                                      {axis}, false)});
+    return n.cast(
+        n.add("add", {data, reduce(n, "sum", n.add("where", {hit, updates, n.scalar(0, t)}), {axis},
+                                   false)}),
+        t);
   if (reduction == "mul")
-    return n.add("mul", {data, reduce(n, "prod", n.add("where", {hit, updates, n.scalar(1, t)}),
-                                      {axis}, false)});
+    return n.cast(
+        n.add("mul", {data, reduce(n, "prod", n.add("where", {hit, updates, n.scalar(1, t)}),
+                                   {axis}, false)}),
+        t);
   if (reduction != "max" && reduction != "min")
     n.error("reduction '{}' is not one of none, add, mul, max, min",
             printable(std::string(reduction)));
