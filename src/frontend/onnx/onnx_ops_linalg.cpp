@@ -289,8 +289,15 @@ void map_conv_transpose(OnnxNode& n) {
               fmt::join(stride, ", "), fmt::join(dilation, ", "), fmt::join(out_pad, ", "));
   // The full output size before padding is removed, per spatial dim.
   std::vector<int64_t> full(2);
-  for (size_t d = 0; d < 2; ++d)
+  for (size_t d = 0; d < 2; ++d) {
+    // Attributes near 2^63 overflow the size; the zero-interleaved input is built in memory.
+    constexpr int64_t kMax = int64_t{1} << 31;
+    if (stride[d] > kMax || dilation[d] > kMax || out_pad[d] > kMax || kernel[d] > kMax ||
+        xs[2 + d] > kMax)
+      n.error("strides [{}], dilations [{}] or output_padding [{}] are too large",
+              fmt::join(stride, ", "), fmt::join(dilation, ", "), fmt::join(out_pad, ", "));
     full[d] = stride[d] * (xs[2 + d] - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
+  }
   std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   std::vector<int64_t> pads(4, 0), target;
   if (n.has_attr("output_shape")) {

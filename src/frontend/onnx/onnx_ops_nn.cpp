@@ -163,7 +163,9 @@ void map_lrn(OnnxNode& n) {
   double alpha = n.attr_float("alpha", 1e-4), beta = n.attr_float("beta", 0.75),
          bias = n.attr_float("bias", 1.0);
   std::vector<int64_t> s = n.static_shape(x, "the input");
-  int64_t channels = s[1], before = (size - 1) / 2, after = size - 1 - before;
+  // Channels beyond the first and last add nothing: the window is cut at C - 1 on each side.
+  int64_t channels = s[1], before = std::min((size - 1) / 2, std::max<int64_t>(channels - 1, 0)),
+          after = std::min(size - 1 - (size - 1) / 2, std::max<int64_t>(channels - 1, 0));
   // square_sum[c] sums x^2 over channels [c - before, c + after] within [0, C): the squares
   // padded with zeros on both sides, then `size` shifted slices added.
   int sq = n.add("mul", {x, x});
@@ -178,7 +180,7 @@ void map_lrn(OnnxNode& n) {
     sq = n.add("concat", parts, Attrs{{"dim", int64_t{1}}});
   }
   int sum = -1;
-  for (int64_t k = 0; k < size; ++k) {
+  for (int64_t k = 0; k < before + 1 + after; ++k) {
     int part =
         n.add("slice", {sq}, Attrs{{"dim", int64_t{1}}, {"start", k}, {"end", k + channels}});
     sum = sum < 0 ? part : n.add("add", {sum, part});

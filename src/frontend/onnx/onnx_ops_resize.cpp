@@ -12,6 +12,8 @@
 namespace coil::onnxfe {
 namespace {
 
+constexpr int64_t kMaxResized = int64_t{1} << 24;
+
 struct ResizeMode {
   std::string mode = "nearest";       // nearest, linear, cubic
   std::string coords = "half_pixel";  // coordinate_transformation_mode
@@ -205,6 +207,7 @@ void map_resize(OnnxNode& n) {
   if (m.mode != "nearest" && !is_floating(n.dtype(x)))
     unsupported("{} resizing of {}", m.mode, dtype_name(n.dtype(x)));
   auto ur = static_cast<size_t>(r);
+  if (scales.empty() && sizes.empty()) n.error("scales are missing");
   if ((!scales.empty() && scales.size() != ur) || (!sizes.empty() && sizes.size() != ur) ||
       (!roi.empty() && roi.size() != 2 * ur))
     n.error("scales, sizes and roi need {} (roi {}) entries for input {}", r, 2 * r,
@@ -221,8 +224,15 @@ void map_resize(OnnxNode& n) {
     } else {
       scale = scales[i];
       if (!(scale > 0)) n.error("scales [{}] must be positive", fmt::join(scales, ", "));
-      out = static_cast<int64_t>(std::floor(scale * static_cast<double>(in[i])));
+      double o = std::floor(scale * static_cast<double>(in[i]));
+      if (!(o <= static_cast<double>(kMaxResized)))
+        unsupported("scale {} of a dim of {} (an output dim of at most {})", scale, in[i],
+                    kMaxResized);
+      out = static_cast<int64_t>(o);
     }
+    // The taps are built per output element at import time.
+    if (out > kMaxResized)
+      unsupported("an output dim of {} elements (at most {})", out, kMaxResized);
     if (in[i] == 0 || out == 0) {
       if (in[i] != out) unsupported("resizing an empty dim");
       continue;

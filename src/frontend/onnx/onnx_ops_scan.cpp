@@ -94,6 +94,7 @@ void map_topk(OnnxNode& n) {
 void map_window(OnnxNode& n) {
   int64_t size = n.const_int_scalar(0, "size");
   if (size < 0) n.error("size {} is negative", size);
+  if (size > kFoldLimit * 256) unsupported("a window of {} elements (at most 2^24)", size);
   auto ot = static_cast<int32_t>(n.attr_int("output_datatype", 1));
   std::optional<DType> t = dtype_from_onnx(ot);
   if (!t) unsupported("output_datatype {}", onnx_dtype_name(ot));

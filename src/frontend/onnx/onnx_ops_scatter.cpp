@@ -203,7 +203,7 @@ void map_gather_nd(OnnxNode& n) {
   if (is.empty()) n.error("indices must have at least one dim");
   int64_t k = is.back();
   auto rd = static_cast<int64_t>(ds.size()), ri = static_cast<int64_t>(is.size());
-  if (b < 0 || b >= ri || b + k > rd)
+  if (b < 0 || b >= ri || k < 1 || b + k > rd)
     n.error("batch_dims {} and index length {} do not fit data {} and indices {}", b, k,
             shape_str(n.type(data).shape), shape_str(n.type(idx).shape));
   for (int64_t a = 0; a < b; ++a)
@@ -233,7 +233,7 @@ void map_scatter_nd(OnnxNode& n) {
   std::vector<int64_t> us = n.static_shape(upd, "updates");
   if (is.empty()) n.error("indices must have at least one dim");
   int64_t k = is.back();
-  if (k > static_cast<int64_t>(ds.size()))
+  if (k < 1 || k > static_cast<int64_t>(ds.size()))
     n.error("index length {} exceeds the rank of data {}", k, shape_str(n.type(data).shape));
   std::vector<int64_t> expect(is.begin(), is.end() - 1);
   expect.insert(expect.end(), ds.begin() + k, ds.end());
