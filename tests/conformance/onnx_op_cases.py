@@ -300,6 +300,15 @@ def misc(out):
                 y = (coeffs[0] - coeffs[1] * np.cos(ph) + coeffs[2] * np.cos(2 * ph)).astype(f32)
                 write(out, f"{op}_{size}_{periodic}", op, [], [("y", y)], {"periodic": periodic}, opset=17,
                       const_inputs=[("size", np.array(size, np.int64))])
+    for op, fn, lo, hi in [("Asinh", np.arcsinh, -30, 30), ("Acosh", np.arccosh, 1, 40),
+                           ("Atanh", np.arctanh, -1, 1)]:
+        x = np.concatenate([rng.uniform(lo, hi, 40), np.array(
+            {"Asinh": [0, -0.0, 1e-6, -1e-4, 3e4, -1e9, 1e30], "Acosh": [1, 1 + 1e-6, 1.5, 1e5, 1e9, 1e30, 0.5],
+             "Atanh": [0, 1e-6, -1e-4, 0.999, -0.9999, 1, -1]}[op])]).astype(f32)
+        with np.errstate(all="ignore"):  # NaN and inf outside the domain, as ONNX
+            y64 = fn(x.astype(np.float64))
+        write(out, f"{op}_values", op, [("x", x)], [("y", y64.astype(f32))], opset=13)
+        write(out, f"{op}_values_f64", op, [("x", x.astype(np.float64))], [("y", y64)], opset=13)
     for shape, size in [((2, 5, 3, 2), 3), ((1, 4, 2), 2), ((2, 3, 1, 1), 5), ((1, 1, 2, 2), 1)]:
         x = randn(*shape)
         c = shape[1]

@@ -69,6 +69,9 @@ const OnnxOpDef kOnnxOps[] = {
     {"Sinh", map_activation, "(exp(x) - exp(-x)) / 2"},
     {"Cosh", map_activation, "(exp(x) + exp(-x)) / 2"},
     {"Tan", map_activation, "sin / cos"},
+    {"Asinh", map_activation, "sign(x) log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))); log(2|x|) > 1e8"},
+    {"Acosh", map_activation, "log1p(t + sqrt(t (x + 1))), t = x - 1; log(2x) beyond 1e8"},
+    {"Atanh", map_activation, "log1p(2x / (1 - x)) / 2"},
     {"PRelu", map_prelu, "where(x < 0, slope * x, x)"},
 
     // Reductions (onnx_ops_reduce.cpp).

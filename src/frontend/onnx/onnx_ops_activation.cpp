@@ -67,6 +67,27 @@ void map_activation(OnnxNode& n) {
     y = b.mul(b.op(op == "Sinh" ? "sub" : "add", {ep, en}), b.c(0.5));
   } else if (op == "Tan") {
     y = b.op("div", {b.op("sin", {x}), b.op("cos", {x})});
+  } else if (op == "Asinh" || op == "Acosh") {
+    // asinh |x| = log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))) (no cancellation near 0), acosh x =
+    // log1p(t + sqrt(t (x + 1))), t = x - 1 (none near 1); beyond 1e8 both are log(2 |x|) to
+    // double precision, and x^2 would overflow.
+    bool sinh = op == "Asinh";
+    int a = sinh ? b.op("abs", {x}) : x;
+    int small;
+    if (sinh) {
+      int sq = b.mul(a, a);
+      int frac = b.op("div", {sq, b.add(b.c(1), b.op("sqrt", {b.add(sq, b.c(1))}))});
+      small = b.op("log1p", {b.add(a, frac)});
+    } else {
+      int t = b.sub(x, b.c(1));
+      small = b.op("log1p", {b.add(t, b.op("sqrt", {b.mul(t, b.add(x, b.c(1)))}))});
+    }
+    int large = b.add(b.op("log", {a}), b.c(std::log(2.0)));
+    y = b.where(b.op("gt", {a, b.c(1e8)}), large, small);
+    if (sinh) y = b.mul(b.op("sign", {x}), y);
+  } else if (op == "Atanh") {  // log1p(2x / (1 - x)) / 2: inf at 1, NaN beyond
+    int r = b.op("div", {b.mul(b.c(2), x), b.sub(b.c(1), x)});
+    y = b.mul(b.op("log1p", {r}), b.c(0.5));
   } else {
     COIL_UNREACHABLE("map_activation: {}", op);
   }
