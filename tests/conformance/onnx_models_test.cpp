@@ -91,6 +91,8 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"resnet18", "[1, 3, 224, 224]", {"conv2d", "max_pool2d", "addmm"}},
         ModelCase{"mobilenet_v2", "[1, 3, 224, 224]", {"conv2d", "clamp", "addmm"}},
         ModelCase{"squeezenet1_1", "[1, 3, 224, 224]", {"conv2d", "max_pool2d", "concat"}},
+        // ConvTranspose, bilinear and nearest Resize, GroupNorm (InstanceNormalization).
+        ModelCase{"unet", "[1, 3, 64, 64]", {"conv2d", "gather", "expand", "concat"}},
         // Exported with a dynamic batch: its shape subgraphs compute on the symbol `batch`.
         ModelCase{"transformer_dynbatch", "[batch, 64, 256]", {"layer_norm", "matmul", "softmax"}}),
     case_name);

@@ -96,6 +96,35 @@ class GptBlock(nn.Module):
         return self.ln_f(h) @ self.embed.weight.t()
 
 
+class UNet(nn.Module):
+    """A small U-Net: conv + GroupNorm + ReLU blocks, max pooling down, up by ConvTranspose
+    (stride 2) and by bilinear and nearest Upsample, skip connections concatenated."""
+
+    def __init__(self, c=16):
+        super().__init__()
+
+        def block(i, o):
+            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.GroupNorm(4, o), nn.ReLU(),
+                                 nn.Conv2d(o, o, 3, padding=1), nn.GroupNorm(4, o), nn.ReLU())
+
+        self.enc1, self.enc2, self.mid = block(3, c), block(c, 2 * c), block(2 * c, 4 * c)
+        self.pool = nn.MaxPool2d(2)
+        self.up_t = nn.ConvTranspose2d(4 * c, 2 * c, 2, stride=2)
+        self.dec2 = block(4 * c, 2 * c)
+        self.up_bilinear = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.dec1 = block(3 * c, c)
+        self.up_nearest = nn.Upsample(scale_factor=2, mode="nearest")
+        self.head = nn.Conv2d(c, 2, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(self.pool(e1))
+        m = self.mid(self.pool(e2))
+        d2 = self.dec2(torch.cat([self.up_t(m), e2], 1))
+        d1 = self.dec1(torch.cat([self.up_bilinear(d2), e1], 1))
+        return self.head(self.up_nearest(self.pool(d1)))
+
+
 def randomize_norms(model):
     """Batch norm statistics and affine parameters away from the identity; layer norms' too."""
     for m in model.modules():
@@ -104,7 +133,7 @@ def randomize_norms(model):
             m.running_var.uniform_(0.5, 1.5)
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.2, 0.2)
-        elif isinstance(m, nn.LayerNorm):
+        elif isinstance(m, (nn.LayerNorm, nn.GroupNorm)):
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.2, 0.2)
 
@@ -119,6 +148,8 @@ def build(name):
         return LnGeluMlp(), [4, 64, 256]
     if name in ("transformer", "transformer_dynbatch"):
         return nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True), [2, 64, 256]
+    if name == "unet":
+        return UNet(), [1, 3, 64, 64]
     import torchvision  # only the CNNs need it (Debian's python3-torchvision)
     if name == "resnet18":
         return torchvision.models.resnet18(weights=None), [1, 3, 224, 224]
@@ -135,7 +166,7 @@ def build(name):
     raise SystemExit(f"unknown model {name!r} (known: {', '.join(ALL)})")
 
 
-MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "squeezenet1_1"]
+MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "squeezenet1_1", "unet"]
 DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256])}  # dynamic_axes, saved input
 # benchmarks only (no test runs them); the CNNs are issue 28's ONNX Runtime anchors
 BENCH = ["efficientnet_b0", "gpt_block", "shufflenet_v2", "mnasnet"]
