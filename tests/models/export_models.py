@@ -148,7 +148,7 @@ def build(name):
         return LnGeluMlp(), [4, 64, 256]
     if name in ("transformer", "transformer_dynbatch"):
         return nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True), [2, 64, 256]
-    if name == "unet":
+    if name in ("unet", "unet_dynbatch"):
         return UNet(), [1, 3, 64, 64]
     import torchvision  # only the CNNs need it (Debian's python3-torchvision)
     if name == "resnet18":
@@ -167,7 +167,8 @@ def build(name):
 
 
 MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "squeezenet1_1", "unet"]
-DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256])}  # dynamic_axes, saved input
+DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256]),  # dynamic_axes, saved input
+           "unet_dynbatch": ({0: "batch"}, [2, 3, 64, 64])}
 # benchmarks only (no test runs them); the CNNs are issue 28's ONNX Runtime anchors
 BENCH = ["efficientnet_b0", "gpt_block", "shufflenet_v2", "mnasnet"]
 ALL = MODELS + list(DYNAMIC) + BENCH

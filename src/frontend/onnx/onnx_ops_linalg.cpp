@@ -242,17 +242,18 @@ void map_pool(OnnxNode& n) {
 namespace {
 
 // x with s - 1 zeros between neighbours along `axis`: [.., H, ..] -> [.., (H - 1) * s + 1, ..].
+// A where with an iota mask, so the other dims (a batch) may be symbolic.
 int interleave_zeros(OnnxNode& n, int x, int64_t axis, int64_t s) {
-  std::vector<int64_t> shape = n.static_shape(x, "the input");
-  int64_t size = shape[static_cast<size_t>(axis)];
+  Shape shape = n.type(x).shape;
+  auto c = shape[static_cast<size_t>(axis)].as_const();
+  if (!c) unsupported("a symbolic spatial size");
+  int64_t size = *c;
   if (s == 1 || size == 0) return x;
   int v = n.add("unsqueeze", {x}, Attrs{{"dim", axis + 1}});
-  shape.insert(shape.begin() + axis + 1, s - 1);
-  int zeros = n.add("full", {}, Attrs{{"shape", shape}, {"value", 0.0}, {"dtype", n.dtype(x)}});
-  v = n.add("concat", {v, zeros}, Attrs{{"dim", axis + 1}});
-  shape.erase(shape.begin() + axis + 1);
+  int first = n.add("eq", {iota_along(n, s, axis + 1, n.rank(v)), n.scalar(0, DType::I64)});
+  v = n.add("where", {first, v, n.scalar(0, n.dtype(x))});  // [.., H, s, ..]
   shape[static_cast<size_t>(axis)] = size * s;
-  v = n.add("reshape", {v}, Attrs{{"shape", shape}});
+  v = reshape_to(n, v, shape);
   return n.add("slice", {v},
                Attrs{{"dim", axis}, {"start", int64_t{0}}, {"end", (size - 1) * s + 1}});
 }
@@ -270,7 +271,12 @@ void map_conv_transpose(OnnxNode& n) {
   if (n.rank(w) != n.rank(x))
     n.error("the weight must be {}-D, got {}", n.rank(x), shape_str(n.type(w).shape));
   if (one_d) x = unsqueeze_last(n, x), w = unsqueeze_last(n, w);
-  std::vector<int64_t> xs = n.static_shape(x, "the input"), ws = n.static_shape(w, "the weight");
+  std::vector<int64_t> ws = n.static_shape(w, "the weight"), xs(4, 0);
+  for (size_t d = 1; d < 4; ++d) {  // the batch may be symbolic
+    auto c = n.type(x).shape[d].as_const();
+    if (!c) unsupported("input {} with a symbolic dim {}", shape_str(n.type(x).shape), d);
+    xs[d] = *c;
+  }
   int64_t group = n.attr_int("group", 1);
   if (group < 1 || xs[1] % group != 0 || ws[0] != xs[1])
     n.error("the weight {} does not fit input {} with group {}", shape_str(n.type(n.in(1)).shape),
@@ -339,7 +345,7 @@ void map_conv_transpose(OnnxNode& n) {
     int64_t edge = dilation[i] * (kernel[i] - 1);
     int64_t begin = edge - pads[i], end = edge - pads[2 + i] + out_pad[i];
     if (begin < 0 || end < 0) {
-      int64_t size = n.static_shape(x, "the input")[2 + i];
+      int64_t size = *n.type(x).shape[2 + i].as_const();
       x = n.add("slice", {x},
                 Attrs{{"dim", 2 + d},
                       {"start", std::max<int64_t>(-begin, 0)},

@@ -123,13 +123,12 @@ int resize_axis(OnnxNode& n, const ResizeMode& m, int x, int64_t axis, int64_t i
     bool repeat = s > 1 && out == in * s;
     for (int64_t o = 0; repeat && o < out; ++o) repeat = idx[0][static_cast<size_t>(o)] == o / s;
     if (repeat) {
-      std::vector<int64_t> shape = n.static_shape(x, "the input"), big = shape;
-      shape.insert(shape.begin() + axis + 1, 1);
-      std::vector<int64_t> expand(shape.size(), -1);
+      int v = n.add("unsqueeze", {x}, Attrs{{"dim", axis + 1}});
+      std::vector<int64_t> expand(static_cast<size_t>(r + 1), -1);
       expand[static_cast<size_t>(axis + 1)] = s;
+      Shape big = n.type(x).shape;
       big[static_cast<size_t>(axis)] = out;
-      y = n.add("reshape", {x}, Attrs{{"shape", shape}});
-      y = n.add("reshape", {n.add("expand", {y}, Attrs{{"shape", expand}})}, Attrs{{"shape", big}});
+      y = reshape_to(n, n.add("expand", {v}, Attrs{{"shape", expand}}), big);
     } else {
       y = gather_indices(n, x, axis, idx[0]);
     }
@@ -168,7 +167,7 @@ bool empty_input(OnnxNode& n, int i) {
 void map_resize(OnnxNode& n) {
   int x = n.in(0);
   int64_t r = n.rank(x);
-  std::vector<int64_t> in = n.static_shape(x, "the input");
+  const Shape& dims = n.type(x).shape;
   ResizeMode m;
   m.mode = n.attr_string("mode", "nearest");
   std::vector<double> scales, roi;
@@ -213,8 +212,16 @@ void map_resize(OnnxNode& n) {
     n.error("scales, sizes and roi need {} (roi {}) entries for input {}", r, 2 * r,
             shape_str(n.type(x).shape));
   int y = x;
+  std::vector<int64_t> in(ur, 0);
   for (int64_t a = r - 1; a >= 0; --a) {
     auto i = static_cast<size_t>(a);
+    if (auto c = dims[i].as_const()) {
+      in[i] = *c;
+    } else if (sizes.empty() && scales[i] == 1.0 && m.coords != "tf_crop_and_resize") {
+      continue;  // a symbolic dim (a batch) kept as it is
+    } else {
+      unsupported("resizing the symbolic dim {} of {}", a, shape_str(dims));
+    }
     double scale;
     int64_t out;
     if (!sizes.empty()) {
