@@ -301,10 +301,14 @@ def misc(out):
                 write(out, f"{op}_{size}_{periodic}", op, [], [("y", y)], {"periodic": periodic}, opset=17,
                       const_inputs=[("size", np.array(size, np.int64))])
     for op, fn, lo, hi in [("Asinh", np.arcsinh, -30, 30), ("Acosh", np.arccosh, 1, 40),
-                           ("Atanh", np.arctanh, -1, 1)]:
+                           ("Atanh", np.arctanh, -1, 1), ("Atan", np.arctan, -60, 60),
+                           ("Asin", np.arcsin, -1, 1), ("Acos", np.arccos, -1, 1)]:
         x = np.concatenate([rng.uniform(lo, hi, 40), np.array(
             {"Asinh": [0, -0.0, 1e-6, -1e-4, 3e4, -1e9, 1e30], "Acosh": [1, 1 + 1e-6, 1.5, 1e5, 1e9, 1e30, 0.5],
-             "Atanh": [0, 1e-6, -1e-4, 0.999, -0.9999, 1, -1]}[op])]).astype(f32)
+             "Atanh": [0, 1e-6, -1e-4, 0.999, -0.9999, 1, -1],
+             "Atan": [0, -0.0, 1e-30, 0.66, 0.6600001, 2.4142135, 2.4142137, -1e9, np.inf, -np.inf],
+             "Asin": [0, 1e-7, -1, 1, 0.9999999, -0.99, 1.5],
+             "Acos": [0, 1e-7, -1, 1, 0.9999999, -0.9999999, -1.5]}[op])]).astype(f32)
         with np.errstate(all="ignore"):  # NaN and inf outside the domain, as ONNX
             y64 = fn(x.astype(np.float64))
         write(out, f"{op}_values", op, [("x", x)], [("y", y64.astype(f32))], opset=13)

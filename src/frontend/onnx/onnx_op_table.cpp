@@ -72,6 +72,9 @@ const OnnxOpDef kOnnxOps[] = {
     {"Asinh", map_activation, "sign(x) log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))); log(2|x|) > 1e8"},
     {"Acosh", map_activation, "log1p(t + sqrt(t (x + 1))), t = x - 1; log(2x) beyond 1e8"},
     {"Atanh", map_activation, "log1p(2x / (1 - x)) / 2"},
+    {"Atan", map_activation, "Cephes' atan in f64 (range reduction, rational function)"},
+    {"Asin", map_activation, "atan(x / sqrt((1 - x)(1 + x))) in f64"},
+    {"Acos", map_activation, "2 atan(sqrt((1 - x) / (1 + x))) in f64"},
     {"PRelu", map_prelu, "where(x < 0, slope * x, x)"},
 
     // Reductions (onnx_ops_reduce.cpp).
