@@ -5,8 +5,7 @@
 // (exactly one term is the element, the others are zeros, so infinities and NaNs of other elements
 // do not leak), a scatter reduces the updates that hit each position. This works for any index
 // values at run time and on every device, at the cost of (indices x positions) comparisons. An
-// index outside
-// [-size, size) selects nothing: a gather gives 0, a scatter leaves the element.
+// index outside [-size, size) selects nothing: a gather gives 0, a scatter leaves the element.
 #include <algorithm>
 #include <limits>
 
@@ -108,7 +107,9 @@ int scatter_reduce(OnnxNode& n, int data, int hit, int updates, int64_t axis,
                            n.scalar(0, DType::I64)});
     return n.add("where", {any, n.cast(v, t), data});
   }
-  if (t == DType::Bool) n.error("reduction '{}' of bool data", printable(std::string(reduction)));
+  if (t == DType::Bool)
+    n.error("reduction '{}' of bool data (only 'none' is defined for bool)",
+            printable(std::string(reduction)));
   // Sums and products of integers are i64 in coil: cast back.
   if (reduction == "add")
     return n.cast(
