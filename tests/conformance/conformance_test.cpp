@@ -1,6 +1,7 @@
 // ONNX conformance: every test in allowlist.txt must pass (a regression fails CI). A test marked
-// "slow" there runs only with COIL_SLOW_TESTS=1 (none is yet: all ~670 take about 90 s at -j2 on
-// 2 cores with a cold code cache). The full picture, with reasons, is conformance_report_test.cpp.
+// "slow" there runs only with COIL_SLOW_TESTS=1 (none is yet: the first ~670 took about 90 s at -j2
+// on 2 cores with a cold code cache, the 194 of issue 27's ops 80 s). The full picture, with
+// reasons, is conformance_report_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>

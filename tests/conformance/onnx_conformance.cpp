@@ -109,10 +109,13 @@ CaseResult prepare_case(const fs::path& dir, PreparedCase* out) {
     if (msg.find("is not a constant") == std::string::npos)
       return {unsupported(msg) ? Outcome::Unsupported : Outcome::ImportError, msg};
     // Bind the integer and one-element inputs (the graph inputs without initializers, in
-    // order) to the test's values and retry.
+    // order) to the test's values and retry; also Resize's and Upsample's float roi and scales.
     onnx::ModelProto m = read_model(dir / "model.onnx");
-    std::set<std::string> inits;
+    std::set<std::string> inits, resize_params;
     for (const auto& t : m.graph().initializer()) inits.insert(t.name());
+    for (const auto& node : m.graph().node())
+      if (node.op_type() == "Resize" || node.op_type() == "Upsample")
+        for (int i = 1; i < node.input_size(); ++i) resize_params.insert(node.input(i));
     OnnxImportOptions opt;
     size_t k = 0;
     std::vector<Tensor> rest;
@@ -120,7 +123,8 @@ CaseResult prepare_case(const fs::path& dir, PreparedCase* out) {
       if (inits.count(in.name())) continue;
       if (k >= inputs.size()) break;
       const Tensor& t = inputs[k++];
-      if ((is_integral(t.dtype()) && t.dtype() != DType::Bool) || t.numel() == 1)
+      if ((is_integral(t.dtype()) && t.dtype() != DType::Bool) || t.numel() == 1 ||
+          resize_params.count(in.name()))
         opt.input_values[in.name()] = t;
       else
         rest.push_back(t);

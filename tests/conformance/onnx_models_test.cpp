@@ -98,8 +98,13 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"gru_classifier", "[3, 13, 20]", {"matmul", "sigmoid", "tanh", "addmm"}},
         ModelCase{"rnn_relu", "[13, 3, 19]", {"matmul", "relu", "concat"}},
         ModelCase{"groupnorm_cnn", "[2, 3, 17, 19]", {"conv2d", "sigmoid", "addmm"}},
+        // ConvTranspose, bilinear and nearest Resize, GroupNorm (InstanceNormalization).
+        ModelCase{"unet", "[1, 3, 64, 64]", {"conv2d", "gather", "expand", "concat"}},
         // Exported with a dynamic batch: its shape subgraphs compute on the symbol `batch`.
-        ModelCase{"transformer_dynbatch", "[batch, 64, 256]", {"layer_norm", "matmul", "softmax"}}),
+        ModelCase{"transformer_dynbatch", "[batch, 64, 256]", {"layer_norm", "matmul", "softmax"}},
+        // The U-Net traced at batch 1, run at batch 2: Resize and ConvTranspose keep the batch
+        // symbolic.
+        ModelCase{"unet_dynbatch", "[batch, 3, 64, 64]", {"conv2d", "gather", "expand", "where"}}),
     case_name);
 
 }  // namespace

@@ -252,24 +252,24 @@ TEST(OnnxErrors, HugeDims) {
 
 TEST(OnnxErrors, UnsupportedOpsAreListedTogether) {
   onnx::ModelProto m = relu_model();
-  add_node(m, "Resize", {"y", "y"}, {"a"}, "up1");
-  add_node(m, "ConvTranspose", {"a", "a"}, {"b"}, "deconv1");
-  add_node(m, "ConvTranspose", {"b", "b"}, {"c"}, "deconv2");
+  add_node(m, "GridSample", {"y", "y"}, {"a"}, "up1");
+  add_node(m, "NonMaxSuppression", {"a", "a"}, {"b"}, "nms1");
+  add_node(m, "NonMaxSuppression", {"b", "b"}, {"c"}, "nms2");
   add_node(m, "FancyOp", {"c"}, {"d"}, "fancy");
   add_node(m, "Custom", {"d"}, {"e"}, "custom")->set_domain("com.example");
   EXPECT_EQ(import_error(m),
-            "m.onnx: unsupported ops: Resize (node 'up1', opset 13), ConvTranspose (2 nodes, "
-            "opset 13), FancyOp (node 'fancy', opset 13), com.example.Custom (node 'custom', "
-            "opset 13)");
+            "m.onnx: unsupported ops: GridSample (node 'up1', opset 13), NonMaxSuppression (2 "
+            "nodes, opset 13), FancyOp (node 'fancy', opset 13), com.example.Custom (node "
+            "'custom', opset 13)");
 }
 
 TEST(OnnxErrors, DynamicArgumentsAreUnsupported) {
   onnx::ModelProto m = relu_model();
   set_type(m.mutable_graph()->add_input(), "idx", TP::INT64, {2});
   add_node(m, "Reshape", {"y", "idx"}, {"r"}, "reshape");
-  add_node(m, "ConvTranspose", {"y", "y"}, {"ct"}, "ct");
+  add_node(m, "GridSample", {"y", "y"}, {"gs"}, "gs");
   EXPECT_EQ(import_error(m),
-            "m.onnx: unsupported ops: ConvTranspose (node 'ct', opset 13), Reshape (node "
+            "m.onnx: unsupported ops: GridSample (node 'gs', opset 13), Reshape (node "
             "'reshape', opset 13: the target shape is not a constant)");
 }
 
@@ -332,6 +332,95 @@ TEST(OnnxErrors, LegacyOpsets) {
             "shape [2, 3]");
   EXPECT_EQ(import_error(with(6, "Gemm", {"", "w", "c"}, {}, {{3, 3}, {3}})),
             "m.onnx: node 'n' (Gemm): C is [3], not [2, 3], and broadcast is 0");
+}
+
+// Issue 27's ops: a malformed node is an error naming the node, the op and the values.
+TEST(OnnxErrors, BadInputsOfIssue27Ops) {
+  struct In {
+    std::string name;
+    int32_t type;
+    std::vector<int64_t> dims;
+  };
+  auto model = [](const std::string& op, const std::vector<In>& ins,
+                  const std::vector<std::pair<std::string, std::vector<int64_t>>>& consts,
+                  const std::function<void(onnx::NodeProto*)>& attrs, int64_t opset = 16) {
+    onnx::ModelProto m = empty_model(opset);
+    std::vector<std::string> names;
+    for (const In& i : ins) {
+      set_type(m.mutable_graph()->add_input(), i.name, i.type, i.dims);
+      names.push_back(i.name);
+    }
+    for (const auto& [name, v] : consts) {
+      add_i64_initializer(m, name, v);
+      names.push_back(name);
+    }
+    set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {});
+    auto* n = add_node(m, op, names, {"y"}, "n");
+    if (attrs) attrs(n);
+    return m;
+  };
+  auto str_attr = [](onnx::NodeProto* n, const std::string& name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  };
+  EXPECT_EQ(import_error(model(
+                "ScatterND",
+                {{"d", TP::FLOAT, {4, 5}}, {"i", TP::INT64, {3, 1}}, {"u", TP::FLOAT, {3, 4}}}, {},
+                nullptr)),
+            "m.onnx: node 'n' (ScatterND): updates are [3, 4], expected [3, 5]");
+  EXPECT_EQ(import_error(model("GatherElements", {{"d", TP::FLOAT, {4, 5}}, {"i", TP::INT64, {4}}},
+                               {}, nullptr)),
+            "m.onnx: node 'n' (GatherElements): data and indices must have the same rank >= 1, "
+            "got [4, 5] and [4]");
+  EXPECT_EQ(import_error(model("GatherND", {{"d", TP::FLOAT, {4, 5}}, {"i", TP::INT64, {2, 3}}}, {},
+                               nullptr)),
+            "m.onnx: node 'n' (GatherND): batch_dims 0 and index length 3 do not fit data [4, 5] "
+            "and indices [2, 3]");
+  EXPECT_EQ(import_error(model("Resize", {{"x", TP::FLOAT, {1, 1, 2, 2}}},
+                               {{"roi", {}}, {"scales", {}}, {"sizes", {1, 1, 4}}}, nullptr, 13)),
+            "m.onnx: node 'n' (Resize): scales, sizes and roi need 4 (roi 8) entries for input "
+            "[1, 1, 2, 2]");
+  EXPECT_EQ(import_error(model(
+                "Resize", {{"x", TP::FLOAT, {1, 1, 2, 2}}}, {{"roi", {}}},
+                [&](onnx::NodeProto* n) { str_attr(n, "mode", "area"); }, 13)),
+            "m.onnx: node 'n' (Resize): exactly one of scales and sizes must be given");
+  EXPECT_EQ(import_error(model("TopK", {{"x", TP::FLOAT, {3, 4}}}, {{"k", {5}}}, nullptr)),
+            "m.onnx: node 'n' (TopK): K = 5 is outside [0, 4] (the size of axis 1)");
+  EXPECT_EQ(import_error(model("DepthToSpace", {{"x", TP::FLOAT, {1, 8, 2, 2}}}, {},
+                               [&](onnx::NodeProto* n) {
+                                 add_int_attr(n, "blocksize", 2);
+                                 str_attr(n, "mode", "RDC");
+                               })),
+            "m.onnx: node 'n' (DepthToSpace): mode 'RDC' is not DCR or CRD");
+  EXPECT_EQ(
+      import_error(model("Einsum", {{"a", TP::FLOAT, {2, 3}}, {"b", TP::FLOAT, {3, 4}}}, {},
+                         [&](onnx::NodeProto* n) { str_attr(n, "equation", "ij,jk,kl->il"); })),
+      "m.onnx: node 'n' (Einsum): equation 'ij,jk,kl->il' has 3 operands, the node 2 inputs");
+  EXPECT_EQ(import_error(model("Einsum", {{"a", TP::FLOAT, {2, 3}}}, {},
+                               [&](onnx::NodeProto* n) { str_attr(n, "equation", "ijk->i"); })),
+            "m.onnx: node 'n' (Einsum): the term 'ijk' has 3 labels for an operand of rank 2");
+  EXPECT_EQ(
+      import_error(model("NegativeLogLikelihoodLoss",
+                         {{"x", TP::FLOAT, {3, 5}}, {"t", TP::INT64, {4}}}, {}, nullptr)),
+      "m.onnx: node 'n' (NegativeLogLikelihoodLoss): the target is [4], expected [3] for scores "
+      "[3, 5]");
+  EXPECT_EQ(import_error(model("SoftmaxCrossEntropyLoss",
+                               {{"x", TP::FLOAT, {3, 5}}, {"t", TP::INT64, {3}}}, {},
+                               [&](onnx::NodeProto* n) { str_attr(n, "reduction", "avg"); })),
+            "m.onnx: node 'n' (SoftmaxCrossEntropyLoss): reduction 'avg' is not one of none, sum, "
+            "mean");
+  EXPECT_EQ(import_error(model("ConvTranspose",
+                               {{"x", TP::FLOAT, {1, 2, 3, 3}}, {"w", TP::FLOAT, {3, 1, 2, 2}}}, {},
+                               nullptr)),
+            "m.onnx: node 'n' (ConvTranspose): the weight [3, 1, 2, 2] does not fit input "
+            "[1, 2, 3, 3] with group 1");
+  EXPECT_EQ(import_error(model("LRN", {{"x", TP::FLOAT, {1, 2, 3, 3}}}, {},
+                               [&](onnx::NodeProto* n) { add_int_attr(n, "size", 0); })),
+            "m.onnx: node 'n' (LRN): size must be at least 1, got 0");
+  EXPECT_EQ(import_error(model("CumSum", {{"x", TP::FLOAT, {3}}}, {{"axis", {0, 1}}}, nullptr)),
+            "m.onnx: node 'n' (CumSum): axis must have one element, got 2");
 }
 
 // An attribute the mapping of an op does not read is accepted only at ONNX's default for the
@@ -534,7 +623,7 @@ TEST(OnnxErrors, BrokenFilesThroughTheCli) {
       ->set_dim_value(-3);
   files["negative_dim"] = m.SerializeAsString();
   m = relu_model();
-  add_node(m, "Resize", {"y"}, {"z"}, "up");
+  add_node(m, "GridSample", {"y"}, {"z"}, "up");
   files["unsupported_op"] = m.SerializeAsString();
   m = relu_model();
   m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");

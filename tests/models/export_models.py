@@ -34,9 +34,9 @@ downloaded. The models:
   gru_classifier_large  gru_classifier at d 128, hidden 256 over [8, 64, 128] (benchmarks only)
   rnn_relu         a 2-layer bidirectional nn.RNN(19, 37, nonlinearity="relu") over [13, 3, 19],
                    its output sequence [13, 3, 74]
-  unet             a small U-Net: two conv stages down (max pooling), one up by ConvTranspose and
-                   one by nn.Upsample (nearest), each concatenated with the skip of its level,
-                   [1, 3, 32, 32] -> [1, 2, 32, 32] (the ops of branch onnx-ops: not tested here)
+  unet             a small U-Net: conv + GroupNorm + ReLU blocks, two stages down (max pooling),
+                   up by ConvTranspose (stride 2) and by bilinear and nearest nn.Upsample, skips
+                   concatenated, [1, 3, 64, 64]; unet_dynbatch: the same with a dynamic batch
   groupnorm_cnn    conv -> nn.GroupNorm(4, 16) -> SiLU -> conv -> nn.GroupNorm(3, 12) -> global
                    average -> linear, [2, 3, 17, 19]; GroupNorm exports as InstanceNormalization
                    on [N, groups, -1] and an affine Mul/Add
@@ -144,27 +144,32 @@ class RnnRelu(nn.Module):
 
 
 class UNet(nn.Module):
-    def __init__(self, c=8):
+    """A small U-Net: conv + GroupNorm + ReLU blocks, max pooling down, up by ConvTranspose
+    (stride 2) and by bilinear and nearest Upsample, skip connections concatenated."""
+
+    def __init__(self, c=16):
         super().__init__()
 
         def block(i, o):
-            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU())
+            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.GroupNorm(4, o), nn.ReLU(),
+                                 nn.Conv2d(o, o, 3, padding=1), nn.GroupNorm(4, o), nn.ReLU())
 
         self.enc1, self.enc2, self.mid = block(3, c), block(c, 2 * c), block(2 * c, 4 * c)
         self.pool = nn.MaxPool2d(2)
-        self.up2 = nn.ConvTranspose2d(4 * c, 2 * c, 2, stride=2)
+        self.up_t = nn.ConvTranspose2d(4 * c, 2 * c, 2, stride=2)
         self.dec2 = block(4 * c, 2 * c)
-        self.up1 = nn.Upsample(scale_factor=2, mode="nearest")
-        self.dec1 = block(2 * c + c, c)
+        self.up_bilinear = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.dec1 = block(3 * c, c)
+        self.up_nearest = nn.Upsample(scale_factor=2, mode="nearest")
         self.head = nn.Conv2d(c, 2, 1)
 
     def forward(self, x):
         e1 = self.enc1(x)
         e2 = self.enc2(self.pool(e1))
         m = self.mid(self.pool(e2))
-        d2 = self.dec2(torch.cat([self.up2(m), e2], dim=1))
-        d1 = self.dec1(torch.cat([self.up1(d2), e1], dim=1))
-        return self.head(d1)
+        d2 = self.dec2(torch.cat([self.up_t(m), e2], 1))
+        d1 = self.dec1(torch.cat([self.up_bilinear(d2), e1], 1))
+        return self.head(self.up_nearest(self.pool(d1)))
 
 
 class GroupNormCnn(nn.Module):
@@ -209,12 +214,12 @@ def build(name):
         return GruClassifier(d=128, hidden=256), [8, 64, 128]
     if name == "rnn_relu":
         return RnnRelu(), [13, 3, 19]
-    if name == "unet":
-        return UNet(), [1, 3, 32, 32]
     if name == "groupnorm_cnn":
         return GroupNormCnn(), [2, 3, 17, 19]
     if name in ("transformer", "transformer_dynbatch"):
         return nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True), [2, 64, 256]
+    if name in ("unet", "unet_dynbatch"):
+        return UNet(), [1, 3, 64, 64]
     import torchvision  # only the CNNs need it (Debian's python3-torchvision)
     if name == "resnet18":
         return torchvision.models.resnet18(weights=None), [1, 3, 224, 224]
@@ -232,17 +237,15 @@ def build(name):
 
 
 MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "squeezenet1_1",
-          "lstm_lm", "gru_classifier", "rnn_relu", "groupnorm_cnn"]
+          "lstm_lm", "gru_classifier", "rnn_relu", "groupnorm_cnn", "unet"]
 # models whose input is int64 tokens, with their vocabulary size
 TOKENS = {"gpt_block": 1024, "lstm_lm": 97, "lstm_lm_large": 1000}
-DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256])}  # dynamic_axes, saved input
+DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256]),  # dynamic_axes, saved input
+           "unet_dynbatch": ({0: "batch"}, [2, 3, 64, 64])}
 # benchmarks only (no test runs them); the CNNs are issue 28's ONNX Runtime anchors
 BENCH = ["efficientnet_b0", "gpt_block", "shufflenet_v2", "mnasnet", "lstm_lm_large",
          "gru_classifier_large"]
-# exported, but coil refuses them until their ops import (unet: ConvTranspose and Resize, branch
-# onnx-ops): neither a test nor the default benchmark list runs them
-PENDING = ["unet"]
-ALL = MODELS + list(DYNAMIC) + BENCH + PENDING
+ALL = MODELS + list(DYNAMIC) + BENCH
 
 
 def export(name, out):

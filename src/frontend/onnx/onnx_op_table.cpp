@@ -69,6 +69,12 @@ const OnnxOpDef kOnnxOps[] = {
     {"Sinh", map_activation, "(exp(x) - exp(-x)) / 2"},
     {"Cosh", map_activation, "(exp(x) + exp(-x)) / 2"},
     {"Tan", map_activation, "sin / cos"},
+    {"Asinh", map_activation, "sign(x) log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))); log(2|x|) > 1e8"},
+    {"Acosh", map_activation, "log1p(t + sqrt(t (x + 1))), t = x - 1; log(2x) beyond 1e8"},
+    {"Atanh", map_activation, "log1p(2x / (1 - x)) / 2"},
+    {"Atan", map_activation, "Cephes' atan in f64 (range reduction, rational function)"},
+    {"Asin", map_activation, "atan(x / sqrt((1 - x)(1 + x))) in f64"},
+    {"Acos", map_activation, "2 atan(sqrt((1 - x) / (1 + x))) in f64"},
     {"PRelu", map_prelu, "where(x < 0, slope * x, x)"},
 
     // Reductions (onnx_ops_reduce.cpp).
@@ -95,6 +101,7 @@ const OnnxOpDef kOnnxOps[] = {
     {"MeanVarianceNormalization", map_mean_variance_norm, "(x - mean) / (std + 1e-9)"},
     {"GlobalAveragePool", map_global_pool, "mean over the spatial dims"},
     {"GlobalMaxPool", map_global_pool, "max over the spatial dims"},
+    {"LRN", map_lrn, "x / (bias + alpha / size * sum of shifted squares)^beta"},
 
     // Shapes (onnx_ops_shape.cpp).
     {"Reshape", map_reshape, "reshape (constant shape; 0 copies a dim unless allowzero)"},
@@ -109,6 +116,8 @@ const OnnxOpDef kOnnxOps[] = {
     {"Constant", map_constant, "constant"},
     {"ConstantOfShape", map_constant_of_shape, "constant, or full when large"},
     {"Range", map_range, "constant, or iota when large"},
+    {"DepthToSpace", map_depth_space, "reshape + permute + reshape (DCR, CRD)"},
+    {"SpaceToDepth", map_depth_space, "reshape + permute + reshape"},
 
     // Indexing (onnx_ops_index.cpp).
     {"Slice", map_slice, "slice; negative steps: concat of slices"},
@@ -120,20 +129,43 @@ const OnnxOpDef kOnnxOps[] = {
     {"Trilu", map_trilu, "where with an iota mask"},
     {"OneHot", map_one_hot, "where(eq(indices, iota), on, off)"},
 
+    // Data-dependent indexing as one-hot comparisons (onnx_ops_scatter.cpp).
+    {"GatherElements", map_gather_elements, "sum of where(indices == iota, data, 0)"},
+    {"GatherND", map_gather_nd, "linear index, then sum of where(index == iota, data, 0)"},
+    {"ScatterElements", map_scatter_elements, "where / sum / prod / max / min over the hits"},
+    {"Scatter", map_scatter_elements, "ScatterElements without reduction"},
+    {"ScatterND", map_scatter_nd, "linear index, then as ScatterElements"},
+    {"MaxUnpool", map_max_unpool, "scatter into zeros, per (N, C) plane"},
+    {"ReverseSequence", map_reverse_sequence, "one-hot of the reversed time index"},
+
+    // Along one axis by pairwise comparisons; window constants (onnx_ops_scan.cpp).
+    {"CumSum", map_cumsum, "sum of where(iota <= iota, x, 0) over a new dim"},
+    {"TopK", map_topk, "ranks by pairwise comparison, then a one-hot pick"},
+    {"HannWindow", map_window, "constant"},
+    {"HammingWindow", map_window, "constant"},
+    {"BlackmanWindow", map_window, "constant"},
+
+    // Resizing (onnx_ops_resize.cpp).
+    {"Resize", map_resize, "per axis: gathers of constant indices times constant weights"},
+    {"Upsample", map_resize, "Resize with asymmetric coordinates (nearest: floor)"},
+
+    // Losses (onnx_ops_loss.cpp).
+    {"NegativeLogLikelihoodLoss", map_nll_loss, "-sum of where(target == iota, input, 0)"},
+    {"SoftmaxCrossEntropyLoss", map_softmax_cross_entropy, "log_softmax, then the NLL loss"},
+
     // Matrix products, convolution, pooling (onnx_ops_linalg.cpp); floating point, 2-D windows.
     {"MatMul", map_matmul, "matmul"},
     {"Gemm", map_gemm, "addmm (with C) or matmul, transA/transB as transposes"},
     {"Conv", map_conv, "conv2d; asymmetric pads: concat with zeros"},
+    {"ConvTranspose", map_conv_transpose, "conv2d of the zero-interleaved input, flipped weight"},
     {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf"},
     {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
+    {"Einsum", map_einsum, "diagonals, sums, then batched matmuls (integers: mul + sum)"},
 
     // Recurrent ops (onnx_ops_rnn.cpp): static sequence length, the time loop unrolled.
     {"LSTM", map_rnn, "matmul of X by W^T, then per step h @ R^T and the gates"},
     {"GRU", map_rnn, "matmul of X by W^T, then per step h @ R^T and the gates"},
     {"RNN", map_rnn, "matmul of X by W^T, then per step act(xw_t + h @ R^T)"},
-
-    // Recognized, not supported yet.
-    {"ConvTranspose", nullptr, "needs transposed convolution (a later issue)"},
 };
 
 }  // namespace

@@ -35,11 +35,13 @@ void map_batch_norm(OnnxNode& n);
 void map_instance_norm(OnnxNode& n);
 void map_mean_variance_norm(OnnxNode& n);
 void map_global_pool(OnnxNode& n);  // GlobalAveragePool, GlobalMaxPool
+void map_lrn(OnnxNode& n);
 
 // onnx_ops_linalg.cpp
 void map_matmul(OnnxNode& n);
 void map_gemm(OnnxNode& n);
 void map_conv(OnnxNode& n);
+void map_conv_transpose(OnnxNode& n);
 void map_pool(OnnxNode& n);  // MaxPool, AveragePool
 
 // onnx_ops_rnn.cpp: the time loop unrolled into matmuls and gate arithmetic per step
@@ -58,6 +60,7 @@ void map_size(OnnxNode& n);
 void map_constant(OnnxNode& n);
 void map_constant_of_shape(OnnxNode& n);
 void map_range(OnnxNode& n);
+void map_depth_space(OnnxNode& n);  // DepthToSpace, SpaceToDepth
 
 // onnx_ops_index.cpp
 void map_slice(OnnxNode& n);
@@ -68,6 +71,29 @@ void map_pad(OnnxNode& n);
 void map_eye_like(OnnxNode& n);
 void map_trilu(OnnxNode& n);
 void map_one_hot(OnnxNode& n);
+
+// onnx_ops_scan.cpp: pairwise comparisons along an axis; window constants
+void map_cumsum(OnnxNode& n);
+void map_topk(OnnxNode& n);
+void map_window(OnnxNode& n);  // HannWindow, HammingWindow, BlackmanWindow
+
+// onnx_ops_einsum.cpp
+void map_einsum(OnnxNode& n);
+
+// onnx_ops_resize.cpp
+void map_resize(OnnxNode& n);  // Resize, Upsample
+
+// onnx_ops_loss.cpp
+void map_nll_loss(OnnxNode& n);
+void map_softmax_cross_entropy(OnnxNode& n);
+
+// onnx_ops_scatter.cpp: one-hot comparisons with the indices
+void map_gather_elements(OnnxNode& n);
+void map_gather_nd(OnnxNode& n);
+void map_scatter_elements(OnnxNode& n);  // ScatterElements, Scatter
+void map_scatter_nd(OnnxNode& n);
+void map_max_unpool(OnnxNode& n);
+void map_reverse_sequence(OnnxNode& n);
 
 // onnx_ops_symbolic.cpp: shape arithmetic on SymbolicInts (Shape of symbolic tensors)
 /// Maps a node with a symbolic integer input (Identity, Cast, Gather, Unsqueeze, Squeeze, Concat,
@@ -92,5 +118,13 @@ std::vector<int64_t> reduction_axes(OnnxNode& n, int input_opset, bool* noop);
 /// An iota along `axis` of a tensor of rank `rank` with `size` elements, shaped to broadcast
 /// (size at `axis`, 1 elsewhere).
 int iota_along(OnnxNode& n, int64_t size, int64_t axis, int64_t rank);
+
+/// Indices (any integer dtype) as i64 with negative ones counted from the end of a dim of `size`.
+int normalize_index(OnnxNode& n, int idx, int64_t size);
+/// `data` with the updates that hit each position combined into it: `hit` (bool) and `updates`
+/// have a dim `axis` over the updates where data has none (data's dims are those of hit without
+/// it); `reduction` is ONNX's: none (the last hit wins), add, mul, max, min.
+int scatter_reduce(OnnxNode& n, int data, int hit, int updates, int64_t axis,
+                   std::string_view reduction);
 
 }  // namespace coil::onnxfe

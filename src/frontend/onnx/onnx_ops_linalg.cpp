@@ -1,4 +1,5 @@
-// Matrix products, convolution and windowed pooling: MatMul, Gemm, Conv, MaxPool, AveragePool.
+// Matrix products, convolution and windowed pooling: MatMul, Gemm, Conv, ConvTranspose, MaxPool,
+// AveragePool.
 // Conv and the pools are 2-D (coil's conv2d, max_pool2d, avg_pool2d); a 1-D window is a 2-D one
 // of width 1 (the input and the weight get a trailing dim of size 1, the result loses it), 3-D
 // is unsupported. Their ONNX padding (pads, auto_pad) becomes the op's symmetric padding plus,
@@ -235,6 +236,145 @@ void map_pool(OnnxNode& n) {
     int ones = n.add("full", {}, Attrs{{"shape", plane}, {"value", 1.0}, {"dtype", t}});
     y = n.add("div", {y, n.add(op, {pad(ones, 0.0)}, attrs)});
   }
+  n.set_output(0, one_d ? squeeze_last(n, y) : y);
+}
+
+namespace {
+
+// x with s - 1 zeros between neighbours along `axis`: [.., H, ..] -> [.., (H - 1) * s + 1, ..].
+// A where with an iota mask, so the other dims (a batch) may be symbolic.
+int interleave_zeros(OnnxNode& n, int x, int64_t axis, int64_t s) {
+  Shape shape = n.type(x).shape;
+  auto c = shape[static_cast<size_t>(axis)].as_const();
+  if (!c) unsupported("a symbolic spatial size");
+  int64_t size = *c;
+  if (s == 1 || size == 0) return x;
+  int v = n.add("unsqueeze", {x}, Attrs{{"dim", axis + 1}});
+  int first = n.add("eq", {iota_along(n, s, axis + 1, n.rank(v)), n.scalar(0, DType::I64)});
+  v = n.add("where", {first, v, n.scalar(0, n.dtype(x))});  // [.., H, s, ..]
+  shape[static_cast<size_t>(axis)] = size * s;
+  v = reshape_to(n, v, shape);
+  return n.add("slice", {v},
+               Attrs{{"dim", axis}, {"start", int64_t{0}}, {"end", (size - 1) * s + 1}});
+}
+
+}  // namespace
+
+// A transposed convolution is the convolution (stride 1) of the input with s - 1 zeros between
+// neighbours, padded by dilation * (kernel - 1) - pad on each side (plus output_padding at the
+// end; a negative amount crops), with the weight's in/out channels swapped per group and its
+// window flipped.
+void map_conv_transpose(OnnxNode& n) {
+  int x = n.in(0), w = n.in(1);
+  bool one_d = check_window_rank(n, x);
+  require_float(n, x);
+  if (n.rank(w) != n.rank(x))
+    n.error("the weight must be {}-D, got {}", n.rank(x), shape_str(n.type(w).shape));
+  if (one_d) x = unsqueeze_last(n, x), w = unsqueeze_last(n, w);
+  std::vector<int64_t> ws = n.static_shape(w, "the weight"), xs(4, 0);
+  for (size_t d = 1; d < 4; ++d) {  // the batch may be symbolic
+    auto c = n.type(x).shape[d].as_const();
+    if (!c) unsupported("input {} with a symbolic dim {}", shape_str(n.type(x).shape), d);
+    xs[d] = *c;
+  }
+  int64_t group = n.attr_int("group", 1);
+  if (group < 1 || xs[1] % group != 0 || ws[0] != xs[1])
+    n.error("the weight {} does not fit input {} with group {}", shape_str(n.type(n.in(1)).shape),
+            shape_str(n.type(n.in(0)).shape), group);
+  int64_t cin = xs[1], cout = ws[1] * group;
+  std::vector<int64_t> kernel{ws[2], ws[3]};
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d) != kernel)
+    n.error("kernel_shape [{}] differs from the weight's {}",
+            fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(n.in(1)).shape));
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d);
+  std::vector<int64_t> out_pad = spatial_attr(n, "output_padding", 0, one_d, 0);
+  for (size_t d = 0; d < 2; ++d)
+    if (stride[d] < 1 || dilation[d] < 1 || out_pad[d] < 0)
+      n.error("strides [{}], dilations [{}] and output_padding [{}] must be positive",
+              fmt::join(stride, ", "), fmt::join(dilation, ", "), fmt::join(out_pad, ", "));
+  // The full output size before padding is removed, per spatial dim.
+  std::vector<int64_t> full(2);
+  for (size_t d = 0; d < 2; ++d) {
+    // Attributes near 2^63 overflow the size; the zero-interleaved input is built in memory.
+    constexpr int64_t kMax = int64_t{1} << 31;
+    if (stride[d] > kMax || dilation[d] > kMax || out_pad[d] > kMax || kernel[d] > kMax ||
+        xs[2 + d] > kMax)
+      n.error("strides [{}], dilations [{}] or output_padding [{}] are too large",
+              fmt::join(stride, ", "), fmt::join(dilation, ", "), fmt::join(out_pad, ", "));
+    full[d] = stride[d] * (xs[2 + d] - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
+  }
+  std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> pads(4, 0), target;
+  if (n.has_attr("output_shape")) {
+    target = *n.attr_ints("output_shape");
+    size_t dims = one_d ? 1 : 2;
+    if (target.size() == dims + 2) target.erase(target.begin(), target.begin() + 2);
+    if (target.size() != dims)
+      n.error("output_shape has {} entries for {} spatial dims", target.size(), dims);
+    if (one_d) target.push_back(1);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    target = {xs[2] * stride[0], xs[3] * stride[1]};
+  } else if (auto_pad == "NOTSET") {
+    pads = n.attr_ints("pads").value_or(std::vector<int64_t>(one_d ? 2 : 4, 0));
+    if (pads.size() != (one_d ? 2u : 4u))
+      n.error("pads has {} entries, expected {}", pads.size(), one_d ? 2 : 4);
+    if (one_d) pads = {pads[0], 0, pads[1], 0};
+  } else if (auto_pad != "VALID") {
+    n.error("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
+            printable(auto_pad));
+  }
+  if (!target.empty()) {
+    // ONNX: the total padding that gives the target; SAME_UPPER puts the odd one at the end. A
+    // target larger than the full size gets zeros at the end (as ONNX Runtime and ONNX's test
+    // data: a negative end pad).
+    n.ignore_attr("pads");  // auto-generated, as ONNX says
+    for (size_t d = 0; d < 2; ++d) {
+      int64_t total = full[d] - target[d];
+      pads[d] = total < 0 ? 0 : auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[2 + d] = total - pads[d];
+    }
+  }
+  for (size_t d = 0; d < 2; ++d)
+    if (full[d] - pads[d] - pads[2 + d] < 0)
+      n.error("pads [{}] exceed the output size {}", fmt::join(pads, ", "), full[d]);
+  std::vector<int64_t> padding;
+  for (int64_t d = 0; d < 2; ++d) {
+    auto i = static_cast<size_t>(d);
+    x = interleave_zeros(n, x, 2 + d, stride[i]);
+    int64_t edge = dilation[i] * (kernel[i] - 1);
+    int64_t begin = edge - pads[i], end = edge - pads[2 + i] + out_pad[i];
+    if (begin < 0 || end < 0) {
+      int64_t size = *n.type(x).shape[2 + i].as_const();
+      x = n.add("slice", {x},
+                Attrs{{"dim", 2 + d},
+                      {"start", std::max<int64_t>(-begin, 0)},
+                      {"end", size - std::max<int64_t>(-end, 0)}});
+      begin = std::max<int64_t>(begin, 0), end = std::max<int64_t>(end, 0);
+    }
+    int64_t common = std::min(begin, end);
+    padding.push_back(common);
+    x = pad_axis(n, x, 2 + d, begin - common, end - common, 0.0);
+  }
+  // [Cin, Cout/g, kh, kw] -> [g, Cin/g, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped.
+  int v =
+      n.add("reshape", {w},
+            Attrs{{"shape", std::vector<int64_t>{group, cin / group, cout / group, ws[2], ws[3]}}});
+  v = n.add("permute", {v}, Attrs{{"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+  v = n.add("reshape", {v},
+            Attrs{{"shape", std::vector<int64_t>{cout, cin / group, ws[2], ws[3]}}});
+  for (int64_t d = 2; d < 4; ++d) {
+    std::vector<int64_t> rev;
+    for (int64_t k = ws[static_cast<size_t>(d)] - 1; k >= 0; --k) rev.push_back(k);
+    if (rev.size() > 1) v = gather_const(n, v, d, rev);
+  }
+  std::vector<int> in{x, v};
+  if (n.has_input(2)) in.push_back(n.in(2));
+  int y = n.add("conv2d", in,
+                Attrs{{"stride", std::vector<int64_t>{1, 1}},
+                      {"padding", padding},
+                      {"dilation", dilation},
+                      {"groups", group}});
   n.set_output(0, one_d ? squeeze_last(n, y) : y);
 }
 

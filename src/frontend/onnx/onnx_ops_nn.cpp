@@ -1,6 +1,6 @@
 // Neural-network ops built from coil's composites and reductions: Softmax, LogSoftmax, Hardmax,
 // LayerNormalization, BatchNormalization (inference), InstanceNormalization,
-// MeanVarianceNormalization, GlobalAveragePool, GlobalMaxPool.
+// MeanVarianceNormalization, GlobalAveragePool, GlobalMaxPool, LRN.
 #include <algorithm>
 
 #include "frontend/onnx/onnx_ops.h"
@@ -150,6 +150,44 @@ void map_global_pool(OnnxNode& n) {
   if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
   bool avg = n.op_type() == "GlobalAveragePool";
   n.set_output(0, n.cast(reduce(n, avg ? "mean" : "max", x, axes_from(2, r), true), n.dtype(x)));
+}
+
+void map_lrn(OnnxNode& n) {
+  int x = n.in(0);
+  DType t = n.dtype(x);
+  if (!is_floating(t)) n.error("the input must be floating point, got {}", dtype_name(t));
+  if (n.rank(x) < 3)
+    n.error("the input must be [N, C, D1, ...], got {}", shape_str(n.type(x).shape));
+  int64_t size = n.attr_int("size", 0);
+  if (size < 1) n.error("size must be at least 1, got {}", size);
+  double alpha = n.attr_float("alpha", 1e-4), beta = n.attr_float("beta", 0.75),
+         bias = n.attr_float("bias", 1.0);
+  std::vector<int64_t> s = n.static_shape(x, "the input");
+  // Channels beyond the first and last add nothing: the window is cut at C - 1 on each side.
+  int64_t channels = s[1], before = std::min((size - 1) / 2, std::max<int64_t>(channels - 1, 0)),
+          after = std::min(size - 1 - (size - 1) / 2, std::max<int64_t>(channels - 1, 0));
+  // square_sum[c] sums x^2 over channels [c - before, c + after] within [0, C): the squares
+  // padded with zeros on both sides, then `size` shifted slices added.
+  int sq = n.add("mul", {x, x});
+  std::vector<int> parts;
+  for (int64_t k : {before, after}) {
+    s[1] = k;
+    if (k > 0)
+      parts.push_back(n.add("full", {}, Attrs{{"shape", s}, {"value", 0.0}, {"dtype", t}}));
+  }
+  if (!parts.empty()) {
+    parts.insert(before > 0 ? parts.begin() + 1 : parts.begin(), sq);
+    sq = n.add("concat", parts, Attrs{{"dim", int64_t{1}}});
+  }
+  int sum = -1;
+  for (int64_t k = 0; k < before + 1 + after; ++k) {
+    int part =
+        n.add("slice", {sq}, Attrs{{"dim", int64_t{1}}, {"start", k}, {"end", k + channels}});
+    sum = sum < 0 ? part : n.add("add", {sum, part});
+  }
+  int scaled = n.add("add", {n.scalar(bias, t),
+                             n.add("mul", {sum, n.scalar(alpha / static_cast<double>(size), t)})});
+  n.set_output(0, n.add("div", {x, n.add("pow", {scaled, n.scalar(beta, t)})}));
 }
 
 }  // namespace coil::onnxfe

@@ -313,4 +313,36 @@ void map_range(OnnxNode& n) {
   n.set_output(0, n.add("iota", {}, a));
 }
 
+void map_depth_space(OnnxNode& n) {
+  int x = n.in(0);
+  if (n.rank(x) != 4) n.error("the input must be [N, C, H, W], got {}", shape_str(n.type(x).shape));
+  std::vector<int64_t> s = n.static_shape(x, "the input");
+  int64_t b = n.attr_int("blocksize", 0), N = s[0], C = s[1], H = s[2], W = s[3];
+  if (b < 1) n.error("blocksize must be at least 1, got {}", b);
+  std::vector<int64_t> split, perm, out;
+  if (n.op_type() == "SpaceToDepth") {
+    if (H % b != 0 || W % b != 0)
+      n.error("H = {} and W = {} must be multiples of blocksize {}", H, W, b);
+    split = {N, C, H / b, b, W / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {N, C * b * b, H / b, W / b};
+  } else {
+    if (C % (b * b) != 0) n.error("C = {} must be a multiple of blocksize^2 = {}", C, b * b);
+    std::string mode = n.attr_string("mode", "DCR");
+    if (mode == "DCR") {
+      split = {N, b, b, C / (b * b), H, W};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else if (mode == "CRD") {
+      split = {N, C / (b * b), b, b, H, W};
+      perm = {0, 1, 4, 2, 5, 3};
+    } else {
+      n.error("mode '{}' is not DCR or CRD", printable(mode));
+    }
+    out = {N, C / (b * b), H * b, W * b};
+  }
+  int y = n.add("reshape", {x}, Attrs{{"shape", split}});
+  y = n.add("permute", {y}, Attrs{{"dims", perm}});
+  n.set_output(0, n.add("reshape", {y}, Attrs{{"shape", out}}));
+}
+
 }  // namespace coil::onnxfe
