@@ -78,7 +78,9 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   COIL_LOG(graph, "input graph:\n{}", to_text(graph));
   after_graph_pass("input", graph, GraphStage::input);
   progress_note("lowering");
-  Graph g = decompose_and_bind(graph, options.sizes);
+  DecomposeOptions decompose_options;
+  decompose_options.decompose_attention = gpu;  // no Triton attention template yet
+  Graph g = decompose_and_bind(graph, options.sizes, decompose_options);
   COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
   after_graph_pass("decompose_and_bind", g, GraphStage::decomposed);
   mark("decompose");

@@ -495,15 +495,18 @@ class ComputationChecker {
     for (const BodyOp& o : c_.body.ops())
       if (o.op == LoopOp::load) loads.push_back(o.buffer);
     const Buffer& out = p_.buffer(c_.buffer);
-    if (c_.kind == LoopKind::Template && (!c_.matmul || c_.conv)) {
-      fail("a Template computes one matmul (and no conv2d)");
+    if (c_.kind == LoopKind::Template && (!c_.matmul || c_.conv || c_.attention)) {
+      fail("a Template computes one matmul (and no conv2d or attention)");
       return;
     }
-    if (c_.kind == LoopKind::Extern && (!c_.matmul == !c_.conv)) {
-      fail("an Extern calls exactly one library function (a matmul or a conv2d)");
+    if (c_.kind == LoopKind::Extern &&
+        int(c_.matmul != nullptr) + int(c_.conv != nullptr) + int(c_.attention != nullptr) != 1) {
+      fail("an Extern calls exactly one library function (a matmul, a conv2d or attention)");
       return;
     }
-    if (c_.matmul) {
+    if (c_.attention) {
+      check_attention(out, expected);
+    } else if (c_.matmul) {
       const MatmulSpec& m = *c_.matmul;
       if (c_.kind == LoopKind::Template && m.impl != MatmulImpl::Template)
         fail("a Template whose matmul is given to {}", matmul_impl_name(m.impl));
@@ -576,6 +579,41 @@ class ComputationChecker {
     if (loads != expected)
       fail("the body loads [{}], the spec's operands are [{}]", fmt::join(loads, ", "),
            fmt::join(expected, ", "));
+  }
+
+  // C9 for attention: operands are buffers of the spec's dtype and sizes.
+  void check_attention(const Buffer& out, std::vector<int>& expected) {
+    const AttentionSpec& a = *c_.attention;
+    expected = {a.q, a.k, a.v};
+    if (a.mask >= 0) expected.push_back(a.mask);
+    auto operand = [&](int id, const char* what, const std::vector<int64_t>& sizes) {
+      if (!valid_buffer(id)) {
+        fail("attention operand {} is no buffer", what);
+        return;
+      }
+      const Buffer& b = p_.buffer(id);
+      if (b.layout.dtype != a.dtype)
+        fail("attention operand {} ({}) is {}, the spec's dtype is {}", what, b.name,
+             dtype_name(b.layout.dtype), dtype_name(a.dtype));
+      if (b.layout.sizes != make_shape(sizes) ||
+          b.layout.strides != contiguous_layout(a.dtype, b.layout.sizes).strides)
+        fail("attention operand {} ({}) is {} strides {}, the spec says contiguous {}", what,
+             b.name, shape_str(b.layout.sizes), shape_str(b.layout.strides),
+             shape_str(make_shape(sizes)));
+    };
+    operand(a.q, "q", {a.batch, a.heads, a.q_len, a.head_dim});
+    operand(a.k, "k", {a.batch, a.kv_heads, a.kv_len, a.head_dim});
+    operand(a.v, "v", {a.batch, a.kv_heads, a.kv_len, a.value_dim});
+    if (a.kv_heads > 0 && a.heads % a.kv_heads != 0)
+      fail("attention: {} kv heads do not divide {} heads", a.kv_heads, a.heads);
+    if (a.mask >= 0 && valid_buffer(a.mask)) {
+      DType t = p_.buffer(a.mask).layout.dtype;
+      if (t != (a.bool_mask ? DType::Bool : DType::F32))
+        fail("attention mask {} is {}, the spec says {}", p_.buffer(a.mask).name, dtype_name(t),
+             a.bool_mask ? "bool" : "f32");
+    }
+    operand(c_.buffer, "y", {a.batch, a.heads, a.q_len, a.value_dim});
+    (void)out;
   }
 
   // C10
