@@ -159,6 +159,37 @@ TEST(Attention, ComputedOperandsAreStoredFirst) {
   EXPECT_TRUE(matches_reference(g, random_inputs(g, 4)));
 }
 
+// The written-out pattern (recognize_attention): rank 4 with a constant scale (coil demo's
+// form), rank 3 bmm divided by a constant plus an additive mask (torch 1.13's
+// nn.MultiheadAttention), a permuted k^T and a mask added on the left; each becomes the flash
+// kernel and matches the reference. Scores that are also an output stay written out.
+TEST(Attention, WrittenOutPatternBecomesTheKernel) {
+  const char* graphs[] = {
+      "input q: f32[2, 4, 33, 16]\ninput k: f32[2, 4, 47, 16]\ninput v: f32[2, 4, 47, 24]\n"
+      "kt = transpose(k) {dim0=2, dim1=3}\ns = matmul(q, kt)\nc = full() {shape=[], value=0.25}\n"
+      "t = mul(s, c)\np = softmax(t) {axis=-1}\ny = matmul(p, v)\noutput y\n",
+      "input q: f32[6, 20, 8]\ninput k: f32[6, 30, 8]\ninput v: f32[6, 30, 8]\n"
+      "input m: f32[20, 30]\nkt = transpose(k) {dim0=1, dim1=2}\ns = bmm(q, kt)\n"
+      "c = full() {shape=[1], value=2.8}\nt = div(s, c)\na = add(t, m)\n"
+      "p = softmax(a) {axis=2}\ny = bmm(p, v)\noutput y\n",
+      "input q: f32[1, 3, 9, 8]\ninput k: f32[1, 3, 9, 8]\ninput v: f32[1, 3, 9, 5]\n"
+      "input m: f32[3, 1, 9]\nkt = permute(k) {dims=[0, 1, 3, 2]}\ns = matmul(q, kt)\n"
+      "a = add(m, s)\np = softmax(a)\ny = matmul(p, v)\noutput y\n",
+  };
+  for (const char* text : graphs) {
+    SCOPED_TRACE(text);
+    Graph g = graph_from_text(text);
+    CompiledModel m = compile(g);
+    EXPECT_NE(kernel_names(m).find("cpp_extern_attention"), std::string::npos) << kernel_names(m);
+    EXPECT_TRUE(matches_reference(g, random_inputs(g, 8)));
+  }
+  Graph kept = graph_from_text(
+      "input q: f32[1, 2, 9, 8]\ninput k: f32[1, 2, 9, 8]\ninput v: f32[1, 2, 9, 8]\n"
+      "kt = transpose(k) {dim0=2, dim1=3}\ns = matmul(q, kt)\np = softmax(s)\n"
+      "y = matmul(p, v)\noutput y\noutput s\n");
+  EXPECT_EQ(kernel_names(compile(kept)).find("attention"), std::string::npos);
+}
+
 // 8 heads at T = 8192 (D = 64) in a child process: its peak RSS stays under 300 MB (the score
 // matrix alone would be 2 GiB), and rows of the result match a direct computation. The child
 // is this test binary run again (posix_spawn) with ATTENTION_TEST_MEMORY_CHILD naming the file
