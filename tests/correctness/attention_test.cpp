@@ -2,7 +2,7 @@
 // interpreter: query and key lengths {1, 7, 64, 127, 1000} x head dims {16, 64, 80, 128},
 // causal and not (bottom-right aligned), bool and additive masks of broadcast shapes, rows with
 // every key masked (NaN), grouped-query heads, Dv != D, odd batch and head counts, bf16/f16 and
-// f64 (written out); peak memory at T = 8192 in a child process.
+// f64 (written out), the AVX2 and scalar ISAs; peak memory at T = 8192 in a child process.
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -138,6 +138,19 @@ TEST(Attention, LowPrecisionComputesInF32) {
     Graph g = graph_from_text(attention_graph(
         {{2, 4, 2, 70, 130, 64, 48, " {causal=true}"}, {1, 3, 3, 1, 300, 80, 80, ""}}, dtype));
     EXPECT_TRUE(matches_reference(g, random_inputs(g, 9)));
+  }
+}
+
+// The kernel header on the other vector ISAs this host runs: AVX2 (8 lanes, 2-row tiles) and
+// scalar (1 lane), over tails in every dim (Tq, Tk, D, Dv not multiples of the lanes).
+TEST(Attention, EveryIsa) {
+  Graph g = graph_from_text(attention_graph(
+      {{2, 4, 2, 37, 90, 20, 13, " {causal=true}"}, {1, 3, 3, 70, 33, 64, 80, ""}}));
+  for (const char* isa : {"avx2", "scalar"}) {
+    SCOPED_TRACE(isa);
+    CompileOptions options;
+    options.isa = isa;
+    EXPECT_TRUE(matches_reference(g, random_inputs(g, 6), options));
   }
 }
 
