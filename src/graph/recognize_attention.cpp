@@ -14,6 +14,10 @@ namespace {
 
 struct AttentionMatch {
   int q = -1, k = -1, v = -1, mask = -1;
+  /// k is permute(node k) {dims=k_dims} when k_dims is not empty (k^T was a permute or
+  /// transpose of a tensor other than k itself, as torch's ONNX export writes [T, N, D] ->
+  /// [N, D, T]).
+  std::vector<int64_t> k_dims;
   double scale = 1.0;
   int64_t rank = 4;
 };
@@ -61,19 +65,28 @@ class Matcher {
     const Node& q = node(x->inputs[0]);
     const Node& kt = node(x->inputs[1]);
     const Node& v = node(y.inputs[1]);
-    if (!swaps_last_two(kt)) return std::nullopt;
-    const Node& k = node(kt.inputs[0]);
+    std::optional<std::vector<int64_t>> kt_dims = permutation(kt);
+    if (!kt_dims) return std::nullopt;
+    // k = k^T with its last two dims swapped back: a permute of k^T's source, or the source.
+    std::vector<int64_t> k_dims = *kt_dims;
+    std::swap(k_dims[k_dims.size() - 2], k_dims.back());
+    bool identity = true;
+    for (size_t d = 0; d < k_dims.size(); ++d) identity = identity && k_dims[d] == int64_t(d);
+    if (!identity) m.k_dims = k_dims;
+    const Node& k_source = node(kt.inputs[0]);
+    Shape k_shape;
+    for (int64_t d : k_dims) k_shape.push_back(k_source.type.shape[static_cast<size_t>(d)]);
     m.rank = q.type.rank();
     if (m.rank != 3 && m.rank != 4) return std::nullopt;
-    for (const Node* t : {&q, &k, &v})
+    for (const Node* t : {&q, &k_source, &v})
       if (t->type.rank() != m.rank || t->type.dtype != DType::F32) return std::nullopt;
-    const Shape &qs = q.type.shape, &ks = k.type.shape, &vs = v.type.shape;
+    const Shape &qs = q.type.shape, &ks = k_shape, &vs = v.type.shape;
     const size_t nb = static_cast<size_t>(m.rank) - 2;
     for (size_t d = 0; d < nb; ++d)
       if (ks[d] != qs[d] || vs[d] != qs[d]) return std::nullopt;
     if (ks[nb + 1] != qs[nb + 1] || vs[nb] != ks[nb]) return std::nullopt;
     m.q = q.id;
-    m.k = k.id;
+    m.k = k_source.id;
     m.v = v.id;
     return m;
   }
@@ -83,25 +96,23 @@ class Matcher {
   bool only_reader(const Node& n) const { return uses_[static_cast<size_t>(n.id)] == 1; }
   static bool is_matmul(const Node& n) { return n.op_name() == "matmul" || n.op_name() == "bmm"; }
 
-  /// transpose of the last two dims, or a permute that swaps them and keeps the others.
-  static bool swaps_last_two(const Node& n) {
+  /// The input dim of each result dim of a transpose or permute (normalized); nullopt for
+  /// any other op.
+  static std::optional<std::vector<int64_t>> permutation(const Node& n) {
     const int64_t r = n.type.rank();
+    if (r < 2) return std::nullopt;
     auto norm = [r](int64_t d) { return d < 0 ? d + r : d; };
+    std::vector<int64_t> dims;
     if (n.op_name() == "transpose") {
-      int64_t a = norm(n.attrs.get_int_or("transpose", "dim0", 0));
-      int64_t b = norm(n.attrs.get_int_or("transpose", "dim1", 1));
-      return std::min(a, b) == r - 2 && std::max(a, b) == r - 1;
+      for (int64_t d = 0; d < r; ++d) dims.push_back(d);
+      std::swap(dims[static_cast<size_t>(norm(n.attrs.get_int_or("transpose", "dim0", 0)))],
+                dims[static_cast<size_t>(norm(n.attrs.get_int_or("transpose", "dim1", 1)))]);
+    } else if (n.op_name() == "permute") {
+      for (int64_t d : n.attrs.get_ints("permute", "dims")) dims.push_back(norm(d));
+    } else {
+      return std::nullopt;
     }
-    if (n.op_name() == "permute") {
-      std::vector<int64_t> dims = n.attrs.get_ints("permute", "dims");
-      if (static_cast<int64_t>(dims.size()) != r || r < 2) return false;
-      for (int64_t d = 0; d < r; ++d) {
-        int64_t want = d < r - 2 ? d : (d == r - 2 ? r - 1 : r - 2);
-        if (norm(dims[static_cast<size_t>(d)]) != want) return false;
-      }
-      return true;
-    }
-    return false;
+    return dims;
   }
 
   /// The value of a one-element floating constant or full; nullopt otherwise.
@@ -152,7 +163,14 @@ Graph recognize_attention(const Graph& g, int* rewrites) {
         return out.add_node("unsqueeze", {o}, Attrs{{"dim", int64_t{0}}},
                             fresh(fmt::format("{}__attention_{}", n.name, what)));
       };
-      std::vector<int> ops{operand(m->q, "q"), operand(m->k, "k"), operand(m->v, "v")};
+      int k = map[static_cast<size_t>(m->k)];
+      if (!m->k_dims.empty())
+        k = out.add_node("permute", {k}, Attrs{{"dims", m->k_dims}},
+                         fresh(fmt::format("{}__attention_kt", n.name)));
+      if (m->rank == 3)
+        k = out.add_node("unsqueeze", {k}, Attrs{{"dim", int64_t{0}}},
+                         fresh(fmt::format("{}__attention_k", n.name)));
+      std::vector<int> ops{operand(m->q, "q"), k, operand(m->v, "v")};
       if (m->mask >= 0) ops.push_back(operand(m->mask, "mask"));
       Attrs attrs{{"scale", m->scale}};
       if (m->rank == 4) {

@@ -8,7 +8,9 @@ namespace coil {
 
 /// A copy of `g` in which every f32
 ///   p = softmax(s [* c | / c] [+ mask], axis=-1);  y = matmul(p, v)   with s = matmul(q, k^T)
-/// (k^T a transpose or permute swapping the last two dims; c a constant scalar; q, k, v of rank
+/// (k^T any transpose or permute: k is that view with its last two dims swapped back, a permute
+/// of its source, as torch's ONNX export permutes [T, N, D] to [N, D, T]; c a constant scalar;
+/// q, k, v of rank
 /// 3 or 4 with equal batch dims; every intermediate read only by the next step) computes y as
 /// attention(q, k, v[, mask]) {scale=c or 1/c, or 1}, rank-3 operands unsqueezed to
 /// [1, N, T, D] and the result squeezed back. Mathematically the same value; rounding differs

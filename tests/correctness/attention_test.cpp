@@ -174,7 +174,8 @@ TEST(Attention, ComputedOperandsAreStoredFirst) {
 
 // The written-out pattern (recognize_attention): rank 4 with a constant scale (coil demo's
 // form), rank 3 bmm divided by a constant plus an additive mask (torch 1.13's
-// nn.MultiheadAttention), a permuted k^T and a mask added on the left; each becomes the flash
+// nn.MultiheadAttention), a permuted k^T and a mask added on the left, k^T permuted from
+// [T, N, D] (torch's ONNX export); each becomes the flash
 // kernel and matches the reference. Scores that are also an output stay written out.
 TEST(Attention, WrittenOutPatternBecomesTheKernel) {
   const char* graphs[] = {
@@ -188,6 +189,10 @@ TEST(Attention, WrittenOutPatternBecomesTheKernel) {
       "input q: f32[1, 3, 9, 8]\ninput k: f32[1, 3, 9, 8]\ninput v: f32[1, 3, 9, 5]\n"
       "input m: f32[3, 1, 9]\nkt = permute(k) {dims=[0, 1, 3, 2]}\ns = matmul(q, kt)\n"
       "a = add(m, s)\np = softmax(a)\ny = matmul(p, v)\noutput y\n",
+      // torch 1.13's ONNX export: q scaled first, k^T a [1, 2, 0] permute of k as [T, N, D].
+      "input q: f32[4, 21, 16]\ninput kx: f32[21, 4, 16]\ninput v: f32[4, 21, 16]\n"
+      "c = full() {shape=[], value=4.0}\nqs = div(q, c)\nkt = permute(kx) {dims=[1, 2, 0]}\n"
+      "s = matmul(qs, kt)\np = softmax(s) {axis=2}\ny = matmul(p, v)\noutput y\n",
   };
   for (const char* text : graphs) {
     SCOPED_TRACE(text);
