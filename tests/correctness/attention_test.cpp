@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "support/check_graph.h"
@@ -152,6 +153,20 @@ TEST(Attention, EveryIsa) {
     options.isa = isa;
     EXPECT_TRUE(matches_reference(g, random_inputs(g, 6), options));
   }
+}
+
+// Each output row is computed by one thread in a fixed order of key blocks: 1 and 2 threads
+// give the same bits.
+TEST(Attention, ThreadCountInvariant) {
+  Graph g = graph_from_text(attention_graph({{2, 4, 2, 200, 300, 64, 40, " {causal=true}"}}));
+  std::vector<Tensor> in = random_inputs(g, 12);
+  CompiledModel m = compile(g);
+  set_num_threads(1);
+  std::vector<Tensor> one = m.run(in);
+  set_num_threads(2);
+  std::vector<Tensor> two = m.run(in);
+  ASSERT_EQ(one[0].numel(), two[0].numel());
+  EXPECT_EQ(std::memcmp(one[0].data(), two[0].data(), static_cast<size_t>(one[0].numel()) * 4), 0);
 }
 
 TEST(Attention, F64IsWrittenOut) {
