@@ -52,7 +52,7 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
   bool templates = false, externs = false, attention = false;
   for (const ComputedBuffer& c : program.computations) {
     templates |= c.kind == LoopKind::Template;
-    // Attention is a kernel header's code, compiled into the module: no library to link.
+    // Attention is a kernel header's code (precompiled in libcoil_vmath): not libcoil_extern.
     externs |= c.kind == LoopKind::Extern && !c.attention;
     attention |= c.attention != nullptr;
   }
