@@ -101,12 +101,17 @@ struct Conv2dSpec {
 /// "silu" or "none".
 const char* activation_name(Conv2dSpec::Activation a);
 
-/// y = attention(q, k, v[, mask]) (the graph op) over contiguous buffers: q [B, H, Tq, D],
-/// k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv], y [B, H, Tq, Dv]; the CPU's flash kernel
-/// (kernels/coil_attention.h).
+/// y = attention(q, k, v[, mask]) (the graph op): q [B, H, Tq, D], k [B, Hkv, Tk, D],
+/// v [B, Hkv, Tk, Dv] read through strides (rows contiguous), y [B, H, Tq, Dv] contiguous; the
+/// CPU's flash kernel (kernels/coil_attention.h).
 struct AttentionSpec {
   int q = -1, k = -1, v = -1, mask = -1;  // buffers (mask -1: none)
-  bool bool_mask = false;                 // the mask is bool (false: -inf), else f32 (added)
+  /// Element (b, h, t, d) of q is q + q_offset + b * q_strides[0] + h * q_strides[1] +
+  /// t * q_strides[2] + d (k and v alike): views such as the heads of a qkv projection are
+  /// read in place.
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0;
+  std::array<int64_t, 3> q_strides{0, 0, 0}, k_strides{0, 0, 0}, v_strides{0, 0, 0};
+  bool bool_mask = false;  // the mask is bool (false: -inf), else f32 (added)
   int64_t batch = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;
   double scale = 1.0;
   bool causal = false;

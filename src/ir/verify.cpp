@@ -586,7 +586,9 @@ class ComputationChecker {
     const AttentionSpec& a = *c_.attention;
     expected = {a.q, a.k, a.v};
     if (a.mask >= 0) expected.push_back(a.mask);
-    auto operand = [&](int id, const char* what, const std::vector<int64_t>& sizes) {
+    // Every element an operand's strides address lies inside its buffer.
+    auto operand = [&](int id, const char* what, int64_t offset,
+                       const std::array<int64_t, 3>& strides, const std::vector<int64_t>& sizes) {
       if (!valid_buffer(id)) {
         fail("attention operand {} is no buffer", what);
         return;
@@ -595,15 +597,20 @@ class ComputationChecker {
       if (b.layout.dtype != a.dtype)
         fail("attention operand {} ({}) is {}, the spec's dtype is {}", what, b.name,
              dtype_name(b.layout.dtype), dtype_name(a.dtype));
-      if (b.layout.sizes != make_shape(sizes) ||
-          b.layout.strides != contiguous_layout(a.dtype, b.layout.sizes).strides)
-        fail("attention operand {} ({}) is {} strides {}, the spec says contiguous {}", what,
-             b.name, shape_str(b.layout.sizes), shape_str(b.layout.strides),
-             shape_str(make_shape(sizes)));
+      int64_t lo = offset, hi = offset;
+      for (size_t d = 0; d < 4; ++d) {
+        if (sizes[d] == 0) return;
+        const int64_t stride = d < 3 ? strides[d] : 1;
+        (stride < 0 ? lo : hi) += stride * (sizes[d] - 1);
+      }
+      auto bn = numel_of(b);
+      if (bn && (lo < 0 || hi >= *bn))
+        fail("attention operand {} addresses elements {}..{} of {} ({} elements)", what, lo, hi,
+             b.name, *bn);
     };
-    operand(a.q, "q", {a.batch, a.heads, a.q_len, a.head_dim});
-    operand(a.k, "k", {a.batch, a.kv_heads, a.kv_len, a.head_dim});
-    operand(a.v, "v", {a.batch, a.kv_heads, a.kv_len, a.value_dim});
+    operand(a.q, "q", a.q_offset, a.q_strides, {a.batch, a.heads, a.q_len, a.head_dim});
+    operand(a.k, "k", a.k_offset, a.k_strides, {a.batch, a.kv_heads, a.kv_len, a.head_dim});
+    operand(a.v, "v", a.v_offset, a.v_strides, {a.batch, a.kv_heads, a.kv_len, a.value_dim});
     if (a.kv_heads > 0 && a.heads % a.kv_heads != 0)
       fail("attention: {} kv heads do not divide {} heads", a.kv_heads, a.heads);
     if (a.mask >= 0 && valid_buffer(a.mask)) {
@@ -612,8 +619,13 @@ class ComputationChecker {
         fail("attention mask {} is {}, the spec says {}", p_.buffer(a.mask).name, dtype_name(t),
              a.bool_mask ? "bool" : "f32");
     }
-    operand(c_.buffer, "y", {a.batch, a.heads, a.q_len, a.value_dim});
-    (void)out;
+    if (out.layout.sizes != make_shape({a.batch, a.heads, a.q_len, a.value_dim}) ||
+        out.layout.dtype != a.dtype ||
+        out.layout.strides != contiguous_layout(a.dtype, out.layout.sizes).strides)
+      fail("attention output {} is {}{} strides {}, expected contiguous {}[{}, {}, {}, {}]",
+           out.name, dtype_name(out.layout.dtype), shape_str(out.layout.sizes),
+           shape_str(out.layout.strides), dtype_name(a.dtype), a.batch, a.heads, a.q_len,
+           a.value_dim);
   }
 
   // C10

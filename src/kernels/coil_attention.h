@@ -4,11 +4,13 @@
 // few small blocks per thread. Real code, compiled and tested for every ISA by
 // tests/correctness/attention_test.cpp, embedded into libcoil like coil_gemm.h. C++17.
 //
-// Usage (q [B, H, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv], y [B, H, Tq, Dv], all
-// contiguous; a mask M is bool (false: -inf) or float (added), addressed through
-// Params::mask_strides, 0 on broadcast dims):
+// Usage (q [B, H, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] through (batch, head, row)
+// strides with contiguous rows, y [B, H, Tq, Dv] contiguous; a mask M is bool (false: -inf) or
+// float (added), addressed through Params::mask_strides, 0 on broadcast dims):
 //   coil::attention::Params p{B, H, Hkv, Tq, Tk, D, Dv, 0.125f, /*causal=*/true,
-//                             coil::attention::MaskKind::none, {0, 0, 0, 0}};
+//                             coil::attention::MaskKind::none, {0, 0, 0, 0},
+//                             {H * Tq * D, Tq * D, D}, {Hkv * Tk * D, Tk * D, D},
+//                             {Hkv * Tk * Dv, Tk * Dv, Dv}};
 //   coil::attention::forward(p, q, k, v, static_cast<const float*>(nullptr), y);
 //
 // How it works (FlashAttention-2's forward loop order, one thread per query block):
@@ -55,6 +57,9 @@ struct Params {
   bool causal;  // query i sees keys j <= i + kv_len - q_len (bottom-right aligned)
   MaskKind mask;
   int64_t mask_strides[4];  // elements per step of batch, head, query, key (0: broadcast)
+  /// Elements per step of batch, head and row of q, k, v (each row's D or Dv elements are
+  /// contiguous); the contiguous layout is {H * T * D, T * D, D}.
+  int64_t q_strides[3], k_strides[3], v_strides[3];
 };
 
 // The code differs per ISA, so it lives in an inline namespace named after it (as coil_gemm's):
@@ -241,11 +246,12 @@ void query_block(const Params& p, const T* q, const T* k, const T* v, const M* m
                  int64_t b, int64_t h, int64_t i0, int64_t rows, Scratch& w) {
   const int64_t D = p.head_dim, Dv = p.value_dim, Tk = p.kv_len;
   const int64_t hk = h / (p.heads / p.kv_heads);
-  const T* qb = q + ((b * p.heads + h) * p.q_len + i0) * D;
-  const T* kb = k + (b * p.kv_heads + hk) * Tk * D;
-  const T* vb = v + (b * p.kv_heads + hk) * Tk * Dv;
+  const int64_t ldq = p.q_strides[2], ldk = p.k_strides[2], ldv = p.v_strides[2];
+  const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1] + i0 * ldq;
+  const T* kb = k + b * p.k_strides[0] + hk * p.k_strides[1];
+  const T* vb = v + b * p.v_strides[0] + hk * p.v_strides[1];
   T* yb = y + ((b * p.heads + h) * p.q_len + i0) * Dv;
-  for (int64_t r = 0; r < rows; ++r) widen_row(qb + r * D, D, w.q.data() + r * D, D);
+  for (int64_t r = 0; r < rows; ++r) widen_row(qb + r * ldq, D, w.q.data() + r * D, D);
   std::fill(w.o.begin(), w.o.begin() + rows * w.ldv, 0.0f);
   std::fill(w.m.begin(), w.m.begin() + rows, -std::numeric_limits<float>::infinity());
   std::fill(w.l.begin(), w.l.begin() + rows, 0.0f);
@@ -258,12 +264,12 @@ void query_block(const Params& p, const T* q, const T* k, const T* v, const M* m
     // K^T block [D][kBlockKeys] (keys past nk zero) and V block [nk][ldv] in f32.
     for (int64_t jj = 0; jj < nk; jj += kL)
       for (int64_t d = 0; d < D; d += kL)
-        transpose_tile(kb + (j0 + jj) * D + d, D, w.kt.data() + d * kBlockKeys + jj, kBlockKeys,
+        transpose_tile(kb + (j0 + jj) * ldk + d, ldk, w.kt.data() + d * kBlockKeys + jj, kBlockKeys,
                        std::min<int64_t>(kL, nk - jj), std::min<int64_t>(kL, D - d));
     for (int64_t jj = round_up(nk, kL); jj < kBlockKeys; jj += kL)
       for (int64_t d = 0; d < D; ++d) V().store(w.kt.data() + d * kBlockKeys + jj);
     for (int64_t j = 0; j < nk; ++j)
-      widen_row(vb + (j0 + j) * Dv, Dv, w.v.data() + j * w.ldv, w.ldv);
+      widen_row(vb + (j0 + j) * ldv, Dv, w.v.data() + j * w.ldv, w.ldv);
     for_row_groups(
         rows,
         [&](int64_t r) {

@@ -1,8 +1,9 @@
 // Lowering of attention on the CPU: an Extern computation (ir.h AttentionSpec) that the C++
 // backend prints as a call of coil::attention::forward (kernels/coil_attention.h), the blocked
 // flash kernel. q, k and v are read in their dtype (f32, bf16, f16; f64 attention never gets
-// here: decompose_and_bind writes it out) from contiguous buffers: inputs and stored values
-// are used in place, computed or viewed operands are stored first. The mask is stored in its
+// here: decompose_and_bind writes it out) through (batch, head, row) strides with contiguous
+// rows: buffers and views of them (heads sliced out of a qkv projection) in place, computed
+// operands stored first. The mask is stored in its
 // own (unbroadcast) shape, bool or converted to f32, and read through broadcast strides.
 #include <cmath>
 
@@ -22,6 +23,26 @@ std::vector<int64_t> static_sizes_of(const Shape& s) {
   return *v;
 }
 
+/// `box` [B, H, T, D] in `dtype` as (buffer, offset, batch/head/row strides) with contiguous
+/// rows: a view of a buffer read in place (the heads of a qkv projection), else a stored copy.
+void strided_operand(LowerContext& ctx, const TensorBox& box, DType dtype, int& buffer,
+                     int64_t& offset, std::array<int64_t, 3>& strides) {
+  const std::vector<int64_t> sizes = static_sizes_of(box.sizes);
+  if (box.buffer < 0 || ctx.program.buffer(box.buffer).layout.dtype == dtype) {
+    std::optional<StridedOperand> op = as_strided(box, 2, {sizes[0], sizes[1]});
+    if (op && ctx.program.buffer(op->buffer).layout.dtype == dtype &&
+        (op->col_stride == 1 || sizes[3] <= 1)) {
+      buffer = op->buffer;
+      offset = op->offset;
+      strides = {op->batch_strides[0], op->batch_strides[1], op->row_stride};
+      return;
+    }
+  }
+  buffer = ctx.realize(box.dtype == dtype ? box : cast_box(box, dtype)).buffer;
+  offset = 0;
+  strides = {sizes[1] * sizes[2] * sizes[3], sizes[2] * sizes[3], sizes[3]};
+}
+
 /// The buffer holding `box` contiguously in `dtype`: the box's own buffer, else a stored copy.
 int contiguous_buffer(LowerContext& ctx, const TensorBox& box, DType dtype) {
   if (box.buffer >= 0 && ctx.program.buffer(box.buffer).layout.dtype == dtype) return box.buffer;
@@ -37,9 +58,9 @@ TensorBox lower_attention(LowerContext& ctx, const Node& node, const std::vector
               dtype_name(dtype));
   auto spec = std::make_shared<AttentionSpec>();
   spec->dtype = dtype;
-  spec->q = contiguous_buffer(ctx, in[0], dtype);
-  spec->k = contiguous_buffer(ctx, in[1], dtype);
-  spec->v = contiguous_buffer(ctx, in[2], dtype);
+  strided_operand(ctx, in[0], dtype, spec->q, spec->q_offset, spec->q_strides);
+  strided_operand(ctx, in[1], dtype, spec->k, spec->k_offset, spec->k_strides);
+  strided_operand(ctx, in[2], dtype, spec->v, spec->v_offset, spec->v_strides);
   const auto qs = static_sizes_of(in[0].sizes), ks = static_sizes_of(in[1].sizes),
              vs = static_sizes_of(in[2].sizes);
   spec->batch = qs[0];

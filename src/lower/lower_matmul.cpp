@@ -43,8 +43,8 @@ Index operand_index(const TensorBox& box, const Index& batch, const sym::Expr& r
   return idx;
 }
 
-/// `box` as a strided view of one buffer: every element a single load whose offset is linear
-/// in the loop variables with constant strides. nullopt when the box computes something.
+}  // namespace
+
 std::optional<StridedOperand> as_strided(const TensorBox& box, size_t n_batch,
                                          const std::vector<int64_t>& batch_sizes) {
   Index batch;
@@ -95,6 +95,8 @@ std::optional<StridedOperand> as_strided(const TensorBox& box, size_t n_batch,
   op.col_stride = strides[n_batch + 1];
   return op;
 }
+
+namespace {
 
 /// A strided operand for `box`, storing it first when it is not a view of a buffer of `dtype`.
 StridedOperand strided_operand(LowerContext& ctx, const TensorBox& box, size_t n_batch,

@@ -3,6 +3,7 @@
 // buffer.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "lower/lowering.h"
@@ -12,6 +13,11 @@ namespace coil {
 /// A box of `dtype` reading `box` converted; a conversion to f16/bf16 rounds, then computes in
 /// f32: every reader sees the value the graph's dtype holds, as if it had been stored.
 TensorBox cast_box(const TensorBox& box, DType dtype);
+/// `box` [batch..., rows, cols] as a strided view of one buffer (n_batch leading dims of the given
+/// sizes; size-1 dims stride 0): every element a single load whose offset is linear in the
+/// indices with constant strides. nullopt when the box computes something.
+std::optional<StridedOperand> as_strided(const TensorBox& box, size_t n_batch,
+                                         const std::vector<int64_t>& batch_sizes);
 
 TensorBox lower_elementwise(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 TensorBox lower_full(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);

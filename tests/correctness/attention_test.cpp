@@ -177,14 +177,23 @@ TEST(Attention, F64IsWrittenOut) {
   EXPECT_TRUE(matches_reference(g, random_inputs(g, 2)));
 }
 
-TEST(Attention, ComputedOperandsAreStoredFirst) {
-  // q is a transposed view and k a scaled value: both are stored before the call; the output
-  // feeds a pointwise kernel.
+TEST(Attention, ViewsAreReadInPlaceAndComputedOperandsStoredFirst) {
+  // q is a [B, T, H, D] -> [B, H, T, D] transpose of an input (read in place through strides)
+  // and k a computed value (stored first); the output feeds a pointwise kernel.
   Graph g = graph_from_text(
       "input x: f32[2, 50, 4, 16]\ninput k: f32[2, 4, 50, 16]\ninput v: f32[2, 4, 50, 16]\n"
       "q = transpose(x) {dim0=1, dim1=2}\nk2 = mul(k, k)\n"
       "a = attention(q, k2, v) {causal=true}\ny = relu(a)\noutput y\n");
   EXPECT_TRUE(matches_reference(g, random_inputs(g, 4)));
+  // q, k, v sliced out of one packed input (offsets 0, 1/3 and 2/3 of it): one kernel, no copy.
+  Graph packed = graph_from_text(
+      "input qkv: f32[3, 2, 4, 30, 16]\n"
+      "q5 = slice(qkv) {dim=0, start=0, end=1}\nk5 = slice(qkv) {dim=0, start=1, end=2}\n"
+      "v5 = slice(qkv) {dim=0, start=2, end=3}\nq = squeeze(q5) {dims=[0]}\n"
+      "k = squeeze(k5) {dims=[0]}\nv = squeeze(v5) {dims=[0]}\ny = attention(q, k, v)\n"
+      "output y\n");
+  EXPECT_EQ(compile(packed).report().kernels.size(), 1u) << kernel_names(compile(packed));
+  EXPECT_TRUE(matches_reference(packed, random_inputs(packed, 5)));
 }
 
 // The written-out pattern (recognize_attention): rank 4 with a constant scale (coil demo's

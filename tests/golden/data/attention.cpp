@@ -7,7 +7,7 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 // graph nodes: a (attention)
 extern "C" void cpp_extern_attention_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, const float* __restrict__ in_ptr3, float* __restrict__ out_ptr0)
 {
-    const coil::attention::Params params{2, 8, 2, 100, 100, 64, 64, 0.125f, true, coil::attention::MaskKind::additive, {0, 0, 100, 1}};
+    const coil::attention::Params params{2, 8, 2, 100, 100, 64, 64, 0.125f, true, coil::attention::MaskKind::additive, {0, 0, 100, 1}, {51200, 6400, 64}, {12800, 6400, 64}, {12800, 6400, 64}};
     coil::attention::forward(params, in_ptr0, in_ptr1, in_ptr2, in_ptr3, out_ptr0);
 }
 
