@@ -16,6 +16,7 @@ namespace coil {
 namespace {
 
 constexpr std::string_view kPasses[] = {"input",
+                                        "recognize_attention",
                                         "decompose_and_bind",
                                         "lower",
                                         "simplify_indices",

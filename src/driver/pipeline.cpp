@@ -12,6 +12,7 @@
 #include "driver/pass_checks.h"
 #include "driver/pipeline.h"
 #include "graph/decompositions.h"
+#include "graph/recognize_attention.h"
 #include "graph/text_format.h"
 #include "lower/lowering.h"
 #include "runtime/isa.h"
@@ -78,7 +79,13 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   COIL_LOG(graph, "input graph:\n{}", to_text(graph));
   after_graph_pass("input", graph, GraphStage::input);
   progress_note("lowering");
-  Graph g = decompose_and_bind(graph, options.sizes);
+  // The written-out attention pattern as one node: the CPU's flash kernel (cuda writes it out
+  // again below, until a Triton flash template exists).
+  Graph recognized = recognize_attention(graph);
+  after_graph_pass("recognize_attention", recognized, GraphStage::input);
+  DecomposeOptions decompose_options;
+  decompose_options.decompose_attention = gpu;  // no Triton attention template yet
+  Graph g = decompose_and_bind(recognized, options.sizes, decompose_options);
   COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
   after_graph_pass("decompose_and_bind", g, GraphStage::decomposed);
   mark("decompose");

@@ -2,6 +2,8 @@
 // and rounded once at the end, as PyTorch's kernels for these ops do.
 #include "graph/decompositions.h"
 
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "graph/op_registry.h"
@@ -201,13 +203,66 @@ int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<in
   return b.op("mean", {in[0]}, Attrs{{"axes", last_axes(r, 2)}, {"keepdim", true}});
 }
 
+// attention(q, k, v[, mask]) {causal, scale} written out: softmax((q @ k^T) * scale [+ mask])
+// @ v, f16/bf16 computed in f32 and rounded once. Grouped-query k and v are broadcast to q's
+// heads (head h reads kv head h / (H / Hkv)); a bool mask and causal turn scores into -inf
+// (causal keeps key j <= i + Tk - Tq: bottom-right aligned). Devices without an attention
+// kernel (cuda until a Triton flash template exists) and f64 compile this form.
+int decompose_attention(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  const Shape& qs = b.type(in[0]).shape;
+  const Shape& ks = b.type(in[1]).shape;
+  const int64_t heads = *qs[1].as_const(), kv_heads = *ks[1].as_const();
+  const int64_t q_len = *qs[2].as_const(), kv_len = *ks[2].as_const();
+  const int64_t head_dim = *qs[3].as_const();
+  const double scale =
+      node.attrs.get_float_or("attention", "scale", 1.0 / std::sqrt(static_cast<double>(head_dim)));
+  auto to_heads = [&](int x) {
+    x = b.to_compute(x);
+    if (kv_heads == heads) return x;
+    std::vector<int64_t> s;
+    for (const auto& d : b.type(x).shape) s.push_back(*d.as_const());
+    int u = b.op("unsqueeze", {x}, Attrs{{"dim", int64_t{2}}});
+    int e = b.op("expand", {u},
+                 Attrs{{"shape", std::vector<int64_t>{s[0], s[1], heads / kv_heads, s[2], s[3]}}});
+    return b.op("reshape", {e}, Attrs{{"shape", std::vector<int64_t>{s[0], heads, s[2], s[3]}}});
+  };
+  int q = b.to_compute(in[0]);
+  int k = to_heads(in[1]), v = to_heads(in[2]);
+  int kt = b.op("transpose", {k}, Attrs{{"dim0", int64_t{2}}, {"dim1", int64_t{3}}});
+  int s = b.op("mul", {b.op("matmul", {q, kt}), b.scalar(scale, q)});
+  auto minus_inf = [&] { return b.scalar(-std::numeric_limits<double>::infinity(), s); };
+  if (in.size() > 3) {
+    const bool is_bool = b.type(in[3]).dtype == DType::Bool;
+    s = is_bool ? b.op("where", {in[3], s, minus_inf()}) : b.op("add", {s, b.to_compute(in[3])});
+  }
+  if (node.attrs.get_bool_or("attention", "causal", false)) {
+    auto iota = [&](int64_t size, int64_t start, std::vector<int64_t> shape) {
+      int r = b.op("iota", {}, Attrs{{"size", size}, {"start", start}});
+      return b.op("reshape", {r}, Attrs{{"shape", std::move(shape)}});
+    };
+    int last_key = iota(q_len, kv_len - q_len, {q_len, 1});  // i + Tk - Tq
+    int key = iota(kv_len, 0, {1, kv_len});
+    s = b.op("where", {b.op("le", {key, last_key}), s, minus_inf()});
+  }
+  int p = b.op("softmax", {s}, Attrs{{"axis", int64_t{-1}}});
+  return b.cast_back(b.op("matmul", {p, v}), node.type.dtype);
+}
+
+// An op lowered on some targets and decomposed on the others (its registry row has both).
+static bool decomposed_here(const Node& n, const DecomposeOptions& options) {
+  if (n.op->name != "attention") return false;
+  return options.decompose_attention || n.type.dtype == DType::F64;
+}
+
 static std::string bindings_str(const std::map<sym::Expr, sym::Expr>& bind) {
   std::vector<std::string> parts;
   for (const auto& [k, v] : bind) parts.push_back(sym::to_string(k) + "=" + sym::to_string(v));
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes) {
+Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes,
+                         const DecomposeOptions& options) {
   std::map<sym::Expr, sym::Expr> bind;
   for (const auto& [name, value] : sizes) {
     COIL_USER_CHECK(value >= 0, "size {} = {} is negative", name, value);
@@ -243,7 +298,7 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
         id = out.add_input(n.name, n.type.dtype, s);
       } else if (n.op->name == "constant") {
         id = out.add_constant(*n.data, n.name);
-      } else if (n.op->kind == OpKind::Composite) {
+      } else if (n.op->kind == OpKind::Composite || decomposed_here(n, options)) {
         // Decompositions add their nodes to `out`; composites they use (var uses mean) are
         // expanded by the second pass below.
         Node copy = n;
@@ -277,9 +332,9 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
   // repeat until no composite and no dead node remains.
   const std::vector<bool> live_after = live_nodes(out);
   for (const auto& np : out.nodes())
-    if (np->op->kind == OpKind::Composite ||
+    if (np->op->kind == OpKind::Composite || decomposed_here(*np, options) ||
         (!live_after[static_cast<size_t>(np->id)] && np->op->name != "input"))
-      return decompose_and_bind(out, {});
+      return decompose_and_bind(out, {}, options);
   return out;
 }
 

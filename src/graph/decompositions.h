@@ -15,10 +15,19 @@ int decompose_var(Graph& g, const Node& node, const std::vector<int>& in);
 int decompose_linear(Graph& g, const Node& node, const std::vector<int>& in);
 int decompose_addmm(Graph& g, const Node& node, const std::vector<int>& in);
 int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_attention(Graph& g, const Node& node, const std::vector<int>& in);
+
+struct DecomposeOptions {
+  /// Write attention out (matmul, scale, mask, softmax, matmul) instead of keeping the node for
+  /// the CPU's flash kernel: the cuda device, which has no attention template yet. f64
+  /// attention is written out on every device (the kernel computes in f32).
+  bool decompose_attention = false;
+};
 
 /// A copy of `g` in which every composite node is replaced by its decomposition (recursively),
 /// and every symbolic size is replaced by its binding in `sizes` (all must be bound).
 /// Value names of kept nodes are preserved; graph outputs keep their names.
-Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes);
+Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes,
+                         const DecomposeOptions& options = {});
 
 }  // namespace coil

@@ -183,6 +183,13 @@ constexpr AttrSpec kAvgPool2dAttrs[] = {
     attr("count_include_pad", K::Bool, "true", "divide by the whole window, padding included"),
 };
 
+constexpr AttrSpec kAttentionAttrs[] = {
+    attr("causal", K::Bool, "false",
+         "query i sees keys j <= i + Tk - Tq (bottom-right aligned, as decoding with a KV cache "
+         "needs; torch's is_causal=True is top-left aligned: pass a mask for that)"),
+    optional_attr("scale", K::Float, "the factor of q @ k^T; absent: 1 / sqrt(D)"),
+};
+
 const OpDef kOps[] = {
     // Sources.
     source("input", infer_source, ref_input, "a graph input"),
@@ -307,6 +314,14 @@ const OpDef kOps[] = {
     lowered("avg_pool2d", 1, 1, infer_pool2d, ref_pool2d,
             "mean over each window of the last two dims (rank >= 3), torch's divisor",
             kAvgPool2dAttrs),
+    // Attention: lowered to a flash kernel on the CPU, decomposed for cuda and for f64.
+    {"attention", OpKind::Other, 3, 4, R::Same, infer_attention, ref_attention, decompose_attention,
+     "(q, k, v, mask?): softmax(q @ k^T * scale + mask) @ v; q [B, H, Tq, D], k [B, Hkv, Tk, D], "
+     "v [B, Hkv, Tk, Dv] -> [B, H, Tq, Dv]; head h reads kv head h / (H / Hkv) (grouped-query); "
+     "the mask broadcasts to [B, H, Tq, Tk], bool (true: attend; false: -inf) or floating "
+     "(added); a row with every key masked is NaN, as softmax of all -inf; f16/bf16 compute in "
+     "f32",
+     kAttentionAttrs},
     composite("global_avg_pool2d", 1, 1, infer_global_pool2d, ref_global_avg_pool2d,
               decompose_global_avg_pool2d, "mean over the last two dims, kept as [..., 1, 1]"),
 };

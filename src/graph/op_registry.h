@@ -44,7 +44,8 @@ struct OpDef {
   DTypeRule dtype_rule;  // elementwise ops only
   InferFn infer;
   ReferenceFn reference;
-  DecomposeFn decompose;  // null unless kind == Composite
+  DecomposeFn decompose;  // null unless kind == Composite, or an op decomposed only on some
+                          // targets (attention: graph/decompositions.h DecomposeOptions)
   std::string_view doc;   // inputs and meaning; the attributes are documented by `attrs`
   std::span<const AttrSpec> attrs = {};  // every attribute the op takes (graph/attr_check.h)
 };

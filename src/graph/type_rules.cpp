@@ -637,4 +637,50 @@ TensorType infer_global_pool2d(const Node& node, const std::vector<const TensorT
   return TensorType{in[0]->dtype, out};
 }
 
+// attention(q, k, v[, mask]): q [B, H, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] ->
+// [B, H, Tq, Dv]; Hkv divides H (grouped-query attention); the mask is bool or floating and
+// broadcasts to [B, H, Tq, Tk].
+TensorType infer_attention(const Node& node, const std::vector<const TensorType*>& in) {
+  const TensorType &q = *in[0], &k = *in[1], &v = *in[2];
+  COIL_USER_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4,
+                  "attention: q, k and v must be 4-D [B, H, T, D], got {}", types_str(in));
+  DType t = q.dtype;
+  COIL_USER_CHECK(
+      is_floating(t) && k.dtype == t && v.dtype == t,
+      "attention: q, k and v must have one floating dtype (f32, f64, f16, bf16), got {}",
+      types_str(in));
+  COIL_USER_CHECK(k.shape[0] == q.shape[0] && v.shape[0] == q.shape[0],
+                  "attention: batch sizes differ: q {}, k {}, v {}", shape_str(q.shape),
+                  shape_str(k.shape), shape_str(v.shape));
+  COIL_USER_CHECK(k.shape[3] == q.shape[3],
+                  "attention: k's head dim {} differs from q's {} (q {}, k {})",
+                  sym::to_string(k.shape[3]), sym::to_string(q.shape[3]), shape_str(q.shape),
+                  shape_str(k.shape));
+  COIL_USER_CHECK(v.shape[1] == k.shape[1] && v.shape[2] == k.shape[2],
+                  "attention: v {} must have k's heads and length {} (k {})", shape_str(v.shape),
+                  shape_str(Shape{k.shape[1], k.shape[2]}), shape_str(k.shape));
+  auto heads = q.shape[1].as_const(), kv_heads = k.shape[1].as_const();
+  if (heads && kv_heads)
+    COIL_USER_CHECK(*kv_heads > 0 ? *heads % *kv_heads == 0 : *heads == 0,
+                    "attention: k and v have {} heads, which does not divide q's {} (grouped-query "
+                    "attention needs H % Hkv == 0)",
+                    *kv_heads, *heads);
+  Shape out{q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
+  if (in.size() > 3) {
+    const TensorType& m = *in[3];
+    COIL_USER_CHECK(m.dtype == DType::Bool || is_floating(m.dtype),
+                    "attention: the mask must be bool (true: attend) or floating (added to the "
+                    "scores), got {}",
+                    type_str(m));
+    COIL_USER_CHECK(m.rank() <= 4, "attention: the mask {} has more than 4 dims", type_str(m));
+    Shape scores{q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
+    const size_t lead = 4 - static_cast<size_t>(m.rank());
+    for (size_t d = 0; d < m.shape.size(); ++d)
+      COIL_USER_CHECK(m.shape[d] == scores[d + lead] || m.shape[d] == sym::Expr(1),
+                      "attention: the mask {} does not broadcast to the scores [B, H, Tq, Tk] = {}",
+                      shape_str(m.shape), shape_str(scores));
+  }
+  return TensorType{t, out};
+}
+
 }  // namespace coil

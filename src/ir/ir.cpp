@@ -158,6 +158,12 @@ std::string to_string(const IrProgram& p) {
       if (c.conv->activation != Conv2dSpec::Activation::none)
         out += fmt::format(" activation={}", activation_name(c.conv->activation));
     }
+    if (c.attention) {
+      const AttentionSpec& a = *c.attention;
+      out += fmt::format(" attention heads={}/{} q_len={} kv_len={} d={}/{}{}{}", a.heads,
+                         a.kv_heads, a.q_len, a.kv_len, a.head_dim, a.value_dim,
+                         a.causal ? " causal" : "", a.mask >= 0 ? " masked" : "");
+    }
     if (c.is_reduction()) out += fmt::format(" reduction_ranges {}", shape_str(c.reduction_ranges));
     out += fmt::format("  # from {}\n", fmt::join(c.origin_names, ", "));
     // Print buffer ids with their names for readability.

@@ -6,8 +6,9 @@
 //                     Reduction: for x in ranges: store(reduce_{r in reduction_ranges} body(x, r))
 //                     Template:  a matmul computed by a code template (Inductor's TemplateBuffer:
 //                                tiles, packing, micro-kernel) into which pointwise epilogues fuse
-//                     Extern:    a library call (Inductor's ExternKernel: oneDNN, OpenBLAS);
-//                                nothing fuses into it
+//                     Extern:    a library call (Inductor's ExternKernel: oneDNN, OpenBLAS) or
+//                                a call of a kernel header's function (attention's flash
+//                                kernel); nothing fuses into it
 //                   Template and Extern bodies only list their operands (loads at index 0) and
 //                   the store of their result; the spec says how they are accessed.
 //   IrProgram       all buffers and computations of a graph, in a valid execution order.
@@ -100,6 +101,26 @@ struct Conv2dSpec {
 /// "silu" or "none".
 const char* activation_name(Conv2dSpec::Activation a);
 
+/// y = attention(q, k, v[, mask]) (the graph op): q [B, H, Tq, D], k [B, Hkv, Tk, D],
+/// v [B, Hkv, Tk, Dv] read through strides (rows contiguous), y [B, H, Tq, Dv] contiguous; the
+/// CPU's flash kernel (kernels/coil_attention.h).
+struct AttentionSpec {
+  int q = -1, k = -1, v = -1, mask = -1;  // buffers (mask -1: none)
+  /// Element (b, h, t, d) of q is q + q_offset + b * q_strides[0] + h * q_strides[1] +
+  /// t * q_strides[2] + d (k and v alike): views such as the heads of a qkv projection are
+  /// read in place.
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0;
+  std::array<int64_t, 3> q_strides{0, 0, 0}, k_strides{0, 0, 0}, v_strides{0, 0, 0};
+  bool bool_mask = false;  // the mask is bool (false: -inf), else f32 (added)
+  int64_t batch = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;
+  double scale = 1.0;
+  bool causal = false;
+  /// Elements of the mask buffer per step of batch, head, query and key (0 where it
+  /// broadcasts).
+  std::array<int64_t, 4> mask_strides{0, 0, 0, 0};
+  DType dtype = DType::F32;  // of q, k, v and the result: f32, bf16 or f16
+};
+
 /// A graph node a computation came from (structured provenance: kernel names and the "graph
 /// nodes:" comments of generated code are built from these, codegen/kernel_names.h).
 struct Origin {
@@ -124,8 +145,9 @@ struct ComputedBuffer {
   /// slice, sub)" (describe_origins).
   std::vector<std::string> origin_names;
 
-  std::shared_ptr<const MatmulSpec> matmul;  // Template, or Extern with a matmul
-  std::shared_ptr<const Conv2dSpec> conv;    // Extern conv2d
+  std::shared_ptr<const MatmulSpec> matmul;        // Template, or Extern with a matmul
+  std::shared_ptr<const Conv2dSpec> conv;          // Extern conv2d
+  std::shared_ptr<const AttentionSpec> attention;  // Extern attention (a kernel-header call)
 
   bool is_reduction() const { return kind == LoopKind::Reduction; }
   /// Template or Extern: computed by a template or library call, not by its body.

@@ -495,15 +495,18 @@ class ComputationChecker {
     for (const BodyOp& o : c_.body.ops())
       if (o.op == LoopOp::load) loads.push_back(o.buffer);
     const Buffer& out = p_.buffer(c_.buffer);
-    if (c_.kind == LoopKind::Template && (!c_.matmul || c_.conv)) {
-      fail("a Template computes one matmul (and no conv2d)");
+    if (c_.kind == LoopKind::Template && (!c_.matmul || c_.conv || c_.attention)) {
+      fail("a Template computes one matmul (and no conv2d or attention)");
       return;
     }
-    if (c_.kind == LoopKind::Extern && (!c_.matmul == !c_.conv)) {
-      fail("an Extern calls exactly one library function (a matmul or a conv2d)");
+    if (c_.kind == LoopKind::Extern &&
+        int(c_.matmul != nullptr) + int(c_.conv != nullptr) + int(c_.attention != nullptr) != 1) {
+      fail("an Extern calls exactly one library function (a matmul, a conv2d or attention)");
       return;
     }
-    if (c_.matmul) {
+    if (c_.attention) {
+      check_attention(out, expected);
+    } else if (c_.matmul) {
       const MatmulSpec& m = *c_.matmul;
       if (c_.kind == LoopKind::Template && m.impl != MatmulImpl::Template)
         fail("a Template whose matmul is given to {}", matmul_impl_name(m.impl));
@@ -576,6 +579,53 @@ class ComputationChecker {
     if (loads != expected)
       fail("the body loads [{}], the spec's operands are [{}]", fmt::join(loads, ", "),
            fmt::join(expected, ", "));
+  }
+
+  // C9 for attention: operands are buffers of the spec's dtype and sizes.
+  void check_attention(const Buffer& out, std::vector<int>& expected) {
+    const AttentionSpec& a = *c_.attention;
+    expected = {a.q, a.k, a.v};
+    if (a.mask >= 0) expected.push_back(a.mask);
+    // Every element an operand's strides address lies inside its buffer.
+    auto operand = [&](int id, const char* what, int64_t offset,
+                       const std::array<int64_t, 3>& strides, const std::vector<int64_t>& sizes) {
+      if (!valid_buffer(id)) {
+        fail("attention operand {} is no buffer", what);
+        return;
+      }
+      const Buffer& b = p_.buffer(id);
+      if (b.layout.dtype != a.dtype)
+        fail("attention operand {} ({}) is {}, the spec's dtype is {}", what, b.name,
+             dtype_name(b.layout.dtype), dtype_name(a.dtype));
+      int64_t lo = offset, hi = offset;
+      for (size_t d = 0; d < 4; ++d) {
+        if (sizes[d] == 0) return;
+        const int64_t stride = d < 3 ? strides[d] : 1;
+        (stride < 0 ? lo : hi) += stride * (sizes[d] - 1);
+      }
+      auto bn = numel_of(b);
+      if (bn && (lo < 0 || hi >= *bn))
+        fail("attention operand {} addresses elements {}..{} of {} ({} elements)", what, lo, hi,
+             b.name, *bn);
+    };
+    operand(a.q, "q", a.q_offset, a.q_strides, {a.batch, a.heads, a.q_len, a.head_dim});
+    operand(a.k, "k", a.k_offset, a.k_strides, {a.batch, a.kv_heads, a.kv_len, a.head_dim});
+    operand(a.v, "v", a.v_offset, a.v_strides, {a.batch, a.kv_heads, a.kv_len, a.value_dim});
+    if (a.kv_heads > 0 && a.heads % a.kv_heads != 0)
+      fail("attention: {} kv heads do not divide {} heads", a.kv_heads, a.heads);
+    if (a.mask >= 0 && valid_buffer(a.mask)) {
+      DType t = p_.buffer(a.mask).layout.dtype;
+      if (t != (a.bool_mask ? DType::Bool : DType::F32))
+        fail("attention mask {} is {}, the spec says {}", p_.buffer(a.mask).name, dtype_name(t),
+             a.bool_mask ? "bool" : "f32");
+    }
+    if (out.layout.sizes != make_shape({a.batch, a.heads, a.q_len, a.value_dim}) ||
+        out.layout.dtype != a.dtype ||
+        out.layout.strides != contiguous_layout(a.dtype, out.layout.sizes).strides)
+      fail("attention output {} is {}{} strides {}, expected contiguous {}[{}, {}, {}, {}]",
+           out.name, dtype_name(out.layout.dtype), shape_str(out.layout.sizes),
+           shape_str(out.layout.strides), dtype_name(a.dtype), a.batch, a.heads, a.q_len,
+           a.value_dim);
   }
 
   // C10

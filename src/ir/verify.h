@@ -40,8 +40,10 @@
 //       (indirect_index: index_in_range; integer fmod: nonzero_divisor; integer pow:
 //       nonnegative_exponent); no other op has a site; indirect_index has a size > 0;
 //   C9  Template and Extern: a Template has a MatmulSpec (impl template), an Extern a MatmulSpec
-//       given to a library or a Conv2dSpec; the body loads exactly the spec's operands; matmul
-//       operands have the spec's dtype and every element the product addresses
+//       given to a library, a Conv2dSpec or an AttentionSpec (exactly one); the body loads
+//       exactly the spec's operands; attention operands are of the spec's dtype, every element
+//       their strides address inside the buffer, the output contiguous, the mask bool or f32;
+//       matmul operands have the spec's dtype and every element the product addresses
 //       (offset + strides * (extents - 1)) lies inside its buffer; batch * m * n is the output's
 //       numel; conv2d operands are f32 of the spec's sizes;
 //   C10 provenance: origins are non-empty, in graph order, at least one not inlined, and

@@ -43,8 +43,8 @@ Index operand_index(const TensorBox& box, const Index& batch, const sym::Expr& r
   return idx;
 }
 
-/// `box` as a strided view of one buffer: every element a single load whose offset is linear
-/// in the loop variables with constant strides. nullopt when the box computes something.
+}  // namespace
+
 std::optional<StridedOperand> as_strided(const TensorBox& box, size_t n_batch,
                                          const std::vector<int64_t>& batch_sizes) {
   Index batch;
@@ -96,18 +96,7 @@ std::optional<StridedOperand> as_strided(const TensorBox& box, size_t n_batch,
   return op;
 }
 
-/// A box of `dtype` reading `box` converted (f16 operands of a template are computed in f32;
-/// a conv2d's f32 result read as bf16). A conversion to f16/bf16 rounds, then computes in f32:
-/// every reader sees the value the graph's dtype holds, as if it had been stored.
-TensorBox cast_box(const TensorBox& box, DType dtype) {
-  TensorBox out = box;
-  out.dtype = dtype;
-  out.buffer = -1;
-  out.load = [box, dtype](LoopBody& body, const Index& idx) {
-    return body.stored_value(box.load(body, idx), dtype);
-  };
-  return out;
-}
+namespace {
 
 /// A strided operand for `box`, storing it first when it is not a view of a buffer of `dtype`.
 StridedOperand strided_operand(LowerContext& ctx, const TensorBox& box, size_t n_batch,
@@ -169,6 +158,19 @@ TensorBox as_matrix(const TensorBox& v, bool as_row) {
 }
 
 }  // namespace
+
+// A box of `dtype` reading `box` converted (f16 operands of a template are computed in f32;
+// a conv2d's f32 result read as bf16). A conversion to f16/bf16 rounds, then computes in f32:
+// every reader sees the value the graph's dtype holds, as if it had been stored.
+TensorBox cast_box(const TensorBox& box, DType dtype) {
+  TensorBox out = box;
+  out.dtype = dtype;
+  out.buffer = -1;
+  out.load = [box, dtype](LoopBody& body, const Index& idx) {
+    return body.stored_value(box.load(body, idx), dtype);
+  };
+  return out;
+}
 
 TensorBox lower_matmul(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
   TensorBox a = in[0], b = in[1];

@@ -3,11 +3,21 @@
 // buffer.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "lower/lowering.h"
 
 namespace coil {
+
+/// A box of `dtype` reading `box` converted; a conversion to f16/bf16 rounds, then computes in
+/// f32: every reader sees the value the graph's dtype holds, as if it had been stored.
+TensorBox cast_box(const TensorBox& box, DType dtype);
+/// `box` [batch..., rows, cols] as a strided view of one buffer (n_batch leading dims of the given
+/// sizes; size-1 dims stride 0): every element a single load whose offset is linear in the
+/// indices with constant strides. nullopt when the box computes something.
+std::optional<StridedOperand> as_strided(const TensorBox& box, size_t n_batch,
+                                         const std::vector<int64_t>& batch_sizes);
 
 TensorBox lower_elementwise(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 TensorBox lower_full(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
@@ -23,6 +33,8 @@ TensorBox lower_arg_reduction(LowerContext& ctx, const Node& node,
 TensorBox lower_matmul(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 /// conv2d: an extern kernel (oneDNN) or, for dtypes without one, a reduction.
 TensorBox lower_conv2d(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+/// attention: the CPU's flash kernel (an Extern calling kernels/coil_attention.h).
+TensorBox lower_attention(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 /// max_pool2d and avg_pool2d: a pointwise computation over the unrolled window.
 TensorBox lower_pool2d(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 

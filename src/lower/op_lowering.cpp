@@ -92,6 +92,7 @@ const OpLowering kLowerings[] = {
     {"matmul", lower_matmul},
     {"bmm", lower_matmul},
     {"conv2d", lower_conv2d},
+    {"attention", lower_attention},
     {"max_pool2d", lower_pool2d},
     {"avg_pool2d", lower_pool2d},
 };

@@ -24,6 +24,10 @@ int64_t computation_ops(const ComputedBuffer& c) {
     int64_t ow = out(v.wd, v.kw, v.stride[1], v.dilation[1], v.padding[1], v.padding[3]);
     return 2 * v.n * v.oc * oh * ow * (v.c / v.groups) * v.kh * v.kw;
   }
+  if (c.attention) {
+    const AttentionSpec& a = *c.attention;
+    return 2 * a.batch * a.heads * a.q_len * a.kv_len * (a.head_dim + a.value_dim);
+  }
   if (c.is_opaque()) return 0;
   int64_t iterations = 1;
   for (const auto& r : c.ranges) iterations *= r.is_const() ? r.const_value() : 0;

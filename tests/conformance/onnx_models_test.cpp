@@ -22,6 +22,7 @@
 
 #include "coil/coil.h"
 #include "frontend/onnx/onnx_import.h"
+#include "graph/recognize_attention.h"
 
 namespace coil {
 namespace {
@@ -67,6 +68,10 @@ TEST_P(OnnxModels, MatchesTorch) {
   std::set<std::string> ops;
   for (const auto& n : g.nodes()) ops.insert(std::string(n->op_name()));
   for (const auto& op : c.ops) EXPECT_TRUE(ops.count(op)) << op << " missing in\n" << to_text(g);
+  // The transformer's written-out self-attention becomes one attention node (the flash kernel).
+  int attention_rewrites = 0;
+  recognize_attention(g, &attention_rewrites);
+  EXPECT_EQ(attention_rewrites, c.name.rfind("transformer", 0) == 0 ? 1 : 0);
 
   std::string args = fmt::format(
       "check '{}' --input x='{}' --expect y='{}' --rtol 1e-3 --atol 1e-4", model.string(),

@@ -20,9 +20,9 @@ fail() { echo "test_debug_dir: FAIL: $*" >&2; exit 1; }
 dirs=("$work"/debug/graph-*)
 [ "${#dirs[@]}" -eq 1 ] || fail "want one graph folder, got ${dirs[*]}"
 d="${dirs[0]}"
-for f in 00-input.coil 01-decompose_and_bind.coil 02-lower.ir 03-simplify_indices.ir \
-         04-elide_store_rounding.ir 05-fold_conv_activations.ir 06-autotune_matmuls.ir \
-         07-fuse.schedule 08-plan_memory.schedule fusion.txt plan.txt module.cpp compile_command.txt report.json \
+for f in 00-input.coil 01-recognize_attention.coil 02-decompose_and_bind.coil 03-lower.ir \
+         04-simplify_indices.ir 05-elide_store_rounding.ir 06-fold_conv_activations.ir \
+         07-autotune_matmuls.ir 08-fuse.schedule 09-plan_memory.schedule fusion.txt plan.txt module.cpp compile_command.txt report.json \
          kernels/cpp_fused_softmax_0/kernel.cpp kernels/cpp_fused_softmax_0/run.sh; do
   [ -s "$d/$f" ] || fail "$f is missing or empty"
 done
@@ -75,7 +75,7 @@ for m in softmax matmul_bias_relu split_sum; do
   "$coil" compile "$golden/../triton/$m.coil" --device cuda -o "$work/cuda-$m" \
     --debug-dir "$work/gpu-$m" > /dev/null
   g=("$work"/gpu-$m/graph-*)
-  for f in 00-input.coil 02-lower.ir 05-fuse.schedule module.py report.json; do
+  for f in 00-input.coil 03-lower.ir 06-fuse.schedule module.py report.json; do
     [ -s "${g[0]}/$f" ] || fail "cuda $m: $f is missing or empty"
   done
   kernels=$(sed -n 's/^def \(triton_[a-z0-9_]*\)(.*/\1/p' "${g[0]}/module.py")

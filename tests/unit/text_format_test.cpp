@@ -481,6 +481,7 @@ TEST(TextFormat, EveryOpRoundTrips) {
        "ceil_mode=true}"},
       {"avg_pool2d", "avg_pool2d(c) {kernel=3, padding=1, count_include_pad=false}"},
       {"global_avg_pool2d", "global_avg_pool2d(c)"},
+      {"attention", "attention(cw, cw, cw) {causal=true, scale=0.5}"},
   };
   std::set<std::string> covered;
   for (const OpDef& op : all_ops()) {

@@ -92,6 +92,8 @@ class KernelPrinter final : public NestPrinter {
                ms.k, ms.k, ms.n, nests().size() > 1 ? ", epilogue fused on each tile" : "");
     } else if (head.conv) {
       w_.linef("// {}: oneDNN convolution (extern call)", out.name);
+    } else if (head.attention) {
+      w_.linef("// {}: flash attention (coil_attention.h)", out.name);
     } else {
       w_.linef("// {}: {} loop nest(s){}", out.name, nests().size(),
                g_.nests.size() > 1 ? fmt::format(" sharing {} outer loop(s)", g_.outer_depth) : "");
@@ -111,6 +113,9 @@ class KernelPrinter final : public NestPrinter {
         break;
       case CppNestKind::ExternConv:
         emit_extern_conv2d(*this, head);
+        break;
+      case CppNestKind::ExternAttention:
+        emit_extern_attention(*this, head);
         break;
       case CppNestKind::LibraryMatmul:
         emit_library_matmul(*this, head);

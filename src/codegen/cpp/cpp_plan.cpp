@@ -51,7 +51,9 @@ class KernelPlanner {
       np0.kind = CppNestKind::MatmulTemplate;
       plan_epilogue();
     } else if (lead.kind == LoopKind::Extern) {
-      np0.kind = lead.conv ? CppNestKind::ExternConv : CppNestKind::LibraryMatmul;
+      np0.kind = lead.conv        ? CppNestKind::ExternConv
+                 : lead.attention ? CppNestKind::ExternAttention
+                                  : CppNestKind::LibraryMatmul;
     } else if (auto split = lone ? plan_split_reduction(n0) : std::nullopt) {
       np0.kind = CppNestKind::SplitReduction;
       np0.split = *split;
@@ -411,6 +413,8 @@ std::string_view cpp_nest_kind_name(CppNestKind k) {
       return "library_matmul";
     case CppNestKind::ExternConv:
       return "extern_conv";
+    case CppNestKind::ExternAttention:
+      return "extern_attention";
   }
   COIL_UNREACHABLE("bad nest kind");
 }

@@ -79,6 +79,7 @@ enum class CppNestKind {
   MatmulTemplate,
   LibraryMatmul,
   ExternConv,
+  ExternAttention,
 };
 std::string_view cpp_nest_kind_name(CppNestKind k);  // "vector", "tile2d", ...
 

@@ -242,6 +242,34 @@ void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t) {
   w.close();
 }
 
+void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t) {
+  CodeWriter& w = p.writer();
+  const AttentionSpec& a = *t.attention;
+  const char* mask_kind = "none";
+  std::string mask = "static_cast<const float*>(nullptr)";
+  if (a.mask >= 0) {
+    mask_kind = a.bool_mask ? "boolean" : "additive";
+    mask = p.plan().pointer(a.mask);
+  }
+  auto strides = [](const std::array<int64_t, 3>& s) {
+    return fmt::format("{{{}, {}, {}}}", s[0], s[1], s[2]);
+  };
+  w.linef(
+      "const coil::attention::Params params{{{}, {}, {}, {}, {}, {}, {}, {}, {}, "
+      "coil::attention::MaskKind::{}, {{{}, {}, {}, {}}}, {}, {}, {}}};",
+      a.batch, a.heads, a.kv_heads, a.q_len, a.kv_len, a.head_dim, a.value_dim,
+      cpp_literal(a.scale, 0, DType::F32), a.causal ? "true" : "false", mask_kind,
+      a.mask_strides[0], a.mask_strides[1], a.mask_strides[2], a.mask_strides[3],
+      strides(a.q_strides), strides(a.k_strides), strides(a.v_strides));
+  // Views are read in place from their element 0.
+  auto at = [&](int buffer, int64_t offset) {
+    return offset == 0 ? p.plan().pointer(buffer)
+                       : fmt::format("{} + {}", p.plan().pointer(buffer), offset);
+  };
+  w.linef("coil::attention::forward(params, {}, {}, {}, {}, {});", at(a.q, a.q_offset),
+          at(a.k, a.k_offset), at(a.v, a.v_offset), mask, p.plan().pointer(t.buffer));
+}
+
 void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
   CodeWriter& w = p.writer();
   const Conv2dSpec& c = *t.conv;

@@ -33,5 +33,7 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan);
 void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t);
 /// conv2d through oneDNN.
 void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t);
+/// attention through coil_attention.h's flash kernel.
+void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t);
 
 }  // namespace coil

@@ -32,5 +32,7 @@ Tensor ref_addmm(const Node& node, const std::vector<Tensor>& in);
 Tensor ref_conv2d(const Node& node, const std::vector<Tensor>& in);
 Tensor ref_pool2d(const Node& node, const std::vector<Tensor>& in);  // max_pool2d avg_pool2d
 Tensor ref_global_avg_pool2d(const Node& node, const std::vector<Tensor>& in);
+// attention.cpp
+Tensor ref_attention(const Node& node, const std::vector<Tensor>& in);
 
 }  // namespace coil

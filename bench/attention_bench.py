@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""coil's attention kernel against torch eager's written-out attention on the CPU.
+
+For each T in --lengths (default 512,2048) and causal off/on: q, k, v f32 [B, H, T, D]
+(default B=1, H=8, D=64), timed as the median of --runs calls after --warmup, at --threads:
+  torch    softmax((q @ k^T) * scale [+ causal -inf mask]) @ v, eager (torch 1.13 has no
+           scaled_dot_product_attention); the causal mask is a precomputed additive tensor
+  coil     attention(q, k, v) {causal} compiled by coil (the flash kernel,
+           src/kernels/coil_attention.h), run_into preallocated outputs
+Prints one row per case with milliseconds and GFLOP/s (4 * B * H * Tq * Tk * D flops, halved
+for causal), and the worst difference between the two results.
+
+The torch side pins OpenBLAS's own pool to --threads as bench/eager_gemm.py does.
+
+  PYTHONPATH=python /usr/bin/python3 bench/attention_bench.py [--threads 2] [--runs 10]
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+import coil
+from eager_gemm import loaded_openblas
+
+
+def timed(fn, runs, warmup):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--lengths", default="512,2048")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    coil.set_num_threads(a.threads)
+    # Debian's torch runs its matmuls in OpenBLAS, whose pool ignores torch.set_num_threads
+    # (bench/eager_gemm.py): give it the same count.
+    torch.ones(2, 2) @ torch.ones(2, 2)
+    blas, _ = loaded_openblas()
+    if blas is not None:
+        blas.openblas_set_num_threads(a.threads)
+    B, H, D = a.batch, a.heads, a.dim
+    print(f"torch {torch.__version__}, {a.threads} threads, B={B} H={H} D={D}")
+    print(f"{'T':>6} {'causal':>6} {'torch ms':>9} {'coil ms':>9} {'torch GF/s':>10} "
+          f"{'coil GF/s':>9} {'speedup':>7} {'max diff':>9}")
+    for T in [int(t) for t in a.lengths.split(",")]:
+        g = torch.Generator().manual_seed(T)
+        q, k, v = (torch.randn(B, H, T, D, generator=g) for _ in range(3))
+        scale = D ** -0.5
+        for causal in (False, True):
+            mask = torch.full((T, T), float("-inf")).triu(1) if causal else None
+
+            def eager():
+                s = torch.matmul(q, k.transpose(-2, -1)) * scale
+                if mask is not None:
+                    s = s + mask
+                return torch.matmul(torch.softmax(s, dim=-1), v)
+
+            graph = coil.Graph.parse(
+                f"input q: f32[{B}, {H}, {T}, {D}]\ninput k: f32[{B}, {H}, {T}, {D}]\n"
+                f"input v: f32[{B}, {H}, {T}, {D}]\n"
+                f"y = attention(q, k, v) {{causal={'true' if causal else 'false'}}}\noutput y\n")
+            model = coil.compile(graph)
+            out = torch.empty(B, H, T, D)
+            with torch.no_grad():
+                t_torch = timed(eager, a.runs, a.warmup)
+                t_coil = timed(lambda: model.run_into([q, k, v], [out]), a.runs, a.warmup)
+                diff = (eager() - out).abs().max().item()
+            flops = 4 * B * H * T * T * D / (2 if causal else 1)
+            print(f"{T:>6} {str(causal):>6} {t_torch * 1e3:>9.2f} {t_coil * 1e3:>9.2f} "
+                  f"{flops / t_torch / 1e9:>10.1f} {flops / t_coil / 1e9:>9.1f} "
+                  f"{t_torch / t_coil:>6.2f}x {diff:>9.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
