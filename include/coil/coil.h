@@ -151,8 +151,8 @@ class CompiledModel {
   /// Runs on `inputs` (one per graph input, in order; any strides) and returns new outputs.
   /// Inputs are checked against the graph: count, dtype and shape (coil::Error naming the input).
   /// Thread-safe: threads may run one model at once, each call with an arena of its own (the
-  /// model keeps as many as the most calls at once); only a model with run-time checks (e.g.
-  /// gather's index bounds) runs one call at a time, for each module file.
+  /// model keeps as many as the most calls at once) and its own record of run-time check
+  /// failures (a bad gather index fails only the call that passed it).
   std::vector<Tensor> run(const std::vector<TensorRef>& inputs) const;
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   /// Runs into caller-provided contiguous outputs (benchmarks reuse them across calls).

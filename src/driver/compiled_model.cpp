@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -45,11 +44,6 @@ struct CompiledModel::Impl {
   int64_t arena_bytes = 1;
   mutable std::mutex arena_pool_mutex;  // held only to take or give back an arena
   mutable std::vector<Tensor> free_arenas;
-  // A module with run-time checks records the first failing check in one global of the module
-  // (coil_run_error, written by whichever OpenMP thread fails), so calls into it still run one
-  // at a time, those of every model loaded from that module file: two calls at once could read
-  // each other's failure. Null for modules without checks.
-  std::shared_ptr<std::mutex> run_check_mutex;
   Tensor packed;                     // constants packed once at load (coil_graph_pack)
   KernelCallPlan kernel_calls;       // the kernels one by one (profile, save_kernel_values)
   std::filesystem::path debug_path;  // the graph's debug directory, if any
@@ -131,19 +125,6 @@ namespace {
 // What both paths of compile() do once the module is known: load it, pack its constants, and
 // give the model its inputs, outputs, kernel call plan and arena. (A template so that it can
 // take the private CompiledModel::Impl without naming it.)
-/// The mutex of the module file `so_path` (every model loaded from it shares its globals).
-static std::shared_ptr<std::mutex> module_run_check_mutex(const std::string& so_path) {
-  static std::mutex table_mutex;
-  static std::map<std::string, std::weak_ptr<std::mutex>> table;
-  std::lock_guard<std::mutex> lock(table_mutex);
-  std::shared_ptr<std::mutex> m = table[so_path].lock();
-  if (!m) {
-    m = std::make_shared<std::mutex>();
-    table[so_path] = m;
-  }
-  return m;
-}
-
 template <typename Impl>
 void load_module(Impl& impl, const CompileResult& built, std::vector<RunCheck> run_checks,
                  std::vector<std::shared_ptr<const Tensor>> constants, KernelCallPlan kernel_calls,
@@ -151,10 +132,10 @@ void load_module(Impl& impl, const CompileResult& built, std::vector<RunCheck> r
   impl.library = SharedLibrary::open(built.so_path);
   impl.run = impl.library->template symbol_as<GraphRunFn>(kGraphRunSymbol);
   impl.run_checks = std::move(run_checks);
-  if (!impl.run_checks.empty()) {
+  // Run-time checks: each run records its first failure itself (cpp_module.cpp), read back here
+  // on the calling thread right after the run.
+  if (!impl.run_checks.empty())
     impl.run_error = impl.library->template symbol_as<GraphRunErrorFn>(kGraphRunErrorSymbol);
-    impl.run_check_mutex = module_run_check_mutex(built.so_path.string());
-  }
   impl.constants = std::move(constants);
   for (const auto& c : impl.constants) impl.constant_ptrs.push_back(c->data());
   // Weights that templates read packed are packed here, once.
@@ -423,8 +404,6 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
                     "output {}: null data pointer", impl_->outputs[i].name);
   std::vector<void*> out_ptrs = outputs;
   ArenaLease<Impl> arena(*impl_);
-  std::unique_lock<std::mutex> checks_lock;
-  if (impl_->run_check_mutex) checks_lock = std::unique_lock<std::mutex>(*impl_->run_check_mutex);
   impl_->run(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), impl_->constant_ptrs.data(),
              arena.data(), static_cast<const char*>(impl_->packed.data()));
   if (impl_->run_error) {
@@ -451,8 +430,6 @@ static void with_kernels(const Impl& impl, const std::vector<TensorRef>& inputs,
   }
   b.constants = impl.constant_ptrs;
   ArenaLease<Impl> arena(impl);
-  std::unique_lock<std::mutex> checks_lock;
-  if (impl.run_check_mutex) checks_lock = std::unique_lock<std::mutex>(*impl.run_check_mutex);
   b.arena = arena.data();
   b.packed = static_cast<const char*>(impl.packed.data());
   use(KernelCaller(impl.kernel_calls, *impl.library, b));

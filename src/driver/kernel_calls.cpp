@@ -36,6 +36,7 @@ KernelCallPlan kernel_call_plan(const IrProgram& program, const Schedule& schedu
       plan.packed_slots = std::max(plan.packed_slots, po.slot + 1);
       kernel.args.push_back(arg);
     }
+    kernel.run_error = ks.run_error;
     plan.kernels.push_back(std::move(kernel));
   }
   return plan;
@@ -75,9 +76,10 @@ KernelCaller::KernelCaller(const KernelCallPlan& plan, const SharedLibrary& libr
   if (plan.packed_slots > 0)
     library.symbol_as<GraphPackedLayoutFn>(kGraphPackedLayoutSymbol)(packed_offsets.data());
   for (const KernelCallPlan::Kernel& k : plan.kernels) {
-    COIL_USER_CHECK(k.args.size() < kCallers.size(),
+    const size_t count = k.args.size() + (k.run_error ? 1 : 0);
+    COIL_USER_CHECK(count < kCallers.size(),
                     "kernel {}: {} arguments; calling kernels one by one supports at most {}",
-                    k.name, k.args.size(), kCallers.size() - 1);
+                    k.name, count, kCallers.size() - 1);
     Call c;
     c.fn = reinterpret_cast<AnyKernel>(library.symbol(k.name));
     for (const KernelCallPlan::Arg& a : k.args) {
@@ -108,6 +110,10 @@ KernelCaller::KernelCaller(const KernelCallPlan& plan, const SharedLibrary& libr
       c.args.push_back(p);
       c.bytes.push_back(n);
     }
+    // A kernel with run-time checks records a failure into the caller's coil::RunError (the
+    // kernel runtime's struct: an atomic int and two int64s); a kernel called alone here is
+    // never asked about failures, so zeroed storage of that size stands in for it.
+    if (k.run_error) c.args.push_back(run_error_.data());
     calls_.push_back(std::move(c));
   }
 }

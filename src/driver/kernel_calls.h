@@ -5,6 +5,7 @@
 // CompiledModel::profile times each kernel alone.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct KernelCallPlan {
     std::vector<std::string> origins;
     int64_t bytes_read = 0, bytes_written = 0, ops = 0;  // kernel_traffic
     std::vector<Arg> args;
+    bool run_error = false;  // takes the run's coil::RunError after `args` (CppKernelSource)
   };
   std::vector<Kernel> kernels;
   int packed_slots = 0;
@@ -51,6 +53,8 @@ class KernelCaller {
  public:
   KernelCaller(const KernelCallPlan& plan, const SharedLibrary& library,
                const ModuleBindings& bindings);
+  KernelCaller(const KernelCaller&) = delete;  // calls_ point into run_error_
+  KernelCaller& operator=(const KernelCaller&) = delete;
   size_t size() const { return calls_.size(); }
   const KernelCallPlan::Kernel& kernel(size_t k) const { return plan_.kernels[k]; }
   /// Argument i of kernel k: its pointer and size in bytes.
@@ -67,6 +71,7 @@ class KernelCaller {
   };
   const KernelCallPlan& plan_;
   std::vector<Call> calls_;
+  alignas(16) std::array<int64_t, 4> run_error_{};  // storage for kernels' coil::RunError
 };
 
 }  // namespace coil

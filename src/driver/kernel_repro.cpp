@@ -76,6 +76,10 @@ std::string repro_main(const IrProgram& program, const Schedule& schedule, size_
             program.buffer(po.buffer).external_index);
     params.push_back(po.param + ".data()");
   }
+  if (ks.run_error) {
+    w.line("coil::RunError coil_run_error;  // the kernel's run-time checks report here");
+    params.push_back("coil_run_error");
+  }
   w.linef("auto run = [&] {{ {}({}); }};", ks.name, fmt::join(params, ", "));
   w.line("run();");
   w.line("int checked = 0, failed = 0;");

@@ -172,7 +172,8 @@ json plan_json(const KernelCallPlan& plan) {
     kernels.push_back({{"name", k.name},
                        {"origins", k.origins},
                        {"traffic", {k.bytes_read, k.bytes_written, k.ops}},
-                       {"args", args}});
+                       {"args", args},
+                       {"run_error", k.run_error}});
   }
   return {{"kernels", kernels}, {"packed_slots", plan.packed_slots}};
 }
@@ -199,6 +200,7 @@ KernelCallPlan plan_from(const json& j) {
       arg.is_output = a.at(6).get<bool>();
       kernel.args.push_back(std::move(arg));
     }
+    kernel.run_error = k.at("run_error").get<bool>();
     plan.kernels.push_back(std::move(kernel));
   }
   return plan;

@@ -83,6 +83,10 @@ class KernelPrinter final : public NestPrinter {
     }
     for (const PackedOperand& po : out.packed)
       params.push_back(fmt::format("const {}* __restrict__ {}", po.elem_type, po.param));
+    // Run-time checks report into the calling run's own record (a parameter, not a module
+    // global), so that threads running one module at once never see each other's failures.
+    out.run_error = !p_.run_checks.empty();
+    if (out.run_error) params.push_back("coil::RunError& coil_run_error");
     const ComputedBuffer& head = *plan_.lead;
     if (head.matmul) {
       const MatmulSpec& ms = *head.matmul;

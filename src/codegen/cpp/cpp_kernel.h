@@ -69,6 +69,9 @@ struct CppKernelSource {
   std::vector<KernelArg> args;
   std::vector<std::string> origins;   // graph nodes, "t3 (add)"
   std::vector<PackedOperand> packed;  // constants packed at load time, parameters after `args`
+  // The last parameter is `coil::RunError& coil_run_error`, the record of the call's first
+  // failing run-time check (every kernel of a module with run-time checks takes it).
+  bool run_error = false;
 };
 
 /// Target of generated CPU code.

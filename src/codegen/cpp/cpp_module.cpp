@@ -10,33 +10,27 @@
 namespace coil {
 namespace {
 
-// Where coil_run_error lives. In one translation unit it is static. In a split module the
-// wrapper's unit defines it and the kernels' units refer to it: external linkage, so they can,
-// but hidden visibility, so that the shared object exports the same symbols either way (and
-// two modules loaded in one process never share it).
+// Where the last run's failing check is kept for coil_graph_run_error. Each run has its own
+// record (`coil_run_error`, a local of coil_graph_run passed to every kernel), so threads may run
+// one module at once; at its end the run copies it into a thread_local of the calling thread,
+// which reads it back through coil_graph_run_error (CompiledModel::run, right after the run, on
+// the same thread). In a split module only the wrapper's translation unit has it.
 enum class RunErrorLinkage { Static, SharedDefinition, SharedDeclaration };
 
 std::string run_error_block(RunErrorLinkage linkage) {
+  if (linkage == RunErrorLinkage::SharedDeclaration) return "";
   CodeWriter w;
-  constexpr const char* kHidden = "__attribute__((visibility(\"hidden\")))";
-  if (linkage == RunErrorLinkage::SharedDeclaration) {
-    w.line("// Run-time checks report into the wrapper's translation unit.");
-    w.linef("extern {} coil::RunError coil_run_error;", kHidden);
-    w.line();
-    return w.str();
-  }
-  // Run-time checks (gather indices, integer fmod and pow; coil_kernel.h): the first failure
-  // of a run is kept here and read back by CompiledModel::run through coil_graph_run_error.
-  if (linkage == RunErrorLinkage::Static) {
-    w.line("static coil::RunError coil_run_error;");
-  } else {
-    w.linef("{} coil::RunError coil_run_error;", kHidden);
-  }
+  w.line("// The first failing run-time check of this thread's last run (gather indices, integer");
+  w.line("// fmod and pow; coil_kernel.h), read back by CompiledModel::run.");
+  w.line("struct CoilLastRunError { int site = -1; int64_t value = 0, limit = 0; };");
+  w.line("static thread_local CoilLastRunError coil_last_run_error;");
   w.linef("extern \"C\" int {}(int64_t* value, int64_t* limit)", kGraphRunErrorSymbol);
   w.open();
-  w.line("*value = coil_run_error.value;");
-  w.line("*limit = coil_run_error.limit;");
-  w.line("return coil_run_error.site.exchange(-1);");
+  w.line("*value = coil_last_run_error.value;");
+  w.line("*limit = coil_last_run_error.limit;");
+  w.line("const int site = coil_last_run_error.site;");
+  w.line("coil_last_run_error.site = -1;");
+  w.line("return site;");
   w.close();
   w.line();
   return w.str();
@@ -172,6 +166,7 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
           param(2, "void* const*", "constants"), param(3, "char*", "arena"),
           param(4, "const char*", "packed"));
   w.open();
+  if (m.has_run_checks) w.line("coil::RunError coil_run_error;  // this run's first failing check");
   if (np > 0) {
     w.linef("int64_t packed_offsets[{}];", np + 1);
     w.linef("{}(packed_offsets);", kGraphPackedLayoutSymbol);
@@ -201,7 +196,13 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
     for (const PackedOperand& po : ks.packed)
       args.push_back(fmt::format("reinterpret_cast<const {}*>(packed + packed_offsets[{}])",
                                  po.elem_type, packed_index.at(po.layout_key())));
+    if (ks.run_error) args.push_back("coil_run_error");
     w.linef("{}({});", ks.name, fmt::join(args, ", "));
+  }
+  if (m.has_run_checks) {
+    w.line("coil_last_run_error.site = coil_run_error.site.load();");
+    w.line("coil_last_run_error.value = coil_run_error.value;");
+    w.line("coil_last_run_error.limit = coil_run_error.limit;");
   }
   w.close();
   m.source = w.str();

@@ -40,7 +40,7 @@ struct CppModule {
   std::string prelude;   // the start of `source`, before the first kernel
   std::string includes;  // the start of `prelude`: what every translation unit starts with
   std::string wrapper;   // the end of `source`, after the last kernel: packing, coil_graph_run
-  bool has_run_checks = false;  // kernels report into the module's coil_run_error
+  bool has_run_checks = false;  // kernels report into the run's coil_run_error (a parameter)
 
   std::vector<CppKernelSource> kernels;  // in call order
   bool uses_extern_libraries = false;    // link with oneDNN / OpenBLAS (kernels/coil_extern.h)
