@@ -157,10 +157,11 @@ inline T ipow(T base, T exp) {
 }
 
 /// The first failed run-time check of a run (IrProgram::run_checks: a gather index out of
-/// range, an integer fmod by zero, an integer power with a negative exponent). A module with
-/// checks defines one (`coil_run_error`, internal to its shared object); the checked_* helpers
-/// record into it (the first failure wins) and return a harmless value, and
-/// coil_graph_run_error hands it to CompiledModel::run, which raises it as a coil::Error.
+/// range, an integer fmod by zero, an integer power with a negative exponent). Each run of a
+/// module with checks has one (`coil_run_error`, a local of coil_graph_run passed to every
+/// kernel, so concurrent runs never share it); the checked_* helpers record into it (the first
+/// failure wins) and return a harmless value, and coil_graph_run_error hands it to
+/// CompiledModel::run on the same thread, which raises it as a coil::Error.
 struct RunError {
   std::atomic<int> site{-1};  // the IrProgram::run_checks entry; -1: every check passed
   int64_t value = 0, limit = 0;
