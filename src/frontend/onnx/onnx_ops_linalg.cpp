@@ -110,6 +110,17 @@ int squeeze_last(OnnxNode& n, int x) {
   return n.add("squeeze", {x}, Attrs{{"dims", std::vector<int64_t>{n.rank(x) - 1}}});
 }
 
+// The operand checks shared by Conv and ConvTranspose: a 1-D or 2-D float input and a weight of
+// its rank; 1-D operands become 2-D with a trailing dim of 1. Returns whether they were 1-D.
+bool conv_operands(OnnxNode& n, int& x, int& w) {
+  bool one_d = check_window_rank(n, x);
+  require_float(n, x);
+  if (n.rank(w) != n.rank(x))
+    n.error("the weight must be {}-D, got {}", n.rank(x), shape_str(n.type(w).shape));
+  if (one_d) x = unsqueeze_last(n, x), w = unsqueeze_last(n, w);
+  return one_d;
+}
+
 }  // namespace
 
 void map_matmul(OnnxNode& n) {
@@ -145,11 +156,7 @@ void map_gemm(OnnxNode& n) {
 
 void map_conv(OnnxNode& n) {
   int x = n.in(0), w = n.in(1);
-  bool one_d = check_window_rank(n, x);
-  require_float(n, x);
-  if (n.rank(w) != n.rank(x))
-    n.error("the weight must be {}-D, got {}", n.rank(x), shape_str(n.type(w).shape));
-  if (one_d) x = unsqueeze_last(n, x), w = unsqueeze_last(n, w);
+  bool one_d = conv_operands(n, x, w);
   std::vector<int64_t> kernel;
   for (size_t d = 2; d < 4; ++d) {
     auto k = n.type(w).shape[d].as_const();
@@ -266,11 +273,7 @@ int interleave_zeros(OnnxNode& n, int x, int64_t axis, int64_t s) {
 // window flipped.
 void map_conv_transpose(OnnxNode& n) {
   int x = n.in(0), w = n.in(1);
-  bool one_d = check_window_rank(n, x);
-  require_float(n, x);
-  if (n.rank(w) != n.rank(x))
-    n.error("the weight must be {}-D, got {}", n.rank(x), shape_str(n.type(w).shape));
-  if (one_d) x = unsqueeze_last(n, x), w = unsqueeze_last(n, w);
+  bool one_d = conv_operands(n, x, w);
   std::vector<int64_t> ws = n.static_shape(w, "the weight"), xs(4, 0);
   for (size_t d = 1; d < 4; ++d) {  // the batch may be symbolic
     auto c = n.type(x).shape[d].as_const();
