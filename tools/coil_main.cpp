@@ -1,6 +1,6 @@
 // coil: compile and run tensor programs from the command line.
-//   coil demo | ops | compile MODEL -o DIR | run MODEL | check MODEL | bench MODEL |
-//   minify MODEL -o REPRO.coil
+//   coil demo | ops | compile MODEL -o DIR | export MODEL -o DIR | run MODEL|DIR | check MODEL |
+//   bench MODEL | minify MODEL -o REPRO.coil
 // Run `coil --help` or `coil CMD --help` for options. Exit codes: commands.h (ExitCode).
 #include <CLI/CLI.hpp>
 
@@ -126,9 +126,25 @@ int run_main(int argc, char** argv) {
                     "data (the structure alone; it still parses)");
   compile->add_option("-o,--output-dir", out_dir, "output directory")->required()->type_name("DIR");
 
+  ModelArgs export_args;
+  std::string export_dir;
+  auto* exp = app.add_subcommand(
+      "export",
+      "compile the model and write DIR: module.so, weights.bin and manifest.json, which `coil "
+      "run DIR` and coil::ExportedModel (libcoil_runtime) run with no compiler (docs/deploy.md)");
+  add_model_args(exp, export_args);
+  add_mode(exp, export_args);
+  add_remote_cache(exp, export_args);
+  exp->add_option("-o,--output-dir", export_dir, "the exported model's directory")
+      ->required()
+      ->type_name("DIR");
+
   ModelArgs run_args;
   std::string run_out = ".";
-  auto* run = app.add_subcommand("run", "run the model and write each output as DIR/NAME.npy");
+  auto* run = app.add_subcommand(
+      "run",
+      "run the model (or a directory `coil export` wrote) and write each output as "
+      "DIR/NAME.npy");
   add_model_args(run, run_args);
   add_debug_dir(run, run_args);
   add_mode(run, run_args);
@@ -198,6 +214,7 @@ int run_main(int argc, char** argv) {
   if (*demo) return cmd_demo(demo_runs);
   if (*ops) return cmd_ops(ops_markdown);
   if (*compile) return cmd_compile(compile_args, out_dir);
+  if (*exp) return cmd_export(export_args, export_dir);
   if (*run) return cmd_run(run_args, run_out);
   if (*check) return cmd_check(check_args, expects, rtol, atol);
   if (*bench) return cmd_bench(bench_args, bench_opts);

@@ -117,9 +117,77 @@ Outputs run_prepared(const ModelArgs& a, const Prepared& p) {
 
 }  // namespace
 
-int cmd_run(const ModelArgs& a, const std::string& out_dir) {
+int cmd_export(const ModelArgs& a, const std::string& out_dir) {
+  COIL_USER_CHECK(a.device == "cpu",
+                  "export --device {}: exporting GPU models is not supported yet (docs/deploy.md)",
+                  a.device);
   Prepared p = prepare(a);
-  auto [outs, specs] = run_prepared(a, p);
+  CompiledModel m = compile(p.graph, p.options);
+  m.export_to(out_dir);
+  ExportedModel loaded = ExportedModel::load(out_dir);  // the export reads back, checksums too
+  const ExportInfo& info = loaded.info();
+  fmt::print(
+      "exported {} kernels ({} ISA) to {}: module.so {:.2f} MB, weights.bin {:.2f} MB, "
+      "manifest.json; it loads in {:.1f} ms (`coil run {}`, or coil::ExportedModel::load)\n",
+      info.kernels.size(), info.isa, out_dir, info.module_bytes / 1e6, info.weights_bytes / 1e6,
+      info.load_seconds * 1e3, out_dir);
+  return kExitOk;
+}
+
+namespace {
+
+bool is_export_dir(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) &&
+         std::filesystem::exists(std::filesystem::path(path) / "manifest.json", ec);
+}
+
+/// `coil run DIR` of an exported model: its inputs from --input files or random (seeded as
+/// prepare() seeds them), run by the runtime alone: no graph, no compiler, no cache.
+Outputs run_exported(const ModelArgs& a) {
+  const ModelArgs defaults;
+  auto refuse = [&](bool given, const char* option) {
+    COIL_USER_CHECK(!given,
+                    "{}: an exported model ({}) is compiled already; {} applies to compiling",
+                    option, a.model, option);
+  };
+  refuse(!a.sizes.empty(), "--size");
+  refuse(a.device != defaults.device, "--device");
+  refuse(a.precision != defaults.precision, "--precision");
+  refuse(a.mode != defaults.mode, "--mode");
+  refuse(!a.remote_cache.empty(), "--remote-cache");
+  refuse(!a.debug_dir.empty(), "--debug-dir");
+  refuse(a.save_kernel_values, "--save-kernel-values");
+  ExportedModel m = ExportedModel::load(a.model);
+  std::map<std::string, Tensor> given;
+  for (const auto& s : a.inputs) {
+    auto [name, path] = split_pair(s, "--input", "NAME=FILE.npy");
+    std::optional<size_t> at = find_value(m.inputs(), name);
+    COIL_USER_CHECK(at.has_value(), "--input {}: the model has no input '{}' (its inputs: {})", s,
+                    name, value_names(m.inputs()));
+    given[m.inputs()[*at].name] = read_npy(path);
+  }
+  std::vector<Tensor> inputs;
+  uint64_t k = 0;
+  for (const ValueSpec& s : m.inputs()) {
+    auto it = given.find(s.name);
+    inputs.push_back(it != given.end() ? it->second
+                                       : random_tensor(s.dtype, s.shape, a.seed * 1000003u + k++));
+  }
+  return {m.run(inputs), m.outputs()};
+}
+
+}  // namespace
+
+int cmd_run(const ModelArgs& a, const std::string& out_dir) {
+  Outputs result;
+  if (is_export_dir(a.model)) {
+    result = run_exported(a);
+  } else {
+    Prepared p = prepare(a);
+    result = run_prepared(a, p);
+  }
+  const auto& [outs, specs] = result;
   std::filesystem::create_directories(out_dir);
   for (size_t i = 0; i < outs.size(); ++i) {
     auto path = std::filesystem::path(out_dir) / (specs[i].name + ".npy");

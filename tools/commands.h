@@ -45,6 +45,8 @@ struct MinifyArgs {
 int cmd_demo(int runs);
 int cmd_ops(bool markdown);
 int cmd_compile(const ModelArgs& a, const std::string& out_dir);
+int cmd_export(const ModelArgs& a, const std::string& out_dir);
+/// MODEL may be a directory `coil export` wrote: then it runs with the runtime alone.
 int cmd_run(const ModelArgs& a, const std::string& out_dir);
 int cmd_check(const ModelArgs& a, const std::vector<std::string>& expects, double rtol,
               double atol);

@@ -19,6 +19,7 @@
 #include "coil/dtype.h"
 #include "coil/error.h"
 #include "coil/graph.h"
+#include "coil/runtime.h"
 #include "coil/tensor.h"
 
 namespace coil {
@@ -125,22 +126,6 @@ struct CompileReport {
   std::string to_json() const;
 };
 
-/// Shape and dtype of one graph input or output, with sizes bound.
-struct ValueSpec {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-  /// The name in the model it was imported from when `name` had to differ (ONNX's
-  /// "onnx::Gemm_0" for input onnx_Gemm_0; Node::source_name); empty otherwise.
-  std::string source_name;
-};
-
-/// The position in `specs` of the value called `name`, by its name or its source name; nullopt
-/// when there is none (value_names() lists them for the message).
-std::optional<size_t> find_value(const std::vector<ValueSpec>& specs, std::string_view name);
-/// "x, onnx_Gemm_0 (onnx::Gemm_0), y": the values' names for messages.
-std::string value_names(const std::vector<ValueSpec>& specs);
-
 class CompiledModel {
  public:
   CompiledModel();
@@ -175,6 +160,11 @@ class CompiledModel {
   /// ones, each calling the kernels one by one in order (as the generated wrapper does) with
   /// a clock read around each kernel. `coil bench --profile` prints and traces it.
   KernelProfile profile(const std::vector<TensorRef>& inputs, int runs, int warmup = 1) const;
+  /// Writes the model as a directory that ExportedModel::load (coil/runtime.h, libcoil_runtime)
+  /// runs with no compiler, graph or cache: manifest.json, module.so and weights.bin
+  /// (docs/deploy.md, "The artifact"). `coil export MODEL -o DIR`. An existing directory's
+  /// files of those names are replaced.
+  void export_to(const std::filesystem::path& dir) const;
 
  private:
   friend CompiledModel compile(const Graph& graph, const CompileOptions& options);
@@ -192,9 +182,5 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options = {});
 /// module.py and report.json there (graph.coil with write_graph). The report's source is the
 /// module.
 CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& options);
-
-/// Sets the OpenMP thread count used by compiled kernels in this process (0 = leave as is).
-/// Defaults come from COIL_NUM_THREADS, else OMP_NUM_THREADS, else all cores.
-void set_num_threads(int n);
 
 }  // namespace coil

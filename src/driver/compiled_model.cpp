@@ -16,9 +16,12 @@
 #include "driver/model_cache.h"
 #include "driver/pipeline.h"
 #include "graph/text_format.h"
+#include "runtime/artifact.h"
 #include "runtime/code_cache.h"
+#include "runtime/host_cpu.h"
 #include "runtime/isa.h"
 #include "runtime/loader.h"
+#include "runtime/model_runner.h"
 #include "runtime/remote_cache.h"
 #include "runtime/toolchain.h"
 #include "sched/scheduler.h"
@@ -30,21 +33,11 @@
 namespace coil {
 
 struct CompiledModel::Impl {
-  std::shared_ptr<SharedLibrary> library;
-  GraphRunFn run = nullptr;
-  GraphRunErrorFn run_error = nullptr;  // modules with run-time checks
-  std::vector<RunCheck> run_checks;     // IrProgram::run_checks
-  std::vector<ValueSpec> inputs, outputs;
-  std::vector<std::shared_ptr<const Tensor>> constants;
-  std::vector<void*> constant_ptrs;
+  std::unique_ptr<ModelRunner> runner;  // the loaded module, its weights and arenas
+  std::vector<std::shared_ptr<const Tensor>> constants;  // what runner's constant pointers hold
+  std::string isa;                                       // IsaInfo::name of the module's code
+  std::vector<std::string> cpu_features;                 // what a CPU running it needs (export_to)
   CompileReport report;
-  // Arenas (intermediate buffers) of calls: each call takes one for itself, so that threads
-  // calling one model run at once. A finished call gives its arena back; a call finding none
-  // free allocates one more, so there are as many as the most concurrent calls so far.
-  int64_t arena_bytes = 1;
-  mutable std::mutex arena_pool_mutex;  // held only to take or give back an arena
-  mutable std::vector<Tensor> free_arenas;
-  Tensor packed;                     // constants packed once at load (coil_graph_pack)
   KernelCallPlan kernel_calls;       // the kernels one by one (profile, save_kernel_values)
   std::filesystem::path debug_path;  // the graph's debug directory, if any
 };
@@ -55,10 +48,10 @@ CompiledModel::CompiledModel(CompiledModel&&) noexcept = default;
 CompiledModel& CompiledModel::operator=(CompiledModel&&) noexcept = default;
 
 const std::vector<ValueSpec>& CompiledModel::inputs() const {
-  return impl_->inputs;
+  return impl_->runner->inputs();
 }
 const std::vector<ValueSpec>& CompiledModel::outputs() const {
-  return impl_->outputs;
+  return impl_->runner->outputs();
 }
 const CompileReport& CompiledModel::report() const {
   return impl_->report;
@@ -72,27 +65,7 @@ std::vector<int64_t> bound_shape(const Shape& s) {
   return *v;
 }
 
-void init_threads_from_env() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    std::string v = env(EnvVar::num_threads);
-    if (!v.empty()) {
-      int n = std::atoi(v.c_str());
-      if (n > 0)
-        omp_set_num_threads(n);
-      else
-        warn(fmt::format("COIL_NUM_THREADS='{}' is not a positive integer; ignored", v));
-    }
-    // Otherwise OpenMP reads OMP_NUM_THREADS itself.
-  });
-}
-
 }  // namespace
-
-void set_num_threads(int n) {
-  init_threads_from_env();
-  if (n > 0) omp_set_num_threads(n);
-}
 
 std::string CompileReport::to_json() const {
   nlohmann::ordered_json j;
@@ -126,24 +99,19 @@ namespace {
 // give the model its inputs, outputs, kernel call plan and arena. (A template so that it can
 // take the private CompiledModel::Impl without naming it.)
 template <typename Impl>
-void load_module(Impl& impl, const CompileResult& built, std::vector<RunCheck> run_checks,
+void load_module(Impl& impl, const CompileResult& built, std::vector<ValueSpec> inputs,
+                 std::vector<ValueSpec> outputs, std::vector<RunCheck> run_checks,
                  std::vector<std::shared_ptr<const Tensor>> constants, KernelCallPlan kernel_calls,
                  int64_t arena_bytes) {
-  impl.library = SharedLibrary::open(built.so_path);
-  impl.run = impl.library->template symbol_as<GraphRunFn>(kGraphRunSymbol);
-  impl.run_checks = std::move(run_checks);
-  // Run-time checks: each run records its first failure itself (cpp_module.cpp), read back here
-  // on the calling thread right after the run.
-  if (!impl.run_checks.empty())
-    impl.run_error = impl.library->template symbol_as<GraphRunErrorFn>(kGraphRunErrorSymbol);
   impl.constants = std::move(constants);
-  for (const auto& c : impl.constants) impl.constant_ptrs.push_back(c->data());
-  // Weights that templates read packed are packed here, once.
-  int64_t packed_bytes =
-      impl.library->template symbol_as<GraphPackedBytesFn>(kGraphPackedBytesSymbol)();
-  impl.packed = Tensor::empty(DType::U8, {std::max<int64_t>(packed_bytes, 64)});
-  impl.library->template symbol_as<GraphPackFn>(kGraphPackSymbol)(
-      impl.constant_ptrs.data(), static_cast<char*>(impl.packed.data()));
+  ModelRunner::Parts parts{SharedLibrary::open(built.so_path),
+                           std::move(inputs),
+                           std::move(outputs),
+                           std::move(run_checks),
+                           {},
+                           arena_bytes};
+  for (const auto& c : impl.constants) parts.constants.push_back(c->data());
+  impl.runner = std::make_unique<ModelRunner>(std::move(parts));
   // The kernels one by one (profile, save_kernel_values) and in the report: one traffic count.
   impl.kernel_calls = std::move(kernel_calls);
   CompileReport& report = impl.report;
@@ -154,40 +122,7 @@ void load_module(Impl& impl, const CompileResult& built, std::vector<RunCheck> r
   if (report.remote_cache != "off") report.remote_cache = built.remote_hit ? "hit" : "miss";
   report.cache_key = built.key;
   report.so_path = built.so_path;
-  impl.arena_bytes = std::max<int64_t>(arena_bytes, 1);
-  impl.free_arenas.push_back(Tensor::empty(DType::U8, {impl.arena_bytes}));
 }
-
-namespace {
-
-/// One call's arena, taken from the model's pool and given back when the call ends.
-template <typename Impl>
-class ArenaLease {
- public:
-  explicit ArenaLease(const Impl& impl) : impl_(impl) {
-    {
-      std::lock_guard<std::mutex> lock(impl_.arena_pool_mutex);
-      if (!impl_.free_arenas.empty()) {
-        arena_ = std::move(impl_.free_arenas.back());
-        impl_.free_arenas.pop_back();
-      }
-    }
-    if (!arena_.defined()) arena_ = Tensor::empty(DType::U8, {impl_.arena_bytes});
-  }
-  ~ArenaLease() {
-    std::lock_guard<std::mutex> lock(impl_.arena_pool_mutex);
-    impl_.free_arenas.push_back(std::move(arena_));
-  }
-  ArenaLease(const ArenaLease&) = delete;
-  ArenaLease& operator=(const ArenaLease&) = delete;
-  char* data() { return static_cast<char*>(arena_.data()); }
-
- private:
-  const Impl& impl_;
-  Tensor arena_;
-};
-
-}  // namespace
 
 void write_output_dir(const Graph& graph, const CompileOptions& options,
                       const CompileReport& report) {
@@ -204,24 +139,6 @@ void write_output_dir(const Graph& graph, const CompileOptions& options,
 }
 
 }  // namespace
-
-std::optional<size_t> find_value(const std::vector<ValueSpec>& specs, std::string_view name) {
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (specs[i].name == name) return i;
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (!specs[i].source_name.empty() && specs[i].source_name == name) return i;
-  return std::nullopt;
-}
-
-std::string value_names(const std::vector<ValueSpec>& specs) {
-  std::string out;
-  for (const ValueSpec& s : specs) {
-    if (!out.empty()) out += ", ";
-    out += s.name;
-    if (!s.source_name.empty()) out += " (" + s.source_name + ")";
-  }
-  return out.empty() ? "none" : out;
-}
 
 CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   COIL_USER_CHECK(options.device == "cpu",
@@ -253,16 +170,19 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
         constants_ok = constants_ok && c >= 0 && static_cast<size_t>(c) < given.size();
       built = find_cached_module(entry->code_key);
     }
-    if (entry && built && constants_ok && cpu_supports(isa_by_name(entry->isa))) {
+    bool cpu_ok = entry && std::all_of(entry->cpu_features.begin(), entry->cpu_features.end(),
+                                       [](const std::string& f) { return cpu_has_feature(f); });
+    if (entry && built && constants_ok && cpu_ok) {
       timer.mark("model_cache");
       COIL_LOG(cache, "model hit {} (module {})", *model_key, entry->code_key);
       std::vector<std::shared_ptr<const Tensor>> constants;
       for (int c : entry->constant_nodes) constants.push_back(given[static_cast<size_t>(c)]);
-      load_module(*impl, *built, std::move(entry->run_checks), std::move(constants),
+      load_module(*impl, *built, std::move(entry->inputs), std::move(entry->outputs),
+                  std::move(entry->run_checks), std::move(constants),
                   std::move(entry->kernel_calls), entry->arena_bytes);
-      impl->inputs = std::move(entry->inputs);
+      impl->isa = entry->isa;
+      impl->cpu_features = std::move(entry->cpu_features);
       report.source = std::move(entry->source);
-      impl->outputs = std::move(entry->outputs);
       report.model_cache_hit = true;
       timer.mark("load");
       timer.finish();
@@ -305,30 +225,40 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   COIL_ASSERT(
       g.inputs().size() == graph.inputs().size() && g.outputs().size() == graph.outputs().size(),
       "compile: the pipeline changed the graph's inputs or outputs");
+  std::vector<ValueSpec> inputs, outputs;
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const Node& n = g.node(g.inputs()[i]);
-    impl->inputs.push_back({n.name, n.type.dtype, bound_shape(n.type.shape),
-                            graph.node(graph.inputs()[i]).source_name});
+    inputs.push_back({n.name, n.type.dtype, bound_shape(n.type.shape),
+                      graph.node(graph.inputs()[i]).source_name});
   }
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const GraphOutput& o = g.outputs()[i];
     const Node& n = g.node(o.node);
-    impl->outputs.push_back(
+    outputs.push_back(
         {o.name, n.type.dtype, bound_shape(n.type.shape), graph.outputs()[i].source_name});
   }
   if (model_key) {
     // The decisions of this compile, for the next process's warm path (only when every
     // constant of the module is one of the graph's: otherwise its data would have to be kept).
     if (auto positions = constant_positions(graph, program.constants)) {
-      ModelCacheEntry e{
-          built.key,     isa.name,           compiler_fingerprint(), impl->inputs,
-          impl->outputs, program.run_checks, kernel_calls,           schedule.memory.arena_bytes,
-          *positions,    module.source};
+      ModelCacheEntry e{built.key,
+                        isa.name,
+                        isa.cpu_features,
+                        compiler_fingerprint(),
+                        inputs,
+                        outputs,
+                        program.run_checks,
+                        kernel_calls,
+                        schedule.memory.arena_bytes,
+                        *positions,
+                        module.source};
       store_model_cache_entry(*model_key, e);
     }
   }
-  load_module(*impl, built, program.run_checks, program.constants, std::move(kernel_calls),
-              schedule.memory.arena_bytes);
+  load_module(*impl, built, std::move(inputs), std::move(outputs), program.run_checks,
+              program.constants, std::move(kernel_calls), schedule.memory.arena_bytes);
+  impl->isa = isa.name;
+  impl->cpu_features = isa.cpu_features;
   report.source = module.source;
   timer.mark("load");
   timer.finish();
@@ -348,41 +278,15 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   return m;
 }
 
-static std::vector<Tensor> keep_contiguous(const std::vector<ValueSpec>& specs,
-                                           const std::vector<TensorRef>& inputs,
-                                           std::vector<const void*>& ptrs) {
-  COIL_USER_CHECK(inputs.size() == specs.size(), "the model takes {} inputs, got {}", specs.size(),
-                  inputs.size());
-  std::vector<Tensor> copies;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorRef& t = inputs[i];
-    const ValueSpec& s = specs[i];
-    COIL_USER_CHECK(t.dtype == s.dtype, "input {}: expected dtype {}, got {}", s.name,
-                    dtype_name(s.dtype), dtype_name(t.dtype));
-    COIL_USER_CHECK(t.shape == s.shape, "input {}: expected shape {}, got {}", s.name,
-                    shape_str(s.shape), shape_str(t.shape));
-    COIL_USER_CHECK(t.strides.size() == t.shape.size(), "input {}: {} strides for {} dims", s.name,
-                    t.strides.size(), t.shape.size());
-    COIL_USER_CHECK(t.data != nullptr || t.numel() == 0, "input {}: null data pointer", s.name);
-    if (t.is_contiguous()) {
-      ptrs.push_back(t.data);
-    } else {
-      // Kernels are compiled for contiguous inputs: copy a strided input once per call.
-      copies.push_back(Tensor::copy_of(t));
-      ptrs.push_back(copies.back().data());
-    }
-  }
-  return copies;
-}
-
 void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
                              const std::vector<Tensor>& outputs) const {
   COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
-  COIL_USER_CHECK(outputs.size() == impl_->outputs.size(), "the model has {} outputs, got {}",
-                  impl_->outputs.size(), outputs.size());
+  const std::vector<ValueSpec>& specs = impl_->runner->outputs();
+  COIL_USER_CHECK(outputs.size() == specs.size(), "the model has {} outputs, got {}", specs.size(),
+                  outputs.size());
   std::vector<void*> out_ptrs;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const ValueSpec& s = impl_->outputs[i];
+    const ValueSpec& s = specs[i];
     COIL_USER_CHECK(outputs[i].dtype() == s.dtype && outputs[i].shape() == s.shape &&
                         outputs[i].is_contiguous(),
                     "output {}: expected a contiguous {}{} tensor", s.name, dtype_name(s.dtype),
@@ -395,44 +299,28 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
 void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
                              const std::vector<void*>& outputs) const {
   COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
-  std::vector<const void*> in_ptrs;
-  std::vector<Tensor> keep = keep_contiguous(impl_->inputs, inputs, in_ptrs);
-  COIL_USER_CHECK(outputs.size() == impl_->outputs.size(), "the model has {} outputs, got {}",
-                  impl_->outputs.size(), outputs.size());
-  for (size_t i = 0; i < outputs.size(); ++i)
-    COIL_USER_CHECK(outputs[i] != nullptr || shape_numel(impl_->outputs[i].shape) == 0,
-                    "output {}: null data pointer", impl_->outputs[i].name);
-  std::vector<void*> out_ptrs = outputs;
-  ArenaLease<Impl> arena(*impl_);
-  impl_->run(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), impl_->constant_ptrs.data(),
-             arena.data(), static_cast<const char*>(impl_->packed.data()));
-  if (impl_->run_error) {
-    int64_t value = 0, limit = 0;
-    int site = impl_->run_error(&value, &limit);
-    if (site >= 0)
-      user_error("{}",
-                 run_check_message(impl_->run_checks.at(static_cast<size_t>(site)), value, limit));
-  }
+  impl_->runner->run(inputs, outputs);
 }
 
 /// Runs `use` with the model's kernels bound to `inputs`, fresh outputs and an arena of its own.
 /// (A template so that it can take the private CompiledModel::Impl without naming it.)
 template <typename Impl, typename Use>
 static void with_kernels(const Impl& impl, const std::vector<TensorRef>& inputs, Use use) {
+  const ModelRunner& runner = *impl.runner;
   ModuleBindings b;
   std::vector<const void*> in_ptrs;
-  std::vector<Tensor> keep = keep_contiguous(impl.inputs, inputs, in_ptrs);
+  std::vector<Tensor> keep = contiguous_inputs(runner.inputs(), inputs, in_ptrs);
   for (const void* p : in_ptrs) b.inputs.push_back(const_cast<void*>(p));
   std::vector<Tensor> outs;
-  for (const ValueSpec& s : impl.outputs) {
+  for (const ValueSpec& s : runner.outputs()) {
     outs.push_back(Tensor::empty(s.dtype, s.shape));
     b.outputs.push_back(outs.back().data());
   }
-  b.constants = impl.constant_ptrs;
-  ArenaLease<Impl> arena(impl);
+  b.constants.assign(runner.constants(), runner.constants() + runner.num_constants());
+  ModelRunner::ArenaLease arena(runner);
   b.arena = arena.data();
-  b.packed = static_cast<const char*>(impl.packed.data());
-  use(KernelCaller(impl.kernel_calls, *impl.library, b));
+  b.packed = runner.packed();
+  use(KernelCaller(impl.kernel_calls, runner.library(), b));
 }
 
 void CompiledModel::save_kernel_values(const std::vector<TensorRef>& inputs) const {
@@ -475,10 +363,31 @@ KernelProfile CompiledModel::profile(const std::vector<TensorRef>& inputs, int r
   return p;
 }
 
+void CompiledModel::export_to(const std::filesystem::path& dir) const {
+  COIL_USER_CHECK(impl_ != nullptr, "export: the model is empty");
+  const ModelRunner& runner = *impl_->runner;
+  ExportManifest m;
+  m.info.isa = impl_->isa;
+  m.info.cpu_features = impl_->cpu_features;
+  for (const KernelCallPlan::Kernel& k : impl_->kernel_calls.kernels)
+    m.info.kernels.push_back(k.name);
+  m.info.arena_bytes = runner.arena_bytes();
+  m.inputs = runner.inputs();
+  m.outputs = runner.outputs();
+  m.run_checks = runner.run_checks();
+  std::vector<WeightsSource> constants;
+  for (const auto& c : impl_->constants) {
+    COIL_ASSERT(c->is_contiguous(), "export: a module constant is not contiguous");
+    constants.push_back({c->data(), c->numel() * dtype_size(c->dtype())});
+  }
+  write_export(dir, std::move(m), impl_->report.so_path, constants,
+               {runner.packed(), runner.packed_bytes()});
+}
+
 std::vector<Tensor> CompiledModel::run(const std::vector<TensorRef>& inputs) const {
   COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
   std::vector<Tensor> outs;
-  for (const ValueSpec& s : impl_->outputs) outs.push_back(Tensor::empty(s.dtype, s.shape));
+  for (const ValueSpec& s : outputs()) outs.push_back(Tensor::empty(s.dtype, s.shape));
   run_into(inputs, outs);
   return outs;
 }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/text_format.h"
+#include "runtime/artifact.h"
 #include "runtime/code_cache.h"
 #include "runtime/remote_cache.h"
 #include "runtime/toolchain.h"
@@ -29,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kVersion = "coil-model-cache-v1";
+constexpr const char* kVersion = "coil-model-cache-v2";
 
 // The GNU build ID of the loaded object whose base address is `base` (a hash of its contents
 // that the linker writes into a note), as hex, or "" when it has none.
@@ -148,20 +149,6 @@ bool write_atomically(const fs::path& path, const std::string& text) {
   return !ec;
 }
 
-json spec_json(const ValueSpec& s) {
-  return {{"name", s.name},
-          {"dtype", dtype_name(s.dtype)},
-          {"shape", s.shape},
-          {"source_name", s.source_name}};
-}
-
-ValueSpec spec_from(const json& j) {
-  auto dtype = parse_dtype(j.at("dtype").get<std::string>());
-  COIL_ASSERT(dtype.has_value(), "model cache: bad dtype");
-  return {j.at("name").get<std::string>(), *dtype, j.at("shape").get<std::vector<int64_t>>(),
-          j.value("source_name", std::string())};
-}
-
 json plan_json(const KernelCallPlan& plan) {
   json kernels = json::array();
   for (const KernelCallPlan::Kernel& k : plan.kernels) {
@@ -260,12 +247,11 @@ std::optional<ModelCacheEntry> load_model_cache_entry(const std::string& key) {
     if (j.at("version").get<std::string>() != kVersion) return std::nullopt;
     e.code_key = j.at("code_key").get<std::string>();
     e.isa = j.at("isa").get<std::string>();
+    e.cpu_features = j.at("cpu_features").get<std::vector<std::string>>();
     e.compiler = j.at("compiler").get<std::string>();
-    for (const json& s : j.at("inputs")) e.inputs.push_back(spec_from(s));
-    for (const json& s : j.at("outputs")) e.outputs.push_back(spec_from(s));
-    for (const json& c : j.at("run_checks"))
-      e.run_checks.push_back(
-          {static_cast<RunCheck::Kind>(c.at(0).get<int>()), c.at(1).get<std::string>()});
+    for (const json& s : j.at("inputs")) e.inputs.push_back(value_spec_from_json(s));
+    for (const json& s : j.at("outputs")) e.outputs.push_back(value_spec_from_json(s));
+    for (const json& c : j.at("run_checks")) e.run_checks.push_back(run_check_from_json(c));
     e.kernel_calls = plan_from(j.at("kernel_calls"));
     e.arena_bytes = j.at("arena_bytes").get<int64_t>();
     e.constant_nodes = j.at("constant_nodes").get<std::vector<int>>();
@@ -294,14 +280,14 @@ void store_model_cache_entry(const std::string& key, const ModelCacheEntry& e) {
   j["version"] = kVersion;
   j["code_key"] = e.code_key;
   j["isa"] = e.isa;
+  j["cpu_features"] = e.cpu_features;
   j["compiler"] = e.compiler;
   j["inputs"] = json::array();
-  for (const ValueSpec& s : e.inputs) j["inputs"].push_back(spec_json(s));
+  for (const ValueSpec& s : e.inputs) j["inputs"].push_back(value_spec_json(s));
   j["outputs"] = json::array();
-  for (const ValueSpec& s : e.outputs) j["outputs"].push_back(spec_json(s));
+  for (const ValueSpec& s : e.outputs) j["outputs"].push_back(value_spec_json(s));
   j["run_checks"] = json::array();
-  for (const RunCheck& c : e.run_checks)
-    j["run_checks"].push_back({static_cast<int>(c.kind), c.op});
+  for (const RunCheck& c : e.run_checks) j["run_checks"].push_back(run_check_json(c));
   j["kernel_calls"] = plan_json(e.kernel_calls);
   j["arena_bytes"] = e.arena_bytes;
   j["constant_nodes"] = e.constant_nodes;

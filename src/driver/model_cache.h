@@ -47,9 +47,10 @@
 namespace coil {
 
 struct ModelCacheEntry {
-  std::string code_key;  // CompileResult::key of the module
-  std::string isa;       // IsaInfo::name the module was generated for
-  std::string compiler;  // compiler_fingerprint() of the compiler that built it
+  std::string code_key;                   // CompileResult::key of the module
+  std::string isa;                        // IsaInfo::name the module was generated for
+  std::vector<std::string> cpu_features;  // IsaInfo::cpu_features: what a CPU running it needs
+  std::string compiler;                   // compiler_fingerprint() of the compiler that built it
   std::vector<ValueSpec> inputs, outputs;
   std::vector<RunCheck> run_checks;
   KernelCallPlan kernel_calls;

@@ -189,18 +189,4 @@ std::vector<std::string> describe_origins(const std::vector<Origin>& origins) {
   return out;
 }
 
-std::string run_check_message(const RunCheck& check, int64_t value, int64_t limit) {
-  switch (check.kind) {
-    case RunCheck::Kind::index_in_range:
-      return fmt::format("{}: index {} is out of range for a dim of size {} (valid: {} to {})",
-                         check.op, value, limit, -limit, limit - 1);
-    case RunCheck::Kind::nonzero_divisor:
-      return fmt::format("{}: integer division by zero ({} by 0)", check.op, value);
-    case RunCheck::Kind::nonnegative_exponent:
-      return fmt::format("{}: integers to negative integer powers are not allowed ({} ^ {})",
-                         check.op, limit, value);
-  }
-  COIL_UNREACHABLE("bad run check kind");
-}
-
 }  // namespace coil

@@ -25,6 +25,7 @@
 
 #include "coil/graph.h"
 #include "ir/loop_body.h"
+#include "support/run_check.h"
 
 namespace coil {
 
@@ -163,22 +164,6 @@ std::vector<std::string> describe_origins(const std::vector<Origin>& origins);
 /// The loop variables: x0.. for pointwise dims and r0.. for reduction dims.
 sym::Expr loop_var(int i);
 sym::Expr reduction_var(int i);
-
-/// A condition that torch and the reference interpreter raise an error for and that generated
-/// code checks while it runs: the first one that fails in a run is recorded (coil_kernel.h's
-/// RunError) and CompiledModel::run raises it with run_check_message.
-struct RunCheck {
-  enum class Kind {
-    index_in_range,        // gather: value is the index, limit the dim's size
-    nonzero_divisor,       // integer fmod: value is the dividend
-    nonnegative_exponent,  // integer pow: value is the exponent, limit the base
-  };
-  Kind kind = Kind::index_in_range;
-  std::string op;  // what failed: "gather (node y), dim 0", "fmod (node z)"
-};
-
-/// "gather (node y), dim 0: index 7 is out of range for a dim of size 5 (valid: -5 to 4)"
-std::string run_check_message(const RunCheck& check, int64_t value, int64_t limit);
 
 struct IrProgram {
   std::vector<Buffer> buffers;

@@ -20,6 +20,8 @@
 
 #include "runtime/code_cache.h"
 #include "runtime/embedded_headers.h"
+#include "runtime/host_cpu.h"
+#include "runtime/runtime_libraries.h"
 #include "support/check.h"
 #include "support/env.h"
 #include "support/hash.h"
@@ -86,30 +88,6 @@ std::vector<IsaInfo> make_table() {
   IsaInfo neon{"neon", 128, "COIL_CPU_NEON", {}, {}, {"asimd"}};
   IsaInfo scalar{"scalar", 0, "", {}, {}, {}};
   return {avx512, avx2, neon, scalar};
-}
-
-// One feature, as /proc/cpuinfo names it. __builtin_cpu_supports also checks that the OS saves
-// the wide registers (XCR0); it needs literal names, hence the chain.
-bool cpu_has(std::string_view f) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (f == "avx512f") return __builtin_cpu_supports("avx512f");
-  if (f == "avx512dq") return __builtin_cpu_supports("avx512dq");
-  if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
-  if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
-  if (f == "avx512_bf16") return __builtin_cpu_supports("avx512bf16");
-  if (f == "avx2") return __builtin_cpu_supports("avx2");
-  if (f == "fma") return __builtin_cpu_supports("fma");
-  if (f == "f16c") {
-    // clang 14's __builtin_cpu_supports does not know "f16c": CPUID.1:ECX bit 29.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0 &&
-           __builtin_cpu_supports("avx");
-  }
-#elif defined(__aarch64__)
-  if (f == "asimd") return true;
-#endif
-  return false;
 }
 
 // The probe: SLEEF's exp through the vector header, a masked tail load, a bf16 round trip and
@@ -243,7 +221,7 @@ const IsaInfo& isa_by_name(std::string_view name) {
 
 bool cpu_supports(const IsaInfo& isa) {
   for (const std::string& f : isa.cpu_features) {
-    if (!cpu_has(f)) return false;
+    if (!cpu_has_feature(f)) return false;
   }
   return true;
 }
@@ -302,8 +280,12 @@ namespace {
 // The table entry plus the optional extensions the CPU has and the probe confirms.
 IsaInfo with_extensions(const IsaInfo& isa, const Toolchain& tc) {
   IsaInfo out = isa;
-  if (isa.name == "avx512" && cpu_has("avx512_bf16") && probe_isa(isa, tc, kBf16ProbeFlags).ok) {
+  if (isa.name == "avx512" && cpu_has_feature("avx512_bf16") &&
+      probe_isa(isa, tc, kBf16ProbeFlags).ok) {
     out.flags.push_back("-mavx512bf16");
+    // The module may then use the instructions: a machine that runs it needs them too
+    // (cpu_supports, and an exported model's manifest).
+    out.cpu_features.push_back("avx512_bf16");
   }
   return out;
 }
@@ -320,7 +302,7 @@ IsaInfo detect_host_isa() {
                     isa_names());
     if (found->is_scalar()) return *found;
     for (const std::string& f : found->cpu_features) {
-      COIL_USER_CHECK(cpu_has(f),
+      COIL_USER_CHECK(cpu_has_feature(f),
                       "COIL_CPU_ISA={} asks for an ISA this machine cannot run: the CPU lacks "
                       "'{}' (needs {})",
                       forced, f, fmt::join(found->cpu_features, ", "));
@@ -360,32 +342,6 @@ CompileFlags module_compile_flags(const IsaInfo& isa) {
   CompileFlags flags = isa_compile_flags(isa);
   if (isa.name == "avx512" || isa.name == "avx2") flags.extra.push_back("-DCOIL_GEMM_PRECOMPILED");
   return flags;
-}
-
-std::string vmath_dir() {
-  std::string forced = env(EnvVar::vmath_dir);
-  if (!forced.empty()) {
-    fs::path dir = fs::absolute(forced);
-    COIL_USER_CHECK(fs::exists(dir / "libcoil_vmath.so"),
-                    "COIL_VMATH_DIR={}: no libcoil_vmath.so there", forced);
-    return dir.string();
-  }
-  std::error_code ec;
-  // Beside the file this code was loaded from, or in ../lib from it: a libcoil_c.so or
-  // libcoil.so with lib/'s other libraries (a Python host loads it from there, an installed
-  // prefix holds them together), or an installed bin/coil.
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<const void*>(&vmath_dir), &info) != 0 && info.dli_fname &&
-      info.dli_fname[0] != '\0') {
-    fs::path dir = fs::absolute(fs::path(info.dli_fname), ec).parent_path();
-    for (const fs::path& d : {dir, dir.parent_path() / "lib"})
-      if (!ec && fs::exists(d / "libcoil_vmath.so", ec)) return fs::weakly_canonical(d).string();
-  }
-#ifdef COIL_VMATH_BUILD_DIR
-  if (fs::exists(fs::path(COIL_VMATH_BUILD_DIR) / "libcoil_vmath.so", ec))
-    return COIL_VMATH_BUILD_DIR;
-#endif
-  return "";
 }
 
 std::vector<std::string> extern_link_flags() {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "coil/dtype.h"
+#include "runtime/runtime_libraries.h"
 #include "runtime/toolchain.h"
 
 namespace coil {
@@ -82,20 +83,6 @@ CompileFlags isa_compile_flags(const IsaInfo& isa);
 /// isa_compile_flags plus what generated modules (not the runtime headers' own tests) get:
 /// -DCOIL_GEMM_PRECOMPILED where libcoil_vmath holds the ISA's matmul loops (avx512, avx2).
 CompileFlags module_compile_flags(const IsaInfo& isa);
-
-/// Where generated modules find coil's runtime libraries: libcoil_vmath.so (vector erf from
-/// Eigen, the precompiled GEMM loops; src/kernels/vmath/vmath.h), which the avx512/avx2 ISAs'
-/// IsaInfo::link_flags link with -L and -rpath, and libcoil_extern.so (extern_link_flags()),
-/// built into the same directory:
-///   1. $COIL_VMATH_DIR when set (a user error if it lacks the library);
-///   2. else the directory of the binary or library holding coil (libcoil_c.so, libcoil.so,
-///      bin/coil), or its ../lib, when the library is there: the build tree, an installed
-///      prefix (cmake/install.cmake) or the device bundle, wherever it was moved;
-///   3. else the build's lib/ directory, baked in by CMake, when the library is there;
-///   4. else "": no -L/-rpath, so the linker searches LIBRARY_PATH and the default paths, and
-///      the loader LD_LIBRARY_PATH (how scripts/device_bundle.sh's bundle runs elsewhere).
-/// Read when the ISA table is built (once per process).
-std::string vmath_dir();
 
 /// Linker flags for a generated module that calls extern kernels
 /// (src/kernels/coil_extern.h): -lcoil_extern from vmath_dir(), with an rpath.

@@ -1,0 +1,89 @@
+// ModelRunner: a loaded CPU module and what its calls need, shared by the compiler's
+// CompiledModel (driver/compiled_model.cpp) and the runtime's ExportedModel (coil/runtime.h,
+// runtime/exported_model.cpp), which differ only in where the module and its weights come
+// from (a compile, or an exported directory).
+//
+// A call checks its inputs against the model's specs, copies strided ones, takes an arena
+// (the buffer of intermediates) from the pool, calls the module's coil_graph_run
+// (kernels/coil_module_abi.h) and raises the first failing run-time check of that call. The
+// pool lets threads run one model at once: a call finding no free arena allocates one more,
+// so a model keeps as many as the most calls at once; packed weights are read only.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "coil/runtime.h"
+#include "kernels/coil_module_abi.h"
+#include "runtime/loader.h"
+#include "support/run_check.h"
+
+namespace coil {
+
+class ModelRunner {
+ public:
+  struct Parts {
+    std::shared_ptr<SharedLibrary> library;
+    std::vector<ValueSpec> inputs, outputs;
+    std::vector<RunCheck> run_checks;  // IrProgram::run_checks, by site
+    /// One data pointer per constant of the module, kept alive by the owner of the runner.
+    std::vector<void*> constants;
+    int64_t arena_bytes = 0;
+    /// The packed constants, already packed by this module (an exported model's, kept alive by
+    /// the owner), or null: the runner packs them with the module's coil_graph_pack.
+    const char* packed = nullptr;
+  };
+  explicit ModelRunner(Parts parts);
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
+
+  /// One call (see the top of this file). `outputs` as CompiledModel::run_into's.
+  void run(const std::vector<TensorRef>& inputs, const std::vector<void*>& outputs) const;
+
+  const std::vector<ValueSpec>& inputs() const { return parts_.inputs; }
+  const std::vector<ValueSpec>& outputs() const { return parts_.outputs; }
+  const std::vector<RunCheck>& run_checks() const { return parts_.run_checks; }
+  const SharedLibrary& library() const { return *parts_.library; }
+  void* const* constants() const { return parts_.constants.data(); }
+  size_t num_constants() const { return parts_.constants.size(); }
+  const char* packed() const { return parts_.packed; }
+  /// Bytes of the packed region (coil_graph_packed_bytes), 64-byte aligned.
+  int64_t packed_bytes() const { return packed_bytes_; }
+  int64_t arena_bytes() const { return parts_.arena_bytes; }
+
+  /// One call's arena, taken from the pool and given back when the lease ends.
+  class ArenaLease {
+   public:
+    explicit ArenaLease(const ModelRunner& runner);
+    ~ArenaLease();
+    ArenaLease(const ArenaLease&) = delete;
+    ArenaLease& operator=(const ArenaLease&) = delete;
+    char* data() { return static_cast<char*>(arena_.data()); }
+
+   private:
+    const ModelRunner& runner_;
+    Tensor arena_;
+  };
+
+ private:
+  Parts parts_;
+  GraphRunFn run_ = nullptr;
+  GraphRunErrorFn run_error_ = nullptr;  // modules with run-time checks
+  int64_t packed_bytes_ = 0;
+  Tensor packed_storage_;                // when the runner packed the constants itself
+  mutable std::mutex arena_pool_mutex_;  // held only to take or give back an arena
+  mutable std::vector<Tensor> free_arenas_;
+};
+
+/// Checks `inputs` against `specs` (count, dtype, shape, strides, null data: coil::Error naming
+/// the input) and returns a data pointer per input in `ptrs`; a strided input is copied into a
+/// contiguous tensor of the returned vector, which the pointers need until the call ends.
+std::vector<Tensor> contiguous_inputs(const std::vector<ValueSpec>& specs,
+                                      const std::vector<TensorRef>& inputs,
+                                      std::vector<const void*>& ptrs);
+
+/// Applies COIL_NUM_THREADS (once per process; set_num_threads and every model's load call it).
+void init_threads_from_env();
+
+}  // namespace coil
