@@ -15,7 +15,7 @@
  *     Strings returned as `const char*` belong to the handle they came from.
  *   - dtypes are coil's names ("f32", "bf16", "i64", "bool", ... as in the text format).
  *   - No function throws or aborts: C++ exceptions are turned into statuses at this boundary.
- *   - A compiled model may be run from several threads at once (runs are serialized inside).
+ *   - A model may be run from several threads at once (each run with buffers of its own).
  */
 #ifndef COIL_COIL_C_H
 #define COIL_COIL_C_H
@@ -127,7 +127,9 @@ COIL_C_API int32_t coil_model_num_outputs(const coil_model* model);
 COIL_C_API coil_status coil_model_value_info(const coil_model* model, int32_t is_output,
                                              int32_t index, const char** name, const char** dtype,
                                              int32_t* ndim, const int64_t** shape);
-/* The compile report as JSON (report.json; owned by the model). NULL for a NULL model. */
+/* The compile report as JSON (report.json; owned by the model); for a model from
+ * coil_model_load, what its manifest says ({"exported": true, "isa": ..., "kernels": [...],
+ * "module_bytes": ..., "weights_bytes": ..., "load_seconds": ...}). NULL for a NULL model. */
 COIL_C_API const char* coil_model_report_json(const coil_model* model);
 
 /* Runs the model: one tensor per input and per output, in order, each with the declared dtype
@@ -138,6 +140,17 @@ COIL_C_API const char* coil_model_report_json(const coil_model* model);
 COIL_C_API coil_status coil_model_run(const coil_model* model, const coil_tensor* inputs,
                                       int32_t num_inputs, const coil_tensor* outputs,
                                       int32_t num_outputs);
+
+/* ---- exported models (docs/deploy.md) --------------------------------------------------- */
+
+/* Writes a compiled model to directory `dir` as `coil export` does (manifest.json, module.so,
+ * weights.bin), for coil_model_load, `coil run DIR` or coil::ExportedModel (libcoil_runtime)
+ * to run with no compiler. COIL_ERROR_INPUT for a model that was itself loaded. */
+COIL_C_API coil_status coil_model_export(const coil_model* model, const char* dir);
+/* Loads an exported model: no compiler, graph or cache is used. The manifest's format, coil
+ * version and CPU features and the files' checksums are checked (COIL_ERROR_INPUT naming the
+ * file and what differs). The model then runs as a compiled one (coil_model_run, ...). */
+COIL_C_API coil_status coil_model_load(const char* dir, coil_model** out);
 
 /* OpenMP threads of compiled kernels in this process (0: leave as is). */
 COIL_C_API coil_status coil_set_num_threads(int32_t n);

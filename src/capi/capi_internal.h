@@ -12,9 +12,26 @@ struct coil_graph {
   coil::Graph graph;
 };
 
+/// A model compiled here (coil_compile) or loaded from an export (coil_model_load): the C ABI
+/// runs both alike.
 struct coil_model {
-  coil::CompiledModel model;
-  std::string report_json;  // report().to_json(), kept for coil_model_report_json
+  coil::CompiledModel compiled;  // empty for a loaded export
+  coil::ExportedModel exported;  // empty for a compiled model
+  bool is_exported = false;
+  std::string report_json;  // the compile report, or the export's info, as JSON
+
+  const std::vector<coil::ValueSpec>& inputs() const {
+    return is_exported ? exported.inputs() : compiled.inputs();
+  }
+  const std::vector<coil::ValueSpec>& outputs() const {
+    return is_exported ? exported.outputs() : compiled.outputs();
+  }
+  void run_into(const std::vector<coil::TensorRef>& in, const std::vector<void*>& out) const {
+    if (is_exported)
+      exported.run_into(in, out);
+    else
+      compiled.run_into(in, out);
+  }
 };
 
 namespace coil::capi {

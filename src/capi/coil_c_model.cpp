@@ -165,8 +165,8 @@ void check_type(const TensorRef& t, const ValueSpec& spec, const char* kind) {
 
 void run_model(const coil_model& m, const coil_tensor* inputs, int32_t num_inputs,
                const coil_tensor* outputs, int32_t num_outputs) {
-  const auto& in_specs = m.model.inputs();
-  const auto& out_specs = m.model.outputs();
+  const auto& in_specs = m.inputs();
+  const auto& out_specs = m.outputs();
   COIL_USER_CHECK(num_inputs >= 0 && static_cast<size_t>(num_inputs) == in_specs.size(),
                   "the model takes {} inputs, got {}", in_specs.size(), num_inputs);
   COIL_USER_CHECK(num_outputs >= 0 && static_cast<size_t>(num_outputs) == out_specs.size(),
@@ -219,7 +219,7 @@ void run_model(const coil_model& m, const coil_tensor* inputs, int32_t num_input
       ptrs.push_back(temps[i].data());
     }
   }
-  m.model.run_into(ins, ptrs);
+  m.run_into(ins, ptrs);
   for (size_t i = 0; i < outs.size(); ++i)
     if (temps[i].defined()) copy_to_strided(temps[i], outs[i]);
 }
@@ -240,8 +240,43 @@ coil_status coil_compile(const coil_graph* graph, const char* options_json, coil
     require(out, "coil_compile", "out");
     CompileOptions options = capi::parse_options(options_json, "cpu");
     auto m = std::make_unique<coil_model>();
-    m->model = compile(graph->graph, options);
-    m->report_json = m->model.report().to_json();
+    m->compiled = compile(graph->graph, options);
+    m->report_json = m->compiled.report().to_json();
+    *out = m.release();
+  });
+}
+
+coil_status coil_model_export(const coil_model* model, const char* dir) {
+  return guard([&] {
+    require(model, "coil_model_export", "model");
+    require(dir, "coil_model_export", "dir");
+    COIL_USER_CHECK(!model->is_exported,
+                    "coil_model_export: the model was loaded from an export; copy its directory "
+                    "instead");
+    model->compiled.export_to(dir);
+  });
+}
+
+coil_status coil_model_load(const char* dir, coil_model** out) {
+  if (out) *out = nullptr;
+  return guard([&] {
+    require(dir, "coil_model_load", "dir");
+    require(out, "coil_model_load", "out");
+    auto m = std::make_unique<coil_model>();
+    m->exported = ExportedModel::load(dir);
+    m->is_exported = true;
+    const ExportInfo& info = m->exported.info();
+    nlohmann::ordered_json j{{"exported", true},
+                             {"format", info.format},
+                             {"coil_version", info.coil_version},
+                             {"isa", info.isa},
+                             {"cpu_features", info.cpu_features},
+                             {"kernels", info.kernels},
+                             {"module_bytes", info.module_bytes},
+                             {"weights_bytes", info.weights_bytes},
+                             {"arena_bytes", info.arena_bytes},
+                             {"load_seconds", info.load_seconds}};
+    m->report_json = j.dump(2) + "\n";
     *out = m.release();
   });
 }
@@ -278,7 +313,7 @@ int32_t coil_model_num_inputs(const coil_model* model) {
     capi::set_last_error("coil_model_num_inputs: model is NULL");
     return -1;
   }
-  return static_cast<int32_t>(model->model.inputs().size());
+  return static_cast<int32_t>(model->inputs().size());
 }
 
 int32_t coil_model_num_outputs(const coil_model* model) {
@@ -286,7 +321,7 @@ int32_t coil_model_num_outputs(const coil_model* model) {
     capi::set_last_error("coil_model_num_outputs: model is NULL");
     return -1;
   }
-  return static_cast<int32_t>(model->model.outputs().size());
+  return static_cast<int32_t>(model->outputs().size());
 }
 
 coil_status coil_model_value_info(const coil_model* model, int32_t is_output, int32_t index,
@@ -296,7 +331,7 @@ coil_status coil_model_value_info(const coil_model* model, int32_t is_output, in
     require(model, "coil_model_value_info", "model");
     COIL_USER_CHECK(is_output == 0 || is_output == 1,
                     "coil_model_value_info: is_output is {} (expected 0 or 1)", is_output);
-    const auto& specs = is_output ? model->model.outputs() : model->model.inputs();
+    const auto& specs = is_output ? model->outputs() : model->inputs();
     const char* kind = is_output ? "output" : "input";
     COIL_USER_CHECK(index >= 0 && static_cast<size_t>(index) < specs.size(),
                     "coil_model_value_info: {} index {} is out of range (the model has {} {}s)",

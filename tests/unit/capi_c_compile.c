@@ -1,7 +1,11 @@
 /* The C ABI's header is valid C (C99, -Wpedantic -Werror): this file includes it, builds a
- * graph, compiles it and runs it on a strided input through libcoil_c.so. Exit 0 on success. */
+ * graph, compiles it and runs it on a strided input through libcoil_c.so, then exports it to a
+ * temporary directory, loads the export and runs that. Exit 0 on success. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coil/coil_c.h"
 
@@ -47,6 +51,33 @@ int main(void) {
   /* An error is a status and a message, never a crash. */
   if (coil_model_run(m, NULL, 1, &out_t, 1) != COIL_ERROR_INPUT) return fail("NULL inputs");
   if (strstr(coil_last_error(), "inputs is NULL") == NULL) return fail("NULL inputs message");
+
+  {
+    /* The export, loaded as a model of its own, gives the same values. */
+    char dir[] = "/tmp/coil_capi_export_XXXXXX";
+    char path[64];
+    const char* files[3] = {"manifest.json", "module.so", "weights.bin"};
+    coil_model* loaded = NULL;
+    if (mkdtemp(dir) == NULL) return fail("mkdtemp");
+    if (coil_model_export(m, dir) != COIL_OK) return fail("coil_model_export");
+    if (coil_model_load(dir, &loaded) != COIL_OK) return fail("coil_model_load");
+    memset(out, 0, sizeof out);
+    if (coil_model_run(loaded, &in_t, 1, &out_t, 1) != COIL_OK) return fail("run the export");
+    for (i = 0; i < 6; ++i)
+      if (out[i] != expected[i]) return fail("wrong output from the export");
+    if (strstr(coil_model_report_json(loaded), "\"exported\": true") == NULL)
+      return fail("the export's report");
+    if (coil_model_export(loaded, dir) != COIL_ERROR_INPUT) return fail("export of an export");
+    coil_model_free(loaded);
+    for (i = 0; i < 3; ++i) {
+      snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+      unlink(path);
+    }
+    if (coil_model_load(dir, &loaded) != COIL_ERROR_INPUT || loaded != NULL)
+      return fail("loading an empty directory");
+    if (strstr(coil_last_error(), "no manifest.json") == NULL) return fail("its message");
+    rmdir(dir);
+  }
   coil_model_free(m);
   printf("ok: %s\n", coil_version());
   return 0;

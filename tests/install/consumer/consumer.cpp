@@ -1,15 +1,39 @@
 // Compiles and runs a small graph through an installed coil (tests/install/test_install.sh):
 // softmax(x * w + b) over rows, checked against the same computed here in double. Prints
 // "ok cache_hit=<0|1>" (the whole-graph cache serves a second process, with no compiler on
-// PATH) or "FAIL: ..." and exits 1.
+// PATH) or "FAIL: ..." and exits 1. With an argument DIR, also compiles deployed_model.h's
+// model, checks it, and exports it to DIR for consumer_runtime.cpp.
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "coil/coil.h"
+#include "deployed_model.h"
 
-int main() {
+// deployed_model.h's model, compiled, checked and exported to `dir`.
+bool export_deployed(const char* dir) {
+  using namespace deployed;
+  coil::Graph g;
+  coil::Tensor w = coil::Tensor::empty(coil::DType::F32, {kIn, kOut});
+  coil::Tensor b = coil::Tensor::empty(coil::DType::F32, {kOut});
+  for (int64_t k = 0; k < kIn; ++k)
+    for (int64_t n = 0; n < kOut; ++n) w.data_as<float>()[k * kOut + n] = weight(k, n);
+  for (int64_t n = 0; n < kOut; ++n) b.data_as<float>()[n] = bias(n);
+  int x = g.add_input("x", coil::DType::F32, coil::make_shape({kRows, kIn}));
+  int y = g.add_node("matmul", {x, g.add_constant(w, "w")});
+  g.add_output(g.add_node("relu", {g.add_node("add", {y, g.add_constant(b, "b")})}), "y");
+  coil::CompiledModel m = coil::compile(g);
+  coil::Tensor tx = coil::Tensor::empty(coil::DType::F32, {kRows, kIn});
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t k = 0; k < kIn; ++k) tx.data_as<float>()[r * kIn + k] = input(r, k);
+  if (!check(m.run({tx}).at(0).data_as<float>())) return false;
+  m.export_to(dir);
+  return true;
+}
+
+int main(int argc, char** argv) {
   try {
+    if (argc > 1 && !export_deployed(argv[1])) return 1;
     coil::Graph g;
     const int64_t rows = 7, cols = 33;
     int x = g.add_input("x", coil::DType::F32, coil::make_shape({rows, cols}));
