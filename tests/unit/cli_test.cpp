@@ -66,6 +66,37 @@ TEST_F(Cli, CompileWritesSourceObjectAndReport) {
   EXPECT_TRUE(report["cache"] == "hit" || report["cache"] == "miss");
 }
 
+// `coil export` writes the three files; `coil run DIR` runs them with the same results as
+// `coil run MODEL`, random inputs seeded alike; compile options are refused for an export.
+TEST_F(Cli, ExportThenRunTheExport) {
+  std::string model = (dir / "model.coil").string(), exp = (dir / "exp").string(), out;
+  ASSERT_EQ(coil(fmt::format("export '{}' --size s0=7 -o '{}'", model, exp), &out), 0) << out;
+  EXPECT_NE(out.find("exported"), std::string::npos) << out;
+  for (const char* f : {"manifest.json", "module.so", "weights.bin"})
+    EXPECT_TRUE(fs::exists(dir / "exp" / f)) << f;
+  auto manifest = nlohmann::json::parse(std::ifstream(dir / "exp/manifest.json"));
+  EXPECT_EQ(manifest["format"], "coil-export-v1");
+  EXPECT_EQ(manifest["inputs"][0]["shape"], nlohmann::json::array({7, 16}));
+  ASSERT_EQ(
+      coil(fmt::format("run '{}' --seed 4 --output-dir '{}'", exp, (dir / "a").string()), &out), 0)
+      << out;
+  ASSERT_EQ(coil(fmt::format("run '{}' --size s0=7 --seed 4 --output-dir '{}'", model,
+                             (dir / "b").string()),
+                 &out),
+            0)
+      << out;
+  for (const char* f : {"z.npy", "m.npy"}) {
+    Tensor a = read_npy(dir / "a" / f), b = read_npy(dir / "b" / f);
+    ASSERT_EQ(a.shape(), b.shape()) << f;
+    EXPECT_TRUE(compare_tensors(a, b, Tolerance{0, 0}).ok) << f;
+  }
+  EXPECT_EQ(coil(fmt::format("run '{}' --size s0=8", exp), &out), 2) << out;
+  EXPECT_NE(out.find("--size: an exported model"), std::string::npos) << out;
+  EXPECT_EQ(coil(fmt::format("export '{}' --size s0=7 --device cuda -o '{}'", model, exp), &out), 2)
+      << out;
+  EXPECT_NE(out.find("exporting GPU models is not supported yet"), std::string::npos) << out;
+}
+
 TEST_F(Cli, RunWritesNpyThatNumpyReadsAndCheckPasses) {
   Tensor x = random_tensor(DType::F32, {5, 16}, 1), b = random_tensor(DType::F32, {16}, 2);
   write_npy(dir / "x.npy", x);
