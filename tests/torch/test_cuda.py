@@ -323,3 +323,71 @@ def test_torch_compile_backend_coil_on_cuda(fallbacks):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-3, atol=1e-5)
     assert not fallbacks, fallbacks
     assert cuda.stats["generated"] + cuda.stats["cached"] >= 2  # forward and backward
+
+
+def test_reduce_overhead_asks_for_cuda_graphs_and_coil_never_sees_the_option(stand_in):
+    assert ct.options_for_mode({}, "reduce-overhead")["cuda_graphs"] is True
+    assert "cuda_graphs" not in ct.options_for_mode({}, "default")
+    assert ct.options_for_mode({"cuda_graphs": False}, "reduce-overhead")["cuda_graphs"] is False
+    assert "cuda_graphs" not in cuda.gpu_options({"cuda_graphs": True, "precision": "high"})
+    # The CPU path drops it too (CUDA graphs mean nothing there).
+    model, inputs, _ = _models()["mlp"]
+    compiled = ct.compile(model, options={"cuda_graphs": True, "autotune": False})
+    torch.testing.assert_close(compiled(*inputs), model(*inputs), rtol=1e-4, atol=1e-5)
+
+
+@gpu
+def test_cuda_graphs_replay_with_new_inputs_updated_weights_and_moved_buffers(fallbacks):
+    torch.manual_seed(5)
+    model = LnGeluMlp().cuda().eval()
+    plain = ct.compile(model, options={"precision": "highest"})
+    graphed = ct.compile(model, options={"precision": "highest", "cuda_graphs": True})
+    x = torch.randn(16, 64, device="cuda")
+    with torch.no_grad():
+        outs = []
+        for step in range(6):
+            x.copy_(torch.randn(16, 64, device="cuda"))  # same address, new values: live input
+            y, want = graphed(x), plain(x)
+            torch.testing.assert_close(y, want, rtol=0, atol=0)
+            outs.append((y, want.clone()))
+            if step == 3:  # an in-place weight update is read by the next replay
+                next(model.parameters()).mul_(1.5)
+        for y, want in outs:  # returned outputs are copies: later replays leave them alone
+            torch.testing.assert_close(y, want, rtol=0, atol=0)
+        for _ in range(3):  # a new tensor each call: copied into the graph's own buffer
+            x2 = torch.randn(16, 64, device="cuda")
+            torch.testing.assert_close(graphed(x2), plain(x2), rtol=0, atol=0)
+        modules = [c for c in cuda_modules_of(graphed)]
+        assert modules and all(m.graphs for m in modules), "no CUDA graph was captured"
+    assert not fallbacks, fallbacks
+
+
+def cuda_modules_of(compiled):
+    """The GpuModules of a coil.torch.compile'd model (to see that graphs were captured)."""
+    import gc
+    return [o for o in gc.get_objects() if isinstance(o, cuda.GpuModule) and o.cuda_graphs]
+
+
+@gpu
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch 2.x: torch.compile")
+def test_torch_compile_reduce_overhead_trains_with_cuda_graphs(fallbacks):
+    torch.manual_seed(3)
+    eager = LnGeluMlp().cuda()
+    mine = LnGeluMlp().cuda()
+    mine.load_state_dict(eager.state_dict())
+    compiled = torch.compile(mine, backend="coil", mode="reduce-overhead")
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_m = torch.optim.SGD(mine.parameters(), lr=0.1)
+    from coil_runtime import runtime
+    for step in range(4):  # the optimizer updates the weights in place between replays
+        x = torch.randn(16, 64, device="cuda")
+        y = compiled(x)
+        with runtime.fp32_precision("highest"):
+            ye = eager(x)
+        torch.testing.assert_close(y, ye, rtol=1e-4, atol=1e-5, msg=lambda m: f"step {step}: {m}")
+        y.square().sum().backward()
+        with runtime.fp32_precision("highest"):
+            ye.square().sum().backward()
+        opt_e.step(), opt_m.step(), opt_e.zero_grad(), opt_m.zero_grad()
+    assert not fallbacks, fallbacks
+    assert any(m.graphs for m in cuda_modules_of(compiled))

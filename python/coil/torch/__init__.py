@@ -98,6 +98,8 @@ def options_for_mode(options, mode):
                          "max-autotune, max-autotune-no-cudagraphs")
     opts.setdefault("mode", "max-autotune" if mode and mode.startswith("max-autotune")
                     else "default")
+    if mode == "reduce-overhead":  # as Inductor: each CUDA call replays one CUDA graph
+        opts.setdefault("cuda_graphs", True)
     return opts
 
 
@@ -106,7 +108,8 @@ def backend(gm, example_inputs, options=None, mode=None):
     options={...}). `mode` is torch.compile's: "max-autotune" and "max-autotune-no-cudagraphs"
     compile with coil's option mode="max-autotune" (every matmul candidate timed on its shape);
     "default" and "reduce-overhead" with coil's default mode (cached decisions and heuristics,
-    little timing). An explicit options={"mode": ...} wins."""
+    little timing), and "reduce-overhead" replays each CUDA call as one CUDA graph
+    (options={"cuda_graphs": True}; cuda.CudaGraphCall). Explicit options win."""
     from torch._dynamo.backends.common import aot_autograd
     opts = options_for_mode(options, mode)
     compiler = _compilers(opts)

@@ -25,11 +25,16 @@ from .. import version as coil_version
 # CPU compiles only; generate_gpu_module refuses it). Others pass through (precision, fusion,
 # mode, debug_dir, output_dir, ...), and an unknown one is coil's error.
 _CPU_ONLY_OPTIONS = ("isa", "remote_cache", "autotune")
+# Options of the bridge itself, never coil's: "cuda_graphs" (bool) replays each call of a
+# Triton module as one CUDA graph (CudaGraphCall; torch.compile's mode="reduce-overhead" sets it).
+BRIDGE_OPTIONS = ("cuda_graphs",)
 
 
 def gpu_options(options):
-    """coil's options for generate_gpu_module from coil.torch's (CPU-only ones dropped)."""
-    opts = {k: v for k, v in (options or {}).items() if k not in _CPU_ONLY_OPTIONS}
+    """coil's options for generate_gpu_module from coil.torch's (CPU-only and the bridge's own
+    dropped)."""
+    opts = {k: v for k, v in (options or {}).items()
+            if k not in _CPU_ONLY_OPTIONS and k not in BRIDGE_OPTIONS}
     opts["device"] = "cuda"
     return opts
 
@@ -79,12 +84,102 @@ def load_module(path):
     return runtime.load_module(path, name=name)
 
 
+def _copy_all(dsts, srcs):
+    """dst.copy_(src) for each pair, in one multi-tensor kernel where torch has it."""
+    import torch
+    if not dsts:
+        return
+    if hasattr(torch, "_foreach_copy_"):
+        torch._foreach_copy_(dsts, srcs)
+    else:
+        for d, t in zip(dsts, srcs):
+            d.copy_(t)
+
+
+class CudaGraphCall:
+    """One call of a module's `call(args)` captured as a CUDA graph and replayed: what
+    torch.compile's mode="reduce-overhead" does for launch-bound models, one graph launch instead
+    of a launch per kernel (and none of the wrapper's Python per kernel).
+
+    Inputs are of two kinds. `live` ones (GpuModule passes those whose address did not change
+    between two calls: weights, a reused buffer) are the caller's own tensors, captured in place:
+    a replay reads whatever they hold then (an optimizer's in-place update included), which is
+    right whenever the caller passes a tensor at that address. The others are copied into
+    buffers of this object before each replay (one multi-tensor copy). A live input passed at
+    another address cannot be replayed (`matches` says so; GpuModule captures again with it
+    copied). Outputs are copied out of the graph's buffers (one multi-tensor copy), since the
+    next replay overwrites them; torch's cudagraph trees hand the buffers out and fail a later
+    read instead, a contract coil does not ask of its callers.
+
+    Before the capture, `warmup` calls run on a side stream (as torch requires): Triton compiles
+    and coil_runtime autotunes there."""
+
+    def __init__(self, call, inputs, live, warmup=1):
+        import torch
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(warmup):
+                call(list(inputs))
+        torch.cuda.current_stream().wait_stream(stream)
+        self.live = list(live)
+        self.inputs = [t if is_live else t.detach().clone()
+                       for t, is_live in zip(inputs, self.live)]
+        self.ptrs = [t.data_ptr() for t in self.inputs]
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.outputs = list(call(self.inputs))
+
+    def matches(self, inputs):
+        """Whether every live input is at its captured address."""
+        return all(not lv or t.data_ptr() == p for t, lv, p in zip(inputs, self.live, self.ptrs))
+
+    def __call__(self, inputs):
+        import torch
+        dsts, srcs = [], []
+        for t, s, lv in zip(inputs, self.inputs, self.live):
+            if not lv and t.data_ptr() != s.data_ptr():
+                dsts.append(s)
+                srcs.append(t)
+        _copy_all(dsts, srcs)
+        self.graph.replay()
+        outs = [torch.empty_like(o) for o in self.outputs]
+        _copy_all(outs, self.outputs)
+        return outs
+
+
 class GpuModule:
-    """The Triton module of one coil graph; `run(inputs)` returns its outputs (CUDA tensors)."""
+    """The Triton module of one coil graph; `run(inputs)` returns its outputs (CUDA tensors).
+    With options["cuda_graphs"], each input signature's calls replay one CUDA graph
+    (CudaGraphCall), captured at its first call."""
 
     def __init__(self, graph, options):
         self.path = module_path(graph, options)
         self.module = load_module(self.path)
+        self.cuda_graphs = bool((options or {}).get("cuda_graphs", False))
+        # Per input signature (shape, dtype, device of each input): the addresses of its first
+        # call, then its CudaGraphCall (captured at the second call, when the addresses that
+        # stayed tell the live inputs).
+        self.first_ptrs = {}
+        self.graphs = {}
+
+    def _call(self, args):
+        if not self.cuda_graphs:
+            return list(self.module.call(args))
+        key = tuple((tuple(t.shape), t.dtype, t.device) for t in args)
+        graph = self.graphs.get(key)
+        if graph is not None and graph.matches(args):
+            return graph(args)
+        ptrs = [t.data_ptr() for t in args]
+        if graph is None and key not in self.first_ptrs:
+            self.first_ptrs[key] = ptrs
+            return list(self.module.call(args))
+        if graph is None:
+            live = [p == q for p, q in zip(ptrs, self.first_ptrs[key])]
+        else:  # a live input moved: it is copied from now on
+            live = [lv and p == q for lv, p, q in zip(graph.live, ptrs, graph.ptrs)]
+        graph = self.graphs[key] = CudaGraphCall(self.module.call, args, live)
+        return graph(args)
 
     def run(self, inputs):
         import torch
@@ -94,5 +189,5 @@ class GpuModule:
         device = args[0].device if args else None
         if device is not None and device.index not in (None, torch.cuda.current_device()):
             with torch.cuda.device(device):
-                return list(self.module.call(args))
-        return list(self.module.call(args))
+                return self._call(args)
+        return self._call(args)

@@ -144,7 +144,9 @@ class CoilGraphCallable:
             elif coil_outs and device == "cuda":
                 self.gpu = _gpu_module(g, self.options)
             elif coil_outs:
-                self.model = coil_compile(g, **self.options)
+                from .cuda import BRIDGE_OPTIONS  # CUDA graphs: nothing to do on the CPU
+                self.model = coil_compile(g, **{k: v for k, v in self.options.items()
+                                                 if k not in BRIDGE_OPTIONS})
         except UnsupportedError as e:  # e.g. an op coil's GPU path lacks: eager, logged
             raise Unsupported(f"coil cannot compile it for {device}: {e}") from e
         except Exception as e:  # a coil error: keep the graph as a repro for `coil minify`
