@@ -128,7 +128,9 @@ class CudaGraphCall:
         self.ptrs = [t.data_ptr() for t in self.inputs]
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.outputs = list(call(self.inputs))
+            # A copy of the list: a module's call() may empty the list it is given (as
+            # Inductor's wrappers do, to free inputs early).
+            self.outputs = list(call(list(self.inputs)))
 
     def matches(self, inputs):
         """Whether every live input is at its captured address."""
