@@ -41,7 +41,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path / "cache"))
     fx_compile._gpu_probes.clear()
-    monkeypatch.setattr(cuda, "stats", {"generated": 0, "cached": 0})
+    monkeypatch.setattr(cuda, "stats", {"generated": 0, "cached": 0, "graphs_captured": 0})
 
 
 @pytest.fixture
@@ -357,15 +357,9 @@ def test_cuda_graphs_replay_with_new_inputs_updated_weights_and_moved_buffers(fa
         for _ in range(3):  # a new tensor each call: copied into the graph's own buffer
             x2 = torch.randn(16, 64, device="cuda")
             torch.testing.assert_close(graphed(x2), plain(x2), rtol=0, atol=0)
-        modules = [c for c in cuda_modules_of(graphed)]
-        assert modules and all(m.graphs for m in modules), "no CUDA graph was captured"
+        # captured at the second call, again when x2 moved (x was read in place until then)
+        assert cuda.stats["graphs_captured"] == 2, cuda.stats
     assert not fallbacks, fallbacks
-
-
-def cuda_modules_of(compiled):
-    """The GpuModules of a coil.torch.compile'd model (to see that graphs were captured)."""
-    import gc
-    return [o for o in gc.get_objects() if isinstance(o, cuda.GpuModule) and o.cuda_graphs]
 
 
 @gpu
@@ -390,4 +384,4 @@ def test_torch_compile_reduce_overhead_trains_with_cuda_graphs(fallbacks):
             ye.square().sum().backward()
         opt_e.step(), opt_m.step(), opt_e.zero_grad(), opt_m.zero_grad()
     assert not fallbacks, fallbacks
-    assert any(m.graphs for m in cuda_modules_of(compiled))
+    assert cuda.stats["graphs_captured"] >= 2, cuda.stats  # forward and backward

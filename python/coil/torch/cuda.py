@@ -50,8 +50,8 @@ def module_key(graph_text, options):
 
 
 # Statistics of this process, for tests and the comparison script: modules generated (cache
-# misses) and found in the cache (hits).
-stats = {"generated": 0, "cached": 0}
+# misses) and found in the cache (hits), and CUDA graphs captured (CudaGraphCall).
+stats = {"generated": 0, "cached": 0, "graphs_captured": 0}
 
 
 def module_path(graph, options):
@@ -131,6 +131,7 @@ class CudaGraphCall:
             # A copy of the list: a module's call() may empty the list it is given (as
             # Inductor's wrappers do, to free inputs early).
             self.outputs = list(call(list(self.inputs)))
+        stats["graphs_captured"] = stats.get("graphs_captured", 0) + 1
 
     def matches(self, inputs):
         """Whether every live input is at its captured address."""
