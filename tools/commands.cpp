@@ -136,10 +136,11 @@ int cmd_export(const ModelArgs& a, const std::string& out_dir) {
 
 namespace {
 
+// A directory is taken for an export (a model is a file): without manifest.json, loading it
+// says so.
 bool is_export_dir(const std::string& path) {
   std::error_code ec;
-  return std::filesystem::is_directory(path, ec) &&
-         std::filesystem::exists(std::filesystem::path(path) / "manifest.json", ec);
+  return std::filesystem::is_directory(path, ec);
 }
 
 /// `coil run DIR` of an exported model: its inputs from --input files or random (seeded as
