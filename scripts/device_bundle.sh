@@ -53,6 +53,10 @@ cp "$build/lib/libcoil_vmath.so" "$build/lib/libcoil_extern.so" "$stage/lib/"
 # libcoil_c (the C ABI, include/coil/coil_c.h): what python/coil loads with ctypes there
 # (COIL_LIBRARY=DIR/lib). Its own dependencies are coil's, copied above.
 cp "$build/lib/libcoil_c.so" "$stage/lib/"
+# libcoil_runtime (coil/runtime.h: exported models, the CPU's and the GPU's) and the program that
+# runs a GPU export from C++ with it alone (bench/gpu/aot.sh).
+cp "$build/lib/libcoil_runtime.so" "$stage/lib/"
+cp "$build/bin/coil_gpu_aot_run" "$stage/bin/"
 
 mkdir -p device-bundle
 tar cf - -C "$stage" . | xz -T"$(nproc)" -6 > device-bundle/coil-bundle.tar.xz

@@ -118,10 +118,11 @@ Outputs run_prepared(const ModelArgs& a, const Prepared& p) {
 }  // namespace
 
 int cmd_export(const ModelArgs& a, const std::string& out_dir) {
-  COIL_USER_CHECK(a.device == "cpu",
-                  "export --device {}: exporting GPU models is not supported yet (docs/deploy.md)",
-                  a.device);
   Prepared p = prepare(a);
+  if (a.device == "cuda") {
+    export_gpu_module(p, out_dir);
+    return kExitOk;
+  }
   CompiledModel m = compile(p.graph, p.options);
   m.export_to(out_dir);
   ExportedModel loaded = ExportedModel::load(out_dir);  // the export reads back, checksums too

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -230,6 +231,47 @@ GpuResult run_gpu_module(const Prepared& p, const GpuModule& gm, int runs, int w
   std::error_code ec;
   fs::remove_all(work, ec);
   return res;
+}
+
+void export_gpu_module(const Prepared& p, const std::string& dir) {
+  CompileOptions o = p.options;
+  o.output_dir = dir;
+  CompileReport report = generate_gpu_module(p.graph, o);
+  std::string python = find_python();
+  std::string python_dir = find_python_dir();
+  fs::path module = fs::path(dir) / "module.py";
+  std::vector<std::string> argv{python, "-m", "coil_runtime.aot", module.string(), "--out", dir};
+  std::string old_path = env_string("PYTHONPATH");
+  std::string py_path = python_dir + (old_path.empty() ? "" : ":" + old_path);
+  ::setenv("PYTHONPATH", py_path.c_str(), 1);
+  std::string rerun = fmt::format("PYTHONPATH={} {}", py_path, command_string(argv));
+  ProcessResult r = run_process(argv);
+  if (r.status == 3) {  // aot.py: what a launch plan cannot express
+    std::string lines;
+    std::stringstream ss(r.output);
+    for (std::string l; std::getline(ss, l);)
+      if (l.rfind("error: ", 0) == 0) lines += (lines.empty() ? "" : "; ") + l.substr(7);
+    unsupported_error("{}", lines.empty() ? tail_lines(r.output, 10) : lines);
+  }
+  if (r.status != 0) python_failed(r, python, python_dir, module, rerun, dir);
+  // The module knows its inputs by position: the manifest gets the graph's names.
+  fs::path manifest_path = fs::path(dir) / "gpu_manifest.json";
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(manifest_path));
+  const auto& ins = p.graph.inputs();
+  const auto& outs = p.graph.outputs();
+  COIL_ASSERT(manifest["inputs"].size() == ins.size() && manifest["outputs"].size() == outs.size(),
+              "GPU export: the module's inputs or outputs differ from the graph's");
+  for (size_t i = 0; i < ins.size(); ++i) {
+    manifest["inputs"][i]["name"] = p.graph.node(ins[i]).name;
+    manifest["inputs"][i]["source_name"] = p.graph.node(ins[i]).source_name;
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    manifest["outputs"][i]["name"] = outs[i].name;
+    manifest["outputs"][i]["source_name"] = outs[i].source_name;
+  }
+  std::ofstream(manifest_path) << manifest.dump(1) << "\n";
+  fmt::print("exported {} kernels for {} to {}: {}", report.kernels.size(), "cuda", dir,
+             tail_lines(r.output, 1));
 }
 
 void print_gpu_module(const GpuModule& gm) {

@@ -39,4 +39,9 @@ struct GpuResult {
 GpuResult run_gpu_module(const Prepared& p, const GpuModule& gm, int runs = 0, int warmup = 0,
                          const std::string& trace = "");
 
+/// `coil export MODEL --device cuda -o DIR`: the module written to DIR, then exported ahead of
+/// time by `python -m coil_runtime.aot` (cubins and a launch plan that coil::GpuExportedModel
+/// runs with no Python; docs/deploy.md). Prints the exporter's summary line.
+void export_gpu_module(const Prepared& p, const std::string& dir);
+
 }  // namespace coil::cli

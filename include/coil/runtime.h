@@ -86,4 +86,46 @@ class ExportedModel {
   std::unique_ptr<Impl> impl_;
 };
 
+/// A GPU model exported by `coil export MODEL --device cuda -o DIR` (run where the GPU is):
+/// its Triton kernels as cubins and its call as a fixed sequence of kernel launches, run through
+/// the CUDA driver API (libcuda.so.1, loaded at run time) with no Python, torch or Triton
+/// (docs/deploy.md, "GPU ahead of time"). Every buffer is allocated and the weights uploaded at
+/// load; a call only launches. Calls of one model run one at a time (a mutex).
+class GpuExportedModel {
+ public:
+  GpuExportedModel();
+  ~GpuExportedModel();
+  GpuExportedModel(GpuExportedModel&&) noexcept;
+  GpuExportedModel& operator=(GpuExportedModel&&) noexcept;
+
+  /// Loads DIR on GPU `device`: a coil::Error when there is no NVIDIA driver, the GPU is of
+  /// another compute capability than the one the kernels were compiled for, or a file is wrong.
+  static GpuExportedModel load(const std::filesystem::path& dir, int device = 0);
+
+  const std::vector<ValueSpec>& inputs() const;
+  const std::vector<ValueSpec>& outputs() const;
+  /// The GPU the model was exported on ("NVIDIA H200").
+  const std::string& device_name() const;
+
+  /// Host tensors in, host tensors out: set_inputs, launch, get_outputs (synchronous).
+  std::vector<Tensor> run(const std::vector<TensorRef>& inputs) const;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  /// Copies host inputs into the model's own device buffers (checked as ExportedModel's).
+  void set_inputs(const std::vector<TensorRef>& inputs) const;
+  /// Launches a call on the model's own buffers, on `stream` (a CUstream; null: the default
+  /// stream). Asynchronous.
+  void launch(void* stream = nullptr) const;
+  /// Waits for the GPU, then copies the model's own output buffers to host tensors.
+  std::vector<Tensor> get_outputs() const;
+  /// Launches a call on caller device memory (CUdeviceptr values): contiguous buffers of the
+  /// inputs' and outputs' dtypes and shapes. Asynchronous.
+  void run_device(const std::vector<void*>& inputs, const std::vector<void*>& outputs,
+                  void* stream = nullptr) const;
+  void synchronize() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace coil

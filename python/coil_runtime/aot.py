@@ -1,0 +1,259 @@
+"""Ahead-of-time export of a generated GPU module (`coil export MODEL --device cuda -o DIR`, run
+where a GPU is): its Triton kernels as cubins and its calls as a launch plan, which coil's C++
+runtime (src/runtime/gpu_export.h) loads and launches through the CUDA driver API with no Python,
+torch or Triton (docs/deploy.md, "GPU ahead of time").
+
+    python -m coil_runtime.aot DIR/module.py --out DIR
+
+How: the module runs once on its sample inputs (module.get_args()), which autotunes every kernel
+and compiles it; then once more while every kernel launch is recorded: the chosen config's
+CompiledKernel (its cubin, function name, warps, shared memory), the grid, and each argument
+as (buffer, byte offset) or a scalar of the kernel's signature type. Buffers are the inputs, the
+outputs, the graph's constants (module globals: their bytes go to weights.bin) and the
+intermediates the module allocates (runtime.empty_strided; all are kept alive while recording,
+so no address is reused). Written to DIR: gpu_manifest.json, kernels/<name>.cubin, weights.bin,
+and sample_inputs.bin / sample_outputs.bin (the Python path's outputs, which the C++ runner
+compares with).
+
+What a launch plan cannot express is refused with a message naming it: library calls (cuBLAS
+for matmuls: the templates' extern choices are left out of autotuning here, so a matmul takes a
+Triton config; cuDNN convolutions are refused), outputs that are not buffers of their own, and
+Triton's JIT launcher (an API it cannot read the compiled kernel from).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+FORMAT = "coil-gpu-export-v1"
+
+
+class Unsupported(Exception):
+    pass
+
+
+def _refuse(what):
+    def f(*a, **k):
+        raise Unsupported(f"{what}: a library call, which a GPU export cannot launch yet "
+                          "(only Triton kernels)")
+    return f
+
+
+def _dtype_name(torch, dtype):
+    names = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+             torch.float64: "f64", torch.int64: "i64", torch.int32: "i32", torch.int16: "i16",
+             torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
+    if dtype not in names:
+        raise Unsupported(f"dtype {dtype}")
+    return names[dtype]
+
+
+class _Recorder:
+    def __init__(self, torch, module, inputs):
+        self.torch = torch
+        self.buffers = []  # dicts, each with "tensor" while recording
+        self.by_kind = {}
+        self.kernels = {}  # CompiledKernel id -> index
+        self.kernel_list = []
+        self.launches = []
+        for i, t in enumerate(inputs):
+            self._add("input", t, index=i)
+        for name, v in sorted(vars(module).items()):
+            if isinstance(v, torch.Tensor) and v.is_cuda:
+                self._add("constant", v, name=name)
+
+    def _add(self, kind, t, **extra):
+        storage = t.untyped_storage()
+        b = dict(kind=kind, base=storage.data_ptr(), bytes=storage.nbytes(), tensor=t, **extra)
+        self.buffers.append(b)
+        return b
+
+    def alloc(self, t):
+        self._add("temp", t)
+        return t
+
+    def locate(self, ptr):
+        for i, b in enumerate(self.buffers):
+            if b["base"] <= ptr < b["base"] + max(b["bytes"], 1):
+                return i, ptr - b["base"]
+        raise Unsupported(f"a kernel argument at {ptr:#x} lies in no buffer the module "
+                          "allocated or was given")
+
+    def launch(self, tuner, args, config, grid, kernel, consts):
+        key = id(kernel)
+        if key not in self.kernels:
+            self.kernels[key] = len(self.kernel_list)
+            self.kernel_list.append((tuner, kernel))
+        sig = kernel.src.signature
+        names = list(sig.keys()) if isinstance(sig, dict) else list(tuner.arg_names)
+        values = {}
+        for n, a in zip(tuner.runtime_names, args):
+            values[n] = a
+        values.update(consts)
+        constants = getattr(kernel.src, "constants", {}) or {}
+        const_names = set()
+        for k in constants:  # keys: names, or (index,) tuples in Triton >= 3.2
+            if isinstance(k, tuple) and len(k) == 1 and isinstance(k[0], int):
+                const_names.add(names[k[0]])
+            elif isinstance(k, str):
+                const_names.add(k)
+        out = []
+        for n in names:
+            ty = sig[n] if isinstance(sig, dict) else None
+            if ty == "constexpr" or n in const_names or n in consts:
+                continue
+            v = values[n]
+            if hasattr(v, "data_ptr"):
+                b, off = self.locate(v.data_ptr())
+                out.append({"buffer": b, "offset": off})
+            else:
+                if ty is None or ty.startswith("*"):
+                    raise Unsupported(f"{tuner.name}: argument {n} has type {ty}")
+                out.append({"type": ty, "value": v})
+        self.launches.append({"kernel": self.kernels[key], "grid": list(grid), "args": out})
+
+
+def export(module_path, out_dir):
+    import torch
+    from . import configs as cfgs
+    from . import heuristics, runtime
+
+    if not torch.cuda.is_available():
+        raise Unsupported("no CUDA device: a GPU export runs where the GPU is")
+    mod = runtime.load_module(module_path, precompile=False)
+    # Matmul templates: Triton configs only (a cuBLAS extern has no launch plan).
+    for t in heuristics.autotuners_of(mod):
+        if getattr(t, "externs", None):
+            t.configs = [c for c in t.configs if not cfgs.is_extern(c)]
+            t.externs = []
+            t.chosen.clear()
+            t._launchers.clear()
+    refused = {}
+    for owner, name in [(torch, "mm"), (torch, "bmm"), (torch, "addmm"), (torch, "baddbmm"),
+                        (torch, "_addmm_activation"), (torch.nn.functional, "conv2d"),
+                        (torch.nn.functional, "pad")]:
+        refused[(owner, name)] = getattr(owner, name)
+    inputs = mod.get_args()
+    try:
+        for (owner, name) in refused:
+            setattr(owner, name, _refuse(f"{owner.__name__}.{name}"))
+        mod.call(list(inputs))  # autotunes and compiles
+        torch.cuda.synchronize()
+        rec = _Recorder(torch, mod, inputs)
+        real_alloc = runtime._alloc if runtime._alloc is not None else None
+        if real_alloc is None:
+            runtime._resolve_alloc()
+            real_alloc = runtime._alloc
+        runtime._alloc = lambda size, stride, dtype: rec.alloc(real_alloc(size, stride, dtype))
+        real_run = heuristics.CoilAutotuner.run
+
+        def recording_run(self, *args, stream=None):
+            config = self.config_for(args)
+            if cfgs.is_extern(config):
+                raise Unsupported(f"{self.name}: its chosen config is a library call")
+            numels = self.numels_of(args)
+            grid = self.grid_for(config, numels)
+            if 0 in grid:
+                return
+            kernel = self.compile(config, args)
+            rec.launch(self, args, config, grid, kernel, self._constexpr_values(config, numels))
+            real_run(self, *args, stream=stream)
+
+        heuristics.CoilAutotuner.run = recording_run
+        try:
+            outs = list(mod.call(list(inputs)))
+        finally:
+            heuristics.CoilAutotuner.run = real_run
+            runtime._alloc = real_alloc
+        torch.cuda.synchronize()
+    finally:
+        for (owner, name), fn in refused.items():
+            setattr(owner, name, fn)
+    for j, o in enumerate(outs):
+        b, off = rec.locate(o.data_ptr())
+        buf = rec.buffers[b]
+        if buf["kind"] != "temp" or off != 0 or not o.is_contiguous():
+            raise Unsupported(f"output {j} is not a buffer of its own (a view of an input, a "
+                              "constant or another buffer)")
+        buf["kind"], buf["index"] = "output", j
+
+    os.makedirs(os.path.join(out_dir, "kernels"), exist_ok=True)
+    weights = bytearray()
+    buffers = []
+    for b in rec.buffers:
+        entry = {"kind": b["kind"], "bytes": b["bytes"]}
+        if "index" in b:
+            entry["index"] = b["index"]
+        if b["kind"] == "constant":
+            while len(weights) % 256:
+                weights.append(0)
+            entry["offset"] = len(weights)
+            entry["name"] = b["name"]
+            raw = b["tensor"].untyped_storage().cpu()
+            weights += bytes(raw)
+        buffers.append(entry)
+    kernels = []
+    for tuner, k in rec.kernel_list:
+        md = k.metadata
+        cubin = k.asm["cubin"]
+        file = f"kernels/{tuner.name}.cubin"
+        with open(os.path.join(out_dir, file), "wb") as f:
+            f.write(cubin)
+        kernels.append({"name": tuner.name, "cubin": file, "function": md.name,
+                        "num_warps": md.num_warps, "num_ctas": getattr(md, "num_ctas", 1),
+                        "shared": md.shared,
+                        "global_scratch_size": getattr(md, "global_scratch_size", 0) or 0,
+                        "profile_scratch_size": getattr(md, "profile_scratch_size", 0) or 0})
+        if kernels[-1]["num_ctas"] != 1:
+            raise Unsupported(f"{tuner.name}: {md.num_ctas} CTAs per cluster")
+        if kernels[-1]["global_scratch_size"]:
+            raise Unsupported(f"{tuner.name}: needs {md.global_scratch_size} bytes of global "
+                              "scratch memory")
+
+    def spec(name, t):
+        return {"name": name, "dtype": _dtype_name(torch, t.dtype), "shape": list(t.shape)}
+    in_names = list(getattr(mod, "INPUT_NAMES", [f"input{i}" for i in range(len(inputs))]))
+    out_names = list(getattr(mod, "OUTPUT_NAMES", [f"out{j}" for j in range(len(outs))]))
+    samples_in = b"".join(bytes(t.contiguous().untyped_storage().cpu()) for t in inputs)
+    samples_out = b"".join(bytes(t.contiguous().untyped_storage().cpu()) for t in outs)
+    manifest = {
+        "format": FORMAT,
+        "device": torch.cuda.get_device_name(),
+        "capability": list(torch.cuda.get_device_capability()),
+        "inputs": [spec(n, t) for n, t in zip(in_names, inputs)],
+        "outputs": [spec(n, t) for n, t in zip(out_names, outs)],
+        "buffers": buffers,
+        "kernels": kernels,
+        "launches": rec.launches,
+        "weights_bytes": len(weights),
+    }
+    with open(os.path.join(out_dir, "weights.bin"), "wb") as f:
+        f.write(weights)
+    with open(os.path.join(out_dir, "sample_inputs.bin"), "wb") as f:
+        f.write(samples_in)
+    with open(os.path.join(out_dir, "sample_outputs.bin"), "wb") as f:
+        f.write(samples_out)
+    with open(os.path.join(out_dir, "gpu_manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    return manifest
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("module")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    try:
+        m = export(a.module, a.out)
+    except Unsupported as e:
+        print(f"error: GPU export: {e}", file=sys.stderr)
+        return 3
+    print(json.dumps({"kernels": len(m["kernels"]), "launches": len(m["launches"]),
+                      "buffers": len(m["buffers"]), "weights_bytes": m["weights_bytes"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+// GpuExportedModel (coil/runtime.h): a GPU model exported by `coil export MODEL --device cuda`
+// (python/coil_runtime/aot.py writes it), run with the CUDA driver API alone: the cubins loaded
+// with cuModuleLoadData, every buffer allocated once, the graph's constants uploaded once, and a
+// call a fixed sequence of cuLaunchKernel with arguments prepared at load (only those that point
+// at caller memory change per call). No Python, torch, Triton or CUDA toolkit.
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "coil/runtime.h"
+#include "runtime/artifact.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/model_runner.h"
+#include "support/check.h"
+
+namespace coil {
+namespace {
+
+namespace fs = std::filesystem;
+using cuda::CUdeviceptr;
+using nlohmann::json;
+
+constexpr const char* kGpuFormat = "coil-gpu-export-v1";
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  COIL_USER_CHECK(in.good(), "cannot read {}", path.string());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Buffer {
+  enum class Kind { input, output, constant, temp } kind = Kind::temp;
+  int index = -1;      // inputs and outputs: their position
+  int64_t bytes = 0;   // allocation size
+  int64_t offset = 0;  // constants: their offset in weights.bin
+  CUdeviceptr owned = 0;
+};
+
+struct Kernel {
+  std::string name;
+  cuda::CUmodule module = nullptr;
+  cuda::CUfunction function = nullptr;
+  unsigned block = 0, shared = 0;
+};
+
+// One argument slot of a launch: 8 bytes holding the value cuLaunchKernel reads.
+struct Slot {
+  uint64_t bits = 0;
+  int buffer = -1;  // an address: buffers[buffer] + offset
+  int64_t offset = 0;
+};
+
+struct Launch {
+  int kernel = 0;
+  unsigned grid[3] = {1, 1, 1};
+  std::vector<Slot> slots;    // the kernel's arguments, then the two scratch pointers
+  std::vector<void*> params;  // &slots[i].bits
+};
+
+}  // namespace
+
+struct GpuExportedModel::Impl {
+  std::vector<ValueSpec> inputs, outputs;
+  std::vector<Buffer> buffers;
+  std::vector<Kernel> kernels;
+  mutable std::vector<Launch> launches;
+  std::vector<int> input_buffer, output_buffer;  // position -> buffer
+  std::string device;
+  mutable std::mutex mutex;  // the launches' argument slots are shared by calls
+
+  ~Impl() {
+    if (buffers.empty() && kernels.empty()) return;
+    const cuda::Driver& d = cuda::driver();
+    for (Buffer& b : buffers)
+      if (b.owned) d.cuMemFree(b.owned);
+    for (Kernel& k : kernels)
+      if (k.module) d.cuModuleUnload(k.module);
+  }
+
+  // Points every slot at its buffer: owned memory, or the caller's for inputs and outputs.
+  void bind(const std::vector<CUdeviceptr>& in, const std::vector<CUdeviceptr>& out) const {
+    auto base = [&](int b) {
+      const Buffer& buf = buffers[static_cast<size_t>(b)];
+      if (buf.kind == Buffer::Kind::input && !in.empty()) return in[static_cast<size_t>(buf.index)];
+      if (buf.kind == Buffer::Kind::output && !out.empty())
+        return out[static_cast<size_t>(buf.index)];
+      return buf.owned;
+    };
+    for (Launch& l : launches)
+      for (Slot& s : l.slots)
+        if (s.buffer >= 0) s.bits = base(s.buffer) + static_cast<uint64_t>(s.offset);
+  }
+
+  void launch_all(void* stream) const {
+    const cuda::Driver& d = cuda::driver();
+    for (Launch& l : launches) {
+      const Kernel& k = kernels[static_cast<size_t>(l.kernel)];
+      cuda::check(d.cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], k.block, 1, 1,
+                                   k.shared, stream, l.params.data(), nullptr),
+                  "launch " + k.name);
+    }
+  }
+};
+
+GpuExportedModel::GpuExportedModel() = default;
+GpuExportedModel::~GpuExportedModel() = default;
+GpuExportedModel::GpuExportedModel(GpuExportedModel&&) noexcept = default;
+GpuExportedModel& GpuExportedModel::operator=(GpuExportedModel&&) noexcept = default;
+
+GpuExportedModel GpuExportedModel::load(const fs::path& dir, int device) {
+  fs::path path = dir / "gpu_manifest.json";
+  std::error_code ec;
+  COIL_USER_CHECK(fs::exists(path, ec),
+                  "{}: no gpu_manifest.json: not a GPU model `coil export --device cuda` wrote",
+                  dir.string());
+  auto impl = std::make_unique<Impl>();
+  json j;
+  try {
+    j = json::parse(read_file(path));
+    COIL_USER_CHECK(j.at("format") == kGpuFormat, "{}: format {}, this runtime reads {}",
+                    path.string(), j.at("format").dump(), kGpuFormat);
+    for (const json& s : j.at("inputs")) impl->inputs.push_back(value_spec_from_json(s));
+    for (const json& s : j.at("outputs")) impl->outputs.push_back(value_spec_from_json(s));
+  } catch (const json::exception& e) {
+    user_error("{}: not a valid manifest: {}", path.string(), e.what());
+  }
+  impl->device = j.value("device", "");
+
+  const cuda::Driver& d = cuda::driver();
+  cuda::check(d.cuInit(0), "cuInit");
+  int count = 0;
+  cuda::check(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  COIL_USER_CHECK(device >= 0 && device < count, "GPU model: device {} does not exist ({} GPUs)",
+                  device, count);
+  cuda::CUdevice dev = 0;
+  cuda::check(d.cuDeviceGet(&dev, device), "cuDeviceGet");
+  int major = 0, minor = 0, optin = 0;
+  d.cuDeviceGetAttribute(&major, cuda::kAttrComputeCapabilityMajor, dev);
+  d.cuDeviceGetAttribute(&minor, cuda::kAttrComputeCapabilityMinor, dev);
+  d.cuDeviceGetAttribute(&optin, cuda::kAttrMaxSharedPerBlockOptin, dev);
+  auto cap = j.at("capability").get<std::vector<int>>();
+  COIL_USER_CHECK(cap.size() == 2 && cap[0] == major && cap[1] == minor,
+                  "{}: its kernels were compiled for compute capability {}.{} ({}), this GPU is "
+                  "{}.{}: export it on a GPU like this one",
+                  path.string(), cap.at(0), cap.at(1), impl->device, major, minor);
+  cuda::CUcontext ctx = nullptr;
+  cuda::check(d.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  cuda::check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+
+  for (const json& k : j.at("kernels")) {
+    Kernel kernel;
+    kernel.name = k.at("name").get<std::string>();
+    std::string cubin = read_file(dir / k.at("cubin").get<std::string>());
+    cuda::check(d.cuModuleLoadData(&kernel.module, cubin.data()), "load " + kernel.name);
+    impl->kernels.push_back(kernel);
+    Kernel& kk = impl->kernels.back();
+    cuda::check(
+        d.cuModuleGetFunction(&kk.function, kk.module, k.at("function").get<std::string>().c_str()),
+        "find " + kk.name);
+    kk.block = 32u * k.at("num_warps").get<unsigned>();
+    kk.shared = k.at("shared").get<unsigned>();
+    if (kk.shared > 49152) {  // as Triton's loader: opt in to the larger shared memory
+      int static_shared = 0;
+      d.cuFuncGetAttribute(&static_shared, cuda::kFuncAttrSharedSizeBytes, kk.function);
+      d.cuFuncSetCacheConfig(kk.function, cuda::kFuncCachePreferShared);
+      cuda::check(d.cuFuncSetAttribute(kk.function, cuda::kFuncAttrMaxDynamicSharedSizeBytes,
+                                       optin - static_shared),
+                  "shared memory of " + kk.name);
+    }
+  }
+
+  std::string weights = read_file(dir / "weights.bin");
+  COIL_USER_CHECK(static_cast<int64_t>(weights.size()) == j.at("weights_bytes").get<int64_t>(),
+                  "{}: {} bytes, the manifest says {}", (dir / "weights.bin").string(),
+                  weights.size(), j.at("weights_bytes").get<int64_t>());
+  impl->input_buffer.assign(impl->inputs.size(), -1);
+  impl->output_buffer.assign(impl->outputs.size(), -1);
+  for (const json& b : j.at("buffers")) {
+    Buffer buf;
+    std::string kind = b.at("kind").get<std::string>();
+    buf.kind = kind == "input"      ? Buffer::Kind::input
+               : kind == "output"   ? Buffer::Kind::output
+               : kind == "constant" ? Buffer::Kind::constant
+                                    : Buffer::Kind::temp;
+    buf.index = b.value("index", -1);
+    buf.bytes = b.at("bytes").get<int64_t>();
+    buf.offset = b.value("offset", int64_t{0});
+    cuda::check(d.cuMemAlloc(&buf.owned, static_cast<size_t>(std::max<int64_t>(buf.bytes, 256))),
+                "allocate a buffer");
+    if (buf.kind == Buffer::Kind::constant && buf.bytes > 0) {
+      COIL_USER_CHECK(buf.offset + buf.bytes <= static_cast<int64_t>(weights.size()),
+                      "{}: a constant lies outside weights.bin", path.string());
+      cuda::check(
+          d.cuMemcpyHtoD(buf.owned, weights.data() + buf.offset, static_cast<size_t>(buf.bytes)),
+          "upload the weights");
+    }
+    int at = static_cast<int>(impl->buffers.size());
+    if (buf.kind == Buffer::Kind::input) impl->input_buffer.at(static_cast<size_t>(buf.index)) = at;
+    if (buf.kind == Buffer::Kind::output)
+      impl->output_buffer.at(static_cast<size_t>(buf.index)) = at;
+    impl->buffers.push_back(buf);
+  }
+  for (const json& l : j.at("launches")) {
+    Launch launch;
+    launch.kernel = l.at("kernel").get<int>();
+    COIL_USER_CHECK(launch.kernel >= 0 && launch.kernel < static_cast<int>(impl->kernels.size()),
+                    "{}: a launch of kernel {}", path.string(), launch.kernel);
+    auto grid = l.at("grid").get<std::vector<unsigned>>();
+    for (size_t i = 0; i < 3 && i < grid.size(); ++i) launch.grid[i] = grid[i];
+    for (const json& a : l.at("args")) {
+      Slot s;
+      if (a.contains("buffer")) {
+        s.buffer = a.at("buffer").get<int>();
+        s.offset = a.at("offset").get<int64_t>();
+        COIL_USER_CHECK(s.buffer >= 0 && s.buffer < static_cast<int>(impl->buffers.size()),
+                        "{}: an argument in buffer {}", path.string(), s.buffer);
+      } else {
+        std::string ty = a.at("type").get<std::string>();
+        if (ty == "i32" || ty == "i1" || ty == "i8" || ty == "i16") {
+          int32_t v = a.at("value").get<int32_t>();
+          std::memcpy(&s.bits, &v, sizeof v);
+        } else if (ty == "u32") {
+          uint32_t v = a.at("value").get<uint32_t>();
+          std::memcpy(&s.bits, &v, sizeof v);
+        } else if (ty == "i64" || ty == "u64") {
+          int64_t v = a.at("value").get<int64_t>();
+          std::memcpy(&s.bits, &v, sizeof v);
+        } else if (ty == "fp32") {
+          float v = a.at("value").get<float>();
+          std::memcpy(&s.bits, &v, sizeof v);
+        } else if (ty == "fp64") {
+          double v = a.at("value").get<double>();
+          std::memcpy(&s.bits, &v, sizeof v);
+        } else {
+          unsupported_error("{}: a kernel argument of type {}", path.string(), ty);
+        }
+      }
+      launch.slots.push_back(s);
+    }
+    launch.slots.emplace_back();  // global scratch: none (the export refuses kernels needing it)
+    launch.slots.emplace_back();  // profile scratch: none
+    impl->launches.push_back(std::move(launch));
+  }
+  for (Launch& l : impl->launches)
+    for (Slot& s : l.slots) l.params.push_back(&s.bits);
+  for (size_t i = 0; i < impl->outputs.size(); ++i)
+    COIL_USER_CHECK(impl->output_buffer[i] >= 0, "{}: output {} has no buffer", path.string(), i);
+  impl->bind({}, {});
+  GpuExportedModel m;
+  m.impl_ = std::move(impl);
+  return m;
+}
+
+const std::vector<ValueSpec>& GpuExportedModel::inputs() const {
+  return impl_->inputs;
+}
+const std::vector<ValueSpec>& GpuExportedModel::outputs() const {
+  return impl_->outputs;
+}
+
+void GpuExportedModel::run_device(const std::vector<void*>& inputs,
+                                  const std::vector<void*>& outputs, void* stream) const {
+  COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty");
+  COIL_USER_CHECK(inputs.size() == impl_->inputs.size() && outputs.size() == impl_->outputs.size(),
+                  "run_device: the model takes {} inputs and {} outputs, got {} and {}",
+                  impl_->inputs.size(), impl_->outputs.size(), inputs.size(), outputs.size());
+  std::vector<CUdeviceptr> in, out;
+  for (void* p : inputs) in.push_back(reinterpret_cast<CUdeviceptr>(p));
+  for (void* p : outputs) out.push_back(reinterpret_cast<CUdeviceptr>(p));
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->bind(in, out);
+  impl_->launch_all(stream);
+  impl_->bind({}, {});
+}
+
+void GpuExportedModel::set_inputs(const std::vector<TensorRef>& inputs) const {
+  COIL_USER_CHECK(impl_ != nullptr, "set_inputs: the model is empty");
+  std::vector<const void*> ptrs;
+  std::vector<Tensor> keep = contiguous_inputs(impl_->inputs, inputs, ptrs);
+  const cuda::Driver& d = cuda::driver();
+  for (size_t i = 0; i < ptrs.size(); ++i) {
+    const Buffer& b = impl_->buffers.at(static_cast<size_t>(impl_->input_buffer.at(i)));
+    int64_t bytes = shape_numel(impl_->inputs[i].shape) * dtype_size(impl_->inputs[i].dtype);
+    if (bytes > 0)
+      cuda::check(d.cuMemcpyHtoD(b.owned, ptrs[i], static_cast<size_t>(bytes)),
+                  "copy input " + impl_->inputs[i].name);
+  }
+}
+
+void GpuExportedModel::launch(void* stream) const {
+  COIL_USER_CHECK(impl_ != nullptr, "launch: the model is empty");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->launch_all(stream);
+}
+
+void GpuExportedModel::synchronize() const {
+  cuda::check(cuda::driver().cuCtxSynchronize(), "synchronize");
+}
+
+std::vector<Tensor> GpuExportedModel::get_outputs() const {
+  COIL_USER_CHECK(impl_ != nullptr, "get_outputs: the model is empty");
+  synchronize();
+  std::vector<Tensor> outs;
+  for (size_t i = 0; i < impl_->outputs.size(); ++i) {
+    const ValueSpec& s = impl_->outputs[i];
+    outs.push_back(Tensor::empty(s.dtype, s.shape));
+    const Buffer& b = impl_->buffers.at(static_cast<size_t>(impl_->output_buffer[i]));
+    int64_t bytes = shape_numel(s.shape) * dtype_size(s.dtype);
+    if (bytes > 0)
+      cuda::check(
+          cuda::driver().cuMemcpyDtoH(outs.back().data(), b.owned, static_cast<size_t>(bytes)),
+          "copy output " + s.name);
+  }
+  return outs;
+}
+
+std::vector<Tensor> GpuExportedModel::run(const std::vector<TensorRef>& inputs) const {
+  set_inputs(inputs);
+  launch();
+  return get_outputs();
+}
+
+std::vector<Tensor> GpuExportedModel::run(const std::vector<Tensor>& inputs) const {
+  std::vector<TensorRef> refs;
+  for (const Tensor& t : inputs) refs.push_back(t.ref());
+  return run(refs);
+}
+
+const std::string& GpuExportedModel::device_name() const {
+  return impl_->device;
+}
+
+}  // namespace coil
