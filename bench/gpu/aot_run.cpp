@@ -6,6 +6,7 @@
 //   coil_gpu_aot_run DIR [--calls N]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -52,9 +53,19 @@ int main(int argc, char** argv) {
     }
     std::vector<coil::Tensor> outs = m.run(inputs);
     size_t pos = 0, mismatched = 0;
+    double max_abs = 0;  // f32 outputs: the largest difference, when not bit for bit
     for (const coil::Tensor& o : outs) {
       size_t n = static_cast<size_t>(o.numel() * coil::dtype_size(o.dtype()));
-      if (pos + n > want.size() || std::memcmp(o.data(), want.data() + pos, n) != 0) ++mismatched;
+      if (pos + n > want.size()) throw coil::Error("sample_outputs.bin is too short");
+      if (std::memcmp(o.data(), want.data() + pos, n) != 0) {
+        ++mismatched;
+        if (o.dtype() == coil::DType::F32)
+          for (int64_t i = 0; i < o.numel(); ++i) {
+            float w;
+            std::memcpy(&w, want.data() + pos + 4 * i, 4);
+            max_abs = std::max(max_abs, static_cast<double>(std::fabs(o.data_as<float>()[i] - w)));
+          }
+      }
       pos += n;
     }
     std::vector<double> rounds;

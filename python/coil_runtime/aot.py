@@ -15,10 +15,13 @@ so no address is reused). Written to DIR: gpu_manifest.json, kernels/<name>.cubi
 and sample_inputs.bin / sample_outputs.bin (the Python path's outputs, which the C++ runner
 compares with).
 
-What a launch plan cannot express is refused with a message naming it: library calls (cuBLAS
-for matmuls: the templates' extern choices are left out of autotuning here, so a matmul takes a
-Triton config; cuDNN convolutions are refused), outputs that are not buffers of their own, and
-Triton's JIT launcher (an API it cannot read the compiled kernel from).
+Plain products (the module's torch.mm / torch.matmul into a buffer, f32) are recorded as cuBLAS
+GEMMs (operands as buffer, offset, strides; batch dims collapsed), which the C++ runtime calls
+through cuBLAS loaded with dlopen. What a launch plan cannot express is refused with a message
+naming it: other library calls (the matmul templates' cuBLAS/cuBLASLt extern choices are left
+out of autotuning here, so a template takes a Triton config; cuDNN convolutions are refused),
+matmuls of other dtypes, outputs that are not buffers of their own, and kernels that need
+global scratch memory.
 """
 
 import argparse
@@ -80,6 +83,29 @@ class _Recorder:
         raise Unsupported(f"a kernel argument at {ptr:#x} lies in no buffer the module "
                           "allocated or was given")
 
+    def operand(self, t):
+        """A matmul operand (or output) as buffer, byte offset and, for its last two dims, the
+        element strides; its batch dims collapsed into one count and stride."""
+        if t.dtype != self.torch.float32:
+            raise Unsupported(f"a {t.dtype} matmul through cuBLAS (f32 only in a GPU export)")
+        b, off = self.locate(t.data_ptr())
+        sizes, strides = list(t.shape), list(t.stride())
+        batch, bstride = 1, 0
+        dims = [(n, st) for n, st in zip(sizes[:-2], strides[:-2]) if n != 1]
+        for i, (n, st) in enumerate(dims):
+            if i > 0 and dims[i - 1][1] != st * n:
+                raise Unsupported("a batched matmul whose batch dims do not collapse into one")
+            batch *= n
+        if dims:
+            bstride = dims[-1][1]
+        return {"buffer": b, "offset": off, "rows": sizes[-2], "cols": sizes[-1],
+                "row_stride": strides[-2], "col_stride": strides[-1], "batch": batch,
+                "batch_stride": bstride}
+
+    def gemm(self, a, b, out):
+        self.launches.append({"gemm": {"a": self.operand(a), "b": self.operand(b),
+                                       "out": self.operand(out)}})
+
     def launch(self, tuner, args, config, grid, kernel, consts):
         key = id(kernel)
         if key not in self.kernels:
@@ -130,7 +156,7 @@ def export(module_path, out_dir):
             t.chosen.clear()
             t._launchers.clear()
     refused = {}
-    for owner, name in [(torch, "mm"), (torch, "bmm"), (torch, "addmm"), (torch, "baddbmm"),
+    for owner, name in [(torch, "bmm"), (torch, "addmm"), (torch, "baddbmm"),
                         (torch, "_addmm_activation"), (torch.nn.functional, "conv2d"),
                         (torch.nn.functional, "pad")]:
         refused[(owner, name)] = getattr(owner, name)
@@ -160,12 +186,26 @@ def export(module_path, out_dir):
             rec.launch(self, args, config, grid, kernel, self._constexpr_values(config, numels))
             real_run(self, *args, stream=stream)
 
+        # Plain products: torch.mm / torch.matmul(a, b, out=) on buffer views, i.e. cuBLAS,
+        # which the C++ runtime calls itself (its cublas*gemm*).
+        real_mm, real_matmul = torch.mm, torch.matmul
+
+        def recording(real):
+            def call(a, b, *, out=None):
+                if out is None:
+                    raise Unsupported("a matmul without an output buffer")
+                rec.gemm(a, b, out)
+                return real(a, b, out=out)
+            return call
+
         heuristics.CoilAutotuner.run = recording_run
+        torch.mm, torch.matmul = recording(real_mm), recording(real_matmul)
         try:
             outs = list(mod.call(list(inputs)))
         finally:
             heuristics.CoilAutotuner.run = real_run
             runtime._alloc = real_alloc
+            torch.mm, torch.matmul = real_mm, real_matmul
         torch.cuda.synchronize()
     finally:
         for (owner, name), fn in refused.items():

@@ -2,7 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "support/check.h"
 
@@ -12,7 +15,8 @@ namespace {
 template <typename Fn>
 void resolve(void* lib, Fn& fn, const char* name) {
   fn = reinterpret_cast<Fn>(::dlsym(lib, name));
-  COIL_USER_CHECK(fn != nullptr, "the CUDA driver (libcuda.so.1) lacks {}: a driver too old", name);
+  COIL_USER_CHECK(fn != nullptr, "{} is missing from the CUDA library loaded: a version too old",
+                  name);
 }
 
 }  // namespace
@@ -56,6 +60,45 @@ const Driver& driver() {
   });
   COIL_USER_CHECK(error.empty(), "{}", error);
   return d;
+}
+
+const Blas& blas() {
+  static Blas b{};
+  static std::string error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* forced = std::getenv("COIL_CUBLAS");
+    std::vector<std::string> names;
+    if (forced && *forced) names.push_back(forced);
+    for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"})
+      names.push_back(n);
+    void* lib = nullptr;
+    std::string tried;
+    for (const std::string& n : names) {
+      lib = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib) break;
+      tried += (tried.empty() ? "" : ", ") + n;
+      if (forced && *forced) break;  // a named library or nothing
+    }
+    if (lib == nullptr) {
+      error = fmt::format(
+          "a GPU model with matmuls needs cuBLAS, and none loads here (tried {}): set "
+          "COIL_CUBLAS to libcublas.so's path (a pip-installed CUDA keeps it in "
+          "site-packages/nvidia/cublas/lib)",
+          tried);
+      return;
+    }
+    try {
+      resolve(lib, b.cublasCreate, "cublasCreate_v2");
+      resolve(lib, b.cublasSetStream, "cublasSetStream_v2");
+      resolve(lib, b.cublasSgemm, "cublasSgemm_v2");
+      resolve(lib, b.cublasSgemmStridedBatched, "cublasSgemmStridedBatched");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  COIL_USER_CHECK(error.empty(), "{}", error);
+  return b;
 }
 
 void check(CUresult r, const std::string& what) {

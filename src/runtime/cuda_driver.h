@@ -42,6 +42,22 @@ struct Driver {
   CUresult (*cuGetErrorString)(CUresult, const char**);
 };
 
+/// cuBLAS, for the plain products an exported model calls it for (its SGEMMs), loaded once per
+/// process with dlopen: $COIL_CUBLAS if set (a path), else libcublas.so.13, .12, .11, then
+/// libcublas.so, through the loader's search path (a pip-installed CUDA keeps it in
+/// site-packages/nvidia/cublas/lib: put that on LD_LIBRARY_PATH or name it in COIL_CUBLAS).
+using CublasHandle = void*;
+struct Blas {
+  int (*cublasCreate)(CublasHandle*);
+  int (*cublasSetStream)(CublasHandle, CUstream);
+  int (*cublasSgemm)(CublasHandle, int, int, int, int, int, const float*, const float*, int,
+                     const float*, int, const float*, float*, int);
+  int (*cublasSgemmStridedBatched)(CublasHandle, int, int, int, int, int, const float*,
+                                   const float*, int, long long, const float*, int, long long,
+                                   const float*, float*, int, long long, int);
+};
+const Blas& blas();
+
 /// The driver, loaded once per process; a coil::Error saying why when there is none
 /// (libcuda.so.1 missing: no NVIDIA driver on this machine).
 const Driver& driver();

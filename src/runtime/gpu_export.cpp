@@ -3,6 +3,7 @@
 // with cuModuleLoadData, every buffer allocated once, the graph's constants uploaded once, and a
 // call a fixed sequence of cuLaunchKernel with arguments prepared at load (only those that point
 // at caller memory change per call). No Python, torch, Triton or CUDA toolkit.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -55,8 +56,21 @@ struct Slot {
   int64_t offset = 0;
 };
 
+// A plain product through cuBLAS: out = a @ b, row-major views of buffers (element strides),
+// batched with one stride each. cuBLAS is column-major: C^T = B^T A^T, an operand whose rows
+// are contiguous is its own transpose there.
+struct GemmOperand {
+  int buffer = -1;
+  int64_t offset = 0, rows = 0, cols = 0, row_stride = 0, col_stride = 0, batch = 1,
+          batch_stride = 0;
+};
+struct Gemm {
+  GemmOperand a, b, out;
+};
+
 struct Launch {
-  int kernel = 0;
+  int kernel = -1;  // a Triton kernel, or -1: `gemm`
+  Gemm gemm;
   unsigned grid[3] = {1, 1, 1};
   std::vector<Slot> slots;    // the kernel's arguments, then the two scratch pointers
   std::vector<void*> params;  // &slots[i].bits
@@ -71,7 +85,8 @@ struct GpuExportedModel::Impl {
   mutable std::vector<Launch> launches;
   std::vector<int> input_buffer, output_buffer;  // position -> buffer
   std::string device;
-  mutable std::mutex mutex;  // the launches' argument slots are shared by calls
+  cuda::CublasHandle blas = nullptr;  // models with plain products
+  mutable std::mutex mutex;           // the launches' argument slots are shared by calls
 
   ~Impl() {
     if (buffers.empty() && kernels.empty()) return;
@@ -96,9 +111,63 @@ struct GpuExportedModel::Impl {
         if (s.buffer >= 0) s.bits = base(s.buffer) + static_cast<uint64_t>(s.offset);
   }
 
-  void launch_all(void* stream) const {
+  CUdeviceptr address(const GemmOperand& o, const std::vector<CUdeviceptr>& in,
+                      const std::vector<CUdeviceptr>& out) const {
+    const Buffer& buf = buffers[static_cast<size_t>(o.buffer)];
+    CUdeviceptr base = buf.owned;
+    if (buf.kind == Buffer::Kind::input && !in.empty()) base = in[static_cast<size_t>(buf.index)];
+    if (buf.kind == Buffer::Kind::output && !out.empty())
+      base = out[static_cast<size_t>(buf.index)];
+    return base + static_cast<uint64_t>(o.offset);
+  }
+
+  void run_gemm(const Gemm& g, void* stream, const std::vector<CUdeviceptr>& in,
+                const std::vector<CUdeviceptr>& out) const {
+    const cuda::Blas& b = cuda::blas();
+    auto as_col_major = [](const GemmOperand& o, int* op, int* ld) {
+      // rows contiguous (col_stride 1): its memory is the column-major transpose, op N;
+      // columns contiguous: the matrix itself, op T.
+      if (o.col_stride == 1 || o.cols == 1) {
+        *op = 0;
+        *ld = static_cast<int>(std::max<int64_t>(o.row_stride, std::max<int64_t>(o.cols, 1)));
+      } else {
+        *op = 1;
+        *ld = static_cast<int>(std::max<int64_t>(o.col_stride, std::max<int64_t>(o.rows, 1)));
+      }
+    };
+    int op_a = 0, lda = 0, op_b = 0, ldb = 0, op_c = 0, ldc = 0;
+    as_col_major(g.a, &op_a, &lda);
+    as_col_major(g.b, &op_b, &ldb);
+    as_col_major(g.out, &op_c, &ldc);
+    const int m = static_cast<int>(g.out.rows), n = static_cast<int>(g.out.cols),
+              k = static_cast<int>(g.a.cols);
+    const float one = 1, zero = 0;
+    auto ptr = [&](const GemmOperand& o) {
+      return reinterpret_cast<float*>(static_cast<uintptr_t>(address(o, in, out)));
+    };
+    b.cublasSetStream(blas, stream);
+    int status = 0;
+    if (g.out.batch <= 1) {
+      status = b.cublasSgemm(blas, op_b, op_a, n, m, k, &one, ptr(g.b), ldb, ptr(g.a), lda, &zero,
+                             ptr(g.out), ldc);
+    } else {
+      status = b.cublasSgemmStridedBatched(blas, op_b, op_a, n, m, k, &one, ptr(g.b), ldb,
+                                           g.b.batch > 1 ? g.b.batch_stride : 0, ptr(g.a), lda,
+                                           g.a.batch > 1 ? g.a.batch_stride : 0, &zero, ptr(g.out),
+                                           ldc, g.out.batch_stride, static_cast<int>(g.out.batch));
+    }
+    COIL_USER_CHECK(status == 0, "cuBLAS SGEMM {}x{}x{} (batch {}): status {}", m, n, k,
+                    g.out.batch, status);
+  }
+
+  void launch_all(void* stream, const std::vector<CUdeviceptr>& in = {},
+                  const std::vector<CUdeviceptr>& out = {}) const {
     const cuda::Driver& d = cuda::driver();
     for (Launch& l : launches) {
+      if (l.kernel < 0) {
+        run_gemm(l.gemm, stream, in, out);
+        continue;
+      }
       const Kernel& k = kernels[static_cast<size_t>(l.kernel)];
       cuda::check(d.cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], k.block, 1, 1,
                                    k.shared, stream, l.params.data(), nullptr),
@@ -205,8 +274,39 @@ GpuExportedModel GpuExportedModel::load(const fs::path& dir, int device) {
       impl->output_buffer.at(static_cast<size_t>(buf.index)) = at;
     impl->buffers.push_back(buf);
   }
+  auto gemm_operand = [&](const json& o) {
+    GemmOperand g;
+    g.buffer = o.at("buffer").get<int>();
+    COIL_USER_CHECK(g.buffer >= 0 && g.buffer < static_cast<int>(impl->buffers.size()),
+                    "{}: a matmul operand in buffer {}", path.string(), g.buffer);
+    g.offset = o.at("offset").get<int64_t>();
+    g.rows = o.at("rows").get<int64_t>();
+    g.cols = o.at("cols").get<int64_t>();
+    g.row_stride = o.at("row_stride").get<int64_t>();
+    g.col_stride = o.at("col_stride").get<int64_t>();
+    g.batch = o.at("batch").get<int64_t>();
+    g.batch_stride = o.at("batch_stride").get<int64_t>();
+    COIL_USER_CHECK(g.col_stride == 1 || g.cols == 1 || g.row_stride == 1 || g.rows == 1,
+                    "{}: a matmul operand with strides ({}, {}): neither its rows nor its columns "
+                    "are contiguous",
+                    path.string(), g.row_stride, g.col_stride);
+    return g;
+  };
   for (const json& l : j.at("launches")) {
     Launch launch;
+    if (l.contains("gemm")) {
+      const json& g = l.at("gemm");
+      launch.gemm = {gemm_operand(g.at("a")), gemm_operand(g.at("b")), gemm_operand(g.at("out"))};
+      const GemmOperand& o = launch.gemm.out;
+      COIL_USER_CHECK(o.col_stride == 1 || o.cols == 1,
+                      "{}: a matmul output whose rows are not contiguous", path.string());
+      if (impl->blas == nullptr) {
+        const cuda::Blas& b = cuda::blas();
+        COIL_USER_CHECK(b.cublasCreate(&impl->blas) == 0, "cublasCreate failed");
+      }
+      impl->launches.push_back(std::move(launch));
+      continue;
+    }
     launch.kernel = l.at("kernel").get<int>();
     COIL_USER_CHECK(launch.kernel >= 0 && launch.kernel < static_cast<int>(impl->kernels.size()),
                     "{}: a launch of kernel {}", path.string(), launch.kernel);
@@ -274,7 +374,7 @@ void GpuExportedModel::run_device(const std::vector<void*>& inputs,
   for (void* p : outputs) out.push_back(reinterpret_cast<CUdeviceptr>(p));
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->bind(in, out);
-  impl_->launch_all(stream);
+  impl_->launch_all(stream, in, out);
   impl_->bind({}, {});
 }
 
