@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "support/check.h"
+#include "support/env.h"
 
 namespace coil::cuda {
 namespace {
@@ -67,7 +68,8 @@ const Blas& blas() {
   static std::string error;
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* forced = std::getenv("COIL_CUBLAS");
+    std::string forced_name = env(EnvVar::cublas);
+    const char* forced = forced_name.c_str();
     std::vector<std::string> names;
     if (forced && *forced) names.push_back(forced);
     for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"})

@@ -270,3 +270,37 @@ TEST(Export, ThreadsRunOneExport) {
 
 }  // namespace
 }  // namespace coil
+
+namespace coil {
+namespace {
+
+// GPU exports run only where a GPU is (bench/gpu/aot.sh on the GPU machine); here, what a
+// machine without one (or without the export) gets: clear errors, never a crash.
+TEST(GpuExport, ErrorsWhereThereIsNoGpuOrNoExport) {
+  fs::path dir = fresh_dir("gpu");
+  fs::create_directories(dir);
+  std::string err = error_of([&] { GpuExportedModel::load(dir); });
+  EXPECT_NE(err.find("no gpu_manifest.json"), std::string::npos) << err;
+  write(dir / "gpu_manifest.json",
+        R"({"format": "coil-gpu-export-v1", "device": "NVIDIA H200", "capability": [9, 0],
+            "inputs": [{"name": "x", "dtype": "f32", "shape": [4]}],
+            "outputs": [{"name": "y", "dtype": "f32", "shape": [4]}],
+            "buffers": [], "kernels": [], "launches": [], "weights_bytes": 0})");
+  err = error_of([&] { GpuExportedModel::load(dir); });
+  // No NVIDIA driver (CI), or a driver without that GPU: either way a message, not a crash.
+  EXPECT_TRUE(err.find("libcuda.so.1") != std::string::npos ||
+              err.find("CUDA error") != std::string::npos ||
+              err.find("compute capability") != std::string::npos ||
+              err.find("does not exist") != std::string::npos)
+      << err;
+  write(dir / "gpu_manifest.json", R"({"format": "coil-gpu-export-v0"})");
+  err = error_of([&] { GpuExportedModel::load(dir); });
+  EXPECT_NE(err.find("format \"coil-gpu-export-v0\", this runtime reads coil-gpu-export-v1"),
+            std::string::npos)
+      << err;
+  GpuExportedModel empty;
+  EXPECT_NE(error_of([&] { empty.launch(); }).find("the model is empty"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace coil
