@@ -205,7 +205,9 @@ class AttentionPrinter {
       else
         w_.linef("s = s + mv * {}", py_float(M_LOG2E));
     }
-    if (bound) w_.line("s = tl.where(rn[None, :] < TK, s, float(\"-inf\"))");
+    // Causal implies the bound for every stored row (j <= i + Tk - Tq < Tk); padding rows
+    // past Tq are never stored.
+    if (bound && !causal) w_.line("s = tl.where(rn[None, :] < TK, s, float(\"-inf\"))");
     if (causal) w_.line("s = tl.where(rn[None, :] <= rm[:, None] + (TK - TQ), s, float(\"-inf\"))");
     w_.line("m_new = tl.maximum(m_i, tl.max(s, 1))");
     w_.line("m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)");

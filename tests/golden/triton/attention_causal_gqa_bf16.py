@@ -8,7 +8,7 @@ from coil_runtime import heuristics, runtime
 
 
 # graph nodes: y (attention)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', name='triton_tem_fused_attention_0', kernel_hash='ff4fe0767ef07c2e770e4a89cce2391a')
+@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', name='triton_tem_fused_attention_0', kernel_hash='0d5fafbe5505f028b5165648065a5d02')
 @triton.jit
 def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
@@ -56,7 +56,6 @@ def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, BLOCK_M : tl.con
         rn = start_n + rn0
         k = tl.load(K + (rn[:, None] * 80 + rd[None, :]), mask=(rn[:, None] < TK) & (rd[None, :] < 80), other=0.0)
         s = tl.dot(q, tl.trans(k)) * qk_scale
-        s = tl.where(rn[None, :] < TK, s, float("-inf"))
         s = tl.where(rn[None, :] <= rm[:, None] + (TK - TQ), s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
