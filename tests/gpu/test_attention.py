@@ -41,12 +41,12 @@ TOLERANCE = {"f32": (1e-4, 2e-5), "bf16": (2e-2, 2e-2), "f16": (4e-3, 4e-3)}  # 
 TUNED_GROUPS = ("masks", "edges")
 
 
-def make_inputs(c, seed):
-    g = torch.Generator(device="cuda").manual_seed(seed)
+def make_inputs(c, seed, device="cuda"):
+    g = torch.Generator(device=device).manual_seed(seed)
     dt = DTYPES[c["dtype"]]
 
     def randn(*shape):
-        return torch.randn(*shape, generator=g, device="cuda").to(dt)
+        return torch.randn(*shape, generator=g, device=device).to(dt)
     q = randn(c["b"], c["h"], c["tq"], c["d"])
     k = randn(c["b"], c["hkv"], c["tk"], c["d"])
     v = randn(c["b"], c["hkv"], c["tk"], c["dv"])
@@ -54,12 +54,12 @@ def make_inputs(c, seed):
     if c["mask"]:
         mdt, shape, fill = c["mask"]
         if mdt == "bool":
-            m = torch.rand(*shape, generator=g, device="cuda") < 0.8
+            m = torch.rand(*shape, generator=g, device=device) < 0.8
             if fill == "rows_masked":
                 m[..., ::5, :] = False  # every fifth query row sees no key: NaN
         else:
-            m = 2 * torch.randn(*shape, generator=g, device="cuda")
-            m = m.masked_fill(torch.rand(*shape, generator=g, device="cuda") < 0.1, -math.inf)
+            m = 2 * torch.randn(*shape, generator=g, device=device)
+            m = m.masked_fill(torch.rand(*shape, generator=g, device=device) < 0.1, -math.inf)
         args.append(m)
     return args
 
@@ -75,11 +75,11 @@ def reference(c, args):
         m = args[3]
         s = s.masked_fill(~m, -math.inf) if m.dtype == torch.bool else s + m.double()
     if c["causal"]:
-        i = torch.arange(c["tq"], device="cuda")[:, None]
-        j = torch.arange(c["tk"], device="cuda")[None, :]
+        i = torch.arange(c["tq"], device=q.device)[:, None]
+        j = torch.arange(c["tk"], device=q.device)[None, :]
         s = s.masked_fill(j > i + (c["tk"] - c["tq"]), -math.inf)
     if c["tk"] == 0:
-        return torch.zeros(c["b"], c["h"], c["tq"], c["dv"], dtype=torch.float64, device="cuda")
+        return torch.zeros(c["b"], c["h"], c["tq"], c["dv"], dtype=torch.float64, device=q.device)
     return torch.softmax(s, -1) @ v
 
 
