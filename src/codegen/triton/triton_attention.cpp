@@ -94,6 +94,15 @@ class AttentionPrinter {
     return mask.empty() ? "" : fmt::format(", mask={}, other={}", mask, other);
   }
 
+  /// "Q = arg_Q + (b * 8192 + h * 2048)": the (batch, head) block's first element.
+  void base(const std::string& name, const std::string& arg, std::vector<std::string> parts) {
+    const std::string offset = sum(std::move(parts));
+    if (offset == "0")
+      w_.linef("{} = {}", name, arg);
+    else
+      w_.linef("{} = {} + ({})", name, arg, offset);
+  }
+
   std::string dot_precision() const {
     if (a_.dtype != DType::F32) return "";
     return fmt::format(", input_precision='{}'",
@@ -129,15 +138,17 @@ class AttentionPrinter {
     w_.linef("rn0 = tl.arange(0, BLOCK_N){}", wide);
     w_.linef("rd = tl.arange(0, {})", bd);
     w_.linef("rdv = tl.arange(0, {})", bdv);
-    w_.linef("Q = arg_Q + ({})", sum({a_.q_offset ? std::to_string(a_.q_offset) : "",
-                                      term("b", a_.q_strides[0]), term("h", a_.q_strides[1])}));
-    w_.linef("K = arg_K + ({})", sum({a_.k_offset ? std::to_string(a_.k_offset) : "",
-                                      term("b", a_.k_strides[0]), term(kvh, a_.k_strides[1])}));
-    w_.linef("V = arg_V + ({})", sum({a_.v_offset ? std::to_string(a_.v_offset) : "",
-                                      term("b", a_.v_strides[0]), term(kvh, a_.v_strides[1])}));
+    base("Q", "arg_Q",
+         {a_.q_offset ? std::to_string(a_.q_offset) : "", term("b", a_.q_strides[0]),
+          term("h", a_.q_strides[1])});
+    base("K", "arg_K",
+         {a_.k_offset ? std::to_string(a_.k_offset) : "", term("b", a_.k_strides[0]),
+          term(kvh, a_.k_strides[1])});
+    base("V", "arg_V",
+         {a_.v_offset ? std::to_string(a_.v_offset) : "", term("b", a_.v_strides[0]),
+          term(kvh, a_.v_strides[1])});
     if (a_.mask >= 0)
-      w_.linef("M = arg_mask + ({})",
-               sum({term("b", a_.mask_strides[0]), term("h", a_.mask_strides[1])}));
+      base("M", "arg_mask", {term("b", a_.mask_strides[0]), term("h", a_.mask_strides[1])});
     std::string qmask = mask_of({even_m_ ? "" : "rm[:, None] < TQ",
                                  pad_d_ ? fmt::format("rd[None, :] < {}", a_.head_dim) : ""});
     w_.linef("q = tl.load(Q + ({}){})",

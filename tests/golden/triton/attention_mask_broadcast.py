@@ -71,7 +71,7 @@ def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, arg_mask, out_ptr0, BLOCK_
 
 
 # graph nodes: z (attention)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 4, 'q_len': 128, 'kv_len': 96, 'head_dim': 64, 'value_dim': 64}, causal=False, dtype='float32', name='triton_tem_fused_attention_1', kernel_hash='ce09f2e2a0b855b066926c149f074422')
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 4, 'q_len': 128, 'kv_len': 96, 'head_dim': 64, 'value_dim': 64}, causal=False, dtype='float32', name='triton_tem_fused_attention_1', kernel_hash='e979003d889bf88d30853740fd83ef27')
 @triton.jit
 def triton_tem_fused_attention_1(arg_Q, arg_K, arg_V, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention: q [2, 4, 128, 64], k [2, 4, 96, 64], v [..., 64], bool mask
@@ -88,7 +88,7 @@ def triton_tem_fused_attention_1(arg_Q, arg_K, arg_V, arg_mask, out_ptr0, BLOCK_
     Q = arg_Q + (b * 32768 + h * 8192)
     K = arg_K + (b * 24576 + h * 6144)
     V = arg_V + (b * 24576 + h * 6144)
-    M = arg_mask + (0)
+    M = arg_mask
     q = tl.load(Q + (rm[:, None] * 64 + rd[None, :]))
     qk_scale = 0.18033688011112042  # scale 0.125 * log2(e)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
