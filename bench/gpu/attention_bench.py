@@ -91,7 +91,6 @@ def run(only, json_path):
     print(f"attention forward, bf16, on {torch.cuda.get_device_name()} | torch "
           f"{torch.__version__}", flush=True)
     rows = []
-    compiled = torch.compile(written_out, dynamic=False)
     for name, s in shapes():
         if only and name not in only:
             continue
@@ -118,6 +117,10 @@ def run(only, json_path):
         row["max_abs_diff_vs_sdpa"] = float((y.float() - ref.float()).abs().max())
         row["coil_ms"] = bench_ms(lambda: mod.call([q, k, v]))
         try:
+            # A fresh compile per shape: past torch._dynamo's recompile limit (8) a function
+            # would silently run eager.
+            torch._dynamo.reset()
+            compiled = torch.compile(written_out, dynamic=False)
             start = time.time()
             compiled(q, k, v, s["causal"])
             torch.cuda.synchronize()
