@@ -124,7 +124,13 @@ class AttentionPrinter {
                             : ", additive mask");
     w_.linef("TQ = {}", a_.q_len);
     w_.linef("TK = {}", a_.kv_len);
-    w_.linef("pid_m = tl.program_id(0){}", wide);
+    if (a_.causal) {
+      // The last query blocks see the most keys: launched first, the short ones fill the tail.
+      w_.line("# causal: the last query blocks (the most keys) first");
+      w_.linef("pid_m = (TQ + BLOCK_M - 1) // BLOCK_M - 1 - tl.program_id(0){}", wide);
+    } else {
+      w_.linef("pid_m = tl.program_id(0){}", wide);
+    }
     w_.linef("bh = tl.program_id(1){}", wide);
     w_.linef("b = bh // {}", a_.heads);
     w_.linef("h = bh % {}", a_.heads);

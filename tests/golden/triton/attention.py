@@ -8,13 +8,14 @@ from coil_runtime import heuristics, runtime
 
 
 # graph nodes: y (attention)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', name='triton_tem_fused_attention_0', kernel_hash='dc187bcb9de03f9370fbc47fb83efefe')
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', name='triton_tem_fused_attention_0', kernel_hash='a2dabf5797a64cc00f6a9188820918a0')
 @triton.jit
 def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right)
     TQ = 64
     TK = 64
-    pid_m = tl.program_id(0)
+    # causal: the last query blocks (the most keys) first
+    pid_m = (TQ + BLOCK_M - 1) // BLOCK_M - 1 - tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // 4
     h = bh % 4

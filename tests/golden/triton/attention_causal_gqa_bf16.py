@@ -8,13 +8,14 @@ from coil_runtime import heuristics, runtime
 
 
 # graph nodes: y (attention)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', name='triton_tem_fused_attention_0', kernel_hash='0d5fafbe5505f028b5165648065a5d02')
+@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', name='triton_tem_fused_attention_0', kernel_hash='c14fac726c6ab57b8b02bdfdf7855790')
 @triton.jit
 def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
     TQ = 100
     TK = 300
-    pid_m = tl.program_id(0)
+    # causal: the last query blocks (the most keys) first
+    pid_m = (TQ + BLOCK_M - 1) // BLOCK_M - 1 - tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // 8
     h = bh % 8
