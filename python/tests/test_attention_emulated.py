@@ -139,3 +139,19 @@ def test_gpu_suite_group_emulated(fake_gpu, group):
     assert info["status"] == "ok", info.get("log")
     _check_every_config(fake_gpu, os.path.join(d, "module.py"), "emu_" + group, info["cases"],
                         seed=1000 * len(group))
+
+
+def test_views_of_a_packed_projection_are_read_in_place(fake_gpu):
+    """q, k, v as views of one [B, T, 3, H, D] input: offsets and row strides in the kernel."""
+    path = os.path.join(GOLDEN, "attention_qkv_views.py")
+    mod = _emulate(fake_gpu, path, "emu_qkv_views")
+    (tuner,) = heuristics.autotuners_of(mod)
+    torch.manual_seed(5)
+    qkv = torch.randn(2, 64, 3, 4, 32)
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    c = _case(64, 64, 32, causal=True)
+    want = SUITE.reference(c, [q, k, v])
+    for r in range(len(tuner.configs)):
+        tuner.select(r)
+        (got,) = mod.call([qkv])
+        assert not SUITE.compare(got, want, "f32"), (r, SUITE.compare(got, want, "f32"))
