@@ -479,3 +479,80 @@ def mm_grid(config, mm):
     if g > MAX_GRID[0] or batch > MAX_GRID[1]:
         raise ValueError(f"matmul grid ({g}, {batch}) exceeds CUDA's limits for {config}")
     return (g, batch, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Flash-attention templates (src/codegen/triton/triton_attention.h)
+
+# (BLOCK_M, BLOCK_N, num_stages, num_warps). Default: the Triton fused-attention tutorial's
+# Hopper choices; the first that fits the shape is the no-tuning pick (mode '0').
+ATTENTION_CONFIGS = (
+    (128, 64, 3, 8), (128, 64, 3, 4), (128, 128, 2, 8), (64, 64, 3, 4), (64, 64, 2, 4),
+    (64, 32, 4, 4),
+)
+# max-autotune adds stage and warp variants.
+ATTENTION_CONFIGS_MAX = ATTENTION_CONFIGS + (
+    (128, 128, 3, 8), (128, 64, 4, 8), (128, 32, 3, 4), (64, 128, 3, 4), (128, 64, 2, 8),
+    (64, 64, 4, 8), (32, 32, 2, 4),
+)
+# The blocks the code generator assumes (triton_attention.cpp every_block_divides): powers of
+# two in [16, 128], clamped to max(16, next_pow2(length)).
+ATTENTION_MIN_BLOCK, ATTENTION_MAX_BLOCK = 16, 128
+ATTENTION_SHAPE_KEYS = ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim", "value_dim")
+
+
+def attention_block(block, length):
+    return max(ATTENTION_MIN_BLOCK, min(block, next_power_of_2(length), ATTENTION_MAX_BLOCK))
+
+
+def attention_padded_dim(d):
+    """The kernel's BLOCK_D for a head dim: a power of two, at least 16."""
+    return max(16, next_power_of_2(d))
+
+
+def attention_shared_memory(bm, bn, stages, shape, dtype="float32"):
+    """Bytes of shared memory, an upper estimate: the pipelined K and V tiles, the Q tile, and
+    the f32 [BM, BN] probabilities' layout conversion before P V. A config the GPU cannot hold
+    fails to compile and is skipped when several are timed, but the no-tuning pick (the first)
+    has to compile, so the estimate errs high."""
+    d, dv = attention_padded_dim(shape["head_dim"]), attention_padded_dim(shape["value_dim"])
+    return (stages * bn * (d + dv) + bm * d) * DTYPE_BYTES.get(dtype, 4) + bm * bn * 4
+
+
+def attention_registers(bm, bn, warps, shape):
+    """f32 registers per thread of the accumulator [BM, Dv] and the score tile [BM, BN]."""
+    dv = attention_padded_dim(shape["value_dim"])
+    return bm * (dv + bn) // (THREADS_PER_WARP * warps)
+
+
+def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_MEMORY):
+    """The attention list for the mode, blocks clamped to the lengths (BLOCK_M to Tq, BLOCK_N
+    to Tk), deduplicated, those over the shared memory or MM_MAX_ACC_REGISTERS dropped before
+    anything compiles; when none is left, the smallest tile (32, 16 keys, one stage). mode '0':
+    the first config only."""
+    table = ATTENTION_CONFIGS_MAX if mode == "max" else ATTENTION_CONFIGS
+    out = []
+    for bm, bn, stages, warps in table:
+        bm, bn = attention_block(bm, shape["q_len"]), attention_block(bn, shape["kv_len"])
+        if (attention_shared_memory(bm, bn, stages, shape, dtype) > shared_memory or
+                attention_registers(bm, bn, warps, shape) > MM_MAX_ACC_REGISTERS):
+            continue
+        out.append(Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages))
+    out = unique_configs(out)
+    if not out:
+        out = [Config({"BLOCK_M": attention_block(32, shape["q_len"]),
+                       "BLOCK_N": attention_block(16, shape["kv_len"])},
+                      num_warps=4, num_stages=1)]
+    return out[:1] if mode == "0" else out
+
+
+def attention_grid(config, shape):
+    """(cdiv(Tq, BLOCK_M), B * H, 1): a program per block of query rows and (batch, head)."""
+    bh = shape["batch"] * shape["heads"]
+    if shape["q_len"] == 0 or bh == 0:
+        return (0, 1, 1)
+    g = cdiv(shape["q_len"], config.kwargs["BLOCK_M"])
+    if g > MAX_GRID[0] or bh > MAX_GRID[1]:
+        raise ValueError(f"attention grid ({g}, {bh}) exceeds CUDA's limits (batch x heads at "
+                         f"most {MAX_GRID[1]}) for {config}")
+    return (g, bh, 1)

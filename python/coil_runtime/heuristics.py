@@ -176,6 +176,22 @@ def template(mm, dtype="float32", name=None, kernel_hash=None, **meta):
     return wrap
 
 
+def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None, **meta):
+    """A flash-attention template (triton_tem, src/codegen/triton/triton_attention.h): shape =
+    {'batch', 'heads', 'kv_heads', 'q_len', 'kv_len', 'head_dim', 'value_dim'}, baked into the
+    kernel. The configs are configs.attention_configs fitted to the shape; every mode but
+    'none' times them (there is no library choice), per size bucket like the other kernels."""
+    shape = {k: int(shape[k]) for k in cfgs.ATTENTION_SHAPE_KEYS}
+
+    def wrap(fn):
+        mode = autotune_policy(fn)
+        configs = cfgs.attention_configs(shape, dtype, mode=LIST_MODES[mode],
+                                         shared_memory=device_shared_memory())
+        return AttentionAutotuner(fn, shape, bool(causal), dtype, configs, name=name,
+                                  kernel_hash=kernel_hash, meta=meta, mode=mode)
+    return wrap
+
+
 def _decorator(kind, size_hints, make_configs, name, kernel_hash, meta):
     """The decorator: the mode is known only once the function (and so its module) is."""
     def wrap(fn):
@@ -739,3 +755,32 @@ class TemplateAutotuner(CoilAutotuner):
         if cfg is None:
             return None
         return "extern" if cfgs.is_extern(cfg) else "triton"
+
+
+class AttentionAutotuner(CoilAutotuner):
+    """A flash-attention kernel (`run(Q, K, V[, mask], out)`): the shape is part of the kernel,
+    so its configs are timed once per kernel (the size bucket is the shape's); `flops` counts
+    the two products (halved when causal, the usual convention) for the autotune table."""
+
+    def __init__(self, fn, shape, causal, dtype, configs, name=None, kernel_hash=None, meta=None,
+                 mode="default"):
+        self.shape = dict(shape)
+        self.causal = causal
+        self.dtype = dtype
+        super().__init__(fn, "attention", {}, configs, name=name, kernel_hash=kernel_hash,
+                         meta=meta, mode=mode)
+
+    @property
+    def flops(self):
+        s = self.shape
+        f = 2 * s["batch"] * s["heads"] * s["q_len"] * s["kv_len"] * (s["head_dim"] +
+                                                                     s["value_dim"])
+        return f // 2 if self.causal else f
+
+    def numels_of(self, args):
+        s = self.shape
+        return {"q_len": s["q_len"], "kv_len": s["kv_len"], "batch_heads": s["batch"] * s["heads"],
+                "head_dim": max(s["head_dim"], s["value_dim"])}
+
+    def grid_for(self, config, numels):
+        return cfgs.attention_grid(config, self.shape)

@@ -79,12 +79,14 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   COIL_LOG(graph, "input graph:\n{}", to_text(graph));
   after_graph_pass("input", graph, GraphStage::input);
   progress_note("lowering");
-  // The written-out attention pattern as one node: the CPU's flash kernel (cuda writes it out
-  // again below, until a Triton flash template exists).
+  // The written-out attention pattern as one node: the CPU's flash kernel, cuda's Triton flash
+  // template.
   Graph recognized = recognize_attention(graph);
   after_graph_pass("recognize_attention", recognized, GraphStage::input);
   DecomposeOptions decompose_options;
-  decompose_options.decompose_attention = gpu;  // no Triton attention template yet
+  // cuda: the Triton flash template pads head dims to powers of two up to 256 (its Q and
+  // accumulator tiles live in registers); larger ones are written out (matmul, softmax, matmul).
+  if (gpu) decompose_options.attention_max_head_dim = 256;
   Graph g = decompose_and_bind(recognized, options.sizes, decompose_options);
   COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
   after_graph_pass("decompose_and_bind", g, GraphStage::decomposed);

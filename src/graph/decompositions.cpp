@@ -206,8 +206,8 @@ int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<in
 // attention(q, k, v[, mask]) {causal, scale} written out: softmax((q @ k^T) * scale [+ mask])
 // @ v, f16/bf16 computed in f32 and rounded once. Grouped-query k and v are broadcast to q's
 // heads (head h reads kv head h / (H / Hkv)); a bool mask and causal turn scores into -inf
-// (causal keeps key j <= i + Tk - Tq: bottom-right aligned). Devices without an attention
-// kernel (cuda until a Triton flash template exists) and f64 compile this form.
+// (causal keeps key j <= i + Tk - Tq: bottom-right aligned). f64, and on cuda head dims
+// above the flash template's 256, compile this form.
 int decompose_attention(Graph& g, const Node& node, const std::vector<int>& in) {
   Builder b(g, node);
   const Shape& qs = b.type(in[0]).shape;
@@ -250,9 +250,16 @@ int decompose_attention(Graph& g, const Node& node, const std::vector<int>& in) 
 }
 
 // An op lowered on some targets and decomposed on the others (its registry row has both).
-static bool decomposed_here(const Node& n, const DecomposeOptions& options) {
+// `g` holds n's inputs. A head dim not known yet (a symbol before binding) is checked again on
+// the bound graph (decompose_and_bind's second pass).
+static bool decomposed_here(const Graph& g, const Node& n, const DecomposeOptions& options) {
   if (n.op->name != "attention") return false;
-  return options.decompose_attention || n.type.dtype == DType::F64;
+  if (options.decompose_attention || n.type.dtype == DType::F64) return true;
+  if (options.attention_max_head_dim <= 0) return false;
+  const auto head_dim = g.node(n.inputs[0]).type.shape[3].as_const();
+  const auto value_dim = n.type.shape[3].as_const();
+  return (head_dim && *head_dim > options.attention_max_head_dim) ||
+         (value_dim && *value_dim > options.attention_max_head_dim);
 }
 
 static std::string bindings_str(const std::map<sym::Expr, sym::Expr>& bind) {
@@ -298,7 +305,7 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
         id = out.add_input(n.name, n.type.dtype, s);
       } else if (n.op->name == "constant") {
         id = out.add_constant(*n.data, n.name);
-      } else if (n.op->kind == OpKind::Composite || decomposed_here(n, options)) {
+      } else if (n.op->kind == OpKind::Composite || decomposed_here(g, n, options)) {
         // Decompositions add their nodes to `out`; composites they use (var uses mean) are
         // expanded by the second pass below.
         Node copy = n;
@@ -332,7 +339,7 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
   // repeat until no composite and no dead node remains.
   const std::vector<bool> live_after = live_nodes(out);
   for (const auto& np : out.nodes())
-    if (np->op->kind == OpKind::Composite || decomposed_here(*np, options) ||
+    if (np->op->kind == OpKind::Composite || decomposed_here(out, *np, options) ||
         (!live_after[static_cast<size_t>(np->id)] && np->op->name != "input"))
       return decompose_and_bind(out, {}, options);
   return out;

@@ -19,9 +19,13 @@ int decompose_attention(Graph& g, const Node& node, const std::vector<int>& in);
 
 struct DecomposeOptions {
   /// Write attention out (matmul, scale, mask, softmax, matmul) instead of keeping the node for
-  /// the CPU's flash kernel: the cuda device, which has no attention template yet. f64
-  /// attention is written out on every device (the kernel computes in f32).
+  /// a flash kernel, always. f64 attention is written out on every device (the kernels compute
+  /// in f32).
   bool decompose_attention = false;
+  /// Write out attention whose head dim (D or Dv) exceeds this (0: no limit): cuda's Triton
+  /// flash template holds a [BLOCK_M, D] tile per operand in registers and shared memory, up to
+  /// 256 (triton_attention.h).
+  int64_t attention_max_head_dim = 0;
 };
 
 /// A copy of `g` in which every composite node is replaced by its decomposition (recursively),

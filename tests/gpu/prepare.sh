@@ -21,3 +21,9 @@ if [ "${COIL_REBUILD:-1}" = 1 ]; then
   fi
 fi
 "$py" tests/gpu/prepare_cases.py --coil build/bin/coil "$@"
+# The attention suite and benchmark (tests/gpu/run_attention.sh runs them); after the cases,
+# whose full run clears tests/gpu/generated/.
+if [ "$#" -eq 0 ]; then
+  "$py" tests/gpu/prepare_attention.py --coil build/bin/coil
+  "$py" bench/gpu/attention_bench.py --prepare --coil build/bin/coil
+fi

@@ -7,6 +7,7 @@
 
 #include "codegen/code_writer.h"
 #include "codegen/kernel_names.h"
+#include "codegen/triton/triton_attention.h"
 #include "codegen/triton/triton_printer.h"
 #include "ir/loop_extents.h"
 #include "support/check.h"
@@ -836,6 +837,7 @@ class TritonKernelPrinter {
 }  // namespace
 
 TritonKernelSource generate_triton_kernel(const TritonProgramPlan& plan, size_t k, int index) {
+  if (plan.kernels[k].attention) return generate_triton_attention_kernel(plan, k, index);
   return TritonKernelPrinter(plan, k, index).generate();
 }
 

@@ -218,9 +218,14 @@ class Planner {
         nests.push_back(&g.nests[i]);
     }
     if (head.is_opaque()) {
-      if (plan_template(g, nests)) return;
-      // A library call; its fused epilogue (nests[1]) follows as a kernel.
-      out_.steps.push_back({-1, g.nests[0].computations[0]});
+      if (head.attention) {
+        plan_attention(g.nests[0].computations[0]);
+      } else if (plan_template(g, nests)) {
+        return;
+      } else {
+        // A library call; its fused epilogue (nests[1]) follows as a kernel.
+        out_.steps.push_back({-1, g.nests[0].computations[0]});
+      }
       first = 1;
     }
     if (nests.empty()) return;
@@ -236,6 +241,29 @@ class Planner {
       COIL_ASSERT(k.has_value(), "a single loop nest must make a Triton kernel: {}", why);
       add_kernel(std::move(*k));
     }
+  }
+
+  /// An attention computation as a flash-attention triton_tem kernel: q, k, v (and the mask)
+  /// read through the spec's strides, the result stored contiguously. Its body (loads of the
+  /// operands, the store of the result) makes the planner keep those buffers in memory.
+  void plan_attention(int computation) {
+    const ComputedBuffer& c = comp(computation);
+    const AttentionSpec& a = *c.attention;
+    TritonKernelPlan k;
+    k.kind = TritonKernelKind::Template;
+    k.attention = c.attention;
+    k.attention_out = c.buffer;
+    k.body = c.body;
+    k.op_nest.assign(c.body.ops().size(), 0);
+    k.reused.assign(c.body.ops().size(), false);
+    k.origins = c.origin_names;
+    k.provenance = c.origins;
+    int64_t biggest = 0;
+    for (int b : {a.q, a.k, a.v, a.mask, c.buffer})
+      if (b >= 0) biggest = std::max(biggest, out_.buffers[static_cast<size_t>(b)].numel());
+    k.int64_index = biggest > INT32_MAX;
+    out_.steps.push_back({static_cast<int>(out_.kernels.size()), computation});
+    out_.kernels.push_back(std::move(k));
   }
 
   /// A matmul template with a pointwise epilogue as a triton_tem kernel (plus the epilogue alone

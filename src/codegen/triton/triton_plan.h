@@ -20,7 +20,8 @@
 //               chunks of each row into a partial buffer, then a kernel reducing the partials.
 // Extern calls (matmul, conv2d) are library calls through torch in the wrapper. A matmul
 // template with a pointwise epilogue becomes a triton_tem kernel (tl.dot K loop, the epilogue on
-// the accumulator tile) plus that epilogue as its own kernel for the torch.mm choice.
+// the accumulator tile) plus that epilogue as its own kernel for the torch.mm choice. An
+// attention Extern becomes a triton_tem flash-attention kernel (triton_attention.h).
 #pragma once
 
 #include <cstdint>
@@ -106,6 +107,10 @@ struct TritonKernelPlan {
   /// epilogue body reads in place of `acc_buffer` (xindex = the flat output index).
   std::shared_ptr<const MatmulSpec> matmul;
   int acc_buffer = -1;
+  /// Flash-attention template kernels (kind Template, no matmul): the attention they compute
+  /// (triton_attention.h prints them; `body` only names the operands and the result).
+  std::shared_ptr<const AttentionSpec> attention;
+  int attention_out = -1;      // the result buffer
   std::string prefix() const;  // triton_poi / triton_per / triton_red / triton_tem
   bool is_reduction() const {
     return kind == TritonKernelKind::Persistent || kind == TritonKernelKind::Looped;

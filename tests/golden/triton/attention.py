@@ -7,76 +7,69 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
+# graph nodes: y (attention)
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', name='triton_tem_fused_attention_0', kernel_hash='a2dabf5797a64cc00f6a9188820918a0')
 @triton.jit
-def _coil_maximum(a, b):
-    # NaN-propagating maximum (torch.maximum, torch.amax); tl.maximum alone drops NaN
-    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
-
-
-# graph nodes: y__attention_6 (transpose <- unsqueeze, expand, reshape)
-@heuristics.pointwise(size_hints={'y': 256, 'x': 64}, tile_hint='TILE', name='triton_poi_fused_attention_0', kernel_hash='4d74a7b0d883ab36c5aa793bd32b94be')
-@triton.jit
-def triton_poi_fused_attention_0(in_ptr0, out_ptr0, ynumel, xnumel, YBLOCK : tl.constexpr, XBLOCK : tl.constexpr):
-    ynumel = 256
-    xnumel = 64
-    yoffset = tl.program_id(1) * YBLOCK
-    yindex = yoffset + tl.arange(0, YBLOCK)[:, None]
-    xoffset = tl.program_id(0) * XBLOCK
-    xindex = xoffset + tl.arange(0, XBLOCK)[None, :]
-    y0 = (yindex // 128)
-    y1 = (((yindex // 32) % 4) // 2)
-    y2 = (yindex % 32)
-    y3 = yindex
-    x0 = xindex
-    tmp0 = tl.load(in_ptr0 + (32*x0 + 4096*y0 + 2048*y1 + y2))
-    tl.store(out_ptr0 + (x0 + 64*y3), tmp0, None)
-
-
-# graph nodes: y__attention_19 (max <- mul, reshape, le, where), y__attention_21 (exp <- mul, reshape, le, where, sub), y__attention_22 (sum), y__attention_24 (mul <- reciprocal)
-@heuristics.persistent_reduction(size_hints={'x': 512, 'r0_': 64}, reduction_hint='INNER', name='triton_per_fused_attention_1', kernel_hash='483c9cc74f5309de342b6ac42647290e')
-@triton.jit
-def triton_per_fused_attention_1(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
-    xnumel = 512
-    r0_numel = 64
-    xoffset = tl.program_id(0) * XBLOCK
-    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
-    r0_index = tl.arange(0, R0_BLOCK)[None, :]
-    r0_offset = 0
-    x0 = (xindex % 64)
-    x1 = xindex
-    r0_0 = r0_index
-    tmp0 = (r0_0).to(tl.int64)
-    tmp1 = (x0).to(tl.int64)
-    tmp2 = tmp0 <= tmp1
-    tmp3 = tl.load(in_ptr0 + (r0_0 + 64*x1))
-    tmp4 = 0.17677669
-    tmp5 = tmp3 * tmp4
-    tmp6 = float("-inf")
-    tmp7 = tl.where(tmp2, tmp5, tmp6)
-    tmp18 = tl.broadcast_to(tmp7, [XBLOCK, R0_BLOCK])
-    tmp8 = tl.reduce(tmp18, 1, _coil_maximum)[:, None]
-    tmp10 = tmp7 - tmp8
-    tmp11 = tl.exp(tmp10)
-    tmp19 = tl.broadcast_to(tmp11, [XBLOCK, R0_BLOCK])
-    tmp13 = tl.sum(tmp19, 1)[:, None]
-    tmp15 = tl.div_rn(1.0, tmp13)
-    tmp16 = tmp11 * tmp15
-    tl.store(out_ptr0 + (r0_0 + 64*x1), tmp16, None)
-
-
-# graph nodes: y__attention_5 (reshape <- unsqueeze, expand)
-@heuristics.pointwise(size_hints={'x': 16384}, name='triton_poi_fused_attention_2', kernel_hash='05b898821aaa290695f426d60c84c4aa')
-@triton.jit
-def triton_poi_fused_attention_2(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
-    xnumel = 16384
-    xoffset = tl.program_id(0) * XBLOCK
-    xindex = xoffset + tl.arange(0, XBLOCK)[:]
-    x0 = (xindex // 8192)
-    x1 = (((xindex // 2048) % 4) // 2)
-    x2 = (xindex % 2048)
-    x3 = xindex
-    tmp0 = tl.load(in_ptr0 + (4096*x0 + 2048*x1 + x2))
-    tl.store(out_ptr0 + (x3), tmp0, None)
+def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+    # flash attention: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right)
+    TQ = 64
+    TK = 64
+    # causal: the last query blocks (the most keys) first
+    pid_m = (TQ + BLOCK_M - 1) // BLOCK_M - 1 - tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // 4
+    h = bh % 4
+    kvh = h // 2  # grouped-query: 2 query heads per kv head
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn0 = tl.arange(0, BLOCK_N)
+    rd = tl.arange(0, 32)
+    rdv = tl.arange(0, 32)
+    Q = arg_Q + (b * 8192 + h * 2048)
+    K = arg_K + (b * 4096 + kvh * 2048)
+    V = arg_V + (b * 4096 + kvh * 2048)
+    q = tl.load(Q + (rm[:, None] * 32 + rd[None, :]))
+    qk_scale = 0.25503486164919736  # scale 0.17677669529663687 * log2(e)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, 32], dtype=tl.float32)
+    # online softmax in log2 units: m_i the running max, l_i the running sum; a row with
+    # no visible key so far keeps m = -inf and subtracts 0 instead (m_safe: exp2 gives 0,
+    # not the NaN of -inf - -inf)
+    # causal: row i sees keys j <= i + TK - TQ. Keys below `full` are seen by every
+    # row of the block (no mask); the block's last row sees keys below `hi`; the
+    # blocks past it are skipped
+    hi = tl.minimum((pid_m + 1) * BLOCK_M + (TK - TQ), TK)
+    full = tl.minimum(tl.maximum(pid_m * BLOCK_M + (TK - TQ) + 1, 0), TK)
+    full = (full // BLOCK_N) * BLOCK_N
+    for start_n in range(0, full, BLOCK_N):
+        rn = start_n + rn0
+        k = tl.load(K + (rn[:, None] * 32 + rd[None, :]))
+        s = tl.dot(q, tl.trans(k), input_precision='ieee') * qk_scale
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.math.exp2(m_i - m_safe)
+        p = tl.math.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + (rn[:, None] * 32 + rdv[None, :]))
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision='ieee')
+        m_i = m_new
+    for start_n in range(full, hi, BLOCK_N):
+        rn = start_n + rn0
+        k = tl.load(K + (rn[:, None] * 32 + rd[None, :]))
+        s = tl.dot(q, tl.trans(k), input_precision='ieee') * qk_scale
+        s = tl.where(rn[None, :] <= rm[:, None] + (TK - TQ), s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.math.exp2(m_i - m_safe)
+        p = tl.math.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + (rn[:, None] * 32 + rdv[None, :]))
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision='ieee')
+        m_i = m_new
+    # rows that saw no key (all masked, or causal with Tq > Tk) have l_i = 0 and
+    # give 0 / 0 = NaN, what coil's reference gives (softmax over all -inf)
+    o = acc / l_i[:, None]
+    tl.store(out_ptr0 + (bh * 2048 + rm[:, None] * 32 + rdv[None, :]), o.to(tl.float32))
 
 
 def call(args):
@@ -85,23 +78,8 @@ def call(args):
     runtime.check_input(arg0_1, 'q', (2, 4, 64, 32), (8192, 2048, 32, 1), torch.float32)
     runtime.check_input(arg1_1, 'k', (2, 2, 64, 32), (4096, 2048, 32, 1), torch.float32)
     runtime.check_input(arg2_1, 'v', (2, 2, 64, 32), (4096, 2048, 32, 1), torch.float32)
-    buf3 = runtime.empty_strided((2, 4, 32, 64), (8192, 2048, 64, 1), torch.float32)
-    triton_poi_fused_attention_0.run(arg1_1, buf3, 256, 64)
-    buf4 = runtime.empty_strided((2, 4, 64, 64), (16384, 4096, 64, 1), torch.float32)
-    # graph nodes: y__attention_7 (matmul)
-    with runtime.fp32_precision('highest'):
-        torch.matmul(arg0_1, buf3, out=buf4)
-    del buf3
-    buf8 = runtime.empty_strided((2, 4, 64, 64), (16384, 4096, 64, 1), torch.float32)
-    triton_per_fused_attention_1.run(buf4, buf8, 512, 64)
-    del buf4
-    buf9 = runtime.empty_strided((2, 4, 64, 32), (8192, 2048, 32, 1), torch.float32)
-    triton_poi_fused_attention_2.run(arg2_1, buf9, 16384)
     out0 = runtime.empty_strided((2, 4, 64, 32), (8192, 2048, 32, 1), torch.float32)
-    # graph nodes: y__attention_18 (matmul)
-    with runtime.fp32_precision('highest'):
-        torch.matmul(buf8, buf9, out=out0)
-    del buf8, buf9
+    triton_tem_fused_attention_0.run(arg0_1, arg1_1, arg2_1, out0)
     return (out0, )
 
 

@@ -1,0 +1,107 @@
+"""The flash-attention template decorator (heuristics.attention): configs fitted to the shape,
+the grid, autotuning over its configs, and the generated module's call() wiring, with the fake
+triton (the kernel itself runs on the GPU: tests/gpu/test_attention.py)."""
+
+import math
+import os
+
+import torch
+
+from coil_runtime import autotune, configs as cfgs, heuristics, runtime
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN = os.path.join(ROOT, "tests", "golden", "triton")
+KERNEL = "triton_tem_fused_attention_0"
+
+
+def shape(tq=2048, tk=2048, d=128, dv=None, b=1, h=8, hkv=None):
+    return {"batch": b, "heads": h, "kv_heads": hkv or h, "q_len": tq, "kv_len": tk,
+            "head_dim": d, "value_dim": dv or d}
+
+
+def test_attention_configs_fit_and_clamp():
+    big = cfgs.attention_configs(shape(), "bfloat16")
+    assert len(big) == len(cfgs.ATTENTION_CONFIGS)  # every default config fits D = 128 bf16
+    assert big[0].kwargs == {"BLOCK_M": 128, "BLOCK_N": 64} and big[0].num_warps == 8
+    # Short lengths: blocks clamp to next_pow2 (>= 16), duplicates dropped.
+    small = cfgs.attention_configs(shape(tq=1, tk=7, d=64), "float32")
+    assert all(c.kwargs == {"BLOCK_M": 16, "BLOCK_N": 16} for c in small)
+    assert len({c.key() for c in small}) == len(small)
+    # Head dim 256 in f32: the K/V stages and the accumulator leave only small tiles.
+    for c in cfgs.attention_configs(shape(d=256), "float32"):
+        assert cfgs.attention_shared_memory(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"],
+                                            c.num_stages, shape(d=256), "float32") <= \
+            cfgs.MM_SHARED_MEMORY
+        assert cfgs.attention_registers(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps,
+                                        shape(d=256)) <= cfgs.MM_MAX_ACC_REGISTERS
+    # Nothing fits a tiny shared memory: the smallest tile, one stage.
+    (only,) = cfgs.attention_configs(shape(), "float32", shared_memory=1024)
+    assert only.kwargs == {"BLOCK_M": 32, "BLOCK_N": 16} and only.num_stages == 1
+    assert len(cfgs.attention_configs(shape(), mode="0")) == 1
+    assert len(cfgs.attention_configs(shape(), "bfloat16", mode="max")) > len(big)
+
+
+def test_attention_grid():
+    c = cfgs.Config({"BLOCK_M": 64, "BLOCK_N": 32})
+    assert cfgs.attention_grid(c, shape(tq=100, b=2, h=3)) == (2, 6, 1)
+    assert cfgs.attention_grid(c, shape(tq=0))[0] == 0
+    try:
+        cfgs.attention_grid(c, shape(b=70000, h=1))
+        raise AssertionError("a grid over CUDA's y limit was accepted")
+    except ValueError as e:
+        assert "batch x heads" in str(e)
+
+
+def _reference(q, k, v, causal):
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        tq, tk = s.shape[-2:]
+        keep = torch.arange(tk)[None, :] <= torch.arange(tq)[:, None] + (tk - tq)
+        s = s.masked_fill(~keep, -math.inf)
+    return torch.softmax(s, -1) @ v
+
+
+def test_golden_module_autotunes_and_launches_per_query_block(fake_gpu, capsys):
+    fake = fake_gpu
+    fake.EMULATORS[KERNEL] = lambda q, k, v, out: out.copy_(_reference(q, k, v, True))
+    # Time falls with BLOCK_M * BLOCK_N: the largest tile wins.
+    autotune.set_benchmarker(lambda fn: (fn(), 1000.0 / (fake.LAUNCHES[-1][4]["BLOCK_M"] *
+                                                         fake.LAUNCHES[-1][4]["BLOCK_N"]))[1])
+    mod = runtime.load_module(os.path.join(GOLDEN, "attention.py"), name="attn_golden")
+    (tuner,) = heuristics.autotuners_of(mod)
+    assert isinstance(tuner, heuristics.AttentionAutotuner) and tuner.causal
+    assert tuner.runtime_names == ["arg_Q", "arg_K", "arg_V", "out_ptr0"]
+    assert tuner.mutated_pos == [3]  # only the output is cloned for benchmarking
+    assert tuner.flops == 2 * 2 * 4 * 64 * 64 * 64 // 2
+    torch.manual_seed(0)
+    args = [torch.randn(2, 4, 64, 32), torch.randn(2, 2, 64, 32), torch.randn(2, 2, 64, 32)]
+    (out,) = mod.call(list(args))
+    name, grid, _, _, consts, _ = fake.LAUNCHES[-1]
+    assert name == KERNEL and consts == {"BLOCK_M": 64, "BLOCK_N": 64}  # clamped to Tq = Tk
+    assert grid == (1, 8, 1)  # one block of 64 query rows, 2 x 4 (batch, head) programs
+    torch.testing.assert_close(out, _reference(*args, True))
+    assert "TFLOP/s" in capsys.readouterr().err
+
+
+def test_mask_module_passes_the_mask_and_select_forces_configs(fake_gpu):
+    fake = fake_gpu
+    mod = runtime.load_module(os.path.join(GOLDEN, "attention_mask_broadcast.py"),
+                              name="attn_mask")
+    tuners = heuristics.autotuners_of(mod)
+    assert sorted(t.runtime_names[3] for t in tuners) == ["arg_mask", "arg_mask"]
+    args = [torch.randn(2, 4, 128, 64), torch.randn(2, 4, 96, 64), torch.randn(2, 4, 96, 64),
+            torch.randn(2, 1, 1, 96), torch.rand(128, 96) < 0.5]
+    for i in range(len(tuners[0].configs)):
+        for t in tuners:
+            t.select(i)
+        n = len(fake.LAUNCHES)
+        mod.call(list(args))
+        launched = fake.LAUNCHES[n:]
+        assert len(launched) == 2
+        for name, grid, _, kernel_args, consts, warps in launched:
+            t = next(t for t in tuners if t.name == name)
+            assert consts == t.configs[i].kwargs and warps == t.configs[i].num_warps
+            assert grid == (math.ceil(128 / consts["BLOCK_M"]), 8, 1)
+            assert kernel_args[3].shape in ((2, 1, 1, 96), (128, 96))
