@@ -78,14 +78,15 @@ TEST(FoldConvActivations, DepthwiseStridedWithoutBias) {
 
 TEST(FoldConvActivations, OddShapesStridesDilationsAndGroups) {
   // Each folds and matches the reference: odd batch and sizes, asymmetric stride, dilation,
-  // grouped channels, a 1x1 image, a 7x7 stem.
+  // grouped channels, a padded 1x1 image (an unpadded 1x1 conv is a matmul template:
+  // convs_as_matmuls_test.cpp), a 7x7 stem.
   const char* convs[] = {
       "input x: f32[3, 4, 9, 7]\ninput w: f32[6, 2, 3, 3]\ninput b: f32[6]\n"
       "c = conv2d(x, w, b) {stride=[2, 1], padding=[1, 2], groups=2}\n",
       "input x: f32[1, 5, 10, 12]\ninput w: f32[7, 5, 3, 3]\n"
       "c = conv2d(x, w) {padding=[2, 3], dilation=[2, 3]}\n",
       "input x: f32[2, 3, 1, 1]\ninput w: f32[4, 3, 1, 1]\ninput b: f32[4]\n"
-      "c = conv2d(x, w, b)\n",
+      "c = conv2d(x, w, b) {padding=[1, 0]}\n",
       "input x: f32[1, 3, 23, 23]\ninput w: f32[8, 3, 7, 7]\ninput b: f32[8]\n"
       "c = conv2d(x, w, b) {stride=[2, 2], padding=[3, 3]}\n",
   };
