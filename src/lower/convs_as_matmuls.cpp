@@ -23,6 +23,11 @@
 // loops merged (exact: x2 -> x2 // W, x3 -> x2 % W, then simplified) where that makes them read
 // bufY at the element the bias computation stores; others are left as they are.
 //
+// A conv input that is a per-channel scale of another buffer, x = X * g(n, c) (efficientnet's
+// squeeze-and-excitation `x * sigmoid(se)`), read by nothing else, is folded into the weights
+// when they are the smaller tensor (OC < H * W): the template multiplies X by
+// W'[n] = W * g(n, .) and the scale pass over the whole activation disappears (scaled_weights).
+//
 // CPU only (run by the pipeline, like fold_conv_activations): the GPU keeps its cuDNN call.
 
 #include <map>
@@ -55,18 +60,111 @@ sym::Expr flat_index(int64_t n, int64_t oc, int64_t hw) {
   return a.simplify(loop_var(0) * sym::Expr(oc * hw) + loop_var(1) * sym::Expr(hw) + loop_var(2));
 }
 
-/// The template and the bias (or copy) computation that replace conv `c`.
-std::vector<ComputedBuffer> as_matmul(IrProgram& p, const ComputedBuffer& c) {
+/// A conv input x = X * g(n, c) (squeeze-and-excitation's channel scale, efficientnet's
+/// `x * sigmoid(se)`), whose only reader is the 1x1 conv, folded into the weights instead:
+/// W @ (X * g) = (W * g^T) @ X, with W'[n, oc, c] = W[oc, c] * g(n, c) a small pointwise
+/// computation of N * OC * C elements, where the scale pass reads and writes all N * C * H * W
+/// (the conv then reads X itself). Only where OC < H * W, so that W' is the smaller: late
+/// blocks with 7x7 images and many output channels keep the scale pass.
+struct ScaledWeights {
+  ComputedBuffer compute;  // writes `buffer`
+  int buffer = -1;
+  int x = -1;         // X, the conv's operand instead of x
+  size_t scale_pass;  // the computation it replaces (program.computations index)
+};
+
+/// `scale` (the writer of conv `c`'s input) as ScaledWeights, or nullopt when its body is not
+/// mul(load X at its own element, g) with g free of the H and W loops.
+std::optional<ScaledWeights> scaled_weights(IrProgram& p, const ComputedBuffer& c,
+                                            const ComputedBuffer& scale, size_t scale_index) {
+  const Conv2dSpec& s = *c.conv;
+  if (scale.kind != LoopKind::Pointwise || s.oc >= s.h * s.wd) return std::nullopt;
+  const std::vector<sym::Expr> dims{sym::Expr(s.n), sym::Expr(s.c), sym::Expr(s.h),
+                                    sym::Expr(s.wd)};
+  if (scale.ranges != dims) return std::nullopt;
+  const auto& ops = scale.body.ops();
+  const int last = static_cast<int>(ops.size()) - 1;
+  if (last < 2 || ops[static_cast<size_t>(last)].op != LoopOp::store ||
+      ops[static_cast<size_t>(last)].args[0] != last - 1)
+    return std::nullopt;
+  const BodyOp& mul = ops[static_cast<size_t>(last - 1)];
+  const sym::Expr& index = ops[static_cast<size_t>(last)].index;
+  if (mul.op != LoopOp::mul || mul.dtype != DType::F32) return std::nullopt;
+  // Which factor is X: a load at the stored element, of a contiguous f32 [N, C, H, W] buffer.
+  auto is_x = [&](int i) {
+    const BodyOp& op = ops[static_cast<size_t>(i)];
+    if (op.op != LoopOp::load || is_indirect_load(op) || op.index != index ||
+        op.dtype != DType::F32)
+      return false;
+    const Layout& l = p.buffer(op.buffer).layout;
+    const Layout want = contiguous_layout(DType::F32, dims);
+    return l.dtype == DType::F32 && l.sizes == want.sizes && l.strides == want.strides;
+  };
+  const int ix = is_x(mul.args[0]) ? mul.args[0] : is_x(mul.args[1]) ? mul.args[1] : -1;
+  const int ig = ix == mul.args[0] ? mul.args[1] : mul.args[0];
+  if (ix < 0 || ig == ix) return std::nullopt;
+  // g: every other op, none reading X's value or the H and W loops.
+  for (int i = 0; i < last - 1; ++i) {
+    if (i == ix) continue;
+    const BodyOp& op = ops[static_cast<size_t>(i)];
+    if (is_indirect_load(op) || op.op == LoopOp::store) return std::nullopt;
+    for (int a : op.args)
+      if (a == ix) return std::nullopt;
+    if (op.index.defined() &&
+        (sym::depends_on(op.index, loop_var(2)) || sym::depends_on(op.index, loop_var(3))))
+      return std::nullopt;
+  }
+  // W'[n, oc, c] over loops (x0, x1, x2) = (n, oc, c): g's loop x1 (its channel) becomes x2.
+  ScaledWeights out;
+  out.x = ops[static_cast<size_t>(ix)].buffer;
+  out.scale_pass = scale_index;
+  const std::vector<sym::Expr> ranges{sym::Expr(s.n), sym::Expr(s.oc), sym::Expr(s.c)};
+  out.buffer = p.add_buffer(BufferKind::Intermediate, contiguous_layout(DType::F32, ranges));
+  const sym::Expr ch = sym::make_symbol("coil_scaled_channel");
+  const std::map<sym::Expr, sym::Expr> move{{loop_var(1), ch}};
+  const std::map<sym::Expr, sym::Expr> rename{{ch, loop_var(2)}};
+  const sym::Analyzer a = loop_analyzer(ranges, {});
+  ComputedBuffer& w = out.compute;
+  w.buffer = out.buffer;
+  w.kind = LoopKind::Pointwise;
+  w.ranges = ranges;
+  w.origins = scale.origins;
+  w.origin_names = scale.origin_names;
+  std::vector<int> remap(ops.size(), -1);
+  for (int i = 0; i < last - 1; ++i) {
+    if (i == ix) continue;
+    BodyOp op = ops[static_cast<size_t>(i)];
+    for (int& arg : op.args)
+      if (arg >= 0) arg = remap[static_cast<size_t>(arg)];
+    if (op.index.defined())
+      op.index = a.simplify(sym::substitute(sym::substitute(op.index, move), rename));
+    remap[static_cast<size_t>(i)] = w.body.append(std::move(op));
+  }
+  const int wv =
+      w.body.load(s.w, a.simplify(loop_var(1) * sym::Expr(s.c) + loop_var(2)), DType::F32);
+  const int scaled = w.body.compute(LoopOp::mul, DType::F32, {wv, remap[static_cast<size_t>(ig)]});
+  w.body.store(
+      out.buffer,
+      a.simplify(loop_var(0) * sym::Expr(s.oc * s.c) + loop_var(1) * sym::Expr(s.c) + loop_var(2)),
+      scaled);
+  return out;
+}
+
+/// The template and the bias (or copy) computation that replace conv `c` (after `scaled`'s
+/// weights computation when there is one).
+std::vector<ComputedBuffer> as_matmul(IrProgram& p, const ComputedBuffer& c,
+                                      std::optional<ScaledWeights> scaled) {
   const Conv2dSpec& s = *c.conv;
   const int64_t hw = s.h * s.wd;
   const std::vector<sym::Expr> ranges{sym::Expr(s.n), sym::Expr(s.oc), sym::Expr(hw)};
   const int product = p.add_buffer(BufferKind::Intermediate, contiguous_layout(DType::F32, ranges));
 
   auto spec = std::make_shared<MatmulSpec>();
-  // A: the weight [OC, C, 1, 1] as [OC, C], the same for every image.
-  spec->a = StridedOperand{s.w, 0, {0}, s.c, 1};
-  // B: image n of x as [C, H*W]; a batch of one reads stride 0 (as lowering's operands do).
-  spec->b = StridedOperand{s.x, 0, {s.n == 1 ? 0 : s.c * hw}, hw, 1};
+  // A: the weight [OC, C, 1, 1] as [OC, C], the same for every image (scaled: image n's own).
+  // B: image n of x as [C, H*W]. A batch of one reads stride 0 (as lowering's operands do).
+  const int a = scaled ? scaled->buffer : s.w, x = scaled ? scaled->x : s.x;
+  spec->a = StridedOperand{a, 0, {scaled && s.n > 1 ? s.oc * s.c : 0}, s.c, 1};
+  spec->b = StridedOperand{x, 0, {s.n == 1 ? 0 : s.c * hw}, hw, 1};
   spec->batch = {s.n};
   spec->m = s.oc;
   spec->n = hw;
@@ -80,8 +178,8 @@ std::vector<ComputedBuffer> as_matmul(IrProgram& p, const ComputedBuffer& c) {
   t.origins = c.origins;
   t.origin_names = c.origin_names;
   // The body only names the operands (read whole by the template) and the result.
-  const int va = t.body.load(s.w, sym::Expr(0), DType::F32);
-  t.body.load(s.x, sym::Expr(0), DType::F32);
+  const int va = t.body.load(a, sym::Expr(0), DType::F32);
+  t.body.load(x, sym::Expr(0), DType::F32);
   const sym::Expr index = flat_index(s.n, s.oc, hw);
   t.body.store(product, index, va);
 
@@ -96,7 +194,11 @@ std::vector<ComputedBuffer> as_matmul(IrProgram& p, const ComputedBuffer& c) {
     v = out.body.compute(LoopOp::add, DType::F32,
                          {v, out.body.load(s.bias, loop_var(1), DType::F32)});
   out.body.store(c.buffer, index, v);
-  return {std::move(t), std::move(out)};
+  std::vector<ComputedBuffer> parts;
+  if (scaled) parts.push_back(std::move(scaled->compute));
+  parts.push_back(std::move(t));
+  parts.push_back(std::move(out));
+  return parts;
 }
 
 /// `reader` with its loops [N, OC, H, W] merged into [N, OC, H*W] when it then reads `conv_out`
@@ -138,13 +240,40 @@ void convs_as_matmuls(IrProgram& program) {
     int64_t n, oc, h, w;
   };
   std::map<int, Converted> converted;
-  for (ComputedBuffer& c : program.computations) {
+  // Each buffer's writer and number of readers, and the scale passes folded into weights.
+  std::vector<int> writer(program.buffers.size(), -1), readers(program.buffers.size(), 0);
+  for (size_t j = 0; j < program.computations.size(); ++j) {
+    writer[static_cast<size_t>(program.computations[j].buffer)] = static_cast<int>(j);
+    for (int b : program.computations[j].reads()) ++readers[static_cast<size_t>(b)];
+  }
+  std::vector<bool> dropped(program.computations.size(), false);
+  std::vector<size_t> position;  // out's entry -> program.computations index (SIZE_MAX: new)
+  // program.computations index -> its entry of out (SIZE_MAX: replaced); the originals are
+  // moved from as they are copied.
+  std::vector<size_t> moved_to(program.computations.size(), SIZE_MAX);
+  for (size_t j = 0; j < program.computations.size(); ++j) {
+    ComputedBuffer& c = program.computations[j];
     if (is_matmul_conv(program, c)) {
       const Conv2dSpec& s = *c.conv;
       COIL_LOG(fusion, "conv2d {} (1x1, {} -> {} channels, {}x{}) as a matmul template",
                program.buffer(c.buffer).name, s.c, s.oc, s.h, s.wd);
       converted[c.buffer] = {flat_index(s.n, s.oc, s.h * s.wd), s.n, s.oc, s.h, s.wd};
-      for (ComputedBuffer& part : as_matmul(program, c)) out.push_back(std::move(part));
+      std::optional<ScaledWeights> scaled;
+      const int x_writer = writer[static_cast<size_t>(s.x)];
+      if (x_writer >= 0 && readers[static_cast<size_t>(s.x)] == 1 &&
+          program.buffer(s.x).kind == BufferKind::Intermediate &&
+          moved_to[static_cast<size_t>(x_writer)] != SIZE_MAX)
+        scaled = scaled_weights(program, c, out[moved_to[static_cast<size_t>(x_writer)]],
+                                static_cast<size_t>(x_writer));
+      if (scaled) {
+        COIL_LOG(fusion, "{}: its channel scale {} folded into the weights",
+                 program.buffer(c.buffer).name, program.buffer(s.x).name);
+        dropped[scaled->scale_pass] = true;
+      }
+      for (ComputedBuffer& part : as_matmul(program, c, std::move(scaled))) {
+        out.push_back(std::move(part));
+        position.push_back(SIZE_MAX);
+      }
       continue;
     }
     // A reader of a converted conv's output over the conv's [N, OC, H, W] loops.
@@ -162,9 +291,16 @@ void convs_as_matmuls(IrProgram& program) {
         break;
       }
     }
+    moved_to[j] = out.size();
     out.push_back(std::move(c));
+    position.push_back(j);
   }
-  program.computations = std::move(out);
+  // The scale passes folded into weights go, and with them their buffers.
+  std::vector<ComputedBuffer> kept;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (position[i] == SIZE_MAX || !dropped[position[i]]) kept.push_back(std::move(out[i]));
+  program.computations = std::move(kept);
+  drop_unused_buffers(program);
 }
 
 }  // namespace coil

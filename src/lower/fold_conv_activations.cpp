@@ -83,8 +83,8 @@ const sym::Expr& store_index(const ComputedBuffer& c) {
   return c.body.ops().back().index;
 }
 
-/// Removes the intermediate buffers nothing writes or reads any more (the convs' former
-/// outputs) and renumbers the rest: the IR has no dangling buffers (ir/verify.h).
+}  // namespace
+
 void drop_unused_buffers(IrProgram& p) {
   std::vector<bool> used(p.buffers.size(), false);
   for (const Buffer& b : p.buffers)
@@ -131,8 +131,6 @@ void drop_unused_buffers(IrProgram& p) {
   for (auto* list : {&p.input_buffers, &p.constant_buffers, &p.output_buffers})
     for (int& b : *list) to(b);
 }
-
-}  // namespace
 
 void fold_conv_activations(IrProgram& program) {
   auto& comps = program.computations;

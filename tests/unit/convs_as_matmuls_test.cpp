@@ -100,6 +100,59 @@ TEST(ConvsAsMatmuls, TheConvOutputReadElsewhereOrAsAGraphOutput) {
   }
 }
 
+/// How many buffers of the program have `sizes` (the scale pass's [N, C, H, W] output is
+/// one more than the input's).
+size_t buffers_shaped(const std::string& text, const std::vector<int64_t>& sizes) {
+  CompileOptions o;
+  GeneratedProgram p = generate_program(parse_graph(text, "<test>"), o);
+  size_t n = 0;
+  for (const Buffer& b : p.program.buffers) {
+    bool same = b.layout.sizes.size() == sizes.size();
+    for (size_t i = 0; same && i < sizes.size(); ++i)
+      same = b.layout.sizes[i] == sym::Expr(sizes[i]);
+    n += same;
+  }
+  return n;
+}
+
+TEST(ConvsAsMatmuls, ChannelScaleFoldsIntoTheWeights) {
+  // x * sigmoid(se) (squeeze-and-excitation) read only by a 1x1 conv with fewer output
+  // channels than pixels: the conv reads x, its weights are scaled per image; both operand
+  // orders, a batch of 2 (each image its own weights), NaN in the scale.
+  for (const char* mul : {"m = mul(x, g)\n", "m = mul(g, x)\n"}) {
+    const std::string g = std::string(
+                              "input x: f32[2, 16, 12, 12]\ninput s: f32[2, 16, 1, 1]\n"
+                              "input w: f32[8, 16, 1, 1]\ninput b: f32[8]\ng = sigmoid(s)\n") +
+                          mul + "c = conv2d(m, w, b)\ny = relu(c)\noutput y\n";
+    SCOPED_TRACE(g);
+    EXPECT_EQ(buffers_shaped(g, {2, 16, 12, 12}), 1u);  // the input only
+    Graph graph = parse_graph(g, "<test>");
+    EXPECT_TRUE(testing::matches_reference(graph, 17));
+    std::vector<Tensor> in = testing::random_inputs(graph, 19);
+    in[1].data_as<float>()[5] = std::nanf("");
+    EXPECT_TRUE(testing::matches_reference(graph, in));
+  }
+}
+
+TEST(ConvsAsMatmuls, ChannelScaleStaysAPassWhereItMustOrIsCheaper) {
+  const std::string head =
+      "input x: f32[1, 16, 3, 5]\ninput s: f32[1, 16, 1, 1]\ninput w: f32[8, 16, 1, 1]\n";
+  const char* cases[] = {
+      // more output channels than pixels: the scaled weights would be the bigger pass
+      "input v: f32[20, 16, 1, 1]\nm = mul(x, s)\nc = conv2d(m, v)\noutput c\n",
+      // the scaled value is read elsewhere too
+      "m = mul(x, s)\nc = conv2d(m, w)\noutput c\noutput m\n",
+      // the factor varies over the pixels
+      "t = transpose(x) {dim0=2, dim1=3}\nu = reshape(t) {shape=[1, 16, 3, 5]}\n"
+      "m = mul(x, u)\nc = conv2d(m, w)\noutput c\n"};
+  for (const char* tail : cases) {
+    const std::string g = head + tail;
+    SCOPED_TRACE(g);
+    EXPECT_EQ(buffers_shaped(g, {1, 16, 3, 5}), 2u);  // the input and the scaled x
+    EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 23));
+  }
+}
+
 TEST(ConvsAsMatmuls, OtherConvsStayLibraryCalls) {
   // A strided, padded, grouped or spatial conv is not a plain product: oneDNN computes it.
   const char* convs[] = {
