@@ -61,6 +61,8 @@ TEST(DepthwiseConv, StridesPaddingsDilationsAndOddShapes) {
       {1, 7, 1, 1, 3, "padding=[1, 1]", true},
       {1, 4, 6, 6, 3, "", true},
       {2, 3, 8, 33, 5, "padding=[3, 1]", true},
+      // large enough (>= 32K multiply-adds) for the planes to be spread over threads
+      {2, 24, 40, 37, 3, "stride=[2, 2], padding=[1, 1]", true},
   };
   for (const Case& c : cases) {
     for (const char* tail : {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n",
