@@ -97,6 +97,8 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   IrProgram program = lower_graph(g, lower_options);
   mark("lower");
   if (!gpu) {
+    convs_as_matmuls(program);
+    after_ir_pass("convs_as_matmuls", program);
     fold_conv_activations(program);
     after_ir_pass("fold_conv_activations", program);
     AutotuneOptions autotune_options;

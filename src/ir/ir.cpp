@@ -132,10 +132,18 @@ const char* activation_name(Conv2dSpec::Activation a) {
   switch (a) {
     case Conv2dSpec::Activation::silu:
       return "silu";
+    case Conv2dSpec::Activation::relu:
+      return "relu";
+    case Conv2dSpec::Activation::clamp:
+      return "clamp";
     case Conv2dSpec::Activation::none:
       break;
   }
   return "none";
+}
+
+bool runs_on_coil_depthwise(const Conv2dSpec& c) {
+  return c.groups > 1 && c.groups == c.c && c.groups == c.oc;
 }
 
 std::string to_string(const IrProgram& p) {
@@ -157,6 +165,8 @@ std::string to_string(const IrProgram& p) {
       out += fmt::format(" conv2d groups={}", c.conv->groups);
       if (c.conv->activation != Conv2dSpec::Activation::none)
         out += fmt::format(" activation={}", activation_name(c.conv->activation));
+      if (c.conv->activation == Conv2dSpec::Activation::clamp)
+        out += fmt::format("({}, {})", c.conv->clamp_min, c.conv->clamp_max);
     }
     if (c.attention) {
       const AttentionSpec& a = *c.attention;

@@ -93,14 +93,20 @@ struct Conv2dSpec {
   std::array<int64_t, 4> padding{0, 0, 0, 0};
   int64_t groups = 1;
   bool weights_constant = false;
-  /// Applied to the output by the library call (CPU: a oneDNN post-op), folded in from the
-  /// conv's sole pointwise consumer by fold_conv_activations (lower/lowering.h).
-  enum class Activation { none, silu };
+  /// Applied to the output by the call, folded in from the conv's sole pointwise consumer by
+  /// fold_conv_activations (lower/lowering.h): silu as a oneDNN post-op; relu and clamp only
+  /// on coil's depthwise kernel (oneDNN's turn a NaN into 0).
+  enum class Activation { none, silu, relu, clamp };
   Activation activation = Activation::none;
+  double clamp_min = 0, clamp_max = 0;  // clamp: maximum(clamp_min, y), then minimum(clamp_max, .)
 };
 
-/// "silu" or "none".
+/// "silu", "relu", "clamp" or "none".
 const char* activation_name(Conv2dSpec::Activation a);
+
+/// A depthwise conv (as many groups as input and output channels, f32) runs on coil's own
+/// kernel (kernels/coil_depthwise.h) over NCHW, not oneDNN, which reorders around each call.
+bool runs_on_coil_depthwise(const Conv2dSpec& c);
 
 /// y = attention(q, k, v[, mask]) (the graph op): q [B, H, Tq, D], k [B, Hkv, Tk, D],
 /// v [B, Hkv, Tk, Dv] read through strides (rows contiguous), y [B, H, Tq, Dv] contiguous; the

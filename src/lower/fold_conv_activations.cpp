@@ -1,7 +1,8 @@
-// fold_conv_activations: a conv2d library call absorbs the activation that is its output's
-// only reader (silu: x * sigmoid(x)), so that the library applies
-// it to each output block while the block is in cache (oneDNN's eltwise post-op) and the conv
-// writes the activation's buffer directly. Without it every convolution of a CNN is followed by a
+// fold_conv_activations: a conv2d call absorbs the activation that is its output's only reader
+// (silu: x * sigmoid(x); on coil's depthwise kernel also relu and clamp), so that the call
+// applies it to each output block while the block is in cache (oneDNN's eltwise post-op, or
+// kernels/coil_depthwise.h's row epilogue) and the conv writes the activation's buffer
+// directly. Without it every convolution of a CNN is followed by a
 // pointwise kernel that reads and writes the whole activation once more (efficientnet_b0: 48
 // `x * sigmoid(x)` kernels after its convolutions), plus its parallel region.
 //
@@ -12,9 +13,11 @@
 //     tmp3 = store(buf8, idx, tmp2)
 // becomes one Extern that stores buf8 with activation silu; buf7 is left unused.
 //
-// Not relu or a clamp (relu6): oneDNN 2.6's relu and clip post-ops turn a NaN into 0 where
-// torch and the reference keep it (the NaN test of fold_conv_activations_test.cpp showed it),
-// a silent wrong answer for a model whose input has a NaN; silu keeps the NaN.
+// Not relu or a clamp (relu6) into a oneDNN call: oneDNN 2.6's relu and clip post-ops turn a NaN
+// into 0 where torch and the reference keep it (the NaN test of fold_conv_activations_test.cpp
+// showed it), a silent wrong answer for a model whose input has a NaN; silu keeps the NaN.
+// coil's depthwise kernel computes relu and clamp with coil_vec.h's NaN-propagating maximum
+// and minimum, in the operand order the pointwise body has, so those fold there.
 //
 // Only where the conv's output is read by nothing else, the reader's loops and index are the
 // conv's own, and the reader's buffer has the conv's layout (a contiguous NCHW f32 output is
@@ -33,9 +36,17 @@ namespace {
 
 using Activation = Conv2dSpec::Activation;
 
+struct Folded {
+  Activation activation;
+  double lo = 0, hi = 0;  // clamp's bounds
+};
+
 /// The activation a pointwise body computes from buffer `in` at `index` into its store, or
-/// nullopt when the body is anything else.
-std::optional<Activation> activation_of(const LoopBody& body, int in, const sym::Expr& index) {
+/// nullopt when the body is anything else. relu and clamp only with `clamps` (coil's own
+/// depthwise kernel): clamp is maximum(constant lo, x) then minimum(constant hi, .), the form
+/// lowering gives clamp {min, max} and ONNX's Clip, with lo <= hi.
+std::optional<Folded> activation_of(const LoopBody& body, int in, const sym::Expr& index,
+                                    bool clamps) {
   const auto& ops = body.ops();
   auto is_input = [&](int i) {
     const BodyOp& op = ops[static_cast<size_t>(i)];
@@ -49,7 +60,21 @@ std::optional<Activation> activation_of(const LoopBody& body, int in, const sym:
   if (ops.size() == 4 && is_input(0) && ops[1].op == LoopOp::sigmoid && ops[1].args[0] == 0 &&
       ops[1].dtype == DType::F32 && ops[2].op == LoopOp::mul && ops[2].dtype == DType::F32 &&
       std::minmax(ops[2].args[0], ops[2].args[1]) == std::minmax(0, 1) && stores(2))
-    return Activation::silu;
+    return Folded{Activation::silu};
+  if (!clamps) return std::nullopt;
+  if (ops.size() == 3 && is_input(0) && ops[1].op == LoopOp::relu && ops[1].args[0] == 0 &&
+      ops[1].dtype == DType::F32 && stores(1))
+    return Folded{Activation::relu};
+  auto f32_constant = [&](int i) {
+    const BodyOp& op = ops[static_cast<size_t>(i)];
+    return op.op == LoopOp::constant && op.dtype == DType::F32;
+  };
+  // load, constant lo, maximum(lo, x), constant hi, minimum(hi, .), store
+  if (ops.size() == 6 && is_input(0) && f32_constant(1) && ops[2].op == LoopOp::maximum &&
+      ops[2].dtype == DType::F32 && ops[2].args[0] == 1 && ops[2].args[1] == 0 && f32_constant(3) &&
+      ops[4].op == LoopOp::minimum && ops[4].dtype == DType::F32 && ops[4].args[0] == 3 &&
+      ops[4].args[1] == 2 && stores(4) && ops[1].fvalue <= ops[3].fvalue)
+    return Folded{Activation::clamp, ops[1].fvalue, ops[3].fvalue};
   return std::nullopt;
 }
 
@@ -58,8 +83,8 @@ const sym::Expr& store_index(const ComputedBuffer& c) {
   return c.body.ops().back().index;
 }
 
-/// Removes the intermediate buffers nothing writes or reads any more (the convs' former
-/// outputs) and renumbers the rest: the IR has no dangling buffers (ir/verify.h).
+}  // namespace
+
 void drop_unused_buffers(IrProgram& p) {
   std::vector<bool> used(p.buffers.size(), false);
   for (const Buffer& b : p.buffers)
@@ -107,8 +132,6 @@ void drop_unused_buffers(IrProgram& p) {
     for (int& b : *list) to(b);
 }
 
-}  // namespace
-
 void fold_conv_activations(IrProgram& program) {
   auto& comps = program.computations;
   std::vector<bool> removed(comps.size(), false);
@@ -130,11 +153,14 @@ void fold_conv_activations(IrProgram& program) {
     const Layout& from = program.buffer(out).layout;
     const Layout& to = program.buffer(act.buffer).layout;
     if (to.dtype != from.dtype || to.sizes != from.sizes || to.strides != from.strides) continue;
-    const std::optional<Activation> a = activation_of(act.body, out, store_index(conv));
+    const std::optional<Folded> a =
+        activation_of(act.body, out, store_index(conv), runs_on_coil_depthwise(*conv.conv));
     if (!a) continue;
 
     auto spec = std::make_shared<Conv2dSpec>(*conv.conv);
-    spec->activation = *a;
+    spec->activation = a->activation;
+    spec->clamp_min = a->lo;
+    spec->clamp_max = a->hi;
     conv.conv = spec;
     // The conv's body: its operand loads, then the store, now into the activation's buffer.
     LoopBody body;
@@ -143,8 +169,9 @@ void fold_conv_activations(IrProgram& program) {
       body.append(std::move(op));
     }
     conv.body = std::move(body);
-    COIL_LOG(fusion, "fold {} into the conv2d call of {} (a oneDNN {} post-op)",
-             program.buffer(act.buffer).name, program.buffer(out).name, activation_name(*a));
+    COIL_LOG(fusion, "fold {} into the conv2d call of {} ({} {})", program.buffer(act.buffer).name,
+             program.buffer(out).name, activation_name(a->activation),
+             runs_on_coil_depthwise(*spec) ? "in coil's depthwise kernel" : "as a oneDNN post-op");
     conv.buffer = act.buffer;
     conv.origins.insert(conv.origins.end(), act.origins.begin(), act.origins.end());
     conv.origin_names = describe_origins(conv.origins);

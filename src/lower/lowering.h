@@ -112,4 +112,14 @@ void elide_store_rounding(IrProgram& program);
 /// reader's buffer (lower/fold_conv_activations.cpp). CPU only (run by the pipeline).
 void fold_conv_activations(IrProgram& program);
 
+/// Removes the intermediate buffers nothing writes or reads any more (a folded pass's output)
+/// and renumbers the rest: the IR has no dangling buffers (ir/verify.h).
+void drop_unused_buffers(IrProgram& program);
+
+/// A 1x1 conv2d (stride 1, no padding, one group, f32) becomes the matmul template over its
+/// NCHW operands plus a pointwise bias add, and its readers over [N, OC, H, W] get their H and W
+/// loops merged so that they fuse as the template's epilogue (lower/convs_as_matmuls.cpp).
+/// CPU only (run by the pipeline before fold_conv_activations).
+void convs_as_matmuls(IrProgram& program);
+
 }  // namespace coil

@@ -1,5 +1,6 @@
 // fold_conv_activations (lower/fold_conv_activations.cpp): a conv2d library call absorbs a
-// relu or silu that is its output's only reader, as a oneDNN post-op. Each case checks the
+// silu that is its output's only reader, as a oneDNN post-op (relu and clamp only on coil's
+// depthwise kernel: depthwise_conv_test.cpp). Each case checks the
 // kernels the CPU module has and compares the compiled result with the reference interpreter.
 #include <gtest/gtest.h>
 
@@ -72,20 +73,22 @@ TEST(FoldConvActivations, DepthwiseStridedWithoutBias) {
       "input x: f32[1, 16, 13, 13]\ninput w: f32[16, 1, 3, 3]\n"
       "c = conv2d(x, w) {stride=[2, 2], padding=[1, 1], groups=16}\ns = sigmoid(c)\n"
       "y = mul(c, s)\noutput y\n";
-  EXPECT_TRUE(contains(cpu_module(g).source, "coil::ext::ConvPostOp::silu"));
+  // A depthwise conv runs on coil's kernel (kernels/coil_depthwise.h), which applies it too.
+  EXPECT_TRUE(contains(cpu_module(g).source, "coil::depthwise::Activation::silu"));
   expect_matches_reference(g);
 }
 
 TEST(FoldConvActivations, OddShapesStridesDilationsAndGroups) {
   // Each folds and matches the reference: odd batch and sizes, asymmetric stride, dilation,
-  // grouped channels, a 1x1 image, a 7x7 stem.
+  // grouped channels, a padded 1x1 image (an unpadded 1x1 conv is a matmul template:
+  // convs_as_matmuls_test.cpp), a 7x7 stem.
   const char* convs[] = {
       "input x: f32[3, 4, 9, 7]\ninput w: f32[6, 2, 3, 3]\ninput b: f32[6]\n"
       "c = conv2d(x, w, b) {stride=[2, 1], padding=[1, 2], groups=2}\n",
       "input x: f32[1, 5, 10, 12]\ninput w: f32[7, 5, 3, 3]\n"
       "c = conv2d(x, w) {padding=[2, 3], dilation=[2, 3]}\n",
       "input x: f32[2, 3, 1, 1]\ninput w: f32[4, 3, 1, 1]\ninput b: f32[4]\n"
-      "c = conv2d(x, w, b)\n",
+      "c = conv2d(x, w, b) {padding=[1, 0]}\n",
       "input x: f32[1, 3, 23, 23]\ninput w: f32[8, 3, 7, 7]\ninput b: f32[8]\n"
       "c = conv2d(x, w, b) {stride=[2, 2], padding=[3, 3]}\n",
   };

@@ -94,6 +94,8 @@ class KernelPrinter final : public NestPrinter {
                head.kind == LoopKind::Template ? "template" : matmul_impl_name(ms.impl),
                ms.batch.empty() ? "" : fmt::format(" batch [{}]", fmt::join(ms.batch, ", ")), ms.m,
                ms.k, ms.k, ms.n, nests().size() > 1 ? ", epilogue fused on each tile" : "");
+    } else if (head.conv && runs_on_coil_depthwise(*head.conv)) {
+      w_.linef("// {}: depthwise convolution (coil_depthwise.h)", out.name);
     } else if (head.conv) {
       w_.linef("// {}: oneDNN convolution (extern call)", out.name);
     } else if (head.attention) {

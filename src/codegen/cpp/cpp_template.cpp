@@ -273,6 +273,27 @@ void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t) {
 void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
   CodeWriter& w = p.writer();
   const Conv2dSpec& c = *t.conv;
+  if (runs_on_coil_depthwise(c)) {
+    // coil's own kernel over NCHW (kernels/coil_depthwise.h): no reorders, and relu/clamp
+    // folded in with NaN kept.
+    const int64_t oh =
+        (c.h + c.padding[0] + c.padding[2] - c.dilation[0] * (c.kh - 1) - 1) / c.stride[0] + 1;
+    const int64_t ow =
+        (c.wd + c.padding[1] + c.padding[3] - c.dilation[1] * (c.kw - 1) - 1) / c.stride[1] + 1;
+    w.linef(
+        "const coil::depthwise::Params params{{{}, {}, {}, {}, {}, {}, {{{}, {}}}, {{{}, {}}}, "
+        "{{{}, {}}}, {}, {}, coil::depthwise::Activation::{}, {}, {}}};",
+        c.n, c.c, c.h, c.wd, c.kh, c.kw, c.stride[0], c.stride[1], c.padding[0], c.padding[1],
+        c.dilation[0], c.dilation[1], oh, ow, activation_name(c.activation),
+        cpp_literal(c.clamp_min, 0, DType::F32), cpp_literal(c.clamp_max, 0, DType::F32));
+    w.linef("coil::depthwise::forward(params, {}, {}, {}, {});", p.plan().pointer(c.x),
+            p.plan().pointer(c.w), c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr",
+            p.plan().pointer(t.buffer));
+    return;
+  }
+  COIL_ASSERT(
+      c.activation == Conv2dSpec::Activation::none || c.activation == Conv2dSpec::Activation::silu,
+      "conv2d: oneDNN takes no {} post-op here (it loses NaN)", activation_name(c.activation));
   // Built once per call site (thread-safe static): oneDNN's primitive and, for constant
   // weights, their reordered copy.
   w.linef(

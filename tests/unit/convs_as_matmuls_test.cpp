@@ -1,0 +1,172 @@
+// convs_as_matmuls (lower/convs_as_matmuls.cpp): a 1x1 convolution runs as the matmul template
+// over NCHW and its bias, activation and residual add fuse into the template's epilogue. Each
+// case checks the kernels of the CPU module and compares the compiled result with the
+// reference interpreter, NaN inputs included (coil's epilogue keeps NaN where oneDNN's relu and
+// clip post-ops would not).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "driver/pipeline.h"
+#include "graph/text_format.h"
+#include "support/check_graph.h"
+
+namespace coil {
+namespace {
+
+std::vector<std::string> cpu_kernels(const std::string& text) {
+  CompileOptions o;
+  GeneratedProgram p = generate_program(parse_graph(text, "<test>"), o);
+  std::vector<std::string> names;
+  for (const auto& k : p.module.kernels) names.push_back(k.name);
+  return names;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::string conv_head(const std::string& x, const std::string& w, bool bias) {
+  return "input x: f32" + x + "\ninput w: f32" + w + "\n" +
+         (bias ? "input b: f32[" + w.substr(1, w.find(',') - 1) + "]\nc = conv2d(x, w, b)\n"
+               : "c = conv2d(x, w)\n");
+}
+
+TEST(ConvsAsMatmuls, ActivationsAndResidualAddFuseIntoOneTemplateKernel) {
+  // relu, relu6 (clamp), silu and a residual add after a 1x1 conv: one template kernel each.
+  const std::string head = conv_head("[2, 6, 11, 9]", "[8, 6, 1, 1]", true);
+  for (const char* tail :
+       {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n", "s = sigmoid(c)\ny = mul(c, s)\n",
+        "input r: f32[2, 8, 11, 9]\ny = add(c, r)\n", "y = add(c, c)\n"}) {
+    SCOPED_TRACE(tail);
+    const std::string g = head + tail + "output y\n";
+    std::vector<std::string> k = cpu_kernels(g);
+    ASSERT_EQ(k.size(), 1u) << k[0];
+    EXPECT_TRUE(contains(k[0], "cpp_template_conv2d"));
+    EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 3));
+  }
+}
+
+TEST(ConvsAsMatmuls, NanStaysNanThroughEveryEpilogue) {
+  // relu, clamp and silu of NaN are NaN in the reference (and in torch); a NaN in x reaches a
+  // whole column of the product, a NaN weight a whole row.
+  const std::string head = conv_head("[2, 6, 11, 9]", "[8, 6, 1, 1]", true);
+  for (const char* tail :
+       {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n", "s = sigmoid(c)\ny = mul(c, s)\n"}) {
+    for (int operand : {0, 1}) {
+      SCOPED_TRACE(std::string(tail) + (operand == 0 ? " NaN in x" : " NaN in w"));
+      Graph g = parse_graph(head + tail + "output y\n", "<test>");
+      std::vector<Tensor> in = testing::random_inputs(g, 5);
+      in[static_cast<size_t>(operand)].data_as<float>()[operand == 0 ? 17 : 3] = std::nanf("");
+      EXPECT_TRUE(testing::matches_reference(g, in));
+    }
+  }
+}
+
+TEST(ConvsAsMatmuls, OddShapesBatchesAndNoBias) {
+  // Odd channel counts and images, a batch of 3 (B advances per image), a 1x1 image (the SE
+  // blocks' convs), a 1xW row and no bias.
+  const std::vector<std::pair<std::string, std::string>> shapes = {
+      {"[3, 5, 7, 13]", "[7, 5, 1, 1]"},
+      {"[1, 33, 1, 1]", "[17, 33, 1, 1]"},
+      {"[2, 1, 1, 29]", "[3, 1, 1, 1]"},
+      {"[1, 24, 14, 14]", "[144, 24, 1, 1]"}};
+  for (const auto& [x, w] : shapes) {
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(x + " " + w + (bias ? " bias" : ""));
+      const std::string g = conv_head(x, w, bias) + "y = clamp(c) {min=0.0, max=6.0}\noutput y\n";
+      std::vector<std::string> k = cpu_kernels(g);
+      ASSERT_EQ(k.size(), 1u);
+      EXPECT_TRUE(contains(k[0], "cpp_template_conv2d"));
+      EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 7));
+    }
+  }
+}
+
+TEST(ConvsAsMatmuls, TheConvOutputReadElsewhereOrAsAGraphOutput) {
+  // c is a graph output as well as the relu's input, then read by a later reduction and by a
+  // transposed (non-epilogue) reader: each still matches the reference.
+  const std::string head = conv_head("[2, 6, 5, 7]", "[4, 6, 1, 1]", true);
+  for (const char* tail : {"y = relu(c)\noutput y\noutput c\n",
+                           "y = relu(c)\nm = sum(c) {axes=[2, 3]}\noutput y\n"
+                           "output m\n",
+                           "t = transpose(c) {dim0=2, dim1=3}\ny = relu(t)\noutput y\n"}) {
+    SCOPED_TRACE(tail);
+    const std::string g = head + tail;
+    EXPECT_TRUE(contains(cpu_kernels(g)[0], "cpp_template_conv2d"));
+    EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 11));
+  }
+}
+
+/// How many buffers of the program have `sizes` (the scale pass's [N, C, H, W] output is
+/// one more than the input's).
+size_t buffers_shaped(const std::string& text, const std::vector<int64_t>& sizes) {
+  CompileOptions o;
+  GeneratedProgram p = generate_program(parse_graph(text, "<test>"), o);
+  size_t n = 0;
+  for (const Buffer& b : p.program.buffers) {
+    bool same = b.layout.sizes.size() == sizes.size();
+    for (size_t i = 0; same && i < sizes.size(); ++i)
+      same = b.layout.sizes[i] == sym::Expr(sizes[i]);
+    n += same;
+  }
+  return n;
+}
+
+TEST(ConvsAsMatmuls, ChannelScaleFoldsIntoTheWeights) {
+  // x * sigmoid(se) (squeeze-and-excitation) read only by a 1x1 conv with fewer output
+  // channels than pixels: the conv reads x, its weights are scaled per image; both operand
+  // orders, a batch of 2 (each image its own weights), NaN in the scale.
+  for (const char* mul : {"m = mul(x, g)\n", "m = mul(g, x)\n"}) {
+    const std::string g = std::string(
+                              "input x: f32[2, 16, 12, 12]\ninput s: f32[2, 16, 1, 1]\n"
+                              "input w: f32[8, 16, 1, 1]\ninput b: f32[8]\ng = sigmoid(s)\n") +
+                          mul + "c = conv2d(m, w, b)\ny = relu(c)\noutput y\n";
+    SCOPED_TRACE(g);
+    EXPECT_EQ(buffers_shaped(g, {2, 16, 12, 12}), 1u);  // the input only
+    Graph graph = parse_graph(g, "<test>");
+    EXPECT_TRUE(testing::matches_reference(graph, 17));
+    std::vector<Tensor> in = testing::random_inputs(graph, 19);
+    in[1].data_as<float>()[5] = std::nanf("");
+    EXPECT_TRUE(testing::matches_reference(graph, in));
+  }
+}
+
+TEST(ConvsAsMatmuls, ChannelScaleStaysAPassWhereItMustOrIsCheaper) {
+  const std::string head =
+      "input x: f32[1, 16, 3, 5]\ninput s: f32[1, 16, 1, 1]\ninput w: f32[8, 16, 1, 1]\n";
+  const char* cases[] = {
+      // more output channels than pixels: the scaled weights would be the bigger pass
+      "input v: f32[20, 16, 1, 1]\nm = mul(x, s)\nc = conv2d(m, v)\noutput c\n",
+      // the scaled value is read elsewhere too
+      "m = mul(x, s)\nc = conv2d(m, w)\noutput c\noutput m\n",
+      // the factor varies over the pixels
+      "t = transpose(x) {dim0=2, dim1=3}\nu = reshape(t) {shape=[1, 16, 3, 5]}\n"
+      "m = mul(x, u)\nc = conv2d(m, w)\noutput c\n"};
+  for (const char* tail : cases) {
+    const std::string g = head + tail;
+    SCOPED_TRACE(g);
+    EXPECT_EQ(buffers_shaped(g, {1, 16, 3, 5}), 2u);  // the input and the scaled x
+    EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 23));
+  }
+}
+
+TEST(ConvsAsMatmuls, OtherConvsStayLibraryCalls) {
+  // A strided, padded, grouped or spatial conv is not a plain product: oneDNN computes it.
+  const char* convs[] = {
+      "input x: f32[2, 6, 9, 9]\ninput w: f32[8, 6, 1, 1]\nc = conv2d(x, w) {stride=[2, 2]}\n",
+      "input x: f32[2, 6, 9, 9]\ninput w: f32[8, 6, 1, 1]\nc = conv2d(x, w) {padding=[1, 1]}\n",
+      "input x: f32[2, 6, 9, 9]\ninput w: f32[8, 3, 1, 1]\nc = conv2d(x, w) {groups=2}\n",
+      "input x: f32[2, 6, 9, 9]\ninput w: f32[8, 6, 3, 3]\nc = conv2d(x, w)\n"};
+  for (const char* conv : convs) {
+    SCOPED_TRACE(conv);
+    const std::string g = std::string(conv) + "y = relu(c)\noutput y\n";
+    EXPECT_TRUE(contains(cpu_kernels(g)[0], "cpp_extern_conv2d"));
+    EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 13));
+  }
+}
+
+}  // namespace
+}  // namespace coil

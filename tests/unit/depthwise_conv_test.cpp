@@ -1,0 +1,122 @@
+// Depthwise convolutions on coil's own kernel (kernels/coil_depthwise.h) with the activation
+// folded in (lower/fold_conv_activations.cpp): strides, paddings, dilations, kernel sizes, odd
+// images and batches, no bias, and relu / clamp / silu applied to NaN inputs, each compiled
+// and compared with the reference interpreter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "driver/pipeline.h"
+#include "graph/text_format.h"
+#include "support/check_graph.h"
+
+namespace coil {
+namespace {
+
+struct Module {
+  std::vector<std::string> kernels;
+  std::string source;
+};
+
+Module cpu_module(const std::string& text) {
+  CompileOptions o;
+  GeneratedProgram p = generate_program(parse_graph(text, "<test>"), o);
+  Module m;
+  for (const auto& k : p.module.kernels) m.kernels.push_back(k.name);
+  m.source = p.module.source;
+  return m;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+/// A depthwise conv of `channels` over x [n, channels, h, w] with a k x k kernel.
+std::string depthwise(int64_t n, int64_t channels, int64_t h, int64_t w, int64_t k,
+                      const std::string& attrs, bool bias) {
+  auto s = [](int64_t v) { return std::to_string(v); };
+  std::string g = "input x: f32[" + s(n) + ", " + s(channels) + ", " + s(h) + ", " + s(w) +
+                  "]\ninput w: f32[" + s(channels) + ", 1, " + s(k) + ", " + s(k) + "]\n";
+  if (bias) g += "input b: f32[" + s(channels) + "]\n";
+  g += std::string("c = conv2d(x, w") + (bias ? ", b" : "") + ") {" + attrs +
+       (attrs.empty() ? "" : ", ") + "groups=" + s(channels) + "}\n";
+  return g;
+}
+
+TEST(DepthwiseConv, StridesPaddingsDilationsAndOddShapes) {
+  struct Case {
+    int64_t n, c, h, w, k;
+    std::string attrs;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {1, 16, 13, 13, 3, "stride=[2, 2], padding=[1, 1]", true},
+      {2, 5, 7, 11, 3, "padding=[1, 1]", false},
+      {1, 3, 17, 9, 5, "stride=[2, 2], padding=[2, 2]", true},
+      {3, 4, 9, 10, 3, "stride=[1, 2], padding=[0, 1]", true},
+      {1, 6, 12, 12, 3, "padding=[2, 2], dilation=[2, 2]", true},
+      {1, 2, 5, 40, 3, "stride=[3, 3], padding=[1, 1]", false},
+      {1, 7, 1, 1, 3, "padding=[1, 1]", true},
+      {1, 4, 6, 6, 3, "", true},
+      {2, 3, 8, 33, 5, "padding=[3, 1]", true},
+      // large enough (>= 32K multiply-adds) for the planes to be spread over threads
+      {2, 24, 40, 37, 3, "stride=[2, 2], padding=[1, 1]", true},
+  };
+  for (const Case& c : cases) {
+    for (const char* tail : {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n",
+                             "s = sigmoid(c)\ny = mul(c, s)\n", "y = neg(c)\n"}) {
+      const std::string g =
+          depthwise(c.n, c.c, c.h, c.w, c.k, c.attrs, c.bias) + tail + "output y\n";
+      SCOPED_TRACE(g);
+      Module m = cpu_module(g);
+      EXPECT_TRUE(contains(m.source, "coil::depthwise::forward"));
+      // The activations fold into the kernel; another op stays a kernel of its own.
+      EXPECT_EQ(m.kernels.size(), contains(tail, "neg") ? 2u : 1u);
+      EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 3));
+    }
+  }
+}
+
+TEST(DepthwiseConv, NanStaysNanThroughTheFoldedActivation) {
+  // relu, clamp and silu of NaN are NaN in the reference and in torch (oneDNN's relu and clip
+  // post-ops give 0, which is why they are not folded into oneDNN calls); NaN in x and in w.
+  const std::string head = depthwise(2, 6, 9, 9, 3, "padding=[1, 1]", true);
+  for (const char* tail :
+       {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n", "y = clamp(c) {min=-1.5, max=0.25}\n",
+        "s = sigmoid(c)\ny = mul(c, s)\n"}) {
+    for (int operand : {0, 1}) {
+      SCOPED_TRACE(std::string(tail) + (operand == 0 ? " NaN in x" : " NaN in w"));
+      Graph g = parse_graph(head + tail + "output y\n", "<test>");
+      EXPECT_TRUE(contains(
+          cpu_module(head + tail + "output y\n").source,
+          "coil::depthwise::Activation::" + std::string(contains(tail, "relu")    ? "relu"
+                                                        : contains(tail, "clamp") ? "clamp"
+                                                                                  : "silu")));
+      std::vector<Tensor> in = testing::random_inputs(g, 5);
+      in[static_cast<size_t>(operand)].data_as<float>()[operand == 0 ? 40 : 4] = std::nanf("");
+      EXPECT_TRUE(testing::matches_reference(g, in));
+    }
+  }
+}
+
+TEST(DepthwiseConv, ChannelMultipliersAndGroupedConvsStayOneDnn) {
+  // Two output channels per group, and groups that hold several input channels: oneDNN.
+  const char* convs[] = {
+      "input x: f32[1, 4, 9, 9]\ninput w: f32[8, 1, 3, 3]\nc = conv2d(x, w) {padding=[1, 1], "
+      "groups=4}\n",
+      "input x: f32[1, 8, 9, 9]\ninput w: f32[8, 2, 3, 3]\nc = conv2d(x, w) {padding=[1, 1], "
+      "groups=4}\n"};
+  for (const char* conv : convs) {
+    const std::string g = std::string(conv) + "y = relu(c)\noutput y\n";
+    SCOPED_TRACE(g);
+    Module m = cpu_module(g);
+    EXPECT_FALSE(contains(m.source, "coil::depthwise"));
+    EXPECT_EQ(m.kernels.size(), 2u);  // the relu is not a oneDNN post-op
+    EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 3));
+  }
+}
+
+}  // namespace
+}  // namespace coil
