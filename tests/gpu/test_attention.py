@@ -169,7 +169,11 @@ def main(argv=None):
     p.add_argument("--report")
     p.add_argument("--no-every-config", action="store_true")
     a = p.parse_args(argv)
-    names = sorted(n[5:] for n in os.listdir(GENERATED) if n.startswith("attn_"))
+    # Cases are the directories with an attention.json; attn_bench_* are the benchmark's modules
+    # (bench/gpu/attention_bench.py), which have none.
+    names = sorted(n[5:] for n in os.listdir(GENERATED)
+                   if n.startswith("attn_")
+                   and os.path.exists(os.path.join(GENERATED, n, "attention.json")))
     if a.groups:
         names = [n for n in names if n in a.groups]
     if not names:
