@@ -210,7 +210,8 @@ def test_torch_compile_backend_coil(dynamic):
 
 def test_torch_compile_modes_map_to_coil_modes():
     assert ct.options_for_mode(None, None) == {"mode": "default"}
-    assert ct.options_for_mode({}, "reduce-overhead") == {"mode": "default"}
+    # reduce-overhead: coil's default mode, and each CUDA call replayed as a CUDA graph
+    assert ct.options_for_mode({}, "reduce-overhead") == {"mode": "default", "cuda_graphs": True}
     assert ct.options_for_mode({"autotune": False}, "max-autotune") == {
         "autotune": False, "mode": "max-autotune"}
     assert ct.options_for_mode({}, "max-autotune-no-cudagraphs")["mode"] == "max-autotune"
