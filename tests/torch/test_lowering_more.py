@@ -249,6 +249,16 @@ def test_scans(dim):
         _check(lambda a: fn(a, dim), t, exact=True)
         _check(lambda a: fn(a, dim), t.long(), exact=True)
     _check(lambda a: torch.cummax(a, 0), torch.tensor(1.5), exact=True)
+    # cumprod: zeros, negatives, NaN and inf (0 * inf = NaN from there on), integers (i64
+    # products, as torch), a dtype argument, 0-d
+    p = torch.randint(-3, 4, (7, 6, 5), generator=g).float() * 0.75
+    p[4, 2, 1] = math.inf
+    _check(lambda a: torch.cumprod(a, dim), p)
+    _check(lambda a: torch.cumprod(a, dim), x)
+    _check(lambda a: torch.cumprod(a, dim), t.long(), exact=True)
+    _check(lambda a: torch.cumprod(a, dim, dtype=torch.float64), p)
+    _check(lambda a: torch.cumprod(a, dim), (t * 0.5 + 1).int(), exact=True)
+    _check(lambda a: torch.cumprod(a, 0), torch.tensor(-2.5), exact=True)
 
 
 @pytest.mark.parametrize("dim", [0, -1, 1])
