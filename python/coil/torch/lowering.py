@@ -477,6 +477,7 @@ def supported_ops():
 
 from . import lowering_nn  # noqa: E402,F401  (registers its rows)
 from . import lowering_math  # noqa: E402,F401
+from . import lowering_bessel  # noqa: E402,F401
 from . import lowering_scatter  # noqa: E402,F401
 from . import lowering_pool  # noqa: E402,F401
 from . import lowering_linalg  # noqa: E402,F401
