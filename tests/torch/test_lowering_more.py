@@ -616,3 +616,89 @@ def test_segment_reduce():
                        lengths, rtol=1e-6)
                 _check(lambda x, o: torch.segment_reduce(x, red, offsets=o, **kw), data,
                        offsets, rtol=1e-6)
+
+
+# ---- in-place writes: copy_, batch norm's running statistics (mutation.py) -------------------
+
+def _check_writes(f, *inputs, eager=False):
+    """f traced (on clones: make_fx runs the ops, writes included) and compiled; its outputs
+    and every input after the call (the in-place writes) against eager's. eager=True: coil must
+    refuse the graph (a fallback logged) and the result still be eager's."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    gm = make_fx(f, decomposition_table=lowering.DECOMPOSITIONS)(*[t.clone() for t in inputs])
+    fx_compile._ensure_shapes(gm, [t.clone() for t in inputs])
+    fallbacks = []
+    real = fx_compile._log_fallback
+    fx_compile._log_fallback = lambda what, why: fallbacks.append(f"{what}: {why}")
+    try:
+        compiled = fx_compile.compile_fx(gm, [t.clone() for t in inputs], OPTIONS)
+    finally:
+        fx_compile._log_fallback = real
+    assert bool(fallbacks) == eager, fallbacks
+    mine, theirs = [t.clone() for t in inputs], [t.clone() for t in inputs]
+    for _ in range(2):  # twice: the second call starts from the first one's statistics
+        # (atol 1e-5 on outputs: one value per channel normalizes eager's rounding residue
+        # x - mean ~ 1e-8 by 1/sqrt(eps); coil's is 0)
+        torch.testing.assert_close(compiled(*mine), f(*theirs), rtol=1e-5, atol=1e-5)
+        for a, b in zip(mine, theirs):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
+    return fallbacks
+
+
+def test_batch_norm_running_stats_in_training():
+    F = torch.nn.functional
+    g = _gen(31)
+    for shp in [(4, 3, 5, 7), (6, 3), (2, 3, 9), (1, 3, 1, 2)]:
+        x = torch.randn(*shp, generator=g) * 3 + 1
+        rm, rv = torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5
+        w, b = torch.randn(3, generator=g), torch.randn(3, generator=g)
+        for m in (0.1, 0.0, 1.0, 0.37):
+            _check_writes(lambda x, rm, rv: F.batch_norm(x, rm, rv, training=True,
+                                                         momentum=m), x, rm, rv)
+            _check_writes(lambda x, rm, rv, w, b: F.batch_norm(
+                x, rm, rv, w, b, training=True, momentum=m), x, rm, rv, w, b)
+            if math.prod(shp[2:]) > 1:  # (torch refuses one spatial element)
+                _check_writes(lambda x, rm, rv: F.instance_norm(
+                    x, rm, rv, use_input_stats=True, momentum=m), x, rm, rv)
+    # one value per channel: the unbiased variance is NaN, as torch's
+    _check_writes(lambda x, rm, rv: torch.native_batch_norm(x, None, None, rm, rv, True, 0.2,
+                                                            1e-5), torch.randn(1, 5, generator=g),
+                  torch.randn(5, generator=g), torch.rand(5, generator=g))
+
+
+def test_copy_into_inputs_and_intermediates():
+    g = _gen(32)
+    x, y = torch.randn(4, 5, generator=g), torch.randn(5, generator=g)
+
+    def into_input(a, b):  # broadcast and a dtype cast into the input, then read it again
+        a.copy_(b.double() * 2)
+        return a + 1
+
+    _check_writes(into_input, x, y)
+
+    def through_alias(a, b):
+        c = torch.ops.aten.alias(a)
+        c.copy_(b.exp())
+        return a * 3, c - 1
+
+    _check_writes(through_alias, x, y)
+
+    def into_intermediate(a, b):
+        t = a * 2
+        s = t.view(20).sum()  # read before the write: the old value
+        t.copy_(b)
+        return s, t.view(20) + 1  # a view taken after sees the write
+
+    _check_writes(into_intermediate, x, y)
+    # refused (the graph stays in eager): a view taken before the write read after it; a
+    # write into part of an input
+    assert "reads it after" in _check_writes(_stale_view, x, y, eager=True)[0]
+    assert "part of the input" in _check_writes(lambda a, b: a[1].copy_(b) * 2, x, y,
+                                                eager=True)[0]
+
+
+def _stale_view(a, b):
+    t = a * 2
+    v = t.view(20)
+    t.copy_(b)
+    return v + 1

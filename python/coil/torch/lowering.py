@@ -73,6 +73,10 @@ class Lowering:
         # (info value, api name, is_matrix) of each aten._linalg_check_errors: the compiled
         # graph returns info, and the caller runs torch's check on it (lowering_linalg.py)
         self.checks = []
+        # in-place writes (mutation.py): FX node -> Value and order, set by CoilGraphCallable;
+        # the graph inputs written (placeholder node -> final Value), copied back after a run
+        self.env, self.order, self.writes = {}, {}, {}
+        self.writes_ok = False
 
     def op(self, name, inputs, attrs=None, node_name=None):
         return self.g.node(name, list(inputs), attrs or {}, node_name)
@@ -481,5 +485,6 @@ from . import lowering_bessel  # noqa: E402,F401
 from . import lowering_scatter  # noqa: E402,F401
 from . import lowering_pool  # noqa: E402,F401
 from . import lowering_linalg  # noqa: E402,F401
+from . import mutation  # noqa: E402,F401
 
 DECOMPOSITIONS = _decompositions()
