@@ -702,3 +702,27 @@ def _stale_view(a, b):
     v = t.view(20)
     t.copy_(b)
     return v + 1
+
+
+def test_embedding_bag():
+    F = torch.nn.functional
+    g = _gen(33)
+    w = torch.randn(11, 7, generator=g)
+    w[3, 2] = math.inf  # another bag's inf must not become NaN (no 0 * inf)
+    idx = torch.randint(0, 11, (13,), generator=g)
+    offsets = torch.tensor([0, 0, 4, 9, 9])  # empty bags (first and fourth)
+    psw = torch.randn(13, generator=g)
+    for mode in ("sum", "mean"):
+        for pad in (None, int(idx[5]), -int(11 - idx[2])):
+            _check(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode, padding_idx=pad), w, idx,
+                   offsets)
+            _check(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode, padding_idx=pad,
+                                                   include_last_offset=True), w, idx,
+                   torch.tensor([0, 2, 2, 9, 13]))
+        _check(lambda w, i: F.embedding_bag(i, w, mode=mode), w, idx[:12].reshape(3, 4))
+        _check(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode), w, idx.int(), offsets.int())
+    _check(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p), w,
+           idx, offsets, psw)
+    _check(lambda w, i, p: F.embedding_bag(i, w, mode="sum", per_sample_weights=p), w,
+           idx[:12].reshape(4, 3), psw[:12].reshape(4, 3))
+    _check(lambda w, i, o: F.embedding_bag(i, w, o, mode="sum"), w, idx[:0], offsets[:1])

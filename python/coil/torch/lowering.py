@@ -444,6 +444,8 @@ def _getitem(L, node, args, kwargs):
     if not isinstance(seq, tuple):
         raise Unsupported("getitem of a single value")
     v = seq[index]
+    if v is None and not node.users:  # an output no one reads (make_fx leaves its getitem)
+        return None
     if v is None:
         raise Unsupported(f"output {index} of {node.args[0].name} is not computed by coil")
     return v
@@ -485,6 +487,7 @@ from . import lowering_bessel  # noqa: E402,F401
 from . import lowering_scatter  # noqa: E402,F401
 from . import lowering_pool  # noqa: E402,F401
 from . import lowering_linalg  # noqa: E402,F401
+from . import lowering_embedding_bag  # noqa: E402,F401
 from . import mutation  # noqa: E402,F401
 
 DECOMPOSITIONS = _decompositions()
