@@ -690,6 +690,8 @@ def test_copy_into_inputs_and_intermediates():
         return s, t.view(20) + 1  # a view taken after sees the write
 
     _check_writes(into_intermediate, x, y)
+    _check_writes(lambda a, b: torch.ops.prims.copy_to(torch.empty_like(a), a.flip(0) * b) - a,
+                  x, y)
     # refused (the graph stays in eager): a view taken before the write read after it; a
     # write into part of an input
     assert "reads it after" in _check_writes(_stale_view, x, y, eager=True)[0]

@@ -307,9 +307,10 @@ def compile_fx(gm, example_inputs, options=None):
     _ensure_shapes(gm, example_inputs)
     mutating = [n for n in gm.graph.nodes if n.op == "call_function" and _mutates(n)]
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _supported(n)]
-    # copy_ (a row: mutation.py) is taken in a graph coil compiles whole; other in-place ops,
-    # or a copy_ in a graph that must be partitioned, leave the whole graph to eager
-    writers = [n for n in mutating if str(n.target) != "aten.copy_.default" or unsupported]
+    # copy_ and copy_to (rows: mutation.py) are taken in a graph coil compiles whole; other
+    # in-place ops, or a copy in a graph that must be partitioned, leave the graph to eager
+    from .mutation import COPY_OPS
+    writers = [n for n in mutating if str(n.target) not in COPY_OPS or unsupported]
     if writers:
         _log_fallback("the graph", f"{writers[0].target} writes its input in place (coil "
                       "compiles functional graphs)")

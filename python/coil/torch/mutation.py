@@ -123,9 +123,13 @@ def write(L, writer, dst, new):
         L.writes[root] = new
 
 
-@lowers("aten.copy_.default")
+COPY_OPS = ("aten.copy_.default", "prims.copy_to.default")
+
+
+@lowers(*COPY_OPS)
 def _copy_(L, node, args, kwargs):
-    """dst.copy_(src): src cast to dst's dtype and broadcast to its shape, written into dst."""
+    """dst.copy_(src), prims.copy_to(dst, src): src cast to dst's dtype and broadcast to its
+    shape, written into dst."""
     shp, dt = meta_of(node.args[0])
     new = L.cast(args[1], dt)
     if meta_of(node.args[1])[0] != shp:
