@@ -434,6 +434,25 @@ def test_bessel_jyk(name):
     _check(f, torch.tensor(3.5), rtol=1e-4, atol=1e-5)
 
 
+def test_airy_ai():
+    """Against scipy in f64 (every branch: the K_{1/3} integral and its asymptotics above 2, the
+    Maclaurin series on [-8, 2], DLMF 9.7.9 below) and eager's f32 where eager is accurate
+    (|x| <= 100: beyond, eager's f32 phase drifts; torch gives NaN at +-inf)."""
+    import scipy.special
+    edges = torch.tensor([-8.0001, -8.0, -7.9999, 1.9999, 2.0, 2.0001, 11.5, 11.6, 11.7, 103.0,
+                          104.0, -2.338107, -4.087949, -150.0])
+    x = torch.cat([_values(), torch.linspace(-30, 30, 1201), edges]).float()
+    got = _run(torch.special.airy_ai, x)
+    want = torch.from_numpy(scipy.special.airy(x.double().numpy())[0])
+    want[torch.isinf(x)] = math.nan
+    ok = x.abs() < 1e4  # (at 1e30 the phase is all rounding: scipy gives NaN)
+    torch.testing.assert_close(got.double()[ok], want[ok], rtol=2e-6, atol=1e-7, equal_nan=True)
+    x = x[x.abs() <= 100]
+    _check(torch.special.airy_ai, x, rtol=1e-4, atol=1e-5)
+    _check(torch.special.airy_ai, torch.rand(5, 9, generator=_gen(34)) * 20 - 10, rtol=1e-4,
+           atol=1e-5)
+
+
 def test_quantiles():
     g = _gen(13)
     p = torch.cat([torch.rand(300, generator=g), torch.tensor(

@@ -1,7 +1,8 @@
 """Rows for the Bessel functions of integer order 0 and 1 that torch has no decomposition for:
 J0, J1, Y0, Y1 (special.bessel_j0/j1/y0/y1) and K0, K1 with their scaled forms exp(x) K
-(special.modified_bessel_k0/k1, special.scaled_modified_bessel_k0/k1). I0/I1 are in
-lowering_math.py.
+(special.modified_bessel_k0/k1, special.scaled_modified_bessel_k0/k1), and the Airy function
+Ai (through K_{1/3} for x > 2, its Maclaurin series on [-8, 2], DLMF 9.7.9 below). I0/I1 are
+in lowering_math.py.
 
 Each is a fixed-length evaluation in f64, rounded to f32 (f64 results stay in eager, as for
 the other special functions: coil's series are accurate to about 1e-12, not to f64's last bit):
@@ -156,6 +157,68 @@ def _bessel_k(n, scaled):
     return f
 
 
+# ---- Airy Ai ---------------------------------------------------------------------------------
+
+_AI0 = 1.0 / (3.0 ** (2.0 / 3.0) * math.gamma(2.0 / 3.0))  # Ai(0)
+_AIP0 = 1.0 / (3.0 ** (1.0 / 3.0) * math.gamma(1.0 / 3.0))  # -Ai'(0)
+_AIRY_SERIES_LO, _AIRY_SERIES_HI = -8.0, 2.0
+_AIRY_TERMS = 40
+
+
+def _airy_series(x):
+    """Ai(x) = Ai(0) f(x) + Ai'(0) g(x), the Maclaurin series (DLMF 9.4.1); for -8 <= x <= 2
+    the largest term is about exp((2/3) 8^1.5) = 3e6, so f64 keeps 1e-10 absolute."""
+    x3 = x * x * x
+    f_coeffs, g_coeffs = [1.0], [1.0]
+    for k in range(1, _AIRY_TERMS):
+        f_coeffs.append(f_coeffs[-1] / ((3 * k - 1) * (3 * k)))
+        g_coeffs.append(g_coeffs[-1] / ((3 * k) * (3 * k + 1)))
+    return _AI0 * _horner(x3, f_coeffs) - _AIP0 * x * _horner(x3, g_coeffs)
+
+
+def _airy_u(k):
+    """u_k = Gamma(3k + 1/2) / (54^k k! Gamma(k + 1/2)) (DLMF 9.7.2)."""
+    return math.exp(math.lgamma(3 * k + 0.5) - k * math.log(54.0) - math.lgamma(k + 1)
+                    - math.lgamma(k + 0.5))
+
+
+def _airy_negative(x):
+    """Ai(x) for x < -8: DLMF 9.7.9 with z = -x, zeta = (2/3) z^1.5 > 15 (error ~exp(-2 zeta))."""
+    z = -x
+    zeta = z * z.fn("sqrt") * (2.0 / 3.0)
+    u = [_airy_u(k) for k in range(_ASYM_TERMS)]
+    inv2 = 1.0 / (zeta * zeta)
+    p = _horner(inv2, [u[k] * (-1) ** (k // 2) for k in range(0, _ASYM_TERMS, 2)])
+    q = _horner(inv2, [u[k] * (-1) ** (k // 2) for k in range(1, _ASYM_TERMS, 2)]) / zeta
+    chi = zeta - math.pi / 4.0
+    return (p * chi.fn("cos") + q * chi.fn("sin")) / (z.fn("sqrt").fn("sqrt") *
+                                                       math.sqrt(math.pi))
+
+
+def _airy_positive(x):
+    """Ai(x) for x > 2: sqrt(x / 3) K_{1/3}(zeta) / pi, zeta = (2/3) x^1.5 > 1.88 (DLMF 9.6.1),
+    K by the trapezoidal rule up to zeta = 25, its asymptotic expansion above."""
+    zeta = x * x.fn("sqrt") * (2.0 / 3.0)
+    large = zeta.gt(_MID_K)
+    zm = X.where(large, _SMALL_K, zeta)
+    zl = X.where(large, zeta, _MID_K)
+    k = X.where(large, _k_large_scaled(1.0 / 3.0, zl), _k_mid_scaled(1.0 / 3.0, zm))
+    return (x * (1.0 / 3.0)).fn("sqrt") * (k * (-zeta).fn("exp")) * (1.0 / math.pi)
+
+
+def airy_ai(x):
+    neg = x.lt(_AIRY_SERIES_LO)
+    pos = x.gt(_AIRY_SERIES_HI)
+    xs = X.where(neg | pos, 0.0, x)
+    xn = X.where(neg, x, 2.0 * _AIRY_SERIES_LO)
+    xp = X.where(pos, x, 2.0 * _AIRY_SERIES_HI)
+    r = X.where(neg, _airy_negative(xn), X.where(pos, _airy_positive(xp), _airy_series(xs)))
+    # torch gives NaN at +-inf (at +inf the limit is 0; sqrt(x/3) * exp(-zeta) would be NaN
+    # here too: inf * 0)
+    return X.where(x.isnan() | x.isinf(), math.nan, r)
+
+
+_elementwise(["aten.special_airy_ai.default"], airy_ai, f64_ok=False)
 _elementwise(["aten.special_bessel_j0.default", "prims.bessel_j0.default"],
              _bessel_jy(0, False), f64_ok=False)
 _elementwise(["aten.special_bessel_j1.default", "prims.bessel_j1.default"],

@@ -12,8 +12,8 @@ Everything here lowers through coil's existing ops:
   - max_pool2d_with_indices: the values from max_pool2d; the indices (torch's: the first
     maximum of each window, the last NaN) from one comparison per window tap; its backward adds,
     per tap, the gradient of the outputs whose index is that tap, placed back on the input;
-  - native_batch_norm: inference (running statistics) and training without running statistics
-    (nothing to update in place); its backward is torch's decomposition;
+  - native_batch_norm: inference (running statistics) and training (running statistics, when
+    given, updated in place through mutation.py); its backward is torch's decomposition;
   - index_put with accumulate=True on dim 0 (embedding backward) as a one-hot matmul (exact
     zeros, deterministic), index.Tensor / index_select as gather.
 """
