@@ -747,3 +747,18 @@ def test_embedding_bag():
     _check(lambda w, i, p: F.embedding_bag(i, w, mode="sum", per_sample_weights=p), w,
            idx[:12].reshape(4, 3), psw[:12].reshape(4, 3))
     _check(lambda w, i, o: F.embedding_bag(i, w, o, mode="sum"), w, idx[:0], offsets[:1])
+
+
+def test_resize_functional():
+    """resize_as_ made functional: the first elements in storage order, when that is the
+    logical order (a contiguous input) and the size does not grow; otherwise eager."""
+    from functorch.experimental import functionalize
+    g = _gen(35)
+    x = torch.randn(3, 4, 5, generator=g)
+    for shp in [(60,), (5, 12), (2, 7), (1,), (0, 3)]:
+        t = torch.empty(shp)  # (only its shape matters)
+        _check(functionalize(lambda a, b: a.clone().resize_as_(b) * 2), x, t, exact=True)
+    # a transposed input: its storage order is not its logical order
+    assert "non-contiguous" in _check_writes(functionalize(lambda a, b: a.clone().resize_as_(b)
+                                                           * 2), x.transpose(0, 2),
+                                             torch.empty(6, 5), eager=True)[0]
