@@ -762,3 +762,22 @@ def test_resize_functional():
     assert "non-contiguous" in _check_writes(functionalize(lambda a, b: a.clone().resize_as_(b)
                                                            * 2), x.transpose(0, 2),
                                              torch.empty(6, 5), eager=True)[0]
+
+
+def test_scaled_dot_product_attention():
+    """torch 1.13's math path, bit for bit where the matmuls agree: no mask, a float mask, a
+    boolean mask (a fully masked row gives NaN, as eager), is_causal, odd sizes, batch dims."""
+    sdpa = torch.ops.aten._scaled_dot_product_attention_forward
+    g = _gen(36)
+    q, k, v = (torch.randn(2, 3, 5, 7, generator=g), torch.randn(2, 3, 9, 7, generator=g),
+               torch.randn(2, 3, 9, 4, generator=g))
+    fmask = torch.randn(5, 9, generator=g)
+    bmask = torch.rand(3, 5, 9, generator=g) > 0.3
+    bmask[1, 2] = False  # a fully masked row
+    for weights in (False, True):
+        _check(lambda a, b, c: sdpa(a, b, c, None, 0.0, weights, False), q, k, v)
+        _check(lambda a, b, c: sdpa(a, b, c, None, 0.0, weights, True), q, k, v)
+        _check(lambda a, b, c, m: sdpa(a, b, c, m, 0.0, weights, False), q, k, v, fmask)
+        _check(lambda a, b, c, m: sdpa(a, b, c, m, 0.0, weights, False), q, k, v, bmask)
+        _check(lambda a, b, c: sdpa(a, b, c, None, 0.0, weights, True), q[0, 0], k[0, 0],
+               v[0, 0])

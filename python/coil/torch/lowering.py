@@ -488,6 +488,7 @@ from . import lowering_scatter  # noqa: E402,F401
 from . import lowering_pool  # noqa: E402,F401
 from . import lowering_linalg  # noqa: E402,F401
 from . import lowering_embedding_bag  # noqa: E402,F401
+from . import lowering_attention  # noqa: E402,F401
 from . import mutation  # noqa: E402,F401
 
 DECOMPOSITIONS = _decompositions()
