@@ -781,3 +781,19 @@ def test_scaled_dot_product_attention():
         _check(lambda a, b, c, m: sdpa(a, b, c, m, 0.0, weights, False), q, k, v, bmask)
         _check(lambda a, b, c: sdpa(a, b, c, None, 0.0, weights, True), q[0, 0], k[0, 0],
                v[0, 0])
+
+
+def test_cross_entropy_2d():
+    """nll_loss2d_forward (cross entropy of [N, C, H, W] scores) through nll_loss_forward's
+    decomposition: every reduction, class weights, ignore_index, odd sizes."""
+    F = torch.nn.functional
+    g = _gen(37)
+    x = torch.randn(3, 5, 4, 7, generator=g)
+    t = torch.randint(0, 5, (3, 4, 7), generator=g)
+    w = torch.rand(5, generator=g) + 0.1
+    for red in ("none", "mean", "sum"):
+        _check(lambda a, b: F.cross_entropy(a, b, reduction=red), x, t, rtol=1e-5, atol=1e-5)
+        _check(lambda a, b, c: F.cross_entropy(a, b, c, reduction=red, ignore_index=2), x, t, w,
+               rtol=1e-5, atol=1e-5)
+        _check(lambda a, b: F.nll_loss(a, b, reduction=red), x[:1, :, :1], t[:1, :1],
+               rtol=1e-5, atol=1e-5)

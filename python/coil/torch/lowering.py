@@ -39,8 +39,25 @@ def _decompositions():
     graphs this table sees then hold rows below where torch can decompose at all. Computed
     after every row is registered (the end of this module)."""
     from torch._decomp import decomposition_table
-    return {op: fn for op, fn in decomposition_table.items()
-            if str(op) not in ROWS and str(op) not in _KEEP}
+    table = {op: fn for op, fn in decomposition_table.items()
+             if str(op) not in ROWS and str(op) not in _KEEP}
+    nll2d = torch.ops.aten.nll_loss2d_forward.default
+    if nll2d not in table and str(nll2d) not in ROWS:
+        table[nll2d] = _nll_loss2d_forward
+    return table
+
+
+def _nll_loss2d_forward(x, target, weight, reduction, ignore_index):
+    """nll_loss2d_forward ([N, C, H, W] scores, [N, H, W] targets; torch 1.13 has no
+    decomposition) as nll_loss_forward of the [N*H*W, C] scores, whose decomposition torch
+    has; per-element losses (reduction none) back to [N, H, W]."""
+    c = x.shape[1]
+    flat = x.movedim(1, -1).reshape(-1, c)
+    out, total = torch.ops.aten.nll_loss_forward(flat, target.reshape(-1), weight, reduction,
+                                                 ignore_index)
+    if reduction == 0:  # none
+        out = out.reshape(target.shape)
+    return out, total
 
 
 # Overloads left whole even though torch decomposes them: coil's fallback runs them in eager
