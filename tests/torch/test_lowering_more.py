@@ -249,6 +249,16 @@ def test_scans(dim):
         _check(lambda a: fn(a, dim), t, exact=True)
         _check(lambda a: fn(a, dim), t.long(), exact=True)
     _check(lambda a: torch.cummax(a, 0), torch.tensor(1.5), exact=True)
+    # cumprod: zeros, negatives, NaN and inf (0 * inf = NaN from there on), integers (i64
+    # products, as torch), a dtype argument, 0-d
+    p = torch.randint(-3, 4, (7, 6, 5), generator=g).float() * 0.75
+    p[4, 2, 1] = math.inf
+    _check(lambda a: torch.cumprod(a, dim), p)
+    _check(lambda a: torch.cumprod(a, dim), x)
+    _check(lambda a: torch.cumprod(a, dim), t.long(), exact=True)
+    _check(lambda a: torch.cumprod(a, dim, dtype=torch.float64), p)
+    _check(lambda a: torch.cumprod(a, dim), (t * 0.5 + 1).int(), exact=True)
+    _check(lambda a: torch.cumprod(a, 0), torch.tensor(-2.5), exact=True)
 
 
 @pytest.mark.parametrize("dim", [0, -1, 1])
@@ -395,6 +405,52 @@ def test_special_functions(name):
     x = _values()
     x = x[torch.isfinite(x)]  # eager's f32 i0/i1 give NaN at +-inf (coil: +-inf)
     _check(f, x, rtol=2e-6, atol=1e-30, ref64=True)
+
+
+BESSEL = {"bessel_j0": "j0", "bessel_j1": "j1", "bessel_y0": "y0", "bessel_y1": "y1",
+          "modified_bessel_k0": "k0", "modified_bessel_k1": "k1",
+          "scaled_modified_bessel_k0": "k0e", "scaled_modified_bessel_k1": "k1e"}
+
+
+@pytest.mark.parametrize("name", sorted(BESSEL))
+def test_bessel_jyk(name):
+    """Against scipy in f64 (torch 1.13's own f64 J0 is off by 2e-6 near x = 5.05) and against
+    eager's f32 at the OpInfo tolerance, across every branch edge (2, 12, 25), the special
+    values, zeros of J and Y, and odd shapes."""
+    import scipy.special
+    f = getattr(torch.special, name)
+    edges = torch.tensor([1.999, 2.0, 2.001, 11.99, 12.0, 12.01, 24.99, 25.0, 25.01, 700.0,
+                          800.0, 1e-3, 1e-10, 2.404825, 3.831706, 0.893577, 2.197141])
+    x = torch.cat([_values(), torch.linspace(0, 30, 601), edges]).float()
+    got = _run(f, x)
+    want = torch.from_numpy(getattr(scipy.special, BESSEL[name])(x.double().numpy()))
+    if name.endswith(("y0", "y1")):
+        want[x < 0] = math.nan  # scipy gives NaN too; torch 1.13 as well (-inf at 0 both)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), want, rtol=2e-6, atol=1e-7, equal_nan=True)
+    _check(f, x, rtol=1e-4, atol=1e-5)
+    g = _gen(21)
+    _check(f, torch.rand(7, 13, generator=g) * 40 - 5, rtol=1e-4, atol=1e-5)
+    _check(f, torch.tensor(3.5), rtol=1e-4, atol=1e-5)
+
+
+def test_airy_ai():
+    """Against scipy in f64 (every branch: the K_{1/3} integral and its asymptotics above 2, the
+    Maclaurin series on [-8, 2], DLMF 9.7.9 below) and eager's f32 where eager is accurate
+    (|x| <= 100: beyond, eager's f32 phase drifts; torch gives NaN at +-inf)."""
+    import scipy.special
+    edges = torch.tensor([-8.0001, -8.0, -7.9999, 1.9999, 2.0, 2.0001, 11.5, 11.6, 11.7, 103.0,
+                          104.0, -2.338107, -4.087949, -150.0])
+    x = torch.cat([_values(), torch.linspace(-30, 30, 1201), edges]).float()
+    got = _run(torch.special.airy_ai, x)
+    want = torch.from_numpy(scipy.special.airy(x.double().numpy())[0])
+    want[torch.isinf(x)] = math.nan
+    ok = x.abs() < 1e4  # (at 1e30 the phase is all rounding: scipy gives NaN)
+    torch.testing.assert_close(got.double()[ok], want[ok], rtol=2e-6, atol=1e-7, equal_nan=True)
+    x = x[x.abs() <= 100]
+    _check(torch.special.airy_ai, x, rtol=1e-4, atol=1e-5)
+    _check(torch.special.airy_ai, torch.rand(5, 9, generator=_gen(34)) * 20 - 10, rtol=1e-4,
+           atol=1e-5)
 
 
 def test_quantiles():
@@ -579,3 +635,165 @@ def test_segment_reduce():
                        lengths, rtol=1e-6)
                 _check(lambda x, o: torch.segment_reduce(x, red, offsets=o, **kw), data,
                        offsets, rtol=1e-6)
+
+
+# ---- in-place writes: copy_, batch norm's running statistics (mutation.py) -------------------
+
+def _check_writes(f, *inputs, eager=False):
+    """f traced (on clones: make_fx runs the ops, writes included) and compiled; its outputs
+    and every input after the call (the in-place writes) against eager's. eager=True: coil must
+    refuse the graph (a fallback logged) and the result still be eager's."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    gm = make_fx(f, decomposition_table=lowering.DECOMPOSITIONS)(*[t.clone() for t in inputs])
+    fx_compile._ensure_shapes(gm, [t.clone() for t in inputs])
+    fallbacks = []
+    real = fx_compile._log_fallback
+    fx_compile._log_fallback = lambda what, why: fallbacks.append(f"{what}: {why}")
+    try:
+        compiled = fx_compile.compile_fx(gm, [t.clone() for t in inputs], OPTIONS)
+    finally:
+        fx_compile._log_fallback = real
+    assert bool(fallbacks) == eager, fallbacks
+    mine, theirs = [t.clone() for t in inputs], [t.clone() for t in inputs]
+    for _ in range(2):  # twice: the second call starts from the first one's statistics
+        # (atol 1e-5 on outputs: one value per channel normalizes eager's rounding residue
+        # x - mean ~ 1e-8 by 1/sqrt(eps); coil's is 0)
+        torch.testing.assert_close(compiled(*mine), f(*theirs), rtol=1e-5, atol=1e-5)
+        for a, b in zip(mine, theirs):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
+    return fallbacks
+
+
+def test_batch_norm_running_stats_in_training():
+    F = torch.nn.functional
+    g = _gen(31)
+    for shp in [(4, 3, 5, 7), (6, 3), (2, 3, 9), (1, 3, 1, 2)]:
+        x = torch.randn(*shp, generator=g) * 3 + 1
+        rm, rv = torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5
+        w, b = torch.randn(3, generator=g), torch.randn(3, generator=g)
+        for m in (0.1, 0.0, 1.0, 0.37):
+            _check_writes(lambda x, rm, rv: F.batch_norm(x, rm, rv, training=True,
+                                                         momentum=m), x, rm, rv)
+            _check_writes(lambda x, rm, rv, w, b: F.batch_norm(
+                x, rm, rv, w, b, training=True, momentum=m), x, rm, rv, w, b)
+            if math.prod(shp[2:]) > 1:  # (torch refuses one spatial element)
+                _check_writes(lambda x, rm, rv: F.instance_norm(
+                    x, rm, rv, use_input_stats=True, momentum=m), x, rm, rv)
+    # one value per channel: the unbiased variance is NaN, as torch's
+    _check_writes(lambda x, rm, rv: torch.native_batch_norm(x, None, None, rm, rv, True, 0.2,
+                                                            1e-5), torch.randn(1, 5, generator=g),
+                  torch.randn(5, generator=g), torch.rand(5, generator=g))
+
+
+def test_copy_into_inputs_and_intermediates():
+    g = _gen(32)
+    x, y = torch.randn(4, 5, generator=g), torch.randn(5, generator=g)
+
+    def into_input(a, b):  # broadcast and a dtype cast into the input, then read it again
+        a.copy_(b.double() * 2)
+        return a + 1
+
+    _check_writes(into_input, x, y)
+
+    def through_alias(a, b):
+        c = torch.ops.aten.alias(a)
+        c.copy_(b.exp())
+        return a * 3, c - 1
+
+    _check_writes(through_alias, x, y)
+
+    def into_intermediate(a, b):
+        t = a * 2
+        s = t.view(20).sum()  # read before the write: the old value
+        t.copy_(b)
+        return s, t.view(20) + 1  # a view taken after sees the write
+
+    _check_writes(into_intermediate, x, y)
+    _check_writes(lambda a, b: torch.ops.prims.copy_to(torch.empty_like(a), a.flip(0) * b) - a,
+                  x, y)
+    # refused (the graph stays in eager): a view taken before the write read after it; a
+    # write into part of an input
+    assert "reads it after" in _check_writes(_stale_view, x, y, eager=True)[0]
+    assert "part of the input" in _check_writes(lambda a, b: a[1].copy_(b) * 2, x, y,
+                                                eager=True)[0]
+
+
+def _stale_view(a, b):
+    t = a * 2
+    v = t.view(20)
+    t.copy_(b)
+    return v + 1
+
+
+def test_embedding_bag():
+    F = torch.nn.functional
+    g = _gen(33)
+    w = torch.randn(11, 7, generator=g)
+    w[3, 2] = math.inf  # another bag's inf must not become NaN (no 0 * inf)
+    idx = torch.randint(0, 11, (13,), generator=g)
+    offsets = torch.tensor([0, 0, 4, 9, 9])  # empty bags (first and fourth)
+    psw = torch.randn(13, generator=g)
+    for mode in ("sum", "mean"):
+        for pad in (None, int(idx[5]), -int(11 - idx[2])):
+            _check(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode, padding_idx=pad), w, idx,
+                   offsets)
+            _check(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode, padding_idx=pad,
+                                                   include_last_offset=True), w, idx,
+                   torch.tensor([0, 2, 2, 9, 13]))
+        _check(lambda w, i: F.embedding_bag(i, w, mode=mode), w, idx[:12].reshape(3, 4))
+        _check(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode), w, idx.int(), offsets.int())
+    _check(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p), w,
+           idx, offsets, psw)
+    _check(lambda w, i, p: F.embedding_bag(i, w, mode="sum", per_sample_weights=p), w,
+           idx[:12].reshape(4, 3), psw[:12].reshape(4, 3))
+    _check(lambda w, i, o: F.embedding_bag(i, w, o, mode="sum"), w, idx[:0], offsets[:1])
+
+
+def test_resize_functional():
+    """resize_as_ made functional: the first elements in storage order, when that is the
+    logical order (a contiguous input) and the size does not grow; otherwise eager."""
+    from functorch.experimental import functionalize
+    g = _gen(35)
+    x = torch.randn(3, 4, 5, generator=g)
+    for shp in [(60,), (5, 12), (2, 7), (1,), (0, 3)]:
+        t = torch.empty(shp)  # (only its shape matters)
+        _check(functionalize(lambda a, b: a.clone().resize_as_(b) * 2), x, t, exact=True)
+    # a transposed input: its storage order is not its logical order
+    assert "non-contiguous" in _check_writes(functionalize(lambda a, b: a.clone().resize_as_(b)
+                                                           * 2), x.transpose(0, 2),
+                                             torch.empty(6, 5), eager=True)[0]
+
+
+def test_scaled_dot_product_attention():
+    """torch 1.13's math path, bit for bit where the matmuls agree: no mask, a float mask, a
+    boolean mask (a fully masked row gives NaN, as eager), is_causal, odd sizes, batch dims."""
+    sdpa = torch.ops.aten._scaled_dot_product_attention_forward
+    g = _gen(36)
+    q, k, v = (torch.randn(2, 3, 5, 7, generator=g), torch.randn(2, 3, 9, 7, generator=g),
+               torch.randn(2, 3, 9, 4, generator=g))
+    fmask = torch.randn(5, 9, generator=g)
+    bmask = torch.rand(3, 5, 9, generator=g) > 0.3
+    bmask[1, 2] = False  # a fully masked row
+    for weights in (False, True):
+        _check(lambda a, b, c: sdpa(a, b, c, None, 0.0, weights, False), q, k, v)
+        _check(lambda a, b, c: sdpa(a, b, c, None, 0.0, weights, True), q, k, v)
+        _check(lambda a, b, c, m: sdpa(a, b, c, m, 0.0, weights, False), q, k, v, fmask)
+        _check(lambda a, b, c, m: sdpa(a, b, c, m, 0.0, weights, False), q, k, v, bmask)
+        _check(lambda a, b, c: sdpa(a, b, c, None, 0.0, weights, True), q[0, 0], k[0, 0],
+               v[0, 0])
+
+
+def test_cross_entropy_2d():
+    """nll_loss2d_forward (cross entropy of [N, C, H, W] scores) through nll_loss_forward's
+    decomposition: every reduction, class weights, ignore_index, odd sizes."""
+    F = torch.nn.functional
+    g = _gen(37)
+    x = torch.randn(3, 5, 4, 7, generator=g)
+    t = torch.randint(0, 5, (3, 4, 7), generator=g)
+    w = torch.rand(5, generator=g) + 0.1
+    for red in ("none", "mean", "sum"):
+        _check(lambda a, b: F.cross_entropy(a, b, reduction=red), x, t, rtol=1e-5, atol=1e-5)
+        _check(lambda a, b, c: F.cross_entropy(a, b, c, reduction=red, ignore_index=2), x, t, w,
+               rtol=1e-5, atol=1e-5)
+        _check(lambda a, b: F.nll_loss(a, b, reduction=red), x[:1, :, :1], t[:1, :1],
+               rtol=1e-5, atol=1e-5)

@@ -52,14 +52,18 @@ def _is_tensor_node(node):
 class CoilGraphCallable:
     """One FX graph whose every call_function node has a row, compiled by coil."""
 
-    def __init__(self, gm, options, example_inputs=None, device="cpu", probe=False):
+    def __init__(self, gm, options, example_inputs=None, device="cpu", probe=False,
+                 whole=True):
         """`probe`: only whether coil takes the graph for `device` (the CUDA module's source is
-        generated, neither written nor loaded)."""
+        generated, neither written nor loaded). `whole`: gm is the whole graph, not a partition
+        of one (in-place writes are taken only then: mutation.py)."""
         self.options = dict(options or {})
         self.device = device
         g = Graph()
         L = lowering.Lowering(g)
-        env = {}
+        env = L.env
+        L.writes_ok = whole
+        L.order = {n: i for i, n in enumerate(gm.graph.nodes)}
         self.placeholders = []
         self.tensor_inputs = []  # the placeholders that are coil inputs (not None)
         for node in gm.graph.nodes:
@@ -123,6 +127,14 @@ class CoilGraphCallable:
                             coil_outs[v] = len(coil_outs)
                             g.output(v, f"out{coil_outs[v]}")
                         self.plan.append(("coil", coil_outs[v]))
+                # graph inputs written in place (mutation.py): their final values are extra
+                # outputs, copied into the caller's tensors after each run
+                self.write_backs = []
+                for ph, v in L.writes.items():
+                    if v not in coil_outs:
+                        coil_outs[v] = len(coil_outs)
+                        g.output(v, f"out{coil_outs[v]}")
+                    self.write_backs.append((coil_outs[v], self.placeholders.index(ph)))
                 # torch's error checks on factorizations' info (lowering_linalg.py): info is an
                 # extra output, checked after each run
                 self.checks = []
@@ -166,6 +178,8 @@ class CoilGraphCallable:
             self.model.run_into([args[i] for i in self.tensor_inputs], outs)
         for j, api, is_matrix in getattr(self, "checks", ()):
             torch.ops.aten._linalg_check_errors(outs[j], api, is_matrix=is_matrix)
+        for j, i in getattr(self, "write_backs", ()):
+            args[i].copy_(outs[j])
         result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else outs[p[1]]
                   for p in self.plan]
         return tree_unflatten(result, self.out_tree)
@@ -292,16 +306,23 @@ def compile_fx(gm, example_inputs, options=None):
         return gm
     _ensure_shapes(gm, example_inputs)
     mutating = [n for n in gm.graph.nodes if n.op == "call_function" and _mutates(n)]
-    if mutating:
-        _log_fallback("the graph", f"{mutating[0].target} writes its input in place (coil "
+    unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _supported(n)]
+    # copy_ and copy_to (rows: mutation.py) are taken in a graph coil compiles whole; other
+    # in-place ops, or a copy in a graph that must be partitioned, leave the graph to eager
+    from .mutation import COPY_OPS
+    writers = [n for n in mutating if str(n.target) not in COPY_OPS or unsupported]
+    if writers:
+        _log_fallback("the graph", f"{writers[0].target} writes its input in place (coil "
                       "compiles functional graphs)")
         return gm
-    unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _supported(n)]
     supported = _supported
     if not unsupported:
         try:
             return CoilGraphCallable(gm, options, example_inputs, device)
         except Unsupported as e:
+            if mutating:  # its in-place writes cannot be split across partitions
+                _log_fallback("the graph", str(e))
+                return gm
             if device != "cuda":
                 _log_fallback("a graph", str(e))
             unsupported = None  # partition below, node by node
@@ -346,7 +367,7 @@ def _supported_on_gpu(node, options):
             graph.output(tuple(outs))
         try:
             CoilGraphCallable(torch.fx.GraphModule(torch.nn.Module(), graph), options,
-                              device="cuda", probe=True)
+                              device="cuda", probe=True, whole=False)
             _gpu_probes[key] = None
         except Exception as e:  # any refusal: this node runs in eager
             _gpu_probes[key] = str(e).splitlines()[0]
@@ -371,7 +392,7 @@ def _partitioned(gm, options, device="cpu", supported=_supported):
         if not name.startswith("fused_"):
             continue
         try:
-            compiled = CoilGraphCallable(sub, options, device=device)
+            compiled = CoilGraphCallable(sub, options, device=device, whole=False)
         except Unsupported as e:
             _log_fallback(f"partition {name}", str(e))
             continue

@@ -39,8 +39,25 @@ def _decompositions():
     graphs this table sees then hold rows below where torch can decompose at all. Computed
     after every row is registered (the end of this module)."""
     from torch._decomp import decomposition_table
-    return {op: fn for op, fn in decomposition_table.items()
-            if str(op) not in ROWS and str(op) not in _KEEP}
+    table = {op: fn for op, fn in decomposition_table.items()
+             if str(op) not in ROWS and str(op) not in _KEEP}
+    nll2d = torch.ops.aten.nll_loss2d_forward.default
+    if nll2d not in table and str(nll2d) not in ROWS:
+        table[nll2d] = _nll_loss2d_forward
+    return table
+
+
+def _nll_loss2d_forward(x, target, weight, reduction, ignore_index):
+    """nll_loss2d_forward ([N, C, H, W] scores, [N, H, W] targets; torch 1.13 has no
+    decomposition) as nll_loss_forward of the [N*H*W, C] scores, whose decomposition torch
+    has; per-element losses (reduction none) back to [N, H, W]."""
+    c = x.shape[1]
+    flat = x.movedim(1, -1).reshape(-1, c)
+    out, total = torch.ops.aten.nll_loss_forward(flat, target.reshape(-1), weight, reduction,
+                                                 ignore_index)
+    if reduction == 0:  # none
+        out = out.reshape(target.shape)
+    return out, total
 
 
 # Overloads left whole even though torch decomposes them: coil's fallback runs them in eager
@@ -73,6 +90,10 @@ class Lowering:
         # (info value, api name, is_matrix) of each aten._linalg_check_errors: the compiled
         # graph returns info, and the caller runs torch's check on it (lowering_linalg.py)
         self.checks = []
+        # in-place writes (mutation.py): FX node -> Value and order, set by CoilGraphCallable;
+        # the graph inputs written (placeholder node -> final Value), copied back after a run
+        self.env, self.order, self.writes = {}, {}, {}
+        self.writes_ok = False
 
     def op(self, name, inputs, attrs=None, node_name=None):
         return self.g.node(name, list(inputs), attrs or {}, node_name)
@@ -440,6 +461,8 @@ def _getitem(L, node, args, kwargs):
     if not isinstance(seq, tuple):
         raise Unsupported("getitem of a single value")
     v = seq[index]
+    if v is None and not node.users:  # an output no one reads (make_fx leaves its getitem)
+        return None
     if v is None:
         raise Unsupported(f"output {index} of {node.args[0].name} is not computed by coil")
     return v
@@ -477,8 +500,12 @@ def supported_ops():
 
 from . import lowering_nn  # noqa: E402,F401  (registers its rows)
 from . import lowering_math  # noqa: E402,F401
+from . import lowering_bessel  # noqa: E402,F401
 from . import lowering_scatter  # noqa: E402,F401
 from . import lowering_pool  # noqa: E402,F401
 from . import lowering_linalg  # noqa: E402,F401
+from . import lowering_embedding_bag  # noqa: E402,F401
+from . import lowering_attention  # noqa: E402,F401
+from . import mutation  # noqa: E402,F401
 
 DECOMPOSITIONS = _decompositions()

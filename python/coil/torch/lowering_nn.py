@@ -12,8 +12,8 @@ Everything here lowers through coil's existing ops:
   - max_pool2d_with_indices: the values from max_pool2d; the indices (torch's: the first
     maximum of each window, the last NaN) from one comparison per window tap; its backward adds,
     per tap, the gradient of the outputs whose index is that tap, placed back on the input;
-  - native_batch_norm: inference (running statistics) and training without running statistics
-    (nothing to update in place); its backward is torch's decomposition;
+  - native_batch_norm: inference (running statistics) and training (running statistics, when
+    given, updated in place through mutation.py); its backward is torch's decomposition;
   - index_put with accumulate=True on dim 0 (embedding backward) as a one-hot matmul (exact
     zeros, deterministic), index.Tensor / index_select as gather.
 """
@@ -334,9 +334,8 @@ def _native_batch_norm(L, node, args, kwargs):
         training, eps = bool(args[3]), args[5]
     else:
         rm, rv, training, eps = args[3], args[4], bool(args[5]), args[7]
-    if training and (rm is not None or rv is not None):
-        raise Unsupported("batch norm in training mode updates running_mean/running_var in "
-                          "place (eager does it)")
+    if training and (rm is None) != (rv is None):
+        raise Unsupported("batch norm in training mode with only one running statistic")
     if not training and (rm is None or rv is None):
         raise Unsupported("batch norm in inference mode without running statistics")
     metas = _metas(node)
@@ -361,6 +360,8 @@ def _native_batch_norm(L, node, args, kwargs):
     if bias is not None:
         y = Value(L.op("add", [y, reshape(L, L.cast(bias, cdt), bshape)]))
     y = L.cast(y, dt)
+    if training and rm is not None:
+        _update_running_stats(L, node, xf, mean, float(args[6]), axes)
     outs = [y]
     for v, (shp, mdt) in zip((mean, invstd), metas[1:3]):
         if 0 in shp:  # torch's CPU inference gives empty save_mean / save_invstd
@@ -368,6 +369,22 @@ def _native_batch_norm(L, node, args, kwargs):
         else:
             outs.append(L.cast(reshape(L, v, shp), mdt))
     return tuple(outs) + tuple(None for _ in metas[3:])
+
+
+def _update_running_stats(L, node, x, mean, momentum, axes):
+    """Training mode's in-place update of running_mean/running_var (node.args[3], [4]), as
+    torch's CPU kernel: (1 - momentum) * running + momentum * batch statistic, the variance
+    unbiased (n - 1: NaN for one element per channel, as torch); written through mutation.py."""
+    from .mutation import write
+    var = Value(L.op("var", [x], {"axes": axes, "keepdim": False, "correction": 1.0}))
+    for stat, batch in ((node.args[3], mean), (node.args[4], var)):
+        sdt = meta_of(stat)[1]
+        cdt = torch.float64 if sdt == torch.float64 else torch.float32
+        old = L.cast(L.env[stat], cdt)
+        new = Value(L.op("add", [Value(L.op("mul", [old, _operand(L, 1.0 - momentum, cdt)])),
+                                 Value(L.op("mul", [L.cast(batch, cdt),
+                                                    _operand(L, momentum, cdt)]))]))
+        write(L, node, stat, L.cast(new, sdt))
 
 
 # ---- indexing -------------------------------------------------------------------------------

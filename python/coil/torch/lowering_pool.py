@@ -495,6 +495,37 @@ def _unfold(L, node, args, kwargs):
     return Value(L.op("permute", [v], {"dims": perm}))
 
 
+@lowers("aten.resize_as.default")
+def _resize(L, node, args, kwargs):
+    """Functionalization's resize_as (from resize_as_): the first numel(template) elements of
+    self's storage, laid out contiguously. Taken when self is contiguous (its storage order is
+    then its logical order) and the size does not grow (the elements past the old ones are
+    uninitialized in eager). (aten.resize, from resize_, is followed by an as_strided of its
+    storage, which coil has no row for: it has none either.)"""
+    unknown = set(kwargs) - {"memory_format"}
+    if unknown:
+        raise Unsupported(f"{node.target}: unknown argument {sorted(unknown)[0]}")
+    if kwargs.get("memory_format") not in (None, torch.contiguous_format):
+        raise Unsupported(f"{node.target} to {kwargs['memory_format']}")
+    src = node.args[0]
+    val = src.meta.get("val", src.meta.get("tensor_meta"))
+    old_shape = meta_of(src)[0]
+    stride = tuple(val.stride() if isinstance(val, torch.Tensor) else getattr(val, "stride", ()))
+    contiguous = torch.empty(old_shape, device="meta").stride()
+    if _numel(old_shape) > 1 and stride != contiguous:
+        raise Unsupported(f"{node.target} of a non-contiguous tensor (strides {stride}: its "
+                          "storage order is not its logical order)")
+    new_shape = list(meta_of(node)[0])
+    n_new, n_old = _numel(new_shape), _numel(old_shape)
+    if n_new > n_old:
+        raise Unsupported(f"{node.target} growing {n_old} to {n_new} elements (the new ones "
+                          "are uninitialized)")
+    flat = reshape(L, args[0], [n_old])
+    if n_new < n_old:
+        flat = slice_(L, flat, 0, 0, n_new)
+    return reshape(L, flat, new_shape)
+
+
 @lowers("aten.block_diag.default")
 def _block_diag(L, node, args, kwargs):
     tensors = args[0]

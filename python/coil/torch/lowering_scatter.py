@@ -10,8 +10,7 @@
     torch's CPU kernels write in order. Positions no index hits keep their value, bit for bit.
     The cost is |index| x size of the dim: a scatter whose one-hot tensor would exceed
     _MAX_ONEHOT elements stays in eager.
-  - scans (cummax, cummin, logcumsumexp; cumprod's row is written, not registered) are
-    log2(n) steps of a shifted combine
+  - scans (cumprod, cummax, cummin, logcumsumexp) are log2(n) steps of a shifted combine
     (Hillis-Steele): products in f64 for floats (torch's CPU accumulates in double), cummax's
     index the last among equal maxima and the last NaN, as torch's.
   - sorting (sort, argsort, msort, topk, kthvalue, median, nanmedian) ranks each element by
@@ -431,10 +430,8 @@ def _scan_dtype(node):
     return torch.float64 if dt.is_floating_point else torch.int64
 
 
-# Not registered: tests/torch/test_backend.py's fallback test takes cumprod as its example of an
-# op without a row. The row is exact (products in f64 for floats, as torch's CPU accumulates in
-# double); registering it takes `lowers("aten.cumprod.default")(_cumprod)` once that test uses
-# another op.
+# Products in f64 for floats (torch's CPU kernel accumulates in double), in i64 for integers.
+@lowers("aten.cumprod.default")
 def _cumprod(L, node, args, kwargs):
     x, dim = args[0], args[1]
     shp, dt = meta_of(node)
