@@ -11,27 +11,14 @@
 #include "driver/pipeline.h"
 #include "graph/text_format.h"
 #include "support/check_graph.h"
+#include "support/cpu_module.h"
 
 namespace coil {
 namespace {
 
-struct Module {
-  std::vector<std::string> kernels;
-  std::string source;
-};
-
-Module cpu_module(const std::string& text) {
-  CompileOptions o;
-  GeneratedProgram p = generate_program(parse_graph(text, "<test>"), o);
-  Module m;
-  for (const auto& k : p.module.kernels) m.kernels.push_back(k.name);
-  m.source = p.module.source;
-  return m;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using testing::contains;
+using testing::cpu_module;
+using testing::Module;
 
 /// A depthwise conv of `channels` over x [n, channels, h, w] with a k x k kernel.
 std::string depthwise(int64_t n, int64_t channels, int64_t h, int64_t w, int64_t k,
