@@ -25,8 +25,9 @@
 namespace coil {
 
 struct CompileOptions {
-  /// Values of the size symbols of the graph's inputs ("s0" -> 128). Every symbol must be
-  /// bound (a later version compiles once for all sizes).
+  /// Values of the size symbols of the graph's inputs ("s0" -> 128). A symbol left unbound
+  /// makes the model size-generic: it runs inputs of any size, compiling at its first call and
+  /// again only for sizes whose code differs (docs/dynamic-shapes.md).
   std::map<std::string, int64_t> sizes;
   /// When set, the generated source, the shared object and report.json are copied here.
   std::filesystem::path output_dir;
@@ -148,9 +149,23 @@ class CompiledModel {
   /// Outputs must not overlap the inputs or each other. The Tensor overload delegates to it.
   void run_into(const std::vector<TensorRef>& inputs, const std::vector<void*>& outputs) const;
 
+  /// The graph's inputs and outputs; in a size-generic model -1 marks a symbolic size.
   const std::vector<ValueSpec>& inputs() const;
   const std::vector<ValueSpec>& outputs() const;
+  /// What compile() did; a size-generic model's: the last compile of one of its variants
+  /// (a coil::Error before its first call).
   const CompileReport& report() const;
+  /// Whether some input size was left unbound (CompileOptions::sizes): the model then compiles
+  /// per call's sizes as needed (docs/dynamic-shapes.md).
+  bool size_generic() const;
+  /// A size-generic model's compiles so far: size tuples seen, distinct modules among their
+  /// variants, modules this process compiled with the C++ compiler (code cache misses), and
+  /// variants compiled specialized to their sizes (what the size-generic pipeline cannot do
+  /// yet). All 0 for a model with bound sizes.
+  struct SizeStats {
+    int sizes = 0, modules = 0, compiled = 0, specialized = 0;
+  };
+  SizeStats size_stats() const;
   /// For a model compiled with a debug directory (CompileOptions::debug_dir): runs it once on
   /// `inputs`, kernel by kernel, and saves what each kernel reads and writes into its
   /// standalone repro (DIR/graph-*/kernels/<kernel>/data/), so that the repro's run.sh checks

@@ -12,10 +12,12 @@
 #include "codegen/cpp/cpp_module.h"
 #include "coil/coil.h"
 #include "driver/debug_dir.h"
+#include "driver/dynamic_model.h"
 #include "driver/kernel_repro.h"
 #include "driver/model_cache.h"
 #include "driver/pipeline.h"
 #include "graph/text_format.h"
+#include "ir/loop_extents.h"
 #include "runtime/artifact.h"
 #include "runtime/code_cache.h"
 #include "runtime/host_cpu.h"
@@ -29,6 +31,7 @@
 #include "support/env.h"
 #include "support/log.h"
 #include "support/progress.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
@@ -40,6 +43,8 @@ struct CompiledModel::Impl {
   CompileReport report;
   KernelCallPlan kernel_calls;       // the kernels one by one (profile, save_kernel_values)
   std::filesystem::path debug_path;  // the graph's debug directory, if any
+  /// A size-generic model (driver/dynamic_model.h): set instead of `runner`.
+  std::unique_ptr<DynamicModel> dynamic;
 };
 
 CompiledModel::CompiledModel() = default;
@@ -48,13 +53,20 @@ CompiledModel::CompiledModel(CompiledModel&&) noexcept = default;
 CompiledModel& CompiledModel::operator=(CompiledModel&&) noexcept = default;
 
 const std::vector<ValueSpec>& CompiledModel::inputs() const {
-  return impl_->runner->inputs();
+  return impl_->dynamic ? impl_->dynamic->inputs() : impl_->runner->inputs();
 }
 const std::vector<ValueSpec>& CompiledModel::outputs() const {
-  return impl_->runner->outputs();
+  return impl_->dynamic ? impl_->dynamic->outputs() : impl_->runner->outputs();
 }
 const CompileReport& CompiledModel::report() const {
-  return impl_->report;
+  return impl_->dynamic ? impl_->dynamic->last_report() : impl_->report;
+}
+bool CompiledModel::size_generic() const {
+  return impl_ && impl_->dynamic;
+}
+CompiledModel::SizeStats CompiledModel::size_stats() const {
+  if (!size_generic()) return {};
+  return impl_->dynamic->stats();
 }
 
 namespace {
@@ -140,6 +152,82 @@ void write_output_dir(const Graph& graph, const CompileOptions& options,
 
 }  // namespace
 
+SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& options,
+                                      const std::vector<std::string>& symbols,
+                                      const std::vector<int64_t>& sizes) {
+  RemoteCacheScope remote_scope(options.remote_cache);
+  ProgressScope progress;
+  SizeVariantBuild out;
+  CompileReport& report = out.report;
+  report.precision = options.precision;
+  StageTimer timer(report);
+  target_isa(options);
+  std::map<sym::Expr, int64_t> hints;
+  for (size_t i = 0; i < symbols.size(); ++i)
+    hints[sym::make_symbol(size_symbol_name(static_cast<int>(i)))] = sizes[i];
+  sym::SizeHintScope hint_scope(hints);
+  SizeGeneric size_generic{symbols};
+  // Inductor's 0/1 specialization: a size of 0 or 1 is bound (a dim of 1 broadcasts, a dim of
+  // 0 empties the tensor, and index arithmetic simplifies differently), the others stay
+  // symbolic.
+  CompileOptions generic_options = options;
+  for (size_t i = 0; i < symbols.size(); ++i)
+    if (sizes[i] <= 1) generic_options.sizes[symbols[i]] = sizes[i];
+  GeneratedProgram gen;
+  try {
+    gen = generate_program(graph, generic_options, &timer, &size_generic);
+    out.size_generic = true;
+  } catch (const std::exception& e) {
+    // What the size-generic pipeline cannot do yet: these sizes compile specialized.
+    CompileOptions bound = options;
+    for (size_t i = 0; i < symbols.size(); ++i) bound.sizes[symbols[i]] = sizes[i];
+    COIL_LOG(guards, "the size-generic pipeline failed ({}); compiling for these sizes only",
+             e.what());
+    gen = generate_program(graph, bound, &timer);
+  }
+  const IrProgram& program = gen.program;
+  const CppModule& module = gen.module;
+  const IsaInfo& isa = target_isa(options);
+  COIL_USER_CHECK(cpu_supports(isa), "isa {}: this CPU cannot run it", isa.name);
+  CompileFlags flags = module_compile_flags(isa);
+  if (module.uses_extern_libraries)
+    for (const std::string& f : extern_link_flags()) flags.extra.push_back(f);
+  out.built = compile_cached(
+      split_translation_units(module, translation_unit_count(module, compile_threads())), flags);
+  timer.mark("compile");
+  const Graph& g = gen.graph;
+  ModelRunner::Parts& parts = out.parts;
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const Node& n = g.node(g.inputs()[i]);
+    parts.inputs.push_back({n.name, n.type.dtype, static_extents(n.type.shape),
+                            graph.node(graph.inputs()[i]).source_name});
+  }
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const Node& n = g.node(g.outputs()[i].node);
+    parts.outputs.push_back({g.outputs()[i].name, n.type.dtype, static_extents(n.type.shape),
+                             graph.outputs()[i].source_name});
+  }
+  parts.run_checks = program.run_checks;
+  out.constants = program.constants;
+  for (const auto& c : out.constants) parts.constants.push_back(c->data());
+  parts.arena_bytes = gen.schedule.memory.arena_bytes;
+  parts.sized = out.size_generic;
+  if (out.size_generic) {
+    parts.sizes = sizes;
+    parts.arena_offsets = arena_offsets(program, gen.schedule);
+  }
+  KernelCallPlan kernel_calls = kernel_call_plan(program, gen.schedule, module);
+  for (const KernelCallPlan::Kernel& k : kernel_calls.kernels)
+    report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written, k.ops});
+  report.arena_bytes = parts.arena_bytes;
+  report.cache_hit = out.built.cache_hit;
+  report.cache_key = out.built.key;
+  report.so_path = out.built.so_path;
+  report.source = module.source;
+  timer.finish();
+  return out;
+}
+
 CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   COIL_USER_CHECK(options.device == "cpu",
                   "device '{}' needs a GPU: generate the module with `coil compile MODEL --device "
@@ -148,6 +236,15 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
                   options.device);
   check_mode(options.mode);
   init_threads_from_env();
+  // Sizes left unbound: a size-generic model, compiled per call's sizes as needed.
+  if (std::vector<std::string> symbols = unbound_size_symbols(graph, options.sizes);
+      !symbols.empty()) {
+    auto impl = std::make_unique<CompiledModel::Impl>();
+    impl->dynamic = std::make_unique<DynamicModel>(graph, options, std::move(symbols));
+    CompiledModel m;
+    m.impl_ = std::move(impl);
+    return m;
+  }
   // This compile's remote cache (runtime/remote_cache.h), for every cache lookup below.
   RemoteCacheScope remote_scope(options.remote_cache);
   ProgressScope progress;
@@ -281,7 +378,9 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
 void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
                              const std::vector<Tensor>& outputs) const {
   COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
-  const std::vector<ValueSpec>& specs = impl_->runner->outputs();
+  const std::vector<ValueSpec>& specs =
+      impl_->dynamic ? impl_->dynamic->variant(impl_->dynamic->bind_sizes(inputs)).runner->outputs()
+                     : impl_->runner->outputs();
   COIL_USER_CHECK(outputs.size() == specs.size(), "the model has {} outputs, got {}", specs.size(),
                   outputs.size());
   std::vector<void*> out_ptrs;
@@ -299,6 +398,7 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
 void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
                              const std::vector<void*>& outputs) const {
   COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
+  if (impl_->dynamic) return impl_->dynamic->run_into(inputs, outputs);
   impl_->runner->run(inputs, outputs);
 }
 
@@ -306,6 +406,9 @@ void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
 /// (A template so that it can take the private CompiledModel::Impl without naming it.)
 template <typename Impl, typename Use>
 static void with_kernels(const Impl& impl, const std::vector<TensorRef>& inputs, Use use) {
+  COIL_USER_CHECK(impl.runner != nullptr,
+                  "a size-generic model runs its kernels one by one only at bound sizes: "
+                  "compile with CompileOptions::sizes (--size) for profiles and kernel values");
   const ModelRunner& runner = *impl.runner;
   ModuleBindings b;
   std::vector<const void*> in_ptrs;
@@ -365,6 +468,10 @@ KernelProfile CompiledModel::profile(const std::vector<TensorRef>& inputs, int r
 
 void CompiledModel::export_to(const std::filesystem::path& dir) const {
   COIL_USER_CHECK(impl_ != nullptr, "export: the model is empty");
+  COIL_USER_CHECK(!impl_->dynamic,
+                  "export: the model is size-generic ({}); exported models have bound sizes for "
+                  "now: compile with CompileOptions::sizes (--size)",
+                  fmt::join(impl_->dynamic->symbols(), ", "));
   const ModelRunner& runner = *impl_->runner;
   ExportManifest m;
   m.info.isa = impl_->isa;
@@ -386,6 +493,7 @@ void CompiledModel::export_to(const std::filesystem::path& dir) const {
 
 std::vector<Tensor> CompiledModel::run(const std::vector<TensorRef>& inputs) const {
   COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
+  if (impl_->dynamic) return impl_->dynamic->run(inputs);
   std::vector<Tensor> outs;
   for (const ValueSpec& s : outputs()) outs.push_back(Tensor::empty(s.dtype, s.shape));
   run_into(inputs, outs);

@@ -65,7 +65,7 @@ std::string describe_graph(const Graph& graph) {
 }
 
 GeneratedProgram generate_program(const Graph& graph, const CompileOptions& options,
-                                  StageTimer* timer) {
+                                  StageTimer* timer, const SizeGeneric* size_generic) {
   auto mark = [&](const char* stage) {
     if (timer) timer->mark(stage);
   };
@@ -87,6 +87,14 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   // cuda: the Triton flash template pads head dims to powers of two up to 256 (its Q and
   // accumulator tiles live in registers); larger ones are written out (matmul, softmax, matmul).
   if (gpu) decompose_options.attention_max_head_dim = 256;
+  if (size_generic) {
+    COIL_USER_CHECK(!gpu,
+                    "size-generic compiles are CPU-only for now: bind every size of a "
+                    "cuda graph (CompileOptions::sizes, --size)");
+    for (size_t i = 0; i < size_generic->symbols.size(); ++i)
+      decompose_options.rename_symbols[size_generic->symbols[i]] =
+          size_symbol_name(static_cast<int>(i));
+  }
   Graph g = decompose_and_bind(recognized, options.sizes, decompose_options);
   COIL_LOG(graph, "after decomposition and size binding:\n{}", to_text(g));
   after_graph_pass("decompose_and_bind", g, GraphStage::decomposed);
@@ -132,6 +140,7 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   progress_note(fmt::format("generating C++ for {} kernels", schedule.kernels.size()));
   CppTarget target;
   target.vec_lanes = target_isa(options).lanes(DType::F32);
+  if (size_generic) target.size_symbols = static_cast<int>(size_generic->symbols.size());
   CppModule module = generate_cpp_module(program, schedule, target);
   COIL_LOG(output_code, "generated C++:\n{}", module.source);
   mark("codegen");

@@ -46,10 +46,19 @@ struct GeneratedProgram {
   TritonModule triton;  // device "cuda"
 };
 
+/// A size-generic compile (driver/dynamic_model.h): the graph's size symbols, in this order,
+/// are renamed ks0, ks1, ... and stay symbolic through lowering, scheduling and the C++ code,
+/// which takes their values per call. The caller holds a sym::SizeHintScope with the values of
+/// ks0, ... that the planning heuristics use.
+struct SizeGeneric {
+  std::vector<std::string> symbols;
+};
+
 /// Runs every stage up to code generation for options.device; `timer` (optional) records each
 /// stage's time. The GPU target skips matmul autotuning (it measures CPU candidates) and keeps
 /// matmul epilogues out of templates (they are library calls there).
 GeneratedProgram generate_program(const Graph& graph, const CompileOptions& options,
-                                  StageTimer* timer = nullptr);
+                                  StageTimer* timer = nullptr,
+                                  const SizeGeneric* size_generic = nullptr);
 
 }  // namespace coil

@@ -268,6 +268,15 @@ static std::string bindings_str(const std::map<sym::Expr, sym::Expr>& bind) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+// The options of a second pass over a graph whose symbols are renamed already: each new
+// name stays itself.
+static DecomposeOptions renamed_options(const DecomposeOptions& options) {
+  DecomposeOptions again = options;
+  again.rename_symbols.clear();
+  for (const auto& [name, to] : options.rename_symbols) again.rename_symbols[to] = to;
+  return again;
+}
+
 Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes,
                          const DecomposeOptions& options) {
   std::map<sym::Expr, sym::Expr> bind;
@@ -275,6 +284,18 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
     COIL_USER_CHECK(value >= 0, "size {} = {} is negative", name, value);
     bind[sym::make_symbol(name)] = sym::Expr(value);
   }
+  for (const auto& [name, to] : options.rename_symbols)
+    if (!sizes.count(name)) bind[sym::make_symbol(name)] = sym::make_symbol(to);
+  auto bound = [&](const sym::Expr& e) {
+    if (e.is_const()) return true;
+    for (const sym::Expr& s : sym::free_symbols(e)) {
+      bool renamed = false;
+      for (const auto& [name, to] : options.rename_symbols)
+        renamed = renamed || s == sym::make_symbol(to);
+      if (!renamed) return false;
+    }
+    return true;
+  };
   Graph out;
   std::set<std::string> names;
   for (const auto& np : g.nodes()) names.insert(np->name);
@@ -297,7 +318,7 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
         Shape s;
         for (const auto& d : n.type.shape) {
           sym::Expr e = sym::substitute(d, bind);
-          COIL_USER_CHECK(e.is_const(),
+          COIL_USER_CHECK(bound(e),
                           "input {}: size '{}' is not bound; give it a value (e.g. --size {}=N)",
                           n.name, sym::to_string(d), sym::to_string(d));
           s.push_back(e);
@@ -341,7 +362,7 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
   for (const auto& np : out.nodes())
     if (np->op->kind == OpKind::Composite || decomposed_here(out, *np, options) ||
         (!live_after[static_cast<size_t>(np->id)] && np->op->name != "input"))
-      return decompose_and_bind(out, {}, options);
+      return decompose_and_bind(out, {}, renamed_options(options));
   return out;
 }
 

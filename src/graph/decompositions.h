@@ -2,6 +2,9 @@
 // `decompose` column of the op registry), and the pass that applies them.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "coil/graph.h"
 
 namespace coil {
@@ -26,10 +29,14 @@ struct DecomposeOptions {
   /// flash template holds a [BLOCK_M, D] tile per operand in registers and shared memory, up to
   /// 256 (triton_attention.h).
   int64_t attention_max_head_dim = 0;
+  /// A size-generic compile (driver/dynamic_model.h): each size symbol of the graph is renamed
+  /// as this map says (to ks0, ks1, ...) and stays symbolic, instead of being bound.
+  std::map<std::string, std::string> rename_symbols;
 };
 
 /// A copy of `g` in which every composite node is replaced by its decomposition (recursively),
-/// and every symbolic size is replaced by its binding in `sizes` (all must be bound).
+/// and every symbolic size is replaced by its binding in `sizes` (all must be bound, unless
+/// options.rename_symbols renames it).
 /// Value names of kept nodes are preserved; graph outputs keep their names.
 Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& sizes,
                          const DecomposeOptions& options = {});

@@ -4,14 +4,15 @@
 
 #include "ir/ir.h"
 #include "support/check.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
 std::vector<int64_t> static_extents(const std::vector<sym::Expr>& ranges) {
   std::vector<int64_t> out;
   for (const auto& r : ranges) {
-    auto c = r.as_const();
-    COIL_ASSERT(c.has_value(), "loop range {} is not static", sym::to_string(r));
+    auto c = sym::hint(r);
+    COIL_ASSERT(c.has_value(), "loop range {} is neither static nor hinted", sym::to_string(r));
     out.push_back(*c);
   }
   return out;
@@ -27,6 +28,7 @@ int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end) {
 sym::Analyzer loop_analyzer(const std::vector<sym::Expr>& ranges,
                             const std::vector<sym::Expr>& reduction_ranges) {
   sym::Analyzer a;
+  sym::bind_size_hints(a, /*exact=*/false);  // size symbols of a size-generic compile are >= 1
   for (size_t i = 0; i < ranges.size(); ++i)
     a.bind_loop_var(loop_var(static_cast<int>(i)), ranges[i]);
   for (size_t i = 0; i < reduction_ranges.size(); ++i)

@@ -11,8 +11,8 @@
 
 namespace coil {
 
-/// The extents of ranges known to be constants (an internal error otherwise): sizes are bound
-/// before lowering, so every computation's ranges are.
+/// The extents of ranges: constants, or their values at the size hints of a size-generic
+/// compile (sym/size_hints.h); an internal error otherwise.
 std::vector<int64_t> static_extents(const std::vector<sym::Expr>& ranges);
 
 /// Product of v[begin, end), end clamped to the size (1 when empty).

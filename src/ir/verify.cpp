@@ -8,13 +8,22 @@
 
 #include "ir/loop_extents.h"
 #include "sym/analyzer.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
 namespace {
 
+// A layout's sizes as the specs of templates and library calls hold them: numbers (a
+// size-generic compile's symbols at their hints; -1 where neither).
+std::vector<int64_t> hinted_sizes(const Shape& s) {
+  std::vector<int64_t> out;
+  for (const sym::Expr& d : s) out.push_back(sym::hint(d).value_or(-1));
+  return out;
+}
+
 std::optional<int64_t> numel_of(const Buffer& b) {
-  return b.layout.numel().as_const();
+  return sym::hint(b.layout.numel());
 }
 
 /// sym::evaluate and sym::free_symbols memoized per node: index expressions are DAGs whose
@@ -43,9 +52,13 @@ class ExprWalker {
       case sym::ExprKind::Const:
         v = e.const_value();
         break;
-      case sym::ExprKind::Symbol:
-        v = at.at(e.symbol_name());
+      case sym::ExprKind::Symbol: {
+        // Loop variables from `at`; a size-generic compile's size symbols at their hints.
+        auto bound = at.find(e.symbol_name());
+        auto hinted = bound == at.end() ? sym::hint(e) : std::nullopt;
+        v = bound != at.end() ? bound->second : hinted.value();
         break;
+      }
       case sym::ExprKind::Add:
         for (const auto& o : ops)
           v = static_cast<int64_t>(static_cast<uint64_t>(v) + static_cast<uint64_t>(eval(o, at)));
@@ -143,7 +156,7 @@ class ComputationChecker {
     bool ok = true;
     auto check = [&](const std::vector<sym::Expr>& ranges, const char* what) {
       for (const sym::Expr& r : ranges) {
-        auto v = r.as_const();
+        auto v = sym::hint(r);
         if (!v || *v < 0) {
           fail("{} {} is not a constant >= 0", what, shape_str(ranges));
           ok = false;
@@ -389,6 +402,7 @@ class ComputationChecker {
     std::vector<int64_t> xs = static_extents(c_.ranges), rs = static_extents(c_.reduction_ranges);
     bool empty = product(xs) == 0 || product(rs) == 0;
     sym::Analyzer a = loop_analyzer(c_.ranges, c_.reduction_ranges);
+    sym::bind_size_hints(a, /*exact=*/true);  // proofs at the sizes being compiled
     for (size_t i = 0; i < c_.body.ops().size(); ++i) {
       const BodyOp& o = op(i);
       if (!o.index.defined()) continue;
@@ -398,6 +412,7 @@ class ComputationChecker {
         if (vars.count(s)) continue;
         if (rvars.count(s) && o.op != LoopOp::store) continue;
         if (s == indirect_var() && indirect) continue;
+        if (sym::hint(s)) continue;  // a size symbol of a size-generic compile
         ok = false;
         if (rvars.count(s))
           fail_op(i, "a store indexed by the reduction variable {}", sym::to_string(s));
@@ -559,15 +574,15 @@ class ComputationChecker {
         const Buffer& b = p_.buffer(id);
         if (b.layout.dtype != DType::F32)
           fail("conv2d operand {} ({}) is {}, not f32", what, b.name, dtype_name(b.layout.dtype));
-        if (b.layout.sizes != make_shape(sizes))
+        if (hinted_sizes(b.layout.sizes) != sizes)
           fail("conv2d operand {} ({}) has sizes {}, the spec says {}", what, b.name,
                shape_str(b.layout.sizes), shape_str(make_shape(sizes)));
       };
       operand(cv.x, "x", {cv.n, cv.c, cv.h, cv.wd});
       operand(cv.w, "w", {cv.oc, cv.groups > 0 ? cv.c / cv.groups : 0, cv.kh, cv.kw});
       if (cv.bias >= 0) operand(cv.bias, "bias", {cv.oc});
-      if (out.layout.sizes.size() != 4 || out.layout.sizes[0] != sym::Expr(cv.n) ||
-          out.layout.sizes[1] != sym::Expr(cv.oc))
+      const std::vector<int64_t> out_sizes = hinted_sizes(out.layout.sizes);
+      if (out_sizes.size() != 4 || out_sizes[0] != cv.n || out_sizes[1] != cv.oc)
         fail("conv2d output {} has sizes {}, expected [{}, {}, h, w]", out.name,
              shape_str(out.layout.sizes), cv.n, cv.oc);
     }
@@ -619,7 +634,8 @@ class ComputationChecker {
         fail("attention mask {} is {}, the spec says {}", p_.buffer(a.mask).name, dtype_name(t),
              a.bool_mask ? "bool" : "f32");
     }
-    if (out.layout.sizes != make_shape({a.batch, a.heads, a.q_len, a.value_dim}) ||
+    if (hinted_sizes(out.layout.sizes) !=
+            std::vector<int64_t>{a.batch, a.heads, a.q_len, a.value_dim} ||
         out.layout.dtype != a.dtype ||
         out.layout.strides != contiguous_layout(a.dtype, out.layout.sizes).strides)
       fail("attention output {} is {}{} strides {}, expected contiguous {}[{}, {}, {}, {}]",
@@ -683,8 +699,8 @@ std::vector<std::string> verify_program(const IrProgram& p) {
       continue;
     }
     for (size_t d = 0; d < b.layout.sizes.size(); ++d) {
-      auto s = b.layout.sizes[d].as_const();
-      if (!s || *s < 0 || !b.layout.strides[d].is_const()) {
+      auto s = sym::hint(b.layout.sizes[d]);
+      if (!s || *s < 0 || !sym::hint(b.layout.strides[d])) {
         fail(fmt::format("buffer {}: layout {} strides {} is not constant sizes >= 0", b.name,
                          shape_str(b.layout.sizes), shape_str(b.layout.strides)));
         layouts_ok = false;

@@ -14,6 +14,14 @@ namespace coil {
 using GraphRunFn = void (*)(void* const* inputs, void* const* outputs, void* const* constants,
                             char* arena, const char* packed);
 inline constexpr const char* kGraphRunSymbol = "coil_graph_run";
+/// The entry point of a size-generic module (driver/dynamic_model.h), in place of
+/// coil_graph_run: the same buffers, then the values of its size symbols (ks0, ks1, ... in
+/// order) and the byte offset in `arena` of each intermediate it keeps there (the memory plan
+/// of these sizes, in the order of the module's arena buffers).
+using GraphRunSizedFn = void (*)(void* const* inputs, void* const* outputs, void* const* constants,
+                                 char* arena, const char* packed, const int64_t* sizes,
+                                 const int64_t* arena_offsets);
+inline constexpr const char* kGraphRunSizedSymbol = "coil_graph_run_sized";
 /// In a module with run-time checks: the IrProgram::run_checks entry that failed first in the
 /// last run, with *value and *limit set, and resets it; -1 when every check passed.
 using GraphRunErrorFn = int (*)(int64_t* value, int64_t* limit);

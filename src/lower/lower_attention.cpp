@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "graph/op_registry.h"
+#include "ir/loop_extents.h"
 #include "lower/lower_ops.h"
 #include "support/check.h"
 #include "support/log.h"
@@ -17,10 +18,9 @@ namespace {
 
 using Index = std::vector<sym::Expr>;
 
+// Static sizes, or their values at the size hints of a size-generic compile (sym/size_hints.h).
 std::vector<int64_t> static_sizes_of(const Shape& s) {
-  auto v = static_sizes(s);
-  COIL_ASSERT(v.has_value(), "shape {} is not bound", shape_str(s));
-  return *v;
+  return static_extents(s);
 }
 
 /// `box` [B, H, T, D] in `dtype` as (buffer, offset, batch/head/row strides) with contiguous

@@ -12,9 +12,11 @@
 
 #include "graph/op_registry.h"
 #include "graph/type_rules.h"
+#include "ir/loop_extents.h"
 #include "lower/lower_ops.h"
 #include "support/check.h"
 #include "support/log.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
@@ -22,10 +24,10 @@ using Index = std::vector<sym::Expr>;
 
 namespace {
 
+// Static sizes, or their values at the size hints of a size-generic compile: the specs of
+// templates and library calls hold numbers (sym/size_hints.h says why that is safe).
 std::vector<int64_t> sizes_of(const Shape& s) {
-  auto v = static_sizes(s);
-  COIL_ASSERT(v.has_value(), "shape {} is not bound", shape_str(s));
-  return *v;
+  return static_extents(s);
 }
 
 /// The element of `box` that a broadcast batched access reads: `batch` are the output batch
@@ -60,8 +62,8 @@ std::optional<StridedOperand> as_strided(const TensorBox& box, size_t n_batch,
   vars.push_back(row);
   vars.push_back(col);
   std::vector<int64_t> extents = batch_sizes;
-  auto rows = box.sizes[box.sizes.size() - 2].as_const(),
-       cols = box.sizes[box.sizes.size() - 1].as_const();
+  auto rows = sym::hint(box.sizes[box.sizes.size() - 2]),
+       cols = sym::hint(box.sizes[box.sizes.size() - 1]);
   extents.push_back(rows.value_or(1));
   extents.push_back(cols.value_or(1));
   for (size_t i = 0; i < vars.size(); ++i) a.bind_loop_var(vars[i], extents[i]);
@@ -69,18 +71,24 @@ std::optional<StridedOperand> as_strided(const TensorBox& box, size_t n_batch,
   op.buffer = ld.buffer;
   std::map<sym::Expr, sym::Expr> zero;
   for (const auto& v : vars) zero[v] = 0;
-  auto offset = a.simplify(sym::substitute(ld.index, zero)).as_const();
+  // Offset and strides may be symbolic in a size-generic compile: the spec holds their values
+  // at the size hints.
+  const sym::Expr offset_expr = a.simplify(sym::substitute(ld.index, zero));
+  auto offset = sym::hint(offset_expr);
   if (!offset) return std::nullopt;
   op.offset = *offset;
   std::vector<int64_t> strides;
+  std::vector<sym::Expr> stride_exprs;
   for (size_t i = 0; i < vars.size(); ++i) {
     auto s = a.linear_stride(ld.index, vars[i]);
-    if (!s || !s->as_const()) return std::nullopt;
-    strides.push_back(extents[i] == 1 ? 0 : *s->as_const());
+    auto stride = s ? sym::hint(*s) : std::nullopt;
+    if (!stride) return std::nullopt;
+    strides.push_back(extents[i] == 1 ? 0 : *stride);
+    stride_exprs.push_back(extents[i] == 1 ? sym::Expr(0) : *s);
   }
   // The index must be exactly offset + sum(var * stride) (no div/mod left over).
-  sym::Expr rebuilt = *offset;
-  for (size_t i = 0; i < vars.size(); ++i) rebuilt = rebuilt + vars[i] * strides[i];
+  sym::Expr rebuilt = offset_expr;
+  for (size_t i = 0; i < vars.size(); ++i) rebuilt = rebuilt + vars[i] * stride_exprs[i];
   if (!a.statically_known_equal(a.simplify(ld.index), a.simplify(rebuilt))) {
     // Size-1 dims may hide a var from the index: compare with those vars dropped.
     std::map<sym::Expr, sym::Expr> drop;

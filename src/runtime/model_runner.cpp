@@ -55,7 +55,10 @@ std::string value_names(const std::vector<ValueSpec>& specs) {
 ModelRunner::ModelRunner(Parts parts) : parts_(std::move(parts)) {
   init_threads_from_env();
   const SharedLibrary& lib = *parts_.library;
-  run_ = lib.symbol_as<GraphRunFn>(kGraphRunSymbol);
+  if (parts_.sized)
+    run_sized_ = lib.symbol_as<GraphRunSizedFn>(kGraphRunSizedSymbol);
+  else
+    run_ = lib.symbol_as<GraphRunFn>(kGraphRunSymbol);
   // Run-time checks: each run records its first failure itself (cpp_module.cpp), read back on
   // the calling thread right after the run.
   if (!parts_.run_checks.empty()) run_error_ = lib.symbol_as<GraphRunErrorFn>(kGraphRunErrorSymbol);
@@ -125,8 +128,13 @@ void ModelRunner::run(const std::vector<TensorRef>& inputs,
                     "output {}: null data pointer", parts_.outputs[i].name);
   std::vector<void*> out_ptrs = outputs;
   ArenaLease arena(*this);
-  run_(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), parts_.constants.data(),
-       arena.data(), parts_.packed);
+  if (run_sized_) {
+    run_sized_(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), parts_.constants.data(),
+               arena.data(), parts_.packed, parts_.sizes.data(), parts_.arena_offsets.data());
+  } else {
+    run_(const_cast<void* const*>(in_ptrs.data()), out_ptrs.data(), parts_.constants.data(),
+         arena.data(), parts_.packed);
+  }
   if (run_error_) {
     int64_t value = 0, limit = 0;
     int site = run_error_(&value, &limit);

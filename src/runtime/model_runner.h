@@ -33,6 +33,10 @@ class ModelRunner {
     /// The packed constants, already packed by this module (an exported model's, kept alive by
     /// the owner), or null: the runner packs them with the module's coil_graph_pack.
     const char* packed = nullptr;
+    /// A size-generic module's variant (driver/dynamic_model.h): its entry is
+    /// coil_graph_run_sized, called with these sizes and arena offsets.
+    bool sized = false;
+    std::vector<int64_t> sizes, arena_offsets;
   };
   explicit ModelRunner(Parts parts);
   ModelRunner(const ModelRunner&) = delete;
@@ -69,6 +73,7 @@ class ModelRunner {
  private:
   Parts parts_;
   GraphRunFn run_ = nullptr;
+  GraphRunSizedFn run_sized_ = nullptr;  // a size-generic module's entry instead
   GraphRunErrorFn run_error_ = nullptr;  // modules with run-time checks
   int64_t packed_bytes_ = 0;
   Tensor packed_storage_;                // when the runner packed the constants itself

@@ -4,12 +4,13 @@
 
 #include "support/check.h"
 #include "support/log.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
 int64_t buffer_nbytes(const Buffer& b) {
-  auto n = b.layout.numel().as_const();
-  COIL_ASSERT(n.has_value(), "buffer {} has symbolic size", b.name);
+  auto n = sym::hint(b.layout.numel());
+  COIL_ASSERT(n.has_value(), "buffer {} has a symbolic size without a hint", b.name);
   return *n * dtype_size(b.layout.dtype);
 }
 

@@ -26,7 +26,7 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const IrProgram& program, const DependencyGraph& deps,
                        const std::vector<KernelGroup>& kernels);
 
-/// Bytes of a buffer with static sizes.
+/// Bytes of a buffer: static sizes, or its size at the size hints (sym/size_hints.h).
 int64_t buffer_nbytes(const Buffer& b);
 
 }  // namespace coil

@@ -21,7 +21,8 @@ namespace coil {
   X(output_code, "the generated source of the whole graph")                                  \
   X(cache, "code cache hits, misses, rebuilds")                                              \
   X(autotune, "candidates and timings of autotuned choices")                                 \
-  X(perf, "time spent in each compile stage")
+  X(perf, "time spent in each compile stage")                                                \
+  X(guards, "size-generic models: each call's sizes, the variant it ran, each recompile and why")
 
 enum class LogChannel {
 #define COIL_LOG_ENUM(name, doc) name,

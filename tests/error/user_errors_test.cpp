@@ -78,9 +78,20 @@ TEST(UserErrors, OutOfMemoryIsAUserError) {
 }
 
 TEST(UserErrors, UnboundSizeSymbol) {
+  // An unbound size makes a size-generic model (docs/dynamic-shapes.md): what needs bound
+  // sizes says so.
   Graph g = parse_graph("input x: f32[s0, 4]\ny = exp(x)\noutput y\n");
-  EXPECT_EQ(error_of([&] { compile(g); }),
-            "input x: size 's0' is not bound; give it a value (e.g. --size s0=N)");
+  CompiledModel generic = compile(g);
+  EXPECT_TRUE(generic.size_generic());
+  EXPECT_EQ(error_of([&] { generic.report(); }),
+            "report: a size-generic model compiles at its first call; run it first");
+  EXPECT_EQ(error_of([&] { generic.export_to("/tmp/coil-never-written"); }),
+            "export: the model is size-generic (s0); exported models have bound sizes for now: "
+            "compile with CompileOptions::sizes (--size)");
+  EXPECT_EQ(error_of([&] {
+              generic.run({Tensor::zeros(DType::F32, {2, 5})});
+            }),
+            "input x: expected shape [s0, 4], got [2, 5] (dim 1 must be 4)");
   CompileOptions o;
   o.sizes["s0"] = 3;
   CompiledModel m = compile(g, o);

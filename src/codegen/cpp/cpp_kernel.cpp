@@ -1,6 +1,7 @@
 #include "codegen/cpp/cpp_kernel.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "codegen/code_writer.h"
@@ -10,8 +11,27 @@
 #include "codegen/cpp/cpp_template.h"
 #include "support/check.h"
 #include "support/log.h"
+#include "sym/size_hints.h"
 
 namespace coil {
+
+std::string size_symbol_name(int i) {
+  return fmt::format("ks{}", i);
+}
+
+std::string extent_text(const sym::Expr& e, int64_t value) {
+  if (e.is_const() || sym::hint(e) != value) return std::to_string(value);
+  return cpp_index(e, sym::Analyzer());
+}
+
+std::vector<std::string> extent_texts(const std::vector<sym::Expr>& e,
+                                      const std::vector<int64_t>& values) {
+  COIL_ASSERT(e.size() == values.size(), "extent_texts: {} extents, {} values", e.size(),
+              values.size());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < e.size(); ++i) out.push_back(extent_text(e[i], values[i]));
+  return out;
+}
 
 int decide_parallel_depth(const std::vector<int64_t>& ranges, int64_t total_work, int threads) {
   int64_t par = 1, seq = total_work;
@@ -65,7 +85,7 @@ namespace {
 class KernelPrinter final : public NestPrinter {
  public:
   KernelPrinter(const IrProgram& p, const Schedule& s, size_t k, const CppTarget& t)
-      : p_(p), s_(s), g_(s.kernels[k]), index_(k), plan_(plan_cpp_kernel(p, s, k, t)) {}
+      : p_(p), s_(s), g_(s.kernels[k]), index_(k), t_(t), plan_(plan_cpp_kernel(p, s, k, t)) {}
 
   CppKernelSource generate() {
     CppKernelSource out;
@@ -143,7 +163,34 @@ class KernelPrinter final : public NestPrinter {
     if (plan_.stream_fence) w_.line("coil::stream_fence();");
     w_.close();
     out.code = w_.str();
+    if (t_.size_symbols > 0) add_size_params(out);
     return out;
+  }
+
+  /// The size symbols that the printed kernel reads become its last parameters. Found in the
+  /// text, so that every printer may print a symbolic size without telling anyone: whatever
+  /// the code names is passed.
+  void add_size_params(CppKernelSource& out) const {
+    const size_t body = out.code.find(out.signature) + out.signature.size();
+    for (int i = 0; i < t_.size_symbols; ++i) {
+      const std::string name = size_symbol_name(i);
+      for (size_t at = out.code.find(name, body); at != std::string::npos;
+           at = out.code.find(name, at + 1)) {
+        auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+        const size_t end = at + name.size();
+        if ((at > 0 && ident(out.code[at - 1])) || (end < out.code.size() && ident(out.code[end])))
+          continue;
+        out.size_params.push_back(name);
+        break;
+      }
+    }
+    if (out.size_params.empty()) return;
+    std::string sig = out.signature.substr(0, out.signature.size() - 1);
+    for (const std::string& p : out.size_params)
+      sig += fmt::format("{}const int64_t {}", sig.back() == '(' ? "" : ", ", p);
+    sig += ")";
+    out.code.replace(out.code.find(out.signature), out.signature.size(), sig);
+    out.signature = sig;
   }
 
  private:
@@ -164,8 +211,8 @@ class KernelPrinter final : public NestPrinter {
 
   // ---- emission ------------------------------------------------------------------------
 
-  void open_loops(const char* prefix, const std::vector<int64_t>& ranges, size_t first, size_t last,
-                  int parallel) {
+  void open_loops(const char* prefix, const std::vector<std::string>& ranges, size_t first,
+                  size_t last, int parallel) {
     for (size_t i = first; i < last; ++i) {
       if (i == first && parallel > 0)
         w_.line(parallel > 1 ? fmt::format("#pragma omp parallel for collapse({})", parallel)
@@ -200,12 +247,16 @@ class KernelPrinter final : public NestPrinter {
     if (b == kAccumulatorBuffer) return accumulator_access(n);
     auto it = plan_.local_name.find(b);
     if (it != plan_.local_name.end()) {
-      const Layout& l = p_.buffer(b).layout;
+      // Rows are planned at the sizes being compiled (a size-generic compile's hints): the
+      // row's own index is what the local array is read with.
+      Layout l = p_.buffer(b).layout;
+      for (sym::Expr& d : l.sizes) d = sym::at_hints(d);
+      for (sym::Expr& d : l.strides) d = sym::at_hints(d);
       std::vector<sym::Expr> rng, red;
       for (int64_t r : n.ranges) rng.push_back(r);
       for (int64_t r : n.red_ranges) red.push_back(r);
       sym::Expr inner;
-      bool ok = row_partitioned(index, l, g_.outer_depth, rng, red, &inner);
+      bool ok = row_partitioned(sym::at_hints(index), l, g_.outer_depth, rng, red, &inner);
       COIL_ASSERT(ok, "local buffer {} accessed outside its row at {}", p_.buffer(b).name,
                   sym::to_string(index));
       return fmt::format("{}[{}]", it->second, cpp_index(inner, a));
@@ -292,13 +343,13 @@ class KernelPrinter final : public NestPrinter {
     }
     const size_t depth = np.first_loop;
     sym::Analyzer a = nest_analyzer(n);
-    open_loops("x", n.ranges, depth, n.ranges.size(), 0);
+    open_loops("x", n.range_text, depth, n.ranges.size(), 0);
     std::vector<std::string> accs;
     for (int red : n.reductions) {
       accs.push_back(new_acc());
       w_.linef("{} {} = {};", spec_of(n, red).acc_type, accs.back(), spec_of(n, red).init);
     }
-    if (!n.reductions.empty()) open_loops("r", n.red_ranges, 0, n.red_ranges.size(), 0);
+    if (!n.reductions.empty()) open_loops("r", n.red_range_text, 0, n.red_ranges.size(), 0);
     emit_ops(n, a, [&](int i) { return !n.after[static_cast<size_t>(i)]; });
     for (size_t k = 0; k < n.reductions.size(); ++k)
       w_.line(fill(spec_of(n, n.reductions[k]).combine, accs[k], n, n.reductions[k], a));
@@ -313,18 +364,18 @@ class KernelPrinter final : public NestPrinter {
   }
 
   void emit_fused() {
-    std::vector<int64_t> outer(
-        nests()[0].ranges.begin(),
-        nests()[0].ranges.begin() + static_cast<int64_t>(plan_.shared_loops));
+    std::vector<std::string> outer(
+        nests()[0].range_text.begin(),
+        nests()[0].range_text.begin() + static_cast<int64_t>(plan_.shared_loops));
     const int par = plan_.parallel_depth;
     auto declare_locals = [&](bool heap) {
       for (const CppLocalBuffer& l : plan_.locals) {
         std::string ty(dtype_cpp_type(l.dtype));
         if (heap) {
-          w_.linef("coil::ScratchArray<{0}> {1}_storage({2});", ty, l.name, l.elements);
+          w_.linef("coil::ScratchArray<{0}> {1}_storage({2});", ty, l.name, l.elements_text);
           w_.linef("{}* {} = {}_storage.get();", ty, l.name, l.name);
         } else {
-          w_.linef("{} {}[{}];", ty, l.name, l.elements);
+          w_.linef("{} {}[{}];", ty, l.name, l.elements_text);
         }
       }
     };
@@ -366,7 +417,7 @@ class KernelPrinter final : public NestPrinter {
   void emit_split_reduction(const Nest& n, const CppNestPlan& np) {
     sym::Analyzer a = nest_analyzer(n);
     const int64_t r0 = n.red_ranges[0], chunk = np.split.chunk, chunks = np.split.chunks;
-    open_loops("x", n.ranges, 0, n.ranges.size(), 0);
+    open_loops("x", n.range_text, 0, n.ranges.size(), 0);
     std::vector<std::string> accs;
     for (int red : n.reductions) {
       accs.push_back(new_acc());
@@ -391,7 +442,7 @@ class KernelPrinter final : public NestPrinter {
     w_.linef("for (int64_t r0 = c * {0}; r0 < std::min<int64_t>(c * {0} + {0}, {1}); r0++)", chunk,
              r0);
     w_.open();
-    open_loops("r", n.red_ranges, 1, n.red_ranges.size(), 0);
+    open_loops("r", n.red_range_text, 1, n.red_ranges.size(), 0);
     emit_ops(n, a, [&](int i) { return !n.after[static_cast<size_t>(i)]; });
     for (size_t k = 0; k < accs.size(); ++k) {
       if (cascade(k)) {
@@ -444,6 +495,7 @@ class KernelPrinter final : public NestPrinter {
   const Schedule& s_;
   const KernelGroup& g_;
   size_t index_;
+  const CppTarget& t_;
   CppKernelPlan plan_;
   int acc_counter_ = 0;
   CodeWriter w_;

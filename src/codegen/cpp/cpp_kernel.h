@@ -72,13 +72,23 @@ struct CppKernelSource {
   // The last parameter is `coil::RunError& coil_run_error`, the record of the call's first
   // failing run-time check (every kernel of a module with run-time checks takes it).
   bool run_error = false;
+  /// The size symbols the kernel reads ("ks0", ...; a size-generic module's, CppTarget::
+  /// size_symbols): `const int64_t` parameters after all the others.
+  std::vector<std::string> size_params;
 };
 
 /// Target of generated CPU code.
 struct CppTarget {
   /// f32 lanes of the ISA's vectors (coil::kFloatLanes under its macro); 1 disables SIMD.
   int vec_lanes = 1;
+  /// A size-generic module (driver/dynamic_model.h): the number of size symbols ks0, ks1, ...
+  /// that its expressions may hold, whose values the module takes per call
+  /// (coil_graph_run_sized). 0: every size is a constant (coil_graph_run).
+  int size_symbols = 0;
 };
+
+/// The name of size symbol `i` in a size-generic module's code, "ks<i>" (Inductor's name).
+std::string size_symbol_name(int i);
 
 /// Generates kernel `k` of `schedule`.
 CppKernelSource generate_cpp_kernel(const IrProgram& program, const Schedule& schedule, size_t k,

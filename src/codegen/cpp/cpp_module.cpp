@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "codegen/code_writer.h"
 #include "codegen/cpp/cpp_nest.h"
@@ -164,11 +165,29 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
   auto param = [&](int i, const char* type, const char* name) {
     return uses[i] ? fmt::format("{} {}", type, name) : std::string(type);
   };
-  w.linef("extern \"C\" void {}({}, {}, {}, {}, {})", kGraphRunSymbol,
-          param(0, "void* const*", "inputs"), param(1, "void* const*", "outputs"),
-          param(2, "void* const*", "constants"), param(3, "char*", "arena"),
-          param(4, "const char*", "packed"));
+  // A size-generic module takes the sizes of the call and where its arena buffers are at
+  // those sizes (coil_module_abi.h: coil_graph_run_sized).
+  const bool sized = target.size_symbols > 0;
+  std::set<std::string> size_names;
+  for (const auto& ks : m.kernels) size_names.insert(ks.size_params.begin(), ks.size_params.end());
+  if (sized) {
+    w.linef("extern \"C\" void {}({}, {}, {}, {}, {}, {}, {})", kGraphRunSizedSymbol,
+            param(0, "void* const*", "inputs"), param(1, "void* const*", "outputs"),
+            param(2, "void* const*", "constants"), param(3, "char*", "arena"),
+            param(4, "const char*", "packed"),
+            size_names.empty() ? "const int64_t*" : "const int64_t* sizes",
+            uses[3] ? "const int64_t* arena_offsets" : "const int64_t*");
+  } else {
+    w.linef("extern \"C\" void {}({}, {}, {}, {}, {})", kGraphRunSymbol,
+            param(0, "void* const*", "inputs"), param(1, "void* const*", "outputs"),
+            param(2, "void* const*", "constants"), param(3, "char*", "arena"),
+            param(4, "const char*", "packed"));
+  }
   w.open();
+  for (int i = 0; i < target.size_symbols; ++i)
+    if (size_names.count(size_symbol_name(i)))
+      w.linef("const int64_t {} = sizes[{}];", size_symbol_name(i), i);
+  int arena_slot = 0;
   if (m.has_run_checks) w.line("coil::RunError coil_run_error;  // this run's first failing check");
   if (np > 0) {
     w.linef("int64_t packed_offsets[{}];", np + 1);
@@ -188,8 +207,13 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
         break;
       case BufferKind::Intermediate:
         if (schedule.memory.offsets[static_cast<size_t>(b.id)] < 0) break;  // lives inside a kernel
-        w.linef("auto* {} = reinterpret_cast<{}*>(arena + {});  // {} bytes", b.name, ty,
-                schedule.memory.offsets[static_cast<size_t>(b.id)], buffer_nbytes(b));
+        if (sized) {
+          w.linef("auto* {} = reinterpret_cast<{}*>(arena + arena_offsets[{}]);", b.name, ty,
+                  arena_slot++);
+        } else {
+          w.linef("auto* {} = reinterpret_cast<{}*>(arena + {});  // {} bytes", b.name, ty,
+                  schedule.memory.offsets[static_cast<size_t>(b.id)], buffer_nbytes(b));
+        }
         break;
     }
   }
@@ -200,6 +224,7 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
       args.push_back(fmt::format("reinterpret_cast<const {}*>(packed + packed_offsets[{}])",
                                  po.elem_type, packed_index.at(po.layout_key())));
     if (ks.run_error) args.push_back("coil_run_error");
+    args.insert(args.end(), ks.size_params.begin(), ks.size_params.end());
     w.linef("{}({});", ks.name, fmt::join(args, ", "));
   }
   if (m.has_run_checks) {
@@ -211,6 +236,15 @@ CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule
   m.source = w.str();
   m.wrapper = m.source.substr(kernels_end);
   return m;
+}
+
+std::vector<int64_t> arena_offsets(const IrProgram& program, const Schedule& schedule) {
+  std::vector<int64_t> out;
+  for (const Buffer& b : program.buffers) {
+    const int64_t offset = schedule.memory.offsets[static_cast<size_t>(b.id)];
+    if (b.kind == BufferKind::Intermediate && offset >= 0) out.push_back(offset);
+  }
+  return out;
 }
 
 int translation_unit_count(const CppModule& m, int threads) {

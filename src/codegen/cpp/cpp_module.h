@@ -28,6 +28,10 @@ struct CppModule {
 CppModule generate_cpp_module(const IrProgram& program, const Schedule& schedule,
                               const CppTarget& target);
 
+/// The byte offsets of the arena buffers of a size-generic module at the sizes `schedule` was
+/// planned for: the `arena_offsets` its coil_graph_run_sized takes.
+std::vector<int64_t> arena_offsets(const IrProgram& program, const Schedule& schedule);
+
 /// Kernel source bytes a translation unit of its own is worth. Each unit pays a fixed cost (g++
 /// start, the precompiled header's load, coil_extern.h: 0.44 s, AVX-512, AMD EPYC) and a split
 /// module a link (0.17 s); kernels compile at about 75 KB/s. A unit of 20 KB takes 0.27 s on its

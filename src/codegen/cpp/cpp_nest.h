@@ -19,6 +19,9 @@ namespace coil {
 /// A loop nest of a kernel: its loops and the merged body of its computations.
 struct Nest {
   std::vector<int64_t> ranges, red_ranges;
+  /// The same extents as the C++ the loops print: the number, or in a size-generic module
+  /// the expression of its size symbols (ks0, ...) that has that value here (extent_text).
+  std::vector<std::string> range_text, red_range_text;
   LoopBody body;
   std::vector<int> reductions;  // body positions of reduction ops
   std::vector<bool> after;      // per op: depends on a reduction (runs after the r loops)
@@ -33,6 +36,12 @@ struct ReductionSpec {
 ReductionSpec reduction_spec(ReductionType t, DType value_dtype, DType result_dtype);
 
 std::string subst(std::string s, const std::string& key, const std::string& value);
+/// How a kernel prints extent `e`, whose value at this compile's sizes is `value`: the
+/// expression of size symbols (ks0*ks1) when it is symbolic, else the number. (Planning reads
+/// `value`; the printed expression keeps the text the same for every size whose plan is.)
+std::string extent_text(const sym::Expr& e, int64_t value);
+std::vector<std::string> extent_texts(const std::vector<sym::Expr>& e,
+                                      const std::vector<int64_t>& values);
 /// loop_analyzer of the nest's loops.
 sym::Analyzer nest_analyzer(const Nest& n);
 

@@ -6,6 +6,7 @@
 
 #include "codegen/cpp/cpp_template.h"
 #include "support/check.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 namespace {
@@ -92,6 +93,8 @@ class KernelPlanner {
       const ComputedBuffer& first = p_.computations[static_cast<size_t>(ln.computations.back())];
       n.ranges = static_extents(first.ranges);
       n.red_ranges = static_extents(first.reduction_ranges);
+      n.range_text = extent_texts(first.ranges, n.ranges);
+      n.red_range_text = extent_texts(first.reduction_ranges, n.red_ranges);
       // Merge bodies; a load of a value stored earlier in this body at the same index is
       // forwarded; a store of a local buffer that nothing else reads is dropped later.
       std::map<std::pair<int, const void*>, int> stored;
@@ -161,14 +164,19 @@ class KernelPlanner {
       plan_.args.push_back({b, true, plan_.arg_name[b]});
     }
     int64_t bytes = 0;
+    bool symbolic_rows = false;
     for (const auto& [b, name] : plan_.local_name) {
       const Layout& l = p_.buffer(b).layout;
       auto row =
           g_.outer_depth == 0 ? l.numel() : l.strides[static_cast<size_t>(g_.outer_depth - 1)];
-      plan_.locals.push_back({b, name, l.dtype, row.as_const().value()});
+      const int64_t elements = sym::hint(row).value();
+      plan_.locals.push_back({b, name, l.dtype, elements, extent_text(row, elements)});
       bytes += plan_.locals.back().elements * dtype_size(l.dtype);
+      // A row whose length is a size symbol's (a size-generic module's) is allocated once per
+      // thread at its run-time length: a stack array needs a constant.
+      symbolic_rows = symbolic_rows || !row.is_const();
     }
-    plan_.heap_locals = bytes > kMaxStackLocalBytes;
+    plan_.heap_locals = bytes > kMaxStackLocalBytes || symbolic_rows;
   }
 
   void widen_reread_inputs() {

@@ -139,6 +139,7 @@ struct CppLocalBuffer {
   std::string name;  // buf2_local
   DType dtype = DType::F32;
   int64_t elements = 0;
+  std::string elements_text;  // as printed: a symbolic row's expression (extent_text)
 };
 
 /// A small bf16/f16 input read many times per element, converted to f32 once per call.

@@ -113,7 +113,10 @@ CppVecPlan plan_vec(const Nest& n, const VecLoop& loop, int lanes) {
     const bool long_rows = product(n.red_ranges) > kCascadeMinElements;
     for (int red : n.reductions)
       v.cascade.push_back(long_rows && n.body.op(red).reduction == ReductionType::sum);
-    v.accumulators = plan_accumulators(n, v, lanes);
+    // A symbolic extent (a size-generic module's) keeps one accumulator, whose loop the
+    // printer writes for any extent (cpp_vec_kernel.cpp); several need a plan per extent.
+    const bool symbolic = n.red_range_text[loop.index] != std::to_string(n.red_ranges[loop.index]);
+    v.accumulators = symbolic ? 1 : plan_accumulators(n, v, lanes);
   }
   return v;
 }

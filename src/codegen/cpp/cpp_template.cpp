@@ -15,6 +15,7 @@
 #include "codegen/cpp/cpp_plan.h"
 #include "codegen/cpp/cpp_printer.h"
 #include "support/check.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 namespace {
@@ -39,6 +40,21 @@ std::string batch_offset(const std::string& base, const StridedOperand& op,
   return e;
 }
 
+/// The product's rows m as the kernel prints it: in a size-generic module the expression of
+/// the output's row dims (all but the last; per batch, the one before the last) when it has
+/// the value m here, else the number.
+std::string m_text(const ComputedBuffer& t) {
+  const MatmulSpec& s = *t.matmul;
+  const size_t last = t.ranges.size() - 1;
+  sym::Expr m = 1;
+  if (s.batch.empty()) {
+    for (size_t d = 0; d < last; ++d) m = m * t.ranges[d];
+  } else if (last >= 1) {
+    m = t.ranges[last - 1];
+  }
+  return extent_text(m, s.m);
+}
+
 /// Whether batch_offset's expression reads the batch index `b`.
 bool reads_batch(const StridedOperand& op, const std::vector<int64_t>& batch) {
   for (size_t d = 0; d < batch.size(); ++d)
@@ -58,6 +74,7 @@ Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_nar
                    const Nest* fused, bool store_product, int tmp_base) {
   Nest e;
   e.ranges = static_extents(t.ranges);
+  e.range_text = extent_texts(t.ranges, e.ranges);
   sym::Expr index;
   for (const BodyOp& op : t.body.ops())
     if (op.op == LoopOp::store) index = op.index;
@@ -91,6 +108,7 @@ void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e
   const MatmulSpec& s = *t.matmul;
   std::vector<int64_t> rows(e.ranges.begin(), e.ranges.end() - 1);  // all dims but the last
   size_t last = e.ranges.size() - 1;
+  const std::vector<sym::Expr> row_exprs(t.ranges.begin(), t.ranges.end() - 1);
   // The batch index names only where a row of several dims reads it (flat_row).
   w.linef(
       "[&](int64_t{}, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, "
@@ -104,12 +122,16 @@ void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e
   if (rows.size() == 1) {
     w.line("const int64_t x0 = row;");
   } else {
-    w.linef("const int64_t flat_row = b * {} + row;", s.m);
+    w.linef("const int64_t flat_row = b * {} + row;", m_text(t));
     int64_t inner = 1;
+    sym::Expr inner_expr = 1;
     for (size_t d = rows.size(); d-- > 0;) {
-      std::string v = inner == 1 ? "flat_row" : fmt::format("flat_row / {}", inner);
-      w.linef("const int64_t x{} = {};", d, d == 0 ? v : fmt::format("({}) % {}", v, rows[d]));
+      std::string v =
+          inner == 1 ? "flat_row" : fmt::format("flat_row / {}", extent_text(inner_expr, inner));
+      w.linef("const int64_t x{} = {};", d,
+              d == 0 ? v : fmt::format("({}) % {}", v, e.range_text[d]));
       inner *= rows[d];
+      inner_expr = inner_expr * row_exprs[d];
     }
     for (size_t d = 0; d < rows.size(); ++d) w.linef("(void)x{};", d);
   }
@@ -166,10 +188,11 @@ BPacking b_packing(const MatmulSpec& s) {
   return b;
 }
 
-std::string blocking_line(const MatmulSpec& s) {
+/// The blocking of the product with `m` rows (C++).
+std::string blocking_line(const MatmulSpec& s, const std::string& m) {
   return fmt::format(
-      "const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});", s.m, s.n,
-      s.k, s.dtype == DType::BF16 ? 2 : 4);
+      "const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});", m, s.n, s.k,
+      s.dtype == DType::BF16 ? 2 : 4);
 }
 
 }  // namespace
@@ -182,7 +205,12 @@ std::optional<PackedOperand> load_time_packing(const IrProgram& p, const Compute
   PackedOperand po;
   po.buffer = s.b.buffer;
   po.elem_type = elem_type(s.dtype);
-  po.setup = blocking_line(s);
+  // Packing at load time reads no size symbol: B's packed layout depends on the blocking's
+  // nc and kc, which m does not change (coil_gemm.h: choose_blocking), so a symbolic m packs
+  // as m = 1 would.
+  const std::string m = m_text(t);
+  const bool symbolic_m = m != std::to_string(s.m);
+  po.setup = blocking_line(s, symbolic_m ? "1" : m);
   po.elements = b.elements;
   po.pack = b.statement;
   return po;
@@ -197,7 +225,7 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   const bool bf16 = s.dtype == DType::BF16;
   const int64_t batches = std::max<int64_t>(product(s.batch), 1);
   const BPacking bp = b_packing(s);
-  w.line(blocking_line(s));
+  w.line(blocking_line(s, m_text(t)));
   const PackedOperand* packed = nullptr;
   for (const PackedOperand& po : plan.packed)
     if (po.buffer == s.b.buffer) packed = &po;
@@ -213,7 +241,7 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   }
   w.linef("coil::gemm::{}(", bf16 ? "matmul_bf16" : "matmul");
   w.indent();
-  w.linef("{}, {}, {}, {},", batches, s.m, s.n, s.k);
+  w.linef("{}, {}, {}, {},", batches, m_text(t), s.n, s.k);
   w.linef("[&](int64_t{}) {{ return {}; }}, {}, {},", reads_batch(s.a, s.batch) ? " b" : "",
           batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch), s.a.row_stride, s.a.col_stride);
   if (bp.once) {

@@ -50,14 +50,30 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
   sym::Analyzer a = nest_analyzer(n);
   size_t x_end = vl.reduction ? n.ranges.size() : vl.index;
   for (size_t i = np.first_loop; i < x_end; ++i) {
-    w.linef("for (int64_t x{0} = 0; x{0} < {1}; x{0}++)", i, n.ranges[i]);
+    w.linef("for (int64_t x{0} = 0; x{0} < {1}; x{0}++)", i, n.range_text[i]);
     w.open();
   }
   // The vector loop as a main part of whole vectors and a masked tail.
   std::string v = vl.reduction ? fmt::format("r{}", vl.index) : fmt::format("x{}", vl.index);
   const int64_t extent = vp.extent;
   const int64_t lanes = p.plan().lanes, full = extent / lanes * lanes;
+  // A symbolic extent (a size-generic module's) is a number only at run time: whole vectors
+  // up to its last multiple of the lanes, then the tail when there is one.
+  const std::string& extent_text =
+      vl.reduction ? n.red_range_text[vl.index] : n.range_text[vl.index];
+  const bool symbolic = extent_text != std::to_string(extent);
   auto main_and_tail = [&](const std::function<void(const std::string& count)>& body, bool par) {
+    if (symbolic) {
+      w.open();
+      print_vec_step(p, n, v, "", [&] { body(kStepCount); });
+      w.linef("const int64_t vec_end = {} / {} * {};", extent_text, lanes, lanes);
+      if (par) w.line("#pragma omp parallel for firstprivate(step)");
+      w.linef("for (int64_t {0} = 0; {0} < vec_end; {0} += {1})", v, lanes);
+      w.linef("    step({}, {});", v, lanes);
+      w.linef("if (vec_end < {0}) step(vec_end, {0} - vec_end);", extent_text);
+      w.close();
+      return;
+    }
     if (full > 0 && extent % lanes != 0) {
       // Whole vectors and a tail: one step, called for both.
       w.open();
@@ -146,7 +162,7 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
         w.linef("{0} {1}_part[{2}] = {{{3}}};", kVec, accs[k], u_count,
                 fmt::join(std::vector<std::string>(static_cast<size_t>(u_count), accs[k]), ", "));
       for (size_t j = 0; j + 1 < n.red_ranges.size(); ++j) {
-        w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_ranges[j]);
+        w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_range_text[j]);
         w.open();
       }
       // With a tail, one step (accumulator u) serves the whole vectors and the tail.
@@ -199,7 +215,7 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
       }
     } else {
       for (size_t j = 0; j + 1 < n.red_ranges.size(); ++j) {
-        w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_ranges[j]);
+        w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_range_text[j]);
         w.open();
       }
       main_and_tail(
@@ -239,7 +255,7 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
                     vec_reduction(n.body.op(red).reduction).init);
           }
           for (size_t j = 0; j < n.red_ranges.size(); ++j) {
-            w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_ranges[j]);
+            w.linef("for (int64_t r{0} = 0; r{0} < {1}; r{0}++)", j, n.red_range_text[j]);
             w.open();
           }
           VecOpPrinter(p, n, a, vp, count).emit(inside);

@@ -1,0 +1,150 @@
+// coil_dynamic_trace: a serving trace through one size-generic model (issue 20; docs/
+// dynamic-shapes.md). Never run by CTest.
+//
+//   coil_dynamic_trace [--requests 100] [--seed 1] [--max-batch 64] [--max-seq 512]
+//       [--hidden 64] [--compare 4] [--runs 5] [--json FILE]
+//
+// The model is a transformer block's token-wise part with a dynamic batch b and sequence t:
+// x [b, t, hidden] -> layer_norm -> matmul [hidden, 4*hidden] + bias -> gelu -> matmul
+// [4*hidden, hidden] + bias -> + x -> layer_norm (the matmuls over the b*t rows). Each request
+// draws b in [1, max_batch] and t in [1, max_seq] and runs once through the size-generic model;
+// the trace reports the compiles (distinct modules, C++ compiles, variants compiled
+// specialized) and the first-call time per request. Then, for --compare of the trace's sizes,
+// the size-generic model's run time against a model compiled for exactly those sizes (medians
+// of --runs, alternated), the "within 5%" figure of the issue.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench_host.h"
+#include "coil/coil.h"
+#include "runtime/compare.h"
+
+namespace {
+
+using coil::CompiledModel;
+using coil::DType;
+using coil::Graph;
+using coil::Tensor;
+
+Graph block(int64_t hidden) {
+  namespace sym = coil::sym;
+  Graph g;
+  int x = g.add_input("x", DType::F32, {sym::make_symbol("b"), sym::make_symbol("t"), hidden});
+  auto param = [&](std::vector<int64_t> shape, uint64_t seed, const char* name) {
+    return g.add_constant(coil::random_tensor(DType::F32, shape, seed, -0.1, 0.1), name);
+  };
+  auto norm = [&](int v, uint64_t seed) {
+    return g.add_node("layer_norm",
+                      {v, param({hidden}, seed, nullptr), param({hidden}, seed + 1, nullptr)},
+                      coil::Attrs{{"dims", int64_t{1}}});
+  };
+  int h = norm(x, 1);
+  h = g.add_node("matmul", {h, param({hidden, 4 * hidden}, 3, "w1")});
+  h = g.add_node("gelu", {g.add_node("add", {h, param({4 * hidden}, 4, "b1")})});
+  h = g.add_node("matmul", {h, param({4 * hidden, hidden}, 5, "w2")});
+  h = g.add_node("add", {g.add_node("add", {h, param({hidden}, 6, "b2")}), x});
+  g.add_output(norm(h, 7), "y");
+  return g;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"a serving trace through one size-generic model"};
+  int requests = 100, compare = 4, runs = 5;
+  uint64_t seed = 1;
+  int64_t max_batch = 64, max_seq = 512, hidden = 64;
+  std::string json_path;
+  app.add_option("--requests", requests);
+  app.add_option("--seed", seed);
+  app.add_option("--max-batch", max_batch);
+  app.add_option("--max-seq", max_seq);
+  app.add_option("--hidden", hidden);
+  app.add_option("--compare", compare, "sizes of the trace timed against specialized models");
+  app.add_option("--runs", runs);
+  app.add_option("--json", json_path);
+  coil::bench::parse_or_exit(app, argc, argv);
+
+  Graph g = block(hidden);
+  CompiledModel m = coil::compile(g);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> batch(1, max_batch), seq(1, max_seq);
+  std::vector<std::pair<int64_t, int64_t>> trace;
+  double first_calls = 0, slowest = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < requests; ++r) {
+    const int64_t b = batch(rng), t = seq(rng);
+    trace.emplace_back(b, t);
+    Tensor x = coil::random_tensor(DType::F32, {b, t, hidden}, seed + r, -1, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    m.run({x});
+    const double s = seconds_since(t0);
+    first_calls += s;
+    slowest = std::max(slowest, s);
+  }
+  const double total = seconds_since(start);
+  const CompiledModel::SizeStats st = m.size_stats();
+  nlohmann::ordered_json out;
+  out["host"] = coil::bench::host_json();
+  out["load_average"] = coil::bench::load_average();
+  out["requests"] = requests;
+  out["distinct_sizes"] = st.sizes;
+  out["modules"] = st.modules;
+  out["cxx_compiles"] = st.compiled;
+  out["specialized"] = st.specialized;
+  out["trace_seconds"] = total;
+  out["slowest_request_s"] = slowest;
+  fmt::print(
+      "{} requests, {} distinct sizes: {} modules ({} compiled by the C++ compiler in this "
+      "process, {} specialized), {:.1f} s in all, slowest request {:.2f} s\n",
+      requests, st.sizes, st.modules, st.compiled, st.specialized, total, slowest);
+
+  // Size-generic against specialized, at a few of the trace's sizes.
+  nlohmann::ordered_json rows = nlohmann::json::array();
+  for (int i = 0; i < compare && i < static_cast<int>(trace.size()); ++i) {
+    auto [b, t] = trace[static_cast<size_t>(i)];
+    coil::CompileOptions bound;
+    bound.sizes = {{"b", b}, {"t", t}};
+    CompiledModel s = coil::compile(g, bound);
+    Tensor x = coil::random_tensor(DType::F32, {b, t, hidden}, 99, -1, 1);
+    std::vector<double> generic_ms, special_ms;
+    m.run({x});
+    s.run({x});
+    for (int k = 0; k < runs; ++k) {
+      auto t0 = std::chrono::steady_clock::now();
+      m.run({x});
+      generic_ms.push_back(seconds_since(t0) * 1e3);
+      t0 = std::chrono::steady_clock::now();
+      s.run({x});
+      special_ms.push_back(seconds_since(t0) * 1e3);
+    }
+    const double gm = median(generic_ms), sm = median(special_ms);
+    fmt::print("b={} t={}: size-generic {:.3f} ms, specialized {:.3f} ms ({:+.1f}%)\n", b, t, gm,
+               sm, (gm / sm - 1) * 100);
+    rows.push_back({{"b", b}, {"t", t}, {"generic_ms", gm}, {"specialized_ms", sm}});
+  }
+  out["generic_vs_specialized"] = rows;
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f) {
+      std::fputs((out.dump(2) + "\n").c_str(), f);
+      std::fclose(f);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,192 @@
+#include "driver/dynamic_model.h"
+
+#include <set>
+
+#include "support/check.h"
+#include "support/log.h"
+
+namespace coil {
+
+std::vector<std::string> unbound_size_symbols(const Graph& graph,
+                                              const std::map<std::string, int64_t>& sizes) {
+  std::set<std::string> names;
+  for (int id : graph.inputs())
+    for (const sym::Expr& d : graph.node(id).type.shape)
+      for (const sym::Expr& s : sym::free_symbols(d)) {
+        const std::string name = sym::to_string(s);
+        if (!sizes.count(name)) names.insert(name);
+      }
+  return {names.begin(), names.end()};
+}
+
+namespace {
+
+std::string sizes_str(const std::vector<std::string>& symbols, const std::vector<int64_t>& v) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < symbols.size(); ++i)
+    parts.push_back(fmt::format("{}={}", symbols[i], v[i]));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// A graph shape with the symbols bound by `values` (constants stay), -1 where one is not.
+std::vector<int64_t> shape_at(const Shape& shape, const std::map<sym::Expr, sym::Expr>& values) {
+  std::vector<int64_t> out;
+  for (const sym::Expr& d : shape) {
+    sym::Expr e = sym::substitute(d, values);
+    out.push_back(e.is_const() ? e.const_value() : -1);
+  }
+  return out;
+}
+
+// A copy of `g` node by node (Graph owns its nodes; constants share their data).
+Graph copy_graph(const Graph& g) {
+  Graph out;
+  for (const auto& np : g.nodes()) {
+    const Node& n = *np;
+    int id;
+    if (n.op_name() == "input") {
+      id = out.add_input(n.name, n.type.dtype, n.type.shape);
+      if (!n.source_name.empty()) out.set_source_name(id, n.source_name);
+    } else if (n.op_name() == "constant") {
+      id = out.add_constant(*n.data, n.name);
+    } else {
+      id = out.add_node(n.op_name(), n.inputs, n.attrs, n.name);
+    }
+    COIL_ASSERT(id == n.id, "copy_graph: node {} became {}", n.id, id);
+    if (!n.location.empty()) out.set_location(id, n.location);
+    if (!n.composite.empty()) out.set_composite(id, n.composite, n.composite_node);
+  }
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    out.add_output(g.outputs()[i].node, g.outputs()[i].name);
+    if (!g.outputs()[i].source_name.empty())
+      out.set_output_source_name(i, g.outputs()[i].source_name);
+  }
+  return out;
+}
+
+}  // namespace
+
+DynamicModel::DynamicModel(const Graph& graph, CompileOptions options,
+                           std::vector<std::string> symbols)
+    : graph_(copy_graph(graph)), options_(std::move(options)), symbols_(std::move(symbols)) {
+  std::map<sym::Expr, sym::Expr> bound;
+  for (const auto& [name, value] : options_.sizes) bound[sym::make_symbol(name)] = sym::Expr(value);
+  for (int id : graph_.inputs()) {
+    const Node& n = graph_.node(id);
+    inputs_.push_back({n.name, n.type.dtype, shape_at(n.type.shape, bound), n.source_name});
+  }
+  for (const GraphOutput& o : graph_.outputs()) {
+    const Node& n = graph_.node(o.node);
+    outputs_.push_back({o.name, n.type.dtype, shape_at(n.type.shape, bound), o.source_name});
+  }
+}
+
+std::vector<int64_t> DynamicModel::bind_sizes(const std::vector<TensorRef>& inputs) const {
+  const std::vector<int>& ids = graph_.inputs();
+  COIL_USER_CHECK(inputs.size() == ids.size(), "the model takes {} inputs, got {}", ids.size(),
+                  inputs.size());
+  std::map<sym::Expr, sym::Expr> values;
+  for (const auto& [name, value] : options_.sizes)
+    values[sym::make_symbol(name)] = sym::Expr(value);
+  // First the dims that are a symbol alone (they bind it), then every dim is checked.
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Node& n = graph_.node(ids[i]);
+    const TensorRef& t = inputs[i];
+    COIL_USER_CHECK(t.shape.size() == n.type.shape.size(), "input {}: expected shape {}, got {}",
+                    n.name, shape_str(n.type.shape), shape_str(t.shape));
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      const sym::Expr& e = n.type.shape[d];
+      if (e.kind() != sym::ExprKind::Symbol || values.count(e)) continue;
+      values[e] = sym::Expr(t.shape[d]);
+    }
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Node& n = graph_.node(ids[i]);
+    const TensorRef& t = inputs[i];
+    COIL_USER_CHECK(t.dtype == n.type.dtype, "input {}: expected dtype {}, got {}", n.name,
+                    dtype_name(n.type.dtype), dtype_name(t.dtype));
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      sym::Expr want = sym::substitute(n.type.shape[d], values);
+      COIL_USER_CHECK(want.is_const(),
+                      "input {}: size '{}' of dim {} is an expression of sizes that no input "
+                      "dim gives alone; bind them (CompileOptions::sizes, --size)",
+                      n.name, sym::to_string(n.type.shape[d]), d);
+      COIL_USER_CHECK(want.const_value() == t.shape[d], "input {}: expected shape {}, got {} ({})",
+                      n.name, shape_str(n.type.shape), shape_str(t.shape),
+                      n.type.shape[d].is_const()
+                          ? fmt::format("dim {} must be {}", d, want.const_value())
+                          : fmt::format("dim {} is '{}' = {} here", d,
+                                        sym::to_string(n.type.shape[d]), want.const_value()));
+    }
+  }
+  std::vector<int64_t> out;
+  for (const std::string& s : symbols_) out.push_back(values.at(sym::make_symbol(s)).const_value());
+  return out;
+}
+
+std::vector<ValueSpec> DynamicModel::outputs_at(const std::vector<int64_t>& sizes) const {
+  return variant(sizes).runner->outputs();
+}
+
+const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = variants_.find(sizes);
+  if (it != variants_.end()) return *it->second;
+  SizeVariantBuild b = compile_size_variant(graph_, options_, symbols_, sizes);
+  auto v = std::make_unique<SizeVariant>();
+  v->sizes = sizes;
+  v->code_key = b.built.key;
+  v->size_generic = b.size_generic;
+  v->report = std::move(b.report);
+  ModelRunner::Parts parts = std::move(b.parts);
+  parts.library = SharedLibrary::open(b.built.so_path);
+  auto same = modules_.find(b.built.key);
+  // Variants of one module share its packed constants: the first one's (kept alive here).
+  if (same != modules_.end()) parts.packed = same->second->packed();
+  v->runner = std::make_unique<ModelRunner>(std::move(parts));
+  ++stats_.sizes;
+  if (same == modules_.end()) {
+    modules_[b.built.key] = v->runner.get();
+    ++stats_.modules;
+  }
+  if (!b.built.cache_hit) ++stats_.compiled;
+  if (!b.size_generic) ++stats_.specialized;
+  COIL_LOG(guards, "sizes {}: {} module {}{}", sizes_str(symbols_, sizes),
+           same != modules_.end() ? "the same source as an earlier size: reusing" : "new",
+           b.built.key.substr(0, 12), b.built.cache_hit ? " (from the code cache)" : " (compiled)");
+  // The constants (weights) live as long as the model: every variant points into them.
+  constants_.insert(constants_.end(), b.constants.begin(), b.constants.end());
+  last_report_ = &v->report;
+  return *(variants_[sizes] = std::move(v));
+}
+
+std::vector<Tensor> DynamicModel::run(const std::vector<TensorRef>& inputs) const {
+  const SizeVariant& v = variant(bind_sizes(inputs));
+  std::vector<Tensor> outs;
+  std::vector<void*> ptrs;
+  for (const ValueSpec& s : v.runner->outputs()) {
+    outs.push_back(Tensor::empty(s.dtype, s.shape));
+    ptrs.push_back(outs.back().data());
+  }
+  v.runner->run(inputs, ptrs);
+  return outs;
+}
+
+void DynamicModel::run_into(const std::vector<TensorRef>& inputs,
+                            const std::vector<void*>& outputs) const {
+  variant(bind_sizes(inputs)).runner->run(inputs, outputs);
+}
+
+DynamicModel::Stats DynamicModel::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+const CompileReport& DynamicModel::last_report() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  COIL_USER_CHECK(last_report_ != nullptr,
+                  "report: a size-generic model compiles at its first call; run it first");
+  return *last_report_;
+}
+
+}  // namespace coil

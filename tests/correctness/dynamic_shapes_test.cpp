@@ -1,0 +1,201 @@
+// Size-generic models (driver/dynamic_model.h): one compiled model, run at many sizes against
+// the reference interpreter, for pointwise, reductions over symbolic axes, softmax and
+// layer_norm, transposes, matmul with an epilogue, convolution with a symbolic batch; and the
+// guard: a module is reused only for sizes that print the same source, so the counts of
+// modules stay small where the code does not depend on the size.
+#include <gtest/gtest.h>
+
+#include "support/check_graph.h"
+
+namespace coil {
+namespace {
+
+using testing::graph_from_text;
+
+const std::vector<int64_t> kSizes = {1, 2, 3, 7, 16, 17, 1000, 1023, 4097};
+
+/// Random inputs for `g` with its symbols bound by `sizes`.
+std::vector<Tensor> inputs_at(const Graph& g, const std::map<std::string, int64_t>& sizes,
+                              uint64_t seed) {
+  std::vector<Tensor> out;
+  for (int id : g.inputs()) {
+    const Node& n = g.node(id);
+    std::vector<int64_t> shape;
+    for (const sym::Expr& d : n.type.shape) shape.push_back(sym::evaluate(d, sizes));
+    out.push_back(random_tensor(n.type.dtype, shape, seed++, -2, 2));
+  }
+  return out;
+}
+
+::testing::AssertionResult matches_at(const CompiledModel& m, const Graph& g,
+                                      const std::map<std::string, int64_t>& sizes,
+                                      double tol_scale = 1) {
+  std::vector<Tensor> in = inputs_at(g, sizes, 7);
+  std::vector<Tensor> got = m.run(in);
+  std::vector<Tensor> want = interpret(g, in);
+  for (size_t i = 0; i < got.size(); ++i) {
+    Tolerance tol = default_tolerance(got[i].dtype());
+    tol.rtol *= tol_scale;
+    tol.atol *= tol_scale;
+    CompareResult c = compare_tensors(got[i], want[i], tol);
+    if (!c.ok) {
+      std::string at;
+      for (const auto& [k, v] : sizes) at += fmt::format(" {}={}", k, v);
+      return ::testing::AssertionFailure()
+             << "at" << at << ": output " << g.outputs()[i].name << ": " << c.message;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// One symbol, every size of kSizes, one model.
+void sweep(const std::string& text, int max_modules, double tol_scale = 1) {
+  Graph g = graph_from_text(text);
+  CompiledModel m = compile(g);
+  ASSERT_TRUE(m.size_generic());
+  for (int64_t n : kSizes) ASSERT_TRUE(matches_at(m, g, {{"n", n}}, tol_scale)) << text;
+  // The compile count is not a correctness property, but a regression here means sizes
+  // stopped sharing code.
+  EXPECT_LE(m.size_stats().modules, max_modules) << text;
+  EXPECT_EQ(m.size_stats().specialized, 0) << text;
+}
+
+TEST(DynamicShapes, Pointwise) {
+  sweep(
+      "input x: f32[n, 64]\ninput y: f32[64]\na = mul(x, y)\nb = gelu(a)\nc = add(b, x)\n"
+      "output c\n",
+      3);
+}
+
+TEST(DynamicShapes, PointwiseAlongTheSymbol) {
+  sweep("input x: f32[3, n]\na = exp(x)\nb = mul(a, x)\noutput b\n", 4);
+}
+
+TEST(DynamicShapes, ReductionOverASymbolicAxis) {
+  sweep(
+      "input x: f32[5, n]\ns = sum(x) {axes=[1]}\nm = max(x) {axes=[1], keepdim=true}\n"
+      "output s\noutput m\n",
+      6, 4);
+}
+
+TEST(DynamicShapes, ReductionAlongAStaticAxis) {
+  sweep(
+      "input x: f32[n, 33]\ns = sum(x) {axes=[1]}\nt = mean(x) {axes=[1]}\n"
+      "u = sum(x) {axes=[0]}\noutput s\noutput t\noutput u\n",
+      6, 4);
+}
+
+// A mean over a symbolic axis divides by a count that the graph's decomposition needs as a
+// number: those sizes compile specialized, and stay right.
+TEST(DynamicShapes, MeanOverASymbolicAxisIsSpecialized) {
+  Graph g = graph_from_text("input x: f32[n, 5]\nt = mean(x) {axes=[0]}\noutput t\n");
+  CompiledModel m = compile(g);
+  for (int64_t n : {2, 3, 17}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}, 4));
+  EXPECT_EQ(m.size_stats().specialized, 3);
+}
+
+TEST(DynamicShapes, SoftmaxAndLayerNorm) {
+  sweep(
+      "input x: f32[n, 48]\ninput w: f32[48]\ninput b: f32[48]\n"
+      "s = softmax(x) {axis=-1}\nl = layer_norm(x, w, b) {dims=1}\n"
+      "output s\noutput l\n",
+      4, 4);
+}
+
+TEST(DynamicShapes, SoftmaxOverTheSymbol) {
+  sweep("input x: f32[4, n]\ns = softmax(x) {axis=-1}\noutput s\n", 6, 4);
+}
+
+TEST(DynamicShapes, Transpose) {
+  sweep(
+      "input x: f32[n, 24]\ninput y: f32[24, n]\nt = transpose(y) {dim0=0, dim1=1}\n"
+      "z = add(x, t)\noutput z\n",
+      6);
+}
+
+TEST(DynamicShapes, TwoSymbols) {
+  Graph g = graph_from_text(
+      "input x: f32[a, b]\ninput y: f32[b]\nz = add(x, y)\nt = transpose(z) {dim0=0, dim1=1}\n"
+      "s = sum(z) {axes=[0]}\noutput t\noutput s\n");
+  CompiledModel m = compile(g);
+  for (int64_t a : {1, 3, 17, 64})
+    for (int64_t b : {1, 7, 16, 129}) ASSERT_TRUE(matches_at(m, g, {{"a", a}, {"b", b}}, 4));
+  EXPECT_EQ(m.size_stats().sizes, 16);
+}
+
+TEST(DynamicShapes, MatmulWithEpilogue) {
+  Graph g;
+  int x = g.add_input("x", DType::F32, {sym::make_symbol("n"), 64});
+  int w = g.add_constant(random_tensor(DType::F32, {64, 40}, 3, -1, 1), "w");
+  int b = g.add_constant(random_tensor(DType::F32, {40}, 4, -1, 1), "b");
+  int y = g.add_node("relu", {g.add_node("add", {g.add_node("matmul", {x, w}), b})});
+  g.add_output(y, "y");
+  CompiledModel m = compile(g);
+  for (int64_t n : kSizes) ASSERT_TRUE(matches_at(m, g, {{"n", n}}, 4));
+}
+
+TEST(DynamicShapes, BatchedMatmulOverASymbolicBatch) {
+  Graph g = graph_from_text(
+      "input x: f32[n, 5, 12]\ninput y: f32[n, 12, 9]\nz = matmul(x, y)\noutput z\n");
+  CompiledModel m = compile(g);
+  for (int64_t n : {1, 2, 7, 33}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}, 4));
+}
+
+TEST(DynamicShapes, ConvolutionWithASymbolicBatch) {
+  Graph g;
+  int x = g.add_input("x", DType::F32, {sym::make_symbol("n"), 3, 12, 12});
+  int w = g.add_constant(random_tensor(DType::F32, {8, 3, 3, 3}, 3, -1, 1), "w");
+  Attrs attrs;
+  attrs.set("padding", std::vector<int64_t>{1, 1});
+  int y = g.add_node("relu", {g.add_node("conv2d", {x, w}, attrs)});
+  g.add_output(y, "y");
+  CompiledModel m = compile(g);
+  for (int64_t n : {1, 2, 3, 7}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}, 4));
+}
+
+TEST(DynamicShapes, SizesBoundInOptionsStaySpecialized) {
+  Graph g = graph_from_text("input x: f32[n, 8]\ny = exp(x)\noutput y\n");
+  CompileOptions o;
+  o.sizes["n"] = 3;
+  CompiledModel m = compile(g, o);
+  EXPECT_FALSE(m.size_generic());
+  EXPECT_EQ(m.inputs()[0].shape, (std::vector<int64_t>{3, 8}));
+}
+
+TEST(DynamicShapes, SpecsMarkSymbolicSizes) {
+  Graph g = graph_from_text("input x: f32[n, 8]\ny = exp(x)\noutput y\n");
+  CompiledModel m = compile(g);
+  EXPECT_EQ(m.inputs()[0].shape, (std::vector<int64_t>{-1, 8}));
+  EXPECT_EQ(m.outputs()[0].shape, (std::vector<int64_t>{-1, 8}));
+}
+
+TEST(DynamicShapes, ModulesAreSharedAcrossSizes) {
+  // x * 2 along [n, 64]: the vector loop runs over a static 64, the symbol bounds only the
+  // outer loop; every size prints one source once its parallel plan settles.
+  Graph g = graph_from_text("input x: f32[n, 64]\ny = mul(x, x)\noutput y\n");
+  CompiledModel m = compile(g);
+  for (int64_t n = 1; n <= 40; ++n) ASSERT_TRUE(matches_at(m, g, {{"n", n}}));
+  EXPECT_EQ(m.size_stats().sizes, 40);
+  EXPECT_LE(m.size_stats().modules, 3);
+}
+
+TEST(DynamicShapes, ErrorsNameTheInputAndDim) {
+  Graph g = graph_from_text("input x: f32[n, 8]\ninput y: f32[n, 8]\nz = add(x, y)\noutput z\n");
+  CompiledModel m = compile(g);
+  auto error = [&](std::vector<Tensor> in) {
+    try {
+      m.run(in);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error({Tensor::zeros(DType::F32, {3, 8}), Tensor::zeros(DType::F32, {4, 8})}),
+            "input y: expected shape [n, 8], got [4, 8] (dim 0 is 'n' = 3 here)");
+  EXPECT_EQ(error({Tensor::zeros(DType::F32, {3, 9}), Tensor::zeros(DType::F32, {3, 9})}),
+            "input x: expected shape [n, 8], got [3, 9] (dim 1 must be 8)");
+  EXPECT_EQ(error({Tensor::zeros(DType::F32, {3, 8})}), "the model takes 2 inputs, got 1");
+}
+
+}  // namespace
+}  // namespace coil
