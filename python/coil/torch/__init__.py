@@ -32,12 +32,16 @@ def _compilers(options):
 
 
 def math_attention(args):
-    """The context a graph on CUDA is traced in: F.scaled_dot_product_attention on CUDA picks
-    a fused kernel (flash, memory-efficient: `_scaled_dot_product_efficient_attention` and its
-    backward), which coil has no row for and torch no decomposition of; under this context it
-    takes torch's math path (matmuls, a softmax), which coil lowers and fuses as it does the
-    GPT block's attention. CPU graphs keep torch's choice (its CPU flash attention decomposes).
-    A no-op on torch without sdpa (1.13)."""
+    """The context graphs are traced in. By default a no-op: F.scaled_dot_product_attention
+    reaches coil as the fused op torch picks (`_scaled_dot_product_flash_attention_for_cpu` on
+    the CPU, `_scaled_dot_product_flash_attention` / `_efficient_attention` /
+    `_cudnn_attention` on CUDA, and their backward), each a row of lowering_sdpa.py (coil's
+    attention op; the backward written out). With COIL_SDPA_MATH=1 a CUDA graph is traced with
+    torch's math path instead (matmuls and a softmax, fused by coil as the GPT block's
+    attention), as before those rows existed. A no-op on torch without sdpa (1.13)."""
+    import os
+    if os.environ.get("COIL_SDPA_MATH", "0") in ("", "0"):
+        return contextlib.nullcontext()
     from torch.utils._pytree import tree_flatten
     if not any(isinstance(t, torch.Tensor) and t.is_cuda for t in tree_flatten(args)[0]):
         return contextlib.nullcontext()
