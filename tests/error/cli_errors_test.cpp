@@ -121,8 +121,7 @@ void write_fixtures(const fs::path& dir) {
   for (const char* name : {"q", "k", "v"})
     set_type(att.mutable_graph()->add_input(), name, TP::FLOAT, {1, 2, 4, 8});
   set_type(att.mutable_graph()->add_output(), "y", TP::FLOAT, {1, 2, 4, 8});
-  add_int_attr(add_node(att, "Attention", {"q", "k", "v"}, {"y"}, "att"), "softmax_precision",
-               11);
+  add_int_attr(add_node(att, "Attention", {"q", "k", "v"}, {"y"}, "att"), "softmax_precision", 11);
   std::ofstream(dir / "attention_f64_softmax.onnx", std::ios::binary) << att.SerializeAsString();
   // Names as torch.onnx writes them, which coil's identifiers differ from.
   onnx::ModelProto named = empty_model(13);
