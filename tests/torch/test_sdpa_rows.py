@@ -325,7 +325,7 @@ def test_cpu_flash_backward(shape, causal, mask):
 def test_flash_cuda_backward(causal):
     q, k, v, _, out, lse, dout = _backward_case((2, 4, 2, 33, 33, 64), causal, None)
     inputs = {"do": dout, "q": q, "k": k, "v": v, "o": out, "lse": lse,
-              "seed": torch.zeros((), dtype=torch.int16), "off": torch.zeros((), dtype=torch.int16)}
+              "seed": torch.zeros((), dtype=torch.int64), "off": torch.zeros((), dtype=torch.int64)}
     gm, want = build(FLASH_BW, inputs, ["do", "q", "k", "v", "o", "lse", None, None, 33, 33, 0.0,
                                         causal, "seed", "off"], {}, [0, 1, 2])
     compiled, got = compile_and_run(gm, inputs)
@@ -365,3 +365,47 @@ def test_forward_then_backward_matches_autograd():
     want = ref_grads(dout, q, k, v, None, True, None)
     for g, w in zip(got, want):
         close(g, w, rtol=1e-3, atol=1e-4)
+
+
+def _cuda_probe(gm):
+    """The Triton module coil's CUDA code generator writes for the graph (generated, neither
+    written to disk nor loaded: no GPU needed)."""
+    c = fx_compile.CoilGraphCallable(gm, OPTIONS, device="cuda", probe=True)
+    return c.graph.generate_gpu_module()[0]
+
+
+@pytest.mark.parametrize("kind", ["efficient", "flash", "cpu_masked"])
+def test_cuda_codegen_takes_forward_and_backward(kind):
+    """The graphs the CUDA rows build (the attention op with masks and the top-left triangle,
+    the written-out logsumexp and backward with grouped heads) generate Triton modules."""
+    b, h, hkv, tq, tk, d = 2, 4, 2, 7, 40, 16
+    if kind == "flash":
+        hkv, tk = h, tq
+    q, k, v = rand(b, h, tq, d, seed=1), rand(b, hkv, tk, d, seed=2), rand(b, hkv, tk, d, seed=3)
+    if kind == "efficient":
+        bias = rand(b, h, tq, tk, seed=5)
+        inputs = {"q": q, "k": k, "v": v, "bias": bias}
+        gm, fw = build(EFF, inputs, ["q", "k", "v", "bias", True, 0.0, True], {}, [0, 1, 2, 3])
+        assert "fused_attention" in _cuda_probe(gm)
+        binputs = {"do": fw[0], "q": q, "k": k, "v": v, "bias": bias, "o": fw[0], "lse": fw[1],
+                   "seed": fw[2], "off": fw[3]}
+        gm, _ = build(EFF_BW, binputs, ["do", "q", "k", "v", "bias", "o", "lse", "seed", "off",
+                                        0.0, [True, True, True, True], True], {}, [0, 1, 2, 3])
+    elif kind == "flash":
+        inputs = {"q": q, "k": k, "v": v}
+        gm, fw = build(FLASH, inputs, ["q", "k", "v", 0.0, True], {}, [0, 1, 6, 7])
+        assert "fused_attention" in _cuda_probe(gm)
+        binputs = {"do": fw[0], "q": q, "k": k, "v": v, "o": fw[0], "lse": fw[1], "seed": fw[2],
+                   "off": fw[3]}
+        gm, _ = build(FLASH_BW, binputs, ["do", "q", "k", "v", "o", "lse", None, None, tq, tk,
+                                          0.0, True, "seed", "off"], {}, [0, 1, 2])
+    else:
+        m = _mask("bool", b, h, tq, tk, seed=4)
+        inputs = {"q": q, "k": k, "v": v, "m": m}
+        gm, fw = build(CPU, inputs, ["q", "k", "v", 0.0, True], {"attn_mask": "m"}, [0, 1])
+        assert "fused_attention" in _cuda_probe(gm)
+        binputs = {"do": fw[0], "q": q, "k": k, "v": v, "o": fw[0], "lse": fw[1], "m": m}
+        gm, _ = build(CPU_BW, binputs, ["do", "q", "k", "v", "o", "lse", 0.0, True],
+                      {"attn_mask": "m"}, [0, 1, 2])
+    src = _cuda_probe(gm)
+    assert "@triton.jit" in src and "fused_attention" not in src

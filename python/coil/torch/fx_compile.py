@@ -399,6 +399,8 @@ def _supported_on_gpu(node, options):
         else:  # a tuple (native_layer_norm, ...): its elements are the outputs
             outs = []
             for i, v in enumerate(val):
+                if v is None or isinstance(v, (int, float)):  # (attention's max_q, cum_seq)
+                    continue
                 item = graph.call_function(operator.getitem, (new, i))
                 item.meta = {"val": v} if isinstance(v, torch.Tensor) else {"tensor_meta": v}
                 outs.append(item)
