@@ -93,6 +93,14 @@ def flash_forward(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=Fal
             torch.zeros(0, dtype=q.dtype))
 
 
+def cudnn_forward(q, k, v, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False,
+                  return_debug_mask=False, *, scale=None):
+    o, lse = ref_attention(q, k, v, attn_bias, is_causal, scale)
+    return (o.to(q.dtype), lse.float()[..., None], None, None, q.shape[2], k.shape[2],
+            torch.zeros((), dtype=torch.int64), torch.zeros((), dtype=torch.int64),
+            torch.zeros(0, dtype=q.dtype))
+
+
 def ref_grads(dout, q, k, v, mask, causal, scale, mask_grad=False):
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
     m = mask
@@ -122,6 +130,7 @@ def efficient_backward(dout, q, k, v, bias, out, lse, seed, offset, dropout_p, g
 CPU = StandIn("aten._scaled_dot_product_flash_attention_for_cpu.default", cpu_forward)
 EFF = StandIn("aten._scaled_dot_product_efficient_attention.default", efficient_forward)
 FLASH = StandIn("aten._scaled_dot_product_flash_attention.default", flash_forward)
+CUDNN = StandIn("aten._scaled_dot_product_cudnn_attention.default", cudnn_forward)
 CPU_BW = StandIn("aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
                  cpu_backward)
 FLASH_BW = StandIn("aten._scaled_dot_product_flash_attention_backward.default", flash_backward)
@@ -273,6 +282,18 @@ def test_flash_cuda_forward(causal):
     close(got[0], want[0])
     close(got[1], want[1])
     assert got[2].dtype == torch.int64 and got[2].shape == ()
+
+
+def test_cudnn_forward_with_bias_and_trailing_lse_dim():
+    q, k, v = rand(1, 4, 9, 64, seed=1), rand(1, 4, 9, 64, seed=2), rand(1, 4, 9, 64, seed=3)
+    bias = rand(1, 1, 9, 9, seed=5)
+    inputs = {"q": q, "k": k, "v": v, "bias": bias}
+    gm, want = build(CUDNN, inputs, ["q", "k", "v", "bias", True, 0.0, True], {}, [0, 1])
+    compiled, got = compile_and_run(gm, inputs)
+    assert "attention(" in coil_text(compiled)
+    close(got[0], want[0])
+    assert got[1].shape == (1, 4, 9, 1)
+    close(got[1], want[1])
 
 
 def test_dropout_and_non_square_flash_causal_stay_in_eager():

@@ -112,6 +112,8 @@ def _meta_of_arg(node, a, name):
     schema = getattr(node.target, "_schema", None)
     names = ([x.name for x in schema.arguments] if schema is not None
              else _SCHEMAS[str(node.target)][0])
+    if name not in names:  # (an argument this torch's schema lacks: cuDNN's attn_bias < 2.5)
+        return None
     i = names.index(name)
     fx = node.args[i] if i < len(node.args) else node.kwargs.get(name)
     if not isinstance(fx, torch.fx.Node):
