@@ -235,6 +235,20 @@ def test_cpu_flash_forward_and_logsumexp(shape, causal, mask):
     assert ("causal=true" in text.replace(" ", "")) == (causal and tq == tk)
 
 
+@pytest.mark.parametrize("mask", ["bool", "float"])
+def test_bf16_with_a_bf16_mask_and_top_left_causal(mask):
+    q, k, v = (rand(2, 4, 5, 16, seed=1).bfloat16(), rand(2, 2, 9, 16, seed=2).bfloat16(),
+               rand(2, 2, 9, 16, seed=3).bfloat16())
+    m = _mask(mask, 2, 4, 5, 9, seed=4)
+    m = m if m.dtype == torch.bool else m.bfloat16()
+    inputs = {"q": q, "k": k, "v": v, "m": m}
+    gm, want = build(CPU, inputs, ["q", "k", "v", 0.0, True], {"attn_mask": "m"}, [0, 1])
+    compiled, got = compile_and_run(gm, inputs)
+    assert "attention(" in coil_text(compiled)
+    close(got[0], want[0], rtol=2e-2, atol=2e-2)
+    close(got[1], want[1], rtol=1e-3, atol=1e-3)
+
+
 def test_unused_logsumexp_is_not_computed():
     q, k, v = rand(1, 2, 7, 16, seed=1), rand(1, 2, 9, 16, seed=2), rand(1, 2, 9, 16, seed=3)
     inputs = {"q": q, "k": k, "v": v}
@@ -342,6 +356,17 @@ def test_cpu_flash_backward(shape, causal, mask):
         close(g, w, rtol=1e-3, atol=1e-4)
 
 
+def test_bf16_backward_computes_in_f32():
+    q, k, v, _, out, lse, dout = _backward_case((1, 4, 2, 7, 9, 16), True, None)
+    q, k, v, out, dout = (t.bfloat16() for t in (q, k, v, out, dout))
+    inputs = {"do": dout, "q": q, "k": k, "v": v, "o": out, "lse": lse}
+    gm, want = build(CPU_BW, inputs, ["do", "q", "k", "v", "o", "lse", 0.0, True], {},
+                     [0, 1, 2])
+    compiled, got = compile_and_run(gm, inputs)
+    for g, w in zip(got, want):
+        close(g, w, rtol=3e-2, atol=3e-2)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_cuda_backward(causal):
     q, k, v, _, out, lse, dout = _backward_case((2, 4, 2, 33, 33, 64), causal, None)
@@ -371,15 +396,17 @@ def test_efficient_backward(bias_grad, causal):
         close(g, w, rtol=1e-3, atol=1e-4)
 
 
-def test_forward_then_backward_matches_autograd():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_forward_then_backward_matches_autograd(dtype):
     """The forward's logsumexp (written out by coil) feeding the backward row."""
     shape = (2, 4, 2, 64, 127, 16)
     b, h, hkv, tq, tk, d = shape
-    q, k, v = rand(b, h, tq, d, seed=1), rand(b, hkv, tk, d, seed=2), rand(b, hkv, tk, d, seed=3)
+    q, k, v = (rand(b, h, tq, d, seed=1, dtype=dtype), rand(b, hkv, tk, d, seed=2, dtype=dtype),
+               rand(b, hkv, tk, d, seed=3, dtype=dtype))
     inputs = {"q": q, "k": k, "v": v}
     gm, _ = build(CPU, inputs, ["q", "k", "v", 0.0, True], {}, [0, 1])
     _, (out, lse) = compile_and_run(gm, inputs)
-    dout = rand(b, h, tq, d, seed=9)
+    dout = rand(b, h, tq, d, seed=9, dtype=dtype)
     binputs = {"do": dout, "q": q, "k": k, "v": v, "o": out, "lse": lse}
     gm, _ = build(CPU_BW, binputs, ["do", "q", "k", "v", "o", "lse", 0.0, True], {}, [0, 1, 2])
     _, got = compile_and_run(gm, binputs)

@@ -163,9 +163,10 @@ def attention(L, q, k, v, mask, mask_dtype, causal, scale):
         elif mask_dtype == torch.bool:
             mask = Value(L.op("logical_and", [mask, tri]))
         else:
-            fdt = "f64" if mask_dtype == torch.float64 else "f32"
-            mask = Value(L.op("where", [tri, L.cast(mask, mask_dtype),
-                                        zeros(L, fdt, [], -math.inf)]))
+            wide = torch.float64 if mask_dtype == torch.float64 else torch.float32
+            mask = Value(L.op("where", [tri, L.cast(mask, wide),
+                                        zeros(L, "f64" if wide == torch.float64 else "f32", [],
+                                              -math.inf)]))
     inputs = [q, k, v] + ([mask] if mask is not None else [])
     return Value(L.op("attention", inputs, attrs))
 
@@ -233,6 +234,8 @@ def _fused_forward(kind):
             val = vals[i]
             if not output_used(node, i):
                 out.append(None)
+            elif i == 1 and isinstance(val, torch.Tensor) and val.numel() == 0:
+                out.append(zeros(L, "f32", val.shape))  # (compute_log_sumexp=False)
             elif i == 1 and isinstance(val, torch.Tensor):
                 lse = logsumexp(L, q, k, mask, mask_dtype, causal, a.get("scale"))
                 out.append(fit_lse(L, lse, val.shape, tq))

@@ -87,7 +87,7 @@ def logsumexp(L, q, k, mask, mask_dtype, causal, scale):
     e = Value(L.op("exp", [Value(L.op("sub", [s, m]))]))
     total = Value(L.op("sum", [e], {"axes": [3], "keepdim": False}))
     lse = Value(L.op("add", [Value(L.op("log", [total])), reshape(L, m, [b, h, tq])]))
-    return L.cast(lse, torch.float32)
+    return Value(L.cast(lse, torch.float32))
 
 
 def backward(L, dout, q, k, v, out, lse, mask, mask_dtype, causal, scale, want_mask_grad):
@@ -124,7 +124,7 @@ def backward(L, dout, q, k, v, out, lse, mask, mask_dtype, causal, scale, want_m
     dk = Value(L.op("mul", [Value(L.op("matmul", [_transpose(L, ds), qc])), sc]))
     dk, dv = sum_groups(L, dk, hkv), sum_groups(L, dv, hkv)
     qt = _torch_dtype_of(L, q)
-    grads = [L.cast(dq, qt), L.cast(dk, qt), L.cast(dv, qt)]
+    grads = [Value(L.cast(g, qt)) for g in (dq, dk, dv)]
     dmask = ds if want_mask_grad else None
     return grads + [dmask]
 
@@ -143,7 +143,7 @@ def reduce_to(L, x, want, dtype):
                                 xs[lead + i] != 1]
     if axes:
         x = Value(L.op("sum", [x], {"axes": axes, "keepdim": True}))
-    return L.cast(reshape(L, x, list(want)), dtype)
+    return Value(L.cast(reshape(L, x, list(want)), dtype))
 
 
 def _grads_row(kind):
