@@ -130,6 +130,12 @@ def efficient_backward(dout, q, k, v, bias, out, lse, seed, offset, dropout_p, g
 CPU = StandIn("aten._scaled_dot_product_flash_attention_for_cpu.default", cpu_forward)
 EFF = StandIn("aten._scaled_dot_product_efficient_attention.default", efficient_forward)
 FLASH = StandIn("aten._scaled_dot_product_flash_attention.default", flash_forward)
+def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+         enable_gqa=False):
+    return ref_attention(q, k, v, attn_mask, is_causal, scale)[0].to(q.dtype)
+
+
+SDPA = StandIn("aten.scaled_dot_product_attention.default", sdpa)
 CUDNN = StandIn("aten._scaled_dot_product_cudnn_attention.default", cudnn_forward)
 CPU_BW = StandIn("aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
                  cpu_backward)
@@ -247,6 +253,31 @@ def test_bf16_with_a_bf16_mask_and_top_left_causal(mask):
     assert "attention(" in coil_text(compiled)
     close(got[0], want[0], rtol=2e-2, atol=2e-2)
     close(got[1], want[1], rtol=1e-3, atol=1e-3)
+
+
+def test_scaled_dot_product_attention_kept_whole():
+    """aten.scaled_dot_product_attention (one output) where a tracer keeps it: GQA only with
+    enable_gqa, as torch checks."""
+    q, k, v = rand(2, 4, 7, 16, seed=1), rand(2, 2, 9, 16, seed=2), rand(2, 2, 9, 16, seed=3)
+    m = _mask("float", 2, 4, 7, 9, seed=4)
+    inputs = {"q": q, "k": k, "v": v, "m": m}
+    g = torch.fx.Graph()
+    env = {n: g.placeholder(n) for n in inputs}
+    for n, t in inputs.items():
+        env[n].meta["val"] = t
+    call = g.call_function(SDPA, (env["q"], env["k"], env["v"], env["m"]),
+                           {"enable_gqa": True, "scale": 0.25})
+    call.meta["val"] = want = sdpa(q, k, v, m, scale=0.25)
+    g.output(call)
+    compiled, got = compile_and_run(torch.fx.GraphModule(torch.nn.Module(), g), inputs)
+    assert "attention(" in coil_text(compiled)
+    close(got, want)
+    call.kwargs = {"scale": 0.25}  # enable_gqa=False with 4 and 2 heads: torch's error, eager
+    L = lowering.Lowering(__import__("coil").Graph())
+    vals = [lowering.Value(L.g.input(n, fx_compile._type_text(t.shape, t.dtype)))
+            for n, t in inputs.items()]
+    with pytest.raises(lowering.Unsupported, match="enable_gqa=False"):
+        lowering.ROWS[str(SDPA)](L, call, vals, dict(call.kwargs))
 
 
 def test_unused_logsumexp_is_not_computed():
