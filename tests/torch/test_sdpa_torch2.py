@@ -115,8 +115,11 @@ def test_sdpa_forward_and_backward(case, device, dtype, coil_graphs, monkeypatch
             torch.testing.assert_close(mleaf.grad, mref.grad.to(dt), **tol)
 
     assert not fallbacks, fallbacks
-    if device == "cuda" and causal and tq != tk:
-        return  # (the kernel torch picks for non-square causal may align it its own way)
+    if device == "cuda" and ((causal and tq != tk) or (gqa and dt == torch.float32)):
+        # torch's own choice on CUDA: non-square causal may go to a kernel that aligns it its
+        # own way (eager), and f32 with grouped-query heads to the math path (the memory-
+        # efficient kernel has no GQA): written out, no attention op
+        return
     assert any("attention(" in t for t in coil_graphs), "no coil graph holds the attention op"
 
 
