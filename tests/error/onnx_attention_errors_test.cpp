@@ -150,6 +150,15 @@ TEST(OnnxAttention, OpsetsUpTo23) {
             "m.onnx: unsupported ops: AveragePool (node 'pool', opset 19: its opset-19 "
             "definition differs from opset 17's, which coil reads)");
   EXPECT_EQ(count(import(relu_model(17)), "relu"), 1);
+  // ReduceMean's axes input of opset 18 is read (onnx_ops_reduce.cpp)
+  onnx::ModelProto r = empty_model(18);
+  set_type(r.mutable_graph()->add_input(), "x", TP::FLOAT, {2, 3, 4});
+  set_type(r.mutable_graph()->add_output(), "y", TP::FLOAT, {});
+  add_i64_initializer(r, "axes", {1});
+  add_node(r, "ReduceMean", {"x", "axes"}, {"y"}, "mean");
+  Graph g = import(r);
+  EXPECT_EQ(count(g, "mean"), 1);
+  EXPECT_EQ(g.node(g.outputs()[0].node).type.shape, (Shape{2, 1, 4}));
 }
 
 }  // namespace
