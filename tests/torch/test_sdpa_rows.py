@@ -453,14 +453,16 @@ def _cuda_probe(gm):
     return c.graph.generate_gpu_module()[0]
 
 
-@pytest.mark.parametrize("kind", ["efficient", "flash", "cpu_masked"])
-def test_cuda_codegen_takes_forward_and_backward(kind):
+@pytest.mark.parametrize("kind,dtype", [("efficient", torch.float32), ("flash", torch.bfloat16),
+                                         ("flash", torch.float16), ("cpu_masked", torch.float32)])
+def test_cuda_codegen_takes_forward_and_backward(kind, dtype):
     """The graphs the CUDA rows build (the attention op with masks and the top-left triangle,
     the written-out logsumexp and backward with grouped heads) generate Triton modules."""
     b, h, hkv, tq, tk, d = 2, 4, 2, 7, 40, 16
     if kind == "flash":
-        hkv, tk = h, tq
-    q, k, v = rand(b, h, tq, d, seed=1), rand(b, hkv, tk, d, seed=2), rand(b, hkv, tk, d, seed=3)
+        tk = tq
+    q, k, v = (rand(b, h, tq, d, seed=1, dtype=dtype), rand(b, hkv, tk, d, seed=2, dtype=dtype),
+               rand(b, hkv, tk, d, seed=3, dtype=dtype))
     if kind == "efficient":
         bias = rand(b, h, tq, tk, seed=5)
         inputs = {"q": q, "k": k, "v": v, "bias": bias}
