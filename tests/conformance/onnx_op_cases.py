@@ -377,6 +377,132 @@ def einsum(out):
         k += 1
 
 
+# ---- Attention (opset 23) against numpy loops written from the spec ----------------------------
+def attention_ref(q, k, v, mask=None, past_k=None, past_v=None, causal=False, scale=None, qh=None,
+                  kvh=None, softcap=0.0):
+    """ONNX Attention in float64 (onnx/defs/nn/defs.cpp, opset 23): returns Y, present_key,
+    present_value, and the scaled scores and the softmax (qk_matmul_output modes 0 and 3)."""
+    three = q.ndim == 3
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    if three:
+        split = lambda a, h: a.reshape(a.shape[0], a.shape[1], h, -1).transpose(0, 2, 1, 3)
+        q, k, v = split(q, qh), split(k, kvh), split(v, kvh)
+    if past_k is not None:
+        k = np.concatenate([past_k.astype(np.float64), k], 2)
+        v = np.concatenate([past_v.astype(np.float64), v], 2)
+    present_k, present_v = k, v
+    past = 0 if past_k is None else past_k.shape[2]
+    b, h, tq, d = q.shape
+    tk = k.shape[2]
+    scale = 1 / np.sqrt(d) if scale is None else scale
+    kx, vx = np.repeat(k, h // k.shape[1], axis=1), np.repeat(v, h // v.shape[1], axis=1)
+    s = np.einsum("bhqd,bhkd->bhqk", q, kx) * scale
+    qk = s.copy()
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    if mask is not None:  # a mask shorter along the keys: padded with false / -inf
+        pad = tk - mask.shape[-1]
+        if pad:
+            fill = np.zeros(mask.shape[:-1] + (pad,), mask.dtype)
+            fill[...] = False if mask.dtype == np.bool_ else -np.inf
+            mask = np.concatenate([mask, fill], -1)
+        s = np.where(mask, s, -np.inf) if mask.dtype == np.bool_ else s + mask.astype(np.float64)
+    if causal:  # query i sees keys j <= i + past
+        i, j = np.arange(tq)[:, None], np.arange(tk)[None, :]
+        s = np.where(j <= i + past, s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    p = e / e.sum(-1, keepdims=True)
+    y = np.einsum("bhqk,bhkd->bhqd", p, vx)
+    if three:
+        y = y.transpose(0, 2, 1, 3).reshape(b, tq, -1)
+    return y, present_k, present_v, qk, p
+
+
+def write_attention(out, name, inputs, outputs, attrs, dtype=f32):
+    """inputs: [(name or "", array or None)] in the op's order (optional ones ""); outputs:
+    [(name or "", array)]; the node in the default domain at opset 23 (no schema check: Debian's
+    onnx has none)."""
+    d = os.path.join(out, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    node = helper.make_node("Attention", [n for n, _ in inputs], [n for n, _ in outputs], **attrs)
+    cast = lambda a: a if a.dtype == np.bool_ else a.astype(dtype)  # noqa: E731
+    ins = [(n, cast(a)) for n, a in inputs if n]
+    outs = [(n, a.astype(dtype)) for n, a in outputs if n]
+    vi = lambda n, a: helper.make_tensor_value_info(  # noqa: E731
+        n, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(a.dtype)], a.shape)
+    g = helper.make_graph([node], name, [vi(n, a) for n, a in ins], [vi(n, a) for n, a in outs])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(d, "model.onnx"))
+    for k, (_, a) in enumerate(ins):
+        with open(os.path.join(d, "test_data_set_0", f"input_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a).SerializeToString())
+    for k, (_, a) in enumerate(outs):
+        with open(os.path.join(d, "test_data_set_0", f"output_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a).SerializeToString())
+
+
+@case("attention")
+def attention(out):
+    k = 0
+    # (B, H, Hkv, Tq, Tk, D, Dv, past, 3-D, causal, mask, extra attributes, dtype)
+    for b, h, hkv, tq, tk, d, dv, past, three, causal, mask, extra, dt in [
+        (2, 4, 4, 7, 7, 16, 16, 0, False, False, None, {}, f32),
+        (1, 4, 2, 7, 7, 16, 16, 0, False, True, None, {}, f32),           # GQA, causal square
+        (2, 2, 2, 5, 9, 8, 8, 0, False, True, None, {}, f32),             # causal, Tq < Tk: top-left
+        (1, 2, 2, 9, 4, 8, 8, 0, False, True, None, {}, f32),             # causal, Tq > Tk
+        (2, 6, 2, 5, 11, 16, 24, 0, True, False, "float", {}, f32),       # 3-D, GQA, Dv != D
+        (2, 4, 1, 6, 6, 8, 8, 0, True, True, "bool", {}, f32),            # 3-D, MQA, causal + bool
+        (1, 4, 2, 8, 8, 16, 16, 0, False, False, "bool4", {}, f32),       # bool [B, 1, Tq, Tk]
+        (2, 4, 2, 1, 1, 16, 16, 9, False, True, None, {}, f32),           # decoding: past 9, Tq 1
+        (1, 4, 4, 3, 3, 16, 16, 5, False, True, "bool_new", {}, f32),     # past, mask of new keys
+        (1, 2, 2, 3, 3, 16, 16, 4, True, False, "float", {}, f32),        # 3-D with past
+        (2, 2, 2, 7, 7, 16, 16, 0, False, False, None, {"scale": 0.3}, f32),
+        (1, 2, 2, 7, 9, 16, 16, 0, False, True, "float", {"softcap": 2.0}, f32),  # written out
+        (1, 4, 2, 5, 6, 16, 16, 0, False, False, "float", {"qk_matmul_output_mode": 3}, f32),
+        (1, 2, 2, 5, 6, 16, 16, 0, False, False, None, {"qk_matmul_output_mode": 0}, f32),
+        (1, 4, 2, 7, 7, 16, 16, 0, False, True, None, {"softmax_precision": 1}, np.float16),
+        (1, 2, 2, 6, 6, 16, 16, 2, False, True, "float", {}, np.float64),
+    ]:
+        q = randn(b, h, tq, d)
+        kk = randn(b, hkv, tk, d)
+        vv = randn(b, hkv, tk, dv)
+        pk = randn(b, hkv, past, d) if past else None
+        pv = randn(b, hkv, past, dv) if past else None
+        total = tk + past
+        m = None
+        if mask == "float":
+            m = randn(1, h, tq, total) if not three else randn(tq, total)
+        elif mask in ("bool", "bool4"):
+            m = rng.random((b, 1, tq, total) if mask == "bool4" else (tq, total)) > 0.3
+            m[..., 0] = True  # every row sees a key
+        elif mask == "bool_new":  # the new keys only: padded with false up to past + Tk
+            m = rng.random((tq, tk - 1)) > 0.3
+            m[..., 0] = True
+        attrs = dict(extra, is_causal=int(causal))
+        q_in, k_in, v_in = q, kk, vv
+        if three:
+            attrs.update(q_num_heads=h, kv_num_heads=hkv)
+            flat = lambda a: a.transpose(0, 2, 1, 3).reshape(a.shape[0], a.shape[2], -1)  # noqa
+            q_in, k_in, v_in = flat(q), flat(kk), flat(vv)
+        # the reference sees what the node sees (rounded to the dtype)
+        rd = lambda a: None if a is None else a if a.dtype == np.bool_ else a.astype(dt)  # noqa
+        y, pk_out, pv_out, qk, p = attention_ref(
+            rd(q_in), rd(k_in), rd(v_in), rd(m), rd(pk), rd(pv), causal, extra.get("scale"),
+            h if three else None, hkv if three else None, extra.get("softcap", 0.0))
+        ins = [("q", q_in), ("k", k_in), ("v", v_in), ("m" if m is not None else "", m),
+               ("pk" if past else "", pk), ("pv" if past else "", pv)]
+        while ins and not ins[-1][0]:
+            ins.pop()
+        outs = [("y", y), ("present_k" if past else "", pk_out), ("present_v" if past else "", pv_out)]
+        if "qk_matmul_output_mode" in extra:
+            outs.append(("qk", qk if extra["qk_matmul_output_mode"] == 0 else p))
+        while outs and not outs[-1][0]:
+            outs.pop()
+        write_attention(out, f"attention_{k}", ins, outs, attrs, dt)
+        k += 1
+
+
 if __name__ == "__main__":
     out, family = sys.argv[1], sys.argv[2]
     for fn in CASES[family]:

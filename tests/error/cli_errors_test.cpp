@@ -117,6 +117,12 @@ void write_fixtures(const fs::path& dir) {
   add_node(det, "Det", {"x"}, {"y"});
   std::ofstream(dir / "unsupported_op.onnx", std::ios::binary) << det.SerializeAsString();
   std::ofstream(dir / "opset99.onnx", std::ios::binary) << relu_model(99).SerializeAsString();
+  onnx::ModelProto att = empty_model(23);  // Attention with a double softmax of f32 inputs
+  for (const char* name : {"q", "k", "v"})
+    set_type(att.mutable_graph()->add_input(), name, TP::FLOAT, {1, 2, 4, 8});
+  set_type(att.mutable_graph()->add_output(), "y", TP::FLOAT, {1, 2, 4, 8});
+  add_int_attr(add_node(att, "Attention", {"q", "k", "v"}, {"y"}, "att"), "softmax_precision", 11);
+  std::ofstream(dir / "attention_f64_softmax.onnx", std::ios::binary) << att.SerializeAsString();
   // Names as torch.onnx writes them, which coil's identifiers differ from.
   onnx::ModelProto named = empty_model(13);
   set_type(named.mutable_graph()->add_input(), "onnx::Gemm_0", TP::FLOAT, {2, 16});

@@ -276,9 +276,9 @@ TEST(OnnxErrors, DynamicArgumentsAreUnsupported) {
 TEST(OnnxErrors, Opsets) {
   EXPECT_EQ(import(relu_model(1)).num_nodes(), 2);
   EXPECT_EQ(import_error(relu_model(0)),
-            "m.onnx: opset 0 is not supported (coil supports opsets 1 to 17)");
-  EXPECT_EQ(import_error(relu_model(18)),
-            "m.onnx: opset 18 is not supported (coil supports opsets 1 to 17)");
+            "m.onnx: opset 0 is not supported (coil supports opsets 1 to 23)");
+  EXPECT_EQ(import_error(relu_model(24)),
+            "m.onnx: opset 24 is not supported (coil supports opsets 1 to 23)");
   onnx::ModelProto m = relu_model();
   m.clear_opset_import();
   EXPECT_EQ(import_error(m), "m.onnx: the model imports no opset of the default ONNX domain");

@@ -31,13 +31,16 @@ def _compilers(options):
     return compiler
 
 
-def math_attention(args):
-    """The context a graph on CUDA is traced in: F.scaled_dot_product_attention on CUDA picks
-    a fused kernel (flash, memory-efficient: `_scaled_dot_product_efficient_attention` and its
-    backward), which coil has no row for and torch no decomposition of; under this context it
-    takes torch's math path (matmuls, a softmax), which coil lowers and fuses as it does the
-    GPT block's attention. CPU graphs keep torch's choice (its CPU flash attention decomposes).
-    A no-op on torch without sdpa (1.13)."""
+def math_attention(args, options=None):
+    """The context graphs are traced in. By default a no-op: F.scaled_dot_product_attention
+    reaches coil as the fused op torch picks (`_scaled_dot_product_flash_attention_for_cpu` on
+    the CPU, `_scaled_dot_product_flash_attention` / `_efficient_attention` /
+    `_cudnn_attention` on CUDA, and their backward), each a row of lowering_sdpa.py (coil's
+    attention op; the backward written out). With the option sdpa_math=True a CUDA graph is
+    traced with torch's math path instead (matmuls and a softmax, fused by coil as the GPT
+    block's attention), as before those rows existed. A no-op on torch without sdpa (1.13)."""
+    if not (options or {}).get("sdpa_math"):
+        return contextlib.nullcontext()
     from torch.utils._pytree import tree_flatten
     if not any(isinstance(t, torch.Tensor) and t.is_cuda for t in tree_flatten(args)[0]):
         return contextlib.nullcontext()
@@ -55,12 +58,13 @@ def math_attention(args):
 class _Traced(torch.nn.Module):
     """An aot_module whose calls run under math_attention (it traces at its first call)."""
 
-    def __init__(self, compiled):
+    def __init__(self, compiled, options=None):
         super().__init__()
         self.compiled = compiled
+        self.options = options
 
     def forward(self, *args, **kwargs):
-        with math_attention((args, kwargs)):
+        with math_attention((args, kwargs), self.options):
             return self.compiled(*args, **kwargs)
 
 
@@ -78,13 +82,13 @@ def compile(model_or_fn, options=None):
     has_sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
     if isinstance(model_or_fn, torch.nn.Module):
         compiled = aot_module(model_or_fn, **kwargs)
-        return _Traced(compiled) if has_sdpa else compiled
+        return _Traced(compiled, options) if has_sdpa else compiled
     compiled = aot_function(model_or_fn, **kwargs)
     if not has_sdpa:
         return compiled
 
     def call(*args, **kwargs):
-        with math_attention((args, kwargs)):
+        with math_attention((args, kwargs), options):
             return compiled(*args, **kwargs)
     return call
 
@@ -113,7 +117,8 @@ def backend(gm, example_inputs, options=None, mode=None):
     from torch._dynamo.backends.common import aot_autograd
     opts = options_for_mode(options, mode)
     compiler = _compilers(opts)
-    with math_attention(example_inputs):  # (AOTAutograd traces forward and backward here)
+    # (AOTAutograd traces forward and backward here)
+    with math_attention(example_inputs, opts):
         return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
                             decompositions=DECOMPOSITIONS)(gm, example_inputs)
 

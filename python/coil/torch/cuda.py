@@ -27,7 +27,7 @@ from .. import version as coil_version
 _CPU_ONLY_OPTIONS = ("isa", "remote_cache", "autotune")
 # Options of the bridge itself, never coil's: "cuda_graphs" (bool) replays each call of a
 # Triton module as one CUDA graph (CudaGraphCall; torch.compile's mode="reduce-overhead" sets it).
-BRIDGE_OPTIONS = ("cuda_graphs",)
+BRIDGE_OPTIONS = ("cuda_graphs", "sdpa_math")
 
 
 def gpu_options(options):

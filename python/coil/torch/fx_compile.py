@@ -25,6 +25,7 @@ from .. import Graph, UnsupportedError, compile as coil_compile, coil_dtype
 from coil_runtime import logs
 from . import lowering
 from .lowering import Unsupported, Value, meta_of
+from .lowering_sdpa import Opaque
 
 _logged = set()
 
@@ -69,6 +70,9 @@ class CoilGraphCallable:
         for node in gm.graph.nodes:
             if node.op == "placeholder":
                 self.placeholders.append(node)
+                if _opaque_input(node):  # read only by rows that ignore it (lowering_sdpa)
+                    env[node] = Opaque(*meta_of(node))
+                    continue
                 if not _is_tensor_node(node):
                     # None (an absent optional tensor, e.g. a bias) passes through; other
                     # values would need guards on them
@@ -99,6 +103,9 @@ class CoilGraphCallable:
                     raise Unsupported(f"{node.target} has no coil lowering")
                 args = torch.fx.node.map_arg(node.args, lambda n: env[n])
                 kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+                if not _opaque_ok(node) and any(isinstance(x, Opaque) for x in
+                                                tree_flatten((args, kwargs))[0]):
+                    raise Unsupported(f"{node.name} reads a value coil does not compute")
                 try:
                     env[node] = row(L, node, list(args), dict(kwargs))
                 except Unsupported:
@@ -121,6 +128,9 @@ class CoilGraphCallable:
                         self.plan.append(("input", self.placeholders.index(o)))
                     else:
                         v = env[o]
+                        if isinstance(v, Opaque):  # (dropout's RNG state: never read)
+                            self.plan.append(("zeros", v.shape, v.dtype))
+                            continue
                         if not isinstance(v, Value):
                             raise Unsupported(f"output {o.name} is not a tensor")
                         if v not in coil_outs:
@@ -180,8 +190,9 @@ class CoilGraphCallable:
             torch.ops.aten._linalg_check_errors(outs[j], api, is_matrix=is_matrix)
         for j, i in getattr(self, "write_backs", ()):
             args[i].copy_(outs[j])
-        result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else outs[p[1]]
-                  for p in self.plan]
+        result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else
+                  torch.zeros(p[1], dtype=p[2], device=self.device) if p[0] == "zeros" else
+                  outs[p[1]] for p in self.plan]
         return tree_unflatten(result, self.out_tree)
 
 
@@ -235,9 +246,36 @@ def _ensure_shapes(gm, example_inputs):
         ShapeProp(gm).propagate(*example_inputs)
 
 
+def _opaque_ok(node):
+    """Whether the node's row takes Opaque values (lowering_sdpa: the fused attention ops and
+    the getitems of their outputs), whose dtypes coil may lack (uint64 RNG state)."""
+    import operator
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        src = node.args[0]
+        return isinstance(src, torch.fx.Node) and _opaque_ok(src)
+    return getattr(lowering.row_for(node), "opaque_ok", False)
+
+
+def _opaque_input(node):
+    """A graph input of a dtype coil lacks that only rows taking Opaque values read (the
+    saved RNG state an attention backward ignores)."""
+    try:
+        shape, dtype = meta_of(node)
+        coil_dtype(dtype)
+        return False
+    except Unsupported:
+        return False
+    except Exception:
+        return bool(node.users) and all(_opaque_ok(u) for u in node.users)
+
+
 def _coil_dtypes(node):
     """Whether every tensor the node reads or makes has a coil dtype (complex, int16, ... stay
-    in eager)."""
+    in eager). The rows of the fused attention ops check their own operands."""
+    if _opaque_ok(node):
+        return True
     def ok(n):
         val = n.meta.get("val", n.meta.get("tensor_meta"))
         # (TensorMetadata is a namedtuple: one value, not a tuple of them)
@@ -361,6 +399,8 @@ def _supported_on_gpu(node, options):
         else:  # a tuple (native_layer_norm, ...): its elements are the outputs
             outs = []
             for i, v in enumerate(val):
+                if v is None or isinstance(v, (int, float)):  # (attention's max_q, cum_seq)
+                    continue
                 item = graph.call_function(operator.getitem, (new, i))
                 item.meta = {"val": v} if isinstance(v, torch.Tensor) else {"tensor_meta": v}
                 outs.append(item)

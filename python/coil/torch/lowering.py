@@ -506,6 +506,8 @@ from . import lowering_pool  # noqa: E402,F401
 from . import lowering_linalg  # noqa: E402,F401
 from . import lowering_embedding_bag  # noqa: E402,F401
 from . import lowering_attention  # noqa: E402,F401
+from . import lowering_sdpa  # noqa: E402,F401
+from . import lowering_sdpa_backward  # noqa: E402,F401
 from . import mutation  # noqa: E402,F401
 
 DECOMPOSITIONS = _decompositions()

@@ -1,5 +1,6 @@
-// The ONNX frontend: reads an ONNX model (.onnx, opsets 1 to 17 of the default domain) into a
-// coil Graph. docs/onnx.md lists the supported ops and how each maps onto coil's ops.
+// The ONNX frontend: reads an ONNX model (.onnx, opsets 1 to 23 of the default domain; ops as
+// defined up to opset 17, plus Attention of opset 23) into a coil Graph. docs/onnx.md lists the
+// supported ops and how each maps onto coil's ops.
 //
 //   coil::Graph g = coil::import_onnx("model.onnx");
 //   coil::CompiledModel m = coil::compile(g, {.sizes = {{"batch", 8}}});

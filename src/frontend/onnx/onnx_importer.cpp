@@ -19,7 +19,10 @@ namespace {
 // Opsets 1 to 6 are read with each op's version of that opset: the mappings implement the
 // legacy attributes where the semantics differ (binary ops' broadcast/axis, BatchNormalization's
 // is_test, Cast's string `to`, ...) and report the rest as unsupported (docs/onnx.md).
-constexpr int kMinOpset = 1, kMaxOpset = 17;
+// The mappings follow the ops up to opset 17 (kFullOpset); models of opsets 18 to 23 are read
+// too, for Attention (opset 23) and for every op whose newer versions extend types only: a node
+// whose op changed otherwise after 17 is reported as unsupported (onnx_semantics_changed).
+constexpr int kMinOpset = 1, kMaxOpset = 23, kFullOpset = 17;
 
 bool is_default_domain(const std::string& d) {
   return d.empty() || d == "ai.onnx";
@@ -235,6 +238,16 @@ void Importer::prescan(const onnx::GraphProto& g) {
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
     const OnnxOpDef* def = is_default_domain(n.domain()) ? find_onnx_op(n.op_type()) : nullptr;
+    if (def && def->map && opset_ > kFullOpset) {
+      if (int changed = onnx_semantics_changed(n.op_type(), opset_)) {
+        unsupported_.push_back(
+            {printable(n.op_type()), describe_node(n, i),
+             fmt::format("its opset-{} definition differs from opset {}'s, which coil reads",
+                         changed, kFullOpset)});
+        skip_[static_cast<size_t>(i)] = true;
+        continue;
+      }
+    }
     if (def && def->map) continue;
     std::string op = is_default_domain(n.domain()) ? printable(n.op_type())
                                                    : printable(n.domain() + "." + n.op_type());

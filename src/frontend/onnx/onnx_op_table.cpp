@@ -162,6 +162,10 @@ const OnnxOpDef kOnnxOps[] = {
     {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
     {"Einsum", map_einsum, "diagonals, sums, then batched matmuls (integers: mul + sum)"},
 
+    // Attention (onnx_ops_attention.cpp): opset 23, read in models of opsets up to 23.
+    {"Attention", map_attention,
+     "attention (past_key/past_value: concat; softcap or qk_matmul_output: written out)"},
+
     // Recurrent ops (onnx_ops_rnn.cpp): static sequence length, the time loop unrolled.
     {"LSTM", map_rnn, "matmul of X by W^T, then per step h @ R^T and the gates"},
     {"GRU", map_rnn, "matmul of X by W^T, then per step h @ R^T and the gates"},

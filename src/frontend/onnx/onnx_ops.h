@@ -102,6 +102,12 @@ bool map_symbolic(OnnxNode& n);
 /// Whether input `input` of op `op` may be a symbolic value (Reshape's and Expand's shape).
 bool accepts_symbolic(std::string_view op, int input);
 
+// onnx_ops_attention.cpp
+void map_attention(OnnxNode& n);  // Attention (opset 23): coil's attention op, KV cache concat
+/// The first opset in 18..`opset` where ONNX changed op `op` in a way its mapping (written for
+/// opsets up to 17) would misread; 0 when every newer version only extends types.
+int onnx_semantics_changed(std::string_view op, int opset);
+
 // --- helpers ---
 
 /// Reshapes x to `target` (constant sizes; at most one symbolic size, which coil infers);
