@@ -9,6 +9,10 @@
 // cuMemcpyHtoDAsync_v2`, ... are resolved by their versioned names, what a program compiled
 // against that header calls); cublas_api.h of CUDA 12.x for cuBLAS; cudnn_ops_infer.h /
 // cudnn_cnn_infer.h of cuDNN 8.x, whose legacy API cuDNN 9 keeps (cudnn_ops.h, cudnn_cnn.h).
+// Where a build finds NVIDIA's headers, tests/gpu_fake/cuda_headers_test.cpp compares every
+// declaration, value and the perf struct's layout with them (checked with CUDA 13.0's cuda.h,
+// cuBLAS 13.1 and cuDNN 9.19; their libcudnn.so.9, libcublas.so.13 and the driver stub export
+// every name resolved here).
 #pragma once
 
 #include <cstddef>
