@@ -24,7 +24,17 @@ ConvRef conv_ref(const json& o, size_t buffers, const fs::path& path, const char
 
 }  // namespace
 
-ConvSpec parse_conv(const json& c, size_t buffers, const fs::path& path) {
+void check_extent(const fs::path& path, const std::string& what,
+                  const std::vector<int64_t>& buffer_bytes, int buffer, int64_t offset,
+                  int64_t elements, int64_t element_bytes) {
+  int64_t bytes = buffer_bytes.at(static_cast<size_t>(buffer));
+  COIL_USER_CHECK(offset >= 0 && elements >= 0 && offset + elements * element_bytes <= bytes,
+                  "{}: {} reaches byte {} of buffer {}, which has {}", path.string(), what,
+                  offset + elements * element_bytes, buffer, bytes);
+}
+
+ConvSpec parse_conv(const json& c, const std::vector<int64_t>& buffer_bytes, const fs::path& path) {
+  const size_t buffers = buffer_bytes.size();
   ConvSpec s;
   s.x = conv_ref(c.at("x"), buffers, path, "input");
   s.w = conv_ref(c.at("w"), buffers, path, "weight");
@@ -54,6 +64,39 @@ ConvSpec parse_conv(const json& c, size_t buffers, const fs::path& path) {
                       s.w_shape[1] * s.groups == s.x_shape[1] && s.w_shape[0] % s.groups == 0,
                   "{}: a convolution of {} groups with input channels {} and weight {}",
                   path.string(), s.groups, s.x_shape[1], fmt::join(s.w_shape, "x"));
+  for (int i = 0; i < 2; ++i)
+    COIL_USER_CHECK(s.stride[i] >= 1 && s.dilation[i] >= 1 && s.padding[i] >= 0,
+                    "{}: a convolution of stride [{}], padding [{}], dilation [{}]", path.string(),
+                    fmt::join(s.stride, ", "), fmt::join(s.padding, ", "),
+                    fmt::join(s.dilation, ", "));
+  std::vector<int64_t> want = {s.x_shape[0], s.w_shape[0], 0, 0};
+  for (int i = 0; i < 2; ++i)
+    want[2 + i] =
+        (s.x_shape[2 + i] + 2 * s.padding[i] - s.dilation[i] * (s.w_shape[2 + i] - 1) - 1) /
+            s.stride[i] +
+        1;
+  COIL_USER_CHECK(
+      s.out_shape == want && want[2] > 0 && want[3] > 0,
+      "{}: a convolution of input [{}] and weight [{}] into [{}]: its window gives [{}]",
+      path.string(), fmt::join(s.x_shape, ", "), fmt::join(s.w_shape, ", "),
+      fmt::join(s.out_shape, ", "), fmt::join(want, ", "));
+  int64_t esize = s.dtype == "f32" ? 4 : 2, last = 0;
+  for (int i = 0; i < 4; ++i) {
+    COIL_USER_CHECK(s.x_shape[i] >= 1 && s.x_strides[i] >= 0,
+                    "{}: a convolution input of shape [{}] and strides [{}]", path.string(),
+                    fmt::join(s.x_shape, ", "), fmt::join(s.x_strides, ", "));
+    last += (s.x_shape[i] - 1) * s.x_strides[i];
+  }
+  auto numel = [](const std::vector<int64_t>& v) { return v[0] * v[1] * v[2] * v[3]; };
+  check_extent(path, "a convolution's input", buffer_bytes, s.x.buffer, s.x.offset, last + 1,
+               esize);
+  check_extent(path, "a convolution's weight", buffer_bytes, s.w.buffer, s.w.offset,
+               numel(s.w_shape), esize);
+  check_extent(path, "a convolution's output", buffer_bytes, s.out.buffer, s.out.offset,
+               numel(s.out_shape), esize);
+  if (s.bias.buffer >= 0)
+    check_extent(path, "a convolution's bias", buffer_bytes, s.bias.buffer, s.bias.offset,
+                 s.w_shape[0], esize);
   return s;
 }
 

@@ -40,9 +40,17 @@ struct ConvSpec {
   bool tf32 = false;
 };
 
-/// A manifest's "conv" entry, checked: buffers in range (of `buffers`), 2-D, a dtype cuDNN
-/// takes, groups that divide the channels. Errors name `path`.
-ConvSpec parse_conv(const nlohmann::json& c, size_t buffers, const std::filesystem::path& path);
+/// A manifest's "conv" entry, checked: buffers in range (`buffer_bytes`: each buffer's size) and
+/// every operand inside its buffer, 2-D, a dtype cuDNN takes, groups that divide the channels,
+/// an output shape the window arithmetic gives. Errors name `path`.
+ConvSpec parse_conv(const nlohmann::json& c, const std::vector<int64_t>& buffer_bytes,
+                    const std::filesystem::path& path);
+
+/// Raises an error naming `path` and `what` unless the `elements` of `element_bytes` a view
+/// reaches from `offset` (bytes; its last element at (elements - 1)) fit buffer `buffer`.
+void check_extent(const std::filesystem::path& path, const std::string& what,
+                  const std::vector<int64_t>& buffer_bytes, int buffer, int64_t offset,
+                  int64_t elements, int64_t element_bytes);
 
 /// The convolution's cuDNN descriptors and algorithm on handle `h` (cuda::dnn() loaded).
 Conv make_conv(cuda::CudnnHandle h, const ConvSpec& s);

@@ -380,6 +380,8 @@ GpuExportedModel GpuExportedModel::load(const fs::path& dir, const GpuLoadOption
       if (buf.kind == Buffer::Kind::output) place(impl->output_buffer, "output");
       impl->buffers.push_back(buf);
     }
+    std::vector<int64_t> buffer_bytes;
+    for (const Buffer& b : impl->buffers) buffer_bytes.push_back(b.bytes);
     auto gemm_operand = [&](const json& o) {
       GemmOperand g;
       g.buffer = o.at("buffer").get<int>();
@@ -416,13 +418,33 @@ GpuExportedModel GpuExportedModel::load(const fs::path& dir, const GpuLoadOption
                         "{}: a matmul of dtype {}: cuBLAS products are f32, bf16 or f16",
                         path.string(), dt);
         launch.gemm.math = g.value("math", cuda::kCublasDefaultMath);
+        const Gemm& gm = launch.gemm;
+        COIL_USER_CHECK(
+            gm.a.rows == gm.out.rows && gm.b.cols == gm.out.cols && gm.a.cols == gm.b.rows &&
+                gm.out.batch >= 1 && (gm.a.batch == 1 || gm.a.batch == gm.out.batch) &&
+                (gm.b.batch == 1 || gm.b.batch == gm.out.batch),
+            "{}: a matmul of [{}x{}] (batch {}) and [{}x{}] (batch {}) into [{}x{}] (batch {})",
+            path.string(), gm.a.rows, gm.a.cols, gm.a.batch, gm.b.rows, gm.b.cols, gm.b.batch,
+            gm.out.rows, gm.out.cols, gm.out.batch);
+        int64_t esize = dt == "f32" ? 4 : 2;
+        for (const GemmOperand* op : {&gm.a, &gm.b, &gm.out}) {
+          COIL_USER_CHECK(op->rows >= 1 && op->cols >= 1 && op->batch >= 1 && op->row_stride >= 0 &&
+                              op->col_stride >= 0 && op->batch_stride >= 0,
+                          "{}: a matmul operand of {}x{} (batch {}) with strides ({}, {}, {})",
+                          path.string(), op->rows, op->cols, op->batch, op->batch_stride,
+                          op->row_stride, op->col_stride);
+          int64_t last = (op->batch - 1) * op->batch_stride + (op->rows - 1) * op->row_stride +
+                         (op->cols - 1) * op->col_stride;
+          gpu::check_extent(path, "a matmul operand", buffer_bytes, op->buffer, op->offset,
+                            last + 1, esize);
+        }
         impl->launches.push_back(std::move(launch));
         continue;
       }
       if (l.contains("conv")) {
         launch.step = Step::conv;
         launch.conv = static_cast<int>(conv_specs.size());
-        conv_specs.push_back(gpu::parse_conv(l.at("conv"), impl->buffers.size(), path));
+        conv_specs.push_back(gpu::parse_conv(l.at("conv"), buffer_bytes, path));
         impl->launches.push_back(std::move(launch));
         continue;
       }

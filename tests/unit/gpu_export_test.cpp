@@ -130,6 +130,23 @@ TEST(GpuExport, WrongConvolutionsAndProductsAreNamedBeforeTheDeviceIsTouched) {
        "a convolution's weight in buffer 9 (6 buffers)"},
       {"conv field", [](json& m) { m["launches"][0]["conv"].erase("x_strides"); },
        "not a valid manifest"},
+      {"conv shape",
+       [](json& m) {
+         m["launches"][0]["conv"]["out_shape"] = {1, 6, 7, 7};
+       },
+       "a convolution of input [1, 4, 8, 8] and weight [6, 2, 3, 3] into [1, 6, 7, 7]: its "
+       "window gives [1, 6, 8, 8]"},
+      {"conv extent", [](json& m) { m["launches"][0]["conv"]["x"]["offset"] = 4; },
+       "a convolution's input reaches byte 1028 of buffer 0, which has 1024"},
+      {"conv stride",
+       [](json& m) {
+         m["launches"][0]["conv"]["stride"] = {0, 1};
+       },
+       "a convolution of stride [0, 1], padding [1, 1], dilation [1, 1]"},
+      {"product shapes", [](json& m) { m["launches"][1]["gemm"]["b"]["rows"] = 7; },
+       "a matmul of [48x8] (batch 1) and [7x5] (batch 1) into [48x5] (batch 1)"},
+      {"product extent", [](json& m) { m["launches"][1]["gemm"]["out"]["offset"] = 8; },
+       "a matmul operand reaches byte 968 of buffer 5, which has 960"},
       {"i32 product", [](json& m) { m["launches"][1]["gemm"]["dtype"] = "i32"; },
        "a matmul of dtype i32: cuBLAS products are f32, bf16 or f16"},
       {"product buffer", [](json& m) { m["launches"][1]["gemm"]["b"]["buffer"] = -1; },
