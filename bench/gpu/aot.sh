@@ -28,8 +28,9 @@ export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" LIBRAR
   CPATH="$bundle/include" PYTHONPATH="$PWD/python" COIL_PYTHON=python3
 export COIL_CACHE_DIR="$(mktemp -d /tmp/coil-aot-cache-XXXXXX)"
 # cuBLAS and cuDNN for products and convolutions: torch's pip-installed copies
-# (src/runtime/cuda_driver.h, COIL_CUBLAS, COIL_CUDNN).
-for pkg in cublas cudnn; do
+# (src/runtime/cuda_driver.h, COIL_CUBLAS, COIL_CUDNN); NVRTC, which cuDNN 9's runtime-compiled
+# engines dlopen.
+for pkg in cublas cudnn cuda_nvrtc; do
   d=$(python3 -c "import nvidia.$pkg as c, os; print(os.path.join(list(c.__path__)[0], 'lib'))" 2>/dev/null)
   [ -n "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
 done
