@@ -22,6 +22,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT="${OUT:-/tmp/coil-aot-out}"
 mkdir -p "$OUT/aot"
+# The exports themselves (resnet18's weights.bin is 46 MB) stay off $OUT, which the device tool
+# brings back: only logs and JSON go there.
+exports="${AOT_EXPORTS:-/tmp/coil-aot-exports}"
+rm -rf "$exports" && mkdir -p "$exports"
 bundle=/tmp/coil-bundle-aot
 rm -rf "$bundle" && mkdir -p "$bundle" && tar xJf device-bundle/coil-bundle.tar.xz -C "$bundle"
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" LIBRARY_PATH="$bundle/lib" \
@@ -55,7 +59,7 @@ echo "[" > "$OUT/aot.json"
 first=1
 for m in "${models[@]}"; do
   name=$(basename "$m"); name=${name%.*}
-  dir="$OUT/aot/$name"
+  dir="$exports/$name"
   echo "== $name"
   if ! timeout 180 "$bundle/bin/coil" export "$m" --device cuda -o "$dir" > "$OUT/aot/$name.export.log" 2>&1; then
     echo "export failed:"; tail -n 5 "$OUT/aot/$name.export.log"; continue
