@@ -8,7 +8,7 @@
 #                                          `python3 bench/gpu/gpt_block_onnx.py build/aot-models/gpt_block_small.onnx`
 #                                          `python3 bench/gpu/resnet18_onnx.py build/aot-models/resnet18.onnx`)
 #
-# For each model: `coil export MODEL --device cuda -o $OUT/aot/NAME` (the bundled coil; the
+# For each model: `coil export MODEL --device cuda -o /tmp/coil-aot-exports/NAME` (the bundled coil; the
 # exporter runs the module in Python once to autotune and record it), then the bundled
 # coil_gpu_aot_run (C++, libcoil_runtime alone, no Python) loads it, checks its outputs against
 # the Python path's on the export's sample inputs (bit for bit; models with cuDNN convolutions
