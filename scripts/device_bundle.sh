@@ -21,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${COIL_BUILD_DIR:-build}"
 cmake --build "$build" --target coil coil_cpu_bench coil_fuzz coil_vmath coil_extern coil_c \
+  coil_runtime coil_gpu_aot_run \
   -j"$(nproc)" >/dev/null
 
 stage=$(mktemp -d /tmp/coil-bundle-XXXXXX)

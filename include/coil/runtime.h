@@ -86,6 +86,18 @@ class ExportedModel {
   std::unique_ptr<Impl> impl_;
 };
 
+/// How GpuExportedModel::load sets a GPU model up.
+struct GpuLoadOptions {
+  int device = 0;  ///< the GPU (CUDA device ordinal)
+  /// Capture the whole call (every kernel launch, cuBLAS product and cuDNN convolution) once at
+  /// load as a CUDA graph, after one warm-up call, on a stream the model creates, and replay it
+  /// with one cuGraphLaunch per call: for launch-bound models (what torch's
+  /// mode="reduce-overhead" does). The graph works on the model's own buffers: run() and
+  /// run_device() copy the caller's inputs in and the outputs out on the same stream. Needs a
+  /// driver with CUDA graphs (CUDA 11.4 or later); a coil::Error says which entry point lacks.
+  bool cuda_graph = false;
+};
+
 /// A GPU model exported by `coil export MODEL --device cuda -o DIR` (run where the GPU is):
 /// its Triton kernels as cubins and its call as a fixed sequence of kernel launches, run through
 /// the CUDA driver API (libcuda.so.1, loaded at run time) with no Python, torch or Triton
@@ -101,6 +113,7 @@ class GpuExportedModel {
   /// Loads DIR on GPU `device`: a coil::Error when there is no NVIDIA driver, the GPU is of
   /// another compute capability than the one the kernels were compiled for, or a file is wrong.
   static GpuExportedModel load(const std::filesystem::path& dir, int device = 0);
+  static GpuExportedModel load(const std::filesystem::path& dir, const GpuLoadOptions& options);
 
   const std::vector<ValueSpec>& inputs() const;
   const std::vector<ValueSpec>& outputs() const;
@@ -113,15 +126,18 @@ class GpuExportedModel {
   /// Copies host inputs into the model's own device buffers (checked as ExportedModel's).
   void set_inputs(const std::vector<TensorRef>& inputs) const;
   /// Launches a call on the model's own buffers, on `stream` (a CUstream; null: the default
-  /// stream). Asynchronous.
+  /// stream, or with a CUDA graph the model's stream). Asynchronous.
   void launch(void* stream = nullptr) const;
   /// Waits for the GPU, then copies the model's own output buffers to host tensors.
   std::vector<Tensor> get_outputs() const;
   /// Launches a call on caller device memory (CUdeviceptr values): contiguous buffers of the
-  /// inputs' and outputs' dtypes and shapes. Asynchronous.
+  /// inputs' and outputs' dtypes and shapes. Asynchronous. With a CUDA graph: device-to-device
+  /// copies in, the graph, copies out, on `stream` (null: the model's stream).
   void run_device(const std::vector<void*>& inputs, const std::vector<void*>& outputs,
                   void* stream = nullptr) const;
   void synchronize() const;
+  /// Whether calls replay a CUDA graph (GpuLoadOptions::cuda_graph).
+  bool uses_cuda_graph() const;
 
  private:
   struct Impl;

@@ -15,16 +15,23 @@ so no address is reused). Written to DIR: gpu_manifest.json, kernels/<name>.cubi
 and sample_inputs.bin / sample_outputs.bin (the Python path's outputs, which the C++ runner
 compares with).
 
-Plain products (the module's torch.mm / torch.matmul into a buffer, f32) are recorded as cuBLAS
-GEMMs (operands as buffer, offset, strides; batch dims collapsed), which the C++ runtime calls
-through cuBLAS loaded with dlopen. What a launch plan cannot express is refused with a message
-naming it: other library calls (the matmul templates' cuBLAS/cuBLASLt extern choices are left
-out of autotuning here, so a template takes a Triton config; cuDNN convolutions are refused),
-matmuls of other dtypes, outputs that are not buffers of their own, and kernels that need
+Plain products (the module's torch.mm / torch.matmul into a buffer; f32, bf16 or f16) are
+recorded as cuBLAS GEMMs (operands as buffer, offset, strides; batch dims collapsed; the dtype
+and the cuBLAS math mode torch's settings give: TF32 for f32, reduced-precision reductions for
+bf16/f16), which the C++ runtime calls through cuBLAS loaded with dlopen (cublasSgemm, or
+cublasGemmEx as torch does for bf16/f16). Convolutions (the module's
+torch.nn.functional.conv2d) are recorded with their buffers, shapes, the input's strides,
+stride, padding, dilation, groups, dtype and whether cuDNN may use TF32; their outputs, which
+torch allocates, become buffers of their own; the C++ runtime runs them through cuDNN's legacy
+API. What a launch plan cannot express is refused with a message naming it: other library calls
+(the matmul templates' cuBLAS/cuBLASLt extern choices are left out of autotuning here, so a
+template takes a Triton config; an asymmetric padding's F.pad before a conv), matmuls and
+convolutions of other dtypes, outputs that are not buffers of their own, and kernels that need
 global scratch memory.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -38,9 +45,64 @@ class Unsupported(Exception):
 
 def _refuse(what):
     def f(*a, **k):
-        raise Unsupported(f"{what}: a library call, which a GPU export cannot launch yet "
-                          "(only Triton kernels)")
+        raise Unsupported(f"{what}: a library call a GPU export cannot launch (it launches "
+                          "Triton kernels, cuBLAS products and cuDNN convolutions)")
     return f
+
+
+def _storage_span(t):
+    """(base address, bytes) of a tensor's storage (torch 1.13 has no untyped_storage)."""
+    st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    nbytes = st.nbytes() if hasattr(st, "nbytes") else st.size() * t.element_size()
+    return st.data_ptr(), nbytes
+
+
+def _pair(v, what):
+    if isinstance(v, int):
+        return [v, v]
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(i, int) for i in v):
+        return [int(v[0]), int(v[1])]
+    raise Unsupported(f"a conv2d {what} of {v!r} (two ints expected)")
+
+
+def _flag(obj, name, default):
+    """torch.backends' flag, or `default` where this torch has none (its modules raise
+    AssertionError, not AttributeError, for an unknown name)."""
+    if obj is None:
+        return default
+    try:
+        return getattr(obj, name)
+    except (AttributeError, AssertionError, KeyError):
+        return default
+
+
+def cublas_math(torch, dtype):
+    """The cuBLAS math mode torch's gemm sets for `dtype` now (aten/src/ATen/cuda/CUDABlas.cpp;
+    cublas_api.h values): f32 CUBLAS_TF32_TENSOR_OP_MATH (3) when TF32 is allowed, else
+    CUBLAS_DEFAULT_MATH (0); bf16/f16 CUBLAS_DEFAULT_MATH, with
+    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION (16) when reduced-precision reductions are
+    not allowed."""
+    mm = torch.backends.cuda.matmul
+    if dtype == torch.float32:
+        prec = _flag(mm, "fp32_precision", None)
+        conv = _flag(torch.backends.cudnn, "conv", None)
+        if prec is not None and _flag(conv, "fp32_precision", None) is not None:
+            return 3 if prec == "tf32" else 0  # the API runtime.fp32_precision sets
+        return 3 if _flag(mm, "allow_tf32", False) else 0
+    name = ("allow_bf16_reduced_precision_reduction" if dtype == torch.bfloat16
+            else "allow_fp16_reduced_precision_reduction")
+    return 0 if bool(_flag(mm, name, True)) else 16  # an older torch: always allowed
+
+
+def cudnn_tf32(torch):
+    """Whether cuDNN convolutions may use TF32 now (runtime.fp32_precision sets it per call)."""
+    prec = _flag(_flag(torch.backends.cudnn, "conv", None), "fp32_precision", None)
+    if prec is not None:
+        return prec == "tf32"
+    return bool(torch.backends.cudnn.allow_tf32)
+
+
+_LIBRARY_DTYPES = ("f32", "bf16", "f16")
 
 
 def _dtype_name(torch, dtype):
@@ -67,8 +129,8 @@ class _Recorder:
                 self._add("constant", v, name=name)
 
     def _add(self, kind, t, **extra):
-        storage = t.untyped_storage()
-        b = dict(kind=kind, base=storage.data_ptr(), bytes=storage.nbytes(), tensor=t, **extra)
+        base, nbytes = _storage_span(t)
+        b = dict(kind=kind, base=base, bytes=nbytes, tensor=t, **extra)
         self.buffers.append(b)
         return b
 
@@ -86,8 +148,9 @@ class _Recorder:
     def operand(self, t):
         """A matmul operand (or output) as buffer, byte offset and, for its last two dims, the
         element strides; its batch dims collapsed into one count and stride."""
-        if t.dtype != self.torch.float32:
-            raise Unsupported(f"a {t.dtype} matmul through cuBLAS (f32 only in a GPU export)")
+        if _dtype_name(self.torch, t.dtype) not in _LIBRARY_DTYPES:
+            raise Unsupported(f"a {t.dtype} matmul through cuBLAS (f32, bf16 or f16 in a GPU "
+                              "export)")
         b, off = self.locate(t.data_ptr())
         sizes, strides = list(t.shape), list(t.stride())
         batch, bstride = 1, 0
@@ -103,8 +166,48 @@ class _Recorder:
                 "batch_stride": bstride}
 
     def gemm(self, a, b, out):
+        if not (a.dtype == b.dtype == out.dtype):
+            raise Unsupported(f"a matmul of {a.dtype} and {b.dtype} into {out.dtype} (one dtype "
+                              "for cuBLAS)")
         self.launches.append({"gemm": {"a": self.operand(a), "b": self.operand(b),
-                                       "out": self.operand(out)}})
+                                       "out": self.operand(out),
+                                       "dtype": _dtype_name(self.torch, out.dtype),
+                                       "math": cublas_math(self.torch, out.dtype)}})
+
+    def _ref(self, t):
+        b, off = self.locate(t.data_ptr())
+        return {"buffer": b, "offset": off}
+
+    def conv(self, x, w, bias, stride, padding, dilation, groups, out):
+        """A conv2d the module called, `out` (torch's new tensor) registered as a buffer first."""
+        torch = self.torch
+        dt = _dtype_name(torch, x.dtype)
+        if dt not in _LIBRARY_DTYPES:
+            raise Unsupported(f"a {x.dtype} conv2d through cuDNN (f32, bf16 or f16 in a GPU "
+                              "export)")
+        for t, what in ((w, "weight"), (bias, "bias"), (out, "output")):
+            if t is not None and t.dtype != x.dtype:
+                raise Unsupported(f"a conv2d of a {x.dtype} input with a {t.dtype} {what}")
+        if x.dim() != 4 or w.dim() != 4:
+            raise Unsupported(f"a conv2d of a {x.dim()}-D input (4-D NCHW only)")
+        if not w.is_contiguous():
+            raise Unsupported("a conv2d whose weight is not contiguous")
+        if bias is not None and (bias.dim() != 1 or not bias.is_contiguous()):
+            raise Unsupported("a conv2d whose bias is not a contiguous vector")
+        if not out.is_contiguous():
+            raise Unsupported("a conv2d whose output is not contiguous NCHW (channels-last input)")
+        if isinstance(padding, str):
+            raise Unsupported(f"a conv2d with padding '{padding}'")
+        self.alloc(out)
+        entry = {"x": self._ref(x), "w": self._ref(w), "out": self._ref(out),
+                 "x_shape": list(x.shape), "x_strides": list(x.stride()),
+                 "w_shape": list(w.shape), "out_shape": list(out.shape),
+                 "stride": _pair(stride, "stride"), "padding": _pair(padding, "padding"),
+                 "dilation": _pair(dilation, "dilation"), "groups": int(groups), "dtype": dt,
+                 "tf32": cudnn_tf32(torch)}
+        if bias is not None:
+            entry["bias"] = self._ref(bias)
+        self.launches.append({"conv": entry})
 
     def launch(self, tuner, args, config, grid, kernel, consts):
         key = id(kernel)
@@ -140,6 +243,37 @@ class _Recorder:
         self.launches.append({"kernel": self.kernels[key], "grid": list(grid), "args": out})
 
 
+@contextlib.contextmanager
+def recording_library_calls(torch, rec):
+    """While active, the module's library calls are made and recorded in `rec`: plain products
+    (torch.mm / torch.matmul(a, b, out=) on buffer views: cuBLAS, which the C++ runtime calls
+    itself) and convolutions (torch.nn.functional.conv2d: cuDNN, likewise)."""
+    real_mm, real_matmul = torch.mm, torch.matmul
+    real_conv = torch.nn.functional.conv2d
+
+    def recording(real):
+        def call(a, b, *, out=None):
+            if out is None:
+                raise Unsupported("a matmul without an output buffer")
+            rec.gemm(a, b, out)
+            return real(a, b, out=out)
+        return call
+
+    def recording_conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        y = real_conv(x, w, bias, stride=stride, padding=padding, dilation=dilation,
+                      groups=groups)
+        rec.conv(x, w, bias, stride, padding, dilation, groups, y)
+        return y
+
+    torch.mm, torch.matmul = recording(real_mm), recording(real_matmul)
+    torch.nn.functional.conv2d = recording_conv
+    try:
+        yield
+    finally:
+        torch.mm, torch.matmul = real_mm, real_matmul
+        torch.nn.functional.conv2d = real_conv
+
+
 def export(module_path, out_dir):
     import torch
     from . import configs as cfgs
@@ -157,13 +291,15 @@ def export(module_path, out_dir):
             t._launchers.clear()
     refused = {}
     for owner, name in [(torch, "bmm"), (torch, "addmm"), (torch, "baddbmm"),
-                        (torch, "_addmm_activation"), (torch.nn.functional, "conv2d"),
-                        (torch.nn.functional, "pad")]:
+                        (torch, "_addmm_activation"), (torch.nn.functional, "pad")]:
         refused[(owner, name)] = getattr(owner, name)
     inputs = mod.get_args()
     try:
         for (owner, name) in refused:
-            setattr(owner, name, _refuse(f"{owner.__name__}.{name}"))
+            what = f"{owner.__name__}.{name}"
+            if name == "pad":
+                what += " (a conv2d's asymmetric padding, which cuDNN has not)"
+            setattr(owner, name, _refuse(what))
         mod.call(list(inputs))  # autotunes and compiles
         torch.cuda.synchronize()
         rec = _Recorder(torch, mod, inputs)
@@ -186,26 +322,13 @@ def export(module_path, out_dir):
             rec.launch(self, args, config, grid, kernel, self._constexpr_values(config, numels))
             real_run(self, *args, stream=stream)
 
-        # Plain products: torch.mm / torch.matmul(a, b, out=) on buffer views, i.e. cuBLAS,
-        # which the C++ runtime calls itself (its cublas*gemm*).
-        real_mm, real_matmul = torch.mm, torch.matmul
-
-        def recording(real):
-            def call(a, b, *, out=None):
-                if out is None:
-                    raise Unsupported("a matmul without an output buffer")
-                rec.gemm(a, b, out)
-                return real(a, b, out=out)
-            return call
-
         heuristics.CoilAutotuner.run = recording_run
-        torch.mm, torch.matmul = recording(real_mm), recording(real_matmul)
         try:
-            outs = list(mod.call(list(inputs)))
+            with recording_library_calls(torch, rec):
+                outs = list(mod.call(list(inputs)))
         finally:
             heuristics.CoilAutotuner.run = real_run
             runtime._alloc = real_alloc
-            torch.mm, torch.matmul = real_mm, real_matmul
         torch.cuda.synchronize()
     finally:
         for (owner, name), fn in refused.items():

@@ -41,6 +41,7 @@ enum class EnvScope { coil, python, scripts };
   X(debug_dir, "COIL_DEBUG_DIR", coil, "write every compile's stages and kernel repros here")      \
   X(python, "COIL_PYTHON", coil, "the Python that --device cuda runs modules with")                \
   X(cublas, "COIL_CUBLAS", coil, "the libcublas.so a GPU export's matmuls load (a path)")          \
+  X(cudnn, "COIL_CUDNN", coil, "the libcudnn.so a GPU export's convolutions load (a path)")        \
   X(pythonpath, "COIL_PYTHONPATH", coil, "coil's python/ directory for --device cuda runs")        \
   X(triton_autotune, "COIL_TRITON_AUTOTUNE", python, "overrides the autotune mode: 1, max or 0")   \
   X(precompile, "COIL_PRECOMPILE", python, "0: compile Triton kernels at their first call")        \

@@ -287,6 +287,16 @@ TEST(GpuExport, ErrorsWhereThereIsNoGpuOrNoExport) {
             "outputs": [{"name": "y", "dtype": "f32", "shape": [4]}],
             "buffers": [], "kernels": [], "launches": [], "weights_bytes": 0})");
   err = error_of([&] { GpuExportedModel::load(dir); });
+  // The manifest is checked before the driver is loaded: its input has no buffer.
+  EXPECT_NE(err.find("input 0 has no buffer"), std::string::npos) << err;
+  write(dir / "gpu_manifest.json",
+        R"({"format": "coil-gpu-export-v1", "device": "NVIDIA H200", "capability": [9, 0],
+            "inputs": [{"name": "x", "dtype": "f32", "shape": [4]}],
+            "outputs": [{"name": "y", "dtype": "f32", "shape": [4]}],
+            "buffers": [{"kind": "input", "index": 0, "bytes": 16},
+                        {"kind": "output", "index": 0, "bytes": 16}],
+            "kernels": [], "launches": [], "weights_bytes": 0})");
+  err = error_of([&] { GpuExportedModel::load(dir); });
   // No NVIDIA driver (CI), or a driver without that GPU: either way a message, not a crash.
   EXPECT_TRUE(err.find("libcuda.so.1") != std::string::npos ||
               err.find("CUDA error") != std::string::npos ||
