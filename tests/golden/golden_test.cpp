@@ -17,6 +17,7 @@
 
 #include "driver/pipeline.h"
 #include "graph/text_format.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 namespace {
@@ -73,6 +74,29 @@ TEST(Golden, GeneratedCppMatchesCheckedInFiles) {
     SCOPED_TRACE(path.filename().string());
     Graph g = load_graph_file(path);
     std::string source = generate_program(g, golden_options()).module.source;
+    check_golden(source, fs::path(path).replace_extension(".cpp"));
+  }
+}
+
+// Size-generic modules (tests/golden/dynamic/*.coil): every size symbol stays symbolic, hinted
+// at 100; the kernels take the sizes as arguments (ks0, ks1, ... in the order of the symbols'
+// names) and the wrapper is coil_graph_run_sized.
+TEST(Golden, SizeGenericCppMatchesCheckedInFiles) {
+  auto files = corpus("tests/golden/dynamic");
+  ASSERT_GE(files.size(), 1u);
+  for (const auto& path : files) {
+    SCOPED_TRACE(path.filename().string());
+    Graph g = load_graph_file(path);
+    SizeGeneric size_generic;
+    std::map<sym::Expr, int64_t> hints;
+    for (const sym::Expr& s : g.size_symbols()) {
+      hints[sym::make_symbol(fmt::format("ks{}", size_generic.symbols.size()))] = 100;
+      size_generic.symbols.push_back(sym::to_string(s));
+    }
+    sym::SizeHintScope scope(hints);
+    std::string source =
+        generate_program(g, golden_options(), nullptr, &size_generic).module.source;
+    EXPECT_NE(source.find("coil_graph_run_sized"), std::string::npos);
     check_golden(source, fs::path(path).replace_extension(".cpp"));
   }
 }

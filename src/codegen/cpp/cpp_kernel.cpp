@@ -21,7 +21,10 @@ std::string size_symbol_name(int i) {
 
 std::string extent_text(const sym::Expr& e, int64_t value) {
   if (e.is_const() || sym::hint(e) != value) return std::to_string(value);
-  return cpp_index(e, sym::Analyzer());
+  // Parenthesized unless a lone symbol, so that printers may use it as an operand anywhere
+  // (`flat_row / (ks0*ks1)`).
+  return e.kind() == sym::ExprKind::Symbol ? e.symbol_name()
+                                           : "(" + cpp_index(e, sym::Analyzer()) + ")";
 }
 
 std::vector<std::string> extent_texts(const std::vector<sym::Expr>& e,
