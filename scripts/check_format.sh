@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CF=$(command -v clang-format-14 || command -v clang-format)
 files=$(git ls-files -co --exclude-standard -- 'include/*.h' 'src/*.h' 'src/*.cpp' 'tools/*.cpp' \
-        'tests/*.h' 'tests/*.cpp' 'tests/*.c' 'bench/*.cpp' 'bench/*.h' | grep -v '^tests/golden/data/' || true)
+        'tests/*.h' 'tests/*.cpp' 'tests/*.c' 'bench/*.cpp' 'bench/*.h' | grep -v -e '^tests/golden/data/' -e '^tests/golden/dynamic/' || true)
 bad=0
 for f in $files; do
   [ -f "$f" ] || continue

@@ -139,6 +139,19 @@ TEST(DynamicShapes, BatchedMatmulOverASymbolicBatch) {
       "input x: f32[n, 5, 12]\ninput y: f32[n, 12, 9]\nz = matmul(x, y)\noutput z\n");
   CompiledModel m = compile(g);
   for (int64_t n : {1, 2, 7, 33}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}, 4));
+  EXPECT_LE(m.size_stats().modules, 2);
+}
+
+TEST(DynamicShapes, AttentionOverSymbolicLengths) {
+  Graph g = graph_from_text(
+      "input q: f32[b, 2, t, 16]\ninput k: f32[b, 2, t, 16]\ninput v: f32[b, 2, t, 16]\n"
+      "y = attention(q, k, v) {causal=true}\noutput y\n");
+  CompiledModel m = compile(g);
+  for (auto [b, t] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 7}, {3, 64}, {2, 100}})
+    ASSERT_TRUE(matches_at(m, g, {{"b", b}, {"t", t}}, 4));
+  // The kernel's parameters print as the sizes' expressions: the sizes above 1 share a module.
+  EXPECT_LE(m.size_stats().modules, 2);
+  EXPECT_EQ(m.size_stats().specialized, 0);
 }
 
 TEST(DynamicShapes, ConvolutionWithASymbolicBatch) {

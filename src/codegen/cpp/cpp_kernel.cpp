@@ -113,10 +113,10 @@ class KernelPrinter final : public NestPrinter {
     const ComputedBuffer& head = *plan_.lead;
     if (head.matmul) {
       const MatmulSpec& ms = *head.matmul;
-      w_.linef("// {}: {} matmul{} [{}, {}] x [{}, {}]{}", out.name,
+      w_.linef("// {}: {} matmul{}{}", out.name,
                head.kind == LoopKind::Template ? "template" : matmul_impl_name(ms.impl),
-               ms.batch.empty() ? "" : fmt::format(" batch [{}]", fmt::join(ms.batch, ", ")), ms.m,
-               ms.k, ms.k, ms.n, nests().size() > 1 ? ", epilogue fused on each tile" : "");
+               matmul_shape_text(p_, head),
+               nests().size() > 1 ? ", epilogue fused on each tile" : "");
     } else if (head.conv && runs_on_coil_depthwise(*head.conv)) {
       w_.linef("// {}: depthwise convolution (coil_depthwise.h)", out.name);
     } else if (head.conv) {
@@ -231,6 +231,7 @@ class KernelPrinter final : public NestPrinter {
   // ---- NestPrinter ------------------------------------------------------------------------
 
   CodeWriter& writer() override { return w_; }
+  const IrProgram& program() const override { return p_; }
   const CppKernelPlan& plan() const override { return plan_; }
   DType storage_dtype(int b) const { return plan_.storage_dtype(p_, b); }
   std::string pointer(int b) const { return plan_.pointer(b); }

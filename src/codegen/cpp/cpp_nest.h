@@ -53,6 +53,8 @@ class NestPrinter {
  public:
   virtual ~NestPrinter() = default;
   virtual CodeWriter& writer() = 0;
+  /// The program the kernel belongs to (buffers and their layouts).
+  virtual const IrProgram& program() const = 0;
   /// The kernel's plan (cpp_plan.h): lanes, pointers, dropped stores, nest plans.
   virtual const CppKernelPlan& plan() const = 0;
   /// The C++ lvalue of buffer `b` at `index` (a local row element or `ptr[index]`).

@@ -68,7 +68,8 @@ class KernelPlanner {
       np0.kind = CppNestKind::Tile2D;
       np0.tile = *tile;
       np0.vec = plan_vec(n0, *choose_vec_loop(n0, 0, plan_.lanes), plan_.lanes);
-      np0.parallel = decide_parallel_depth(n0.ranges, product(n0.ranges), kParallelThreadsHint) > 0;
+      const std::vector<int64_t> extents = parallel_extents(n0.range_text, n0.ranges);
+      np0.parallel = decide_parallel_depth(extents, product(extents), kParallelThreadsHint) > 0;
     } else {
       plan_fused();
     }
@@ -204,12 +205,29 @@ class KernelPlanner {
 
   // ---- the loops of a loop kernel ----------------------------------------------------------
 
+  /// A loop's extent as the parallel rule reads it. A symbolic extent (a size-generic
+  /// module's) counts as at least kSymbolicParallelExtent, so that the rule decides alike for
+  /// every size and the pragma, part of the module's text, does not split the sizes into
+  /// variants; a small size then runs a parallel loop of few iterations.
+  static int64_t parallel_extent(const std::string& text, int64_t value) {
+    constexpr int64_t kSymbolicParallelExtent = 4096;
+    return text == std::to_string(value) ? value : std::max(value, kSymbolicParallelExtent);
+  }
+  static std::vector<int64_t> parallel_extents(const std::vector<std::string>& text,
+                                               const std::vector<int64_t>& values) {
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < values.size(); ++i) out.push_back(parallel_extent(text[i], values[i]));
+    return out;
+  }
+
   void plan_fused() {
-    std::vector<int64_t> outer(plan_.nests[0].ranges.begin(),
-                               plan_.nests[0].ranges.begin() + g_.outer_depth);
+    const Nest& n0 = plan_.nests[0];
+    const std::vector<int64_t> all_outer = parallel_extents(n0.range_text, n0.ranges);
+    std::vector<int64_t> outer(all_outer.begin(), all_outer.begin() + g_.outer_depth);
     int64_t work = 0;
     for (const Nest& n : plan_.nests)
-      work += product(n.ranges) * std::max<int64_t>(product(n.red_ranges), 1);
+      work += product(parallel_extents(n.range_text, n.ranges)) *
+              std::max<int64_t>(product(parallel_extents(n.red_range_text, n.red_ranges)), 1);
     int par = std::min(decide_parallel_depth(outer, work, kParallelThreadsHint), g_.outer_depth);
     // A lone nest vectorized along its last outer loop opens that loop itself (stepping by the
     // vector width); when it is the only loop the rule parallelizes, it carries the pragma.

@@ -24,16 +24,66 @@ std::string elem_type(DType t) {
   return t == DType::BF16 ? "coil::bfloat16" : "float";
 }
 
+/// The numbers of a template's or library call's spec as the kernel prints them. In a
+/// size-generic module a number that a size expression of the buffers the call touches has at
+/// these sizes prints as that expression (the strides of a view over a symbolic batch, the
+/// count of batches, a length), else as itself; a constant candidate of the same value wins.
+/// Whichever expression is picked, the text is right at these sizes, and a module is reused
+/// only at sizes that print the same text (sym/size_hints.h): a coincidence costs reuse,
+/// never a wrong value.
+class SizeNames {
+ public:
+  SizeNames() = default;
+  SizeNames(const IrProgram& p, std::initializer_list<int> buffers,
+            const std::vector<sym::Expr>& extra = {}) {
+    auto add = [&](const sym::Expr& e) {
+      if (!e.defined()) return;
+      symbolic_ = symbolic_ || !e.is_const();
+      exprs_.push_back(e);
+    };
+    for (const sym::Expr& e : extra) add(e);
+    for (int b : buffers) {
+      if (b < 0) continue;
+      const Layout& l = p.buffer(b).layout;
+      sym::Expr inner = 1, outer = 1;
+      for (size_t d = l.sizes.size(); d-- > 0;) {
+        add(l.sizes[d]);
+        add(l.strides[d]);
+        inner = inner * l.sizes[d];
+        add(inner);
+      }
+      for (const sym::Expr& d : l.sizes) add(outer = outer * d);
+    }
+  }
+  std::string operator()(int64_t v) const {
+    if (!symbolic_) return std::to_string(v);
+    for (const sym::Expr& e : exprs_)
+      if (e.is_const() && e.const_value() == v) return std::to_string(v);
+    for (const sym::Expr& e : exprs_)
+      if (!e.is_const() && sym::hint(e) == v) return extent_text(e, v);
+    for (size_t i = 0; i < exprs_.size(); ++i)
+      for (size_t j = i; j < exprs_.size(); ++j) {
+        const sym::Expr e = exprs_[i] * exprs_[j];
+        if (!e.is_const() && sym::hint(e) == v) return extent_text(e, v);
+      }
+    return std::to_string(v);
+  }
+
+ private:
+  std::vector<sym::Expr> exprs_;
+  bool symbolic_ = false;
+};
+
 /// `base + offset + sum(batch index_d * stride_d)` for flat batch index `b`, as C++.
 std::string batch_offset(const std::string& base, const StridedOperand& op,
-                         const std::vector<int64_t>& batch) {
-  std::string e = op.offset == 0 ? base : fmt::format("{} + {}", base, op.offset);
+                         const std::vector<int64_t>& batch, const SizeNames& names = {}) {
+  std::string e = op.offset == 0 ? base : fmt::format("{} + {}", base, names(op.offset));
   int64_t inner = 1;
   for (size_t d = batch.size(); d-- > 0;) {
     if (op.batch_strides[d] != 0 && batch[d] > 1) {
-      std::string idx = inner == 1 ? "b" : fmt::format("b / {}", inner);
-      if (d > 0) idx = fmt::format("({}) % {}", idx, batch[d]);
-      e += fmt::format(" + ({}) * {}", idx, op.batch_strides[d]);
+      std::string idx = inner == 1 ? "b" : fmt::format("b / {}", names(inner));
+      if (d > 0) idx = fmt::format("({}) % {}", idx, names(batch[d]));
+      e += fmt::format(" + ({}) * {}", idx, names(op.batch_strides[d]));
     }
     inner *= batch[d];
   }
@@ -165,7 +215,7 @@ struct BPacking {
   bool once = true;  // B is the same for every batch: packed once
 };
 
-BPacking b_packing(const MatmulSpec& s) {
+BPacking b_packing(const MatmulSpec& s, const SizeNames& names = {}) {
   const bool bf16 = s.dtype == DType::BF16;
   const int64_t batches = std::max<int64_t>(product(s.batch), 1);
   // Packing splits B's panels over the threads when B is large (serial below 64K elements).
@@ -176,15 +226,17 @@ BPacking b_packing(const MatmulSpec& s) {
   const int64_t b_batches = b.once ? 1 : batches;
   b.elements_per_batch =
       fmt::format("coil::gemm::packed_b_elements{}({}, {}, blk)", bf16 ? "_bf16" : "", s.k, s.n);
-  b.elements = b.elements_per_batch + (b_batches == 1 ? "" : fmt::format(" * {}", b_batches));
+  b.elements =
+      b.elements_per_batch + (b_batches == 1 ? "" : fmt::format(" * {}", names(b_batches)));
   b.statement =
       b_batches == 1
           ? fmt::format("{}({}, {}, {}, {}, {}, blk, {});", pack_fn, batch_offset("{src}", s.b, {}),
                         s.b.row_stride, s.b.col_stride, s.k, s.n, "{dst}")
           : fmt::format(
                 "for (int64_t b = 0; b < {}; b++) {}({}, {}, {}, {}, {}, blk, {} + b * {});",
-                b_batches, pack_fn, batch_offset("{src}", s.b, s.batch), s.b.row_stride,
-                s.b.col_stride, s.k, s.n, "{dst}", b.elements_per_batch);
+                names(b_batches), pack_fn, batch_offset("{src}", s.b, s.batch, names),
+                names(s.b.row_stride), names(s.b.col_stride), s.k, s.n, "{dst}",
+                b.elements_per_batch);
   return b;
 }
 
@@ -224,7 +276,8 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   const std::string et = elem_type(s.dtype);
   const bool bf16 = s.dtype == DType::BF16;
   const int64_t batches = std::max<int64_t>(product(s.batch), 1);
-  const BPacking bp = b_packing(s);
+  const SizeNames names(p.program(), {s.a.buffer, s.b.buffer, t.buffer}, t.ranges);
+  const BPacking bp = b_packing(s, names);
   w.line(blocking_line(s, m_text(t)));
   const PackedOperand* packed = nullptr;
   for (const PackedOperand& po : plan.packed)
@@ -241,9 +294,10 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   }
   w.linef("coil::gemm::{}(", bf16 ? "matmul_bf16" : "matmul");
   w.indent();
-  w.linef("{}, {}, {}, {},", batches, m_text(t), s.n, s.k);
+  w.linef("{}, {}, {}, {},", names(batches), m_text(t), s.n, s.k);
   w.linef("[&](int64_t{}) {{ return {}; }}, {}, {},", reads_batch(s.a, s.batch) ? " b" : "",
-          batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch), s.a.row_stride, s.a.col_stride);
+          batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch, names), names(s.a.row_stride),
+          names(s.a.col_stride));
   if (bp.once) {
     w.linef("[&](int64_t) {{ return packed_b; }}, blk,");
   } else {
@@ -253,20 +307,32 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   w.dedent();
 }
 
+std::string matmul_shape_text(const IrProgram& p, const ComputedBuffer& t) {
+  const MatmulSpec& s = *t.matmul;
+  const SizeNames names(p, {s.a.buffer, s.b.buffer, t.buffer}, t.ranges);
+  std::vector<std::string> batch;
+  for (int64_t b : s.batch) batch.push_back(names(b));
+  return fmt::format("{} [{}, {}] x [{}, {}]",
+                     batch.empty() ? "" : fmt::format(" batch [{}]", fmt::join(batch, ", ")),
+                     m_text(t), s.k, s.k, s.n);
+}
+
 void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t) {
   CodeWriter& w = p.writer();
   const MatmulSpec& s = *t.matmul;
   const int64_t batches = std::max<int64_t>(product(s.batch), 1);
   auto la = s.a.blas_layout(s.m, s.k), lb = s.b.blas_layout(s.k, s.n);
   COIL_ASSERT(la && lb, "a library matmul needs operands with a unit stride");
+  const SizeNames names(p.program(), {s.a.buffer, s.b.buffer, t.buffer}, t.ranges);
   const char* fn =
       s.impl == MatmulImpl::Dnnl ? "coil::ext::sgemm_dnnl" : "coil::ext::sgemm_openblas";
-  w.linef("for (int64_t b = 0; b < {}; b++)", batches);
+  w.linef("for (int64_t b = 0; b < {}; b++)", names(batches));
   w.open();
-  w.linef("{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {} + b * {}, {});", fn, s.m, s.n, s.k,
-          batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch), la->ld, la->transposed,
-          batch_offset(p.plan().pointer(s.b.buffer), s.b, s.batch), lb->ld, lb->transposed,
-          p.plan().pointer(t.buffer), s.m * s.n, s.n);
+  w.linef("{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {} + b * {}, {});", fn, m_text(t), names(s.n),
+          names(s.k), batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch, names),
+          names(la->ld), la->transposed,
+          batch_offset(p.plan().pointer(s.b.buffer), s.b, s.batch, names), names(lb->ld),
+          lb->transposed, p.plan().pointer(t.buffer), names(s.m * s.n), names(s.n));
   w.close();
 }
 
@@ -279,20 +345,21 @@ void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t) {
     mask_kind = a.bool_mask ? "boolean" : "additive";
     mask = p.plan().pointer(a.mask);
   }
-  auto strides = [](const std::array<int64_t, 3>& s) {
-    return fmt::format("{{{}, {}, {}}}", s[0], s[1], s[2]);
+  const SizeNames n(p.program(), {a.q, a.k, a.v, a.mask, t.buffer});
+  auto strides = [&](const std::array<int64_t, 3>& s) {
+    return fmt::format("{{{}, {}, {}}}", n(s[0]), n(s[1]), n(s[2]));
   };
   w.linef(
       "const coil::attention::Params params{{{}, {}, {}, {}, {}, {}, {}, {}, {}, "
       "coil::attention::MaskKind::{}, {{{}, {}, {}, {}}}, {}, {}, {}}};",
-      a.batch, a.heads, a.kv_heads, a.q_len, a.kv_len, a.head_dim, a.value_dim,
+      n(a.batch), n(a.heads), n(a.kv_heads), n(a.q_len), n(a.kv_len), n(a.head_dim), n(a.value_dim),
       cpp_literal(a.scale, 0, DType::F32), a.causal ? "true" : "false", mask_kind,
-      a.mask_strides[0], a.mask_strides[1], a.mask_strides[2], a.mask_strides[3],
+      n(a.mask_strides[0]), n(a.mask_strides[1]), n(a.mask_strides[2]), n(a.mask_strides[3]),
       strides(a.q_strides), strides(a.k_strides), strides(a.v_strides));
   // Views are read in place from their element 0.
   auto at = [&](int buffer, int64_t offset) {
     return offset == 0 ? p.plan().pointer(buffer)
-                       : fmt::format("{} + {}", p.plan().pointer(buffer), offset);
+                       : fmt::format("{} + {}", p.plan().pointer(buffer), n(offset));
   };
   w.linef("coil::attention::forward(params, {}, {}, {}, {}, {});", at(a.q, a.q_offset),
           at(a.k, a.k_offset), at(a.v, a.v_offset), mask, p.plan().pointer(t.buffer));
@@ -311,9 +378,10 @@ void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
     w.linef(
         "const coil::depthwise::Params params{{{}, {}, {}, {}, {}, {}, {{{}, {}}}, {{{}, {}}}, "
         "{{{}, {}}}, {}, {}, coil::depthwise::Activation::{}, {}, {}}};",
-        c.n, c.c, c.h, c.wd, c.kh, c.kw, c.stride[0], c.stride[1], c.padding[0], c.padding[1],
-        c.dilation[0], c.dilation[1], oh, ow, activation_name(c.activation),
-        cpp_literal(c.clamp_min, 0, DType::F32), cpp_literal(c.clamp_max, 0, DType::F32));
+        SizeNames(p.program(), {c.x, t.buffer})(c.n), c.c, c.h, c.wd, c.kh, c.kw, c.stride[0],
+        c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1], oh, ow,
+        activation_name(c.activation), cpp_literal(c.clamp_min, 0, DType::F32),
+        cpp_literal(c.clamp_max, 0, DType::F32));
     w.linef("coil::depthwise::forward(params, {}, {}, {}, {});", p.plan().pointer(c.x),
             p.plan().pointer(c.w), c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr",
             p.plan().pointer(t.buffer));

@@ -29,6 +29,10 @@ Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_nar
 /// plan.packed), coil::gemm::matmul, and the epilogue lambda running plan.epilogue on each
 /// output tile as plan.epilogue_plan says.
 void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan);
+
+/// The shape part of a matmul kernel's heading comment: " batch [b..] [m, k] x [k, n]", with
+/// a size-generic module's symbolic sizes printed as the code prints them.
+std::string matmul_shape_text(const IrProgram& p, const ComputedBuffer& t);
 /// A matmul given to a library by autotuning: one sgemm call per batch.
 void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t);
 /// conv2d through oneDNN.
