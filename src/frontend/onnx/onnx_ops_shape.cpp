@@ -13,6 +13,12 @@ namespace coil::onnxfe {
 int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
   Shape target = target_in;
   const Shape& in = n.type(x).shape;
+  // A value merged from dims that are apart in its SplitView: reshape from those, which keeps
+  // them apart for a later split (onnx_ops_split_view.cpp).
+  if (n.split_view(x)) {
+    int y = reshape_split_view(n, x, target);
+    if (y >= 0) return y;
+  }
   // A -1 next to symbolic sizes: infer it here when it comes out constant ([s0, -1] of
   // [s0, 3, 4] is [s0, 12]), so that the one symbolic size can be coil's -1.
   auto minus_one = std::find(target.begin(), target.end(), sym::Expr(-1));
@@ -55,8 +61,14 @@ int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
       sizes.push_back(-1);  // coil infers it from the element count
     }
   }
-  if (symbolic > 1 || (symbolic == 1 && has_minus_one))
-    unsupported("reshape to the symbolic shape {}", shape_str(target_in));
+  if (symbolic > 1 || (symbolic == 1 && has_minus_one)) {
+    int y = reshape_split_view(n, x, target);
+    if (y >= 0) return y;
+    unsupported(
+        "reshape of {} to the symbolic shape {}: no grouping of the dims into equal products "
+        "that splits only constant dims",
+        shape_str(in), shape_str(target_in));
+  }
   return n.add("reshape", {x}, Attrs{{"shape", sizes}});
 }
 
