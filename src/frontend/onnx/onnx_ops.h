@@ -107,11 +107,11 @@ bool accepts_symbolic(std::string_view op, int input);
 /// of an input that has a SplitView; false when `n` has none or the op cannot keep it (then the
 /// ordinary mapping reads the merged value).
 bool map_split_view(OnnxNode& n);
-/// x reshaped to `target` (no 0 entries; at most one -1) as splits of constant dims and merges
-/// of dims, from x's SplitView where it has one; the result keeps its unmerged form as a
-/// SplitView. -1 when no such rewrite exists (a symbolic dim would split, or dims mix across
-/// groups of equal products).
-int reshape_split_view(OnnxNode& n, int x, const Shape& target);
+/// x reshaped to `target` (no 0 entries; at most one -1) as splits of constant dims (unless
+/// `split_constants` is false) and merges of dims, from x's SplitView where it has one; the
+/// result keeps its unmerged form as a SplitView. -1 when no such rewrite exists (a symbolic
+/// dim would split, or dims mix across groups of equal products).
+int reshape_split_view(OnnxNode& n, int x, const Shape& target, bool split_constants);
 
 // onnx_ops_attention.cpp
 void map_attention(OnnxNode& n);  // Attention (opset 23): coil's attention op, KV cache concat

@@ -14,9 +14,11 @@ int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
   Shape target = target_in;
   const Shape& in = n.type(x).shape;
   // A value merged from dims that are apart in its SplitView: reshape from those, which keeps
-  // them apart for a later split (onnx_ops_split_view.cpp).
-  if (n.split_view(x)) {
-    int y = reshape_split_view(n, x, target);
+  // them apart for a later split (onnx_ops_split_view.cpp). So does a merge of several symbolic
+  // dims, which one `reshape` would make but could not split again.
+  auto symbolic_dims = std::count_if(in.begin(), in.end(), [](const auto& d) { return !d.is_const(); });
+  if (n.split_view(x) || symbolic_dims > 1) {
+    int y = reshape_split_view(n, x, target, /*split_constants=*/n.split_view(x) != nullptr);
     if (y >= 0) return y;
   }
   // A -1 next to symbolic sizes: infer it here when it comes out constant ([s0, -1] of
@@ -62,7 +64,7 @@ int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
     }
   }
   if (symbolic > 1 || (symbolic == 1 && has_minus_one)) {
-    int y = reshape_split_view(n, x, target);
+    int y = reshape_split_view(n, x, target, /*split_constants=*/true);
     if (y >= 0) return y;
     unsupported(
         "reshape of {} to the symbolic shape {}: no grouping of the dims into equal products "

@@ -289,7 +289,7 @@ bool map_binary_view(OnnxNode& n) {
 
 }  // namespace
 
-int reshape_split_view(OnnxNode& n, int x, const Shape& target_in) {
+int reshape_split_view(OnnxNode& n, int x, const Shape& target_in, bool split_constants) {
   SplitView v = view_of(n, x);
   Shape in = n.type(v.base).shape;
   Shape target = target_in;
@@ -327,12 +327,13 @@ int reshape_split_view(OnnxNode& n, int x, const Shape& target_in) {
     if (d != sym::Expr(1)) t1.push_back(d);
   std::optional<Refinement> r = refine(in1, t1);
   if (!r) return -1;
+  bool any_split = std::any_of(r->splits.begin(), r->splits.end(),
+                               [](const auto& s) { return s.size() > 1; });
+  if (any_split && !split_constants) return -1;
   int y = v.base;
   if (!ones.empty()) y = n.add("squeeze", {y}, Attrs{{"dims", ones}});
   // Split the constant dims, from the last (earlier dims keep their indices). With at most one
   // symbolic dim, one reshape does it as a view.
-  bool any_split = std::any_of(r->splits.begin(), r->splits.end(),
-                               [](const auto& s) { return s.size() > 1; });
   if (any_split && count_symbolic(in1) <= 1) {
     std::vector<int64_t> sizes;
     for (size_t i = 0; i < in1.size(); ++i) {

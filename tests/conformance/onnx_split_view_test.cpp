@@ -1,0 +1,202 @@
+// Reshapes whose target has several symbolic sizes (onnx_ops_split_view.cpp). Each model is
+// built twice, with the symbolic dims `S` and `B` and with the same sizes static; the static
+// import (one plain `reshape` per Reshape) run by the interpreter is the reference for the
+// symbolic one, run by the interpreter and by one size-generic compiled model at several sizes.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "conformance/onnx_model_builder.h"
+#include "frontend/onnx/onnx_import.h"
+#include "graph/interpreter.h"
+#include "runtime/compare.h"
+#include "support/check_graph.h"
+#include "support/error_of.h"
+
+namespace coil {
+namespace {
+
+using namespace onnx_test;
+using coil::testing::error_of;
+
+// Dims: a name is symbolic (or, when `sizes` has it, that static size); a number is static.
+struct Dim {
+  std::string name;
+  int64_t value = 0;
+};
+
+class Model {
+ public:
+  Model(std::vector<Dim> x, const std::map<std::string, int64_t>* sizes) : sizes_(sizes) {
+    m_ = empty_model(17);
+    auto* t = m_.mutable_graph()->add_input();
+    t->set_name("x");
+    auto* tt = t->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(TP::FLOAT);
+    for (const Dim& d : x) {
+      auto* s = tt->mutable_shape()->add_dim();
+      if (d.name.empty())
+        s->set_dim_value(d.value);
+      else if (sizes_)
+        s->set_dim_value(sizes_->at(d.name));
+      else
+        s->set_dim_param(d.name);
+    }
+  }
+  // A 1-D int64 value of one element: dim `i` of value `v` (a Shape -> Gather subgraph, which
+  // the importer computes on the size expression), times `k`.
+  std::string dim(const std::string& v, int64_t i, int64_t k = 1) {
+    std::string s = fresh(), g = fresh(), idx = fresh(), out = fresh();
+    add_node(m_, "Shape", {v}, {s});
+    add_i64_initializer(m_, idx, {i});
+    add_int_attr(add_node(m_, "Gather", {s, idx}, {g}), "axis", 0);
+    if (k == 1) return g;
+    std::string kk = fresh();
+    add_i64_initializer(m_, kk, {k});
+    add_node(m_, "Mul", {g, kk}, {out});
+    return out;
+  }
+  std::string ints(std::vector<int64_t> v) {
+    std::string c = fresh();
+    add_i64_initializer(m_, c, v);
+    return c;
+  }
+  std::string node(const std::string& op, std::vector<std::string> in,
+                   std::function<void(onnx::NodeProto*)> attrs = {}) {
+    std::string out = fresh();
+    onnx::NodeProto* n = add_node(m_, op, in, {out}, out);
+    if (attrs) attrs(n);
+    return out;
+  }
+  std::string reshape(const std::string& v, std::vector<std::string> target) {
+    std::string t = fresh();
+    add_int_attr(add_node(m_, "Concat", target, {t}), "axis", 0);
+    return node("Reshape", {v, t});
+  }
+  std::string transpose(const std::string& v, std::vector<int64_t> perm) {
+    return node("Transpose", {v}, [&](onnx::NodeProto* n) { add_ints_attr(n, "perm", perm); });
+  }
+  // Random in [-scale, scale]; a scalar of shape {} with seed 0 is `scale` itself.
+  std::string weight(std::vector<int64_t> shape, uint64_t seed, double scale = 0.125) {
+    Tensor w = random_tensor(DType::F32, shape, seed, -scale, scale);
+    if (shape.empty() && seed == 0) w.data_as<float>()[0] = static_cast<float>(scale);
+    std::string name = fresh();
+    auto* t = m_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TP::FLOAT);
+    for (int64_t d : shape) t->add_dims(d);
+    for (int64_t i = 0; i < w.numel(); ++i) t->add_float_data(w.data_as<float>()[i]);
+    return name;
+  }
+  Graph import(const std::string& y) {
+    auto* o = m_.mutable_graph()->add_output();
+    o->set_name(y);
+    o->mutable_type()->mutable_tensor_type()->set_elem_type(TP::FLOAT);
+    return import_onnx_bytes(m_.SerializeAsString(), "m.onnx");
+  }
+
+ private:
+  std::string fresh() { return fmt::format("v{}", next_++); }
+  onnx::ModelProto m_;
+  const std::map<std::string, int64_t>* sizes_;
+  int next_ = 0;
+};
+
+using Build = std::function<std::string(Model&)>;
+
+// The symbolic import against the static one at each of `at` ({S, B} pairs): the interpreter
+// and one size-generic compiled model. Returns the symbolic graph's output shape.
+std::string check(const std::vector<Dim>& x, const Build& build,
+                  const std::vector<std::map<std::string, int64_t>>& at) {
+  Model sm(x, nullptr);
+  Graph g = sm.import(build(sm));
+  CompiledModel m = compile(g);
+  EXPECT_TRUE(m.size_generic());
+  uint64_t seed = 1;
+  for (const auto& sizes : at) {
+    Model st(x, &sizes);
+    Graph ref = st.import(build(st));
+    std::vector<int64_t> shape;
+    for (const Dim& d : x) shape.push_back(d.name.empty() ? d.value : sizes.at(d.name));
+    Tensor in = random_tensor(DType::F32, shape, seed++, -2, 2);
+    Tensor want = interpret(ref, {in})[0];
+    std::string where = fmt::format("S={} B={}", sizes.at("S"), sizes.at("B"));
+    Tensor got = interpret(g, {in})[0];
+    EXPECT_EQ(got.shape(), want.shape()) << where;
+    CompareResult c = compare_tensors(got, want, Tolerance{1e-5, 1e-6});
+    EXPECT_TRUE(c.ok) << where << " (interpreter): " << c.message;
+    c = compare_tensors(m.run({in})[0], want, Tolerance{1e-4, 1e-5});
+    EXPECT_TRUE(c.ok) << where << " (compiled): " << c.message;
+  }
+  return shape_str(g.node(g.outputs()[0].node).type.shape);
+}
+
+const std::vector<std::map<std::string, int64_t>> kSizes = {
+    {{"S", 1}, {"B", 1}}, {{"S", 3}, {"B", 2}}, {{"S", 2}, {"B", 7}}, {{"S", 17}, {"B", 3}}};
+
+// [S, B, 64] -> [S, 4*B, 16]: 64 splits into [4, 16], then B and 4 merge.
+TEST(OnnxSplitView, SplitsAConstantDimNextToTwoSymbols) {
+  auto build = [](Model& m) {
+    return m.reshape("x", {m.dim("x", 0), m.dim("x", 1, 4), m.ints({16})});
+  };
+  EXPECT_EQ(check({{"S"}, {"B"}, {"", 64}}, build, kSizes), "[S, 4*B, 16]");
+}
+
+// Size-1 dims and a -1 among symbolic sizes: [S, B, 6] -> [1, S, B, 3, -1] (a split of 6)
+// -> [S, 1, 3*B, 2] (merges only: B and 3).
+TEST(OnnxSplitView, OnesAndMinusOne) {
+  auto build = [](Model& m) {
+    std::string r = m.reshape("x", {m.ints({1}), m.dim("x", 0), m.dim("x", 1), m.ints({3, -1})});
+    return m.reshape(r, {m.dim("x", 0), m.ints({1}), m.dim("x", 1, 3), m.ints({2})});
+  };
+  EXPECT_EQ(check({{"S"}, {"B"}, {"", 6}}, build, kSizes), "[S, 1, 3*B, 2]");
+}
+
+// torch's multi-head attention with a dynamic sequence and batch (nn.MultiheadAttention):
+// q, k, v [S, B, 64] -> [S, 4*B, 16] -> heads first, scaled q @ k^T, softmax, @ v, back to
+// [S, 4*B, 16] -> [S*B, 64] -> Gemm (out_proj) -> [S, B, 64], which splits S*B again.
+TEST(OnnxSplitView, MultiHeadAttentionCore) {
+  auto build = [](Model& m) {
+    auto heads = [&](uint64_t seed) {
+      std::string p = m.node("MatMul", {"x", m.weight({64, 64}, seed)});
+      std::string r = m.reshape(p, {m.dim("x", 0), m.dim("x", 1, 4), m.ints({16})});
+      return r;
+    };
+    std::string q = m.transpose(heads(1), {1, 0, 2});
+    std::string k = m.transpose(heads(2), {1, 2, 0});
+    std::string v = m.transpose(heads(3), {1, 0, 2});
+    std::string qs = m.node("Div", {q, m.weight({}, 0, 4.0)});  // sqrt(16)
+    std::string s = m.node("Softmax", {m.node("MatMul", {qs, k})},
+                           [](onnx::NodeProto* n) { add_int_attr(n, "axis", -1); });
+    std::string o = m.transpose(m.node("MatMul", {s, v}), {1, 0, 2});
+    std::string sb = m.node("Mul", {m.dim("x", 0), m.dim("x", 1)});
+    std::string flat = m.reshape(o, {sb, m.ints({64})});
+    std::string y = m.node("Gemm", {flat, m.weight({64, 64}, 5), m.weight({64}, 6)},
+                           [](onnx::NodeProto* n) { add_int_attr(n, "transB", 1); });
+    return m.reshape(y, {m.dim("x", 0), m.dim("x", 1), m.ints({64})});
+  };
+  EXPECT_EQ(check({{"S"}, {"B"}, {"", 64}}, build, kSizes), "[S, B, 64]");
+}
+
+// No refinement: a symbolic dim would split (S*B from a Flatten, which keeps no unmerged form),
+// or the dims mix across groups ([S, B, 6] -> [S, 3, 2*B]). The message names the node, the
+// input shape and the target.
+TEST(OnnxSplitView, UnsupportedReshapesNameTheShapes) {
+  Model a({{"S"}, {"B"}, {"", 64}}, nullptr);
+  std::string f =
+      a.node("Flatten", {"x"}, [](onnx::NodeProto* n) { add_int_attr(n, "axis", 2); });
+  std::string y = a.reshape(f, {a.dim("x", 0), a.dim("x", 1), a.ints({64})});
+  std::string e = error_of([&] { a.import(y); });
+  EXPECT_NE(e.find("Reshape"), std::string::npos) << e;
+  EXPECT_NE(e.find("reshape of [B*S, 64] to the symbolic shape [S, B, 64]"), std::string::npos)
+      << e;
+
+  Model b({{"S"}, {"B"}, {"", 6}}, nullptr);
+  y = b.reshape("x", {b.dim("x", 0), b.ints({3}), b.dim("x", 1, 2)});
+  e = error_of([&] { b.import(y); });
+  EXPECT_NE(e.find("reshape of [S, B, 6] to the symbolic shape [S, 3, 2*B]"), std::string::npos)
+      << e;
+}
+
+}  // namespace
+}  // namespace coil
