@@ -28,9 +28,9 @@ TEST(OnnxDynamicModel, EncoderMatchesTorchAtEverySizeWithOneCompile) {
   fs::path dir = fs::path(COIL_BINARY_DIR) / "test-models" / fmt::format("encoder-{}", getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::string cmd = fmt::format("'{}' '{}/tests/models/export_models.py' '{}' encoder_dynamic > '{}' 2>&1",
-                                COIL_PYTHON, COIL_SOURCE_DIR, dir.string(),
-                                (dir / "export.log").string());
+  std::string cmd =
+      fmt::format("'{}' '{}/tests/models/export_models.py' '{}' encoder_dynamic > '{}' 2>&1",
+                  COIL_PYTHON, COIL_SOURCE_DIR, dir.string(), (dir / "export.log").string());
   int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "export failed: " << cmd;
 

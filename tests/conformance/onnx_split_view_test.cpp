@@ -183,8 +183,7 @@ TEST(OnnxSplitView, MultiHeadAttentionCore) {
 // input shape and the target.
 TEST(OnnxSplitView, UnsupportedReshapesNameTheShapes) {
   Model a({{"S"}, {"B"}, {"", 64}}, nullptr);
-  std::string f =
-      a.node("Flatten", {"x"}, [](onnx::NodeProto* n) { add_int_attr(n, "axis", 2); });
+  std::string f = a.node("Flatten", {"x"}, [](onnx::NodeProto* n) { add_int_attr(n, "axis", 2); });
   std::string y = a.reshape(f, {a.dim("x", 0), a.dim("x", 1), a.ints({64})});
   std::string e = error_of([&] { a.import(y); });
   EXPECT_NE(e.find("Reshape"), std::string::npos) << e;

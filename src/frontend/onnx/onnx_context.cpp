@@ -122,8 +122,7 @@ int OnnxNode::add_split_view(int base, std::vector<int> groups) {
   int y = base;
   for (size_t i = groups.size(); i-- > 0;) {
     int64_t start = end - groups[i];
-    if (groups[i] > 1)
-      y = add("flatten", {y}, Attrs{{"start_dim", start}, {"end_dim", end - 1}});
+    if (groups[i] > 1) y = add("flatten", {y}, Attrs{{"start_dim", start}, {"end_dim", end - 1}});
     end = start;
   }
   COIL_ASSERT(end == 0, "split view groups do not cover the base's rank");

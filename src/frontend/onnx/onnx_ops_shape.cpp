@@ -16,7 +16,8 @@ int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
   // A value merged from dims that are apart in its SplitView: reshape from those, which keeps
   // them apart for a later split (onnx_ops_split_view.cpp). So does a merge of several symbolic
   // dims, which one `reshape` would make but could not split again.
-  auto symbolic_dims = std::count_if(in.begin(), in.end(), [](const auto& d) { return !d.is_const(); });
+  auto symbolic_dims =
+      std::count_if(in.begin(), in.end(), [](const auto& d) { return !d.is_const(); });
   if (n.split_view(x) || symbolic_dims > 1) {
     int y = reshape_split_view(n, x, target, /*split_constants=*/n.split_view(x) != nullptr);
     if (y >= 0) return y;

@@ -35,9 +35,9 @@ std::optional<Mono> mono(const sym::Expr& e) {
   Mono m;
   if (e.kind() == sym::ExprKind::Mul) {
     for (const auto& op : e.operands()) {
-      if (auto c = op.as_const())
-        m.coef *= *c;
-      else
+      if (auto c = op.as_const()) {
+        if (__builtin_mul_overflow(m.coef, *c, &m.coef)) return std::nullopt;
+      } else
         m.f.push_back(op);
     }
   } else {
@@ -48,8 +48,10 @@ std::optional<Mono> mono(const sym::Expr& e) {
   return m;
 }
 
-Mono times(const Mono& a, const Mono& b) {
-  Mono m{a.coef * b.coef, a.f};
+// a * b; nullopt past int64 (a fuzzed model's sizes).
+std::optional<Mono> times(const Mono& a, const Mono& b) {
+  Mono m{1, a.f};
+  if (__builtin_mul_overflow(a.coef, b.coef, &m.coef)) return std::nullopt;
   m.f.insert(m.f.end(), b.f.begin(), b.f.end());
   std::sort(m.f.begin(), m.f.end());
   return m;
@@ -143,7 +145,8 @@ int split_dim(OnnxNode& n, int x, int64_t k, int64_t a, int64_t b) {
 }
 
 int count_symbolic(const Shape& s) {
-  return static_cast<int>(std::count_if(s.begin(), s.end(), [](const auto& e) { return !e.is_const(); }));
+  return static_cast<int>(
+      std::count_if(s.begin(), s.end(), [](const auto& e) { return !e.is_const(); }));
 }
 
 // The value and its groups: a SplitView's, or x itself with one dim per group.
@@ -163,8 +166,8 @@ std::vector<int64_t> group_starts(const SplitView& v) {
 SplitView merge_group(OnnxNode& n, SplitView v, size_t g) {
   if (v.groups[g] <= 1) return v;
   int64_t start = group_starts(v)[g];
-  v.base = n.add("flatten", {v.base},
-                 Attrs{{"start_dim", start}, {"end_dim", start + v.groups[g] - 1}});
+  v.base =
+      n.add("flatten", {v.base}, Attrs{{"start_dim", start}, {"end_dim", start + v.groups[g] - 1}});
   v.groups[g] = 1;
   return v;
 }
@@ -206,8 +209,7 @@ bool map_matmul_view(OnnxNode& n) {
   va = merge_group(n, merge_group(n, va, ra - 2), ra - 1);
   vb = merge_group(n, merge_group(n, vb, rb - 2), rb - 1);
   // A 2-D operand (weights) broadcasts; batched ones must have the same batch dims.
-  if (ra > 2 && rb > 2 &&
-      (ra != rb || base_dims(n, va, 0, ra - 2) != base_dims(n, vb, 0, rb - 2)))
+  if (ra > 2 && rb > 2 && (ra != rb || base_dims(n, va, 0, ra - 2) != base_dims(n, vb, 0, rb - 2)))
     return false;
   const SplitView& batch = ra >= rb ? va : vb;
   std::vector<int> groups(batch.groups.begin(), batch.groups.end() - 2);
@@ -232,7 +234,7 @@ bool map_gemm_view(OnnxNode& n, SplitView va) {
     // C of one row ([N], [1, N], a scalar) broadcasts over the refined rows as over M.
     int c = n.in(2);
     const Shape& cs = n.type(c).shape;
-    if (cs.size() == 2 && cs[0] != sym::Expr(1)) return false;
+    if (cs.size() > 2 || (cs.size() == 2 && cs[0] != sym::Expr(1))) return false;
     if (beta != 1.0) c = n.add("mul", {c, n.scalar(beta, n.dtype(c))});
     y = n.add("add", {y, c});
   }
@@ -249,8 +251,8 @@ bool map_softmax_view(OnnxNode& n, SplitView v) {
   if (coerce_2d && axis != r - 1) return false;
   v = merge_group(n, v, static_cast<size_t>(axis));
   int64_t dim = group_starts(v)[static_cast<size_t>(axis)];
-  int y = n.add(n.op_type() == "Softmax" ? "softmax" : "log_softmax", {v.base},
-                Attrs{{"axis", dim}});
+  int y =
+      n.add(n.op_type() == "Softmax" ? "softmax" : "log_softmax", {v.base}, Attrs{{"axis", dim}});
   n.set_output(0, n.add_split_view(y, v.groups));
   return true;
 }
@@ -299,14 +301,16 @@ int reshape_split_view(OnnxNode& n, int x, const Shape& target_in, bool split_co
     Mono numel, known;
     for (const auto& d : in) {
       auto m = mono(d);
-      if (!m) return -1;
-      numel = times(numel, *m);
+      auto p = m ? times(numel, *m) : std::nullopt;
+      if (!p) return -1;
+      numel = *p;
     }
     for (auto it = target.begin(); it != target.end(); ++it) {
       if (it == minus_one) continue;
       auto m = mono(*it);
-      if (!m) return -1;
-      known = times(known, *m);
+      auto p = m ? times(known, *m) : std::nullopt;
+      if (!p) return -1;
+      known = *p;
     }
     auto q = divide(numel, known);
     if (!q) return -1;
@@ -327,8 +331,8 @@ int reshape_split_view(OnnxNode& n, int x, const Shape& target_in, bool split_co
     if (d != sym::Expr(1)) t1.push_back(d);
   std::optional<Refinement> r = refine(in1, t1);
   if (!r) return -1;
-  bool any_split = std::any_of(r->splits.begin(), r->splits.end(),
-                               [](const auto& s) { return s.size() > 1; });
+  bool any_split =
+      std::any_of(r->splits.begin(), r->splits.end(), [](const auto& s) { return s.size() > 1; });
   if (any_split && !split_constants) return -1;
   int y = v.base;
   if (!ones.empty()) y = n.add("squeeze", {y}, Attrs{{"dims", ones}});
