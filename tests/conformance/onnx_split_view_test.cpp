@@ -4,7 +4,11 @@
 // symbolic one, run by the interpreter and by one size-generic compiled model at several sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <iostream>
+#include <optional>
+#include <random>
 
 #include "conformance/onnx_model_builder.h"
 #include "frontend/onnx/onnx_import.h"
@@ -195,6 +199,149 @@ TEST(OnnxSplitView, UnsupportedReshapesNameTheShapes) {
   e = error_of([&] { b.import(y); });
   EXPECT_NE(e.find("reshape of [S, B, 6] to the symbolic shape [S, 3, 2*B]"), std::string::npos)
       << e;
+}
+
+// Random reshape chains. x has the dims S, B and small constants in random order; a first
+// Reshape (or a Flatten, which keeps no unmerged form) merges runs of them, a second regroups
+// them into other runs, splitting constants (6 into 2 x 3, ...), with 1s and a -1. Whatever
+// imports must keep the elements in order (a reshape moves no data): the interpreter's output
+// is x's data in the target shape. After a Reshape every chain imports; after a Flatten, those
+// whose target cuts a run holding a symbol, with two or more symbolic sizes, are refused.
+struct Piece {  // coef * S^s * B^b
+  int64_t coef = 1;
+  bool s = false, b = false;
+  Piece operator*(const Piece& o) const { return {coef * o.coef, s || o.s, b || o.b}; }
+  // For products of prefixes of one sequence of dims, divisibility is their order.
+  bool operator<(const Piece& o) const {
+    return o.coef % coef == 0 && (!s || o.s) && (!b || o.b) &&
+           (coef != o.coef || s != o.s || b != o.b);
+  }
+};
+
+TEST(OnnxSplitView, RandomReshapeChains) {
+  std::mt19937 rng(20261205);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const std::map<std::string, int64_t> at{{"S", 3}, {"B", 5}};
+  int imported = 0, refused = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    std::vector<Piece> atoms{{1, true, false}, {1, false, true}};
+    for (int k = pick(3) + 1; k-- > 0;)
+      atoms.push_back({std::vector<int64_t>{2, 3, 4, 6}[static_cast<size_t>(pick(4))]});
+    std::shuffle(atoms.begin(), atoms.end(), rng);
+    // Runs of the atoms (constants split first when asked), as their products.
+    auto runs = [&](bool split_constants) {
+      std::vector<Piece> fine;
+      for (const Piece& p : atoms) {
+        if (split_constants && !p.s && !p.b && p.coef % 2 == 0 && p.coef > 2 && pick(2)) {
+          bool outer2 = pick(2);
+          fine.push_back({outer2 ? 2 : p.coef / 2});
+          fine.push_back({outer2 ? p.coef / 2 : 2});
+        } else {
+          fine.push_back(p);
+        }
+      }
+      std::vector<Piece> out;
+      for (size_t i = 0; i < fine.size(); ++i) {
+        if (i == 0 || pick(2)) out.push_back({});
+        out.back() = out.back() * fine[i];
+      }
+      return out;
+    };
+    bool flatten = pick(4) == 0;
+    std::vector<Piece> mid = runs(false), target = runs(true);
+    int64_t axis = 1 + pick(static_cast<int>(atoms.size()) - 1);
+    if (flatten) {
+      mid.assign(2, Piece{});
+      for (size_t i = 0; i < atoms.size(); ++i)
+        mid[static_cast<int64_t>(i) < axis ? 0 : 1] =
+            mid[static_cast<int64_t>(i) < axis ? 0 : 1] * atoms[i];
+    }
+    // Target dims: 1s inserted; a constant run may be -1.
+    std::vector<std::optional<Piece>> tdims;
+    for (const Piece& p : target) {
+      if (pick(4) == 0) tdims.push_back(std::nullopt);
+      tdims.push_back(p);
+    }
+    size_t minus_one = tdims.size();
+    for (size_t i = 0; i < tdims.size(); ++i)
+      if (tdims[i] && !tdims[i]->s && !tdims[i]->b && pick(3) == 0) minus_one = i;
+
+    std::vector<Dim> xd;
+    size_t si = 0, bi = 0;
+    for (size_t i = 0; i < atoms.size(); ++i) {
+      const Piece& p = atoms[i];
+      xd.push_back(p.s ? Dim{"S"} : p.b ? Dim{"B"} : Dim{"", p.coef});
+      if (p.s) si = i;
+      if (p.b) bi = i;
+    }
+    Model m(xd, nullptr);
+    auto value = [&](const Piece& p) {
+      std::string v = m.ints({p.coef});
+      if (p.s) v = m.node("Mul", {v, m.dim("x", static_cast<int64_t>(si))});
+      if (p.b) v = m.node("Mul", {v, m.dim("x", static_cast<int64_t>(bi))});
+      return v;
+    };
+    std::string a;
+    if (flatten) {
+      a = m.node("Flatten", {"x"}, [&](onnx::NodeProto* n) { add_int_attr(n, "axis", axis); });
+    } else {
+      std::vector<std::string> mt;
+      for (const Piece& p : mid) mt.push_back(value(p));
+      a = m.reshape("x", mt);
+    }
+    std::vector<std::string> tt;
+    std::vector<int64_t> want_shape;
+    int symbolic_targets = 0;
+    for (size_t i = 0; i < tdims.size(); ++i) {
+      const auto& p = tdims[i];
+      tt.push_back(!p ? m.ints({1}) : i == minus_one ? m.ints({-1}) : value(*p));
+      want_shape.push_back(!p ? 1 : p->coef * (p->s ? at.at("S") : 1) * (p->b ? at.at("B") : 1));
+      symbolic_targets += p && (p->s || p->b);
+    }
+    std::string y = m.reshape(a, tt);
+
+    // Does a target cut fall strictly inside a run of `mid` that holds a symbol?
+    bool cuts_symbol = false;
+    Piece start, cut;
+    for (const Piece& r : mid) {
+      Piece end = start * r;
+      cut = Piece{};
+      for (const Piece& t : target) {
+        cut = cut * t;
+        cuts_symbol |= (r.s || r.b) && start < cut && cut < end;
+      }
+      start = end;
+    }
+    enum { Imports, Refused, Either } want = Imports;
+    if (flatten && cuts_symbol)
+      want = symbolic_targets >= 2 ? Refused : minus_one < tdims.size() ? Either : Imports;
+    std::string desc = fmt::format("trial {} ({}):", trial, flatten ? "Flatten" : "Reshape");
+    for (const Dim& d : xd) desc += " " + (d.name.empty() ? std::to_string(d.value) : d.name);
+    desc += " ->";
+    for (const auto& p : tdims)
+      desc += fmt::format(" {}{}{}", p ? p->coef : 1, p && p->s ? "S" : "", p && p->b ? "B" : "");
+
+    Graph g;
+    std::string e = error_of([&] { g = m.import(y); });
+    if (!e.empty()) {
+      EXPECT_NE(want, Imports) << desc << ": " << e;
+      EXPECT_NE(e.find("no grouping of the dims"), std::string::npos) << desc << ": " << e;
+      ++refused;
+      continue;
+    }
+    EXPECT_NE(want, Refused) << desc;
+    ++imported;
+    std::vector<int64_t> xs;
+    for (const Dim& d : xd) xs.push_back(d.name.empty() ? d.value : at.at(d.name));
+    Tensor x = random_tensor(DType::F32, xs, static_cast<uint64_t>(trial), -1, 1);
+    Tensor got = interpret(g, {x})[0];
+    ASSERT_EQ(got.shape(), want_shape) << desc;
+    for (int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_EQ(got.data_as<float>()[i], x.data_as<float>()[i]) << desc << " at " << i;
+  }
+  std::cout << fmt::format("{} chains imported, {} refused\n", imported, refused);
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(imported, 100);
 }
 
 }  // namespace
