@@ -201,6 +201,43 @@ TEST(OnnxSplitView, UnsupportedReshapesNameTheShapes) {
       << e;
 }
 
+// ConstantOfShape of a symbolic shape (a broadcast value): elementwise ops read it as if
+// expanded. x [S, B, 6] * c + c with c = ConstantOfShape(Shape(x), 2); and d of [S, 1, 6] (a
+// shape made of sizes) times 3, added to x: d stays a broadcast value until the Add.
+TEST(OnnxSplitView, ConstantOfShapeOfSymbolicSizes) {
+  auto filled = [](Model& m, std::string shape, float v) {
+    return m.node("ConstantOfShape", {shape}, [v](onnx::NodeProto* n) {
+      auto* a = n->add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(TP::FLOAT);
+      a->mutable_t()->add_dims(1);
+      a->mutable_t()->add_float_data(v);
+    });
+  };
+  auto build = [&](Model& m) {
+    std::string c = filled(m, m.node("Shape", {"x"}), 2.0f);
+    std::string y = m.node("Add", {m.node("Mul", {"x", c}), c});
+    std::string shape = m.node("Concat", {m.dim("x", 0), m.ints({1, 6})},
+                               [](onnx::NodeProto* n) { add_int_attr(n, "axis", 0); });
+    std::string d = m.node("Mul", {filled(m, shape, 0.5f), m.weight({}, 0, 3.0)});
+    return m.node("Add", {y, d});
+  };
+  EXPECT_EQ(check({{"S"}, {"B"}, {"", 6}}, build, kSizes), "[S, B, 6]");
+
+  // Other uses: refused, naming the shape.
+  Model a({{"S"}, {"B"}, {"", 6}}, nullptr);
+  std::string c = filled(a, a.node("Shape", {"x"}), 1.0f);
+  std::string e = error_of([&] { a.import(a.node("Softmax", {c})); });
+  EXPECT_NE(e.find("a ConstantOfShape of the symbolic shape [S, B, 6], which only elementwise"),
+            std::string::npos)
+      << e;
+  Model b({{"S"}, {"B"}, {"", 6}}, nullptr);
+  c = filled(b, b.node("Shape", {"x"}), 1.0f);
+  e = error_of([&] { b.import(c); });
+  EXPECT_NE(e.find("is a ConstantOfShape of the symbolic shape [S, B, 6]"), std::string::npos) << e;
+}
+
 // Random reshape chains. x has the dims S, B and small constants in random order; a first
 // Reshape (or a Flatten, which keeps no unmerged form) merges runs of them, a second regroups
 // them into other runs, splitting constants (6 into 2 x 3, ...), with 1s and a -1. Whatever

@@ -112,8 +112,13 @@ const std::vector<sym::Expr>* OnnxNode::symbolic(int id) const {
 }
 
 const SplitView* OnnxNode::split_view(int id) const {
-  auto it = split_views_.find(id);
-  return it == split_views_.end() ? nullptr : &it->second;
+  auto it = split_views_.views.find(id);
+  return it == split_views_.views.end() ? nullptr : &it->second;
+}
+
+const Shape* OnnxNode::broadcast_shape(int id) const {
+  auto it = split_views_.broadcast.find(id);
+  return it == split_views_.broadcast.end() ? nullptr : &it->second;
 }
 
 int OnnxNode::add_split_view(int base, std::vector<int> groups) {
@@ -126,7 +131,7 @@ int OnnxNode::add_split_view(int base, std::vector<int> groups) {
     end = start;
   }
   COIL_ASSERT(end == 0, "split view groups do not cover the base's rank");
-  if (y != base) split_views_[y] = SplitView{base, std::move(groups)};
+  if (y != base) split_views_.views[y] = SplitView{base, std::move(groups)};
   return y;
 }
 

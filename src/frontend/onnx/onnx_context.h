@@ -66,7 +66,16 @@ struct SplitView {
   int base = -1;
   std::vector<int> groups;
 };
-using SplitViews = std::unordered_map<int, SplitView>;
+/// The import's record of values whose coil form differs from their ONNX shape: SplitViews
+/// (above), and broadcast values: a ConstantOfShape of a symbolic shape (the zeros of
+/// torch's `zeros_like` on an attention mask, `[4*batch, 1, seq]`) is a constant of 1s of the
+/// same rank, whose ONNX value is it expanded to `broadcast[id]` (coil's `full` and `expand`
+/// take integer sizes). Elementwise ops keep that form (f of expanded values is the expanded f);
+/// the importer refuses any other use (onnx_ops_split_view.cpp, check_broadcast_use).
+struct SplitViews {
+  std::unordered_map<int, SplitView> views;
+  std::unordered_map<int, Shape> broadcast;
+};
 
 class OnnxNode {
  public:
@@ -104,6 +113,9 @@ class OnnxNode {
   std::vector<sym::Expr> sym_ints(int i, std::string_view what) const;
   /// The unmerged form of a value (SplitViews), or null.
   const SplitView* split_view(int id) const;
+  /// The ONNX shape of a broadcast value (SplitViews), or null.
+  const Shape* broadcast_shape(int id) const;
+  void set_broadcast_shape(int id, Shape s) { split_views_.broadcast[id] = std::move(s); }
 
   // --- attributes (a wrong attribute type is a coil::Error) ---
   bool has_attr(std::string_view name) const { return find_attr(name) != nullptr; }

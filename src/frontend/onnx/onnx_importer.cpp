@@ -291,6 +291,7 @@ void Importer::import_node(const onnx::NodeProto& n, int index) {
       if (!map_split_view(ctx)) find_onnx_op(n.op_type())->map(ctx);
     }
     ctx.check_unread_attrs();
+    check_broadcast_use(ctx);
     for (int i = 0; i < ctx.num_outputs(); ++i)
       if (ctx.wants_output(i) && ctx.outputs()[static_cast<size_t>(i)] < 0)
         unsupported("output {} ('{}')", i, printable(n.output(i)));
@@ -334,6 +335,11 @@ void Importer::add_outputs(const onnx::GraphProto& g) {
       refuse(
           "graph output '{}' holds sizes computed from symbolic dims (coil outputs tensors only)",
           printable(o.name()));
+    if (auto b = split_views_.broadcast.find(it->second); b != split_views_.broadcast.end())
+      refuse(
+          "graph output '{}' is a ConstantOfShape of the symbolic shape {} (coil cannot "
+          "expand to symbolic sizes)",
+          printable(o.name()), shape_str(b->second));
     DType got = g_.node(it->second).type.dtype;
     if (o.type().has_tensor_type() && o.type().tensor_type().elem_type() != 0) {
       int32_t et = o.type().tensor_type().elem_type();

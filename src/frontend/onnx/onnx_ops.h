@@ -112,6 +112,10 @@ bool map_split_view(OnnxNode& n);
 /// result keeps its unmerged form as a SplitView. -1 when no such rewrite exists (a symbolic
 /// dim would split, or dims mix across groups of equal products).
 int reshape_split_view(OnnxNode& n, int x, const Shape& target, bool split_constants);
+/// Run after a node's mapping: when it reads a broadcast value (a ConstantOfShape of a symbolic
+/// shape, SplitViews), the op must be elementwise and its result is a broadcast value too, or
+/// has the shape that broadcasting the inputs' ONNX shapes gives; Unsupported otherwise.
+void check_broadcast_use(OnnxNode& n);
 
 // onnx_ops_attention.cpp
 void map_attention(OnnxNode& n);  // Attention (opset 23): coil's attention op, KV cache concat

@@ -280,15 +280,25 @@ void map_constant(OnnxNode& n) {
 }
 
 void map_constant_of_shape(OnnxNode& n) {
-  std::vector<int64_t> shape = n.const_ints(0, "the shape input");
-  for (int64_t d : shape)
-    if (d < 0) n.error("size {} is negative", d);
   Tensor value = Tensor::zeros(DType::F32, {1});
   if (const onnx::TensorProto* v = n.attr_tensor("value")) {
     value = tensor_from_proto(*v, "attribute 'value'");
     if (value.numel() != 1) n.error("attribute 'value' must have one element");
   }
   DType t = value.dtype();
+  if (const auto* sizes = n.symbolic(n.in(0))) {
+    // A symbolic shape: the value in a tensor of 1s of that rank, recorded as a broadcast value
+    // (SplitViews, onnx_context.h) that only elementwise ops may read.
+    if (n.rank(n.in(0)) != 1) n.error("the shape input must be 1-D");
+    Tensor one = Tensor::empty(t, std::vector<int64_t>(sizes->size(), 1));
+    std::memcpy(one.data(), value.data(), static_cast<size_t>(dtype_size(t)));
+    int id = n.add_constant(one);
+    n.set_broadcast_shape(id, Shape(sizes->begin(), sizes->end()));
+    return n.set_output(0, id);
+  }
+  std::vector<int64_t> shape = n.const_ints(0, "the shape input");
+  for (int64_t d : shape)
+    if (d < 0) n.error("size {} is negative", d);
   int64_t numel = 1;  // saturates above kFoldLimit
   for (int64_t d : shape)
     numel = d > kFoldLimit ? kFoldLimit + 1 : std::min(numel * d, kFoldLimit + 1);

@@ -11,8 +11,10 @@
 // MatMul, Gemm, Softmax and elementwise ops with a broadcast operand compute on the refined
 // value to keep it through the attention.
 #include <algorithm>
+#include <set>
 
 #include "frontend/onnx/onnx_ops.h"
+#include "frontend/onnx/onnx_tensor.h"
 #include "sym/analyzer.h"
 
 namespace coil::onnxfe {
@@ -257,6 +259,62 @@ bool map_softmax_view(OnnxNode& n, SplitView v) {
   return true;
 }
 
+// Whether two split views have the same groups over base dims that are equal or broadcast (a
+// group of one dim of size 1 on either side): the attention scores [batch, 4, seq, seq] and a
+// mask [batch, 4, 1, seq].
+bool same_groups(OnnxNode& n, const SplitView& a, const SplitView& b) {
+  if (a.groups != b.groups) return false;
+  const Shape &sa = n.type(a.base).shape, &sb = n.type(b.base).shape;
+  std::vector<int64_t> starts = group_starts(a);
+  for (size_t g = 0; g < a.groups.size(); ++g) {
+    auto from = static_cast<size_t>(starts[g]), to = static_cast<size_t>(starts[g + 1]);
+    bool equal = std::equal(sa.begin() + from, sa.begin() + to, sb.begin() + from);
+    bool one = to - from == 1 && (sa[from] == sym::Expr(1) || sb[from] == sym::Expr(1));
+    if (!equal && !one) return false;
+  }
+  return true;
+}
+
+// An operand that broadcasts against a merged value `v` along its last dim only (a scalar, a
+// bias, a broadcast value's 1s): it applies to v's base as it is.
+bool broadcasts_on_last(OnnxNode& n, int other, const SplitView& v) {
+  const Shape& s = n.type(other).shape;
+  if (s.size() > v.groups.size()) return false;
+  for (size_t i = 0; i + 1 < s.size(); ++i)
+    if (s[i] != sym::Expr(1)) return false;
+  return s.empty() || s.back() == sym::Expr(1) || v.groups.back() == 1;
+}
+
+// Where(cond, a, b) and Cast with one merged operand, the others broadcasting on the last dim
+// or merged the same way: on the base (torch's masked_fill of an attention mask).
+bool map_where_cast_view(OnnxNode& n) {
+  const SplitView* v = nullptr;
+  for (int i = 0; i < n.num_inputs(); ++i)
+    if (const SplitView* w = n.split_view(n.in(i))) {
+      if (v && !same_groups(n, *v, *w)) return false;
+      v = v ? v : w;
+    }
+  std::vector<int> in;
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    const SplitView* w = n.split_view(n.in(i));
+    if (!w && !broadcasts_on_last(n, n.in(i), *v)) return false;
+    in.push_back(w ? w->base : n.in(i));
+  }
+  int y;
+  if (n.op_type() == "Where") {
+    if (in.size() != 3) return false;
+    y = n.add("where", in);
+  } else {
+    if (n.opset() < 6 || !n.has_attr("to")) return false;  // Cast-1 names its type
+    std::optional<DType> t = dtype_from_onnx(static_cast<int32_t>(n.attr_int("to", 0)));
+    if (!t) return false;
+    if (n.has_attr("saturate")) return false;
+    y = n.cast(in[0], *t);
+  }
+  n.set_output(0, n.add_split_view(y, v->groups));
+  return true;
+}
+
 // Add, Sub, Mul, Div of a merged value and one that broadcasts along its last dim only (a
 // scalar, a bias), or of two with the same refinement.
 bool map_binary_view(OnnxNode& n) {
@@ -271,16 +329,11 @@ bool map_binary_view(OnnxNode& n) {
   int x, y;
   const SplitView* v;
   if (va && vb) {
-    if (n.type(va->base).shape != n.type(vb->base).shape || va->groups != vb->groups) return false;
+    if (!same_groups(n, *va, *vb)) return false;
     x = va->base, y = vb->base, v = va;
   } else {
     v = va ? va : vb;
-    int other = va ? b : a;
-    const Shape& s = n.type(other).shape;
-    if (s.size() > v->groups.size()) return false;
-    for (size_t i = 0; i + 1 < s.size(); ++i)
-      if (s[i] != sym::Expr(1)) return false;
-    if (!s.empty() && s.back() != sym::Expr(1) && v->groups.back() != 1) return false;
+    if (!broadcasts_on_last(n, va ? b : a, *v)) return false;
     x = va ? va->base : a, y = va ? b : vb->base;
   }
   SplitView out = *v;
@@ -388,8 +441,72 @@ bool map_split_view(OnnxNode& n) {
     return map_gemm_view(n, *n.split_view(n.in(0)));
   if ((op == "Softmax" || op == "LogSoftmax") && n.split_view(n.in(0)))
     return map_softmax_view(n, *n.split_view(n.in(0)));
+  if (op == "Where" || op == "Cast") return map_where_cast_view(n);
   if (n.num_inputs() == 2) return map_binary_view(n);
   return false;
+}
+
+void check_broadcast_use(OnnxNode& n) {
+  static const std::set<std::string, std::less<>> elementwise = {"Add",
+                                                                 "Sub",
+                                                                 "Mul",
+                                                                 "Div",
+                                                                 "Where",
+                                                                 "Cast",
+                                                                 "Equal",
+                                                                 "Less",
+                                                                 "Greater",
+                                                                 "LessOrEqual",
+                                                                 "GreaterOrEqual",
+                                                                 "And",
+                                                                 "Or",
+                                                                 "Xor",
+                                                                 "Not",
+                                                                 "Neg",
+                                                                 "Abs",
+                                                                 "Exp",
+                                                                 "Log",
+                                                                 "Sqrt",
+                                                                 "Relu",
+                                                                 "Sigmoid",
+                                                                 "Tanh",
+                                                                 "Identity"};
+  const Shape* first = nullptr;
+  for (int i = 0; i < n.num_inputs() && !first; ++i)
+    if (n.has_input(i)) first = n.broadcast_shape(n.in(i));
+  if (!first) return;
+  if (!elementwise.count(n.op_type()) || n.opset() < 7)
+    unsupported(
+        "input {} is a ConstantOfShape of the symbolic shape {}, which only elementwise "
+        "ops may read (coil cannot expand to symbolic sizes)",
+        0, shape_str(*first));
+  // numpy broadcasting of the inputs' ONNX shapes.
+  Shape want;
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    if (!n.has_input(i)) continue;
+    const Shape* b = n.broadcast_shape(n.in(i));
+    const Shape& s = b ? *b : n.type(n.in(i)).shape;
+    if (s.size() > want.size()) want.insert(want.begin(), s.size() - want.size(), sym::Expr(1));
+    for (size_t k = 0; k < s.size(); ++k) {
+      sym::Expr& w = want[want.size() - s.size() + k];
+      if (w == sym::Expr(1))
+        w = s[k];
+      else if (s[k] != sym::Expr(1) && s[k] != w)
+        unsupported("inputs of shapes that do not broadcast ({} and {})", shape_str(want),
+                    shape_str(s));
+    }
+  }
+  int y = n.outputs()[0];
+  const Shape& got = n.type(y).shape;
+  if (got == want) return;
+  // The result broadcasts to `want` (each dim equal or 1): a broadcast value itself.
+  if (got.size() == want.size()) {
+    bool ok = true;
+    for (size_t k = 0; k < got.size(); ++k) ok &= got[k] == want[k] || got[k] == sym::Expr(1);
+    if (ok) return n.set_broadcast_shape(y, want);
+  }
+  unsupported("a ConstantOfShape of the symbolic shape {} gives {} where {} is due",
+              shape_str(*first), shape_str(got), shape_str(want));
 }
 
 }  // namespace coil::onnxfe
