@@ -472,14 +472,15 @@ void check_broadcast_use(OnnxNode& n) {
                                                                  "Tanh",
                                                                  "Identity"};
   const Shape* first = nullptr;
-  for (int i = 0; i < n.num_inputs() && !first; ++i)
-    if (n.has_input(i)) first = n.broadcast_shape(n.in(i));
+  int at = -1;
+  while (!first && ++at < n.num_inputs())
+    if (n.has_input(at)) first = n.broadcast_shape(n.in(at));
   if (!first) return;
   if (!elementwise.count(n.op_type()) || n.opset() < 7)
     unsupported(
         "input {} is a ConstantOfShape of the symbolic shape {}, which only elementwise "
         "ops may read (coil cannot expand to symbolic sizes)",
-        0, shape_str(*first));
+        at, shape_str(*first));
   // numpy broadcasting of the inputs' ONNX shapes.
   Shape want;
   for (int i = 0; i < n.num_inputs(); ++i) {
