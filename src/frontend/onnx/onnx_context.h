@@ -71,7 +71,7 @@ struct SplitView {
 /// torch's `zeros_like` on an attention mask, `[4*batch, 1, seq]`) is a constant of 1s of the
 /// same rank, whose ONNX value is it expanded to `broadcast[id]` (coil's `full` and `expand`
 /// take integer sizes). Elementwise ops keep that form (f of expanded values is the expanded f);
-/// the importer refuses any other use (onnx_ops_split_view.cpp, check_broadcast_use).
+/// the importer refuses any other use (onnx_broadcast_values.cpp).
 struct SplitViews {
   std::unordered_map<int, SplitView> views;
   std::unordered_map<int, Shape> broadcast;

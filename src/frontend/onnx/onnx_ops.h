@@ -102,7 +102,8 @@ bool map_symbolic(OnnxNode& n);
 /// Whether input `input` of op `op` may be a symbolic value (Reshape's and Expand's shape).
 bool accepts_symbolic(std::string_view op, int input);
 
-// onnx_ops_split_view.cpp: reshapes to several symbolic sizes (SplitView, onnx_context.h)
+// onnx_ops_split_view.cpp: reshapes to several symbolic sizes (SplitView, onnx_context.h);
+// onnx_broadcast_values.cpp: check_broadcast_use
 /// Maps Transpose, MatMul, Gemm, Softmax, LogSoftmax, Add, Sub, Mul, Div on the unmerged form
 /// of an input that has a SplitView; false when `n` has none or the op cannot keep it (then the
 /// ordinary mapping reads the merged value).

@@ -8,14 +8,13 @@
 // dims can be split: into slices joined along a new dim), then flatten each group of the
 // refinement that makes one target dim. The refined value is kept as the result's SplitView, so
 // that a later Reshape splitting `seq*batch` again reads `seq` and `batch` from it; Transpose,
-// MatMul, Gemm, Softmax and elementwise ops with a broadcast operand compute on the refined
-// value to keep it through the attention.
+// MatMul, Gemm, Softmax, Cast, Where and elementwise ops with a broadcast operand compute on the
+// refined value to keep it through the attention.
 #include <algorithm>
-#include <set>
+#include <map>
 
 #include "frontend/onnx/onnx_ops.h"
 #include "frontend/onnx/onnx_tensor.h"
-#include "sym/analyzer.h"
 
 namespace coil::onnxfe {
 namespace {
@@ -444,70 +443,6 @@ bool map_split_view(OnnxNode& n) {
   if (op == "Where" || op == "Cast") return map_where_cast_view(n);
   if (n.num_inputs() == 2) return map_binary_view(n);
   return false;
-}
-
-void check_broadcast_use(OnnxNode& n) {
-  static const std::set<std::string, std::less<>> elementwise = {"Add",
-                                                                 "Sub",
-                                                                 "Mul",
-                                                                 "Div",
-                                                                 "Where",
-                                                                 "Cast",
-                                                                 "Equal",
-                                                                 "Less",
-                                                                 "Greater",
-                                                                 "LessOrEqual",
-                                                                 "GreaterOrEqual",
-                                                                 "And",
-                                                                 "Or",
-                                                                 "Xor",
-                                                                 "Not",
-                                                                 "Neg",
-                                                                 "Abs",
-                                                                 "Exp",
-                                                                 "Log",
-                                                                 "Sqrt",
-                                                                 "Relu",
-                                                                 "Sigmoid",
-                                                                 "Tanh",
-                                                                 "Identity"};
-  const Shape* first = nullptr;
-  int at = -1;
-  while (!first && ++at < n.num_inputs())
-    if (n.has_input(at)) first = n.broadcast_shape(n.in(at));
-  if (!first) return;
-  if (!elementwise.count(n.op_type()) || n.opset() < 7)
-    unsupported(
-        "input {} is a ConstantOfShape of the symbolic shape {}, which only elementwise "
-        "ops may read (coil cannot expand to symbolic sizes)",
-        at, shape_str(*first));
-  // numpy broadcasting of the inputs' ONNX shapes.
-  Shape want;
-  for (int i = 0; i < n.num_inputs(); ++i) {
-    if (!n.has_input(i)) continue;
-    const Shape* b = n.broadcast_shape(n.in(i));
-    const Shape& s = b ? *b : n.type(n.in(i)).shape;
-    if (s.size() > want.size()) want.insert(want.begin(), s.size() - want.size(), sym::Expr(1));
-    for (size_t k = 0; k < s.size(); ++k) {
-      sym::Expr& w = want[want.size() - s.size() + k];
-      if (w == sym::Expr(1))
-        w = s[k];
-      else if (s[k] != sym::Expr(1) && s[k] != w)
-        unsupported("inputs of shapes that do not broadcast ({} and {})", shape_str(want),
-                    shape_str(s));
-    }
-  }
-  int y = n.outputs()[0];
-  const Shape& got = n.type(y).shape;
-  if (got == want) return;
-  // The result broadcasts to `want` (each dim equal or 1): a broadcast value itself.
-  if (got.size() == want.size()) {
-    bool ok = true;
-    for (size_t k = 0; k < got.size(); ++k) ok &= got[k] == want[k] || got[k] == sym::Expr(1);
-    if (ok) return n.set_broadcast_shape(y, want);
-  }
-  unsupported("a ConstantOfShape of the symbolic shape {} gives {} where {} is due",
-              shape_str(*first), shape_str(got), shape_str(want));
 }
 
 }  // namespace coil::onnxfe
