@@ -441,13 +441,14 @@ TEST(OnnxErrors, UnreadAttributes) {
   Graph g;
   onnxfe::Namer names;
   onnxfe::SymbolicInts symbolic;
+  onnxfe::SplitViews split_views;
   auto unread_error = [&](const std::string& op, int opset,
                           const std::function<void(onnx::NodeProto&)>& attrs,
                           const std::function<void(onnxfe::OnnxNode&)>& map = {}) {
     onnx::NodeProto p;
     p.set_op_type(op);
     attrs(p);
-    onnxfe::OnnxNode n(g, names, symbolic, p, opset, {});
+    onnxfe::OnnxNode n(g, names, symbolic, split_views, p, opset, {});
     if (map) map(n);
     try {
       n.check_unread_attrs();

@@ -43,6 +43,18 @@ downloaded. The models:
   transformer_dynbatch  the transformer layer exported with a dynamic batch dim ("batch"):
                    traced at batch 2, its input and output saved at batch 3, so its
                    Shape -> Gather -> Mul -> Concat -> Reshape subgraphs compute on a symbol
+  encoder_dynamic  a 2-layer nn.TransformerEncoder (d_model 64, 4 heads, feed-forward 128,
+                   batch_first=False) exported with a dynamic sequence length and batch
+                   ([seq, batch, 64]), traced at seq 5, batch 3; its input and output saved at
+                   seq 7, batch 3, and at each (batch, seq) of ENCODER_SIZES as
+                   <name>_in_<batch>x<seq>.npy / <name>_out_<batch>x<seq>.npy, listed in
+                   <name>_sizes.txt ("batch seq" per line): its attention reshapes to
+                   [seq, 4*batch, 16] and back from [seq*batch, 64]
+  encoder_dynamic_mask  encoder_dynamic's encoder called with src_key_padding_mask, a second
+                   graph input "pad" (bool [batch, seq], True = padding), so the attention adds
+                   a mask made with ConstantOfShape of [4*batch, 1, seq]; saved at the
+                   (batch, seq) pairs of MASK_SIZES as <name>_in_/_pad_/_out_<batch>x<seq>.npy
+                   (every row keeps at least one position: torch gives NaN for a row all padded)
 
 Every model is in eval mode (dropout off, batch norm with its running statistics, which are
 randomized so that they are not the identity). The transformer layer is traced with autograd
@@ -220,6 +232,10 @@ def build(name):
         return nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True), [2, 64, 256]
     if name in ("unet", "unet_dynbatch"):
         return UNet(), [1, 3, 64, 64]
+    if name in ("encoder_dynamic", "encoder_dynamic_mask"):
+        layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128)
+        # enable_nested_tensor (torch >= 1.13) only matters for padded batches in eval mode.
+        return nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False), [5, 3, 64]
     import torchvision  # only the CNNs need it (Debian's python3-torchvision)
     if name == "resnet18":
         return torchvision.models.resnet18(weights=None), [1, 3, 224, 224]
@@ -241,7 +257,57 @@ MODELS = ["mlp", "ln_gelu_mlp", "transformer", "resnet18", "mobilenet_v2", "sque
 # models whose input is int64 tokens, with their vocabulary size
 TOKENS = {"gpt_block": 1024, "lstm_lm": 97, "lstm_lm_large": 1000}
 DYNAMIC = {"transformer_dynbatch": ({0: "batch"}, [3, 64, 256]),  # dynamic_axes, saved input
-           "unet_dynbatch": ({0: "batch"}, [2, 3, 64, 64])}
+           "unet_dynbatch": ({0: "batch"}, [2, 3, 64, 64]),
+           "encoder_dynamic": ({0: "seq", 1: "batch"}, [7, 3, 64]),
+           "encoder_dynamic_mask": ({0: "seq", 1: "batch"}, [7, 3, 64])}
+# (batch, seq) pairs at which encoder_dynamic's inputs and torch's outputs are saved: 1, 2, 3, 7,
+# 17 and 64 on either side, and odd combinations (onnx_dynamic_model_test.cpp runs them all
+# through one size-generic model).
+ENCODER_SIZES = [(1, 1), (1, 2), (2, 1), (2, 3), (3, 7), (7, 3), (1, 17), (17, 1), (2, 64),
+                 (64, 2), (3, 3), (7, 7), (17, 17), (5, 13), (13, 5), (64, 1), (1, 64), (4, 9),
+                 (9, 31), (3, 64)]
+MASK_SIZES = [(1, 1), (2, 3), (3, 7), (7, 2), (5, 17), (17, 5)]
+
+
+class MaskedEncoder(nn.Module):
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, x, pad):
+        return self.encoder(x, src_key_padding_mask=pad)
+
+
+def export_masked(name, out):
+    """encoder_dynamic_mask: two graph inputs, saved at MASK_SIZES (see the docstring)."""
+    torch.manual_seed(0)
+    encoder, shape = build(name)
+    randomize_norms(encoder)
+    model = MaskedEncoder(encoder).eval()
+    axes = {"x": {0: "seq", 1: "batch"}, "pad": {0: "batch", 1: "seq"}, "y": {0: "seq", 1: "batch"}}
+
+    def pad_mask(b, s):
+        pad = torch.zeros(b, s, dtype=torch.bool)
+        for i in range(b):
+            pad[i, 1 + int(torch.randint(0, s, ())):] = True  # keeps 1 to s positions
+        return pad
+
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    x = torch.randn(*shape)
+    with torch.enable_grad():
+        torch.onnx.export(model, (x, pad_mask(shape[1], shape[0])),
+                          os.path.join(out, f"{name}.onnx"), opset_version=17,
+                          input_names=["x", "pad"], output_names=["y"], dynamic_axes=axes,
+                          training=torch.onnx.TrainingMode.EVAL, **legacy)
+    with open(os.path.join(out, f"{name}_sizes.txt"), "w") as f:
+        for b, s in MASK_SIZES:
+            xs, pad = torch.randn(s, b, 64), pad_mask(b, s)
+            with torch.no_grad():
+                ys = model(xs, pad)
+            for what, t in (("in", xs), ("pad", pad), ("out", ys)):
+                np.save(os.path.join(out, f"{name}_{what}_{b}x{s}.npy"), t.numpy())
+            f.write(f"{b} {s}\n")
+    return model, x
 # benchmarks only (no test runs them); the CNNs are issue 28's ONNX Runtime anchors
 BENCH = ["efficientnet_b0", "gpt_block", "shufflenet_v2", "mnasnet", "lstm_lm_large",
          "gru_classifier_large"]
@@ -250,6 +316,8 @@ ALL = MODELS + list(DYNAMIC) + BENCH
 
 def export(name, out):
     """Writes the model's files into `out`; returns the module (eval mode) and its input."""
+    if name == "encoder_dynamic_mask":
+        return export_masked(name, out)
     torch.manual_seed(0)
     model, shape = build(name)
     randomize_norms(model)
@@ -274,6 +342,15 @@ def export(name, out):
         y = model(x)
     np.save(os.path.join(out, f"{name}_in.npy"), x.numpy())
     np.save(os.path.join(out, f"{name}_out.npy"), y.numpy())
+    if name == "encoder_dynamic":
+        with open(os.path.join(out, f"{name}_sizes.txt"), "w") as f:
+            for b, s in ENCODER_SIZES:
+                xs = torch.randn(s, b, 64)
+                with torch.no_grad():
+                    ys = model(xs)
+                np.save(os.path.join(out, f"{name}_in_{b}x{s}.npy"), xs.numpy())
+                np.save(os.path.join(out, f"{name}_out_{b}x{s}.npy"), ys.numpy())
+                f.write(f"{b} {s}\n")
     return model, x
 
 

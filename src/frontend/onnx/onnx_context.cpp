@@ -52,11 +52,12 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-OnnxNode::OnnxNode(Graph& g, Namer& namer, SymbolicInts& symbolic, const onnx::NodeProto& proto,
-                   int opset, std::vector<int> inputs)
+OnnxNode::OnnxNode(Graph& g, Namer& namer, SymbolicInts& symbolic, SplitViews& split_views,
+                   const onnx::NodeProto& proto, int opset, std::vector<int> inputs)
     : g_(g),
       namer_(namer),
       symbolic_(symbolic),
+      split_views_(split_views),
       proto_(proto),
       opset_(opset),
       inputs_(std::move(inputs)) {
@@ -108,6 +109,30 @@ int64_t OnnxNode::const_int_scalar(int i, std::string_view what) const {
 const std::vector<sym::Expr>* OnnxNode::symbolic(int id) const {
   auto it = symbolic_.find(id);
   return it == symbolic_.end() ? nullptr : &it->second;
+}
+
+const SplitView* OnnxNode::split_view(int id) const {
+  auto it = split_views_.views.find(id);
+  return it == split_views_.views.end() ? nullptr : &it->second;
+}
+
+const Shape* OnnxNode::broadcast_shape(int id) const {
+  auto it = split_views_.broadcast.find(id);
+  return it == split_views_.broadcast.end() ? nullptr : &it->second;
+}
+
+int OnnxNode::add_split_view(int base, std::vector<int> groups) {
+  // Flatten from the last group, so that the earlier groups' dims keep their indices.
+  int64_t end = rank(base);
+  int y = base;
+  for (size_t i = groups.size(); i-- > 0;) {
+    int64_t start = end - groups[i];
+    if (groups[i] > 1) y = add("flatten", {y}, Attrs{{"start_dim", start}, {"end_dim", end - 1}});
+    end = start;
+  }
+  COIL_ASSERT(end == 0, "split view groups do not cover the base's rank");
+  if (y != base) split_views_.views[y] = SplitView{base, std::move(groups)};
+  return y;
 }
 
 std::vector<sym::Expr> OnnxNode::sym_ints(int i, std::string_view what) const {

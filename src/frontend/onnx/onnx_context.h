@@ -54,10 +54,33 @@ constexpr int64_t kFoldLimit = int64_t{1} << 16;
 /// the importer reports any other use as unsupported.
 using SymbolicInts = std::unordered_map<int, std::vector<sym::Expr>>;
 
+/// A value with two or more symbolic sizes that a Reshape made by merging dims
+/// (`[seq, 4*batch, 16]` from `[seq, batch, 4, 16]`), kept with its unmerged form: the coil value
+/// `base` and, per ONNX dim, how many consecutive dims of `base` it merges (`groups`). coil's
+/// `reshape` infers only one size, so a later Reshape that splits such a dim again
+/// (`[seq*batch, 64]` -> `[seq, batch, 64]`) is written from `base`, and the ops between
+/// (Transpose, MatMul, Gemm, Softmax, elementwise with a broadcast operand) compute on `base`
+/// too (onnx_ops_split_view.cpp). The value itself is `base` with each group flattened, so
+/// every other mapping reads it as usual. Keyed by the value's id.
+struct SplitView {
+  int base = -1;
+  std::vector<int> groups;
+};
+/// The import's record of values whose coil form differs from their ONNX shape: SplitViews
+/// (above), and broadcast values: a ConstantOfShape of a symbolic shape (the zeros of
+/// torch's `zeros_like` on an attention mask, `[4*batch, 1, seq]`) is a constant of 1s of the
+/// same rank, whose ONNX value is it expanded to `broadcast[id]` (coil's `full` and `expand`
+/// take integer sizes). Elementwise ops keep that form (f of expanded values is the expanded f);
+/// the importer refuses any other use (onnx_broadcast_values.cpp).
+struct SplitViews {
+  std::unordered_map<int, SplitView> views;
+  std::unordered_map<int, Shape> broadcast;
+};
+
 class OnnxNode {
  public:
-  OnnxNode(Graph& g, Namer& namer, SymbolicInts& symbolic, const onnx::NodeProto& proto, int opset,
-           std::vector<int> inputs);
+  OnnxNode(Graph& g, Namer& namer, SymbolicInts& symbolic, SplitViews& split_views,
+           const onnx::NodeProto& proto, int opset, std::vector<int> inputs);
 
   const onnx::NodeProto& proto() const { return proto_; }
   const std::string& op_type() const { return proto_.op_type(); }
@@ -88,6 +111,11 @@ class OnnxNode {
   /// Input i as integers that may be size expressions: a constant integer tensor or a symbolic
   /// value (any rank for constants); Unsupported otherwise ("`what` is not a constant").
   std::vector<sym::Expr> sym_ints(int i, std::string_view what) const;
+  /// The unmerged form of a value (SplitViews), or null.
+  const SplitView* split_view(int id) const;
+  /// The ONNX shape of a broadcast value (SplitViews), or null.
+  const Shape* broadcast_shape(int id) const;
+  void set_broadcast_shape(int id, Shape s) { split_views_.broadcast[id] = std::move(s); }
 
   // --- attributes (a wrong attribute type is a coil::Error) ---
   bool has_attr(std::string_view name) const { return find_attr(name) != nullptr; }
@@ -116,6 +144,9 @@ class OnnxNode {
   /// An integer value of dtype `t`, 0-D (`scalar`, one element) or 1-D: a constant when every
   /// element is a constant, else a SymbolicInts placeholder.
   int add_ints(const std::vector<sym::Expr>& v, bool scalar, DType t);
+  /// `base` with each of `groups` (counts of consecutive dims, summing to its rank) flattened
+  /// into one dim, recorded as a SplitView unless every group is one dim (then `base` itself).
+  int add_split_view(int base, std::vector<int> groups);
   /// A 0-dim constant.
   int scalar(double v, DType t);
   /// `x` cast to `t` (x itself when it already is).
@@ -142,6 +173,7 @@ class OnnxNode {
   Graph& g_;
   Namer& namer_;
   SymbolicInts& symbolic_;
+  SplitViews& split_views_;
   const onnx::NodeProto& proto_;
   int opset_;
   std::vector<int> inputs_;

@@ -87,6 +87,7 @@ class Importer {
   std::map<std::string, std::string> symbol_of_param_;
   std::unordered_map<std::string, int> values_;  // ONNX value name -> coil node id
   SymbolicInts symbolic_;                        // shapes with symbolic sizes (onnx_context.h)
+  SplitViews split_views_;                       // merged dims kept unmerged (onnx_context.h)
   std::unordered_set<std::string> poisoned_;     // values downstream of unsupported nodes
   std::vector<bool> skip_;                       // nodes already reported as unsupported
   std::vector<UnsupportedUse> unsupported_;
@@ -270,7 +271,7 @@ void Importer::import_node(const onnx::NodeProto& n, int index) {
     if (poisoned_.count(in)) return poison();
     inputs.push_back(values_.at(in));
   }
-  OnnxNode ctx(g_, names_, symbolic_, n, opset_, std::move(inputs));
+  OnnxNode ctx(g_, names_, symbolic_, split_views_, n, opset_, std::move(inputs));
   try {
     bool symbolic = false;
     for (int i = 0; i < ctx.num_inputs(); ++i)
@@ -287,9 +288,10 @@ void Importer::import_node(const onnx::NodeProto& n, int index) {
             "shape arithmetic and as a Reshape or Expand target",
             i, printable(n.input(i)), fmt::join(sizes, ", "));
       }
-      find_onnx_op(n.op_type())->map(ctx);
+      if (!map_split_view(ctx)) find_onnx_op(n.op_type())->map(ctx);
     }
     ctx.check_unread_attrs();
+    check_broadcast_use(ctx);
     for (int i = 0; i < ctx.num_outputs(); ++i)
       if (ctx.wants_output(i) && ctx.outputs()[static_cast<size_t>(i)] < 0)
         unsupported("output {} ('{}')", i, printable(n.output(i)));
@@ -333,6 +335,11 @@ void Importer::add_outputs(const onnx::GraphProto& g) {
       refuse(
           "graph output '{}' holds sizes computed from symbolic dims (coil outputs tensors only)",
           printable(o.name()));
+    if (auto b = split_views_.broadcast.find(it->second); b != split_views_.broadcast.end())
+      refuse(
+          "graph output '{}' is a ConstantOfShape of the symbolic shape {} (coil cannot "
+          "expand to symbolic sizes)",
+          printable(o.name()), shape_str(b->second));
     DType got = g_.node(it->second).type.dtype;
     if (o.type().has_tensor_type() && o.type().tensor_type().elem_type() != 0) {
       int32_t et = o.type().tensor_type().elem_type();

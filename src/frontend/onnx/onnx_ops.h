@@ -102,6 +102,22 @@ bool map_symbolic(OnnxNode& n);
 /// Whether input `input` of op `op` may be a symbolic value (Reshape's and Expand's shape).
 bool accepts_symbolic(std::string_view op, int input);
 
+// onnx_ops_split_view.cpp: reshapes to several symbolic sizes (SplitView, onnx_context.h);
+// onnx_broadcast_values.cpp: check_broadcast_use
+/// Maps Transpose, MatMul, Gemm, Softmax, LogSoftmax, Add, Sub, Mul, Div on the unmerged form
+/// of an input that has a SplitView; false when `n` has none or the op cannot keep it (then the
+/// ordinary mapping reads the merged value).
+bool map_split_view(OnnxNode& n);
+/// x reshaped to `target` (no 0 entries; at most one -1) as splits of constant dims (unless
+/// `split_constants` is false) and merges of dims, from x's SplitView where it has one; the
+/// result keeps its unmerged form as a SplitView. -1 when no such rewrite exists (a symbolic
+/// dim would split, or dims mix across groups of equal products).
+int reshape_split_view(OnnxNode& n, int x, const Shape& target, bool split_constants);
+/// Run after a node's mapping: when it reads a broadcast value (a ConstantOfShape of a symbolic
+/// shape, SplitViews), the op must be elementwise and its result is a broadcast value too, or
+/// has the shape that broadcasting the inputs' ONNX shapes gives; Unsupported otherwise.
+void check_broadcast_use(OnnxNode& n);
+
 // onnx_ops_attention.cpp
 void map_attention(OnnxNode& n);  // Attention (opset 23): coil's attention op, KV cache concat
 /// The first opset in 18..`opset` where ONNX changed op `op` in a way its mapping (written for
@@ -110,8 +126,8 @@ int onnx_semantics_changed(std::string_view op, int opset);
 
 // --- helpers ---
 
-/// Reshapes x to `target` (constant sizes; at most one symbolic size, which coil infers);
-/// Unsupported otherwise.
+/// Reshapes x to `target`: constant sizes and at most one symbolic size (which coil infers) as
+/// one `reshape`; several symbolic sizes through reshape_split_view; Unsupported otherwise.
 int reshape_to(OnnxNode& n, int x, const Shape& target);
 /// x with dim `axis` replaced by the elements at the given (non-negative, in-range) indices,
 /// built from slices and a concat; Unsupported beyond 64 pieces.

@@ -13,6 +13,15 @@ namespace coil::onnxfe {
 int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
   Shape target = target_in;
   const Shape& in = n.type(x).shape;
+  // A value merged from dims that are apart in its SplitView: reshape from those, which keeps
+  // them apart for a later split (onnx_ops_split_view.cpp). So does a merge of several symbolic
+  // dims, which one `reshape` would make but could not split again.
+  auto symbolic_dims =
+      std::count_if(in.begin(), in.end(), [](const auto& d) { return !d.is_const(); });
+  if (n.split_view(x) || symbolic_dims > 1) {
+    int y = reshape_split_view(n, x, target, /*split_constants=*/n.split_view(x) != nullptr);
+    if (y >= 0) return y;
+  }
   // A -1 next to symbolic sizes: infer it here when it comes out constant ([s0, -1] of
   // [s0, 3, 4] is [s0, 12]), so that the one symbolic size can be coil's -1.
   auto minus_one = std::find(target.begin(), target.end(), sym::Expr(-1));
@@ -55,8 +64,14 @@ int reshape_to(OnnxNode& n, int x, const Shape& target_in) {
       sizes.push_back(-1);  // coil infers it from the element count
     }
   }
-  if (symbolic > 1 || (symbolic == 1 && has_minus_one))
-    unsupported("reshape to the symbolic shape {}", shape_str(target_in));
+  if (symbolic > 1 || (symbolic == 1 && has_minus_one)) {
+    int y = reshape_split_view(n, x, target, /*split_constants=*/true);
+    if (y >= 0) return y;
+    unsupported(
+        "reshape of {} to the symbolic shape {}: no grouping of the dims into equal products "
+        "that splits only constant dims",
+        shape_str(in), shape_str(target_in));
+  }
   return n.add("reshape", {x}, Attrs{{"shape", sizes}});
 }
 
@@ -265,15 +280,25 @@ void map_constant(OnnxNode& n) {
 }
 
 void map_constant_of_shape(OnnxNode& n) {
-  std::vector<int64_t> shape = n.const_ints(0, "the shape input");
-  for (int64_t d : shape)
-    if (d < 0) n.error("size {} is negative", d);
   Tensor value = Tensor::zeros(DType::F32, {1});
   if (const onnx::TensorProto* v = n.attr_tensor("value")) {
     value = tensor_from_proto(*v, "attribute 'value'");
     if (value.numel() != 1) n.error("attribute 'value' must have one element");
   }
   DType t = value.dtype();
+  if (const auto* sizes = n.symbolic(n.in(0))) {
+    // A symbolic shape: the value in a tensor of 1s of that rank, recorded as a broadcast value
+    // (SplitViews, onnx_context.h) that only elementwise ops may read.
+    if (n.rank(n.in(0)) != 1) n.error("the shape input must be 1-D");
+    Tensor one = Tensor::empty(t, std::vector<int64_t>(sizes->size(), 1));
+    std::memcpy(one.data(), value.data(), static_cast<size_t>(dtype_size(t)));
+    int id = n.add_constant(one);
+    n.set_broadcast_shape(id, Shape(sizes->begin(), sizes->end()));
+    return n.set_output(0, id);
+  }
+  std::vector<int64_t> shape = n.const_ints(0, "the shape input");
+  for (int64_t d : shape)
+    if (d < 0) n.error("size {} is negative", d);
   int64_t numel = 1;  // saturates above kFoldLimit
   for (int64_t d : shape)
     numel = d > kFoldLimit ? kFoldLimit + 1 : std::min(numel * d, kFoldLimit + 1);

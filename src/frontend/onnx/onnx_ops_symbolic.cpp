@@ -165,7 +165,8 @@ bool map_symbolic(OnnxNode& n) {
 }
 
 bool accepts_symbolic(std::string_view op, int input) {
-  return (op == "Reshape" || op == "Expand") && input == 1;
+  return ((op == "Reshape" || op == "Expand") && input == 1) ||
+         (op == "ConstantOfShape" && input == 0);
 }
 
 }  // namespace coil::onnxfe
