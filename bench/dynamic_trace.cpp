@@ -2,7 +2,11 @@
 // dynamic-shapes.md). Never run by CTest.
 //
 //   coil_dynamic_trace [--requests 100] [--seed 1] [--max-batch 64] [--max-seq 512]
-//       [--hidden 64] [--compare 4] [--runs 5] [--json FILE]
+//       [--hidden 64] [--compare 4] [--runs 5] [--json FILE] [--model MODEL.onnx]
+//
+// With --model, the model is an ONNX file whose one input has the symbols `batch` and `seq`
+// (tests/models/export_models.py's encoder_dynamic: a 2-layer nn.TransformerEncoder, input
+// [seq, batch, d_model]) instead of the built-in block.
 //
 // The model is a transformer block's token-wise part with a dynamic batch b and sequence t:
 // x [b, t, hidden] -> layer_norm -> matmul [hidden, 4*hidden] + bias -> gelu -> matmul
@@ -15,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +28,7 @@
 
 #include "bench_host.h"
 #include "coil/coil.h"
+#include "frontend/onnx/onnx_import.h"
 #include "runtime/compare.h"
 
 namespace {
@@ -40,8 +46,7 @@ Graph block(int64_t hidden) {
     return g.add_constant(coil::random_tensor(DType::F32, shape, seed, -0.1, 0.1), name);
   };
   auto norm = [&](int v, uint64_t seed) {
-    return g.add_node("layer_norm",
-                      {v, param({hidden}, seed, nullptr), param({hidden}, seed + 1, nullptr)},
+    return g.add_node("layer_norm", {v, param({hidden}, seed, ""), param({hidden}, seed + 1, "")},
                       coil::Attrs{{"dims", int64_t{1}}});
   };
   int h = norm(x, 1);
@@ -78,9 +83,27 @@ int main(int argc, char** argv) {
   app.add_option("--compare", compare, "sizes of the trace timed against specialized models");
   app.add_option("--runs", runs);
   app.add_option("--json", json_path);
+  std::string model;
+  app.add_option("--model", model, "an ONNX model with symbols batch and seq");
   coil::bench::parse_or_exit(app, argc, argv);
 
-  Graph g = block(hidden);
+  Graph g = model.empty() ? block(hidden) : coil::import_onnx(model);
+  // The input's shape at (b, t): its symbols b/batch and t/seq bound.
+  auto input_shape = [&](int64_t b, int64_t t) {
+    std::map<std::string, int64_t> at{{"b", b}, {"batch", b}, {"t", t}, {"seq", t}};
+    std::vector<int64_t> shape;
+    for (const coil::sym::Expr& d : g.node(g.inputs()[0]).type.shape)
+      shape.push_back(coil::sym::evaluate(d, at));
+    return shape;
+  };
+  auto bound_sizes = [&](int64_t b, int64_t t) {
+    std::map<std::string, int64_t> sizes;
+    for (const coil::sym::Expr& e : g.size_symbols()) {
+      const std::string name = coil::sym::to_string(e);
+      sizes[name] = name == "b" || name == "batch" ? b : t;
+    }
+    return sizes;
+  };
   CompiledModel m = coil::compile(g);
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> batch(1, max_batch), seq(1, max_seq);
@@ -90,7 +113,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < requests; ++r) {
     const int64_t b = batch(rng), t = seq(rng);
     trace.emplace_back(b, t);
-    Tensor x = coil::random_tensor(DType::F32, {b, t, hidden}, seed + r, -1, 1);
+    Tensor x = coil::random_tensor(DType::F32, input_shape(b, t), seed + r, -1, 1);
     const auto t0 = std::chrono::steady_clock::now();
     m.run({x});
     const double s = seconds_since(t0);
@@ -119,9 +142,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < compare && i < static_cast<int>(trace.size()); ++i) {
     auto [b, t] = trace[static_cast<size_t>(i)];
     coil::CompileOptions bound;
-    bound.sizes = {{"b", b}, {"t", t}};
+    bound.sizes = bound_sizes(b, t);
     CompiledModel s = coil::compile(g, bound);
-    Tensor x = coil::random_tensor(DType::F32, {b, t, hidden}, 99, -1, 1);
+    Tensor x = coil::random_tensor(DType::F32, input_shape(b, t), 99, -1, 1);
     std::vector<double> generic_ms, special_ms;
     m.run({x});
     s.run({x});

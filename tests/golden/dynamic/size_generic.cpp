@@ -41,7 +41,7 @@ extern "C" void cpp_fused_mul_gelu_sum_0(const float* __restrict__ in_ptr0, cons
     }
 }
 
-// cpp_template_matmul_relu_1: template matmul [10000, 64] x [64, 40], epilogue fused on each tile
+// cpp_template_matmul_relu_1: template matmul [(ks0*ks1), 64] x [64, 40], epilogue fused on each tile
 // graph nodes: y (matmul), z (relu)
 extern "C" void cpp_template_matmul_relu_1(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0, const int64_t ks0, const int64_t ks1)
 {
