@@ -1,5 +1,6 @@
 // The C ABI (include/coil/coil_c.h), part 2: compile options as JSON, compiling, and running on
 // caller memory. Part 1 (errors, graphs) is coil_c.cpp.
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -239,6 +240,20 @@ coil_status coil_compile(const coil_graph* graph, const char* options_json, coil
     require(graph, "coil_compile", "graph");
     require(out, "coil_compile", "out");
     CompileOptions options = capi::parse_options(options_json, "cpu");
+    // Every size bound, each to a symbol of the graph: a misspelled name is an error, and
+    // size-generic models (docs/dynamic-shapes.md) are the C++ API's only, for now.
+    std::vector<std::string> names;
+    for (const sym::Expr& e : graph->graph.size_symbols()) names.push_back(sym::to_string(e));
+    for (const auto& [name, value] : options.sizes)
+      COIL_USER_CHECK(std::find(names.begin(), names.end(), name) != names.end(),
+                      "options: size '{}': the graph has no size symbol '{}' (its symbols: {})",
+                      name, name,
+                      names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
+    for (const std::string& name : names)
+      COIL_USER_CHECK(options.sizes.count(name),
+                      "options: size '{}' is not bound; give it a value in \"sizes\" (the C ABI "
+                      "compiles for bound sizes)",
+                      name);
     auto m = std::make_unique<coil_model>();
     m->compiled = compile(graph->graph, options);
     m->report_json = m->compiled.report().to_json();

@@ -236,16 +236,6 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
                   options.device);
   check_mode(options.mode);
   init_threads_from_env();
-  // A size for a symbol the graph does not have is a mistake (a misspelled name), not a no-op.
-  {
-    std::vector<std::string> names;
-    for (const sym::Expr& e : graph.size_symbols()) names.push_back(sym::to_string(e));
-    for (const auto& [name, value] : options.sizes)
-      COIL_USER_CHECK(
-          std::find(names.begin(), names.end(), name) != names.end(),
-          "size '{}': the graph has no size symbol '{}' (its symbols: {})", name, name,
-          names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
-  }
   // Sizes left unbound: a size-generic model, compiled per call's sizes as needed.
   if (std::vector<std::string> symbols = unbound_size_symbols(graph, options.sizes);
       !symbols.empty()) {
