@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
-#include <omp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -214,7 +213,10 @@ std::optional<std::string> model_cache_key(const Graph& graph, const CompileOpti
   for (EnvVar v : {EnvVar::cpu_isa, EnvVar::matmul, EnvVar::compile_debug, EnvVar::vmath_dir})
     h.add(env(v));
   h.add(host_cpu_flags());
-  h.add(fmt::format("threads={}", omp_get_max_threads()));
+  // Not the thread count (issue 20): the code never depends on it (the parallel rule uses a
+  // fixed hint, OpenMP reads the count at run time), so one entry serves every count. Autotuning
+  // measured its choices at the first compile's count; they stay right for any other, if not
+  // always the fastest there.
   return h.hex();
 }
 

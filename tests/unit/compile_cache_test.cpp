@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include <omp.h>
+
 #include <fcntl.h>
 
 #include <chrono>
@@ -272,6 +274,22 @@ TEST(ModelCache, SecondCompileIsServedWholeAndRunsTheSame) {
   std::string error = testing::error_of([&] { warm.run(in); });
   EXPECT_NE(error.find("index 16 is out of range for a dim of size 16"), std::string::npos)
       << error;
+}
+
+// The thread count is not part of the key: a compile at another count is served whole.
+TEST(ModelCache, AnotherThreadCountIsServedWhole) {
+  PrivateCache cache("model-threads");
+  Graph g = warm_graph(1.0f);
+  const int threads = omp_get_max_threads();
+  set_num_threads(1);
+  CompiledModel one = compile(g);
+  set_num_threads(2);
+  CompiledModel two = compile(g);
+  set_num_threads(threads);
+  EXPECT_FALSE(one.report().model_cache_hit);
+  EXPECT_TRUE(two.report().model_cache_hit);
+  EXPECT_EQ(two.report().source, one.report().source);
+  EXPECT_TRUE(testing::matches_reference(g, warm_inputs(g)));
 }
 
 // Whatever changes the code misses: other constant data (same shapes), another option, another
