@@ -69,14 +69,31 @@ std::vector<int64_t> last_axes(int64_t rank, int64_t k) {
   return axes;
 }
 
-int64_t reduced_count(const TensorType& t, const std::vector<int64_t>& axes) {
+/// The number of elements `axes` of `t` reduce; nullopt when a reduced size is symbolic (a
+/// size-generic compile's).
+std::optional<int64_t> reduced_count(const TensorType& t, const std::vector<int64_t>& axes) {
   int64_t n = 1;
   for (int64_t a : axes) {
     auto c = t.shape[static_cast<size_t>(a)].as_const();
-    COIL_ASSERT(c.has_value(), "sizes are bound before decomposition");
+    if (!c) return std::nullopt;
     n *= *c;
   }
   return n;
+}
+
+/// The count of the elements a reduction of `x` over `axes` reduces, minus `minus` and at
+/// least 0, as a value that divides the reduction's result: a scalar constant where the sizes
+/// are constants, else the sum over `axes` of ones shaped like `x` (where(isnan(x), 1, 1)),
+/// which fuses into the reduction's own loop.
+int reduced_count_value(Builder& b, int x, const std::vector<int64_t>& axes, bool keepdim, int like,
+                        double minus = 0) {
+  if (auto n = reduced_count(b.type(x), axes))
+    return b.scalar(std::max(static_cast<double>(*n) - minus, 0.0), like);
+  int one = b.scalar(1.0, like);
+  int ones = b.op("where", {b.op("isnan", {x}), one, one});
+  int n = b.op("sum", {ones}, Attrs{{"axes", axes}, {"keepdim", keepdim}});
+  if (minus == 0) return n;
+  return b.op("maximum", {b.op("sub", {n, b.scalar(minus, like)}), b.scalar(0.0, like)});
 }
 
 int softmax_impl(Graph& g, const Node& node, const std::vector<int>& in, bool log) {
@@ -114,22 +131,21 @@ int decompose_mean(Graph& g, const Node& node, const std::vector<int>& in) {
   Attrs a{{"axes", axes}, {"keepdim", node.attrs.get_bool_or("mean", "keepdim", false)}};
   int x = b.to_compute(in[0]);
   int s = b.op("sum", {x}, a);
-  int y = b.op("div", {s, b.scalar(static_cast<double>(reduced_count(b.type(in[0]), axes)), s)});
+  const bool keepdim = node.attrs.get_bool_or("mean", "keepdim", false);
+  int y = b.op("div", {s, reduced_count_value(b, x, axes, keepdim, s)});
   return b.cast_back(y, node.type.dtype);
 }
 
 int decompose_var(Graph& g, const Node& node, const std::vector<int>& in) {
   Builder b(g, node);
   auto axes = reduction_axes(node, b.type(in[0]).rank());
-  double n = static_cast<double>(reduced_count(b.type(in[0]), axes));
   double correction = node.attrs.get_float_or("var", "correction", 1.0);
+  const bool keepdim = node.attrs.get_bool_or("var", "keepdim", false);
   int x = b.to_compute(in[0]);
   int mean = b.op("mean", {x}, Attrs{{"axes", axes}, {"keepdim", true}});
   int d = b.op("sub", {x, mean});
-  int ss =
-      b.op("sum", {b.op("mul", {d, d})},
-           Attrs{{"axes", axes}, {"keepdim", node.attrs.get_bool_or("var", "keepdim", false)}});
-  int y = b.op("div", {ss, b.scalar(std::max(n - correction, 0.0), ss)});
+  int ss = b.op("sum", {b.op("mul", {d, d})}, Attrs{{"axes", axes}, {"keepdim", keepdim}});
+  int y = b.op("div", {ss, reduced_count_value(b, x, axes, keepdim, ss, correction)});
   return b.cast_back(y, node.type.dtype);
 }
 
