@@ -141,12 +141,16 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
   ModelRunner::Parts parts = std::move(b.parts);
   parts.library = SharedLibrary::open(b.built.so_path);
   auto same = modules_.find(b.built.key);
-  // Variants of one module share its packed constants: the first one's (kept alive here).
-  if (same != modules_.end()) parts.packed = same->second->packed();
+  // Variants of one module share its packed constants (the first one's, kept alive here) when
+  // they pack the same data: the same source with other constants (a constant made at
+  // lowering for these sizes) packs its own.
+  if (same != modules_.end() && same->second.constants == parts.constants)
+    parts.packed = same->second.runner->packed();
+  const std::vector<void*> constants = parts.constants;
   v->runner = std::make_unique<ModelRunner>(std::move(parts));
   ++stats_.sizes;
   if (same == modules_.end()) {
-    modules_[b.built.key] = v->runner.get();
+    modules_[b.built.key] = {v->runner.get(), constants};
     ++stats_.modules;
   }
   if (!b.built.cache_hit) ++stats_.compiled;

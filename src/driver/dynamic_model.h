@@ -95,8 +95,13 @@ class DynamicModel {
   std::vector<ValueSpec> inputs_, outputs_;
   mutable std::mutex mutex_;  // held while a variant is looked up or compiled
   mutable std::map<std::vector<int64_t>, std::unique_ptr<SizeVariant>> variants_;
-  /// Per module (code key): the first variant's runner, whose packed constants the others read.
-  mutable std::map<std::string, const ModelRunner*> modules_;
+  /// Per module (code key): the first variant's runner, whose packed constants the others
+  /// read when their constants are the same data.
+  struct Module {
+    const ModelRunner* runner = nullptr;
+    std::vector<void*> constants;
+  };
+  mutable std::map<std::string, Module> modules_;
   mutable std::vector<std::shared_ptr<const Tensor>> constants_;  // what variants point into
   mutable Stats stats_;
   mutable const CompileReport* last_report_ = nullptr;
