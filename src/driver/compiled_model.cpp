@@ -152,6 +152,28 @@ void write_output_dir(const Graph& graph, const CompileOptions& options,
 
 }  // namespace
 
+namespace {
+
+// `module` built for options' ISA through the code cache: a large module as several
+// translation units at once (one g++ per core). Returns the flags and the result.
+std::pair<CompileFlags, CompileResult> build_module(const CppModule& module,
+                                                    const CompileOptions& options) {
+  const IsaInfo& isa = target_isa(options);
+  COIL_USER_CHECK(cpu_supports(isa), "isa {}: this CPU cannot run it", isa.name);
+  CompileFlags flags = module_compile_flags(isa);
+  if (module.uses_extern_libraries)
+    for (const std::string& f : extern_link_flags()) flags.extra.push_back(f);
+  std::vector<std::string> units =
+      split_translation_units(module, translation_unit_count(module, compile_threads()));
+  progress_note(fmt::format("compiling {} kernels ({}, {} translation unit{})",
+                            module.kernels.size(), Toolchain::get().cxx, units.size(),
+                            units.size() == 1 ? "" : "s"));
+  CompileResult built = compile_cached(units, flags);
+  return {std::move(flags), std::move(built)};
+}
+
+}  // namespace
+
 SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& options,
                                       const std::vector<std::string>& symbols,
                                       const std::vector<int64_t>& sizes) {
@@ -187,13 +209,7 @@ SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& 
   }
   const IrProgram& program = gen.program;
   const CppModule& module = gen.module;
-  const IsaInfo& isa = target_isa(options);
-  COIL_USER_CHECK(cpu_supports(isa), "isa {}: this CPU cannot run it", isa.name);
-  CompileFlags flags = module_compile_flags(isa);
-  if (module.uses_extern_libraries)
-    for (const std::string& f : extern_link_flags()) flags.extra.push_back(f);
-  out.built = compile_cached(
-      split_translation_units(module, translation_unit_count(module, compile_threads())), flags);
+  out.built = build_module(module, options).second;
   timer.mark("compile");
   const Graph& g = gen.graph;
   ModelRunner::Parts& parts = out.parts;
@@ -303,17 +319,7 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
   const CppModule& module = gen.module;
 
   const IsaInfo& isa = target_isa(options);
-  COIL_USER_CHECK(cpu_supports(isa), "isa {}: this CPU cannot run it", isa.name);
-  CompileFlags flags = module_compile_flags(isa);
-  if (module.uses_extern_libraries)
-    for (const std::string& f : extern_link_flags()) flags.extra.push_back(f);
-  // A large module compiles as several translation units at once (one g++ per core).
-  std::vector<std::string> units =
-      split_translation_units(module, translation_unit_count(module, compile_threads()));
-  progress_note(fmt::format("compiling {} kernels ({}, {} translation unit{})",
-                            module.kernels.size(), Toolchain::get().cxx, units.size(),
-                            units.size() == 1 ? "" : "s"));
-  CompileResult built = compile_cached(units, flags);
+  auto [flags, built] = build_module(module, options);
   timer.mark("compile");
 
   KernelCallPlan kernel_calls = kernel_call_plan(program, schedule, module);
