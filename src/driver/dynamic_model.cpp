@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "graph/graph_copy.h"
 #include "support/check.h"
 #include "support/log.h"
 
@@ -34,32 +35,6 @@ std::vector<int64_t> shape_at(const Shape& shape, const std::map<sym::Expr, sym:
   for (const sym::Expr& d : shape) {
     sym::Expr e = sym::substitute(d, values);
     out.push_back(e.is_const() ? e.const_value() : -1);
-  }
-  return out;
-}
-
-// A copy of `g` node by node (Graph owns its nodes; constants share their data).
-Graph copy_graph(const Graph& g) {
-  Graph out;
-  for (const auto& np : g.nodes()) {
-    const Node& n = *np;
-    int id;
-    if (n.op_name() == "input") {
-      id = out.add_input(n.name, n.type.dtype, n.type.shape);
-      if (!n.source_name.empty()) out.set_source_name(id, n.source_name);
-    } else if (n.op_name() == "constant") {
-      id = out.add_constant(*n.data, n.name);
-    } else {
-      id = out.add_node(n.op_name(), n.inputs, n.attrs, n.name);
-    }
-    COIL_ASSERT(id == n.id, "copy_graph: node {} became {}", n.id, id);
-    if (!n.location.empty()) out.set_location(id, n.location);
-    if (!n.composite.empty()) out.set_composite(id, n.composite, n.composite_node);
-  }
-  for (size_t i = 0; i < g.outputs().size(); ++i) {
-    out.add_output(g.outputs()[i].node, g.outputs()[i].name);
-    if (!g.outputs()[i].source_name.empty())
-      out.set_output_source_name(i, g.outputs()[i].source_name);
   }
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "graph/graph_copy.h"
 #include "support/check.h"
 #include "support/log.h"
 
@@ -149,12 +150,9 @@ Graph recognize_attention(const Graph& g, int* rewrites) {
     const Node& n = *np;
     std::vector<int> in;
     for (int i : n.inputs) in.push_back(map[static_cast<size_t>(i)]);
-    int id;
-    if (n.op_name() == "input") {
-      id = out.add_input(n.name, n.type.dtype, n.type.shape);
-      if (!n.source_name.empty()) out.set_source_name(id, n.source_name);
-    } else if (n.op_name() == "constant") {
-      id = out.add_constant(*n.data, n.name);
+    int id = copy_source_node(out, n);
+    if (id >= 0) {
+      // an input or a constant, copied as it is
     } else if (std::optional<AttentionMatch> m = matcher.match(n)) {
       // Rank-3 operands [N, T, D] are one batch of N heads: [1, N, T, D].
       auto operand = [&](int src, const char* what) {
