@@ -132,6 +132,11 @@ int main(int argc, char** argv) {
   out["specialized"] = st.specialized;
   out["trace_seconds"] = total;
   out["slowest_request_s"] = slowest;
+  // The (batch, sequence) pairs themselves, so that another compiler can replay the same trace
+  // (bench/gpu/dynamic_trace_torch.py reads them from this JSON).
+  nlohmann::ordered_json pairs = nlohmann::json::array();
+  for (auto [b, t] : trace) pairs.push_back({b, t});
+  out["trace"] = pairs;
   fmt::print(
       "{} requests, {} distinct sizes: {} modules ({} compiled by the C++ compiler in this "
       "process, {} specialized), {:.1f} s in all, slowest request {:.2f} s\n",

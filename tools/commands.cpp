@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "coil/coil.h"
 #include "demo_model.h"
 #include "driver/debug_dir.h"
+#include "driver/dynamic_model.h"
 #include "gpu_run.h"
 #include "graph/interpreter.h"
 #include "graph/op_reference.h"
@@ -66,9 +68,58 @@ bool report_comparison(const std::vector<ValueSpec>& outputs, const std::vector<
 
 }  // namespace
 
+namespace {
+
+/// `coil compile` with sizes left unbound (CPU): one variant compiled at representative sizes,
+/// its module taking the sizes as arguments (ks0, ks1, ... in the symbols' name order), written
+/// to out_dir with sizes.json saying which symbol each argument is.
+int compile_size_generic(const Prepared& p, const std::vector<std::string>& symbols,
+                         const std::string& out_dir) {
+  const std::vector<int64_t> at = representative_sizes(p.graph, symbols);
+  SizeVariantBuild v = compile_size_variant(p.graph, p.options, symbols, at);
+  print_kernels(v.report);
+  nlohmann::ordered_json j;
+  j["size_generic"] = v.size_generic;
+  nlohmann::ordered_json args = nlohmann::json::object(), hints = nlohmann::json::object();
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    args[fmt::format("ks{}", i)] = symbols[i];
+    hints[symbols[i]] = at[i];
+    shown.push_back(fmt::format("ks{} = {}", i, symbols[i]));
+  }
+  j["size_arguments"] = args;
+  j["compiled_at"] = hints;
+  std::ofstream(std::filesystem::path(out_dir) / "sizes.json") << j.dump(2) << "\n";
+  if (v.size_generic)
+    fmt::print(
+        "size-generic: the kernels take the sizes as arguments ({}); this module serves every "
+        "size at which coil prints the same code (sizes 0 and 1, and sizes equal to another "
+        "size or a constant dim, get variants of their own when the model runs)\n",
+        fmt::join(shown, ", "));
+  else
+    fmt::print(
+        "specialized: the size-generic pipeline cannot compile this model yet (COIL_LOGS=guards "
+        "says why); this module is for {} only\n",
+        fmt::join(shown, ", "));
+  fmt::print(
+      "compiled in {:.1f} ms (cache {}); wrote {}/module.cpp, module.so, report.json, "
+      "sizes.json\n",
+      v.report.total_seconds * 1e3, v.report.cache_hit ? "hit" : "miss", out_dir);
+  return kExitOk;
+}
+
+}  // namespace
+
 int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
-  Prepared p = prepare(a);
+  Prepared p = prepare(a, /*make_inputs=*/false);
   p.options.output_dir = out_dir;
+  const std::vector<std::string> unbound = unbound_size_symbols(p.graph, p.options.sizes);
+  COIL_USER_CHECK(a.device != "cuda" || unbound.empty(),
+                  "--device cuda: the Triton backend compiles for bound sizes only; size{} {} {} "
+                  "not bound (pass --size NAME=N or --input NAME=FILE.npy)",
+                  unbound.size() == 1 ? "" : "s", names_list(unbound),
+                  unbound.size() == 1 ? "is" : "are");
+  if (!unbound.empty()) return compile_size_generic(p, unbound, out_dir);
   if (a.device == "cuda") {
     CompileReport r = generate_gpu_module(p.graph, p.options);
     print_kernels(r);

@@ -61,7 +61,7 @@ void bind_size(const Graph& g, const std::string& arg, std::map<std::string, int
 
 }  // namespace
 
-Prepared prepare(const ModelArgs& a) {
+Prepared prepare(const ModelArgs& a, bool make_inputs) {
   bool onnx = std::filesystem::path(a.model).extension() == ".onnx";
   Prepared p{onnx ? import_onnx(a.model) : load_graph_file(a.model), {}, {}};
   p.options.device = a.device;
@@ -100,6 +100,7 @@ Prepared prepare(const ModelArgs& a) {
       if (n.type.shape[d].is_symbol())
         p.options.sizes.emplace(n.type.shape[d].symbol_name(), it->second.shape()[d]);
   }
+  if (!make_inputs) return p;  // given inputs bound their sizes; the rest may stay unbound
   uint64_t k = 0;
   for (int id : p.graph.inputs()) {
     const Node& n = p.graph.node(id);

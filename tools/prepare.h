@@ -26,6 +26,8 @@ struct Prepared {
   CompileOptions options;
 };
 
-Prepared prepare(const ModelArgs& a);
+/// With `make_inputs` false (`coil compile`), --input files still bind their sizes but no
+/// random inputs are made, so sizes may stay unbound: the compile is size-generic in them.
+Prepared prepare(const ModelArgs& a, bool make_inputs = true);
 
 }  // namespace coil::cli

@@ -241,6 +241,9 @@ SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& 
   report.so_path = out.built.so_path;
   report.source = module.source;
   timer.finish();
+  // A size-generic model's output directory holds its latest variant (`coil compile` without
+  // --size compiles one, at representative_sizes()).
+  write_output_dir(graph, options, report);
   return out;
 }
 

@@ -20,6 +20,27 @@ std::vector<std::string> unbound_size_symbols(const Graph& graph,
   return {names.begin(), names.end()};
 }
 
+std::vector<int64_t> representative_sizes(const Graph& graph,
+                                          const std::vector<std::string>& symbols) {
+  std::set<int64_t> taken;
+  for (const auto& n : graph.nodes())
+    if (n)
+      for (const sym::Expr& d : n->type.shape)
+        if (auto c = d.as_const()) taken.insert(*c);
+  // Primes from 97 up: not a multiple of a vector width or tile, so a size-generic variant
+  // keeps its tail loops, as it must for the sizes it will serve.
+  std::vector<int64_t> out;
+  for (int64_t v = 97; out.size() < symbols.size(); ++v) {
+    bool prime = true;
+    for (int64_t q = 2; q * q <= v && prime; ++q) prime = v % q != 0;
+    if (prime && !taken.count(v)) {
+      out.push_back(v);
+      taken.insert(v);
+    }
+  }
+  return out;
+}
+
 namespace {
 
 std::string sizes_str(const std::vector<std::string>& symbols, const std::vector<int64_t>& v) {

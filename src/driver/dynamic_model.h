@@ -107,6 +107,13 @@ class DynamicModel {
   mutable const CompileReport* last_report_ = nullptr;
 };
 
+/// Sizes at which to compile one variant that stands for "any size" (`coil compile` without
+/// --size): distinct values above 1 (no 0/1 binding) that equal no other symbol's and no
+/// constant dim of the graph (no coincidence that would print a size as another), moderate
+/// enough that the heuristics read them as ordinary sizes. In `symbols` order.
+std::vector<int64_t> representative_sizes(const Graph& graph,
+                                          const std::vector<std::string>& symbols);
+
 /// The size symbols of `graph`'s inputs that `sizes` does not bind, sorted by name.
 std::vector<std::string> unbound_size_symbols(const Graph& graph,
                                               const std::map<std::string, int64_t>& sizes);

@@ -36,10 +36,12 @@ struct Cli : ::testing::Test {
                                          "output z\noutput m\n";
   }
   void TearDown() override { fs::remove_all(dir); }
-  /// Runs the CLI with `args`; returns the exit code and fills `out` with stdout.
-  int coil(const std::string& args, std::string* out = nullptr) {
+  /// Runs the CLI with `args`; returns the exit code and fills `out` with stdout; ("NAME=VALUE ")
+  /// is put before the command.
+  int coil(const std::string& args, std::string* out = nullptr, const std::string& env = "") {
     fs::path log = dir / "stdout.txt";
-    int rc = std::system(fmt::format("'{}' {} > '{}' 2>&1", COIL_CLI, args, log.string()).c_str());
+    int rc = std::system(
+        fmt::format("{}'{}' {} > '{}' 2>&1", env, COIL_CLI, args, log.string()).c_str());
     std::ifstream in(log);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -50,9 +52,11 @@ struct Cli : ::testing::Test {
 
 TEST_F(Cli, CompileWritesSourceObjectAndReport) {
   std::string out;
+  // An empty cache of its own: a whole-graph cache hit from an earlier run would report only
+  // the model_cache and load stages.
   ASSERT_EQ(coil(fmt::format("compile '{}' --size s0=6 -o '{}'", (dir / "model.coil").string(),
                              (dir / "out").string()),
-                 &out),
+                 &out, "COIL_CACHE_DIR='" + (dir / "cache").string() + "' "),
             0)
       << out;
   EXPECT_TRUE(fs::exists(dir / "out/module.cpp"));
@@ -64,6 +68,37 @@ TEST_F(Cli, CompileWritesSourceObjectAndReport) {
   EXPECT_TRUE(report.contains("arena_bytes"));
   EXPECT_TRUE(report["compile_seconds"].contains("codegen"));
   EXPECT_TRUE(report["cache"] == "hit" || report["cache"] == "miss");
+}
+
+// `coil compile` with a size left unbound writes one size-generic module: its kernels take the
+// size as an argument (ks0), sizes.json says which symbol that is and where it was compiled
+// (a prime above 1 that is no constant dim), and the source is the same each time. With
+// --size the module has no size argument.
+TEST_F(Cli, CompileWithoutSizeIsSizeGeneric) {
+  std::string out, model = (dir / "model.coil").string();
+  ASSERT_EQ(coil(fmt::format("compile '{}' -o '{}'", model, (dir / "g1").string()), &out), 0)
+      << out;
+  EXPECT_NE(out.find("size-generic: the kernels take the sizes as arguments (ks0 = s0)"),
+            std::string::npos)
+      << out;
+  auto sizes = nlohmann::json::parse(std::ifstream(dir / "g1/sizes.json"));
+  EXPECT_EQ(sizes["size_generic"], true);
+  EXPECT_EQ(sizes["size_arguments"]["ks0"], "s0");
+  EXPECT_EQ(sizes["compiled_at"]["s0"], 97);
+  auto read = [](const fs::path& p) {
+    std::stringstream ss;
+    ss << std::ifstream(p).rdbuf();
+    return ss.str();
+  };
+  const std::string source = read(dir / "g1/module.cpp");
+  EXPECT_TRUE(std::regex_search(source, std::regex("const int64_t ks0"))) << source;
+  EXPECT_TRUE(fs::exists(dir / "g1/module.so"));
+  ASSERT_EQ(coil(fmt::format("compile '{}' -o '{}'", model, (dir / "g2").string()), &out), 0);
+  EXPECT_EQ(read(dir / "g2/module.cpp"), source);
+  ASSERT_EQ(
+      coil(fmt::format("compile '{}' --size s0=5 -o '{}'", model, (dir / "s").string()), &out), 0);
+  EXPECT_EQ(read(dir / "s/module.cpp").find("ks0"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "s/sizes.json"));
 }
 
 // `coil export` writes the three files; `coil run DIR` runs them with the same results as
