@@ -18,6 +18,10 @@
 //
 //   coil_cpu_bench [--threads 1,2] [--runs 20] [--warmup 3] [--workloads a,b,...]
 //                  [--compile-samples 3] [--scale 1.0] [--no-check] [--json FILE] [--list]
+//                  [--size-generic [--rounds 5]]
+//
+// --size-generic times each workload's size-generic model (its leading dim a size symbol)
+// against the model compiled for its size instead (issue 20; docs/dynamic-shapes.md).
 
 #include <omp.h>
 #include <sys/mman.h>
@@ -69,13 +73,17 @@ struct Workload {
   /// values in [-2, 2) round their partial sums (|partial| ~ 2*sqrt(n)) at each step, and a
   /// row that cancels to near 0 then fails a 1e-5 atol. 1e-6*n covers that with margin.
   double check_atol = -1;
+  /// The same graph with its leading dimension the size symbol n (--size-generic), and n's
+  /// value in `text`.
+  std::string generic;
+  int64_t n = 0;
 };
 
 int64_t scaled(int64_t n, double scale) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::llround(static_cast<double>(n) * scale)));
 }
 
-std::string gelu_affine(const char* dt, int64_t rows) {
+std::string gelu_affine(const char* dt, const std::string& rows) {
   return fmt::format(
       "input x: {0}[{1}, 1024]\n"
       "input w: {0}[1024]\n"
@@ -87,7 +95,7 @@ std::string gelu_affine(const char* dt, int64_t rows) {
       dt, rows);
 }
 
-std::string scale_shift(int64_t n) {
+std::string scale_shift(const std::string& n) {
   return fmt::format(
       "input x: f32[{}]\n"
       "half = full() {{shape=[], value=0.5, dtype=f32}}\n"
@@ -98,7 +106,7 @@ std::string scale_shift(int64_t n) {
       n);
 }
 
-std::string softmax_rows(int64_t rows, int64_t cols) {
+std::string softmax_rows(const std::string& rows, int64_t cols) {
   return fmt::format(
       "input x: f32[{}, {}]\n"
       "y = softmax(x) {{axis=-1}}\n"
@@ -111,46 +119,57 @@ std::string softmax_rows(int64_t rows, int64_t cols) {
 std::vector<Workload> all_workloads(double s) {
   const int64_t n16m = scaled(int64_t{16} << 20, s), rows = scaled(16384, s);
   const int64_t frows = scaled(4096, s), irows = scaled(10000, s);
+  auto layer_norm = [](const std::string& rows) {
+    return fmt::format(
+        "input x: f32[{}, 1024]\n"
+        "input w: f32[1024]\n"
+        "input b: f32[1024]\n"
+        "y = layer_norm(x, w, b) {{dims=1, eps=1e-5}}\n"
+        "output y\n",
+        rows);
+  };
+  auto sum = [](const std::string& rows, int axis) {
+    return fmt::format("input x: f32[{}, 1024]\ny = sum(x) {{axes=[{}]}}\noutput y\n", rows, axis);
+  };
+  auto transpose_add = [](const std::string& rows) {
+    return fmt::format(
+        "input x: f32[{0}, 4096]\n"
+        "input y: f32[4096, {0}]\n"
+        "xt = transpose(x) {{dim0=0, dim1=1}}\n"
+        "z = add(xt, y)\n"
+        "output z\n",
+        rows);
+  };
+  // Each graph at its leading size `n` and with n symbolic (`make` formats either).
   std::vector<Workload> w;
-  w.push_back({"a", fmt::format("x*0.5+1, f32[{}]", n16m), scale_shift(n16m), Ceiling::Copy});
-  w.push_back({"b", fmt::format("gelu(x*w+b), f32[{}, 1024]", rows), gelu_affine("f32", rows),
-               Ceiling::Copy});
-  w.push_back({"c", fmt::format("softmax(-1), f32[{}, 1024]", rows), softmax_rows(rows, 1024),
-               Ceiling::Copy});
-  w.push_back({"d", fmt::format("layer_norm(w, b), f32[{}, 1024]", rows),
-               fmt::format("input x: f32[{}, 1024]\n"
-                           "input w: f32[1024]\n"
-                           "input b: f32[1024]\n"
-                           "y = layer_norm(x, w, b) {{dims=1, eps=1e-5}}\n"
-                           "output y\n",
-                           rows),
-               Ceiling::Copy});
-  w.push_back({"e1", fmt::format("sum(-1), f32[{}, 1024]", rows),
-               fmt::format("input x: f32[{}, 1024]\n"
-                           "y = sum(x) {{axes=[1]}}\n"
-                           "output y\n",
-                           rows),
-               Ceiling::Read, 1e-6 * 1024});
-  w.push_back({"e0", fmt::format("sum(0), f32[{}, 1024]", rows),
-               fmt::format("input x: f32[{}, 1024]\n"
-                           "y = sum(x) {{axes=[0]}}\n"
-                           "output y\n",
-                           rows),
-               Ceiling::Read, 1e-6 * static_cast<double>(rows)});
-  w.push_back({"f", fmt::format("x.t()+y, x f32[{}, 4096]", frows),
-               fmt::format("input x: f32[{}, 4096]\n"
-                           "input y: f32[4096, {}]\n"
-                           "xt = transpose(x) {{dim0=0, dim1=1}}\n"
-                           "z = add(xt, y)\n"
-                           "output z\n",
-                           frows, frows),
-               Ceiling::Copy});
-  w.push_back({"i", fmt::format("softmax(-1), f32[{}, 1000]", irows), softmax_rows(irows, 1000),
-               Ceiling::Copy});
-  w.push_back({"j", fmt::format("gelu(x*w+b), bf16[{}, 1024]", rows), gelu_affine("bf16", rows),
-               Ceiling::Copy});
-  w.push_back({"k", fmt::format("x*0.5+1, f32[{}] (tail)", n16m + 3), scale_shift(n16m + 3),
-               Ceiling::Copy});
+  auto add = [&](const char* id, std::string desc, int64_t n,
+                 const std::function<std::string(const std::string&)>& make, Ceiling c,
+                 double atol = -1) {
+    w.push_back({id, std::move(desc), make(std::to_string(n)), c, atol, make("n"), n});
+  };
+  add("a", fmt::format("x*0.5+1, f32[{}]", n16m), n16m, scale_shift, Ceiling::Copy);
+  add(
+      "b", fmt::format("gelu(x*w+b), f32[{}, 1024]", rows), rows,
+      [](const std::string& r) { return gelu_affine("f32", r); }, Ceiling::Copy);
+  add(
+      "c", fmt::format("softmax(-1), f32[{}, 1024]", rows), rows,
+      [](const std::string& r) { return softmax_rows(r, 1024); }, Ceiling::Copy);
+  add("d", fmt::format("layer_norm(w, b), f32[{}, 1024]", rows), rows, layer_norm, Ceiling::Copy);
+  add(
+      "e1", fmt::format("sum(-1), f32[{}, 1024]", rows), rows,
+      [&](const std::string& r) { return sum(r, 1); }, Ceiling::Read, 1e-6 * 1024);
+  add(
+      "e0", fmt::format("sum(0), f32[{}, 1024]", rows), rows,
+      [&](const std::string& r) { return sum(r, 0); }, Ceiling::Read,
+      1e-6 * static_cast<double>(rows));
+  add("f", fmt::format("x.t()+y, x f32[{}, 4096]", frows), frows, transpose_add, Ceiling::Copy);
+  add(
+      "i", fmt::format("softmax(-1), f32[{}, 1000]", irows), irows,
+      [](const std::string& r) { return softmax_rows(r, 1000); }, Ceiling::Copy);
+  add(
+      "j", fmt::format("gelu(x*w+b), bf16[{}, 1024]", rows), rows,
+      [](const std::string& r) { return gelu_affine("bf16", r); }, Ceiling::Copy);
+  add("k", fmt::format("x*0.5+1, f32[{}] (tail)", n16m + 3), n16m + 3, scale_shift, Ceiling::Copy);
   return w;
 }
 
@@ -165,6 +184,8 @@ struct Options {
   double scale = 1.0;
   bool check = true;
   bool list = false;
+  bool size_generic = false;
+  int rounds = 5;
   std::string json_path;
   std::string write_graphs;  // a directory: each workload's graph as <id>.coil, then exit
 };
@@ -188,6 +209,11 @@ Options parse_args(int argc, char** argv) {
   app.add_flag("--no-check", no_check, "skip the comparison with the reference interpreter");
   app.add_option("--json", o.json_path, "write the results here");
   app.add_flag("--list", o.list, "print the workloads and exit");
+  app.add_flag("--size-generic", o.size_generic,
+               "time each workload's size-generic model (leading dim symbolic) against the one "
+               "compiled for its size, alternating --rounds blocks of --runs (issue 20)");
+  app.add_option("--rounds", o.rounds, "alternated blocks per model with --size-generic")
+      ->check(CLI::PositiveNumber);
   app.add_option("--write-graphs", o.write_graphs,
                  "write each workload's graph as DIR/<id>.coil and exit (bench/roofline.py)")
       ->type_name("DIR");
@@ -290,6 +316,66 @@ struct CeilingBuffers {
 
 volatile float g_sink = 0;
 
+/// --size-generic: each workload's model compiled for its size against its size-generic model
+/// (the leading dim the symbol n, bound at the call), the same inputs and output buffers,
+/// timed in alternating blocks (--rounds of --runs each, after --warmup calls), medians over
+/// all timed runs. The two outputs must agree (the generic one is checked against the
+/// specialized one, whose code the default mode checks against the interpreter).
+json size_generic_suite(const Options& opt, const std::vector<Workload>& suite) {
+  json rows = json::array();
+  fmt::print("\n{:<4} {:>3} {:>14} {:>14} {:>8} {:>8}\n", "wl", "thr", "specialized ms",
+             "generic ms", "diff", "check");
+  for (const Workload& w : suite) {
+    CompiledModel spec = compile(parse_graph(w.text, "<" + w.id + ">"));
+    CompiledModel gen = compile(parse_graph(w.generic, "<" + w.id + " generic>"));
+    std::vector<Tensor> inputs;
+    uint64_t seed = 1;
+    for (const auto& v : spec.inputs()) inputs.push_back(random_tensor(v.dtype, v.shape, seed++));
+    std::vector<TensorRef> refs;
+    for (const auto& t : inputs) refs.push_back(t.ref());
+    std::vector<Tensor> out_s, out_g;
+    for (const auto& v : spec.outputs()) {
+      out_s.push_back(Tensor::zeros(v.dtype, v.shape));
+      out_g.push_back(Tensor::zeros(v.dtype, v.shape));
+    }
+    spec.run_into(refs, out_s);
+    gen.run_into(refs, out_g);
+    bool ok = true;
+    for (size_t i = 0; i < out_s.size(); ++i) {
+      Tolerance tol = default_tolerance(out_s[i].dtype());
+      if (w.check_atol >= 0) tol.atol = w.check_atol;
+      ok = ok && compare_tensors(out_g[i], out_s[i], tol).ok;
+    }
+    const CompiledModel::SizeStats st = gen.size_stats();
+    json per_thread = json::array();
+    for (int t : opt.threads) {
+      set_num_threads(t);
+      std::vector<double> ts, tg;
+      for (int r = 0; r < opt.rounds; ++r) {
+        time_block([&] { spec.run_into(refs, out_s); }, opt.warmup, opt.runs, ts);
+        time_block([&] { gen.run_into(refs, out_g); }, opt.warmup, opt.runs, tg);
+      }
+      const Timing a = summarize(ts), b = summarize(tg);
+      const double diff = b.median_ms / a.median_ms - 1;
+      fmt::print("{:<4} {:>3} {:>14.3f} {:>14.3f} {:>+7.1f}% {:>8}\n", w.id, t, a.median_ms,
+                 b.median_ms, 100 * diff, ok ? "ok" : "FAIL");
+      std::fflush(stdout);
+      per_thread.push_back(json{{"threads", t},
+                                {"specialized", timing_json(a, 0)},
+                                {"generic", timing_json(b, 0)},
+                                {"generic_vs_specialized", diff}});
+    }
+    rows.push_back(json{{"id", w.id},
+                        {"desc", w.desc},
+                        {"n", w.n},
+                        {"generic_graph", w.generic},
+                        {"generic_matches_specialized", ok},
+                        {"generic_size_generic", st.specialized == 0},
+                        {"threads", per_thread}});
+  }
+  return rows;
+}
+
 // ---------------------------------------------------------------- the run
 
 int main_impl(int argc, char** argv) {
@@ -367,7 +453,7 @@ int main_impl(int argc, char** argv) {
   // module (every workload's source differs), which is the per-graph cost.
   fresh_cache_dir(cache_root, "cache");
   {
-    Graph g = parse_graph(scale_shift(64), "<first>");
+    Graph g = parse_graph(scale_shift("64"), "<first>");
     auto t0 = Clock::now();
     CompiledModel m = compile(g);
     out["first_compile_in_process_ms"] = ms_since(t0);
@@ -378,6 +464,17 @@ int main_impl(int argc, char** argv) {
         "first compile (tiny graph; toolchain discovery and the cache directory's one-off "
         "work): {:.1f} ms\n",
         out["first_compile_in_process_ms"].get<double>());
+  }
+
+  if (opt.size_generic) {
+    out["size_generic"] = size_generic_suite(opt, suite);
+    out["load_average_end"] = load_average();
+    fmt::print("load average at the end: {}\n", load_average());
+    bool all_ok = true;
+    for (const auto& r : out["size_generic"])
+      all_ok = all_ok && r["generic_matches_specialized"].get<bool>();
+    if (!opt.json_path.empty()) std::ofstream(opt.json_path) << out.dump(2) << "\n";
+    return all_ok ? 0 : 1;
   }
 
   CeilingBuffers ceiling_buffers;
