@@ -194,6 +194,20 @@ TEST(DynamicShapes, ModulesAreSharedAcrossSizes) {
   EXPECT_LE(m.size_stats().modules, 3);
 }
 
+// Decisions that depend on how large a buffer is read the call's sizes: a large output
+// streams (non-temporal stores, as the specialized module does), a small one does not, and
+// the two sizes get different variants, both right.
+TEST(DynamicShapes, LargeOutputsStreamAtTheirSizes) {
+  Graph g = graph_from_text("input x: f32[n, 1024]\ny = softmax(x) {axis=-1}\noutput y\n");
+  CompiledModel m = compile(g);
+  ASSERT_TRUE(matches_at(m, g, {{"n", 17}}));
+  EXPECT_EQ(m.report().source.find("store_stream"), std::string::npos);
+  ASSERT_TRUE(matches_at(m, g, {{"n", 8191}}));  // 32 MiB out
+  EXPECT_NE(m.report().source.find("store_stream"), std::string::npos);
+  EXPECT_EQ(m.size_stats().modules, 2);
+  EXPECT_EQ(m.size_stats().specialized, 0);
+}
+
 TEST(DynamicShapes, ErrorsNameTheInputAndDim) {
   Graph g = graph_from_text("input x: f32[n, 8]\ninput y: f32[n, 8]\nz = add(x, y)\noutput z\n");
   CompiledModel m = compile(g);

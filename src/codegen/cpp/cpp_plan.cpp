@@ -186,7 +186,8 @@ class KernelPlanner {
     for (const auto& arg : plan_.args) {
       const Buffer& buf = p_.buffer(arg.buffer);
       DType dt = buf.layout.dtype;
-      auto numel = buf.layout.numel().as_const();
+      // At the size hints when sizes are symbolic (the decision shows in the source).
+      auto numel = sym::hint(buf.layout.numel());
       if (arg.is_output || (dt != DType::BF16 && dt != DType::F16) || !numel || *numel <= 0 ||
           *numel > kWidenMaxElements || total + *numel > kWidenMaxTotal)
         continue;
@@ -288,7 +289,9 @@ class KernelPlanner {
     if (buffer < 0) return false;
     const Buffer& b = p_.buffer(buffer);
     if (b.kind != BufferKind::Output || plan_.storage_dtype(p_, buffer) != DType::F32) return false;
-    auto numel = b.layout.numel().as_const();
+    // A symbolic size is read at its hint: a size-generic variant streams when the call it is
+    // compiled for is large, and the source says so (the guard keeps small sizes apart).
+    auto numel = sym::hint(b.layout.numel());
     return numel && *numel * 4 >= kStreamMinBytes;
   }
 
