@@ -7,6 +7,7 @@
 
 #include "coil/expr.h"
 #include "frontend/onnx/onnx_import.h"
+#include "frontend/onnx/onnx_model.h"
 #include "graph/text_format.h"
 #include "runtime/compare.h"
 #include "support/check.h"
@@ -63,7 +64,29 @@ void bind_size(const Graph& g, const std::string& arg, std::map<std::string, int
 
 Prepared prepare(const ModelArgs& a, bool make_inputs) {
   bool onnx = std::filesystem::path(a.model).extension() == ".onnx";
-  Prepared p{onnx ? import_onnx(a.model) : load_graph_file(a.model), {}, {}};
+  // --input files by the name given; an ONNX model whose shape arguments come from graph
+  // inputs is imported with those inputs bound to the files' values (frontend/onnx/
+  // onnx_model.h), and they leave the graph's inputs.
+  struct File {
+    std::string arg, name;
+    Tensor value;
+  };
+  std::vector<File> files;
+  for (const auto& s : a.inputs) {
+    auto [name, path] = split_pair(s, "--input", "NAME=FILE.npy");
+    files.push_back({s, name, read_npy(path)});
+  }
+  std::vector<std::string> bound;
+  Prepared p;
+  if (onnx) {
+    std::map<std::string, Tensor> by_name;
+    for (const File& f : files) by_name.emplace(f.name, f.value);
+    ValueBoundImport imp = import_onnx_binding_values(a.model, by_name);
+    p.graph = std::move(imp.graph);
+    bound = std::move(imp.bound);
+  } else {
+    p.graph = load_graph_file(a.model);
+  }
   p.options.device = a.device;
   p.options.precision = a.precision;
   p.options.mode = a.mode;
@@ -80,14 +103,14 @@ Prepared prepare(const ModelArgs& a, bool make_inputs) {
     input_specs.push_back({n.name, n.type.dtype, {}, n.source_name});
   }
   std::map<std::string, Tensor> given;
-  for (const auto& s : a.inputs) {
-    auto [name, path] = split_pair(s, "--input", "NAME=FILE.npy");
+  for (const auto& [s, name, value] : files) {
+    if (std::find(bound.begin(), bound.end(), name) != bound.end()) continue;
     std::optional<size_t> at = find_value(input_specs, name);
     COIL_USER_CHECK(at.has_value(), "--input {}: the model has no input '{}' (its inputs: {})", s,
                     name, value_names(input_specs));
     const std::string& canonical = input_specs[*at].name;
     COIL_USER_CHECK(!given.count(canonical), "--input {}: input '{}' is given twice", s, name);
-    given[canonical] = read_npy(path);
+    given[canonical] = value;
   }
   // Bind symbols from given inputs' shapes, then make the remaining inputs.
   for (int id : p.graph.inputs()) {
