@@ -16,7 +16,9 @@
 // How it works (FlashAttention-2's forward loop order, one thread per query block):
 //   - Tasks are (batch, head, block of kBlockRows query rows), spread over OpenMP threads
 //     (dynamic: causal blocks differ in work). Each output row is computed by one thread in a
-//     fixed order of key blocks, so results do not depend on the thread count.
+//     fixed order of key blocks, so results do not depend on the thread count. When the tasks
+//     are few and the keys many (decoding), the keys are split into chunks too, each chunk's
+//     rows left unnormalized with their running max and sum, then combined (kSplitMinTasks).
 //   - For each block of kBlockKeys keys: K's block is transposed into kt [D][kBlockKeys] (the
 //     ISA's register transpose), so that scores S = Q K^T are broadcast-FMAs along the keys:
 //     a register tile of kMicroRows rows x 4 vectors, the shape of the matmul micro-kernel.
@@ -84,6 +86,16 @@ constexpr int64_t kBlockKeys = 4 * kL;
 constexpr int64_t kBlockRows = 64;
 /// Rows of the register tiles: 4 x 4 accumulators fit AVX-512's 32 registers, 2 x 4 AVX2's 16.
 constexpr int kMicroRows = kL >= 16 ? 4 : 2;
+/// Split keys ("flash-decoding"): with fewer (batch, head, query block) tasks than
+/// kSplitMinTasks and many keys (decoding: one query row against a long cache, where B x H
+/// tasks leave threads idle), the keys are cut into chunks of at least kSplitMinKeys, each
+/// chunk a task of its own, and a second pass combines the chunks' rows. The cut depends on
+/// the sizes only, never on the thread count, so results stay the same for every count.
+constexpr int64_t kSplitMinTasks = 32;
+constexpr int64_t kSplitMinKeys = 512;
+constexpr int64_t kMaxSplits = 16;
+/// Floats after a row's outputs in a split's partial result: its running max and sum.
+constexpr int64_t kPartExtra = 2;
 
 /// a * b + c in one rounding where the ISA has FMA (generated code is built with
 /// -ffp-contract=off, so a * b + c would be two instructions).
@@ -240,10 +252,14 @@ inline float online_softmax(float* s, float& m, float& l) {
   return alpha;
 }
 
-/// One task: query rows [i0, i0 + rows) of head h of batch b.
+/// One task: query rows [i0, i0 + rows) of head h of batch b over keys [key_lo, key_hi)
+/// (key_lo a multiple of kBlockKeys). With `part` null the rows are finished into y; else
+/// (split keys) each row leaves its unnormalized output, running max and sum in `part`
+/// (kPartExtra floats after ldv outputs per row) for combine_parts.
 template <typename T, typename M>
 void query_block(const Params& p, const T* q, const T* k, const T* v, const M* mask, T* y,
-                 int64_t b, int64_t h, int64_t i0, int64_t rows, Scratch& w) {
+                 int64_t b, int64_t h, int64_t i0, int64_t rows, Scratch& w, int64_t key_lo,
+                 int64_t key_hi, float* part) {
   const int64_t D = p.head_dim, Dv = p.value_dim, Tk = p.kv_len;
   const int64_t hk = h / (p.heads / p.kv_heads);
   const int64_t ldq = p.q_strides[2], ldk = p.k_strides[2], ldv = p.v_strides[2];
@@ -256,10 +272,10 @@ void query_block(const Params& p, const T* q, const T* k, const T* v, const M* m
   std::fill(w.m.begin(), w.m.begin() + rows, -std::numeric_limits<float>::infinity());
   std::fill(w.l.begin(), w.l.begin() + rows, 0.0f);
   // Causal: keys past the last row's last visible key are skipped whole.
-  int64_t key_end = Tk;
-  if (p.causal) key_end = std::clamp<int64_t>(i0 + rows + Tk - p.q_len, 0, Tk);
+  int64_t key_end = std::min(Tk, key_hi);
+  if (p.causal) key_end = std::clamp<int64_t>(i0 + rows + Tk - p.q_len, 0, key_end);
   float alpha[kBlockRows];
-  for (int64_t j0 = 0; j0 < key_end; j0 += kBlockKeys) {
+  for (int64_t j0 = key_lo; j0 < key_end; j0 += kBlockKeys) {
     const int64_t nk = std::min<int64_t>(kBlockKeys, key_end - j0);
     // K^T block [D][kBlockKeys] (keys past nk zero) and V block [nk][ldv] in f32.
     for (int64_t jj = 0; jj < nk; jj += kL)
@@ -302,6 +318,15 @@ void query_block(const Params& p, const T* q, const T* k, const T* v, const M* m
                                     w.o.data() + r * w.ldv, w.ldv);
         });
   }
+  if (part != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* dst = part + r * (w.ldv + kPartExtra);
+      std::copy(w.o.begin() + r * w.ldv, w.o.begin() + (r + 1) * w.ldv, dst);
+      dst[w.ldv] = w.m[static_cast<size_t>(r)];
+      dst[w.ldv + 1] = w.l[static_cast<size_t>(r)];
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const float* o = w.o.data() + r * w.ldv;
     T* out = yb + r * Dv;
@@ -316,22 +341,99 @@ void query_block(const Params& p, const T* q, const T* k, const T* v, const M* m
 
 }  // namespace detail
 
+namespace detail {
+
+/// Keys per chunk when the keys are split (kv_len when not).
+inline int64_t key_chunk(int64_t tasks, int64_t kv_len) {
+  if (tasks >= kSplitMinTasks || kv_len < 2 * kSplitMinKeys) return std::max<int64_t>(kv_len, 1);
+  const int64_t splits = std::min<int64_t>(
+      {kv_len / kSplitMinKeys, (kSplitMinTasks + tasks - 1) / tasks, kMaxSplits});
+  if (splits <= 1) return kv_len;
+  return round_up((kv_len + splits - 1) / splits, kBlockKeys);
+}
+
+/// Rows [0, rows) of one task from its `splits` partial results (`part`, each `rows_cap`
+/// rows of ldv + kPartExtra floats): the softmax's rescaling across chunks, then y = O / L.
+template <typename T>
+void combine_parts(const float* part, int64_t splits, int64_t rows_cap, int64_t ldv, int64_t rows,
+                   int64_t Dv, T* yb) {
+  const int64_t row_len = ldv + kPartExtra, split_len = rows_cap * row_len;
+  std::vector<float> o(static_cast<size_t>(ldv));
+  for (int64_t r = 0; r < rows; ++r) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < splits; ++c) {
+      const float mc = part[c * split_len + r * row_len + ldv];
+      m = std::isnan(m) || std::isnan(mc) ? m + mc : std::max(m, mc);
+    }
+    const float base = m == -std::numeric_limits<float>::infinity() ? 0.0f : m;
+    std::fill(o.begin(), o.end(), 0.0f);
+    float l = 0;
+    for (int64_t c = 0; c < splits; ++c) {
+      const float* src = part + c * split_len + r * row_len;
+      const float f = std::exp(src[ldv] - base);
+      l += src[ldv + 1] * f;
+      for (int64_t d = 0; d < ldv; d += kL)
+        fmadd(V::loadu(src + d), V(f), V::loadu(o.data() + d)).store(o.data() + d);
+    }
+    const V inv_l(1.0f / l);
+    for (int64_t d = 0; d < Dv; d += kL)
+      (V::loadu(o.data() + d) * inv_l).store(yb + r * Dv + d, Dv - d);
+  }
+}
+
+}  // namespace detail
+
 /// y = attention(q, k, v, mask) as Params says; `mask` null when p.mask is none (M: bool for
 /// a boolean mask, float for an additive one).
 template <typename T, typename M>
 void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask, T* y) {
-  const int64_t blocks = (p.q_len + detail::kBlockRows - 1) / detail::kBlockRows;
+  using namespace detail;
+  const int64_t blocks = (p.q_len + kBlockRows - 1) / kBlockRows;
   const int64_t tasks = p.batch * p.heads * blocks;
   if (tasks == 0 || p.value_dim == 0) return;
+  const M* m = p.mask == MaskKind::none ? nullptr : mask;
+  const int64_t chunk = key_chunk(tasks, p.kv_len);
+  const int64_t splits = std::max<int64_t>((p.kv_len + chunk - 1) / chunk, 1);
+  auto task_rows = [&](int64_t t, int64_t& b, int64_t& h, int64_t& i0) {
+    const int64_t blk = t % blocks, bh = t / blocks;
+    b = bh / p.heads;
+    h = bh % p.heads;
+    i0 = blk * kBlockRows;
+    return std::min<int64_t>(kBlockRows, p.q_len - i0);
+  };
+  if (splits == 1) {
 #pragma omp parallel if (tasks > 1)
-  {
-    detail::Scratch w(p.head_dim, p.value_dim);
+    {
+      Scratch w(p.head_dim, p.value_dim);
 #pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < tasks; ++t) {
+        int64_t b, h, i0;
+        const int64_t rows = task_rows(t, b, h, i0);
+        query_block(p, q, k, v, m, y, b, h, i0, rows, w, 0, p.kv_len, nullptr);
+      }
+    }
+    return;
+  }
+  const int64_t rows_cap = std::min<int64_t>(kBlockRows, p.q_len);
+  const int64_t ldv = round_up(std::max<int64_t>(p.value_dim, 1), kL);
+  const int64_t split_len = rows_cap * (ldv + kPartExtra);
+  std::vector<float> part(static_cast<size_t>(tasks * splits * split_len));
+#pragma omp parallel
+  {
+    Scratch w(p.head_dim, p.value_dim);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < tasks * splits; ++u) {
+      int64_t b, h, i0;
+      const int64_t rows = task_rows(u / splits, b, h, i0), c = u % splits;
+      query_block(p, q, k, v, m, y, b, h, i0, rows, w, c * chunk,
+                  std::min(p.kv_len, (c + 1) * chunk), part.data() + u * split_len);
+    }
+#pragma omp for schedule(static)
     for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t blk = t % blocks, bh = t / blocks;
-      const int64_t i0 = blk * detail::kBlockRows;
-      detail::query_block(p, q, k, v, p.mask == MaskKind::none ? nullptr : mask, y, bh / p.heads,
-                          bh % p.heads, i0, std::min<int64_t>(detail::kBlockRows, p.q_len - i0), w);
+      int64_t b, h, i0;
+      const int64_t rows = task_rows(t, b, h, i0);
+      combine_parts(part.data() + t * splits * split_len, splits, rows_cap, ldv, rows,
+                    p.value_dim, y + ((b * p.heads + h) * p.q_len + i0) * p.value_dim);
     }
   }
 }
