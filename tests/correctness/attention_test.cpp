@@ -186,8 +186,7 @@ TEST(Attention, DecodingSplitsTheKeys) {
   set_num_threads(2);
   std::vector<Tensor> two = m.run(in);
   for (size_t i = 0; i < one.size(); ++i)
-    EXPECT_EQ(std::memcmp(one[i].data(), two[i].data(), static_cast<size_t>(one[i].numel()) * 4),
-              0)
+    EXPECT_EQ(std::memcmp(one[i].data(), two[i].data(), static_cast<size_t>(one[i].numel()) * 4), 0)
         << "output " << i;
   Graph masked = graph_from_text(
       "input q: f32[1, 2, 2, 32]\ninput k: f32[1, 2, 2500, 32]\ninput v: f32[1, 2, 2500, 24]\n"
