@@ -346,8 +346,8 @@ namespace detail {
 /// Keys per chunk when the keys are split (kv_len when not).
 inline int64_t key_chunk(int64_t tasks, int64_t kv_len) {
   if (tasks >= kSplitMinTasks || kv_len < 2 * kSplitMinKeys) return std::max<int64_t>(kv_len, 1);
-  const int64_t splits = std::min<int64_t>(
-      {kv_len / kSplitMinKeys, (kSplitMinTasks + tasks - 1) / tasks, kMaxSplits});
+  const int64_t splits =
+      std::min<int64_t>({kv_len / kSplitMinKeys, (kSplitMinTasks + tasks - 1) / tasks, kMaxSplits});
   if (splits <= 1) return kv_len;
   return round_up((kv_len + splits - 1) / splits, kBlockKeys);
 }
@@ -432,8 +432,8 @@ void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask,
     for (int64_t t = 0; t < tasks; ++t) {
       int64_t b, h, i0;
       const int64_t rows = task_rows(t, b, h, i0);
-      combine_parts(part.data() + t * splits * split_len, splits, rows_cap, ldv, rows,
-                    p.value_dim, y + ((b * p.heads + h) * p.q_len + i0) * p.value_dim);
+      combine_parts(part.data() + t * splits * split_len, splits, rows_cap, ldv, rows, p.value_dim,
+                    y + ((b * p.heads + h) * p.q_len + i0) * p.value_dim);
     }
   }
 }
