@@ -27,16 +27,25 @@ struct Slot {
   int owner;
 };
 
-/// Kernel k reads `a` only at the index where it writes `b`, in one pointwise nest.
+/// Kernel k reads `a` only at the index where it writes `b`, in one pointwise nest, and no
+/// computation after the one that writes `b` reads `a`: the nest's body runs its computations
+/// in order, so a read of a[i] after the store of b[i] (the same memory) would see the new
+/// value (a fused t83 reading t20 after t69's store had taken t20's slot: a wrong answer).
 bool in_place_ok(const IrProgram& p, const DependencyGraph& d, const KernelGroup& k, int a, int b) {
   if (k.nests.size() != 1) return false;
   if (p.buffer(a).layout.dtype != p.buffer(b).layout.dtype) return false;
   if (buffer_nbytes(p.buffer(a)) != buffer_nbytes(p.buffer(b))) return false;
   sym::Expr write_index;
+  bool written = false;
   for (int c : k.computations()) {
     if (p.computations[static_cast<size_t>(c)].kind != LoopKind::Pointwise) return false;
-    if (p.computations[static_cast<size_t>(c)].buffer == b)
+    for (const auto& r : d.computations[static_cast<size_t>(c)].reads)
+      if (r.buffer == a && (written || (write_index.defined() && r.index != write_index)))
+        return false;
+    if (p.computations[static_cast<size_t>(c)].buffer == b) {
       write_index = d.computations[static_cast<size_t>(c)].write.index;
+      written = true;
+    }
   }
   for (int c : k.computations())
     for (const auto& r : d.computations[static_cast<size_t>(c)].reads)

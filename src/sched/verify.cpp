@@ -347,18 +347,19 @@ class ScheduleChecker {
     int k = kernel_of_[static_cast<size_t>(w)];
     const KernelGroup& g = s_.kernels[static_cast<size_t>(k)];
     sym::Expr write = s_.deps.computations[static_cast<size_t>(w)].write.index;
-    bool ok = g.nests.size() == 1;
+    bool ok = g.nests.size() == 1, written = false;
     for (int c : g.computations()) {
       if (comp(c).kind != LoopKind::Pointwise) ok = false;
       for (const MemoryDep& r : s_.deps.computations[static_cast<size_t>(c)].reads)
-        if (r.buffer == a && r.index != write) ok = false;
+        if (r.buffer == a && (r.index != write || written)) ok = false;
+      if (c == w) written = true;  // a read of `a` after b's store would see b's value
     }
     for (int r : s_.deps.readers[static_cast<size_t>(a)])
       if (kernel_of_[static_cast<size_t>(r)] > k) ok = false;
     if (!ok)
       fail(
-          "{} updates {} in place in kernel {}, which is not one pointwise nest reading it last "
-          "and only at the index it writes",
+          "{} updates {} in place in kernel {}, which is not one pointwise nest reading it last, "
+          "only at the index it writes and before it writes",
           bb.name, ab.name, k);
   }
 
