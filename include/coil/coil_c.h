@@ -102,7 +102,10 @@ COIL_C_API void coil_graph_free(coil_graph* graph);
 
 /* ---- compiling ------------------------------------------------------------------------- */
 
-/* Compiles for the CPU. `options_json` is a JSON object (NULL or "" for the defaults) with any
+/* Compiles for the CPU. Sizes that "sizes" leaves unbound make a size-generic model: one model
+ * for every size, compiled per new size tuple at its first call (docs/dynamic-shapes.md); its
+ * report is {"size_generic": true, "symbols": [...]}. `options_json` is a JSON object (NULL or
+ * "" for the defaults) with any
  * of CompileOptions' fields (coil/coil.h): {"sizes": {"s0": 128}, "isa": "avx512",
  * "fusion": true, "store_all_intermediates": false, "autotune": true, "device": "cpu",
  * "precision": "highest", "output_dir": "DIR", "debug_dir": "DIR", "write_graph": false,
@@ -121,12 +124,19 @@ COIL_C_API void coil_model_free(coil_model* model);
 /* The number of inputs, outputs; -1 for a NULL model (coil_last_error() says so). */
 COIL_C_API int32_t coil_model_num_inputs(const coil_model* model);
 COIL_C_API int32_t coil_model_num_outputs(const coil_model* model);
-/* Name, dtype and shape of input (is_output = 0) or output (1) number `index`, with every size
- * bound. The pointers stay valid as long as the model; a NULL `name`, `dtype`, `ndim` or `shape`
- * is not wanted. */
+/* Name, dtype and shape of input (is_output = 0) or output (1) number `index`; -1 for a dim of
+ * a size-generic model that depends on a size left unbound (coil_model_output_shape gives a
+ * call's). The pointers stay valid as long as the model; a NULL `name`, `dtype`, `ndim` or
+ * `shape` is not wanted. */
 COIL_C_API coil_status coil_model_value_info(const coil_model* model, int32_t is_output,
                                              int32_t index, const char** name, const char** dtype,
                                              int32_t* ndim, const int64_t** shape);
+/* The shape of output `index` for a call on `inputs` (all of them, as coil_model_run takes):
+ * a size-generic model's sizes are bound from the inputs' shapes. `shape` receives at most
+ * `capacity` sizes and `*ndim` the rank (COIL_ERROR_INPUT when the rank is over capacity). */
+COIL_C_API coil_status coil_model_output_shape(const coil_model* model, const coil_tensor* inputs,
+                                               int32_t num_inputs, int32_t index, int32_t* ndim,
+                                               int64_t* shape, int32_t capacity);
 /* The compile report as JSON (report.json; owned by the model); for a model from
  * coil_model_load, what its manifest says ({"exported": true, "isa": ..., "kernels": [...],
  * "module_bytes": ..., "weights_bytes": ..., "load_seconds": ...}). NULL for a NULL model. */

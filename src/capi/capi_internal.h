@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "coil/coil.h"
 #include "coil/coil_c.h"
@@ -19,6 +20,10 @@ struct coil_model {
   coil::ExportedModel exported;  // empty for a compiled model
   bool is_exported = false;
   std::string report_json;  // the compile report, or the export's info, as JSON
+  /// A size-generic model (sizes left unbound): its graph's input and output shapes, from
+  /// which a call's sizes and output shapes follow (docs/dynamic-shapes.md).
+  bool size_generic = false;
+  std::vector<coil::Shape> input_shapes, output_shapes;
 
   const std::vector<coil::ValueSpec>& inputs() const {
     return is_exported ? exported.inputs() : compiled.inputs();

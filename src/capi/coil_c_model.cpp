@@ -2,6 +2,7 @@
 // caller memory. Part 1 (errors, graphs) is coil_c.cpp.
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -160,27 +161,47 @@ void copy_to_strided(const Tensor& src, const TensorRef& dst) {
 }
 
 void check_type(const TensorRef& t, const ValueSpec& spec, const char* kind) {
-  COIL_USER_CHECK(t.dtype == spec.dtype && t.shape == spec.shape, "{} {}: expected {}{}, got {}",
-                  kind, spec.name, dtype_name(spec.dtype), shape_str(spec.shape), ref_type_str(t));
+  bool ok = t.dtype == spec.dtype && t.shape.size() == spec.shape.size();
+  for (size_t d = 0; ok && d < t.shape.size(); ++d)
+    ok = spec.shape[d] < 0 || t.shape[d] == spec.shape[d];  // -1: a size-generic model's symbol
+  COIL_USER_CHECK(ok, "{} {}: expected {}{}, got {}", kind, spec.name, dtype_name(spec.dtype),
+                  shape_str(spec.shape), ref_type_str(t));
+}
+
+/// The output specs of a call on `ins`: the model's, or for a size-generic one its graph's
+/// output shapes at the sizes the inputs bind (a dim that is a symbol alone binds it; the
+/// model's run checks the rest and names any disagreement).
+std::vector<ValueSpec> output_specs_at(const coil_model& m, const std::vector<TensorRef>& ins) {
+  if (!m.size_generic) return m.outputs();
+  std::map<std::string, int64_t> sizes;
+  for (size_t i = 0; i < ins.size() && i < m.input_shapes.size(); ++i)
+    for (size_t d = 0; d < m.input_shapes[i].size() && d < ins[i].shape.size(); ++d)
+      if (m.input_shapes[i][d].is_symbol())
+        sizes.emplace(m.input_shapes[i][d].symbol_name(), ins[i].shape[d]);
+  std::vector<ValueSpec> out = m.outputs();
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t d = 0; d < out[i].shape.size(); ++d)
+      out[i].shape[d] = sym::evaluate(m.output_shapes[i][d], sizes);
+  return out;
 }
 
 void run_model(const coil_model& m, const coil_tensor* inputs, int32_t num_inputs,
                const coil_tensor* outputs, int32_t num_outputs) {
   const auto& in_specs = m.inputs();
-  const auto& out_specs = m.outputs();
   COIL_USER_CHECK(num_inputs >= 0 && static_cast<size_t>(num_inputs) == in_specs.size(),
                   "the model takes {} inputs, got {}", in_specs.size(), num_inputs);
-  COIL_USER_CHECK(num_outputs >= 0 && static_cast<size_t>(num_outputs) == out_specs.size(),
-                  "the model has {} outputs, got {}", out_specs.size(), num_outputs);
   COIL_USER_CHECK(num_inputs == 0 || inputs, "coil_model_run: inputs is NULL for {} inputs",
                   num_inputs);
-  COIL_USER_CHECK(num_outputs == 0 || outputs, "coil_model_run: outputs is NULL for {} outputs",
-                  num_outputs);
   std::vector<TensorRef> ins, outs;
   for (size_t i = 0; i < in_specs.size(); ++i) {
     ins.push_back(tensor_ref(inputs[i], "input " + in_specs[i].name));
     check_type(ins.back(), in_specs[i], "input");
   }
+  const std::vector<ValueSpec> out_specs = output_specs_at(m, ins);
+  COIL_USER_CHECK(num_outputs >= 0 && static_cast<size_t>(num_outputs) == out_specs.size(),
+                  "the model has {} outputs, got {}", out_specs.size(), num_outputs);
+  COIL_USER_CHECK(num_outputs == 0 || outputs, "coil_model_run: outputs is NULL for {} outputs",
+                  num_outputs);
   for (size_t i = 0; i < out_specs.size(); ++i) {
     const std::string what = "output " + out_specs[i].name;
     outs.push_back(tensor_ref(outputs[i], what));
@@ -240,8 +261,8 @@ coil_status coil_compile(const coil_graph* graph, const char* options_json, coil
     require(graph, "coil_compile", "graph");
     require(out, "coil_compile", "out");
     CompileOptions options = capi::parse_options(options_json, "cpu");
-    // Every size bound, each to a symbol of the graph: a misspelled name is an error, and
-    // size-generic models (docs/dynamic-shapes.md) are the C++ API's only, for now.
+    // Each size bound to a symbol of the graph (a misspelled name is an error); sizes left
+    // unbound make a size-generic model (docs/dynamic-shapes.md).
     std::vector<std::string> names;
     for (const sym::Expr& e : graph->graph.size_symbols()) names.push_back(sym::to_string(e));
     for (const auto& [name, value] : options.sizes)
@@ -249,14 +270,27 @@ coil_status coil_compile(const coil_graph* graph, const char* options_json, coil
                       "options: size '{}': the graph has no size symbol '{}' (its symbols: {})",
                       name, name,
                       names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
-    for (const std::string& name : names)
-      COIL_USER_CHECK(options.sizes.count(name),
-                      "options: size '{}' is not bound; give it a value in \"sizes\" (the C ABI "
-                      "compiles for bound sizes)",
-                      name);
     auto m = std::make_unique<coil_model>();
     m->compiled = compile(graph->graph, options);
-    m->report_json = m->compiled.report().to_json();
+    m->size_generic = m->compiled.size_generic();
+    if (m->size_generic) {
+      const Graph& g = graph->graph;
+      std::map<sym::Expr, sym::Expr> bound;
+      for (const auto& [name, v] : options.sizes) bound[sym::make_symbol(name)] = sym::Expr(v);
+      auto at_bound = [&](Shape s) {
+        for (sym::Expr& d : s) d = sym::substitute(d, bound);
+        return s;
+      };
+      for (int id : g.inputs()) m->input_shapes.push_back(at_bound(g.node(id).type.shape));
+      for (const GraphOutput& o : g.outputs())
+        m->output_shapes.push_back(at_bound(g.node(o.node).type.shape));
+      std::vector<std::string> unbound;
+      for (const std::string& n : names)
+        if (!options.sizes.count(n)) unbound.push_back(n);
+      m->report_json = nlohmann::json{{"size_generic", true}, {"symbols", unbound}}.dump();
+    } else {
+      m->report_json = m->compiled.report().to_json();
+    }
     *out = m.release();
   });
 }
@@ -356,6 +390,35 @@ coil_status coil_model_value_info(const coil_model* model, int32_t is_output, in
     if (dtype) *dtype = dtype_name(s.dtype).data();  // the names are string literals
     if (ndim) *ndim = static_cast<int32_t>(s.shape.size());
     if (shape) *shape = s.shape.data();
+  });
+}
+
+coil_status coil_model_output_shape(const coil_model* model, const coil_tensor* inputs,
+                                    int32_t num_inputs, int32_t index, int32_t* ndim,
+                                    int64_t* shape, int32_t capacity) {
+  return guard([&] {
+    require(model, "coil_model_output_shape", "model");
+    require(ndim, "coil_model_output_shape", "ndim");
+    const auto& in_specs = model->inputs();
+    COIL_USER_CHECK(num_inputs >= 0 && static_cast<size_t>(num_inputs) == in_specs.size(),
+                    "the model takes {} inputs, got {}", in_specs.size(), num_inputs);
+    COIL_USER_CHECK(num_inputs == 0 || inputs,
+                    "coil_model_output_shape: inputs is NULL for {} inputs", num_inputs);
+    std::vector<TensorRef> ins;
+    for (size_t i = 0; i < in_specs.size(); ++i)
+      ins.push_back(capi::tensor_ref(inputs[i], "input " + in_specs[i].name));
+    const std::vector<ValueSpec> specs = capi::output_specs_at(*model, ins);
+    COIL_USER_CHECK(index >= 0 && static_cast<size_t>(index) < specs.size(),
+                    "coil_model_output_shape: output index {} is out of range (the model has {} "
+                    "outputs)",
+                    index, specs.size());
+    const std::vector<int64_t>& s = specs[static_cast<size_t>(index)].shape;
+    COIL_USER_CHECK(static_cast<int64_t>(s.size()) <= capacity,
+                    "coil_model_output_shape: output {} has {} dims, over the capacity {}",
+                    specs[static_cast<size_t>(index)].name, s.size(), capacity);
+    COIL_USER_CHECK(s.empty() || shape, "coil_model_output_shape: shape is NULL");
+    *ndim = static_cast<int32_t>(s.size());
+    std::copy(s.begin(), s.end(), shape);
   });
 }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "conformance/onnx_model_builder.h"
 #include "graph/interpreter.h"
 #include "graph/text_format.h"
+#include "runtime/compare.h"
 
 namespace coil {
 namespace {
@@ -231,6 +233,56 @@ TEST(Capi, ValueInfoReportAndNumThreads) {
   r = result(coil_set_num_threads(-2));
   EXPECT_EQ(r.status, COIL_ERROR_INPUT);
   EXPECT_EQ(r.message, "coil_set_num_threads: -2 threads (expected >= 0; 0 leaves it as is)");
+}
+
+// Sizes left unbound make a size-generic model: -1 in its specs, output shapes per call from
+// coil_model_output_shape, runs at any size against the interpreter, and a misspelled size is
+// still an error.
+TEST(Capi, SizeGenericModelRunsAnySize) {
+  GraphHandle g(nullptr);
+  const char* text =
+      "input x: f32[n, 6]\ninput b: f32[6]\nt = add(x, b)\ny = softmax(t) {axis=-1}\n"
+      "s = sum(t) {axes=[1]}\noutput y\noutput s\n";
+  ASSERT_EQ(coil_graph_parse(text, nullptr, &g.g), COIL_OK) << coil_last_error();
+  ModelHandle m;
+  ASSERT_EQ(coil_compile(g.g, nullptr, &m.m), COIL_OK) << coil_last_error();
+  EXPECT_EQ(nlohmann::json::parse(coil_model_report_json(m.m)),
+            nlohmann::json::parse(R"({"size_generic": true, "symbols": ["n"]})"));
+  int32_t ndim = 0;
+  const int64_t* shape = nullptr;
+  ASSERT_EQ(coil_model_value_info(m.m, 1, 0, nullptr, nullptr, &ndim, &shape), COIL_OK);
+  EXPECT_EQ(std::vector<int64_t>(shape, shape + ndim), (std::vector<int64_t>{-1, 6}));
+  Graph ref = parse_graph(text);
+  for (int64_t n : {1, 2, 7, 100}) {
+    Tensor x = random_tensor(DType::F32, {n, 6}, static_cast<uint64_t>(n), -2, 2);
+    Tensor b = random_tensor(DType::F32, {6}, 3, -2, 2);
+    View xv(x.data(), "f32", {n, 6}), bv(b.data(), "f32", {6});
+    coil_tensor ins[] = {xv.t, bv.t};
+    int64_t dims[4];
+    ASSERT_EQ(coil_model_output_shape(m.m, ins, 2, 1, &ndim, dims, 4), COIL_OK)
+        << coil_last_error();
+    EXPECT_EQ(std::vector<int64_t>(dims, dims + ndim), std::vector<int64_t>{n});
+    Tensor y = Tensor::zeros(DType::F32, {n, 6}), s = Tensor::zeros(DType::F32, {n});
+    View yv(y.data(), "f32", {n, 6}), sv(s.data(), "f32", {n});
+    coil_tensor outs[] = {yv.t, sv.t};
+    ASSERT_EQ(coil_model_run(m.m, ins, 2, outs, 2), COIL_OK) << coil_last_error();
+    std::vector<Tensor> want = interpret(ref, {x, b});
+    EXPECT_TRUE(compare_tensors(y, want[0], default_tolerance(DType::F32)).ok) << n;
+    EXPECT_TRUE(compare_tensors(s, want[1], default_tolerance(DType::F32)).ok) << n;
+    // An output of another size is refused, naming it.
+    Tensor wrong = Tensor::zeros(DType::F32, {n + 1});
+    View wv(wrong.data(), "f32", {n + 1});
+    coil_tensor bad_outs[] = {yv.t, wv.t};
+    Result r = result(coil_model_run(m.m, ins, 2, bad_outs, 2));
+    EXPECT_EQ(r.status, COIL_ERROR_INPUT);
+    EXPECT_NE(r.message.find("output s: expected f32"), std::string::npos) << r.message;
+  }
+  int64_t one[1];
+  Tensor x = Tensor::zeros(DType::F32, {3, 6}), b = Tensor::zeros(DType::F32, {6});
+  View xv(x.data(), "f32", {3, 6}), bv(b.data(), "f32", {6});
+  coil_tensor ins[] = {xv.t, bv.t};
+  Result r = result(coil_model_output_shape(m.m, ins, 2, 0, &ndim, one, 1));
+  EXPECT_EQ(r.message, "coil_model_output_shape: output y has 2 dims, over the capacity 1");
 }
 
 TEST(Capi, ParseAndToTextRoundTrip) {
