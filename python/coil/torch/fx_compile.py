@@ -329,6 +329,17 @@ def _coil_dtypes(node):
     return ok(node) and all(ok(a) for a in args)
 
 
+def _why_unsupported(node):
+    """The logged reason a node (not _supported) runs in eager."""
+    if lowering.row_for(node) is not None and not _coil_dtypes(node):
+        dts = sorted({str(getattr(v, "dtype", "")) for n in [node] + node.all_input_nodes
+                      for v in [n.meta.get("val", n.meta.get("tensor_meta"))]} - {""})
+        return (f"its dtypes ({', '.join(dts)}) include one its row does not take (coil has no "
+                "complex, int16, ... dtype; complex values are float pairs only for the rows "
+                "of lowering_complex.py and lowering_fft.py)")
+    return "no coil lowering (python -m coil.torch --ops lists them)"
+
+
 def _mutates(node):
     """Whether the node writes one of its arguments (copy_, fill_, add_, ...): coil's values are
     never views, so such a graph runs in eager as a whole (AOTAutograd on torch 2.x
@@ -407,7 +418,7 @@ def compile_fx(gm, example_inputs, options=None):
             if device == "cuda":
                 supported = lambda n: _supported(n) and _supported_on_gpu(n, options)  # noqa
     for n in unsupported or []:
-        _log_fallback(str(n.target), "no coil lowering (python -m coil.torch --ops lists them)")
+        _log_fallback(str(n.target), _why_unsupported(n))
     return _partitioned(gm, options, device, supported)
 
 
