@@ -19,8 +19,13 @@ SIZES = [1, 2, 7, 20, 33]
 
 
 def _trace(f, *inputs):
+    """make_fx of f, functionalized first as the OpInfo sweep does (stft transposes in place)."""
     from torch.fx.experimental.proxy_tensor import make_fx
-    gm = make_fx(f, decomposition_table=lowering.DECOMPOSITIONS)(*inputs)
+    try:
+        from torch.func import functionalize
+    except ImportError:
+        from functorch.experimental import functionalize
+    gm = make_fx(functionalize(f), decomposition_table=lowering.DECOMPOSITIONS)(*inputs)
     fx_compile._ensure_shapes(gm, list(inputs))
     return gm
 
@@ -189,3 +194,37 @@ def test_complex_operand_refused_by_the_lowering():
     gm = _trace(lambda x: torch.fft.fft(x).exp(), _x(3, 7))
     with pytest.raises(Unsupported, match="complex operand of aten.exp.default"):
         fx_compile.CoilGraphCallable(gm, OPTIONS)
+
+
+@pytest.mark.parametrize("n_fft,hop,center", [(10, None, True), (16, 4, False), (7, 3, True)])
+def test_stft(n_fft, hop, center):
+    """torch.stft: its framing is aten.as_strided of the (reflection-padded) signal
+    (lowering_strided.py), then _fft_r2c; with a window, complex and real outputs."""
+    x = _x(2, 100)
+    w = torch.hann_window(n_fft)
+    _check(lambda t: torch.stft(t, n_fft, hop, window=w, center=center, return_complex=True), x)
+    _check(lambda t: torch.stft(t.sum(0), n_fft, hop, center=center, return_complex=False,
+                                normalized=True), x)
+
+
+def test_as_strided():
+    """as_strided reads its input's storage: coil takes it where that storage is one value's
+    row-major elements (an input checked at each call, a fresh tensor, views of them that keep
+    the offset), and leaves the rest to eager."""
+    x = _x(4, 9)
+    _check(lambda t: torch.as_strided(t, (3, 5), (7, 2), 3), x)
+    _check(lambda t: torch.as_strided((t * 2).t(), (6, 4), (1, 5)), x)  # a view of a fresh one
+    # a slice moves the storage offset: eager
+    _, fallbacks = _check(lambda t: torch.as_strided(t[1:], (3, 3), (1, 3)), x,
+                          fallback_ok=True)
+    assert any("as_strided of a aten.slice.Tensor view" in f for f in fallbacks), fallbacks
+    # compiled for a contiguous input, called with a view of a larger storage (offset 3): the
+    # storage check sends that call to eager, which reads the storage before the view
+    f = lambda t: torch.as_strided(t, (3, 3), (2, 1), 0)  # noqa: E731
+    compiled, fallbacks = _compile(f, x.clone())
+    assert not fallbacks, fallbacks
+    big = _x(60, seed=5)
+    view = big[3:39].view(4, 9)
+    torch.testing.assert_close(compiled(view), f(view), rtol=0, atol=0)
+    assert not torch.equal(f(view), f(view.clone()))  # (the storage really differs)
+    torch.testing.assert_close(compiled(x.clone()), f(x), rtol=0, atol=0)

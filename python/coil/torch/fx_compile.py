@@ -182,6 +182,10 @@ class CoilGraphCallable:
             else:
                 raise Unsupported(f"FX node kind {node.op} ({node.name})")
         self.graph = g
+        # inputs whose storage as_strided reads (lowering_strided.py): checked at each call
+        self.exact_storage = [self.placeholders.index(n) for n in
+                              getattr(L, "exact_storage", ())]
+        self.gm = gm
         self.model = self.gpu = None
         try:
             if coil_outs and device == "cuda" and probe:
@@ -206,6 +210,8 @@ class CoilGraphCallable:
                           (self.model.outputs if self.model else [])]
 
     def __call__(self, *args):
+        if not all(_own_storage(args[i]) for i in self.exact_storage):
+            return self.gm(*args)  # as_strided of an input whose storage holds more than it
         inputs = [_as_pairs(args[i]) if i in self.complex_inputs else args[i]
                   for i in self.tensor_inputs]
         if self.gpu is not None:  # the Triton module allocates its outputs on the GPU
@@ -222,6 +228,16 @@ class CoilGraphCallable:
                   torch.zeros(p[1], dtype=p[2], device=self.device) if p[0] == "zeros" else
                   torch.view_as_complex(outs[p[1]]) if p[2] else outs[p[1]] for p in self.plan]
         return tree_unflatten(result, self.out_tree)
+
+
+def _own_storage(t):
+    """Whether t's storage is exactly its values in row-major order (what coil's as_strided
+    assumes of the inputs it reads)."""
+    if not (t.is_contiguous() and t.storage_offset() == 0):
+        return False
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    size = storage.nbytes() if hasattr(storage, "nbytes") else storage.size() * t.element_size()
+    return size == t.numel() * t.element_size()
 
 
 def _as_pairs(t):

@@ -29,6 +29,7 @@ import torch
 from .lowering import Unsupported, Value, meta_of
 from .lowering_nn import shape, reshape
 from .lowering_complex import ComplexPair, is_complex, lowers_complex, real_dtype, to_pair
+from . import lowering_strided  # noqa: F401  (as_strided, which torch.stft frames with)
 
 _MAX_N = 512  # largest transformed size (its c2c matrix is [2n, 2n] f64: 8 MiB at 512)
 
