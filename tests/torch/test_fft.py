@@ -152,6 +152,8 @@ def test_complex_rows():
            _x(3, 7))
     _check(lambda x: x.to(torch.complex64), _x(3, 7))
     _check(lambda x: x.to(torch.complex128), _x(3, 7))
+    _check(lambda x: x.chalf(), _x(3, 7))  # complex32: f16 pairs
+    _check(lambda x: torch.view_as_real(x.to(torch.complex32)) * 3, _x(3, 7))
     _check(lambda x: torch.fft.fftshift(torch.fft.fft(x)), _x(6, 7))
     _check(lambda x: torch.fft.fft(x).permute(1, 0).reshape(-1)[2:9].unsqueeze(-1)
            .expand(7, 3).flip(0), _x(3, 7))

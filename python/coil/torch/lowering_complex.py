@@ -1,7 +1,7 @@
 """Complex values in the aten table, as float pairs (imported by lowering_fft.py).
 
-coil has no complex dtype. A complex64 (complex128) tensor of shape S is lowered as an f32
-(f64) coil value of shape S + [2]: (real, imaginary) in the last dim, torch's own memory layout
+coil has no complex dtype. A complex32 (complex64, complex128) tensor of shape S is lowered as
+an f16 (f32, f64) coil value of shape S + [2]: (real, imaginary) in the last dim, torch's own memory layout
 (`torch.view_as_real`). Such values are ComplexPair instances (a Value subclass), so that
 nothing treats the pair as real data by accident:
   - fx_compile refuses (Unsupported: the node runs in eager) a complex value reaching a row
@@ -24,7 +24,8 @@ from .lowering import ROWS, Unsupported, Value, lowers, meta_of
 from .lowering_nn import shape, coil_dt, zeros, reshape, slice_, concat, _pad
 
 # torch's complex dtypes coil lowers, and the real dtype of their pairs
-REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+REAL_OF = {torch.complex32: torch.float16, torch.complex64: torch.float32,
+           torch.complex128: torch.float64}
 
 
 class ComplexPair(Value):
@@ -40,10 +41,10 @@ def any_complex(args, kwargs=None):
 
 
 def real_dtype(dtype):
-    """The real dtype of a complex dtype's pairs (Unsupported for complex32)."""
+    """The real dtype of a complex dtype's pairs."""
     if dtype not in REAL_OF:
-        raise Unsupported(f"complex dtype {dtype} (coil lowers complex64 and complex128 as "
-                          "float pairs)")
+        raise Unsupported(f"complex dtype {dtype} (coil lowers complex32, complex64 and "
+                          "complex128 as float pairs)")
     return REAL_OF[dtype]
 
 
