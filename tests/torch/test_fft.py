@@ -233,3 +233,19 @@ def test_as_strided():
     torch.testing.assert_close(compiled(view), f(view), rtol=0, atol=0)
     assert not torch.equal(f(view), f(view.clone()))  # (the storage really differs)
     torch.testing.assert_close(compiled(x.clone()), f(x), rtol=0, atol=0)
+
+
+def test_as_strided_scatter():
+    """as_strided_scatter: src written over the strided view of input's clone; a view that
+    overlaps itself stays in eager (which element lands is TensorIterator's order)."""
+    x, src = _x(4, 9), _x(3, 5, seed=7)
+    _check(lambda t, s: torch.as_strided_scatter(t, s, (3, 5), (7, 2), 3), x, src)
+    _check(lambda t, s: torch.as_strided_scatter(t * 2, s, (3, 5), (10, 2), 1), x, src)
+    for stride in [(1, 1), (2, 1)]:  # (eager refuses a stride of 0 itself)
+        _, fallbacks = _check(lambda t, s: torch.as_strided_scatter(t * 2, s, (3, 5), stride, 0),
+                              x, src, fallback_ok=True)
+        assert any("overlaps itself" in f for f in fallbacks), fallbacks
+    # into a transposed value (its clone is transposed too): eager
+    _, fallbacks = _check(lambda t, s: torch.as_strided_scatter(t.t() + 1, s, (3, 5), (1, 3)),
+                          x, src, fallback_ok=True)
+    assert any("not known to be row-major" in f for f in fallbacks), fallbacks

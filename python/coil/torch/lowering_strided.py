@@ -1,4 +1,5 @@
-"""aten.as_strided (imported by lowering_fft.py: torch.stft frames its signal with it).
+"""aten.as_strided and as_strided_scatter (imported by lowering_fft.py: torch.stft frames its
+signal with as_strided).
 
 as_strided reads its input's *storage*, not its values: out[i] = storage[offset + sum(i_d *
 stride_d)]. coil's values are never views, so the row takes it only where the storage is known
@@ -67,32 +68,71 @@ def _storage_root(L, node):
     return node
 
 
-@lowers("aten.as_strided.default")
-def _as_strided(L, node, args, kwargs):
-    size = [int(s) for s in args[1]]
-    stride = [int(s) for s in args[2]]
-    offset = args[3] if len(args) > 3 else kwargs.get("storage_offset")
-    root = _storage_root(L, node.args[0])
-    data = L.env[root]
-    numel = int(np.prod(meta_of(root)[0]))
-    offset = 0 if offset is None else int(offset)
+def _indices(size, stride, offset, numel):
+    """The storage index of each element of as_strided(size, stride, offset), row-major, or
+    Unsupported when one lies outside a storage of `numel` elements."""
     if any(s < 0 for s in stride) or offset < 0:
         raise Unsupported("as_strided with a negative stride or offset")
     count = int(np.prod(size))
     if count > _MAX_ELEMENTS:
         raise Unsupported(f"as_strided of {count} elements (coil gathers up to "
                           f"{_MAX_ELEMENTS})")
-    if count == 0:
-        return Value(L.full(0, meta_of(node)[1], size))
-    last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-    if last >= numel:
-        raise Unsupported(f"as_strided reads element {last} of a storage of {numel}")
+    if count and offset + sum((n - 1) * s for n, s in zip(size, stride)) >= numel:
+        raise Unsupported(f"as_strided of {size}, {stride} at {offset} reads past a storage of "
+                          f"{numel}")
     idx = np.full(size, offset, dtype=np.int64)
     for d, (n, s) in enumerate(zip(size, stride)):
         shape = [1] * len(size)
         shape[d] = n
         idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(shape)
-    flat = reshape(L, data, [numel])
-    const = Value(L.g.constant(f"strided_{node.name}", np.ascontiguousarray(idx.reshape(-1))))
-    out = Value(L.op("gather", [flat, const], {"axis": 0}))
-    return reshape(L, out, size)
+    return idx.reshape(-1)
+
+
+def _args(node, args, kwargs, at):
+    size = [int(s) for s in args[at]]
+    stride = [int(s) for s in args[at + 1]]
+    offset = args[at + 2] if len(args) > at + 2 else kwargs.get("storage_offset")
+    return size, stride, offset
+
+
+@lowers("aten.as_strided.default")
+def _as_strided(L, node, args, kwargs):
+    size, stride, offset = _args(node, args, kwargs, 1)
+    root = _storage_root(L, node.args[0])
+    numel = int(np.prod(meta_of(root)[0]))
+    idx = _indices(size, stride, 0 if offset is None else int(offset), numel)
+    if idx.size == 0:
+        return Value(L.full(0, meta_of(node)[1], size))
+    flat = reshape(L, L.env[root], [numel])
+    const = Value(L.g.constant(f"strided_{node.name}", np.ascontiguousarray(idx)))
+    return reshape(L, Value(L.op("gather", [flat, const], {"axis": 0})), size)
+
+
+@lowers("aten.as_strided_scatter.default")
+def _as_strided_scatter(L, node, args, kwargs):
+    """input with as_strided(...) of it (on its clone's storage: a fresh tensor whose strides
+    are input's when those are dense) overwritten by src. A view that overlaps itself stays
+    in eager: which src element lands there follows the order TensorIterator picks."""
+    x, src = args[0], args[1]
+    size, stride, offset = _args(node, args, kwargs, 2)
+    inp = node.args[0]
+    if inp.op == "placeholder":
+        L.__dict__.setdefault("exact_storage", set()).add(inp)  # (checked at each call)
+    elif inp.op == "get_attr" or not _row_major(meta_of(inp)[0], _recorded_stride(inp) or ()):
+        raise Unsupported(f"as_strided_scatter into {inp.name}, whose layout is not known to "
+                          "be row-major")
+    out_shape, dt = meta_of(node)
+    numel = int(np.prod(out_shape))
+    idx = _indices(size, stride, 0 if offset is None else int(offset), numel)
+    if idx.size == 0:
+        return x
+    if np.unique(idx).size != idx.size:
+        raise Unsupported("as_strided_scatter into a view that overlaps itself")
+    source = np.full(numel, -1, dtype=np.int64)  # storage index -> the src element landing there
+    source[idx] = np.arange(idx.size, dtype=np.int64)
+    hit = Value(L.g.constant(f"hit_{node.name}", source >= 0))
+    where = Value(L.g.constant(f"from_{node.name}", np.maximum(source, 0)))
+    flat_src = reshape(L, Value(L.cast(src, dt)), [idx.size])
+    moved = Value(L.op("gather", [flat_src, where], {"axis": 0}))
+    out = Value(L.op("where", [hit, moved, reshape(L, x, [numel])]))
+    return reshape(L, out, list(out_shape))
