@@ -148,6 +148,13 @@ def test_complex_rows():
     _check(lambda r, t: torch.polar(r.abs(), t), a, b)
     _check(lambda r, i: torch.view_as_real(torch.complex(r, i).conj_physical()), a, b)
     _check(lambda p: torch.view_as_complex(p) * 2.5, _x(4, 3, 2))
+    # a real factor multiplies out as torch's complex product (infinite parts give its NaNs)
+    p = torch.tensor([[1.0, 0.0], [0.0, 1.0], [float("inf"), 2.0], [3.0, float("-inf")],
+                      [float("nan"), 1.0], [0.0, 0.0]])
+    s = torch.tensor([2.0, float("inf"), 0.5, 0.0, -1.0, float("inf")])
+    _check(lambda t, f: torch.view_as_complex(t) * f, p, s)
+    _check(lambda t: torch.view_as_complex(t) * float("inf"), p)
+    _check(lambda t, f: f[:, None] * torch.view_as_complex(t)[None], p, s)  # broadcast
     _check(lambda x: (torch.fft.fft(x).real, torch.fft.fft(x).imag, torch.fft.fft(x).abs()),
            _x(3, 7))
     _check(lambda x: x.to(torch.complex64), _x(3, 7))

@@ -315,8 +315,9 @@ def _c_convert(L, node, args, kwargs):
 
 
 def _c_mul(L, node, args, kwargs):
-    """A complex value times a real Python number or a real 0-d/broadcast tensor: both parts
-    scaled (complex x complex stays in eager)."""
+    """A complex value times a real Python number or real tensor s, as torch computes it: s is
+    promoted to s + 0i and multiplied out, (a s - b 0, a 0 + b s), so infinite parts give the
+    same NaNs as in eager. complex x complex stays in eager."""
     a, b = args[0], args[1]
     if is_complex(b):
         a, b = b, a
@@ -326,12 +327,15 @@ def _c_mul(L, node, args, kwargs):
     if not dt.is_complex:
         raise Unsupported(f"mul of a complex value into {dt}")
     rdt = real_dtype(dt)
-    a = ComplexPair(L.cast(a, rdt))
+    re, im = re_im(L, ComplexPair(L.cast(a, rdt)))
     if isinstance(b, Value):
-        b = reshape(L, Value(L.cast(b, rdt)), list(shape(L, b)) + [1])
+        s = Value(L.cast(b, rdt))
     else:
-        b = zeros(L, coil_dt(L, a), [], float(b))
-    return ComplexPair(_op(L, "mul", a, b))
+        s = zeros(L, coil_dt(L, re), [], float(b))
+    zero = zeros(L, coil_dt(L, re), [])
+    out_re = _op(L, "sub", _op(L, "mul", re, s), _op(L, "mul", im, zero))
+    out_im = _op(L, "add", _op(L, "mul", re, zero), _op(L, "mul", im, s))
+    return make_pair(L, out_re, out_im)
 
 
 _wrap(["aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
