@@ -25,6 +25,7 @@ from .. import Graph, UnsupportedError, compile as coil_compile, coil_dtype
 from coil_runtime import logs
 from . import lowering
 from .lowering import Unsupported, Value, meta_of
+from .lowering_complex import REAL_OF, ComplexPair, is_complex
 from .lowering_sdpa import Opaque
 
 _logged = set()
@@ -67,6 +68,7 @@ class CoilGraphCallable:
         L.order = {n: i for i, n in enumerate(gm.graph.nodes)}
         self.placeholders = []
         self.tensor_inputs = []  # the placeholders that are coil inputs (not None)
+        self.complex_inputs = set()  # those passed as torch.view_as_real (lowering_complex)
         for node in gm.graph.nodes:
             if node.op == "placeholder":
                 self.placeholders.append(node)
@@ -84,8 +86,13 @@ class CoilGraphCallable:
                         continue
                     raise Unsupported(f"input {node.name} is not a tensor")
                 shape, dtype = meta_of(node)
-                env[node] = Value(g.input(f"in{len(self.tensor_inputs)}",
-                                          _type_text(shape, dtype)))
+                if dtype in REAL_OF:  # complex: coil reads torch.view_as_real of it
+                    env[node] = ComplexPair(g.input(f"in{len(self.tensor_inputs)}",
+                                                    _type_text(shape + (2,), REAL_OF[dtype])))
+                    self.complex_inputs.add(len(self.placeholders) - 1)
+                else:
+                    env[node] = Value(g.input(f"in{len(self.tensor_inputs)}",
+                                              _type_text(shape, dtype)))
                 self.tensor_inputs.append(len(self.placeholders) - 1)
             elif node.op == "get_attr":  # a tensor make_fx captured: a coil constant
                 t = gm
@@ -94,8 +101,13 @@ class CoilGraphCallable:
                 if not isinstance(t, torch.Tensor) or t.device.type != device:
                     raise Unsupported(f"captured value {node.target} is not a tensor on "
                                       f"{device}")
-                coil_dtype(t.dtype)  # a dtype coil lacks is an error naming it
                 # (a CUDA one is read once here; the Triton module moves it back to the GPU)
+                if t.dtype in REAL_OF:  # complex: its (re, im) pairs
+                    pairs = torch.view_as_real(t.detach().resolve_conj().resolve_neg())
+                    env[node] = ComplexPair(g.constant(f"c_{node.name}",
+                                                       pairs.cpu().contiguous()))
+                    continue
+                coil_dtype(t.dtype)  # a dtype coil lacks is an error naming it
                 env[node] = Value(g.constant(f"c_{node.name}", t.detach().cpu().contiguous()))
             elif node.op == "call_function":
                 row = lowering.row_for(node)
@@ -106,6 +118,11 @@ class CoilGraphCallable:
                 if not _opaque_ok(node) and any(isinstance(x, Opaque) for x in
                                                 tree_flatten((args, kwargs))[0]):
                     raise Unsupported(f"{node.name} reads a value coil does not compute")
+                if not getattr(row, "complex_ok", False) and any(
+                        is_complex(x) for x in tree_flatten((args, kwargs))[0]):
+                    # never let a row read the (re, im) pairs as real data
+                    raise Unsupported(f"complex operand of {node.target}: the row has no "
+                                      "complex support")
                 try:
                     env[node] = row(L, node, list(args), dict(kwargs))
                 except Unsupported:
@@ -113,13 +130,20 @@ class CoilGraphCallable:
                 except Exception as e:  # a coil error names the op; add the FX node
                     raise type(e)(f"{node.format_node()}: {e}") from e
                 if isinstance(env[node], Value) and _is_tensor_node(node):
-                    want = coil_dtype(meta_of(node)[1])
+                    dtype = meta_of(node)[1]
+                    if (dtype in REAL_OF) != is_complex(env[node]):
+                        raise RuntimeError(f"{node.format_node()}: the row returned a "
+                                           f"{'complex' if is_complex(env[node]) else 'real'}"
+                                           f" value for a {dtype} result (a bug in its row)")
+                    want = coil_dtype(REAL_OF.get(dtype, dtype))
                     if g.type_of(env[node]).split("[")[0] != want:
-                        env[node] = Value(L.cast(env[node], meta_of(node)[1]))
+                        cast = L.cast(env[node], REAL_OF.get(dtype, dtype))
+                        env[node] = ComplexPair(cast) if dtype in REAL_OF else Value(cast)
             elif node.op == "output":
                 # Any nesting of outputs (tuples, lists, None, constants) as the FX graph has it.
                 outs, self.out_tree = tree_flatten(node.args[0])
-                self.plan = []  # per flat output: ("const", v), ("input", i), ("coil", j)
+                # per flat output: ("const", v), ("input", i), ("coil", j, complex?)
+                self.plan = []
                 coil_outs = {}
                 for o in outs:
                     if not isinstance(o, torch.fx.Node):
@@ -136,7 +160,9 @@ class CoilGraphCallable:
                         if v not in coil_outs:
                             coil_outs[v] = len(coil_outs)
                             g.output(v, f"out{coil_outs[v]}")
-                        self.plan.append(("coil", coil_outs[v]))
+                        # a complex output: coil writes its pairs, the caller gets
+                        # torch.view_as_complex of them (zero-copy)
+                        self.plan.append(("coil", coil_outs[v], is_complex(v)))
                 # graph inputs written in place (mutation.py): their final values are extra
                 # outputs, copied into the caller's tensors after each run
                 self.write_backs = []
@@ -156,6 +182,10 @@ class CoilGraphCallable:
             else:
                 raise Unsupported(f"FX node kind {node.op} ({node.name})")
         self.graph = g
+        # inputs whose storage as_strided reads (lowering_strided.py): checked at each call
+        self.exact_storage = [self.placeholders.index(n) for n in
+                              getattr(L, "exact_storage", ())]
+        self.gm = gm
         self.model = self.gpu = None
         try:
             if coil_outs and device == "cuda" and probe:
@@ -180,20 +210,40 @@ class CoilGraphCallable:
                           (self.model.outputs if self.model else [])]
 
     def __call__(self, *args):
+        if not all(_own_storage(args[i]) for i in self.exact_storage):
+            return self.gm(*args)  # as_strided of an input whose storage holds more than it
+        inputs = [_as_pairs(args[i]) if i in self.complex_inputs else args[i]
+                  for i in self.tensor_inputs]
         if self.gpu is not None:  # the Triton module allocates its outputs on the GPU
-            outs = self.gpu.run([args[i] for i in self.tensor_inputs])
+            outs = self.gpu.run(inputs)
         else:
             outs = [torch.empty(shape, dtype=dt) for shape, dt in self.out_specs]
         if self.model is not None:
-            self.model.run_into([args[i] for i in self.tensor_inputs], outs)
+            self.model.run_into(inputs, outs)
         for j, api, is_matrix in getattr(self, "checks", ()):
             torch.ops.aten._linalg_check_errors(outs[j], api, is_matrix=is_matrix)
         for j, i in getattr(self, "write_backs", ()):
             args[i].copy_(outs[j])
         result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else
                   torch.zeros(p[1], dtype=p[2], device=self.device) if p[0] == "zeros" else
-                  outs[p[1]] for p in self.plan]
+                  torch.view_as_complex(outs[p[1]]) if p[2] else outs[p[1]] for p in self.plan]
         return tree_unflatten(result, self.out_tree)
+
+
+def _own_storage(t):
+    """Whether t's storage is exactly its values in row-major order (what coil's as_strided
+    assumes of the inputs it reads)."""
+    if not (t.is_contiguous() and t.storage_offset() == 0):
+        return False
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    size = storage.nbytes() if hasattr(storage, "nbytes") else storage.size() * t.element_size()
+    return size == t.numel() * t.element_size()
+
+
+def _as_pairs(t):
+    """A complex tensor as coil reads it: its (re, im) pairs (torch.view_as_real, zero-copy
+    unless a lazy conjugation or negation has to be applied first)."""
+    return torch.view_as_real(t.resolve_conj().resolve_neg())
 
 
 def _gpu_module(g, options):
@@ -276,13 +326,16 @@ def _coil_dtypes(node):
     in eager). The rows of the fused attention ops check their own operands."""
     if _opaque_ok(node):
         return True
+    # complex values are float pairs, read only by rows marked complex_ok (lowering_complex.py)
+    complex_ok = getattr(lowering.row_for(node), "complex_ok", False)
+
     def ok(n):
         val = n.meta.get("val", n.meta.get("tensor_meta"))
         # (TensorMetadata is a namedtuple: one value, not a tuple of them)
         vals = val if isinstance(val, (tuple, list)) and not hasattr(val, "dtype") else [val]
         for v in vals:
             dt = getattr(v, "dtype", None)
-            if dt is not None:
+            if dt is not None and not (complex_ok and dt in REAL_OF):
                 try:
                     coil_dtype(dt)
                 except Exception:
@@ -290,6 +343,17 @@ def _coil_dtypes(node):
         return True
     args = [a for a in node.all_input_nodes]
     return ok(node) and all(ok(a) for a in args)
+
+
+def _why_unsupported(node):
+    """The logged reason a node (not _supported) runs in eager."""
+    if lowering.row_for(node) is not None and not _coil_dtypes(node):
+        dts = sorted({str(getattr(v, "dtype", "")) for n in [node] + node.all_input_nodes
+                      for v in [n.meta.get("val", n.meta.get("tensor_meta"))]} - {""})
+        return (f"its dtypes ({', '.join(dts)}) include one its row does not take (coil has no "
+                "complex, int16, ... dtype; complex values are float pairs only for the rows "
+                "of lowering_complex.py and lowering_fft.py)")
+    return "no coil lowering (python -m coil.torch --ops lists them)"
 
 
 def _mutates(node):
@@ -370,7 +434,7 @@ def compile_fx(gm, example_inputs, options=None):
             if device == "cuda":
                 supported = lambda n: _supported(n) and _supported_on_gpu(n, options)  # noqa
     for n in unsupported or []:
-        _log_fallback(str(n.target), "no coil lowering (python -m coil.torch --ops lists them)")
+        _log_fallback(str(n.target), _why_unsupported(n))
     return _partitioned(gm, options, device, supported)
 
 

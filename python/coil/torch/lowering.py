@@ -509,5 +509,6 @@ from . import lowering_attention  # noqa: E402,F401
 from . import lowering_sdpa  # noqa: E402,F401
 from . import lowering_sdpa_backward  # noqa: E402,F401
 from . import mutation  # noqa: E402,F401
+from . import lowering_fft  # noqa: E402,F401  (and lowering_complex: complex values as pairs)
 
 DECOMPOSITIONS = _decompositions()
