@@ -1,0 +1,274 @@
+"""Rows of the aten table for the unique results of symmetric eigenvalue problems and the SVD
+(imported by lowering_linalg.py): eigenvalues of symmetric matrices (`_linalg_eigh`,
+`symeig`), singular values (`_linalg_svd`, what svdvals, cond, matrix_rank and the nuclear
+norm trace to), the pseudo-inverse (`linalg_pinv`) and the matrix exponential.
+
+Eigenvectors and singular vectors themselves are never lowered: their signs (and, for equal
+values, their basis) are LAPACK's choice, so those rows refuse a graph that reads them (it runs
+in eager). What is lowered is unique: the values, sorted as torch sorts them (eigenvalues
+ascending, singular values descending), and products such as V diag(1/s^2) (A V)^T, which do
+not depend on the basis chosen.
+
+The values come from Jacobi methods in f64, unrolled over the static matrix size:
+  - symmetric eigenvalues: two-sided cyclic Jacobi, A <- J^T A J;
+  - singular values: one-sided (Hestenes) Jacobi on the columns of A (A^T when m < n):
+    A <- A J until its columns are orthogonal; the singular values are the column norms.
+Each sweep visits every pair of columns once, in the round-robin ("chess tournament") order of
+parallel Jacobi: n - 1 rounds of n/2 disjoint pairs (an odd n gets a zero pad column, which no
+rotation touches). A round is whole-matrix work: each index i gets its pair's cosine c and
+signed sine s, and the rows/columns become c * X + s * X[partner]. Both members of a pair read
+the same three numbers (a_pp, a_qq, a_pq at the pair's (low, high) positions), so the
+rotation is orthogonal even when a_pq's two copies differ in the last bit.
+The number of sweeps is fixed by n (_sweeps): enough for the largest error, relative to the
+largest value, to fall below 1e-9 on random, graded (condition 1e10), clustered and
+rank-deficient matrices up to 32x32 (tests/torch/test_linalg_spectral.py), which is far below
+the f32 rounding of eager's LAPACK. Matrices larger than _MAX_N stay in eager.
+"""
+
+import torch
+
+from .. import DTypeName
+from .lowering import Unsupported, Value, lowers, meta_of
+from .lowering_nn import shape, coil_dt, zeros, reshape, slice_, _pad
+from .lowering_pool import const
+from .lowering_scatter import _sorted
+from .lowering_linalg import _MAX_N, _ct, _op, _k, _empty_outs, _eye, _rc
+
+_EPS = {torch.float32: 1.1920928955078125e-07, torch.float64: 2.220446049250313e-16,
+        torch.float16: 0.0009765625, torch.bfloat16: 0.0078125}
+
+
+def _sweeps(n):
+    """Jacobi sweeps for an n x n problem (quadratic convergence once the off-diagonal is
+    below the gaps; measured: see the module's docstring)."""
+    if n <= 2:
+        return 1  # one rotation diagonalizes a 2x2
+    return 4 if n <= 4 else 6 if n <= 8 else 9 if n <= 16 else 12
+
+
+def _rounds(n):
+    """The round-robin pairings of 0..n-1 (n even): per round, the partner of each index."""
+    idx = list(range(n))
+    rounds = []
+    for _ in range(n - 1):
+        part = [0] * n
+        for k in range(n // 2):
+            a, b = idx[k], idx[n - 1 - k]
+            part[a], part[b] = b, a
+        rounds.append(part)
+        idx = [idx[0], idx[-1]] + idx[1:-1]
+    return rounds
+
+
+def _const(L, values, dt=torch.int64):
+    """A constant, made once per graph for each list of values."""
+    cache = L.__dict__.setdefault("_spectral_consts", {})
+    key = (tuple(values), dt)
+    if key not in cache:
+        cache[key] = const(L, torch.tensor(values, dtype=dt))
+    return cache[key]
+
+
+def _pick(L, v, axis, index):
+    """v's elements at the static `index` along `axis` (a gather with a constant index)."""
+    return Value(L.op("gather", [v, _const(L, index)], {"axis": axis}))
+
+
+def _rotation(L, flat, lo, hi, sign):
+    """(c, s) of the rotation that zeroes a_pq, per element of the flat result: lo, hi are
+    the flat positions of a_pp (a_qq) of the pair each element's row (or column) belongs
+    to, a_pq is at (p, q). The smaller of the two angles (|t| <= 1); s signed for the role
+    (-s at the pair's low index, +s at its high one); a_pq == 0: no rotation. Both members
+    of a pair read the same three numbers, so the rotation is orthogonal even where a_pq's two
+    copies differ in the last bit."""
+    N = int(round(len(lo) ** 0.5))
+    cdt = coil_dt(L, flat)
+    ax = len(shape(L, flat)) - 1
+    app = _pick(L, flat, ax, [p * N + p for p in lo])
+    aqq = _pick(L, flat, ax, [q * N + q for q in hi])
+    off = _pick(L, flat, ax, [p * N + q for p, q in zip(lo, hi)])
+    tau = _op(L, "div", _op(L, "sub", aqq, app), _op(L, "mul", off, _k(L, 2.0, cdt)))
+    sgn = _op(L, "where", _op(L, "ge", tau, _k(L, 0.0, cdt)), _k(L, 1.0, cdt), _k(L, -1.0, cdt))
+    root = _op(L, "sqrt", _op(L, "add", _op(L, "mul", tau, tau), _k(L, 1.0, cdt)))
+    t = _op(L, "div", sgn, _op(L, "add", _op(L, "abs", tau), root))
+    t = _op(L, "where", _op(L, "eq", off, _k(L, 0.0, cdt)), _k(L, 0.0, cdt), t)
+    c = _op(L, "rsqrt", _op(L, "add", _op(L, "mul", t, t), _k(L, 1.0, cdt)))
+    s = _op(L, "mul", _op(L, "mul", t, c), _const(L, sign, torch.float64))
+    return c, s
+
+
+def _round_tables(N, part):
+    """Per element (i, j) of the flat N x N matrix: the low and high index of the pairs of i
+    and of j, the signs of their roles, and the flat positions of (i, j'), (i', j), (i', j')
+    (' the partner)."""
+    lo = [min(i, p) for i, p in enumerate(part)]
+    hi = [max(i, p) for i, p in enumerate(part)]
+    sign = [-1.0 if i == lo[i] else 1.0 for i in range(N)]
+    E = [(i, j) for i in range(N) for j in range(N)]
+    return {
+        "row": ([lo[i] for i, _ in E], [hi[i] for i, _ in E], [sign[i] for i, _ in E]),
+        "col": ([lo[j] for _, j in E], [hi[j] for _, j in E], [sign[j] for _, j in E]),
+        "ij'": [i * N + part[j] for i, j in E],
+        "i'j": [part[i] * N + j for i, j in E],
+        "i'j'": [part[i] * N + part[j] for i, j in E],
+    }
+
+
+def _jacobi_eigh(L, S, vectors=False):
+    """Eigenvalues [..., n] (unsorted) of the symmetric f64 S [..., n, n], and the
+    accumulated rotations V (S = V diag V^T, [..., n, n]) when asked."""
+    s = list(shape(L, S))
+    n = s[-1]
+    rank = len(s)
+    batch = s[:-2]
+    N = n + n % 2
+    if N != n:  # a zero row and column: a_pq = 0 with it, so no rotation touches it
+        S = _pad(L, _pad(L, S, rank - 1, 0, 1), rank - 2, 0, 1)
+    F = reshape(L, S, batch + [N * N])  # the matrix stays flat: every read is a gather
+    ax = rank - 2
+    V = reshape(L, _eye(L, N, coil_dt(L, S), batch), batch + [N * N]) if vectors else None
+    if n > 1:
+        for _ in range(_sweeps(n)):
+            for part in _rounds(N):
+                tb = _round_tables(N, part)
+                ci, si = _rotation(L, F, *tb["row"])
+                cj, sj = _rotation(L, F, *tb["col"])
+                # (J^T S J)[i, j] = c_i c_j S[i, j] + c_i s_j S[i, j'] + s_i c_j S[i', j]
+                #                   + s_i s_j S[i', j']: one expression, one kernel a round
+                F_ij_ = _pick(L, F, ax, tb["ij'"])
+                left = _op(L, "add", _op(L, "mul", F, cj), _op(L, "mul", F_ij_, sj))
+                right = _op(L, "add", _op(L, "mul", _pick(L, F, ax, tb["i'j"]), cj),
+                            _op(L, "mul", _pick(L, F, ax, tb["i'j'"]), sj))
+                F_new = _op(L, "add", _op(L, "mul", ci, left), _op(L, "mul", si, right))
+                if vectors:  # V J: column j becomes c_j V[:, j] + s_j V[:, j']
+                    V = _op(L, "add", _op(L, "mul", V, cj),
+                            _op(L, "mul", _pick(L, V, ax, tb["ij'"]), sj))
+                F = F_new
+    w = _pick(L, F, ax, [i * N + i for i in range(n)])
+    if vectors:
+        V = reshape(L, V, batch + [N, N])
+        if N != n:
+            V = slice_(L, slice_(L, V, rank - 2, 0, n), rank - 1, 0, n)
+    return w, V
+
+
+def _check_size(s, what):
+    if max(s[-2:]) > _MAX_N:
+        raise Unsupported(f"{what} of a {s[-2]}x{s[-1]} matrix (coil unrolls up to {_MAX_N})")
+
+
+def _f64(L, A, node_arg):
+    dt = meta_of(node_arg)[1]
+    return Value(L.cast(A, _ct(L, dt))), dt
+
+
+def _symmetric(L, A, upper):
+    """The symmetric matrix LAPACK's syevd reads: A's lower (or upper) triangle mirrored."""
+    s = list(shape(L, A))
+    r, c = _rc(L, s[-1], len(s))
+    At = Value(L.op("transpose", [A], {"dim0": -1, "dim1": -2}))
+    keep = _op(L, "le" if upper else "ge", r, c)
+    return _op(L, "where", keep, A, At)
+
+
+def _unused(node, index):
+    """True when no getitem of output `index` of a multi-output node is read."""
+    import operator
+    for u in node.users:
+        if u.target is operator.getitem and u.args[1] == index and u.users:
+            return False
+        if u.target is not operator.getitem:
+            return False
+    return True
+
+
+def _filled(L, outs):
+    return tuple(Value(L.full(0, dt, shp)) for shp, dt in outs)
+
+
+def _eigvals_sorted(L, A, node_arg, upper, descending=False):
+    A, dt = _f64(L, A, node_arg)
+    S = _symmetric(L, A, upper)
+    w, _ = _jacobi_eigh(L, S)
+    w, _ = _sorted(L, w, len(shape(L, w)) - 1, descending)
+    return w
+
+
+@lowers("aten._linalg_eigh.default")
+def _linalg_eigh(L, node, args, kwargs):
+    A = args[0]
+    uplo = kwargs.get("UPLO", args[1] if len(args) > 1 else "L")
+    compute_v = bool(kwargs.get("compute_v", args[2] if len(args) > 2 else True))
+    outs = _empty_outs(node)
+    s = list(shape(L, A))
+    if 0 in s:
+        return _filled(L, outs)
+    if compute_v and not _unused(node, 1):
+        raise Unsupported("eigenvectors (their signs are LAPACK's choice)")
+    _check_size(s, "eigh")
+    w = _eigvals_sorted(L, A, node.args[0], uplo == "U")
+    return (Value(L.cast(w, outs[0][1])), None)
+
+
+@lowers("aten.symeig.default")
+def _symeig(L, node, args, kwargs):
+    A = args[0]
+    vectors = bool(kwargs.get("eigenvectors", args[1] if len(args) > 1 else False))
+    upper = bool(kwargs.get("upper", args[2] if len(args) > 2 else True))
+    outs = _empty_outs(node)
+    s = list(shape(L, A))
+    if 0 in s:
+        return _filled(L, outs)
+    if vectors and not _unused(node, 1):
+        raise Unsupported("eigenvectors (their signs are LAPACK's choice)")
+    _check_size(s, "symeig")
+    w = _eigvals_sorted(L, A, node.args[0], upper)
+    # without eigenvectors, symeig's second output is an empty tensor
+    second = Value(L.full(0, outs[1][1], outs[1][0])) if 0 in outs[1][0] else None
+    return (Value(L.cast(w, outs[0][1])), second)
+
+
+def _gram(L, A, node_arg, what):
+    """The f64 Gram matrix of A [..., m, n]: A^T A when m >= n, else A A^T (k x k, k the
+    smaller side), and whether it is A A^T. Its eigenvalues are the squared singular
+    values: an absolute error of eps64 * s_max^2 each, so s_i is off by eps64 * s_max^2 / s_i,
+    below f32's own rounding (eps32 * s_max) for condition numbers up to 1e9. An f64 input
+    would lose that: it stays in eager."""
+    dt = meta_of(node_arg)[1]
+    if dt == torch.float64:
+        raise Unsupported(f"{what} of an f64 matrix (coil's singular values come from the "
+                          "Gram matrix, accurate to f32's rounding only)")
+    A = Value(L.cast(A, _ct(L, dt)))
+    At = Value(L.op("transpose", [A], {"dim0": -1, "dim1": -2}))
+    s = list(shape(L, A))
+    wide = s[-2] < s[-1]
+    return (Value(L.op("matmul", [A, At])) if wide else Value(L.op("matmul", [At, A]))), A, wide
+
+
+def _svdvals(L, A, node_arg, what):
+    """Singular values [..., k] of A, descending, f64."""
+    G, _, _ = _gram(L, A, node_arg, what)
+    lam, _ = _jacobi_eigh(L, G)
+    lam, _ = _sorted(L, lam, len(shape(L, lam)) - 1, True)
+    return _op(L, "sqrt", _op(L, "clamp", lam, min=0.0))
+
+
+@lowers("aten._linalg_svd.default")
+def _linalg_svd(L, node, args, kwargs):
+    A = args[0]
+    compute_uv = bool(kwargs.get("compute_uv", args[2] if len(args) > 2 else True))
+    outs = _empty_outs(node)
+    s = list(shape(L, A))
+    if 0 in s:  # U and Vh of an empty matrix: identities where a side is not empty
+        res = []
+        for shp, dt in outs:
+            if len(shp) >= 2 and shp[-1] == shp[-2] and shp[-1] > 0 and 0 not in shp[:-2]:
+                res.append(Value(L.cast(_eye(L, shp[-1], "f64", list(shp[:-2])), dt)))
+            else:
+                res.append(Value(L.full(0, dt, shp)))
+        return tuple(res)
+    if compute_uv and not (_unused(node, 0) and _unused(node, 2)):
+        raise Unsupported("singular vectors (their signs are LAPACK's choice)")
+    _check_size(s, "svd")
+    sv = _svdvals(L, A, node.args[0], "svd")
+    return (None, Value(L.cast(sv, outs[1][1])), None)
