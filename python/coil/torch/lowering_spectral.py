@@ -38,6 +38,11 @@ _EPS = {torch.float32: 1.1920928955078125e-07, torch.float64: 2.220446049250313e
         torch.float16: 0.0009765625, torch.bfloat16: 0.0078125}
 
 
+# The largest Jacobi problem: a sweep is n - 1 rounds of one kernel each, so a 16x16 problem
+# is 135 kernels (about 15 s of C++ compile here); 32x32 would be 372.
+_MAX_ITER_N = 16
+
+
 def _sweeps(n):
     """Jacobi sweeps for an n x n problem (quadratic convergence once the off-diagonal is
     below the gaps; measured: see the module's docstring)."""
@@ -122,9 +127,13 @@ def _jacobi_eigh(L, S, vectors=False):
     rank = len(s)
     batch = s[:-2]
     N = n + n % 2
+    F = reshape(L, S, batch + [n * n])  # the matrix stays flat: every read is a gather
     if N != n:  # a zero row and column: a_pq = 0 with it, so no rotation touches it
-        S = _pad(L, _pad(L, S, rank - 1, 0, 1), rank - 2, 0, 1)
-    F = reshape(L, S, batch + [N * N])  # the matrix stays flat: every read is a gather
+        E = [(i, j) for i in range(N) for j in range(N)]
+        F = _pick(L, F, rank - 2, [min(i, n - 1) * n + min(j, n - 1) for i, j in E])
+        inside = _op(L, "gt", _const(L, [float(i < n and j < n) for i, j in E], torch.float64),
+                     _k(L, 0.5, "f64"))
+        F = _op(L, "where", inside, F, _k(L, 0.0, "f64"))
     ax = rank - 2
     V = reshape(L, _eye(L, N, coil_dt(L, S), batch), batch + [N * N]) if vectors else None
     if n > 1:
@@ -146,15 +155,15 @@ def _jacobi_eigh(L, S, vectors=False):
                 F = F_new
     w = _pick(L, F, ax, [i * N + i for i in range(n)])
     if vectors:
-        V = reshape(L, V, batch + [N, N])
-        if N != n:
-            V = slice_(L, slice_(L, V, rank - 2, 0, n), rank - 1, 0, n)
+        V = reshape(L, _pick(L, V, ax, [i * N + j for i in range(n) for j in range(n)]),
+                    batch + [n, n])
     return w, V
 
 
 def _check_size(s, what):
-    if max(s[-2:]) > _MAX_N:
-        raise Unsupported(f"{what} of a {s[-2]}x{s[-1]} matrix (coil unrolls up to {_MAX_N})")
+    if min(s[-2:]) > _MAX_ITER_N:
+        raise Unsupported(f"{what} of a {s[-2]}x{s[-1]} matrix (coil's Jacobi is unrolled up "
+                          f"to {_MAX_ITER_N}x{_MAX_ITER_N})")
 
 
 def _f64(L, A, node_arg):
@@ -272,3 +281,110 @@ def _linalg_svd(L, node, args, kwargs):
     _check_size(s, "svd")
     sv = _svdvals(L, A, node.args[0], "svd")
     return (None, Value(L.cast(sv, outs[1][1])), None)
+
+
+def _tol_operand(L, v, batch):
+    """atol / rtol as f64 [..., 1] (a tensor, a Python number or None)."""
+    if v is None:
+        return None
+    if isinstance(v, Value):
+        v = Value(L.cast(v, torch.float64))
+        return Value(L.op("unsqueeze", [v], {"dim": len(shape(L, v))}))
+    return Value(L.full(float(v), torch.float64, [1]))
+
+
+def _pinv_tol(L, node, args, kwargs, dt, m, n):
+    """(atol, rtol) by torch's rule: atol 0 when absent; rtol eps(dtype) * max(m, n) when
+    absent, or 0 where atol > 0 was given."""
+    target = str(node.target)
+    if target in ("aten.linalg_pinv.default", "aten.linalg_pinv.rcond_tensor"):
+        atol, rtol = None, args[1]  # rcond is rtol
+    else:
+        atol, rtol = kwargs.get("atol"), kwargs.get("rtol")
+    a = _tol_operand(L, atol, None)
+    r = _tol_operand(L, rtol, None)
+    if r is None:
+        default = Value(L.full(_EPS[dt] * max(m, n), torch.float64, [1]))
+        r = default if a is None else _op(L, "where", _op(L, "gt", a, _k(L, 0.0, "f64")),
+                                          _k(L, 0.0, "f64"), default)
+    if a is None:
+        a = Value(L.full(0.0, torch.float64, [1]))
+    return a, r
+
+
+@lowers("aten.linalg_pinv.atol_rtol_tensor", "aten.linalg_pinv.atol_rtol_float",
+        "aten.linalg_pinv.default", "aten.linalg_pinv.rcond_tensor")
+def _pinv(L, node, args, kwargs):
+    """torch's pseudo-inverse: the singular values (|eigenvalues| when hermitian) above
+    max(atol, rtol * the largest) are inverted, the others dropped. Through the eigenvectors
+    V of the Gram matrix (S itself when hermitian): V diag(1/l) V^T times A^T, which does not
+    depend on the basis Jacobi picks within a cluster of equal values (as long as the cutoff
+    does not split one, where eager's own result is unstable too)."""
+    A = args[0]
+    hermitian = bool(kwargs.get("hermitian", args[2] if len(args) > 2 and isinstance(
+        args[2], bool) else False))
+    shp, dt = meta_of(node)
+    s = list(shape(L, A))
+    if 0 in s:
+        return Value(L.full(0, dt, shp))
+    m, n = s[-2], s[-1]
+    rank = len(s)
+    atol, rtol = _pinv_tol(L, node, args, kwargs, meta_of(node.args[0])[1], m, n)
+    _check_size(s, "pinv")
+    if hermitian:
+        A64, _ = _f64(L, A, node.args[0])
+        lam, V = _jacobi_eigh(L, _symmetric(L, A64, False), vectors=True)
+        mag = _op(L, "abs", lam)
+    else:
+        G, A64, wide = _gram(L, A, node.args[0], "pinv")
+        lam, V = _jacobi_eigh(L, G, vectors=True)
+        mag = _op(L, "sqrt", _op(L, "clamp", lam, min=0.0))
+    top = _op(L, "max", mag, axes=[rank - 2], keepdim=True)
+    tol = _op(L, "maximum", atol, _op(L, "mul", rtol, top))
+    inv = _op(L, "where", _op(L, "gt", mag, tol), _op(L, "reciprocal", lam), _k(L, 0.0, "f64"))
+    Vt = Value(L.op("transpose", [V], {"dim0": -1, "dim1": -2}))
+    M = Value(L.op("matmul", [_op(L, "mul", V, Value(L.op("unsqueeze", [inv], {
+        "dim": rank - 2}))), Vt]))
+    if not hermitian:
+        At = Value(L.op("transpose", [A64], {"dim0": -1, "dim1": -2}))
+        M = Value(L.op("matmul", [At, M] if wide else [M, At]))
+    return Value(L.cast(M, dt))
+
+
+_EXP_SQUARINGS = 40  # ||A||_1 up to 0.5 * 2^40: beyond, e^A is inf or 0 in f32 (or very far)
+_EXP_DEGREE = 12  # Taylor terms at ||B||_1 <= 1/2: a relative error below 2e-14
+
+
+@lowers("aten.linalg_matrix_exp.default")
+def _matrix_exp(L, node, args, kwargs):
+    """Scaling and squaring in f64: B = A / 2^s with s = ceil(log2(2 ||A||_1)) (0 at most),
+    e^B by its Taylor polynomial (Horner), then squared s times. s depends on the data and the
+    graph does not: all _EXP_SQUARINGS squarings are in the graph, each one taken only where
+    its index is below s."""
+    A = args[0]
+    shp, dt = meta_of(node)
+    s = list(shape(L, A))
+    if 0 in s:
+        return Value(L.full(0, dt, shp))
+    if s[-1] > _MAX_N:
+        raise Unsupported(f"matrix_exp of a {s[-1]}x{s[-1]} matrix (coil unrolls up to "
+                          f"{_MAX_N})")
+    A, _ = _f64(L, A, node.args[0])
+    rank = len(s)
+    n = s[-1]
+    norm = _op(L, "max", _op(L, "sum", _op(L, "abs", A), axes=[rank - 2], keepdim=True),
+               axes=[rank - 1], keepdim=True)  # [..., 1, 1]
+    sc = _op(L, "ceil", _op(L, "div", _op(L, "log", _op(L, "mul", norm, _k(L, 2.0, "f64"))),
+                            _k(L, 0.6931471805599453, "f64")))
+    sc = _op(L, "clamp", sc, min=0.0, max=float(_EXP_SQUARINGS))
+    sc = _op(L, "where", _op(L, "isnan", sc), _k(L, 0.0, "f64"), sc)
+    B = _op(L, "mul", A, _op(L, "pow", _k(L, 2.0, "f64"), _op(L, "neg", sc)))
+    eye = _eye(L, n, "f64", s[:-2])
+    T = eye
+    for k in range(_EXP_DEGREE, 0, -1):  # T = I + B T / k
+        T = _op(L, "add", eye, _op(L, "div", Value(L.op("matmul", [B, T])), _k(L, float(k),
+                                                                             "f64")))
+    for i in range(_EXP_SQUARINGS):
+        T = _op(L, "where", _op(L, "lt", _k(L, float(i), "f64"), sc),
+                Value(L.op("matmul", [T, T])), T)
+    return Value(L.cast(T, dt))
