@@ -223,7 +223,7 @@ def _lstsq(L, node, args, kwargs):
     A, s = _f64(L, A, node.args[0], "linalg.lstsq")
     B = Value(L.cast(B, torch.float64))
     m, n = s[-2], s[-1]
-    vector = len(sb) == len(sa) - 1
+    vector = len(sb) == 1 or (len(sb) == len(sa) - 1 and sb == sa[:-1])  # torch's rule
     if vector:
         B = Value(L.op("unsqueeze", [B], {"dim": len(sb)}))
     sb = list(shape(L, B))

@@ -14,11 +14,12 @@ static size; singular values are the square roots of the eigenvalues of the f64 
 (_gram says why that is accurate enough for f32 inputs, and why f64 inputs stay in eager).
 Each sweep visits every pair of indices once in the round-robin ("chess tournament") order of
 parallel Jacobi: n - 1 rounds of n/2 disjoint pairs (an odd n gets a zero pad row and column,
-which no rotation touches). A round is one elementwise expression over the flat matrix (every
-read a gather at constant positions), so one kernel: element (i, j) recomputes the rotations
-of i's pair and j's pair from a_pp, a_qq, a_pq and combines the four entries (i or its
-partner, j or its partner). The number of sweeps is fixed by n (_sweeps, measured) and the size
-is capped at _MAX_ITER_N; larger matrices stay in eager.
+which no rotation touches). A round is two small kernels over the flat matrix (every read a
+gather at constant positions): the rotations of the round's pairs as [..., n] vectors (c, s
+per index, from a_pp, a_qq, a_pq), then one elementwise expression in which element (i, j)
+combines the four entries (i or its partner, j or its partner) with i's and j's rotations.
+The number of sweeps is fixed by n (_sweeps, measured) and the size is capped at _MAX_ITER_N;
+larger matrices stay in eager.
 """
 
 import torch
@@ -33,9 +34,9 @@ _EPS = {torch.float32: 1.1920928955078125e-07, torch.float64: 2.220446049250313e
         torch.float16: 0.0009765625, torch.bfloat16: 0.0078125}
 
 
-# The largest Jacobi problem: a sweep is n - 1 rounds (n rounded up to even) of one kernel
-# each, so a 16x16 problem is 135 kernels (about 15 s of C++ compile here); 32x32 would be
-# about 370.
+# The largest Jacobi problem: a sweep is n - 1 rounds (n rounded up to even) of two small
+# kernels each, so a 16x16 problem is 135 rounds (about 15 s of C++ compile here); 32x32 would
+# be about 370.
 _MAX_ITER_N = 16
 
 
@@ -142,7 +143,7 @@ def _jacobi_eigh(L, S, vectors=False):
                 ci, si = _pick(L, c, ax, tb["i"]), _pick(L, sn, ax, tb["i"])
                 cj, sj = _pick(L, c, ax, tb["j"]), _pick(L, sn, ax, tb["j"])
                 # (J^T S J)[i, j] = c_i c_j S[i, j] + c_i s_j S[i, j'] + s_i c_j S[i', j]
-                #                   + s_i s_j S[i', j']: one expression, one kernel a round
+                #                   + s_i s_j S[i', j']: one expression
                 F_ij_ = _pick(L, F, ax, tb["ij'"])
                 left = _op(L, "add", _op(L, "mul", F, cj), _op(L, "mul", F_ij_, sj))
                 right = _op(L, "add", _op(L, "mul", _pick(L, F, ax, tb["i'j"]), cj),
