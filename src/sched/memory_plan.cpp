@@ -27,20 +27,26 @@ struct Slot {
   int owner;
 };
 
-/// Kernel k reads `a` only at the index where it writes `b`, in one pointwise nest.
+/// Kernel k reads `a` only at the index where it writes `b`, in one pointwise nest, and only
+/// in computations up to the one that writes `b`: the merged body stores `b` before the loads
+/// of the computations after it, which would read the new value instead of `a`'s.
 bool in_place_ok(const IrProgram& p, const DependencyGraph& d, const KernelGroup& k, int a, int b) {
   if (k.nests.size() != 1) return false;
   if (p.buffer(a).layout.dtype != p.buffer(b).layout.dtype) return false;
   if (buffer_nbytes(p.buffer(a)) != buffer_nbytes(p.buffer(b))) return false;
   sym::Expr write_index;
-  for (int c : k.computations()) {
-    if (p.computations[static_cast<size_t>(c)].kind != LoopKind::Pointwise) return false;
-    if (p.computations[static_cast<size_t>(c)].buffer == b)
-      write_index = d.computations[static_cast<size_t>(c)].write.index;
+  std::vector<int> cs = k.computations();  // in body order
+  size_t writer = cs.size();
+  for (size_t i = 0; i < cs.size(); ++i) {
+    if (p.computations[static_cast<size_t>(cs[i])].kind != LoopKind::Pointwise) return false;
+    if (p.computations[static_cast<size_t>(cs[i])].buffer == b) {
+      write_index = d.computations[static_cast<size_t>(cs[i])].write.index;
+      writer = i;
+    }
   }
-  for (int c : k.computations())
-    for (const auto& r : d.computations[static_cast<size_t>(c)].reads)
-      if (r.buffer == a && r.index != write_index) return false;
+  for (size_t i = 0; i < cs.size(); ++i)
+    for (const auto& r : d.computations[static_cast<size_t>(cs[i])].reads)
+      if (r.buffer == a && (r.index != write_index || i > writer)) return false;
   return write_index.defined();
 }
 

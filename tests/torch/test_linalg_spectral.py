@@ -215,3 +215,24 @@ def test_matrix_exp(scale):
         return torch.linalg.matrix_exp(a), torch.linalg.matrix_exp(n), torch.linalg.matrix_exp(
             a[:1, :1, :1])
     _check64(f, A, N)
+
+
+# ---- a coil miscompile these rows ran into ----------------------------------------------------
+
+def test_in_place_store_before_read():
+    """tests/torch/repros/inplace_store_before_read.coil (coil minify of a Jacobi graph): the
+    memory plan let a buffer take over its input's slot in place although a later computation
+    of the same fused body read the input at that index after the store (src/sched/
+    memory_plan.cpp, in_place_ok). The graph must compute the same with fusion on and off."""
+    import os
+    import numpy as np
+    import coil
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repros")
+    g = coil.Graph.parse(open(os.path.join(here, "inplace_store_before_read.coil")).read())
+    on = coil.compile(g, autotune=False)
+    off = coil.compile(coil.Graph.parse(g.to_text()), autotune=False, fusion=False)
+    inputs = [torch.from_numpy(np.load(os.path.join(here, "inplace_store_before_read.inputs",
+                                                    f"{name}.npy")))
+              for name, _, _ in on.inputs]
+    for a, b in zip(on(*inputs), off(*inputs)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, equal_nan=True)
