@@ -586,3 +586,6 @@ def _old_lu_solve(L, node, args, kwargs):
     if 0 in shape(L, LU) or 0 in shape(L, B):
         return Value(L.full(0, dt, shp))
     return _lu_solve_row(L, LU, piv, B, node.args[1], True, False, shp, dt)
+
+
+from . import lowering_spectral, lowering_qr  # noqa: E402,F401  (register their rows)
