@@ -113,6 +113,20 @@ TEST(DynamicShapes, Transpose) {
       6);
 }
 
+// A transposed operand read through 2-D register tiles: the tile loops run to the symbol (not
+// to the size the variant was compiled at), so sizes with the same tile decisions (whole tiles
+// for multiples of the lanes) share one module, and the others stay right.
+TEST(DynamicShapes, TransposedTilesBoundByTheSymbol) {
+  Graph g = graph_from_text(
+      "input x: f32[n, 64]\ninput y: f32[64, n]\nt = transpose(x) {dim0=0, dim1=1}\n"
+      "z = add(t, y)\noutput z\n");
+  CompiledModel m = compile(g);
+  for (int64_t n : {160, 176, 192, 208}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}));
+  EXPECT_NE(m.report().source.find("x1_tile < ks0;"), std::string::npos) << m.report().source;
+  EXPECT_EQ(m.size_stats().modules, 1);
+  for (int64_t n : {17, 100, 4097}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}));
+}
+
 TEST(DynamicShapes, TwoSymbols) {
   Graph g = graph_from_text(
       "input x: f32[a, b]\ninput y: f32[b]\nz = add(x, y)\nt = transpose(z) {dim0=0, dim1=1}\n"

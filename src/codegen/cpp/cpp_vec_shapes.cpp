@@ -110,9 +110,13 @@ void emit_tile2d_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
   sym::Analyzer a = nest_analyzer(n);
   std::map<int, std::string> tiles;  // transposed load op -> its tile array
   for (const auto& [i, stride] : tp.tiles) tiles[i] = p.tmp(n, i) + "_tile";
-  const int64_t L = p.plan().lanes, rows = n.ranges[0], cols = n.ranges[1];
+  const int64_t L = p.plan().lanes;
   const int64_t block_rows = tp.block_rows, block_cols = tp.block_cols;
   const bool full = tp.whole_tiles, blocked = tp.blocked, parallel = np.parallel;
+  // Loop bounds as the nest's extents print (a size symbol stays one); the plan's numbers
+  // (blocks, whole tiles) were decided at the size hints and show in the source.
+  const std::string& rows_text = n.range_text[0];
+  const std::string& cols_text = n.range_text[1];
   CodeWriter& w = p.writer();
   w.linef(
       "// 2-D tiles of {0}x{0}{1}: transposed operands are read along x0, transposed in "
@@ -120,31 +124,31 @@ void emit_tile2d_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
       L, blocked ? fmt::format(" in blocks of {}x{}", block_rows, block_cols) : "");
   if (blocked) {
     if (parallel) w.line("#pragma omp parallel for collapse(2)");
-    w.linef("for (int64_t x0_block = 0; x0_block < {}; x0_block += {})", rows, block_rows);
-    w.linef("for (int64_t x1_block = 0; x1_block < {}; x1_block += {})", cols, block_cols);
+    w.linef("for (int64_t x0_block = 0; x0_block < {}; x0_block += {})", rows_text, block_rows);
+    w.linef("for (int64_t x1_block = 0; x1_block < {}; x1_block += {})", cols_text, block_cols);
     w.open();
     w.linef(
         "for (int64_t x0_tile = x0_block; x0_tile < std::min<int64_t>(x0_block + {}, {}); "
         "x0_tile += {})",
-        block_rows, rows, L);
+        block_rows, rows_text, L);
     w.open();
     w.linef(
         "for (int64_t x1_tile = x1_block; x1_tile < std::min<int64_t>(x1_block + {}, {}); "
         "x1_tile += {})",
-        block_cols, cols, L);
+        block_cols, cols_text, L);
     w.open();
   } else {
     if (parallel) w.line("#pragma omp parallel for");
-    w.linef("for (int64_t x0_tile = 0; x0_tile < {}; x0_tile += {})", rows, L);
+    w.linef("for (int64_t x0_tile = 0; x0_tile < {}; x0_tile += {})", rows_text, L);
     w.open();
-    w.linef("for (int64_t x1_tile = 0; x1_tile < {}; x1_tile += {})", cols, L);
+    w.linef("for (int64_t x1_tile = 0; x1_tile < {}; x1_tile += {})", cols_text, L);
     w.open();
   }
   if (full) {
     w.linef("constexpr int64_t rows = {0}, cols = {0};", L);
   } else {
-    w.linef("const int64_t rows = std::min<int64_t>({}, {} - x0_tile);", L, rows);
-    w.linef("const int64_t cols = std::min<int64_t>({}, {} - x1_tile);", L, cols);
+    w.linef("const int64_t rows = std::min<int64_t>({}, {} - x0_tile);", L, rows_text);
+    w.linef("const int64_t cols = std::min<int64_t>({}, {} - x1_tile);", L, cols_text);
   }
   for (const auto& [i, tile] : tiles) {
     const BodyOp& op = n.body.op(i);
