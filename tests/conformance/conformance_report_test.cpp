@@ -94,7 +94,8 @@ TEST(OnnxConformanceReport, DISABLED_AllTests) {
     std::replace_if(
         detail.begin(), detail.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
     results << name << '\t' << outcome_name(o) << '\t' << (spec ? 1 : 0) << '\t'
-            << detail.substr(0, 600) << '\n' << std::flush;
+            << detail.substr(0, 600) << '\n'
+            << std::flush;
   };
   for (const char* sub : {"node", "simple", "pytorch-converted", "pytorch-operator"}) {
     fs::path root = testdata_root() / sub;

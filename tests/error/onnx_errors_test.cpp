@@ -423,6 +423,32 @@ TEST(OnnxErrors, BadInputsOfIssue27Ops) {
             "m.onnx: node 'n' (CumSum): axis must have one element, got 2");
 }
 
+// The quantization ops (onnx_ops_quantize.cpp): a per-axis scale must fit x along `axis`, zero
+// points must have x's dtype (DequantizeLinear), and only 8-bit integers are quantized to.
+TEST(OnnxErrors, BadInputsOfQuantizeOps) {
+  auto model = [](const std::string& op, int32_t xt, const std::vector<int64_t>& scale_dims,
+                  int32_t zt) {
+    onnx::ModelProto m = empty_model(13);
+    set_type(m.mutable_graph()->add_input(), "x", xt, {2, 3});
+    set_type(m.mutable_graph()->add_input(), "s", TP::FLOAT, scale_dims);
+    set_type(m.mutable_graph()->add_input(), "z", zt, scale_dims);
+    set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {2, 3});
+    add_node(m, op, {"x", "s", "z"}, {"y"}, "n");
+    return m;
+  };
+  EXPECT_EQ(import_error(model("QuantizeLinear", TP::FLOAT, {2}, TP::UINT8)),
+            "m.onnx: node 'n' (QuantizeLinear): y_scale has 2 elements, x has 3 along axis 1");
+  EXPECT_EQ(import_error(model("DequantizeLinear", TP::UINT8, {3}, TP::INT8)),
+            "m.onnx: node 'n' (DequantizeLinear): x_zero_point has dtype i8, x has u8");
+  EXPECT_EQ(import_error(model("DequantizeLinear", TP::UINT8, {1, 3}, TP::UINT8)),
+            "m.onnx: node 'n' (DequantizeLinear): x_scale must be a scalar or 1-D, not of shape "
+            "[1, 3]");
+  EXPECT_THROW(import(model("QuantizeLinear", TP::FLOAT, {}, TP::INT32)), UnsupportedError);
+  EXPECT_EQ(import_error(model("QuantizeLinear", TP::FLOAT, {}, TP::INT32)),
+            "m.onnx: unsupported ops: QuantizeLinear (node 'n', opset 13: y_zero_point of dtype "
+            "i32 (coil quantizes to uint8 and int8))");
+}
+
 // An attribute the mapping of an op does not read is accepted only at ONNX's default for the
 // op and opset (from libonnx's schemas); any other value is unsupported, and a name the op
 // does not have is an error.

@@ -154,6 +154,12 @@ const OnnxOpDef kOnnxOps[] = {
     {"NegativeLogLikelihoodLoss", map_nll_loss, "-sum of where(target == iota, input, 0)"},
     {"SoftmaxCrossEntropyLoss", map_softmax_cross_entropy, "log_softmax, then the NLL loss"},
 
+    // 8-bit quantization (onnx_ops_quantize.cpp): per tensor or per axis, run-time scales.
+    {"QuantizeLinear", map_quantize_linear, "clamp(round(x / scale) + zero_point), cast"},
+    {"DequantizeLinear", map_dequantize_linear, "(x - zero_point) * scale"},
+    {"DynamicQuantizeLinear", map_dynamic_quantize_linear,
+     "scale and zero point from min/max reductions, then QuantizeLinear"},
+
     // Matrix products, convolution, pooling (onnx_ops_linalg.cpp); floating point, 2-D windows.
     {"MatMul", map_matmul, "matmul"},
     {"Gemm", map_gemm, "addmm (with C) or matmul, transA/transB as transposes"},

@@ -83,6 +83,11 @@ void map_einsum(OnnxNode& n);
 // onnx_ops_resize.cpp
 void map_resize(OnnxNode& n);  // Resize, Upsample
 
+// onnx_ops_quantize.cpp: 8-bit quantization as round / clamp / cast compositions
+void map_quantize_linear(OnnxNode& n);
+void map_dequantize_linear(OnnxNode& n);
+void map_dynamic_quantize_linear(OnnxNode& n);
+
 // onnx_ops_loss.cpp
 void map_nll_loss(OnnxNode& n);
 void map_softmax_cross_entropy(OnnxNode& n);
