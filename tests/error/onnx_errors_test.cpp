@@ -449,6 +449,30 @@ TEST(OnnxErrors, BadInputsOfQuantizeOps) {
             "i32 (coil quantizes to uint8 and int8))");
 }
 
+// Dropout in training mode: a ratio of 0 drops nothing (the identity, OnnxConformance's
+// test_training_dropout_zero_ratio*); any other ratio draws random numbers, which coil refuses.
+TEST(OnnxErrors, DropoutInTrainingModeNeedsRatioZero) {
+  auto model = [](float ratio) {
+    onnx::ModelProto m = empty_model(13);
+    set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {2, 3});
+    set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {2, 3});
+    auto* r = m.mutable_graph()->add_initializer();
+    r->set_name("r");
+    r->set_data_type(TP::FLOAT);
+    r->add_float_data(ratio);
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name("t");
+    t->set_data_type(TP::BOOL);
+    t->add_int32_data(1);
+    add_node(m, "Dropout", {"x", "r", "t"}, {"y"}, "n");
+    return m;
+  };
+  EXPECT_EQ(import(model(0)).num_nodes(), 1);  // the input is the output
+  EXPECT_EQ(import_error(model(0.5)),
+            "m.onnx: unsupported ops: Dropout (node 'n', opset 13: training_mode is true with "
+            "ratio 0.5 (random drops))");
+}
+
 // An attribute the mapping of an op does not read is accepted only at ONNX's default for the
 // op and opset (from libonnx's schemas); any other value is unsupported, and a name the op
 // does not have is an error.
