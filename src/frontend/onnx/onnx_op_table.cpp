@@ -168,6 +168,7 @@ const OnnxOpDef kOnnxOps[] = {
     {"ConvTranspose", map_conv_transpose, "conv2d of the zero-interleaved input, flipped weight"},
     {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf"},
     {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
+    {"Det", map_det, "Leibniz sum over permutations (up to 4x4)"},
     {"Einsum", map_einsum, "diagonals, sums, then batched matmuls (integers: mul + sum)"},
 
     // Attention (onnx_ops_attention.cpp): opset 23, read in models of opsets up to 23.

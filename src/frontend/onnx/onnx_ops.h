@@ -43,6 +43,7 @@ void map_gemm(OnnxNode& n);
 void map_conv(OnnxNode& n);
 void map_conv_transpose(OnnxNode& n);
 void map_pool(OnnxNode& n);  // MaxPool, AveragePool
+void map_det(OnnxNode& n);   // Leibniz sums up to 4x4
 
 // onnx_ops_rnn.cpp: the time loop unrolled into matmuls and gate arithmetic per step
 void map_rnn(OnnxNode& n);  // LSTM, GRU, RNN
