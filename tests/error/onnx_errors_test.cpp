@@ -449,6 +449,28 @@ TEST(OnnxErrors, BadInputsOfQuantizeOps) {
             "i32 (coil quantizes to uint8 and int8))");
 }
 
+// GridSample (onnx_ops_gridsample.cpp): the grid must be [N, Ho, Wo, 2] for X's N; modes are
+// ONNX's (opset 16) names.
+TEST(OnnxErrors, BadInputsOfGridSample) {
+  auto model = [](const std::vector<int64_t>& grid, const std::string& mode) {
+    onnx::ModelProto m = empty_model(16);
+    set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {1, 2, 3, 4});
+    set_type(m.mutable_graph()->add_input(), "g", TP::FLOAT, grid);
+    set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {1, 2, 5, 6});
+    auto* a = add_node(m, "GridSample", {"x", "g"}, {"y"}, "n")->add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    return m;
+  };
+  EXPECT_EQ(import_error(model({1, 5, 6, 3}, "bilinear")),
+            "m.onnx: node 'n' (GridSample): the grid is [1, 5, 6, 3], expected [1, Ho, Wo, 2] for "
+            "X [1, 2, 3, 4]");
+  EXPECT_EQ(import_error(model({1, 5, 6, 2}, "linear")),
+            "m.onnx: node 'n' (GridSample): mode 'linear' is not bilinear, nearest or bicubic");
+  EXPECT_EQ(import(model({1, 5, 6, 2}, "bicubic")).outputs().size(), 1u);
+}
+
 // Dropout in training mode: a ratio of 0 drops nothing (the identity, OnnxConformance's
 // test_training_dropout_zero_ratio*); any other ratio draws random numbers, which coil refuses.
 TEST(OnnxErrors, DropoutInTrainingModeNeedsRatioZero) {

@@ -155,6 +155,10 @@ const OnnxOpDef kOnnxOps[] = {
     {"NegativeLogLikelihoodLoss", map_nll_loss, "-sum of where(target == iota, input, 0)"},
     {"SoftmaxCrossEntropyLoss", map_softmax_cross_entropy, "log_softmax, then the NLL loss"},
 
+    // Sampling at run-time coordinates (onnx_ops_gridsample.cpp).
+    {"GridSample", map_grid_sample,
+     "X times a matrix of one-hot taps (bilinear, nearest, bicubic)"},
+
     // 8-bit quantization (onnx_ops_quantize.cpp): per tensor or per axis, run-time scales.
     {"QuantizeLinear", map_quantize_linear, "clamp(round(x / scale) + zero_point), cast"},
     {"DequantizeLinear", map_dequantize_linear, "(x - zero_point) * scale"},

@@ -84,6 +84,9 @@ void map_einsum(OnnxNode& n);
 // onnx_ops_resize.cpp
 void map_resize(OnnxNode& n);  // Resize, Upsample
 
+// onnx_ops_gridsample.cpp: an interpolation matrix of one-hot taps, then a batched matmul
+void map_grid_sample(OnnxNode& n);
+
 // onnx_ops_quantize.cpp: 8-bit quantization as round / clamp / cast compositions
 void map_quantize_linear(OnnxNode& n);
 void map_dequantize_linear(OnnxNode& n);
