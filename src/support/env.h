@@ -58,6 +58,7 @@ enum class EnvScope { coil, python, scripts };
   X(onnx_testdata, "COIL_ONNX_TESTDATA", scripts, "the ONNX backend test data directory")          \
   X(conformance_filter, "COIL_CONFORMANCE_FILTER", scripts, "a substring the ONNX report runs")    \
   X(conformance_out, "COIL_CONFORMANCE_OUT", scripts, "where the ONNX report writes passes")       \
+  X(conformance_results, "COIL_CONFORMANCE_RESULTS", scripts, "the ONNX report's per-test file")   \
   X(conformance_atol, "COIL_CONFORMANCE_ATOL", scripts, "the ONNX report's absolute tolerance")    \
   X(rebuild, "COIL_REBUILD", scripts, "0: tests/gpu/prepare.sh uses build/bin/coil as it is")      \
   X(gpu_generated, "COIL_GPU_GENERATED", scripts, "the modules tests/gpu/test_ops.py runs")        \

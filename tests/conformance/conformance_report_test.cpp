@@ -6,6 +6,9 @@
 // COIL_CONFORMANCE_FILTER=substring limits the tests; COIL_CONFORMANCE_OUT=FILE writes the
 // passing tests there in allowlist form. Each test runs in a forked child with a time limit,
 // so a crash or a hang is reported as such instead of ending the run.
+// COIL_CONFORMANCE_RESULTS=FILE writes one line per test, `test<TAB>outcome<TAB>specialized
+// (0/1)<TAB>detail`, tests with unsupported ops included (outcome "unsupported", not run): the
+// per-test record that bench/onnx_node_tests.py sets next to ONNX Runtime's.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,6 +83,20 @@ TEST(OnnxConformanceReport, DISABLED_AllTests) {
   std::map<std::string, int> not_in_list;              // unsupported op -> tests
   std::map<std::string, std::vector<std::string>> failures;
   int specialized = 0;
+  std::ofstream results;
+  if (const char* f = std::getenv("COIL_CONFORMANCE_RESULTS")) {
+    results.open(f);
+    if (!results) throw Error(fmt::format("COIL_CONFORMANCE_RESULTS: cannot write {}", f));
+  }
+  // One line per test; tabs and newlines in the detail become spaces so that a line is a test.
+  auto record = [&](const std::string& name, Outcome o, bool spec, std::string detail) {
+    if (!results.is_open()) return;
+    std::replace_if(
+        detail.begin(), detail.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
+    results << name << '\t' << outcome_name(o) << '\t' << (spec ? 1 : 0) << '\t'
+            << detail.substr(0, 600) << '\n'
+            << std::flush;
+  };
   for (const char* sub : {"node", "simple", "pytorch-converted", "pytorch-operator"}) {
     fs::path root = testdata_root() / sub;
     if (!fs::exists(root)) continue;
@@ -95,6 +112,8 @@ TEST(OnnxConformanceReport, DISABLED_AllTests) {
         if (!op_supported(op)) missing.push_back(op);
       if (!missing.empty()) {
         for (const auto& op : missing) ++not_in_list[op];
+        record(name, Outcome::Unsupported, false,
+               fmt::format("unsupported ops: {}", fmt::join(missing, ", ")));
         continue;
       }
       ++per_dir[sub].first;
@@ -103,6 +122,7 @@ TEST(OnnxConformanceReport, DISABLED_AllTests) {
                  r.specialized ? " (specialized)" : "",
                  r.outcome == Outcome::Pass ? "" : ": " + r.detail.substr(0, 300));
       std::fflush(stdout);
+      record(name, r.outcome, r.specialized, r.detail);
       if (r.outcome == Outcome::Pass) {
         ++per_dir[sub].second;
         passing.push_back(name);

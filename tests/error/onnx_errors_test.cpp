@@ -61,7 +61,7 @@ TEST(OnnxErrors, MissingAndEmptyFiles) {
 // a broken one is a plain coil::Error (exit 2).
 TEST(OnnxErrors, UnsupportedIsTold) {
   onnx::ModelProto det = relu_model();
-  det.mutable_graph()->mutable_node(0)->set_op_type("Det");
+  det.mutable_graph()->mutable_node(0)->set_op_type("RoiAlign");
   EXPECT_THROW(import(det), UnsupportedError);
   EXPECT_THROW(import(relu_model(99)), UnsupportedError);
   onnx::ModelProto cycle = relu_model();
@@ -252,13 +252,13 @@ TEST(OnnxErrors, HugeDims) {
 
 TEST(OnnxErrors, UnsupportedOpsAreListedTogether) {
   onnx::ModelProto m = relu_model();
-  add_node(m, "GridSample", {"y", "y"}, {"a"}, "up1");
+  add_node(m, "RoiAlign", {"y", "y"}, {"a"}, "up1");
   add_node(m, "NonMaxSuppression", {"a", "a"}, {"b"}, "nms1");
   add_node(m, "NonMaxSuppression", {"b", "b"}, {"c"}, "nms2");
   add_node(m, "FancyOp", {"c"}, {"d"}, "fancy");
   add_node(m, "Custom", {"d"}, {"e"}, "custom")->set_domain("com.example");
   EXPECT_EQ(import_error(m),
-            "m.onnx: unsupported ops: GridSample (node 'up1', opset 13), NonMaxSuppression (2 "
+            "m.onnx: unsupported ops: RoiAlign (node 'up1', opset 13), NonMaxSuppression (2 "
             "nodes, opset 13), FancyOp (node 'fancy', opset 13), com.example.Custom (node "
             "'custom', opset 13)");
 }
@@ -267,9 +267,9 @@ TEST(OnnxErrors, DynamicArgumentsAreUnsupported) {
   onnx::ModelProto m = relu_model();
   set_type(m.mutable_graph()->add_input(), "idx", TP::INT64, {2});
   add_node(m, "Reshape", {"y", "idx"}, {"r"}, "reshape");
-  add_node(m, "GridSample", {"y", "y"}, {"gs"}, "gs");
+  add_node(m, "RoiAlign", {"y", "y"}, {"gs"}, "gs");
   EXPECT_EQ(import_error(m),
-            "m.onnx: unsupported ops: GridSample (node 'gs', opset 13), Reshape (node "
+            "m.onnx: unsupported ops: RoiAlign (node 'gs', opset 13), Reshape (node "
             "'reshape', opset 13: the target shape is not a constant)");
 }
 
@@ -421,6 +421,78 @@ TEST(OnnxErrors, BadInputsOfIssue27Ops) {
             "m.onnx: node 'n' (LRN): size must be at least 1, got 0");
   EXPECT_EQ(import_error(model("CumSum", {{"x", TP::FLOAT, {3}}}, {{"axis", {0, 1}}}, nullptr)),
             "m.onnx: node 'n' (CumSum): axis must have one element, got 2");
+}
+
+// The quantization ops (onnx_ops_quantize.cpp): a per-axis scale must fit x along `axis`, zero
+// points must have x's dtype (DequantizeLinear), and only 8-bit integers are quantized to.
+TEST(OnnxErrors, BadInputsOfQuantizeOps) {
+  auto model = [](const std::string& op, int32_t xt, const std::vector<int64_t>& scale_dims,
+                  int32_t zt) {
+    onnx::ModelProto m = empty_model(13);
+    set_type(m.mutable_graph()->add_input(), "x", xt, {2, 3});
+    set_type(m.mutable_graph()->add_input(), "s", TP::FLOAT, scale_dims);
+    set_type(m.mutable_graph()->add_input(), "z", zt, scale_dims);
+    set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {2, 3});
+    add_node(m, op, {"x", "s", "z"}, {"y"}, "n");
+    return m;
+  };
+  EXPECT_EQ(import_error(model("QuantizeLinear", TP::FLOAT, {2}, TP::UINT8)),
+            "m.onnx: node 'n' (QuantizeLinear): y_scale has 2 elements, x has 3 along axis 1");
+  EXPECT_EQ(import_error(model("DequantizeLinear", TP::UINT8, {3}, TP::INT8)),
+            "m.onnx: node 'n' (DequantizeLinear): x_zero_point has dtype i8, x has u8");
+  EXPECT_EQ(import_error(model("DequantizeLinear", TP::UINT8, {1, 3}, TP::UINT8)),
+            "m.onnx: node 'n' (DequantizeLinear): x_scale must be a scalar or 1-D, not of shape "
+            "[1, 3]");
+  EXPECT_THROW(import(model("QuantizeLinear", TP::FLOAT, {}, TP::INT32)), UnsupportedError);
+  EXPECT_EQ(import_error(model("QuantizeLinear", TP::FLOAT, {}, TP::INT32)),
+            "m.onnx: unsupported ops: QuantizeLinear (node 'n', opset 13: y_zero_point of dtype "
+            "i32 (coil quantizes to uint8 and int8))");
+}
+
+// GridSample (onnx_ops_gridsample.cpp): the grid must be [N, Ho, Wo, 2] for X's N; modes are
+// ONNX's (opset 16) names.
+TEST(OnnxErrors, BadInputsOfGridSample) {
+  auto model = [](const std::vector<int64_t>& grid, const std::string& mode) {
+    onnx::ModelProto m = empty_model(16);
+    set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {1, 2, 3, 4});
+    set_type(m.mutable_graph()->add_input(), "g", TP::FLOAT, grid);
+    set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {1, 2, 5, 6});
+    auto* a = add_node(m, "GridSample", {"x", "g"}, {"y"}, "n")->add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    return m;
+  };
+  EXPECT_EQ(import_error(model({1, 5, 6, 3}, "bilinear")),
+            "m.onnx: node 'n' (GridSample): the grid is [1, 5, 6, 3], expected [1, Ho, Wo, 2] for "
+            "X [1, 2, 3, 4]");
+  EXPECT_EQ(import_error(model({1, 5, 6, 2}, "linear")),
+            "m.onnx: node 'n' (GridSample): mode 'linear' is not bilinear, nearest or bicubic");
+  EXPECT_EQ(import(model({1, 5, 6, 2}, "bicubic")).outputs().size(), 1u);
+}
+
+// Dropout in training mode: a ratio of 0 drops nothing (the identity, OnnxConformance's
+// test_training_dropout_zero_ratio*); any other ratio draws random numbers, which coil refuses.
+TEST(OnnxErrors, DropoutInTrainingModeNeedsRatioZero) {
+  auto model = [](float ratio) {
+    onnx::ModelProto m = empty_model(13);
+    set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {2, 3});
+    set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {2, 3});
+    auto* r = m.mutable_graph()->add_initializer();
+    r->set_name("r");
+    r->set_data_type(TP::FLOAT);
+    r->add_float_data(ratio);
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name("t");
+    t->set_data_type(TP::BOOL);
+    t->add_int32_data(1);
+    add_node(m, "Dropout", {"x", "r", "t"}, {"y"}, "n");
+    return m;
+  };
+  EXPECT_EQ(import(model(0)).num_nodes(), 1);  // the input is the output
+  EXPECT_EQ(import_error(model(0.5)),
+            "m.onnx: unsupported ops: Dropout (node 'n', opset 13: training_mode is true with "
+            "ratio 0.5 (random drops))");
 }
 
 // An attribute the mapping of an op does not read is accepted only at ONNX's default for the
@@ -624,7 +696,7 @@ TEST(OnnxErrors, BrokenFilesThroughTheCli) {
       ->set_dim_value(-3);
   files["negative_dim"] = m.SerializeAsString();
   m = relu_model();
-  add_node(m, "GridSample", {"y"}, {"z"}, "up");
+  add_node(m, "RoiAlign", {"y"}, {"z"}, "up");
   files["unsupported_op"] = m.SerializeAsString();
   m = relu_model();
   m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");

@@ -30,7 +30,7 @@ const OnnxOpDef kOnnxOps[] = {
     {"IsNaN", map_unary, "isnan"},
     {"IsInf", map_isinf, "eq with +-inf"},
     {"Identity", map_identity, "the input itself"},
-    {"Dropout", map_identity, "inference: the input, and an all-true mask"},
+    {"Dropout", map_identity, "the input and an all-true mask (training: ratio 0 only)"},
     {"Add", map_binary, "add"},
     {"Sub", map_binary, "sub"},
     {"Mul", map_binary, "mul"},
@@ -96,7 +96,8 @@ const OnnxOpDef kOnnxOps[] = {
     {"LogSoftmax", map_softmax, "log_softmax; opset < 13: as Softmax"},
     {"Hardmax", map_softmax, "eq(iota, argmax)"},
     {"LayerNormalization", map_layer_norm, "layer_norm; Mean and InvStdDev outputs by mean/var"},
-    {"BatchNormalization", map_batch_norm, "inference: (x - mean) * scale / sqrt(var + eps) + B"},
+    {"BatchNormalization", map_batch_norm,
+     "(x - mean) * scale / sqrt(var + eps) + B; training_mode: the batch's mean and var"},
     {"InstanceNormalization", map_instance_norm, "mean and var over the spatial dims"},
     {"MeanVarianceNormalization", map_mean_variance_norm, "(x - mean) / (std + 1e-9)"},
     {"GlobalAveragePool", map_global_pool, "mean over the spatial dims"},
@@ -154,6 +155,16 @@ const OnnxOpDef kOnnxOps[] = {
     {"NegativeLogLikelihoodLoss", map_nll_loss, "-sum of where(target == iota, input, 0)"},
     {"SoftmaxCrossEntropyLoss", map_softmax_cross_entropy, "log_softmax, then the NLL loss"},
 
+    // Sampling at run-time coordinates (onnx_ops_gridsample.cpp).
+    {"GridSample", map_grid_sample,
+     "X times a matrix of one-hot taps (bilinear, nearest, bicubic)"},
+
+    // 8-bit quantization (onnx_ops_quantize.cpp): per tensor or per axis, run-time scales.
+    {"QuantizeLinear", map_quantize_linear, "clamp(round(x / scale) + zero_point), cast"},
+    {"DequantizeLinear", map_dequantize_linear, "(x - zero_point) * scale"},
+    {"DynamicQuantizeLinear", map_dynamic_quantize_linear,
+     "scale and zero point from min/max reductions, then QuantizeLinear"},
+
     // Matrix products, convolution, pooling (onnx_ops_linalg.cpp); floating point, 2-D windows.
     {"MatMul", map_matmul, "matmul"},
     {"Gemm", map_gemm, "addmm (with C) or matmul, transA/transB as transposes"},
@@ -161,6 +172,7 @@ const OnnxOpDef kOnnxOps[] = {
     {"ConvTranspose", map_conv_transpose, "conv2d of the zero-interleaved input, flipped weight"},
     {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf"},
     {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
+    {"Det", map_det, "Leibniz sum over permutations (up to 4x4)"},
     {"Einsum", map_einsum, "diagonals, sums, then batched matmuls (integers: mul + sum)"},
 
     // Attention (onnx_ops_attention.cpp): opset 23, read in models of opsets up to 23.

@@ -43,6 +43,7 @@ void map_gemm(OnnxNode& n);
 void map_conv(OnnxNode& n);
 void map_conv_transpose(OnnxNode& n);
 void map_pool(OnnxNode& n);  // MaxPool, AveragePool
+void map_det(OnnxNode& n);   // Leibniz sums up to 4x4
 
 // onnx_ops_rnn.cpp: the time loop unrolled into matmuls and gate arithmetic per step
 void map_rnn(OnnxNode& n);  // LSTM, GRU, RNN
@@ -82,6 +83,14 @@ void map_einsum(OnnxNode& n);
 
 // onnx_ops_resize.cpp
 void map_resize(OnnxNode& n);  // Resize, Upsample
+
+// onnx_ops_gridsample.cpp: an interpolation matrix of one-hot taps, then a batched matmul
+void map_grid_sample(OnnxNode& n);
+
+// onnx_ops_quantize.cpp: 8-bit quantization as round / clamp / cast compositions
+void map_quantize_linear(OnnxNode& n);
+void map_dequantize_linear(OnnxNode& n);
+void map_dynamic_quantize_linear(OnnxNode& n);
 
 // onnx_ops_loss.cpp
 void map_nll_loss(OnnxNode& n);

@@ -25,9 +25,12 @@ void map_unary(OnnxNode& n) {
 void map_identity(OnnxNode& n) {
   int x = n.in(0);
   if (n.op_type() == "Dropout") {
-    // Inference: the identity, and an all-true mask. training_mode (opset 12) must be false.
-    if (n.has_input(2) && n.const_scalar(2, "training_mode") != 0)
-      unsupported("training_mode is true");
+    // Inference: the identity, and an all-true mask. In training mode (opset 12) only a ratio of
+    // 0 is deterministic: nothing is dropped and the scale 1 / (1 - ratio) is 1, the identity.
+    if (n.has_input(2) && n.const_scalar(2, "training_mode") != 0) {
+      double ratio = n.has_input(1) ? n.const_scalar(1, "ratio") : 0.5;
+      if (ratio != 0) unsupported("training_mode is true with ratio {} (random drops)", ratio);
+    }
     // Opsets 1 to 6: is_test=0 (the default) is training mode; only is_test=1 is the identity.
     if (n.opset() < 7 && n.attr_int("is_test", 0) == 0)
       unsupported("is_test=0 (training mode; opset {} needs is_test=1 for inference)", n.opset());

@@ -381,4 +381,44 @@ void map_conv_transpose(OnnxNode& n) {
   n.set_output(0, one_d ? squeeze_last(n, y) : y);
 }
 
+// Det of [..., M, M] for M <= 4 as the Leibniz sum over permutations (at most 24 products of M
+// elements): exact formulas with no pivoting, so small matrices only; larger ones are
+// unsupported rather than computed by a factorization coil does not have.
+void map_det(OnnxNode& n) {
+  int x = n.in(0);
+  int64_t r = n.rank(x);
+  if (r < 2) n.error("the input must have at least 2 dims, got {}", shape_str(n.type(x).shape));
+  if (!is_floating(n.dtype(x)))
+    n.error("the input must be floating point, got {}", dtype_name(n.dtype(x)));
+  const Shape& s = n.type(x).shape;
+  if (!s[static_cast<size_t>(r - 1)].is_const() ||
+      !(s[static_cast<size_t>(r - 1)] == s[static_cast<size_t>(r - 2)]))
+    n.error("the last two dims must be equal and static, got {}", shape_str(s));
+  int64_t m = s[static_cast<size_t>(r - 1)].const_value();
+  if (m > 4) unsupported("{}x{} matrices (coil expands determinants up to 4x4)", m, m);
+  auto at = [&](int64_t i, int64_t j) {
+    int e = n.add("slice", {x},
+                  Attrs{{"dim", r - 2}, {"start", i}, {"end", i + 1}, {"step", int64_t{1}}});
+    e = n.add("slice", {e},
+              Attrs{{"dim", r - 1}, {"start", j}, {"end", j + 1}, {"step", int64_t{1}}});
+    return n.add("squeeze", {e}, Attrs{{"dims", std::vector<int64_t>{r - 2, r - 1}}});
+  };
+  std::vector<int64_t> perm(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) perm[static_cast<size_t>(i)] = i;
+  int det = -1;
+  do {
+    int inversions = 0;
+    for (size_t i = 0; i < perm.size(); ++i)
+      for (size_t j = i + 1; j < perm.size(); ++j) inversions += perm[i] > perm[j];
+    int term = at(0, perm[0]);
+    for (int64_t i = 1; i < m; ++i)
+      term = n.add("mul", {term, at(i, perm[static_cast<size_t>(i)])});
+    if (det < 0)
+      det = inversions % 2 ? n.add("neg", {term}) : term;
+    else
+      det = n.add(inversions % 2 ? "sub" : "add", {det, term});
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  n.set_output(0, det);
+}
+
 }  // namespace coil::onnxfe

@@ -95,20 +95,42 @@ int per_channel(OnnxNode& n, int p, int64_t rank) {
 
 void map_batch_norm(OnnxNode& n) {
   int x = n.in(0);
-  if (n.attr_int("training_mode", 0) != 0) unsupported("training_mode=1");
+  // training_mode=1 (opset 14 on): the batch's statistics normalize, and the running ones are
+  // updated with momentum (ONNX's reference: population variance for both).
+  bool training = n.attr_int("training_mode", 0) != 0;
   // Opsets 1 to 6: is_test=0 (the default) normalizes with the batch's statistics.
   if (n.opset() < 7 && n.attr_int("is_test", 0) == 0)
     unsupported("is_test=0 (training mode; opset {} needs is_test=1 for inference)", n.opset());
   if (n.opset() < 9 && n.attr_int("spatial", 1) == 0) unsupported("spatial=0");
-  for (int i = 1; i < n.num_outputs(); ++i)
-    if (n.wants_output(i)) unsupported("the training outputs (running mean and variance)");
-  n.ignore_attr("momentum");  // updates the running statistics: training only
+  for (int i = training ? 3 : 1; i < n.num_outputs(); ++i)
+    if (n.wants_output(i))
+      unsupported("{}", training ? "outputs beyond the running mean and variance"
+                                 : "the training outputs (running mean and variance)");
+  double momentum = n.attr_float("momentum", 0.9);  // updates the running statistics
   int64_t r = n.rank(x);
   if (r < 2) n.error("the input must have at least 2 dims, got {}", shape_str(n.type(x).shape));
   DType t = n.dtype(x);
   double eps = n.attr_float("epsilon", 1e-5);
   int scale = per_channel(n, n.in(1), r), bias = per_channel(n, n.in(2), r);
   int mean = per_channel(n, n.in(3), r), var = per_channel(n, n.in(4), r);
+  if (training) {
+    std::vector<int64_t> axes = axes_from(2, r);
+    axes.insert(axes.begin(), 0);
+    int batch_mean = reduce(n, "mean", x, axes, false);
+    int batch_var =
+        n.add("var", {x}, Attrs{{"axes", axes}, {"keepdim", false}, {"correction", 0.0}});
+    // running = running * momentum + batch * (1 - momentum), in the statistics' dtype.
+    auto update = [&](int running, int batch) {
+      DType rt = n.dtype(running);
+      int kept = n.add("mul", {running, n.scalar(momentum, rt)});
+      int added = n.add("mul", {n.cast(batch, rt), n.scalar(1 - momentum, rt)});
+      return n.add("add", {kept, added});
+    };
+    if (n.wants_output(1)) n.set_output(1, update(n.in(3), batch_mean));
+    if (n.wants_output(2)) n.set_output(2, update(n.in(4), batch_var));
+    mean = per_channel(n, batch_mean, r);
+    var = per_channel(n, batch_var, r);
+  }
   // scale / sqrt(var + eps) is folded when the parameters are constants (the usual case).
   int inv = n.add("rsqrt", {n.add("add", {var, n.scalar(eps, n.dtype(var))})});
   int factor = n.add("mul", {scale, inv});
