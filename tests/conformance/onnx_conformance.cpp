@@ -11,6 +11,7 @@
 #include "coil/coil.h"
 #include "frontend/onnx/onnx_context.h"
 #include "frontend/onnx/onnx_import.h"
+#include "frontend/onnx/onnx_model.h"
 #include "frontend/onnx/onnx_tensor.h"
 
 namespace coil::conformance {
@@ -108,33 +109,33 @@ CaseResult prepare_case(const fs::path& dir, PreparedCase* out) {
     std::string msg = e.what();
     if (msg.find("is not a constant") == std::string::npos)
       return {unsupported(msg) ? Outcome::Unsupported : Outcome::ImportError, msg};
-    // Bind the integer and one-element inputs (the graph inputs without initializers, in
-    // order) to the test's values and retry; also Resize's and Upsample's float roi and scales.
+    // Bind the inputs the import needs to the test's values, as coil::OnnxModel does (frontend/
+    // onnx/onnx_model.h: the integer and one-element inputs, and Resize's and Upsample's roi
+    // and scales, each released again when the model imports without it), and feed the rest.
     onnx::ModelProto m = read_model(dir / "model.onnx");
-    std::set<std::string> inits, resize_params;
+    std::set<std::string> inits;
     for (const auto& t : m.graph().initializer()) inits.insert(t.name());
-    for (const auto& node : m.graph().node())
-      if (node.op_type() == "Resize" || node.op_type() == "Upsample")
-        for (int i = 1; i < node.input_size(); ++i) resize_params.insert(node.input(i));
-    OnnxImportOptions opt;
+    std::map<std::string, Tensor> given;
+    std::vector<std::string> order;
     size_t k = 0;
-    std::vector<Tensor> rest;
     for (const auto& in : m.graph().input()) {
-      if (inits.count(in.name())) continue;
-      if (k >= inputs.size()) break;
-      const Tensor& t = inputs[k++];
-      if ((is_integral(t.dtype()) && t.dtype() != DType::Bool) || t.numel() == 1 ||
-          resize_params.count(in.name()))
-        opt.input_values[in.name()] = t;
-      else
-        rest.push_back(t);
+      if (inits.count(in.name()) || k >= inputs.size()) continue;
+      given[in.name()] = inputs[k++];
+      order.push_back(in.name());
     }
+    ValueBoundImport imp;
     try {
-      g = import_onnx(dir / "model.onnx", opt);
+      imp = import_onnx_binding_values(dir / "model.onnx", given);
     } catch (const Error& e2) {
       return {unsupported(e2.what()) ? Outcome::Unsupported : Outcome::ImportError, e2.what(),
               true};
     }
+    g = std::move(imp.graph);
+    std::vector<Tensor> rest;
+    for (const std::string& n : order)
+      if (std::find(imp.bound.begin(), imp.bound.end(), n) == imp.bound.end())
+        rest.push_back(given[n]);
+    for (; k < inputs.size(); ++k) rest.push_back(inputs[k]);  // extra files: BadTestData below
     inputs = rest;
     out->specialized = true;
   }

@@ -35,8 +35,11 @@ std::vector<std::string> fed_inputs(const onnx::ModelProto& m) {
   return out;
 }
 
-/// The fed inputs whose value can shape the graph (the header's candidates), in order.
-std::vector<std::string> value_candidates(const onnx::ModelProto& m) {
+/// The fed inputs whose value can shape the graph (the header's candidates), in order; an
+/// input in `given` is judged by its value (dtype, element count), the others by their
+/// declared type.
+std::vector<std::string> value_candidates(const onnx::ModelProto& m,
+                                          const std::map<std::string, Tensor>& given) {
   std::set<std::string> resize_params;
   for (const auto& node : m.graph().node())
     if (node.op_type() == "Resize" || node.op_type() == "Upsample")
@@ -46,6 +49,13 @@ std::vector<std::string> value_candidates(const onnx::ModelProto& m) {
   std::vector<std::string> out;
   for (const auto& in : m.graph().input()) {
     if (!fed.count(in.name()) || !in.type().has_tensor_type()) continue;
+    if (auto it = given.find(in.name()); it != given.end()) {
+      const Tensor& t = it->second;
+      if ((is_integral(t.dtype()) && t.dtype() != DType::Bool) || t.numel() == 1 ||
+          resize_params.count(in.name()))
+        out.push_back(in.name());
+      continue;
+    }
     const auto& tt = in.type().tensor_type();
     std::optional<DType> dt = onnxfe::dtype_from_onnx(tt.elem_type());
     bool one_element = tt.has_shape();
@@ -84,7 +94,7 @@ ValueBoundImport import_onnx_binding_values(const std::string& bytes, const std:
     first_error = e.what();
   }
   std::vector<std::string> bind, missing;
-  for (const std::string& c : value_candidates(parse(bytes, name)))
+  for (const std::string& c : value_candidates(parse(bytes, name), given))
     (given.count(c) ? bind : missing).push_back(c);
   Graph g;
   try {
