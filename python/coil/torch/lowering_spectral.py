@@ -203,38 +203,38 @@ def _eigvals_sorted(L, A, node_arg, upper, descending=False):
     return w
 
 
-@lowers("aten._linalg_eigh.default")
-def _linalg_eigh(L, node, args, kwargs):
-    A = args[0]
-    uplo = kwargs.get("UPLO", args[1] if len(args) > 1 else "L")
-    compute_v = bool(kwargs.get("compute_v", args[2] if len(args) > 2 else True))
+def _values_without_vectors(L, node, A, vectors, upper, what):
+    """(outputs' metas, eigenvalues as the first output's dtype, or the filled outputs of an
+    empty input): eigh's and symeig's shared part; their vectors stay in eager unless unused."""
     outs = _empty_outs(node)
     s = list(shape(L, A))
     if 0 in s:
-        return _filled(L, outs)
-    if compute_v and not _unused(node, 1):
+        return outs, None, _filled(L, outs)
+    if vectors and not _unused(node, 1):
         raise Unsupported("eigenvectors (their signs are LAPACK's choice)")
-    _check_size(s, "eigh")
-    w = _eigvals_sorted(L, A, node.args[0], uplo == "U")
-    return (Value(L.cast(w, outs[0][1])), None)
+    _check_size(s, what)
+    w = _eigvals_sorted(L, A, node.args[0], upper)
+    return outs, Value(L.cast(w, outs[0][1])), None
+
+
+@lowers("aten._linalg_eigh.default")
+def _linalg_eigh(L, node, args, kwargs):
+    uplo = kwargs.get("UPLO", args[1] if len(args) > 1 else "L")
+    compute_v = bool(kwargs.get("compute_v", args[2] if len(args) > 2 else True))
+    _, w, empty = _values_without_vectors(L, node, args[0], compute_v, uplo == "U", "eigh")
+    return empty if empty is not None else (w, None)
 
 
 @lowers("aten.symeig.default")
 def _symeig(L, node, args, kwargs):
-    A = args[0]
     vectors = bool(kwargs.get("eigenvectors", args[1] if len(args) > 1 else False))
     upper = bool(kwargs.get("upper", args[2] if len(args) > 2 else True))
-    outs = _empty_outs(node)
-    s = list(shape(L, A))
-    if 0 in s:
-        return _filled(L, outs)
-    if vectors and not _unused(node, 1):
-        raise Unsupported("eigenvectors (their signs are LAPACK's choice)")
-    _check_size(s, "symeig")
-    w = _eigvals_sorted(L, A, node.args[0], upper)
+    outs, w, empty = _values_without_vectors(L, node, args[0], vectors, upper, "symeig")
+    if empty is not None:
+        return empty
     # without eigenvectors, symeig's second output is an empty tensor
     second = Value(L.full(0, outs[1][1], outs[1][0])) if 0 in outs[1][0] else None
-    return (Value(L.cast(w, outs[0][1])), second)
+    return (w, second)
 
 
 def _gram(L, A, node_arg, what):
