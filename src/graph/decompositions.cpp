@@ -349,7 +349,15 @@ Graph decompose_and_bind(const Graph& g, const std::map<std::string, int64_t>& s
         copy.inputs = in;
         id = n.op->decompose(out, copy, in);
       } else {
-        id = out.add_node(n.op->name, in, n.attrs, n.name);
+        Attrs attrs = n.attrs;
+        const std::string_view op = n.op_name();
+        if (!bind.empty() && (op == "full" || op == "reshape" || op == "expand") &&
+            attrs.has("sizes")) {
+          // Target sizes as text (full, reshape, expand): their symbols bound as the types' are.
+          attrs.set("sizes",
+                    substitute_sizes(n.op_name(), attrs.get_string(n.op_name(), "sizes"), bind));
+        }
+        id = out.add_node(n.op->name, in, attrs, n.name);
         if (!n.composite.empty()) out.set_composite(id, n.composite, n.composite_node);
       }
     } catch (const Error& e) {

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "graph/op_registry.h"
+#include "graph/type_rules.h"
 #include "support/check.h"
 
 namespace coil {
@@ -77,9 +78,24 @@ std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs)
     if (!live[id] || node->op_name() == "input") continue;
     std::vector<Tensor> args;
     for (int in : node->inputs) args.push_back(values[static_cast<size_t>(in)]);
+    // Target sizes as text (`sizes` of full, reshape, expand) name size symbols: the
+    // reference kernel gets them bound, as its input shapes are.
+    const Node* run = node.get();
+    Node bound;
+    const std::string_view op = node->op_name();
+    if ((op == "full" || op == "reshape" || op == "expand") && node->attrs.has("sizes") &&
+        !bindings.sizes.empty()) {
+      std::map<sym::Expr, sym::Expr> bind;
+      for (const auto& [name, v] : bindings.sizes) bind[sym::make_symbol(name)] = sym::Expr(v);
+      bound = *node;
+      bound.attrs.set("sizes",
+                      substitute_sizes(node->op_name(),
+                                       node->attrs.get_string(node->op_name(), "sizes"), bind));
+      run = &bound;
+    }
     Tensor r;
     try {
-      r = node->op->reference(*node, args);
+      r = node->op->reference(*run, args);
     } catch (const Error& e) {
       throw Error(error_context(*node) + e.what());  // which node, as compile errors say
     }

@@ -64,8 +64,14 @@ using K = AttrKind;
 
 // ---- The attributes of each op (shared by ops that take the same ones) ----
 
+// The sizes of full, reshape and expand as text, for a target with size symbols (a graph from
+// torch's dynamic shapes: [b, t, heads, -1] has two): integers and the graph's symbol names.
+constexpr std::string_view kSizesDoc =
+    "the sizes as integers and size symbols, \"s0, s1, 12, 64\" (this or shape)";
+
 constexpr AttrSpec kFullAttrs[] = {
-    required_attr("shape", K::Ints, "the sizes").min(0),
+    optional_attr("shape", K::Ints, "the sizes (this or sizes)").min(0),
+    optional_attr("sizes", K::String, kSizesDoc),
     required_attr("value", K::Float, "the fill value (an integer fills integer dtypes exactly)"),
     attr("dtype", K::DType, "f32", "the result dtype"),
 };
@@ -89,7 +95,9 @@ constexpr AttrSpec kClampAttrs[] = {
     optional_attr("max", K::Float, "the upper bound; absent: none"),
 };
 constexpr AttrSpec kReshapeAttrs[] = {
-    required_attr("shape", K::Ints, "the new sizes; one may be -1 (inferred)").min(-1),
+    optional_attr("shape", K::Ints, "the new sizes; one may be -1 (inferred) (this or sizes)")
+        .min(-1),
+    optional_attr("sizes", K::String, kSizesDoc),
 };
 constexpr AttrSpec kPermuteAttrs[] = {
     required_attr("dims", K::Ints,
@@ -100,7 +108,9 @@ constexpr AttrSpec kTransposeAttrs[] = {
     attr("dim1", K::Int, "1", "the other"),
 };
 constexpr AttrSpec kExpandAttrs[] = {
-    required_attr("shape", K::Ints, "the result sizes; -1 keeps the input's size").min(-1),
+    optional_attr("shape", K::Ints, "the result sizes; -1 keeps the input's size (this or sizes)")
+        .min(-1),
+    optional_attr("sizes", K::String, kSizesDoc),
 };
 constexpr AttrSpec kSliceAttrs[] = {
     attr("dim", K::Int, "0", "the sliced dim"),

@@ -1,8 +1,12 @@
 #include "graph/type_rules.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "graph/op_registry.h"
 #include "support/check.h"
@@ -111,9 +115,69 @@ TensorType infer_elementwise(const Node& node, const std::vector<const TensorTyp
   return TensorType{elementwise_result_dtype(node, in), shape};
 }
 
+std::vector<sym::Expr> parse_sizes(std::string_view op, const std::string& list) {
+  const int64_t lowest = op == "full" ? 0 : -1;
+  std::vector<sym::Expr> out;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = std::min(list.find(',', at), list.size());
+    std::string entry = list.substr(at, comma - at);
+    entry.erase(0, entry.find_first_not_of(" \t"));
+    entry.erase(entry.find_last_not_of(" \t") + 1);
+    const bool number =
+        !entry.empty() && entry.find_first_not_of("-0123456789") == std::string::npos;
+    const bool name =
+        !entry.empty() && (std::isalpha(static_cast<unsigned char>(entry[0])) || entry[0] == '_') &&
+        std::all_of(entry.begin(), entry.end(),
+                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    COIL_USER_CHECK(number || name,
+                    "{}: sizes=\"{}\": entry '{}' is neither an integer nor a size symbol", op,
+                    list, entry);
+    if (number) {
+      int64_t v = 0;
+      try {
+        v = std::stoll(entry);
+      } catch (const std::exception&) {
+        COIL_USER_CHECK(false, "{}: sizes=\"{}\": '{}' is not an int64", op, list, entry);
+      }
+      COIL_USER_CHECK(v >= lowest, "{}: sizes=\"{}\": size {} is invalid", op, list, v);
+      out.push_back(v);
+    } else {
+      out.push_back(sym::make_symbol(entry));
+    }
+    if (comma == list.size()) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string substitute_sizes(std::string_view op, const std::string& list,
+                             const std::map<sym::Expr, sym::Expr>& bind) {
+  std::vector<std::string> parts;
+  for (const sym::Expr& e : parse_sizes(op, list))
+    parts.push_back(sym::to_string(sym::substitute(e, bind)));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::vector<sym::Expr> target_sizes(const Node& node) {
+  const std::string_view op = node.op_name();
+  const bool ints = node.attrs.has("shape"), text = node.attrs.has("sizes");
+  COIL_USER_CHECK(ints != text, "{}: needs exactly one of the attributes shape and sizes", op);
+  if (text) return parse_sizes(op, node.attrs.get_string(op, "sizes"));
+  std::vector<sym::Expr> out;
+  for (int64_t v : node.attrs.get_ints(op, "shape")) out.push_back(v);
+  return out;
+}
+
+std::string sizes_text(const std::vector<sym::Expr>& sizes) {
+  std::vector<std::string> parts;
+  for (const auto& e : sizes) parts.push_back(sym::to_string(e));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
 TensorType infer_full(const Node& node, const std::vector<const TensorType*>&) {
   Shape s;  // sizes >= 0 (the attribute's declared range)
-  for (int64_t v : node.attrs.get_ints("full", "shape")) s.push_back(v);
+  for (const sym::Expr& v : target_sizes(node)) s.push_back(v);
   return TensorType{node.attrs.has("dtype") ? node.attrs.get_dtype("full", "dtype") : DType::F32,
                     s};
 }
@@ -128,8 +192,45 @@ TensorType infer_source(const Node& node, const std::vector<const TensorType*>&)
   COIL_UNREACHABLE("{} nodes are typed when created", node.op_name());
 }
 
+namespace {
+
+/// numel / known for the size a reshape infers, where both are products of a constant and
+/// other factors (symbols): the quotient when known's factors are among numel's and its
+/// constant divides numel's (b*t*768 / (b*t*12) = 64), else nullopt.
+std::optional<sym::Expr> exact_quotient(const sym::Expr& numel, const sym::Expr& known) {
+  auto split = [](const sym::Expr& e, int64_t& coef, std::vector<sym::Expr>& factors) {
+    coef = 1;
+    auto take = [&](const sym::Expr& f) {
+      if (auto c = f.as_const())
+        coef *= *c;
+      else
+        factors.push_back(f);
+    };
+    if (e.kind() == sym::ExprKind::Mul) {
+      for (const sym::Expr& f : e.operands()) take(f);
+    } else {
+      take(e);
+    }
+  };
+  int64_t nc = 1, kc = 1;
+  std::vector<sym::Expr> nf, kf;
+  split(numel, nc, nf);
+  split(known, kc, kf);
+  if (kc == 0 || nc % kc != 0) return std::nullopt;
+  for (const sym::Expr& f : kf) {
+    auto it = std::find(nf.begin(), nf.end(), f);
+    if (it == nf.end()) return std::nullopt;
+    nf.erase(it);
+  }
+  sym::Expr q = nc / kc;
+  for (const sym::Expr& f : nf) q = q * f;
+  return q;
+}
+
+}  // namespace
+
 Shape reshape_target(const Node& node, const Shape& in) {
-  const auto& sizes = node.attrs.get_ints(node.op_name(), "shape");
+  const std::vector<sym::Expr> sizes = target_sizes(node);
   sym::Expr numel = 1;
   for (const auto& d : in) numel = numel * d;
   Shape out;
@@ -137,32 +238,33 @@ Shape reshape_target(const Node& node, const Shape& in) {
   sym::Expr known = 1;
   int64_t known_count = 1;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == -1) {
-      COIL_USER_CHECK(infer_at < 0, "reshape: more than one -1 in shape [{}]",
-                      fmt::join(sizes, ", "));
+    const std::optional<int64_t> c = sizes[i].as_const();
+    if (c == -1) {
+      COIL_USER_CHECK(infer_at < 0, "reshape: more than one -1 in shape {}", sizes_text(sizes));
       infer_at = static_cast<int>(i);
       out.push_back(0);
     } else {
-      COIL_USER_CHECK(sizes[i] >= 0, "reshape: size {} is invalid", sizes[i]);
+      COIL_USER_CHECK(!c || *c >= 0, "reshape: size {} is invalid", c.value_or(0));
       // An element count past int64 is an error, not a wrapped (negative) divisor for the -1
       // (the text parser's libFuzzer target: shape=[-1, 7777777777777777772, 30, 66663]).
-      COIL_USER_CHECK(!__builtin_mul_overflow(known_count, sizes[i], &known_count),
-                      "reshape: the sizes of shape [{}] multiply past int64",
-                      fmt::join(sizes, ", "));
+      COIL_USER_CHECK(!c || !__builtin_mul_overflow(known_count, *c, &known_count),
+                      "reshape: the sizes of shape {} multiply past int64", sizes_text(sizes));
       out.push_back(sizes[i]);
       known = known * sizes[i];
     }
   }
   if (infer_at >= 0) {
     auto k = known.as_const();
-    COIL_USER_CHECK(k && *k != 0, "reshape: cannot infer -1 when other sizes multiply to 0");
-    out[static_cast<size_t>(infer_at)] = sym::Analyzer().simplify(sym::floordiv(numel, known));
+    COIL_USER_CHECK(!k || *k != 0, "reshape: cannot infer -1 when other sizes multiply to 0");
+    const std::optional<sym::Expr> q = k ? std::nullopt : exact_quotient(numel, known);
+    out[static_cast<size_t>(infer_at)] =
+        q ? *q : sym::Analyzer().simplify(sym::floordiv(numel, known));
     known = known * out[static_cast<size_t>(infer_at)];
   }
   auto a = numel.as_const(), b = known.as_const();
   COIL_USER_CHECK(numel == known || (a && b && *a == *b),
-                  "reshape: cannot reshape {} ({} elements) to [{}]", shape_str(in),
-                  sym::to_string(numel), fmt::join(sizes, ", "));
+                  "reshape: cannot reshape {} ({} elements) to {}", shape_str(in),
+                  sym::to_string(numel), sizes_text(sizes));
   return out;
 }
 
@@ -197,25 +299,26 @@ TensorType infer_transpose(const Node& node, const std::vector<const TensorType*
 }
 
 TensorType infer_expand(const Node& node, const std::vector<const TensorType*>& in) {
-  const auto& sizes = node.attrs.get_ints("expand", "shape");
+  const std::vector<sym::Expr> sizes = target_sizes(node);
   const Shape& s = in[0]->shape;
-  COIL_USER_CHECK(sizes.size() >= s.size(), "expand: target [{}] has fewer dims than {}",
-                  fmt::join(sizes, ", "), shape_str(s));
+  COIL_USER_CHECK(sizes.size() >= s.size(), "expand: target {} has fewer dims than {}",
+                  sizes_text(sizes), shape_str(s));
   Shape out;
   size_t lead = sizes.size() - s.size();
   for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::optional<int64_t> c = sizes[i].as_const();
     if (i < lead) {
-      COIL_USER_CHECK(sizes[i] >= 0, "expand: size {} is invalid for a new dim", sizes[i]);
+      COIL_USER_CHECK(!c || *c >= 0, "expand: size {} is invalid for a new dim", *c);
       out.push_back(sizes[i]);
       continue;
     }
     const sym::Expr& d = s[i - lead];
-    if (sizes[i] == -1 || d == sym::Expr(sizes[i])) {
+    if (c == -1 || d == sizes[i]) {
       out.push_back(d);
     } else {
       COIL_USER_CHECK(d == sym::Expr(1), "expand: cannot expand dim {} of size {} to {}", i,
-                      sym::to_string(d), sizes[i]);
-      COIL_USER_CHECK(sizes[i] >= 0, "expand: size {} is invalid", sizes[i]);
+                      sym::to_string(d), sym::to_string(sizes[i]));
+      COIL_USER_CHECK(!c || *c >= 0, "expand: size {} is invalid", *c);
       out.push_back(sizes[i]);
     }
   }

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <array>
+#include <map>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "coil/graph.h"
@@ -24,6 +27,14 @@ DType elementwise_result_dtype(const Node& node, const std::vector<const TensorT
 DType elementwise_promoted_dtype(const std::vector<const TensorType*>& inputs);
 /// Output sizes of reshape: resolves one -1 against the input's element count.
 Shape reshape_target(const Node& node, const Shape& in);
+/// The target sizes of full, reshape and expand: the integer list `shape`, or `sizes`, the
+/// same as text where entries may be size symbols ("s0, s1, 12, -1"); exactly one is given.
+std::vector<sym::Expr> target_sizes(const Node& node);
+/// `sizes` text parsed (entries >= -1; >= 0 for full), an error naming `op` and the entry.
+std::vector<sym::Expr> parse_sizes(std::string_view op, const std::string& list);
+/// `sizes` text with its symbols substituted (bound to values, or renamed).
+std::string substitute_sizes(std::string_view op, const std::string& list,
+                             const std::map<sym::Expr, sym::Expr>& bind);
 /// Parameters of a slice node after normalization: start, end (exclusive), step.
 struct SliceParams {
   int64_t dim, start, end, step, size;

@@ -222,6 +222,57 @@ TEST(DynamicShapes, LargeOutputsStreamAtTheirSizes) {
   EXPECT_EQ(m.size_stats().specialized, 0);
 }
 
+// Targets with several symbols (`sizes` text: a transformer's heads split off and merged back
+// with a dynamic batch and length, a causal-style mask of the length): one model for every
+// size, each against the reference interpreter (which binds the sizes as the model does).
+TEST(DynamicShapes, ReshapeExpandAndFullToSeveralSymbols) {
+  Graph g = graph_from_text(
+      "input x: f32[b, t, 24]\n"
+      "h = reshape(x) {sizes=\"b, t, 4, 6\"}\n"
+      "p = permute(h) {dims=[0, 2, 1, 3]}\n"
+      "pt = transpose(p) {dim0=2, dim1=3}\n"
+      "s = matmul(p, pt)\n"
+      "a = softmax(s) {axis=-1}\n"
+      "q = matmul(a, p)\n"
+      "qp = permute(q) {dims=[0, 2, 1, 3]}\n"
+      "m = reshape(qp) {sizes=\"b, t, -1\"}\n"
+      "f = full() {sizes=\"t, t\", value=0.5}\n"
+      "fe = expand(f) {sizes=\"b, -1, -1\"}\n"
+      "ms = sum(m) {axes=[2], keepdim=true}\n"
+      "e = add(fe, ms)\n"
+      "output m\noutput e\n");
+  CompiledModel m = compile(g);
+  ASSERT_TRUE(m.size_generic());
+  for (int64_t b : {1, 2, 5})
+    for (int64_t t : {1, 3, 17}) ASSERT_TRUE(matches_at(m, g, {{"b", b}, {"t", t}}, 4));
+  EXPECT_EQ(m.size_stats().specialized, 0);
+  EXPECT_LE(m.size_stats().modules, 4);  // b and t each 1 or not
+}
+
+TEST(DynamicShapes, SizesTextErrorsNameTheOpAndEntry) {
+  auto error = [](const std::string& text) {
+    try {
+      graph_from_text(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error("input x: f32[n, 6]\ny = reshape(x) {sizes=\"n, 2, 3x\"}\noutput y\n")
+                .find("reshape: sizes=\"n, 2, 3x\": entry '3x' is neither an integer nor a size "
+                      "symbol"),
+            std::string::npos);
+  EXPECT_NE(error("input x: f32[n, 6]\ny = reshape(x) {sizes=\"n, 4, -1\"}\noutput y\n")
+                .find("cannot reshape [n, 6]"),
+            std::string::npos);
+  EXPECT_NE(error("input x: f32[n, 6]\ny = reshape(x) {shape=[-1], sizes=\"n, 6\"}\noutput y\n")
+                .find("exactly one of the attributes shape and sizes"),
+            std::string::npos);
+  EXPECT_NE(error("input x: f32[n]\ny = full() {sizes=\"n, -1\", value=1.0}\noutput y\n")
+                .find("size -1 is invalid"),
+            std::string::npos);
+}
+
 TEST(DynamicShapes, ErrorsNameTheInputAndDim) {
   Graph g = graph_from_text("input x: f32[n, 8]\ninput y: f32[n, 8]\nz = add(x, y)\noutput z\n");
   CompiledModel m = compile(g);

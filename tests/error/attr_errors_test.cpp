@@ -167,8 +167,11 @@ TEST(AttrErrors, OutOfRange) {
 TEST(AttrErrors, MissingRequired) {
   Graph g;
   int x = g.add_input("x", DType::F32, make_shape({4, 3}));
+  EXPECT_EQ(error_of([&] { g.add_node("permute", {x}, {}, "y"); }),
+            "missing attribute 'dims' of permute (node y)");
+  // reshape takes its target as `shape` (integers) or `sizes` (text with symbols): one of them
   EXPECT_EQ(error_of([&] { g.add_node("reshape", {x}, {}, "y"); }),
-            "missing attribute 'shape' of reshape (node y)");
+            "reshape: needs exactly one of the attributes shape and sizes");
   EXPECT_EQ(error_of([&] {
               g.add_node("full", {}, Attrs{{"shape", std::vector<int64_t>{2}}}, "y");
             }),
@@ -189,7 +192,7 @@ TEST(AttrErrors, TextFormatPointsAtTheAttribute) {
             "m.coil:2:31: attribute 'keepdim' of sum (node y) must be a bool, got 1.5");
   EXPECT_EQ(error("y = slice(x) {dim=1, step=-1}"),
             "m.coil:2:27: attribute 'step' of slice (node y) must be >= 1, got -1");
-  EXPECT_EQ(error("y = reshape(x)"), "m.coil:2:5: missing attribute 'shape' of reshape (node y)");
+  EXPECT_EQ(error("y = permute(x)"), "m.coil:2:5: missing attribute 'dims' of permute (node y)");
   // With the check, the graph no longer compiles to a silently different shape.
   EXPECT_EQ(error("y = sum(x) {axes=[1], keepdim=true} : f32[4, 1]"), "");
 }

@@ -161,8 +161,8 @@ const ErrorCase kCases[] = {
     {"bad_attribute", "input x: f32[4]\nt = gelu(x) {approximate=\"fast\"}",
      "m.coil:2:26: attribute 'approximate' of gelu (node t) must be \"none\" or \"tanh\", "
      "got \"fast\""},
-    {"missing_attribute", "input x: f32[4]\nt = reshape(x)",
-     "m.coil:2:5: missing attribute 'shape' of reshape (node t)"},
+    {"missing_attribute", "input x: f32[4]\nt = permute(x)",
+     "m.coil:2:5: missing attribute 'dims' of permute (node t)"},
     {"wrong_arity", "input x: f32[4]\n  t = add(x)", "m.coil:2:7: add: expected 2 inputs, got 1"},
     {"mistyped_attribute", "input x: f32[4]\nt = sum(x) {keepdim=1}",
      "m.coil:2:21: attribute 'keepdim' of sum (node t) must be a bool, got 1"},

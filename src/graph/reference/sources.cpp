@@ -3,13 +3,16 @@
 #include "graph/op_registry.h"
 #include "graph/reference/reference_kernels.h"
 #include "graph/reference/reference_util.h"
+#include "graph/type_rules.h"
 #include "support/check.h"
 
 namespace coil {
 
 Tensor ref_full(const Node& node, const std::vector<Tensor>&) {
-  auto shape = static_sizes(node.type.shape);
-  COIL_ASSERT(shape.has_value(), "full: shape {} is not constant", shape_str(node.type.shape));
+  // (`sizes` naming symbols: the interpreter passes them bound; the type keeps the symbols)
+  const Shape sizes = node.attrs.has("sizes") ? Shape(target_sizes(node)) : node.type.shape;
+  auto shape = static_sizes(sizes);
+  COIL_ASSERT(shape.has_value(), "full: shape {} is not constant", shape_str(sizes));
   Tensor out = Tensor::empty(node.type.dtype, *shape);
   ref::Number value = ref::number_attr(node, "value");
   for (int64_t i = 0; i < out.numel(); ++i) {
