@@ -224,9 +224,30 @@ class Model:
         ins, outs = structs(inputs), structs(outputs)
         _capi.check(self._lib.coil_model_run(self._h, ins, len(inputs), outs, len(outputs)))
 
+    def output_shapes(self, inputs):
+        """The output shapes at these inputs' sizes (a size-generic model's `outputs` show -1
+        for a symbolic dim; this binds the symbols from the inputs)."""
+        keep, arr = [], (_capi._Tensor * max(len(inputs), 1))()
+        for i, a in enumerate(inputs):
+            ptr, dt, shape, strides, owner = _host_view(a)
+            arr[i], held = _capi.tensor_struct(ptr, dt, shape, strides)
+            keep.append((owner, held))
+        shapes = []
+        for j, (_, _, declared) in enumerate(self.outputs):
+            if all(d >= 0 for d in declared):
+                shapes.append(declared)
+                continue
+            ndim, dims = ctypes.c_int32(), (ctypes.c_int64 * max(len(declared), 1))()
+            _capi.check(self._lib.coil_model_output_shape(self._h, arr, len(inputs), j,
+                                                          ctypes.byref(ndim), dims,
+                                                          len(declared)))
+            shapes.append(tuple(dims[d] for d in range(ndim.value)))
+        return shapes
+
     def __call__(self, *inputs):
         import torch
-        outs = [torch.empty(shape, dtype=_torch_dtype(dt)) for _, dt, shape in self.outputs]
+        outs = [torch.empty(shape, dtype=_torch_dtype(dt))
+                for shape, (_, dt, _) in zip(self.output_shapes(list(inputs)), self.outputs)]
         self.run_into(list(inputs), outs)
         return tuple(outs)
 

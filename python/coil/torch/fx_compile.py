@@ -24,7 +24,8 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from .. import Graph, UnsupportedError, compile as coil_compile, coil_dtype
 from coil_runtime import logs
 from . import lowering
-from .lowering import Unsupported, Value, meta_of
+from .lowering import Unsupported, Value, meta_of, symbols_of
+from .symbolic import SymDim, graph_is_symbolic, is_size_value
 from .lowering_complex import REAL_OF, ComplexPair, is_complex
 from .lowering_sdpa import Opaque
 
@@ -40,7 +41,29 @@ def _log_fallback(what, reason):
 
 
 def _type_text(shape, dtype):
-    return f"{coil_dtype(dtype)}[{', '.join(str(int(s)) for s in shape)}]"
+    """coil's type of a graph input; a symbolic size must be one symbol (coil binds it from
+    the input's dim at each call)."""
+    def size(s):
+        if isinstance(s, SymDim):
+            if s.symbol_name is None:
+                raise Unsupported(f"an input of size {s}: coil binds a size symbol from a dim "
+                                  "that is the symbol alone")
+            return s.symbol_name
+        return str(int(s))
+    return f"{coil_dtype(dtype)}[{', '.join(size(s) for s in shape)}]"
+
+
+def _size_node_value(node, symbols):
+    """The size an FX node computes when it is a symbolic integer (a placeholder Dynamo passes,
+    sym_size, arithmetic on sizes): a SymDim, or an int; None for any other node."""
+    val = node.meta.get("val")
+    if is_size_value(val):
+        return symbols.dim(val)
+    target = str(getattr(node, "target", ""))
+    if type(val) is int and (target.startswith("aten.sym_") or
+                             getattr(node.target, "__module__", None) == "_operator"):
+        return val
+    return None
 
 
 def _is_tensor_node(node):
@@ -66,12 +89,17 @@ class CoilGraphCallable:
         env = L.env
         L.writes_ok = whole
         L.order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        L.symbols = symbols_of(gm.graph)
         self.placeholders = []
         self.tensor_inputs = []  # the placeholders that are coil inputs (not None)
         self.complex_inputs = set()  # those passed as torch.view_as_real (lowering_complex)
         for node in gm.graph.nodes:
             if node.op == "placeholder":
                 self.placeholders.append(node)
+                size = _size_node_value(node, L.symbols)
+                if size is not None:  # a size Dynamo passes (coil binds it from a tensor)
+                    env[node] = size
+                    continue
                 if _opaque_input(node):  # read only by rows that ignore it (lowering_sdpa)
                     env[node] = Opaque(*meta_of(node))
                     continue
@@ -79,7 +107,7 @@ class CoilGraphCallable:
                     # None (an absent optional tensor, e.g. a bias) passes through; other
                     # values would need guards on them
                     i = len(self.placeholders) - 1
-                    if ("val" in node.meta and node.meta["val"] is None) or (
+                    if not node.users or ("val" in node.meta and node.meta["val"] is None) or (
                             example_inputs is not None and i < len(example_inputs) and
                             example_inputs[i] is None):
                         env[node] = None
@@ -109,6 +137,8 @@ class CoilGraphCallable:
                     continue
                 coil_dtype(t.dtype)  # a dtype coil lacks is an error naming it
                 env[node] = Value(g.constant(f"c_{node.name}", t.detach().cpu().contiguous()))
+            elif node.op == "call_function" and _size_node_value(node, L.symbols) is not None:
+                env[node] = _size_node_value(node, L.symbols)  # computed from the input sizes
             elif node.op == "call_function":
                 row = lowering.row_for(node)
                 if row is None:
@@ -152,6 +182,10 @@ class CoilGraphCallable:
                         self.plan.append(("input", self.placeholders.index(o)))
                     else:
                         v = env[o]
+                        if isinstance(v, SymDim) or type(v) is int:  # a size (for backward)
+                            self.plan.append(("size", v) if isinstance(v, SymDim) else
+                                             ("const", v))
+                            continue
                         if isinstance(v, Opaque):  # (dropout's RNG state: never read)
                             self.plan.append(("zeros", v.shape, v.dtype))
                             continue
@@ -182,6 +216,17 @@ class CoilGraphCallable:
             else:
                 raise Unsupported(f"FX node kind {node.op} ({node.name})")
         self.graph = g
+        # size-generic: where each size symbol is bound (coil input index, dim)
+        self.size_dims = {}
+        for k, i in enumerate(self.tensor_inputs):
+            shape = meta_of(self.placeholders[i])[0]
+            for d, sz in enumerate(shape):
+                if isinstance(sz, SymDim) and sz.symbol_name is not None:
+                    self.size_dims.setdefault(sz.symbol_name, (k, d))
+        unbound = sorted(set(L.symbols.names.values()) - set(self.size_dims))
+        if unbound:
+            raise Unsupported(f"the size symbols {', '.join(unbound)} are no input's dim (coil "
+                              "binds each from a dim that is the symbol alone)")
         # inputs whose storage as_strided reads (lowering_strided.py): checked at each call
         self.exact_storage = [self.placeholders.index(n) for n in
                               getattr(L, "exact_storage", ())]
@@ -208,6 +253,9 @@ class CoilGraphCallable:
                           "docs/debugging.md)") from e
         self.out_specs = [(shape, _torch_dtype(dt)) for _, dt, shape in
                           (self.model.outputs if self.model else [])]
+        # a size-generic model (symbolic sizes): its output shapes are asked per call
+        self.size_generic = any(d < 0 for shape, _ in self.out_specs for d in shape) or \
+            bool(self.size_dims)
 
     def __call__(self, *args):
         if not all(_own_storage(args[i]) for i in self.exact_storage):
@@ -216,6 +264,9 @@ class CoilGraphCallable:
                   for i in self.tensor_inputs]
         if self.gpu is not None:  # the Triton module allocates its outputs on the GPU
             outs = self.gpu.run(inputs)
+        elif self.size_generic and self.model is not None:
+            outs = [torch.empty(shape, dtype=dt) for shape, (_, dt) in
+                    zip(self.model.output_shapes(inputs), self.out_specs)]
         else:
             outs = [torch.empty(shape, dtype=dt) for shape, dt in self.out_specs]
         if self.model is not None:
@@ -224,10 +275,17 @@ class CoilGraphCallable:
             torch.ops.aten._linalg_check_errors(outs[j], api, is_matrix=is_matrix)
         for j, i in getattr(self, "write_backs", ()):
             args[i].copy_(outs[j])
+        sizes = self._sizes(inputs) if self.size_dims else {}
         result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else
+                  p[1].evaluate(sizes) if p[0] == "size" else
                   torch.zeros(p[1], dtype=p[2], device=self.device) if p[0] == "zeros" else
                   torch.view_as_complex(outs[p[1]]) if p[2] else outs[p[1]] for p in self.plan]
         return tree_unflatten(result, self.out_tree)
+
+
+    def _sizes(self, inputs):
+        """{symbol: size} of this call (each symbol read from its input dim)."""
+        return {name: int(inputs[k].shape[d]) for name, (k, d) in self.size_dims.items()}
 
 
 def _own_storage(t):
@@ -369,6 +427,8 @@ def _mutates(node):
 def _supported(node):
     """A call_function node with a row, coil dtypes and static shapes (tuple values, e.g.
     native_layer_norm's three outputs, included)."""
+    if node.op == "call_function" and _size_node_value(node, symbols_of(node.graph)) is not None:
+        return True  # a size: computed from the inputs' sizes
     if node.op != "call_function" or lowering.row_for(node) is None:
         return False
     if str(node.target) in lowering.NO_OUTPUT:
@@ -407,6 +467,8 @@ def compile_fx(gm, example_inputs, options=None):
                       "compiles graphs whose tensors are all on the CPU or all on CUDA")
         return gm
     _ensure_shapes(gm, example_inputs)
+    if graph_is_symbolic(gm):
+        return _compile_symbolic(gm, example_inputs, options, device)
     mutating = [n for n in gm.graph.nodes if n.op == "call_function" and _mutates(n)]
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _supported(n)]
     # copy_ and copy_to (rows: mutation.py) are taken in a graph coil compiles whole; other
@@ -436,6 +498,31 @@ def compile_fx(gm, example_inputs, options=None):
     for n in unsupported or []:
         _log_fallback(str(n.target), _why_unsupported(n))
     return _partitioned(gm, options, device, supported)
+
+
+def _compile_symbolic(gm, example_inputs, options, device):
+    """A graph with symbolic sizes (torch.compile's dynamic shapes): one size-generic coil model
+    for every size where the whole graph lowers with its sizes symbolic (CPU); otherwise the
+    graph is compiled for each new tuple of sizes it is called with (per_size.py), so that it
+    still runs in coil, never in eager for being dynamic."""
+    from .per_size import PerSizeCallable
+    why = None
+    blockers = [n for n in gm.graph.nodes if n.op == "call_function" and
+                (_mutates(n) or not _supported(n))]
+    if device != "cpu":
+        why = f"coil's {device} path compiles each size (its modules are not size-generic)"
+    elif blockers:
+        why = f"{blockers[0].target} " + ("writes its input" if _mutates(blockers[0]) else
+                                          _why_unsupported(blockers[0]))
+    else:
+        try:
+            return CoilGraphCallable(gm, options, example_inputs, device)
+        except Unsupported as e:
+            why = str(e)
+        except Exception as e:  # coil refused the symbolic graph (e.g. a reshape it cannot
+            why = str(e).splitlines()[0]  # infer): the per-size graphs are static
+    logs.log("guards", f"a graph with symbolic sizes is compiled per size: {why}")
+    return PerSizeCallable(gm, options)
 
 
 _gpu_probes = {}  # (op, argument metadata) -> None, or the reason coil's CUDA path refuses it

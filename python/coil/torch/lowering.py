@@ -75,11 +75,31 @@ def meta_of(node):
         if tm is None or not hasattr(tm, "shape"):
             raise Unsupported(f"{node.name}: no shape information (run ShapeProp first)")
         shape, dtype = tm.shape, tm.dtype
-    # Symbolic sizes (torch.compile's dynamic=True) stay in eager until coil compiles once for
-    # all sizes (issue 20): never specialize them here (int() on a SymInt would add a guard).
+    # Symbolic sizes (torch.compile's dynamic shapes) are SymDims (symbolic.py): rows pass them
+    # on, and one that needs a size's value raises Unsupported (never a guessed number).
     if not all(type(s) is int for s in shape):
-        raise Unsupported(f"{node.name}: symbolic sizes {tuple(shape)}")
+        symbols = symbols_of(node.graph)
+        return tuple(symbols.dim(s) for s in shape), dtype
     return tuple(shape), dtype
+
+
+def symbols_of(graph):
+    """The size symbols of an FX graph (symbolic.Symbols), made at the first symbolic size."""
+    symbols = getattr(graph, "_coil_symbols", None)
+    if symbols is None:
+        from .symbolic import Symbols
+        symbols = graph._coil_symbols = Symbols()
+        # named in the order of the inputs' dims, whichever node is looked at first
+        for n in graph.nodes:
+            if n.op == "placeholder":
+                val = n.meta.get("val")
+                for s in getattr(val, "shape", None) or ([val] if val is not None else []):
+                    if type(s) is not int:
+                        try:
+                            symbols.dim(s)
+                        except Unsupported:
+                            pass
+    return symbols
 
 
 class Lowering:
@@ -96,7 +116,22 @@ class Lowering:
         self.writes_ok = False
 
     def op(self, name, inputs, attrs=None, node_name=None):
-        return self.g.node(name, list(inputs), attrs or {}, node_name)
+        attrs = attrs or {}
+        if any(_has_symbolic(v) for v in attrs.values()):
+            from .symbolic import resolve_attrs
+            attrs = resolve_attrs(self, name, list(inputs), attrs)
+        return self.g.node(name, list(inputs), attrs, node_name)
+
+    def shape(self, v):
+        """The shape of coil value v: ints, and SymDims where coil's type has a size symbol
+        (torch's dynamic shapes; symbolic.py)."""
+        t = self.g.type_of(v)
+        inside = t[t.index("[") + 1:t.rindex("]")]
+        sizes = [s.strip() for s in inside.split(",")] if inside.strip() else []
+        if all(s.lstrip("-").isdigit() for s in sizes):
+            return tuple(int(s) for s in sizes)
+        from .symbolic import parse_size
+        return tuple(parse_size(self, s) for s in sizes)
 
     def full(self, value, dtype, shape=()):
         return self.op("full", [], {"shape": list(shape), "value": float(value),
@@ -112,6 +147,12 @@ class Lowering:
         t = self.g.type_of(v)
         inside = t[t.index("[") + 1:t.rindex("]")]
         return 0 if not inside.strip() else inside.count(",") + 1
+
+
+def _has_symbolic(v):
+    from .symbolic import SymDim
+    return isinstance(v, SymDim) or (isinstance(v, (list, tuple)) and
+                                     any(isinstance(x, SymDim) for x in v))
 
 
 class Value(int):

@@ -622,9 +622,7 @@ def _cross(L, node, args, kwargs):
 
 
 def _shape(L, v):
-    t = L.g.type_of(v)
-    inside = t[t.index("[") + 1:t.rindex("]")]
-    return tuple(int(s) for s in inside.split(",")) if inside.strip() else ()
+    return L.shape(v)
 
 
 # ---- integer division (prims.div truncates integers) -----------------------------------------

@@ -224,27 +224,30 @@ BPacking b_packing(const MatmulSpec& s, const SizeNames& names = {}) {
   BPacking b;
   b.once = batch_invariant(s.b);
   const int64_t b_batches = b.once ? 1 : batches;
-  b.elements_per_batch =
-      fmt::format("coil::gemm::packed_b_elements{}({}, {}, blk)", bf16 ? "_bf16" : "", s.k, s.n);
+  b.elements_per_batch = fmt::format("coil::gemm::packed_b_elements{}({}, {}, blk)",
+                                     bf16 ? "_bf16" : "", names(s.k), names(s.n));
   b.elements =
       b.elements_per_batch + (b_batches == 1 ? "" : fmt::format(" * {}", names(b_batches)));
   b.statement =
       b_batches == 1
           ? fmt::format("{}({}, {}, {}, {}, {}, blk, {});", pack_fn, batch_offset("{src}", s.b, {}),
-                        s.b.row_stride, s.b.col_stride, s.k, s.n, "{dst}")
+                        names(s.b.row_stride), names(s.b.col_stride), names(s.k), names(s.n),
+                        "{dst}")
           : fmt::format(
                 "for (int64_t b = 0; b < {}; b++) {}({}, {}, {}, {}, {}, blk, {} + b * {});",
                 names(b_batches), pack_fn, batch_offset("{src}", s.b, s.batch, names),
-                names(s.b.row_stride), names(s.b.col_stride), s.k, s.n, "{dst}",
+                names(s.b.row_stride), names(s.b.col_stride), names(s.k), names(s.n), "{dst}",
                 b.elements_per_batch);
   return b;
 }
 
-/// The blocking of the product with `m` rows (C++).
-std::string blocking_line(const MatmulSpec& s, const std::string& m) {
+/// The blocking of the product with `m` rows (C++); n and k as `names` prints them (a
+/// size-generic module's symbols: a product over a symbolic length, e.g. attention's
+/// probabilities times V over the sequence, is one module for every length).
+std::string blocking_line(const MatmulSpec& s, const std::string& m, const SizeNames& names = {}) {
   return fmt::format(
-      "const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});", m, s.n, s.k,
-      s.dtype == DType::BF16 ? 2 : 4);
+      "const coil::gemm::Blocking blk = coil::gemm::choose_blocking({}, {}, {}, {});", m,
+      names(s.n), names(s.k), s.dtype == DType::BF16 ? 2 : 4);
 }
 
 }  // namespace
@@ -278,7 +281,7 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   const int64_t batches = std::max<int64_t>(product(s.batch), 1);
   const SizeNames names(p.program(), {s.a.buffer, s.b.buffer, t.buffer}, t.ranges);
   const BPacking bp = b_packing(s, names);
-  w.line(blocking_line(s, m_text(t)));
+  w.line(blocking_line(s, m_text(t), names));
   const PackedOperand* packed = nullptr;
   for (const PackedOperand& po : plan.packed)
     if (po.buffer == s.b.buffer) packed = &po;
@@ -294,7 +297,7 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   }
   w.linef("coil::gemm::{}(", bf16 ? "matmul_bf16" : "matmul");
   w.indent();
-  w.linef("{}, {}, {}, {},", names(batches), m_text(t), s.n, s.k);
+  w.linef("{}, {}, {}, {},", names(batches), m_text(t), names(s.n), names(s.k));
   w.linef("[&](int64_t{}) {{ return {}; }}, {}, {},", reads_batch(s.a, s.batch) ? " b" : "",
           batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch, names), names(s.a.row_stride),
           names(s.a.col_stride));
@@ -314,7 +317,7 @@ std::string matmul_shape_text(const IrProgram& p, const ComputedBuffer& t) {
   for (int64_t b : s.batch) batch.push_back(names(b));
   return fmt::format("{} [{}, {}] x [{}, {}]",
                      batch.empty() ? "" : fmt::format(" batch [{}]", fmt::join(batch, ", ")),
-                     m_text(t), s.k, s.k, s.n);
+                     m_text(t), names(s.k), names(s.k), names(s.n));
 }
 
 void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t) {
