@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The Llama-style decoder of issue 24 (bench/gpu/llama_decode.py) on the GPU machine: its host
+# CPU (125M parameters, 16 threads: eager, Inductor, coil) and the H200 (1B, bf16: eager and
+# Inductor with reduce-overhead, coil). Prompt 512, then 256 tokens (64 for coil on CUDA: its
+# Triton modules are not size-generic yet, so each new length compiles: the count shows it).
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+B=/tmp/cb; mkdir -p $B && tar xJf device-bundle/coil-bundle.tar.xz -C $B
+export LD_LIBRARY_PATH=$B/lib LIBRARY_PATH=$B/lib CPATH=$B/include COIL_LIBRARY=$B/lib
+export COIL_CACHE_DIR=$(mktemp -d) COIL_TRITON_AUTOTUNE=0
+date -u; uptime; grep -m1 "model name" /proc/cpuinfo; nvidia-smi --query-gpu=name --format=csv,noheader
+t0=$(date +%s)
+timeout 280 python3 bench/gpu/llama_decode.py --device cpu --config 125m --threads 16 \
+  --backends eager,coil,inductor --check --json $OUT/llama_cpu.json
+echo "elapsed $(( $(date +%s) - t0 )) s"
+timeout 150 python3 bench/gpu/llama_decode.py --device cuda --config 1b --dtype bfloat16 \
+  --backends eager,inductor --mode reduce-overhead --check --json $OUT/llama_cuda.json
+echo "elapsed $(( $(date +%s) - t0 )) s"
+timeout $(( 590 - ($(date +%s) - t0) )) python3 bench/gpu/llama_decode.py --device cuda \
+  --config 1b --dtype bfloat16 --tokens 64 --backends eager,coil --check \
+  --json $OUT/llama_cuda_coil.json
+echo "elapsed $(( $(date +%s) - t0 )) s"
