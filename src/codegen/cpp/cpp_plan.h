@@ -227,8 +227,8 @@ std::optional<std::set<int>> vector_scalar_ops(const Nest& n, const VecLoop& loo
 /// The interior split of a pointwise nest that choose_vec_loop rejects (CppWindowSplit): the
 /// comparisons of index expressions that depend on the innermost loop variable x, each affine
 /// in x, bound the interior; nullopt when there are none, the interior holds fewer than two
-/// iterations, the loop comes before `first_loop` or has a symbolic extent, or the folded body
-/// still has no vector form.
+/// iterations, the loop comes before `first_loop`, some loop of the nest has a symbolic extent,
+/// or the folded body still has no vector form.
 std::optional<CppWindowSplit> plan_window_split(const Nest& n, size_t first_loop, int lanes);
 /// The vector plan of `n` along `loop`: extent, cascades, accumulators (the kernel planner adds
 /// streams, prefetches and invariants).

@@ -124,8 +124,11 @@ std::optional<CppWindowSplit> plan_window_split(const Nest& n, size_t first_loop
   if (lanes < 2 || !n.reductions.empty() || n.ranges.empty()) return std::nullopt;
   const size_t xi = n.ranges.size() - 1;
   const int64_t extent = n.ranges[xi];
-  // A size-generic module's loop: its interior would depend on the size.
-  if (xi < first_loop || n.range_text[xi] != std::to_string(extent)) return std::nullopt;
+  if (xi < first_loop) return std::nullopt;
+  // Not in a size-generic module: its analyzer knows a symbolic loop's extent only at the hint,
+  // and the interior and the folds must hold for every size.
+  for (size_t i = 0; i < n.ranges.size(); ++i)
+    if (n.range_text[i] != std::to_string(n.ranges[i])) return std::nullopt;
   for (const BodyOp& op : n.body.ops())
     if (is_indirect_load(op)) return std::nullopt;
   const sym::Analyzer a = nest_analyzer(n);
