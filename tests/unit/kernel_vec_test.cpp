@@ -343,8 +343,7 @@ TEST_P(KernelVecTest, LoadStride2ReadsEveryOtherElementUpToCount) {
     for (size_t k = 0; k < elements; ++k) src[k] = static_cast<float>(k) * 1.5f - 3.0f;
     std::vector<float> out(static_cast<size_t>(lanes), 99.0f);
     load(src, count, out.data());
-    for (int i = 0; i < lanes; ++i)
-      EXPECT_EQ(out[i], i < n ? src[2 * i] : 0.0f) << "lane " << i;
+    for (int i = 0; i < lanes; ++i) EXPECT_EQ(out[i], i < n ? src[2 * i] : 0.0f) << "lane " << i;
   }
 }
 

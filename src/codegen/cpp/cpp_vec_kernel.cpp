@@ -79,12 +79,10 @@ void emit_window_split(NestPrinter& p, const Nest& n, const CppVecPlan& vp) {
   border(0, ws.begin);
   w.open();
   emit_hoisted(p, in, ia, vp, v);
-  emit_whole_and_tail(p, in, v, std::to_string(ws.begin), std::to_string(ws.end),
-                      [&](const std::string& count) {
-                        VecOpPrinter(p, in, ia, vp, count).emit([&](int i) {
-                          return !vp.invariant.count(i);
-                        });
-                      });
+  emit_whole_and_tail(
+      p, in, v, std::to_string(ws.begin), std::to_string(ws.end), [&](const std::string& count) {
+        VecOpPrinter(p, in, ia, vp, count).emit([&](int i) { return !vp.invariant.count(i); });
+      });
   w.close();
   border(ws.end, vp.extent);
 }
