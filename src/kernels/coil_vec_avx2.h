@@ -73,6 +73,12 @@ struct Ops<float> {
   }
   static void storeu_n(float* p, reg a, int64_t n) { _mm256_maskstore_ps(p, first8_epi32(n), a); }
   static mask first_n(int64_t n) { return _mm256_castsi256_ps(first8_epi32(n)); }
+  /// The even lanes of a then b (a0 a2 a4 a6 b0 b2 b4 b6): a stride-2 load's deinterleave.
+  static reg even_lanes(reg a, reg b) {
+    // [a0 a2 b0 b2 | a4 a6 b4 b6], then the 64-bit pairs in the order 0 2 1 3.
+    const __m256 mixed = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(mixed), 0xD8));
+  }
 
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }

@@ -82,6 +82,12 @@ struct Ops<float> {
     }
   }
   static mask first_n(int64_t n) { return first16(n); }
+  /// The even lanes of a then b (a0 a2 .. a14 b0 b2 .. b14): a stride-2 load's deinterleave.
+  static reg even_lanes(reg a, reg b) {
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_ps(a, even, b);
+  }
 
   static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }

@@ -65,6 +65,16 @@ class Vectorized : public VecMembers<Vectorized<T>, T> {
   }
   /// Loads elements of another type U and converts them (bfloat16/half round-trip exactly;
   /// bool/uint8_t/int8_t become 0/1 or their value).
+  /// lane i = p[2 * i] for i < count, the rest zero: two loads and a deinterleave, reading
+  /// only p[0] .. p[2 * count - 2] (the lane past the last element is masked off, so the row's
+  /// end may be the buffer's). A stride-2 pooling window's taps.
+  static Vectorized loadu_stride2(const T* p, int64_t count = size()) {
+    const int64_t n = 2 * vec_detail::clamp_count(count, size()) - 1;  // elements read
+    if (n <= 0) return Vectorized();
+    const reg_type lo = n >= size() ? Ops::loadu(p) : Ops::loadu_n(p, n);
+    const reg_type hi = n > size() ? Ops::loadu_n(p + size(), n - size()) : Ops::zero();
+    return Ops::even_lanes(lo, hi);
+  }
   template <typename U, std::enable_if_t<!std::is_same_v<U, T>, int> = 0>
   static Vectorized loadu(const U* p, int64_t count = size()) {
     int64_t n = vec_detail::clamp_count(count, size());
@@ -129,6 +139,12 @@ class Vectorized : public VecMembers<Vectorized<T>, T> {
   /// mask ? b : a per lane (a mask lane is true when its top bit is set).
   static Vectorized blendv(const Vectorized& a, const Vectorized& b, const Vectorized& mask) {
     return Ops::blend(Ops::to_mask(mask.v_), a.v_, b.v_);
+  }
+  /// c ? a : b in every lane (a condition the same for all lanes), without a branch: g++
+  /// may turn a branch between vectors into masked loads of the operands (coil_kernel.h,
+  /// select).
+  static Vectorized select(bool c, const Vectorized& a, const Vectorized& b) {
+    return Ops::blend(Ops::first_n(c ? size() : 0), b.v_, a.v_);
   }
   /// Lanes i < count from b, the others from a. A whole count returns b without a blend, so a
   /// vector step printed once for whole and partial vectors (cpp_vec_kernel.cpp) costs nothing

@@ -83,6 +83,12 @@ struct Ops {
     for (int i = 0; i < lanes; ++i) r.m[i] = i < n;
     return r;
   }
+  /// The even lanes of a then b: a stride-2 load's deinterleave.
+  static reg even_lanes(const reg& a, const reg& b) {
+    reg r;
+    for (int i = 0; i < lanes; ++i) r.v[i] = 2 * i < lanes ? a.v[2 * i] : b.v[2 * i - lanes];
+    return r;
+  }
 
   static reg add(const reg& a, const reg& b) {
     if constexpr (is_float) {

@@ -4,6 +4,7 @@
 // conversions between compute types, masks across lane types, gather/scatter, arange.
 // The math and reductions are in kernel_vec_math_test.cpp; the program under test is
 // tests/unit/kernel_vec/vec_program.cpp.
+#include <cmath>
 #include <cstdint>
 #include <random>
 
@@ -323,6 +324,42 @@ TEST_P(KernelVecTest, TransposeTileMatchesScalarAtEveryTail) {
     for (int i = 0; i < lanes; ++i) {
       EXPECT_EQ(tile[j * lanes + i], static_cast<float>(i * lanes + j)) << j << "," << i;
     }
+  }
+}
+
+// loadu_stride2 reads lane i from p[2 * i] for i < count and zero beyond, touching only
+// p[0] .. p[2 * count - 2]: the source ends there at a guard page (a pooling row's last tap
+// may be its buffer's last element).
+TEST_P(KernelVecTest, LoadStride2ReadsEveryOtherElementUpToCount) {
+  using Load = void (*)(const float*, int64_t, float*);
+  Load load = program_->fn<Load>("load_stride2_f32");
+  const int lanes = float_lanes_;
+  for (int count = -1; count <= lanes + 1; ++count) {
+    SCOPED_TRACE(fmt::format("count {}", count));
+    const int n = count < 0 ? lanes : std::min(count, lanes);  // lanes read
+    const size_t elements = n == 0 ? 0 : static_cast<size_t>(2 * n - 1);
+    GuardedBuffer mem(elements * sizeof(float) + 1);
+    float* src = mem.tail<float>(elements);
+    for (size_t k = 0; k < elements; ++k) src[k] = static_cast<float>(k) * 1.5f - 3.0f;
+    std::vector<float> out(static_cast<size_t>(lanes), 99.0f);
+    load(src, count, out.data());
+    for (int i = 0; i < lanes; ++i) EXPECT_EQ(out[i], i < n ? src[2 * i] : 0.0f) << "lane " << i;
+  }
+}
+
+TEST_P(KernelVecTest, SelectTakesOneOperandWhole) {
+  using Select = void (*)(int, const float*, const float*, float*);
+  Select select = program_->fn<Select>("select_f32");
+  const int lanes = float_lanes_;
+  std::vector<float> a(static_cast<size_t>(lanes)), b(a.size()), out(a.size());
+  for (int i = 0; i < lanes; ++i) {
+    a[i] = static_cast<float>(i) + 0.5f;
+    b[i] = i % 2 ? std::nanf("") : -static_cast<float>(i);
+  }
+  for (int c : {0, 1}) {
+    select(c, a.data(), b.data(), out.data());
+    for (int i = 0; i < lanes; ++i)
+      EXPECT_EQ(bits_of(out[i]), bits_of(c ? a[i] : b[i])) << "c " << c << " lane " << i;
   }
 }
 

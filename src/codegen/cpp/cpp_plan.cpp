@@ -235,9 +235,12 @@ class KernelPlanner {
     size_t first_loop = outer.size();
     bool parallel_vec_loop = false;
     if (plan_.nests.size() == 1 && !outer.empty()) {
-      auto vl = choose_vec_loop(plan_.nests[0], outer.size() - 1, plan_.lanes);
-      if (vl && !vl->reduction && vl->index == outer.size() - 1) {
-        first_loop = outer.size() - 1;
+      const size_t last = outer.size() - 1;
+      auto vl = choose_vec_loop(plan_.nests[0], last, plan_.lanes, /*scalar_ops=*/true);
+      // A window split's loop is split in three, so it is never the parallel loop.
+      const bool window = !vl && (last > 0 || par == 0) && window_split(plan_.nests[0], last);
+      if ((vl && !vl->reduction && vl->index == last) || window) {
+        first_loop = last;
         parallel_vec_loop = first_loop == 0 && par > 0;
         outer.pop_back();
         par = std::min<int>(par, static_cast<int>(outer.size()));
@@ -249,12 +252,26 @@ class KernelPlanner {
     for (size_t i = 0; i < plan_.nests.size(); ++i) {
       CppNestPlan& np = plan_.nest_plans[i];
       np.first_loop = first_loop;
-      if (auto vl = choose_vec_loop(plan_.nests[i], first_loop, plan_.lanes)) {
+      const Nest& n = plan_.nests[i];
+      if (auto vl = choose_vec_loop(n, first_loop, plan_.lanes, /*scalar_ops=*/true)) {
         np.kind = CppNestKind::Vector;
         np.parallel = parallel_vec_loop;
-        np.vec = plan_vec(plan_.nests[i], *vl, plan_.lanes);
+        np.vec = plan_vec(n, *vl, plan_.lanes);
+      } else if (auto w = parallel_vec_loop ? std::nullopt : window_split(n, first_loop)) {
+        np.kind = CppNestKind::Vector;
+        np.vec = plan_vec(w->interior, VecLoop{false, n.ranges.size() - 1}, plan_.lanes);
+        np.vec->window = std::move(w);
       }
     }
+  }
+
+  /// plan_window_split, for a nest that reads no local row: a row is indexed relative to its
+  /// outer iteration (access), which an interior index such as 2*x3 - 1, no longer clamped,
+  /// is not provably inside for every x3.
+  std::optional<CppWindowSplit> window_split(const Nest& n, size_t first_loop) const {
+    for (const BodyOp& op : n.body.ops())
+      if (op.op == LoopOp::load && plan_.local_name.count(op.buffer)) return std::nullopt;
+    return plan_window_split(n, first_loop, plan_.lanes);
   }
 
   void plan_epilogue() {
@@ -301,13 +318,15 @@ class KernelPlanner {
     CppNestPlan& np = plan_.nest_plans[i];
     if (!np.vec) return;
     CppVecPlan& v = *np.vec;
-    const Nest& n = plan_.nests[i];
+    // A window split's vector ops are its interior's. Its stores do not stream: the borders
+    // store the same rows with plain stores.
+    const Nest& n = v.window ? v.window->interior : plan_.nests[i];
     sym::Analyzer a = nest_analyzer(n);
     const sym::Expr var = var_of(v.loop);
     for (int k = 0; k < static_cast<int>(n.body.ops().size()); ++k) {
       const BodyOp& op = n.body.op(k);
       if (op.op == LoopOp::store && streamed_store(op.buffer) &&
-          !plan_.dropped_stores.count(op.buffer))
+          !plan_.dropped_stores.count(op.buffer) && !v.window)
         v.streamed.insert(k);
       if (op.op == LoopOp::load && np.kind == CppNestKind::Vector &&
           stride_along(a, op.index, var) == 1)
@@ -347,7 +366,7 @@ class KernelPlanner {
       if (op.op == LoopOp::store) stored.insert(op.buffer);
     for (int k = 0; k < static_cast<int>(n.body.ops().size()); ++k) {
       const BodyOp& op = n.body.op(k);
-      if (n.after[static_cast<size_t>(k)]) continue;
+      if (n.after[static_cast<size_t>(k)] || v.scalar.count(k)) continue;
       bool invariant = false;
       switch (op.op) {
         case LoopOp::constant:
@@ -360,12 +379,15 @@ class KernelPlanner {
           break;
         case LoopOp::store:
         case LoopOp::reduction:
-        case LoopOp::index_expr:  // a vector nest has none (not vectorizable): never hoisted
+        case LoopOp::index_expr:  // only scalar ops (v.scalar), printed apart: never hoisted
         case LoopOp::indirect_index:
           break;
           COIL_LOOP_MATH_OPS(COIL_LOOP_OP_CASE)
+          // Scalar ops (v.scalar) are computed before the loop too: a where on one and the
+          // conversion of one (avg pooling's divisor) are invariant when their vectors are.
           invariant = true;
-          for (int arg : op.args) invariant = invariant && (arg < 0 || v.invariant.count(arg));
+          for (int arg : op.args)
+            invariant = invariant && (arg < 0 || v.invariant.count(arg) || v.scalar.count(arg));
           break;
       }
       if (invariant) v.invariant.insert(k);

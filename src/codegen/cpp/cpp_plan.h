@@ -83,6 +83,16 @@ enum class CppNestKind {
 };
 std::string_view cpp_nest_kind_name(CppNestKind k);  // "vector", "tile2d", ...
 
+/// A pointwise nest whose innermost loop is vectorized only inside [begin, end), its interior:
+/// there every comparison of the loop variable against a bound (a padded window's "inside the
+/// input" test) is decided, and `interior` is the body with those tests folded, the selects
+/// they drive resolved and the clamps of its indices simplified away. The loop runs [0, begin)
+/// and [end, extent) as scalar loops of the nest's own body (cpp_plan_window.cpp).
+struct CppWindowSplit {
+  int64_t begin = 0, end = 0;
+  Nest interior;
+};
+
 /// A vector nest (CppVecKernel).
 struct CppVecPlan {
   VecLoop loop{};
@@ -101,6 +111,12 @@ struct CppVecPlan {
   /// They are printed once, before the loop (not in loops whose stores stream: see
   /// cpp_plan.cpp, plan_invariants).
   std::set<int> invariant;
+  /// Ops of a pointwise nest that are not f32 (index arithmetic, comparisons, masks) but whose
+  /// value is the same in every lane: printed in scalar form once before the vector loop; a
+  /// `where` on one of them selects whole vectors, a conversion of one to f32 broadcasts it
+  /// (vector_scalar_ops).
+  std::set<int> scalar;
+  std::optional<CppWindowSplit> window;  // vectorized only in the interior of the loop
 };
 
 /// A 2-D tile nest (CppTile2DKernel).
@@ -199,7 +215,21 @@ std::string to_string(const CppKernelPlan& plan, const IrProgram& program,
 /// innermost pointwise loop (pointwise, vertical reduction) when every store is contiguous
 /// along it (loads may broadcast or gather). nullopt when the nest has an op, dtype or access
 /// without a vector form, or no candidate loop at or after `first_loop`.
-std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes);
+/// `scalar_ops`: a pointwise nest may also hold ops that are not f32 when their values are the
+/// same in every lane (vector_scalar_ops); only the planner of plain loop kernels prints them.
+std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes,
+                                       bool scalar_ops = false);
+/// The ops of a pointwise nest that CppVecKernel prints in scalar form along `loop`: every op
+/// that is not f32, each an index_expr independent of the loop variable or an op over such ops
+/// only (no load, store or indirect index); nullopt when some op fits neither that nor the
+/// vector form (an f32 op reads such an op only as a `where` condition or a converted value).
+std::optional<std::set<int>> vector_scalar_ops(const Nest& n, const VecLoop& loop);
+/// The interior split of a pointwise nest that choose_vec_loop rejects (CppWindowSplit): the
+/// comparisons of index expressions that depend on the innermost loop variable x, each affine
+/// in x, bound the interior; nullopt when there are none, the interior holds fewer than two
+/// iterations, the loop comes before `first_loop`, some loop of the nest has a symbolic extent,
+/// or the folded body still has no vector form.
+std::optional<CppWindowSplit> plan_window_split(const Nest& n, size_t first_loop, int lanes);
 /// The vector plan of `n` along `loop`: extent, cascades, accumulators (the kernel planner adds
 /// streams, prefetches and invariants).
 CppVecPlan plan_vec(const Nest& n, const VecLoop& loop, int lanes);

@@ -72,13 +72,56 @@ sym::Expr var_of(const VecLoop& v) {
                      : loop_var(static_cast<int>(v.index));
 }
 
-std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes) {
+std::optional<std::set<int>> vector_scalar_ops(const Nest& n, const VecLoop& loop) {
+  const sym::Expr var = var_of(loop);
+  std::set<int> scalar;
+  for (int i = 0; i < static_cast<int>(n.body.ops().size()); ++i) {
+    const BodyOp& op = n.body.op(i);
+    auto is_scalar = [&](int k) { return scalar.count(op.args[static_cast<size_t>(k)]) > 0; };
+    if (op.dtype == DType::F32) {
+      // An f32 op in vector form, reading vectors, except a select on a scalar condition and
+      // the conversion of a scalar (avg pooling's divisor where the window is clipped).
+      if (op.op == LoopOp::where) {
+        if (!is_scalar(0) || is_scalar(1) || is_scalar(2)) return std::nullopt;
+      } else if (op.op == LoopOp::to_dtype) {
+        if (!is_scalar(0)) return std::nullopt;
+      } else {
+        if (is_indirect_load(op) || !vectorizable_op(op)) return std::nullopt;
+        for (int k = 0; k < loop_op_arity(op.op); ++k)
+          if (is_scalar(k)) return std::nullopt;
+      }
+      continue;
+    }
+    switch (op.op) {
+      case LoopOp::load:
+      case LoopOp::store:
+      case LoopOp::reduction:
+      case LoopOp::indirect_index:
+        return std::nullopt;
+      case LoopOp::index_expr:
+        if (sym::depends_on(op.index, var)) return std::nullopt;
+        break;
+      default:
+        for (int k = 0; k < loop_op_arity(op.op); ++k)
+          if (!is_scalar(k)) return std::nullopt;
+    }
+    scalar.insert(i);
+  }
+  return scalar;
+}
+
+std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes,
+                                       bool scalar_ops) {
   if (lanes < 2) return std::nullopt;
+  bool has_scalar = false;
   for (const BodyOp& op : n.body.ops()) {
     // Indirect loads (gather) print scalar: their index is a value, not a loop expression.
     if (is_indirect_load(op)) return std::nullopt;
-    if (!vectorizable_op(op) || op.dtype != DType::F32) return std::nullopt;
+    has_scalar = has_scalar || !vectorizable_op(op) || op.dtype != DType::F32;
   }
+  // Scalar ops only in pointwise nests: a reduction's r loops open after the point where
+  // they are printed.
+  if (has_scalar && (!scalar_ops || !n.reductions.empty())) return std::nullopt;
   sym::Analyzer a = nest_analyzer(n);
   bool has_red = !n.reductions.empty() && !n.red_ranges.empty();
   if (has_red) {
@@ -101,6 +144,7 @@ std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lan
   }
   // A vertical reduction must not need a pointwise-lane value for its combine order: every
   // lane is its own output, so any reduction is fine here.
+  if (has_scalar && !vector_scalar_ops(n, VecLoop{false, xi})) return std::nullopt;
   return VecLoop{false, xi};
 }
 
@@ -108,6 +152,7 @@ CppVecPlan plan_vec(const Nest& n, const VecLoop& loop, int lanes) {
   CppVecPlan v;
   v.loop = loop;
   v.extent = loop.reduction ? n.red_ranges[loop.index] : n.ranges[loop.index];
+  if (!loop.reduction) v.scalar = vector_scalar_ops(n, loop).value_or(std::set<int>{});
   if (loop.reduction) {
     // Long float sums accumulate in a cascade, so their error grows with log n rather than n.
     const bool long_rows = product(n.red_ranges) > kCascadeMinElements;

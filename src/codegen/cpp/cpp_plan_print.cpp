@@ -25,7 +25,16 @@ std::string vec_text(const CppVecPlan& v, const Nest& n, int lanes) {
                                             : "pointwise";
   std::string s =
       fmt::format("vector loop {} ({}): {} whole vectors of {}", var, how, v.extent / lanes, lanes);
-  if (v.extent % lanes) s += fmt::format(" + masked tail of {}", v.extent % lanes);
+  if (v.window) {
+    const int64_t inside = v.window->end - v.window->begin;
+    s = fmt::format("vector loop {} ({}): interior [{}, {}) in {} whole vectors of {}", var, how,
+                    v.window->begin, v.window->end, inside / lanes, lanes);
+    if (inside % lanes) s += fmt::format(" + masked tail of {}", inside % lanes);
+    s += ", the window's borders scalar";
+  } else if (v.extent % lanes) {
+    s += fmt::format(" + masked tail of {}", v.extent % lanes);
+  }
+  if (!v.scalar.empty()) s += fmt::format("; {} scalar op(s) before the loop", v.scalar.size());
   if (v.loop.reduction) {
     bool cascade = false;
     for (bool c : v.cascade) cascade = cascade || c;

@@ -42,6 +42,51 @@ void emit_whole_and_tail(NestPrinter& p, const Nest& n, const std::string& v,
 
 }  // namespace
 
+/// The scalar ops (vp.scalar) and the invariants (vp.invariant) of vector nest `n`, printed
+/// once before its vector loop.
+void emit_hoisted(NestPrinter& p, const Nest& n, const sym::Analyzer& a, const CppVecPlan& vp,
+                  const std::string& v) {
+  if (!vp.scalar.empty()) {
+    p.writer().linef("// the same in every lane of {}: scalar", v);
+    p.emit_scalar_ops(n, a, [&](int i) { return vp.scalar.count(i) > 0; });
+  }
+  if (!vp.invariant.empty()) {
+    p.writer().linef("// the same in every iteration of {}: computed once", v);
+    VecOpPrinter(p, n, a, vp, "").emit([&](int i) { return vp.invariant.count(i) > 0; });
+  }
+}
+
+/// A window split (vp.window): the innermost loop as a scalar border, the vectorized interior
+/// (its folded body) and the other border.
+void emit_window_split(NestPrinter& p, const Nest& n, const CppVecPlan& vp) {
+  const CppWindowSplit& ws = *vp.window;
+  const Nest& in = ws.interior;
+  CodeWriter& w = p.writer();
+  const sym::Analyzer a = nest_analyzer(n), ia = nest_analyzer(in);
+  const std::string v = fmt::format("x{}", vp.loop.index);
+  auto border = [&](int64_t begin, int64_t end) {
+    if (begin >= end) return;
+    w.linef("for (int64_t {0} = {1}; {0} < {2}; {0}++)", v, begin, end);
+    w.open();
+    p.emit_scalar_ops(n, a, [](int) { return true; });
+    w.close();
+  };
+  std::vector<std::string> borders;
+  if (ws.begin > 0) borders.push_back(fmt::format("[0, {})", ws.begin));
+  if (ws.end < vp.extent) borders.push_back(fmt::format("[{}, {})", ws.end, vp.extent));
+  w.linef("// {} in [{}, {}): vectors; {}: the window's border, scalar", v, ws.begin, ws.end,
+          fmt::join(borders, " and "));
+  border(0, ws.begin);
+  w.open();
+  emit_hoisted(p, in, ia, vp, v);
+  emit_whole_and_tail(
+      p, in, v, std::to_string(ws.begin), std::to_string(ws.end), [&](const std::string& count) {
+        VecOpPrinter(p, in, ia, vp, count).emit([&](int i) { return !vp.invariant.count(i); });
+      });
+  w.close();
+  border(ws.end, vp.extent);
+}
+
 void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
   COIL_ASSERT(np.vec.has_value(), "emit_vec_nest on a nest without a vector plan");
   const CppVecPlan& vp = *np.vec;
@@ -52,6 +97,11 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
   for (size_t i = np.first_loop; i < x_end; ++i) {
     w.linef("for (int64_t x{0} = 0; x{0} < {1}; x{0}++)", i, n.range_text[i]);
     w.open();
+  }
+  if (vp.window) {
+    emit_window_split(p, n, vp);
+    for (size_t i = np.first_loop; i < x_end; ++i) w.close();
+    return;
   }
   // The vector loop as a main part of whole vectors and a masked tail.
   std::string v = vl.reduction ? fmt::format("r{}", vl.index) : fmt::format("x{}", vl.index);
@@ -102,11 +152,8 @@ void emit_vec_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
       w.close();
     }
   };
-  // Invariants first, once; the loops below print the other ops.
-  if (!vp.invariant.empty()) {
-    w.linef("// the same in every iteration of {}: computed once", v);
-    VecOpPrinter(p, n, a, vp, "").emit([&](int i) { return vp.invariant.count(i) > 0; });
-  }
+  // Scalars and invariants first, once; the loops below print the other ops.
+  emit_hoisted(p, n, a, vp, v);
   auto inside = [&](int i) { return !n.after[static_cast<size_t>(i)] && !vp.invariant.count(i); };
   auto after = [&](int i) { return n.after[static_cast<size_t>(i)] && !vp.invariant.count(i); };
 

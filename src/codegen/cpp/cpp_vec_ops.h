@@ -10,6 +10,7 @@
 
 #include "codegen/cpp/cpp_nest.h"
 #include "codegen/cpp/cpp_plan.h"
+#include "codegen/cpp/cpp_printer.h"
 #include "codegen/inject_bug.h"
 #include "ir/ir.h"
 #include "support/check.h"
@@ -80,10 +81,24 @@ class VecOpPrinter {
   void emit(const std::function<bool(int)>& pick) {
     CodeWriter& w = p_.writer();
     for (int i = 0; i < static_cast<int>(n_.body.ops().size()); ++i) {
-      if (!pick(i)) continue;
+      // The scalar ops (v_.scalar) are printed in scalar form before the vector loop.
+      if (!pick(i) || v_.scalar.count(i)) continue;
       const BodyOp& op = n_.body.op(i);
       std::string t = p_.tmp(n_, i);
       auto arg = [&](int k) { return p_.tmp(n_, op.args[static_cast<size_t>(k)]); };
+      if (op.op == LoopOp::where || op.op == LoopOp::to_dtype) {
+        // Scalar-only ops whose operand 0 is a scalar op (vector_scalar_ops): a select of whole
+        // vectors, or the scalar's conversion (spelled as the scalar printer does) broadcast.
+        COIL_ASSERT(v_.scalar.count(op.args[0]), "{} of a vector operand has no vector form",
+                    loop_op_name(op.op));
+        if (op.op == LoopOp::where) {
+          w.linef("auto {} = {}::select({}, {}, {});", t, kVec, arg(0), arg(1), arg(2));
+        } else {
+          w.linef("auto {} = {}({});", t, kVec,
+                  cpp_scalar_op(op, {arg(0)}, {n_.body.dtype_of(op.args[0])}));
+        }
+        continue;
+      }
       switch (op.op) {
         case LoopOp::reduction:
           break;
@@ -165,6 +180,9 @@ class VecOpPrinter {
       w.linef("auto {} = {}::loadu(&{}{});", t, kVec, lv, count_arg());
       auto ahead = v_.prefetch.find(i);
       if (ahead != v_.prefetch.end()) w.linef("coil::prefetch_ahead(&{}, {});", lv, ahead->second);
+    } else if (s == 2 && p_.plan().storage_dtype(p_.program(), op.buffer) == DType::F32) {
+      // Every other element (a stride-2 window's taps): two loads and a deinterleave.
+      w.linef("auto {} = {}::loadu_stride2(&{}{});", t, kVec, lv, count_arg());
     } else {
       // Gather: each lane reads at its own index (the loop variable shadowed per lane).
       std::string v = var_.symbol_name();

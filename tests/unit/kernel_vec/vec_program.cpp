@@ -322,6 +322,17 @@ extern "C" void transpose_tile_f32(const float* src, int64_t src_stride, float* 
   }
 }
 
+// Vec<float>::loadu_stride2 (a stride-2 pooling window's taps): every other element from p,
+// count lanes (count < 0: the unmasked form).
+extern "C" void load_stride2_f32(const float* p, int64_t count, float* out) {
+  (count < 0 ? Vec<float>::loadu_stride2(p) : Vec<float>::loadu_stride2(p, count)).store(out);
+}
+
+// Vec<float>::select: c ? a : b in every lane.
+extern "C" void select_f32(int c, const float* a, const float* b, float* out) {
+  Vec<float>::select(c != 0, Vec<float>::loadu(a), Vec<float>::loadu(b)).store(out);
+}
+
 // Masked copies through Vec<T>, for every storage type a kernel loads.
 #define COPY_ENTRY(name, V, U)                                              \
   extern "C" void copy_##name(const void* s, void* d, void* f, int64_t c) { \
