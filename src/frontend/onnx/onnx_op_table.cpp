@@ -165,13 +165,22 @@ const OnnxOpDef kOnnxOps[] = {
     {"DynamicQuantizeLinear", map_dynamic_quantize_linear,
      "scale and zero point from min/max reductions, then QuantizeLinear"},
 
-    // Matrix products, convolution, pooling (onnx_ops_linalg.cpp); floating point, 2-D windows.
+    // Integer products (onnx_ops_integer.cpp): exact f32 products of the shifted 8-bit operands.
+    {"MatMulInteger", map_matmul_integer,
+     "matmul of (A - a_zero_point) and (B - b_zero_point) in f32 (exact), cast to int32"},
+    {"ConvInteger", map_conv_integer,
+     "conv2d of (x - x_zero_point) and (w - w_zero_point) in f32 (exact), cast to int32"},
+    {"QLinearMatMul", map_matmul_integer, "MatMulInteger, then QuantizeLinear's rounding"},
+    {"QLinearConv", map_conv_integer, "ConvInteger plus B, then QuantizeLinear's rounding"},
+
+    // Matrix products, convolution (onnx_ops_linalg.cpp), pooling (onnx_ops_pool.cpp); floating
+    // point; 1-D and 2-D windows, 3-D pools.
     {"MatMul", map_matmul, "matmul"},
     {"Gemm", map_gemm, "addmm (with C) or matmul, transA/transB as transposes"},
     {"Conv", map_conv, "conv2d; asymmetric pads: concat with zeros"},
     {"ConvTranspose", map_conv_transpose, "conv2d of the zero-interleaved input, flipped weight"},
-    {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf"},
-    {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
+    {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf; 3-D: two 2-D pools"},
+    {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros; 3-D: two 2-D pools"},
     {"Det", map_det, "Leibniz sum over permutations (up to 4x4)"},
     {"Einsum", map_einsum, "diagonals, sums, then batched matmuls (integers: mul + sum)"},
 

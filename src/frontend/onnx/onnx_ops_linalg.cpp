@@ -1,10 +1,9 @@
-// Matrix products, convolution and windowed pooling: MatMul, Gemm, Conv, ConvTranspose, MaxPool,
-// AveragePool.
-// Conv and the pools are 2-D (coil's conv2d, max_pool2d, avg_pool2d); a 1-D window is a 2-D one
-// of width 1 (the input and the weight get a trailing dim of size 1, the result loses it), 3-D
-// is unsupported. Their ONNX padding (pads, auto_pad) becomes the op's symmetric padding plus,
-// where ONNX pads one side more (or more than torch's half-kernel limit for pools), an explicit
-// concat with constant blocks.
+// Matrix products and convolution: MatMul, Gemm, Conv, ConvTranspose, Det, and the window
+// helpers the pools (onnx_ops_pool.cpp) and the integer ops (onnx_ops_integer.cpp) share.
+// Conv is 2-D (coil's conv2d); a 1-D window is a 2-D one of width 1 (the input and the weight
+// get a trailing dim of size 1, the result loses it), 3-D is unsupported. Its ONNX padding
+// (pads, auto_pad) becomes the op's symmetric padding plus, where ONNX pads one side more, an
+// explicit concat with constant blocks.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,25 +19,31 @@ void require_float(OnnxNode& n, int x) {
                 dtype_name(n.dtype(x)));
 }
 
-// The padding of the two spatial dims of x [N, C, H, W] for a window of `kernel`, `stride` and
-// `dilation`: pads[d] at the start, pads[2 + d] at the end (ONNX's order), from the pads
-// attribute or auto_pad.
+}  // namespace
+
+// ONNX's pads attribute has `attr_dims` begin entries, then as many end entries; a 1-D window
+// computed as 2-D (kernel of 2 entries, attr_dims 1) gets no padding along the added dim.
 std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& kernel,
                                const std::vector<int64_t>& stride,
-                               const std::vector<int64_t>& dilation, bool one_d) {
+                               const std::vector<int64_t>& dilation, size_t attr_dims) {
+  size_t dims = kernel.size();
   std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  std::vector<int64_t> pads(4, 0);
+  std::vector<int64_t> pads(2 * dims, 0);
   if (auto_pad == "NOTSET") {
-    pads = n.attr_ints("pads").value_or(std::vector<int64_t>(one_d ? 2 : 4, 0));
-    if (pads.size() != (one_d ? 2u : 4u))
-      n.error("pads has {} entries, expected {}", pads.size(), one_d ? 2 : 4);
-    if (one_d) pads = {pads[0], 0, pads[1], 0};
-    for (int64_t p : pads)
-      if (p < 0) n.error("negative pads [{}]", fmt::join(pads, ", "));
+    std::vector<int64_t> given =
+        n.attr_ints("pads").value_or(std::vector<int64_t>(2 * attr_dims, 0));
+    if (given.size() != 2 * attr_dims)
+      n.error("pads has {} entries, expected {}", given.size(), 2 * attr_dims);
+    for (int64_t p : given)
+      if (p < 0) n.error("negative pads [{}]", fmt::join(given, ", "));
+    for (size_t d = 0; d < attr_dims; ++d) {
+      pads[d] = given[d];
+      pads[dims + d] = given[attr_dims + d];
+    }
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     // The output is ceil(in / stride); the padding that takes, split evenly, the odd one at
     // the end (SAME_UPPER) or the start (SAME_LOWER).
-    for (size_t d = 0; d < 2; ++d) {
+    for (size_t d = 0; d < dims; ++d) {
       auto size = n.type(x).shape[2 + d].as_const();
       if (!size) unsupported("auto_pad {} with a symbolic spatial size", auto_pad);
       // The window attributes are not checked yet: a kernel_shape of 2^63 - 1 overflowed the
@@ -57,7 +62,7 @@ std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& k
       total = std::max<int64_t>(total, 0);
       int64_t small = total / 2, large = total - small;
       pads[d] = auto_pad == "SAME_UPPER" ? small : large;
-      pads[2 + d] = auto_pad == "SAME_UPPER" ? large : small;
+      pads[dims + d] = auto_pad == "SAME_UPPER" ? large : small;
     }
   } else if (auto_pad != "VALID") {
     n.error("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
@@ -66,8 +71,6 @@ std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& k
   return pads;
 }
 
-// x with `before` and `after` elements of `value` added along `axis` (a concat with `full`
-// blocks; the shape must be static).
 int pad_axis(OnnxNode& n, int x, int64_t axis, int64_t before, int64_t after, double value) {
   if (before == 0 && after == 0) return x;
   std::vector<int64_t> shape = n.static_shape(x, "the input of asymmetric padding");
@@ -82,24 +85,13 @@ int pad_axis(OnnxNode& n, int x, int64_t axis, int64_t before, int64_t after, do
   return n.add("concat", parts, Attrs{{"dim", axis}});
 }
 
-// An int-list attribute of one entry per spatial dim, or `dflt`; for a 1-D window, the entry of
-// the added dim (`extra`) is appended.
-std::vector<int64_t> spatial_attr(OnnxNode& n, std::string_view name, int64_t dflt, bool one_d,
-                                  int64_t extra = 1) {
-  size_t dims = one_d ? 1 : 2;
-  std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(dims, dflt));
-  if (v.size() != dims) n.error("{} has {} entries for {} spatial dims", name, v.size(), dims);
-  if (one_d) v.push_back(extra);
+std::vector<int64_t> spatial_attr(OnnxNode& n, std::string_view name, int64_t dflt,
+                                  size_t attr_dims, int64_t extra) {
+  std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(attr_dims, dflt));
+  if (v.size() != attr_dims)
+    n.error("{} has {} entries for {} spatial dims", name, v.size(), attr_dims);
+  if (attr_dims == 1) v.push_back(extra);
   return v;
-}
-
-// The rank check shared by Conv and the pools: 1 or 2 spatial dims, else unsupported. Returns
-// whether the window is 1-D.
-bool check_window_rank(OnnxNode& n, int x) {
-  int64_t r = n.rank(x);
-  if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
-  if (r != 3 && r != 4) unsupported("{}-D windows (coil supports 1-D and 2-D)", r - 2);
-  return r == 3;
 }
 
 int unsqueeze_last(OnnxNode& n, int x) {
@@ -108,6 +100,17 @@ int unsqueeze_last(OnnxNode& n, int x) {
 
 int squeeze_last(OnnxNode& n, int x) {
   return n.add("squeeze", {x}, Attrs{{"dims", std::vector<int64_t>{n.rank(x) - 1}}});
+}
+
+namespace {
+
+// The rank check of Conv and ConvTranspose: 1 or 2 spatial dims, else unsupported. Returns
+// whether the window is 1-D.
+bool check_window_rank(OnnxNode& n, int x) {
+  int64_t r = n.rank(x);
+  if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
+  if (r != 3 && r != 4) unsupported("{}-D windows (coil supports 1-D and 2-D)", r - 2);
+  return r == 3;
 }
 
 // The operand checks shared by Conv and ConvTranspose: a 1-D or 2-D float input and a weight of
@@ -154,8 +157,7 @@ void map_gemm(OnnxNode& n) {
   n.set_output(0, y);
 }
 
-void map_conv(OnnxNode& n) {
-  int x = n.in(0), w = n.in(1);
+int conv_float(OnnxNode& n, int x, int w, int bias) {
   bool one_d = conv_operands(n, x, w);
   std::vector<int64_t> kernel;
   for (size_t d = 2; d < 4; ++d) {
@@ -163,12 +165,12 @@ void map_conv(OnnxNode& n) {
     if (!k) unsupported("a weight of symbolic shape {}", shape_str(n.type(w).shape));
     kernel.push_back(*k);
   }
-  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d) != kernel)
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d ? 1 : 2) != kernel)
     n.error("kernel_shape [{}] differs from the weight's {}",
             fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(n.in(1)).shape));
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d);
-  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, one_d);
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d ? 1 : 2);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d ? 1 : 2);
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, one_d ? 1 : 2);
   std::vector<int64_t> padding;
   for (int64_t d = 0; d < 2; ++d) {
     auto i = static_cast<size_t>(d);
@@ -177,73 +179,17 @@ void map_conv(OnnxNode& n) {
     x = pad_axis(n, x, 2 + d, pads[i] - common, pads[2 + i] - common, 0.0);
   }
   std::vector<int> in{x, w};
-  if (n.has_input(2)) in.push_back(n.in(2));
+  if (bias >= 0) in.push_back(bias);
   int y = n.add("conv2d", in,
                 Attrs{{"stride", stride},
                       {"padding", padding},
                       {"dilation", dilation},
                       {"groups", n.attr_int("group", 1)}});
-  n.set_output(0, one_d ? squeeze_last(n, y) : y);
+  return one_d ? squeeze_last(n, y) : y;
 }
 
-void map_pool(OnnxNode& n) {
-  int x = n.in(0);
-  bool is_max = n.op_type() == "MaxPool";
-  bool one_d = check_window_rank(n, x);
-  if (is_max && n.wants_output(1)) unsupported("the Indices output");
-  if (is_max) n.ignore_attr("storage_order");  // the layout of the Indices output only
-  if (!n.has_attr("kernel_shape")) n.error("kernel_shape is missing");
-  if (one_d) x = unsqueeze_last(n, x);
-  std::vector<int64_t> kernel = spatial_attr(n, "kernel_shape", 1, one_d);
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d);
-  if (!is_max && dilation != std::vector<int64_t>{1, 1}) unsupported("dilations");
-  bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
-  bool include_pad = !is_max && n.attr_int("count_include_pad", 0) != 0;
-  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, one_d);
-  // The op pads both sides alike, by at most half the kernel; the rest is explicit: -inf for
-  // max (never wins), zeros for an average that counts them. An average that does not count
-  // padding divides the padded sum by the pooled count of ones instead.
-  std::vector<int64_t> padding, before(2), after(2);
-  bool explicit_pad = false;
-  for (size_t d = 0; d < 2; ++d) {
-    int64_t common = std::min({pads[d], pads[2 + d], kernel[d] / 2});
-    padding.push_back(common);
-    before[d] = pads[d] - common;
-    after[d] = pads[2 + d] - common;
-    explicit_pad |= before[d] > 0 || after[d] > 0;
-  }
-  DType t = n.dtype(x);
-  double fill = 0;
-  if (is_max && is_floating(t)) {
-    fill = -std::numeric_limits<double>::infinity();
-  } else if (is_max) {
-    if (t == DType::I64 && explicit_pad) unsupported("asymmetric padding of int64 inputs");
-    fill = t == DType::U8 ? 0.0 : t == DType::I8 ? -128.0 : -2147483648.0;
-  }
-  Attrs attrs{
-      {"kernel", kernel}, {"stride", stride}, {"padding", padding}, {"ceil_mode", ceil_mode}};
-  if (is_max) {
-    attrs.set("dilation", dilation);
-  } else {
-    attrs.set("count_include_pad", include_pad || explicit_pad);
-  }
-  auto pad = [&](int v, double value) {
-    for (int64_t d = 0; d < 2; ++d)
-      v = pad_axis(n, v, 2 + d, before[static_cast<size_t>(d)], after[static_cast<size_t>(d)],
-                   value);
-    return v;
-  };
-  const char* op = is_max ? "max_pool2d" : "avg_pool2d";
-  int y = n.add(op, {pad(x, fill)}, attrs);
-  if (explicit_pad && !is_max && !include_pad) {
-    // sum / count: both pooled with the same divisor, which cancels.
-    std::vector<int64_t> plane = n.static_shape(x, "the input");
-    plane[0] = plane[1] = 1;
-    int ones = n.add("full", {}, Attrs{{"shape", plane}, {"value", 1.0}, {"dtype", t}});
-    y = n.add("div", {y, n.add(op, {pad(ones, 0.0)}, attrs)});
-  }
-  n.set_output(0, one_d ? squeeze_last(n, y) : y);
+void map_conv(OnnxNode& n) {
+  n.set_output(0, conv_float(n, n.in(0), n.in(1), n.has_input(2) ? n.in(2) : -1));
 }
 
 namespace {
@@ -286,12 +232,12 @@ void map_conv_transpose(OnnxNode& n) {
             shape_str(n.type(n.in(0)).shape), group);
   int64_t cin = xs[1], cout = ws[1] * group;
   std::vector<int64_t> kernel{ws[2], ws[3]};
-  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d) != kernel)
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d ? 1 : 2) != kernel)
     n.error("kernel_shape [{}] differs from the weight's {}",
             fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(n.in(1)).shape));
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d);
-  std::vector<int64_t> out_pad = spatial_attr(n, "output_padding", 0, one_d, 0);
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d ? 1 : 2);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d ? 1 : 2);
+  std::vector<int64_t> out_pad = spatial_attr(n, "output_padding", 0, one_d ? 1 : 2, 0);
   for (size_t d = 0; d < 2; ++d)
     if (stride[d] < 1 || dilation[d] < 1 || out_pad[d] < 0)
       n.error("strides [{}], dilations [{}] and output_padding [{}] must be positive",

@@ -1,0 +1,132 @@
+// MaxPool and AveragePool through coil's max_pool2d and avg_pool2d.
+//
+// A 1-D window is a 2-D one of width 1 (the input gets a trailing dim of size 1, the result
+// loses it). A 3-D window is separable, each step a 2-D pool with its own dims' attributes:
+//   [N, C, D, H, W] -> [N, C*D, H, W] -> pool over (H, W) -> [N, C, D, H'*W']
+//                   -> pool over (D, 1) -> [N, C, D', H'*W'] -> [N, C, D', H', W'].
+// The max over a (kd, kh, kw) window is the max over its d of the (kh, kw) maxima. For the
+// average, every per-dim rule factorizes: with count_include_pad the divisor is the product of
+// the per-dim window sizes (clipped to the padded input in ceil mode, torch's and ONNX
+// Runtime's count), so the mean of the (kh, kw) means is the 3-D mean; without it the (kh, kw)
+// count of valid taps is the same for every d of one output, so averaging the 2-D means over
+// the valid d only (a pool over d with count_include_pad=0) is the 3-D mean. Output sizes,
+// ceil mode and padding are per dim as well.
+#include <algorithm>
+#include <limits>
+
+#include "frontend/onnx/onnx_ops.h"
+
+namespace coil::onnxfe {
+namespace {
+
+// One 2-D pooling step over the last two dims: 2 entries each, pads as ONNX orders them
+// (begin h, begin w, end h, end w).
+struct Window {
+  std::vector<int64_t> kernel, stride, dilation, pads;
+};
+
+struct PoolKind {
+  bool is_max;
+  bool include_pad;  // AveragePool's count_include_pad
+  bool ceil_mode;
+};
+
+// ONNX's pool of x [N, C, H, W] over (H, W). The op pads both sides alike, by at most half the
+// kernel; the rest is explicit: -inf for max (never wins), zeros for an average that counts
+// them. An average that does not count padding divides the padded sum by the pooled count of
+// ones instead.
+int pool2d(OnnxNode& n, int x, const Window& w, const PoolKind& k) {
+  std::vector<int64_t> padding, before(2), after(2);
+  bool explicit_pad = false;
+  for (size_t d = 0; d < 2; ++d) {
+    int64_t common = std::min({w.pads[d], w.pads[2 + d], w.kernel[d] / 2});
+    padding.push_back(common);
+    before[d] = w.pads[d] - common;
+    after[d] = w.pads[2 + d] - common;
+    explicit_pad |= before[d] > 0 || after[d] > 0;
+  }
+  DType t = n.dtype(x);
+  double fill = 0;
+  if (k.is_max && is_floating(t)) {
+    fill = -std::numeric_limits<double>::infinity();
+  } else if (k.is_max) {
+    if (t == DType::I64 && explicit_pad) unsupported("asymmetric padding of int64 inputs");
+    fill = t == DType::U8 ? 0.0 : t == DType::I8 ? -128.0 : -2147483648.0;
+  }
+  Attrs attrs{
+      {"kernel", w.kernel}, {"stride", w.stride}, {"padding", padding}, {"ceil_mode", k.ceil_mode}};
+  if (k.is_max) {
+    attrs.set("dilation", w.dilation);
+  } else {
+    attrs.set("count_include_pad", k.include_pad || explicit_pad);
+  }
+  auto pad = [&](int v, double value) {
+    for (int64_t d = 0; d < 2; ++d)
+      v = pad_axis(n, v, 2 + d, before[static_cast<size_t>(d)], after[static_cast<size_t>(d)],
+                   value);
+    return v;
+  };
+  const char* op = k.is_max ? "max_pool2d" : "avg_pool2d";
+  int y = n.add(op, {pad(x, fill)}, attrs);
+  if (explicit_pad && !k.is_max && !k.include_pad) {
+    // sum / count: both pooled with the same divisor, which cancels.
+    std::vector<int64_t> plane = n.static_shape(x, "the input");
+    plane[0] = plane[1] = 1;
+    int ones = n.add("full", {}, Attrs{{"shape", plane}, {"value", 1.0}, {"dtype", t}});
+    y = n.add("div", {y, n.add(op, {pad(ones, 0.0)}, attrs)});
+  }
+  return y;
+}
+
+}  // namespace
+
+void map_pool(OnnxNode& n) {
+  int x = n.in(0);
+  bool is_max = n.op_type() == "MaxPool";
+  int64_t r = n.rank(x);
+  if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
+  if (r > 5) unsupported("{}-D windows (coil supports 1-D, 2-D and 3-D)", r - 2);
+  auto dims = static_cast<size_t>(r - 2);
+  if (is_max && n.wants_output(1)) unsupported("the Indices output");
+  if (is_max) n.ignore_attr("storage_order");  // the layout of the Indices output only
+  if (!n.has_attr("kernel_shape")) n.error("kernel_shape is missing");
+  // A 1-D window's attributes get the entry of the added dim (kernel, stride, dilation 1).
+  std::vector<int64_t> kernel = spatial_attr(n, "kernel_shape", 1, dims);
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, dims);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, dims);
+  for (size_t d = 0; d < kernel.size(); ++d)
+    if (kernel[d] < 1 || stride[d] < 1 || dilation[d] < 1)
+      n.error("kernel_shape [{}], strides [{}] and dilations [{}] must be at least 1",
+              fmt::join(kernel, ", "), fmt::join(stride, ", "), fmt::join(dilation, ", "));
+  if (!is_max && std::any_of(dilation.begin(), dilation.end(), [](int64_t v) { return v != 1; }))
+    unsupported("dilations");
+  PoolKind kind{is_max, !is_max && n.attr_int("count_include_pad", 0) != 0,
+                n.attr_int("ceil_mode", 0) != 0};
+  if (dims == 1) x = unsqueeze_last(n, x);
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, dims);
+  if (dims <= 2) {
+    int y = pool2d(n, x, Window{kernel, stride, dilation, pads}, kind);
+    return n.set_output(0, dims == 1 ? squeeze_last(n, y) : y);
+  }
+  // 3-D: (H, W) first, on [N, C*D, H, W] (N may be symbolic; the rest must be static).
+  Shape s = n.type(x).shape;
+  for (size_t d = 1; d < 5; ++d)
+    if (!s[d].is_const())
+      unsupported("3-D windows on input {} (only the batch may be symbolic)", shape_str(s));
+  int planes = reshape_to(n, x, Shape{s[0], s[1] * s[2], s[3], s[4]});
+  int y = pool2d(n, planes,
+                 Window{{kernel[1], kernel[2]},
+                        {stride[1], stride[2]},
+                        {dilation[1], dilation[2]},
+                        {pads[1], pads[2], pads[4], pads[5]}},
+                 kind);
+  Shape hw = n.type(y).shape;  // [N, C*D, H', W']
+  y = reshape_to(n, y, Shape{s[0], s[1], s[2], hw[2] * hw[3]});
+  // Then D, as a (kd, 1) window over [N, C, D, H'*W'].
+  y = pool2d(n, y,
+             Window{{kernel[0], 1}, {stride[0], 1}, {dilation[0], 1}, {pads[0], 0, pads[3], 0}},
+             kind);
+  n.set_output(0, reshape_to(n, y, Shape{s[0], s[1], n.type(y).shape[2], hw[2], hw[3]}));
+}
+
+}  // namespace coil::onnxfe
