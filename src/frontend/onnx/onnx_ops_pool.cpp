@@ -75,6 +75,20 @@ int pool2d(OnnxNode& n, int x, const Window& w, const PoolKind& k) {
     int ones = n.add("full", {}, Attrs{{"shape", plane}, {"value", 1.0}, {"dtype", t}});
     y = n.add("div", {y, n.add(op, {pad(ones, 0.0)}, attrs)});
   }
+  if (k.ceil_mode && explicit_pad) {
+    // The op drops a last window that starts in its own (right) padding, but explicit padding is
+    // input to it: windows starting in the explicit part of ONNX's right padding are dropped
+    // here (ONNX: "sliding windows that would start in the right padded region are ignored").
+    std::vector<int64_t> xs = n.static_shape(x, "the input");
+    for (size_t d = 0; d < 2; ++d) {
+      int64_t size = n.type(y).shape[2 + d].const_value(), keep = size;
+      while (keep > 0 && (keep - 1) * w.stride[d] >= xs[2 + d] + w.pads[d]) --keep;
+      if (keep < size)
+        y = n.add(
+            "slice", {y},
+            Attrs{{"dim", static_cast<int64_t>(2 + d)}, {"start", int64_t{0}}, {"end", keep}});
+    }
+  }
   return y;
 }
 

@@ -1,0 +1,280 @@
+"""onnx_op_cases.py's families "pool3d" (3-D MaxPool and AveragePool) and "integer"
+(MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv). The expected outputs come from numpy
+loops written from the ONNX spec (pool_ref; checked against torch's pools where torch has the
+same padding), and from exact int64 / float64 products for the integer ops."""
+import itertools
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from onnx_op_cases import write
+
+rng = np.random.default_rng(2027)
+f32 = np.float32
+CASES = {}
+
+
+def case(family):
+    def reg(fn):
+        CASES.setdefault(family, []).append(fn)
+        return fn
+    return reg
+
+
+# ---- pools -----------------------------------------------------------------------------------
+def pool_out_size(size, k, s, pb, pe, dil, ceil):
+    """torch's (and ONNX Runtime's) output size: in ceil mode the last window must start inside
+    the input or the left padding."""
+    num = size + pb + pe - (dil * (k - 1) + 1)
+    o = (num + (s - 1 if ceil else 0)) // s + 1
+    if ceil and (o - 1) * s >= size + pb:
+        o -= 1
+    return o
+
+
+def pool_ref(x, is_max, kernel, strides, pads, dil, ceil, include_pad):
+    """The pool of x [N, C, *spatial] straight from the definition: per output position the taps
+    start + j * dilation of each dim; max over the taps inside the input (-inf if none); the
+    average divides their sum by their count, or with include_pad by the count of taps inside the
+    padded input (torch's window clipped to the padded size)."""
+    dims = len(kernel)
+    sp = x.shape[2:]
+    outs = [pool_out_size(sp[d], kernel[d], strides[d], pads[d], pads[dims + d], dil[d], ceil)
+            for d in range(dims)]
+    y = np.zeros(x.shape[:2] + tuple(outs), np.float64)
+    xd = x.astype(np.float64)
+    for o in itertools.product(*[range(v) for v in outs]):
+        inside, padded = [], 1
+        for d in range(dims):
+            start = o[d] * strides[d] - pads[d]
+            taps = [start + j * dil[d] for j in range(kernel[d])]
+            inside.append([t for t in taps if 0 <= t < sp[d]])
+            padded *= len([t for t in taps if t < sp[d] + pads[dims + d]])
+        sel = (slice(None), slice(None)) + o
+        if any(not v for v in inside):
+            y[sel] = -np.inf if is_max else 0.0
+            continue
+        w = xd[(slice(None), slice(None)) + np.ix_(*inside)].reshape(x.shape[0], x.shape[1], -1)
+        if is_max:
+            y[sel] = w.max(axis=2)
+        else:
+            count = padded if include_pad else w.shape[2]
+            y[sel] = w.sum(axis=2) / count
+    return y
+
+
+def same_pads(sizes, kernel, strides, dil, upper):
+    begin, end = [], []
+    for size, k, s, d in zip(sizes, kernel, strides, dil):
+        out = -(-size // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+        small, large = total // 2, total - total // 2
+        begin.append(small if upper else large)
+        end.append(large if upper else small)
+    return begin + end
+
+
+@case("pool3d")
+def pool3d(out):
+    # (shape, kernel, strides, pads (begin d h w, end d h w), dilations, ceil, auto_pad)
+    configs = [
+        ((1, 1, 4, 4, 4), (2, 2, 2), (1, 1, 1), (0, 0, 0, 0, 0, 0), (1, 1, 1), 0, None),
+        ((2, 3, 5, 7, 6), (2, 3, 2), (1, 2, 1), (1, 1, 0, 1, 1, 0), (1, 1, 1), 0, None),
+        ((1, 2, 7, 5, 9), (3, 1, 2), (2, 2, 3), (1, 0, 1, 1, 0, 1), (1, 1, 1), 1, None),
+        ((2, 2, 6, 5, 5), (3, 3, 3), (2, 2, 2), (0, 1, 1, 1, 0, 1), (1, 1, 1), 1, None),   # asymmetric
+        ((1, 3, 5, 6, 7), (2, 2, 3), (3, 2, 2), (1, 0, 2, 0, 1, 1), (1, 1, 1), 0, None),   # over half
+        ((1, 2, 8, 7, 6), (2, 3, 2), (1, 1, 2), (0, 0, 0, 0, 0, 0), (2, 1, 2), 0, None),   # dilated
+        ((1, 2, 9, 8, 7), (3, 2, 2), (2, 3, 1), (1, 1, 0, 1, 0, 1), (2, 2, 1), 1, None),
+        ((2, 1, 5, 6, 7), (3, 2, 4), (2, 2, 3), None, (1, 1, 1), 0, "SAME_UPPER"),
+        ((1, 2, 6, 5, 4), (2, 3, 3), (1, 2, 2), None, (1, 1, 1), 0, "SAME_LOWER"),
+        ((1, 2, 5, 5, 5), (3, 2, 2), (2, 2, 1), None, (1, 1, 1), 0, "VALID"),
+    ]
+    k = 0
+    for shape, kernel, strides, pads, dil, ceil, auto_pad in configs:
+        x = rng.standard_normal(shape).astype(f32)
+        eff = pads
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            eff = same_pads(shape[2:], kernel, strides, dil, auto_pad == "SAME_UPPER")
+        elif auto_pad == "VALID":
+            eff = (0,) * 6
+        for op, include in [("MaxPool", 0), ("AveragePool", 0), ("AveragePool", 1)]:
+            if op == "AveragePool" and dil != (1, 1, 1):
+                continue  # opset-19 AveragePool only
+            y = pool_ref(x, op == "MaxPool", kernel, strides, eff, dil, ceil, include)
+            # Where torch pads alike (symmetric, at most half the kernel), it must agree.
+            sym = eff[:3] == eff[3:] and all(p <= kk // 2 for p, kk in zip(eff[:3], kernel))
+            if sym:
+                xt = torch.from_numpy(x).double()
+                if op == "MaxPool":
+                    t = F.max_pool3d(xt, kernel, strides, eff[:3], dil, bool(ceil))
+                else:
+                    t = F.avg_pool3d(xt, kernel, strides, eff[:3], bool(ceil), bool(include))
+                assert np.allclose(t.numpy(), y), (op, shape, kernel)
+            attrs = {"kernel_shape": list(kernel), "strides": list(strides), "ceil_mode": ceil}
+            if auto_pad:
+                attrs["auto_pad"] = auto_pad
+            else:
+                attrs["pads"] = list(pads)
+            if op == "MaxPool":
+                attrs["dilations"] = list(dil)
+            else:
+                attrs["count_include_pad"] = include
+            write(out, f"pool3d_{k}_{op}_{include}", op, [("x", x)], [("y", y.astype(f32))], attrs,
+                  opset=12 if op == "MaxPool" else 11)
+        k += 1
+    # 2-D in ceil mode with explicit (asymmetric) padding: a last window that would start in the
+    # right padding is dropped, as with the op's own padding.
+    for shape, kernel, strides, pads in [((1, 2, 7, 6), (3, 2), (2, 2), (0, 0, 2, 1)),
+                                         ((2, 1, 5, 8), (2, 3), (3, 2), (1, 2, 2, 0))]:
+        x = rng.standard_normal(shape).astype(f32)
+        for op, include in [("MaxPool", 0), ("AveragePool", 0), ("AveragePool", 1)]:
+            y = pool_ref(x, op == "MaxPool", kernel, strides, pads, (1, 1), 1, include)
+            attrs = {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads),
+                     "ceil_mode": 1}
+            if op == "AveragePool":
+                attrs["count_include_pad"] = include
+            write(out, f"pool2d_ceil_{k}_{op}_{include}", op, [("x", x)], [("y", y.astype(f32))],
+                  attrs, opset=12 if op == "MaxPool" else 11)
+        k += 1
+    # 8-bit max pools: padding is the dtype's lowest value, which never wins.
+    for dt, lo, hi in [(np.uint8, 0, 256), (np.int8, -128, 128)]:
+        x = rng.integers(lo, hi, (1, 2, 5, 4, 6)).astype(dt)
+        kernel, strides, pads = (2, 3, 2), (2, 1, 2), (1, 1, 0, 0, 1, 1)
+        y = pool_ref(x, True, kernel, strides, pads, (1, 1, 1), 1, 0).astype(dt)
+        write(out, f"pool3d_{np.dtype(dt).name}", "MaxPool", [("x", x)], [("y", y)],
+              {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads),
+               "ceil_mode": 1}, opset=12)
+
+
+# ---- integer products ------------------------------------------------------------------------
+def ints(dt, shape):
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max + 1, shape).astype(dt)
+
+
+def requant(acc, a_scale, b_scale, y_scale, y_zp):
+    """QuantizeLinear of acc * a_scale * b_scale, in f32 in that order (as the mapping), rounding
+    half to even, saturated to y_zp's dtype."""
+    real = (acc.astype(f32) * a_scale.astype(f32)) * b_scale.astype(f32)
+    q = np.rint(real / y_scale.astype(f32)) + y_zp.astype(f32)
+    info = np.iinfo(y_zp.dtype)
+    return np.clip(q, info.min, info.max).astype(y_zp.dtype)
+
+
+def conv_ref(x, w, stride, pads, dil, group):
+    """The exact integer convolution (float64 sums of products below 2^53), as int64. 1-D as 2-D."""
+    one_d = x.ndim == 3
+    xt, wt = torch.from_numpy(x.astype(np.float64)), torch.from_numpy(w.astype(np.float64))
+    if one_d:
+        xt, wt = xt.unsqueeze(-1), wt.unsqueeze(-1)
+        stride, dil = list(stride) + [1], list(dil) + [1]
+        pads = [pads[0], 0, pads[1], 0]
+    xt = F.pad(xt, (pads[1], pads[3], pads[0], pads[2]))
+    y = F.conv2d(xt, wt, None, stride, 0, dil, group)
+    if one_d:
+        y = y.squeeze(-1)
+    return np.rint(y.numpy()).astype(np.int64)
+
+
+@case("integer")
+def integer(out):
+    u8, i8 = np.uint8, np.int8
+    # MatMulInteger: (A shape, B shape, dtypes, zero point shapes: None, "t" (one element),
+    # "row"/"col" (1-D), "nd" (MatMulInteger's N-D form)), B constant or not.
+    k = 0
+    for sa, sb, (da, db), (za, zb), const_b in [
+        ((4, 3), (3, 2), (u8, u8), ("t", "t"), False),
+        ((5, 7), (7, 3), (u8, i8), ("row", "col"), False),
+        ((2, 5, 7), (7, 4), (i8, u8), ("t", "col"), True),
+        ((2, 1, 3, 6), (4, 6, 2), (u8, u8), ("nd", "nd"), False),
+        ((7,), (7, 3), (i8, i8), (None, "col"), False),
+        ((3, 9), (9,), (u8, i8), ("row", None), False),
+        ((3, 600), (600, 5), (u8, i8), ("t", "t"), True),    # 255 * sum|b - zp| < 2^24: one product
+        ((3, 700), (700, 4), (u8, u8), ("t", "t"), False),   # 700 * 255^2 > 2^24: chunks of K
+        ((2, 1300), (1300, 3), (i8, u8), (None, "col"), False),
+    ]:
+        a, b = ints(da, sa), ints(db, sb)
+        if const_b:  # small weights: the import's bound from B's values allows one f32 product
+            b = rng.integers(-20, 21, sb).astype(db)
+        M = sa[-2] if len(sa) > 1 else 1
+        N = sb[-1] if len(sb) > 1 else 1
+        zshape = {"t": (1,), "row": (M,), "col": (N,)}
+        azp = bzp = None
+        if za:
+            azp = ints(da, zshape.get(za) or sa[:-1] + (1,))
+        if zb:
+            bzp = ints(db, zshape.get(zb) or sb[:-2] + (1, sb[-1]))
+            if const_b:
+                bzp = rng.integers(-10, 11, bzp.shape).astype(db)
+        az = 0 if azp is None else (azp.reshape(M, 1) if za == "row" else azp).astype(np.int64)
+        bz = 0 if bzp is None else bzp.astype(np.int64)
+        y = np.matmul(a.astype(np.int64) - az, b.astype(np.int64) - bz).astype(np.int32)
+        ins = [("A", a)] + ([] if const_b else [("B", b)])
+        consts = [("B", b)] if const_b else []
+        names = ["A", "B", "a_zp" if za else "", "b_zp" if zb else ""]
+        if za:
+            ins.append(("a_zp", azp))
+        if zb:
+            (consts if const_b else ins).append(("b_zp", bzp))
+        while not names[-1]:
+            names.pop()
+        write(out, f"matmulinteger_{k}", ("MatMulInteger", names), ins, [("Y", y)],
+              opset=10, const_inputs=consts)
+        k += 1
+    # QLinearMatMul: per-tensor and per-row / per-column scales and zero points.
+    k = 0
+    for sa, sb, (da, db, dy), per in [
+        ((2, 4), (4, 3), (u8, u8, u8), False),
+        ((3, 5, 6), (6, 4), (i8, i8, i8), False),
+        ((5, 7), (7, 3), (u8, i8, u8), True),
+        ((2, 4, 9), (2, 9, 5), (i8, u8, i8), True),
+    ]:
+        a, b = ints(da, sa), ints(db, sb)
+        M, N = sa[-2], sb[-1]
+        a_s = rng.uniform(0.01, 0.05, (M,) if per else ()).astype(f32)
+        b_s = rng.uniform(0.01, 0.05, (N,) if per else ()).astype(f32)
+        y_s = rng.uniform(0.5, 2.0, (M,) if per else ()).astype(f32)
+        a_z = ints(da, (M,) if per else ())
+        b_z = ints(db, (N,) if per else ())
+        y_z = ints(dy, (M,) if per else ())
+        row = (lambda v: v.reshape(M, 1)) if per else (lambda v: v)
+        acc = np.matmul(a.astype(np.int64) - row(a_z).astype(np.int64), b.astype(np.int64) - b_z)
+        y = requant(acc, row(a_s), b_s, row(y_s), row(y_z))
+        ins = [("a", a), ("a_scale", a_s), ("a_zp", a_z), ("b", b), ("b_scale", b_s), ("b_zp", b_z),
+               ("y_scale", y_s), ("y_zp", y_z)]
+        write(out, f"qlinearmatmul_{k}", "QLinearMatMul", ins, [("y", y)], opset=10)
+        k += 1
+    # ConvInteger and QLinearConv: strides, pads (asymmetric too), dilations, groups, 1-D, a
+    # per-channel weight zero point and scale, a bias.
+    k = 0
+    for xs, ws, group, stride, pads, dil, (dx, dw, dy), per in [
+        ((1, 1, 5, 5), (1, 1, 3, 3), 1, (1, 1), (0, 0, 0, 0), (1, 1), (u8, u8, u8), False),
+        ((2, 3, 7, 6), (4, 3, 3, 2), 1, (2, 1), (1, 0, 1, 1), (1, 1), (u8, i8, u8), True),
+        ((1, 4, 6, 7), (6, 2, 2, 3), 2, (1, 2), (1, 1, 1, 1), (2, 1), (i8, i8, i8), True),
+        ((2, 2, 9), (3, 2, 4), 1, (2,), (2, 1), (1,), (u8, u8, i8), False),
+        ((1, 16, 9, 9), (8, 16, 4, 4), 1, (1, 1), (2, 1, 1, 2), (1, 1), (u8, i8, u8), True),  # K 256
+    ]:
+        x, w = ints(dx, xs), ints(dw, ws)
+        M = ws[0]
+        x_z = ints(dx, ())
+        w_z = ints(dw, (M,) if per else ())
+        wz = w_z.reshape((M,) + (1,) * (len(ws) - 1)) if per else w_z
+        acc = conv_ref(x.astype(np.int64) - x_z, w.astype(np.int64) - wz, list(stride), list(pads),
+                       list(dil), group)
+        attrs = {"strides": list(stride), "pads": list(pads), "dilations": list(dil), "group": group}
+        write(out, f"convinteger_{k}", "ConvInteger",
+              [("x", x), ("w", w), ("x_zp", x_z), ("w_zp", w_z)], [("y", acc.astype(np.int32))],
+              attrs, opset=10)
+        x_s = np.array(rng.uniform(0.01, 0.05), f32)
+        w_s = rng.uniform(0.01, 0.05, (M,) if per else ()).astype(f32)
+        y_s = np.array(rng.uniform(1.0, 4.0), f32)
+        y_z = ints(dy, ())
+        bias = rng.integers(-3000, 3000, (M,)).astype(np.int32)
+        chan = (M,) + (1,) * (len(xs) - 2)
+        acc_b = acc + bias.reshape(chan)
+        y = requant(acc_b, x_s, w_s.reshape(chan) if per else w_s, y_s, y_z)
+        ins = [("x", x), ("x_scale", x_s), ("x_zp", x_z), ("w", w), ("w_scale", w_s), ("w_zp", w_z),
+               ("y_scale", y_s), ("y_zp", y_z), ("B", bias)]
+        write(out, f"qlinearconv_{k}", "QLinearConv", ins, [("y", y)], attrs, opset=10)
+        k += 1
