@@ -52,11 +52,13 @@ int along(OnnxNode& n, int v, int x, int64_t axis, int64_t reduced_axis, std::st
       fits &= static_cast<int64_t>(d) == reduced_axis || is_one(vs[d]) || vs[d] == xs[d];
     if (fits) return v;
   }
-  n.error("{} of shape {} does not fit its operand of shape {} (one element{})", what,
-          shape_str(vs), shape_str(xs),
-          axis >= 0 ? fmt::format(", or {} along dim {}",
-                                  sym::to_string(xs[static_cast<size_t>(axis)]), axis)
-                    : std::string());
+  std::string forms = "one element";
+  if (axis >= 0)
+    forms +=
+        fmt::format(", or {} along dim {}", sym::to_string(xs[static_cast<size_t>(axis)]), axis);
+  if (reduced_axis >= 0) forms += fmt::format(", or {}-D with 1 along dim {}", r, reduced_axis);
+  n.error("{} of shape {} does not fit its operand of shape {} ({})", what, shape_str(vs),
+          shape_str(xs), forms);
 }
 
 // v - zero_point as f32; zp -1 for none (0). The zero point must have v's dtype.
