@@ -278,3 +278,15 @@ def integer(out):
                ("y_scale", y_s), ("y_zp", y_z), ("B", bias)]
         write(out, f"qlinearconv_{k}", "QLinearConv", ins, [("y", y)], attrs, opset=10)
         k += 1
+
+
+@case("integer")
+def bitshift(out):
+    """BitShift of uint8: shifts of 0 to 10 (8 and more give 0), broadcast operands."""
+    for k, (sx, sy) in enumerate([((3, 4), (3, 4)), ((2, 3, 5), (5,)), ((4, 1), (1, 6)), ((), (7,))]):
+        x = rng.integers(0, 256, sx).astype(np.uint8)
+        y = rng.integers(0, 11, sy).astype(np.uint8)
+        xi, yi = x.astype(np.int64), np.minimum(y.astype(np.int64), 8)
+        for d, ref in [("LEFT", (xi << yi) & 255), ("RIGHT", xi >> yi)]:
+            write(out, f"bitshift_{k}_{d}", "BitShift", [("x", x), ("y", y)],
+                  [("z", np.asarray(ref).astype(np.uint8))], {"direction": d}, opset=11)

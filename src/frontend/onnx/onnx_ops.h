@@ -13,6 +13,7 @@ void map_unary(OnnxNode& n);     // Abs, Neg, Exp, ... (one coil op each)
 void map_binary(OnnxNode& n);    // Add, Sub, Mul, Div, Pow, comparisons, logic
 void map_variadic(OnnxNode& n);  // Sum, Mean, Max, Min
 void map_mod(OnnxNode& n);
+void map_bitshift(OnnxNode& n);  // uint8
 void map_where(OnnxNode& n);
 void map_cast(OnnxNode& n);  // Cast, CastLike
 void map_clip(OnnxNode& n);
