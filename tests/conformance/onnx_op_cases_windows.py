@@ -290,3 +290,51 @@ def bitshift(out):
         for d, ref in [("LEFT", (xi << yi) & 255), ("RIGHT", xi >> yi)]:
             write(out, f"bitshift_{k}_{d}", "BitShift", [("x", x), ("y", y)],
                   [("z", np.asarray(ref).astype(np.uint8))], {"direction": d}, opset=11)
+
+
+def argmax_ref(x, kernel, strides, pads, dil, ceil, storage_order):
+    """MaxPool's Y and Indices of a 2-D x from the definition: the first maximum in the window's
+    scan order (h, then w; a later tap replaces it only when greater, as ONNX Runtime), its flat
+    index into x, row-major or (storage_order 1) column-major over H and W."""
+    N, C, H, W = x.shape
+    outs = [pool_out_size(x.shape[2 + d], kernel[d], strides[d], pads[d], pads[2 + d], dil[d], ceil)
+            for d in range(2)]
+    y = np.zeros((N, C, *outs), x.dtype)
+    idx = np.zeros((N, C, *outs), np.int64)
+    for n, c, oh, ow in itertools.product(range(N), range(C), range(outs[0]), range(outs[1])):
+        best, where = None, -1
+        for i, j in itertools.product(range(kernel[0]), range(kernel[1])):
+            h = oh * strides[0] + i * dil[0] - pads[0]
+            w = ow * strides[1] + j * dil[1] - pads[1]
+            if 0 <= h < H and 0 <= w < W and (best is None or x[n, c, h, w] > best):
+                best = x[n, c, h, w]
+                local = h * W + w if storage_order == 0 else w * H + h
+                where = (n * C + c) * H * W + local
+        y[n, c, oh, ow], idx[n, c, oh, ow] = best, where
+    return y, idx
+
+
+@case("pool3d")
+def maxpool_indices(out):
+    """MaxPool's Indices output: ties (small integers as floats), padding, ceil mode, strides,
+    dilations, both storage orders, uint8, and a 1-D window (W of 1)."""
+    for k, (shape, kernel, strides, pads, dil, ceil, dt) in enumerate([
+            ((1, 1, 5, 5), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 0, f32),
+            ((2, 3, 6, 7), (2, 3), (2, 2), (0, 1, 1, 1), (1, 1), 1, f32),
+            ((1, 2, 7, 6), (3, 2), (2, 1), (1, 0, 1, 1), (2, 2), 0, f32),
+            ((2, 2, 5, 4), (2, 2), (1, 2), (1, 1, 0, 0), (1, 1), 1, np.uint8),
+            ((1, 2, 9, 1), (3, 1), (2, 1), (1, 0, 1, 0), (1, 1), 0, f32)]):
+        x = rng.integers(0, 4, shape).astype(dt)
+        for order in (0, 1):
+            y, idx = argmax_ref(x, kernel, strides, pads, dil, ceil, order)
+            one_d = shape[3] == 1 and kernel[1] == 1
+            xin, yo, io = (x[..., 0], y[..., 0], idx) if one_d else (x, y, idx)
+            attrs = {"kernel_shape": list(kernel[:1] if one_d else kernel),
+                     "strides": list(strides[:1] if one_d else strides),
+                     "pads": [pads[0], pads[2]] if one_d else list(pads),
+                     "dilations": list(dil[:1] if one_d else dil), "ceil_mode": ceil,
+                     "storage_order": order}
+            if one_d:
+                io = idx[..., 0]  # W is 1: the flat index is the same in both orders
+            write(out, f"maxpool_indices_{k}_{order}", "MaxPool", [("x", xin)],
+                  [("y", yo), ("i", io)], attrs, opset=12)

@@ -92,6 +92,70 @@ int pool2d(OnnxNode& n, int x, const Window& w, const PoolKind& k) {
   return y;
 }
 
+// MaxPool's Indices output for x [N, C, H, W] (a 1-D window too: W is 1) and its max y: the
+// flat index into x (row-major; storage_order 1: column-major over H and W) of the first maximum
+// in the window's scan order (h, then w), as ONNX Runtime. Per tap (i, j) of the window, a
+// strided slice of x padded with the lowest value gives that tap's value at every output; from
+// the last tap to the first, the index of a tap that equals the max and lies inside x replaces
+// the one so far. The tap indices and their validity fold into constants at import.
+int max_indices(OnnxNode& n, int x, int y, const Window& w, int64_t storage_order) {
+  std::vector<int64_t> xs = n.static_shape(x, "the input of MaxPool with Indices");
+  std::vector<int64_t> ys = n.static_shape(y, "the output");
+  int64_t batch = xs[0], channels = xs[1], h = xs[2], wd = xs[3];
+  double lowest = is_floating(n.dtype(x))   ? -std::numeric_limits<double>::infinity()
+                  : n.dtype(x) == DType::U8 ? 0.0
+                  : n.dtype(x) == DType::I8 ? -128.0
+                                            : -2147483648.0;
+  int padded = x;
+  for (size_t d = 0; d < 2; ++d) {
+    // The padding the windows read: ONNX's, and in ceil mode what the last window needs more.
+    int64_t need = (ys[2 + d] - 1) * w.stride[d] + (w.kernel[d] - 1) * w.dilation[d] + 1 -
+                   (xs[2 + d] + w.pads[d]);
+    padded = pad_axis(n, padded, static_cast<int64_t>(2 + d), w.pads[d], std::max<int64_t>(need, 0),
+                      lowest);
+  }
+  // Where each tap of the window at each output lies in x (iotas over the outputs).
+  auto along = [&](size_t d, int64_t tap) {
+    int pos =
+        n.add("mul", {n.cast(iota_along(n, ys[2 + d], static_cast<int64_t>(2 + d), 4), DType::I64),
+                      n.scalar(static_cast<double>(w.stride[d]), DType::I64)});
+    return n.add("add",
+                 {pos, n.scalar(static_cast<double>(tap * w.dilation[d] - w.pads[d]), DType::I64)});
+  };
+  auto inside = [&](int pos, int64_t size) {
+    return n.add("logical_and",
+                 {n.add("ge", {pos, n.scalar(0, DType::I64)}),
+                  n.add("lt", {pos, n.scalar(static_cast<double>(size), DType::I64)})});
+  };
+  auto times = [&](int v, int64_t k) {
+    return n.add("mul", {v, n.scalar(static_cast<double>(k), DType::I64)});
+  };
+  int plane =
+      n.add("add", {times(n.cast(iota_along(n, batch, 0, 4), DType::I64), channels * h * wd),
+                    times(n.cast(iota_along(n, channels, 1, 4), DType::I64), h * wd)});
+  int result = n.scalar(-1, DType::I64);
+  for (int64_t i = w.kernel[0] - 1; i >= 0; --i) {
+    for (int64_t j = w.kernel[1] - 1; j >= 0; --j) {
+      int hp = along(0, i), wp = along(1, j);
+      int local =
+          storage_order == 1 ? n.add("add", {times(wp, h), hp}) : n.add("add", {times(hp, wd), wp});
+      int tap = padded;
+      for (size_t d = 0; d < 2; ++d) {
+        int64_t start = (d == 0 ? i : j) * w.dilation[d];
+        tap = n.add("slice", {tap},
+                    Attrs{{"dim", static_cast<int64_t>(2 + d)},
+                          {"start", start},
+                          {"end", start + (ys[2 + d] - 1) * w.stride[d] + 1},
+                          {"step", w.stride[d]}});
+      }
+      int hit = n.add("logical_and", {n.add("eq", {tap, y}),
+                                      n.add("logical_and", {inside(hp, h), inside(wp, wd)})});
+      result = n.add("where", {hit, n.add("add", {plane, local}), result});
+    }
+  }
+  return result;
+}
+
 }  // namespace
 
 void map_pool(OnnxNode& n) {
@@ -101,8 +165,11 @@ void map_pool(OnnxNode& n) {
   if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
   if (r > 5) unsupported("{}-D windows (coil supports 1-D, 2-D and 3-D)", r - 2);
   auto dims = static_cast<size_t>(r - 2);
-  if (is_max && n.wants_output(1)) unsupported("the Indices output");
-  if (is_max) n.ignore_attr("storage_order");  // the layout of the Indices output only
+  bool indices = is_max && n.wants_output(1);
+  if (indices && dims == 3) unsupported("the Indices output of 3-D windows");
+  int64_t storage_order = is_max ? n.attr_int("storage_order", 0) : 0;
+  if (storage_order != 0 && storage_order != 1)
+    n.error("storage_order {} is not 0 (row-major) or 1 (column-major)", storage_order);
   if (!n.has_attr("kernel_shape")) n.error("kernel_shape is missing");
   // A 1-D window's attributes get the entry of the added dim (kernel, stride, dilation 1).
   std::vector<int64_t> kernel = spatial_attr(n, "kernel_shape", 1, dims);
@@ -119,7 +186,12 @@ void map_pool(OnnxNode& n) {
   if (dims == 1) x = unsqueeze_last(n, x);
   std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, dims);
   if (dims <= 2) {
-    int y = pool2d(n, x, Window{kernel, stride, dilation, pads}, kind);
+    Window w{kernel, stride, dilation, pads};
+    int y = pool2d(n, x, w, kind);
+    if (indices) {
+      int idx = max_indices(n, x, y, w, storage_order);
+      n.set_output(1, dims == 1 ? squeeze_last(n, idx) : idx);
+    }
     return n.set_output(0, dims == 1 ? squeeze_last(n, y) : y);
   }
   // 3-D: (H, W) first, on [N, C*D, H, W] (N may be symbolic; the rest must be static).
