@@ -338,3 +338,41 @@ def maxpool_indices(out):
                 io = idx[..., 0]  # W is 1: the flat index is the same in both orders
             write(out, f"maxpool_indices_{k}_{order}", "MaxPool", [("x", xin)],
                   [("y", yo), ("i", io)], attrs, opset=12)
+
+
+# ---- MelWeightMatrix: ONNX's reference (onnx/backend/test/case/node/melweightmatrix.py) ------
+def mel_ref(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz):
+    num_spectrogram_bins = dft_length // 2 + 1
+    frequency_bins = np.arange(0, num_mel_bins + 2)
+    low_frequency_mel = 2595 * np.log10(1 + lower_edge_hertz / 700)
+    high_frequency_mel = 2595 * np.log10(1 + upper_edge_hertz / 700)
+    mel_step = (high_frequency_mel - low_frequency_mel) / frequency_bins.shape[0]
+    frequency_bins = frequency_bins * mel_step + low_frequency_mel
+    frequency_bins = 700 * (np.power(10, (frequency_bins / 2595)) - 1)
+    frequency_bins = ((dft_length + 1) * frequency_bins) // sample_rate
+    frequency_bins = frequency_bins.astype(int)
+    output = np.zeros((num_spectrogram_bins, num_mel_bins))
+    for i in range(num_mel_bins):
+        left, center, right = frequency_bins[i], frequency_bins[i + 1], frequency_bins[i + 2]
+        if center == left:
+            output[center, i] = 1
+        else:
+            for j in range(left, center + 1):
+                output[j, i] = float(j - left) / float(center - left)
+        if right > center:
+            for j in range(center, right):
+                output[j, i] = float(right - j) / float(right - center)
+    return output.astype(f32)
+
+
+@case("integer")
+def mel_weight_matrix(out):
+    """MelWeightMatrix (its scalar inputs are bound as constants by the runner)."""
+    for k, (bins, dft, rate, lo, hi) in enumerate([(8, 16, 8192, 0.0, 4096.0),
+                                                   (10, 64, 16000, 20.0, 8000.0),
+                                                   (5, 33, 22050, 300.5, 9000.0)]):
+        args = [np.int32(bins), np.int32(dft), np.int32(rate), np.float32(lo), np.float32(hi)]
+        names = ["num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"]
+        write(out, f"melweightmatrix_{k}", "MelWeightMatrix",
+              [(nm, np.array(a)) for nm, a in zip(names, args)], [("output", mel_ref(*args))],
+              opset=17)

@@ -147,6 +147,7 @@ const OnnxOpDef kOnnxOps[] = {
     {"HannWindow", map_window, "constant"},
     {"HammingWindow", map_window, "constant"},
     {"BlackmanWindow", map_window, "constant"},
+    {"MelWeightMatrix", map_mel_weight_matrix, "constant (ONNX's reference formulas)"},
 
     // Resizing (onnx_ops_resize.cpp).
     {"Resize", map_resize, "per axis: gathers of constant indices times constant weights"},

@@ -84,7 +84,8 @@ void map_one_hot(OnnxNode& n);
 // onnx_ops_scan.cpp: pairwise comparisons along an axis; window constants
 void map_cumsum(OnnxNode& n);
 void map_topk(OnnxNode& n);
-void map_window(OnnxNode& n);  // HannWindow, HammingWindow, BlackmanWindow
+void map_window(OnnxNode& n);             // HannWindow, HammingWindow, BlackmanWindow
+void map_mel_weight_matrix(OnnxNode& n);  // a constant of triangular filters
 
 // onnx_ops_einsum.cpp
 void map_einsum(OnnxNode& n);
