@@ -63,7 +63,7 @@ INSTANTIATE_TEST_SUITE_P(Families, OnnxOpCases,
                                            Family{"conv_transpose", 13}, Family{"scatter", 80},
                                            Family{"misc", 102}, Family{"einsum", 17},
                                            Family{"attention", 16}, Family{"pool3d", 44},
-                                           Family{"integer", 34}),
+                                           Family{"integer", 35}),
                          [](const ::testing::TestParamInfo<Family>& info) {
                            return info.param.name;
                          });

@@ -224,23 +224,28 @@ def integer(out):
         k += 1
     # QLinearMatMul: per-tensor and per-row / per-column scales and zero points.
     k = 0
+    # per: scales and zero points per row of A (and of the result) and per column of B; "rows":
+    # per row only, B 1-D (the result's rows are its last dim).
     for sa, sb, (da, db, dy), per in [
         ((2, 4), (4, 3), (u8, u8, u8), False),
         ((3, 5, 6), (6, 4), (i8, i8, i8), False),
         ((5, 7), (7, 3), (u8, i8, u8), True),
         ((2, 4, 9), (2, 9, 5), (i8, u8, i8), True),
+        ((5, 7), (7,), (u8, u8, u8), "rows"),
     ]:
         a, b = ints(da, sa), ints(db, sb)
         M, N = sa[-2], sb[-1]
+        cols = per is True
         a_s = rng.uniform(0.01, 0.05, (M,) if per else ()).astype(f32)
-        b_s = rng.uniform(0.01, 0.05, (N,) if per else ()).astype(f32)
+        b_s = rng.uniform(0.01, 0.05, (N,) if cols else ()).astype(f32)
         y_s = rng.uniform(0.5, 2.0, (M,) if per else ()).astype(f32)
         a_z = ints(da, (M,) if per else ())
-        b_z = ints(db, (N,) if per else ())
+        b_z = ints(db, (N,) if cols else ())
         y_z = ints(dy, (M,) if per else ())
         row = (lambda v: v.reshape(M, 1)) if per else (lambda v: v)
+        yrow = row if len(sb) > 1 else (lambda v: v)
         acc = np.matmul(a.astype(np.int64) - row(a_z).astype(np.int64), b.astype(np.int64) - b_z)
-        y = requant(acc, row(a_s), b_s, row(y_s), row(y_z))
+        y = requant(acc, yrow(a_s), b_s, yrow(y_s), yrow(y_z))
         ins = [("a", a), ("a_scale", a_s), ("a_zp", a_z), ("b", b), ("b_scale", b_s), ("b_zp", b_z),
                ("y_scale", y_s), ("y_zp", y_z)]
         write(out, f"qlinearmatmul_{k}", "QLinearMatMul", ins, [("y", y)], opset=10)

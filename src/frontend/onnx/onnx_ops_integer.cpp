@@ -86,7 +86,8 @@ int64_t element_bound(OnnxNode& n, int v, int zp_input) {
 // The largest sum of |w - zp| over the reduced elements of one output, w (input `w_input`) a
 // constant viewed as [P, K, Q] with outputs (p, q), its zero point (input `zp_input`) one
 // element, or `per_p` P of them (conv's output channels), or else Q of them (matmul's
-// columns); -1 when w or the zero point is not a constant or the zero point has another form.
+// columns); -1 when w or the zero point is not a constant, the zero point has another form, or
+// w does not have P * K * Q elements.
 int64_t constant_l1(OnnxNode& n, int w_input, int zp_input, int64_t P, int64_t K, int64_t Q,
                     bool per_p) {
   if (!n.constant(n.in(w_input))) return -1;
@@ -97,6 +98,10 @@ int64_t constant_l1(OnnxNode& n, int w_input, int zp_input, int64_t P, int64_t K
     if (zp.size() != 1 && static_cast<int64_t>(zp.size()) != (per_p ? P : Q)) return -1;
   }
   std::vector<int64_t> w = n.const_ints(w_input, "the weight");
+  if (P < 0 || K < 0 || Q < 0 ||
+      static_cast<double>(P) * static_cast<double>(K) * static_cast<double>(Q) !=
+          static_cast<double>(w.size()))
+    return -1;
   int64_t most = 0;
   for (int64_t p = 0; p < P; ++p)
     for (int64_t q = 0; q < Q; ++q) {
@@ -108,9 +113,11 @@ int64_t constant_l1(OnnxNode& n, int w_input, int zp_input, int64_t P, int64_t K
   return most;
 }
 
-int64_t product(const std::vector<int64_t>& v, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= v[i];
+// In double: the bounds below compare sizes that may be huge in a malformed model (no int64
+// overflow); exact wherever they are small enough to matter.
+double product(const std::vector<int64_t>& v, size_t from, size_t to) {
+  double p = 1;
+  for (size_t i = from; i < to; ++i) p *= static_cast<double>(v[i]);
   return p;
 }
 
@@ -153,14 +160,16 @@ void map_matmul_integer(OnnxNode& n) {
   auto k_dim = n.type(a).shape[static_cast<size_t>(a_k)].as_const();
   if (!k_dim) unsupported("A of shape {} (K must be static)", shape_str(n.type(a).shape));
   int64_t K = *k_dim, amax = element_bound(n, a, iaz), bmax = element_bound(n, b, ibz);
-  int64_t l1 = -1;
+  double l1 = -1;  // of a constant B (its own dims)
   if (rb >= 2 && std::all_of(bs.begin(), bs.end(), [](int64_t v) { return v >= 0; }))
-    l1 = constant_l1(n, ib, ibz, product(bs, 0, bs.size() - 2), K, bs.back(), false);
-  else if (rb == 1)
-    l1 = constant_l1(n, ib, ibz, 1, K, 1, false);
-  if (l1 < 0) l1 = K * bmax;
+    l1 = static_cast<double>(constant_l1(n, ib, ibz,
+                                         static_cast<int64_t>(product(bs, 0, bs.size() - 2)),
+                                         bs[bs.size() - 2], bs.back(), false));
+  else if (rb == 1 && bs[0] >= 0)
+    l1 = static_cast<double>(constant_l1(n, ib, ibz, 1, bs[0], 1, false));
+  if (l1 < 0) l1 = static_cast<double>(K) * static_cast<double>(bmax);
   int y;
-  if (amax * l1 <= kExactF32) {
+  if (static_cast<double>(amax) * l1 <= static_cast<double>(kExactF32)) {
     y = n.cast(n.add("matmul", {fa, fb}), DType::I32);
   } else {
     // Chunks of K whose sums stay below 2^24, added in int32 (as ONNX's accumulator).
@@ -178,8 +187,9 @@ void map_matmul_integer(OnnxNode& n) {
   }
   if (!qlinear) return n.set_output(0, y);
   // Scales: a_scale per row of A (a row of the result), b_scale per column, y_scale per row.
+  // The result's rows: its dim -2, or its last dim when B is 1-D (A's rows remain).
   int64_t ry = n.rank(y);
-  int64_t y_row = ra >= 2 ? ry - 2 : -1, y_col = rb >= 2 ? ry - 1 : -1;
+  int64_t y_row = ra >= 2 ? (rb >= 2 ? ry - 2 : ry - 1) : -1, y_col = rb >= 2 ? ry - 1 : -1;
   auto scale_of = [&](int input, int64_t axis, std::string_view what) {
     return along(n, n.in(input), y, axis, -1, what);
   };
@@ -203,15 +213,19 @@ void map_conv_integer(OnnxNode& n) {
   int x_zp = n.has_input(ixz) ? along(n, n.in(ixz), x, -1, -1, "x_zero_point") : -1;
   int w_zp = n.has_input(iwz) ? along(n, n.in(iwz), w, 0, -1, "w_zero_point") : -1;
   std::vector<int64_t> ws = n.static_shape(w, "the weight");
-  int64_t K = product(ws, 1, ws.size()), M = ws[0];
-  int64_t l1 = constant_l1(n, iw, iwz, M, K, 1, true);
-  if (l1 < 0) l1 = K * element_bound(n, w, iwz);
-  int64_t amax = element_bound(n, x, ixz);
-  if (amax * l1 > kExactF32)
+  double K = product(ws, 1, ws.size());
+  int64_t M = ws[0];
+  double l1 =
+      K < static_cast<double>(kExactF32)
+          ? static_cast<double>(constant_l1(n, iw, iwz, M, static_cast<int64_t>(K), 1, true))
+          : -1;
+  if (l1 < 0) l1 = K * static_cast<double>(element_bound(n, w, iwz));
+  double bound = static_cast<double>(element_bound(n, x, ixz)) * l1;
+  if (bound > static_cast<double>(kExactF32))
     unsupported(
         "a window of {} elements: sums up to {} exceed 2^24, beyond which coil's f32 "
         "convolution is not exact",
-        K, amax * l1);
+        K, bound);
   int acc = n.cast(
       conv_float(n, shifted(n, x, x_zp, "x_zero_point"), shifted(n, w, w_zp, "w_zero_point"), -1),
       DType::I32);

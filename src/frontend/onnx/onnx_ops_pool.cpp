@@ -176,9 +176,14 @@ void map_pool(OnnxNode& n) {
   std::vector<int64_t> stride = spatial_attr(n, "strides", 1, dims);
   std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, dims);
   for (size_t d = 0; d < kernel.size(); ++d)
-    if (kernel[d] < 1 || stride[d] < 1 || dilation[d] < 1)
-      n.error("kernel_shape [{}], strides [{}] and dilations [{}] must be at least 1",
-              fmt::join(kernel, ", "), fmt::join(stride, ", "), fmt::join(dilation, ", "));
+    if (kernel[d] < 1 || stride[d] < 1 || dilation[d] < 1) {
+      auto given = [&](const std::vector<int64_t>& v) {  // without a 1-D window's added dim
+        return fmt::format("[{}]",
+                           fmt::join(v.begin(), v.begin() + static_cast<int64_t>(dims), ", "));
+      };
+      n.error("kernel_shape {}, strides {} and dilations {} must be at least 1", given(kernel),
+              given(stride), given(dilation));
+    }
   if (!is_max && std::any_of(dilation.begin(), dilation.end(), [](int64_t v) { return v != 1; }))
     unsupported("dilations");
   PoolKind kind{is_max, !is_max && n.attr_int("count_include_pad", 0) != 0,

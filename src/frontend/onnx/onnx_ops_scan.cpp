@@ -132,10 +132,14 @@ void map_mel_weight_matrix(OnnxNode& n) {
         "num_mel_bins {}, dft_length {} and sample_rate {} must be positive (and at most "
         "2^16 bins, a DFT of 2^24)",
         bins, dft, rate);
+  int64_t rows = dft / 2 + 1;
+  if (rows * bins > (int64_t{1} << 24))
+    unsupported("a matrix of {} x {} elements (at most 2^24)", rows, bins);
+  if (!std::isfinite(lower) || !std::isfinite(upper))
+    n.error("lower_edge_hertz {} and upper_edge_hertz {} must be finite", lower, upper);
   auto ot = static_cast<int32_t>(n.attr_int("output_datatype", 1));
   std::optional<DType> t = dtype_from_onnx(ot);
   if (!t) unsupported("output_datatype {}", onnx_dtype_name(ot));
-  int64_t rows = dft / 2 + 1;
   float low_mel = 2595.0f * std::log10(1.0f + lower / 700.0f);
   float high_mel = 2595.0f * std::log10(1.0f + upper / 700.0f);
   float step = (high_mel - low_mel) / static_cast<float>(bins + 2);
@@ -143,8 +147,10 @@ void map_mel_weight_matrix(OnnxNode& n) {
   for (int64_t i = 0; i < bins + 2; ++i) {
     double mel = static_cast<double>(i) * static_cast<double>(step) + static_cast<double>(low_mel);
     double hz = 700.0 * (std::pow(10.0, mel / 2595.0) - 1.0);
-    edge[static_cast<size_t>(i)] = static_cast<int64_t>(
-        std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate)));
+    double bin = std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate));
+    if (!(std::abs(bin) < static_cast<double>(int64_t{1} << 40)))
+      n.error("band edge {} Hz is far outside the spectrogram", hz);
+    edge[static_cast<size_t>(i)] = static_cast<int64_t>(bin);
   }
   std::vector<double> m(static_cast<size_t>(rows * bins), 0.0);
   auto set = [&](int64_t row, int64_t col, double v) {
