@@ -381,3 +381,38 @@ def mel_weight_matrix(out):
         write(out, f"melweightmatrix_{k}", "MelWeightMatrix",
               [(nm, np.array(a)) for nm, a in zip(names, args)], [("output", mel_ref(*args))],
               opset=17)
+
+
+@case("pool3d")
+def conv3d(out):
+    """3-D Conv (a sum of 2-D convolutions over the depth taps) against torch's conv3d: strides,
+    dilations, groups, asymmetric pads (explicit zeros before torch's symmetric conv), auto_pad,
+    a bias; and a 3-D ConvInteger (exact float64 products)."""
+    for k, (xs, ws, group, stride, pads, dil, bias, auto_pad) in enumerate([
+            ((1, 2, 5, 6, 7), (3, 2, 2, 3, 2), 1, (1, 1, 1), (0, 0, 0, 0, 0, 0), (1, 1, 1), True, None),
+            ((2, 4, 7, 5, 6), (6, 2, 3, 2, 3), 2, (2, 1, 2), (1, 0, 2, 2, 1, 0), (1, 2, 1), False, None),
+            ((1, 3, 6, 6, 5), (2, 3, 2, 2, 2), 1, (1, 2, 1), (1, 1, 1, 0, 1, 1), (2, 1, 1), True, None),
+            ((1, 2, 5, 7, 6), (4, 2, 3, 3, 2), 1, (2, 2, 1), None, (1, 1, 1), True, "SAME_UPPER")]):
+        x = rng.standard_normal(xs).astype(f32)
+        w = rng.standard_normal(ws).astype(f32)
+        b = rng.standard_normal(ws[0]).astype(f32)
+        eff = pads
+        if auto_pad:
+            eff = same_pads(xs[2:], ws[2:], stride, dil, auto_pad == "SAME_UPPER")
+        xt = F.pad(torch.from_numpy(x).double(), (eff[2], eff[5], eff[1], eff[4], eff[0], eff[3]))
+        y = F.conv3d(xt, torch.from_numpy(w).double(), torch.from_numpy(b).double() if bias else None,
+                     stride, 0, dil, group).numpy().astype(f32)
+        attrs = {"strides": list(stride), "dilations": list(dil), "group": group}
+        if auto_pad:
+            attrs["auto_pad"] = auto_pad
+        else:
+            attrs["pads"] = list(pads)
+        ins = [("x", x), ("w", w)] + ([("b", b)] if bias else [])
+        write(out, f"conv3d_{k}", "Conv", ins, [("y", y)], attrs, opset=11)
+    x, w = ints(np.uint8, (1, 2, 4, 5, 5)), ints(np.int8, (3, 2, 2, 3, 2))
+    xz, wz = ints(np.uint8, ()), ints(np.int8, ())
+    xt = torch.from_numpy(x.astype(np.float64) - float(xz))
+    wt = torch.from_numpy(w.astype(np.float64) - float(wz))
+    y = np.rint(F.conv3d(F.pad(xt, (1, 0, 1, 1, 1, 0)), wt).numpy()).astype(np.int32)
+    write(out, "convinteger_3d", "ConvInteger", [("x", x), ("w", w), ("xz", xz), ("wz", wz)],
+          [("y", y)], {"pads": [1, 1, 1, 0, 1, 0]}, opset=10)

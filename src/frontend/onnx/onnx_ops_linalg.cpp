@@ -1,7 +1,8 @@
 // Matrix products and convolution: MatMul, Gemm, Conv, ConvTranspose, Det, and the window
 // helpers the pools (onnx_ops_pool.cpp) and the integer ops (onnx_ops_integer.cpp) share.
 // Conv is 2-D (coil's conv2d); a 1-D window is a 2-D one of width 1 (the input and the weight
-// get a trailing dim of size 1, the result loses it), 3-D is unsupported. Its ONNX padding
+// get a trailing dim of size 1, the result loses it), a 3-D one a sum of 2-D convolutions over
+// its depth taps (ConvTranspose: 3-D is unsupported). Its ONNX padding
 // (pads, auto_pad) becomes the op's symmetric padding plus, where ONNX pads one side more, an
 // explicit concat with constant blocks.
 #include <algorithm>
@@ -157,7 +158,88 @@ void map_gemm(OnnxNode& n) {
   n.set_output(0, y);
 }
 
+namespace {
+
+// conv2d of x [N, C, H, W] with ONNX's pads (begin h, w, end h, w): the part both sides share
+// as the op's padding, the rest as explicit zeros.
+int conv2d_pads(OnnxNode& n, int x, int w, int bias, const std::vector<int64_t>& stride,
+                const std::vector<int64_t>& dilation, const std::vector<int64_t>& pads,
+                int64_t group) {
+  std::vector<int64_t> padding;
+  for (int64_t d = 0; d < 2; ++d) {
+    auto i = static_cast<size_t>(d);
+    int64_t common = std::min(pads[i], pads[2 + i]);
+    padding.push_back(common);
+    x = pad_axis(n, x, 2 + d, pads[i] - common, pads[2 + i] - common, 0.0);
+  }
+  std::vector<int> in{x, w};
+  if (bias >= 0) in.push_back(bias);
+  return n.add(
+      "conv2d", in,
+      Attrs{{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", group}});
+}
+
+// A 3-D convolution as the sum over the depth taps of 2-D ones: tap t reads the depth positions
+// od * sd + t * dd of x padded with zeros along D (a strided slice, [N, C, D', H, W]), moved into
+// the batch ([N * D', C, H, W]), convolved with w's slice t ([M, C / group, kh, kw]) with the
+// (H, W) attributes. The bias is added once. Shapes must be static.
+int conv3d(OnnxNode& n, int x, int w, int bias) {
+  require_float(n, x);
+  if (n.rank(w) != 5) n.error("the weight must be 5-D, got {}", shape_str(n.type(w).shape));
+  std::vector<int64_t> xs = n.static_shape(x, "the input of a 3-D convolution");
+  std::vector<int64_t> ws = n.static_shape(w, "the weight");
+  std::vector<int64_t> kernel{ws[2], ws[3], ws[4]};
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, 3) != kernel)
+    n.error("kernel_shape [{}] differs from the weight's {}",
+            fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(w).shape));
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, 3);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, 3);
+  for (size_t d = 0; d < 3; ++d)
+    if (stride[d] < 1 || dilation[d] < 1 || kernel[d] < 1)
+      n.error("strides [{}], dilations [{}] and the kernel {} must be at least 1",
+              fmt::join(stride, ", "), fmt::join(dilation, ", "), shape_str(n.type(w).shape));
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, 3);
+  int64_t group = n.attr_int("group", 1);
+  int64_t depth = xs[2] + pads[0] + pads[3];
+  int64_t span = 0;
+  if (__builtin_mul_overflow(dilation[0], kernel[0] - 1, &span) || span + 1 > depth)
+    n.error("the padded depth {} is smaller than the window's ({} taps, dilation {})", depth,
+            kernel[0], dilation[0]);
+  int64_t out_depth = (depth - span - 1) / stride[0] + 1;
+  int xp = pad_axis(n, x, 2, pads[0], pads[3], 0.0);
+  int y = -1;
+  for (int64_t t = 0; t < kernel[0]; ++t) {
+    int64_t start = t * dilation[0];
+    int xt = n.add("slice", {xp},
+                   Attrs{{"dim", int64_t{2}},
+                         {"start", start},
+                         {"end", start + (out_depth - 1) * stride[0] + 1},
+                         {"step", stride[0]}});
+    xt = n.add("permute", {xt}, Attrs{{"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+    xt = n.add("reshape", {xt},
+               Attrs{{"shape", std::vector<int64_t>{xs[0] * out_depth, xs[1], xs[3], xs[4]}}});
+    int wt = n.add("slice", {w}, Attrs{{"dim", int64_t{2}}, {"start", t}, {"end", t + 1}});
+    wt = n.add("reshape", {wt}, Attrs{{"shape", std::vector<int64_t>{ws[0], ws[1], ws[3], ws[4]}}});
+    int yt = conv2d_pads(n, xt, wt, -1, {stride[1], stride[2]}, {dilation[1], dilation[2]},
+                         {pads[1], pads[2], pads[4], pads[5]}, group);
+    y = y < 0 ? yt : n.add("add", {y, yt});
+  }
+  std::vector<int64_t> ys = n.static_shape(y, "the output");  // [N * D', M, H', W']
+  y = n.add("reshape", {y},
+            Attrs{{"shape", std::vector<int64_t>{xs[0], out_depth, ys[1], ys[2], ys[3]}}});
+  y = n.add("permute", {y}, Attrs{{"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+  if (bias >= 0) {
+    if (n.rank(bias) != 1 || !(n.type(bias).shape[0] == ws[0]))
+      n.error("the bias must be [{}], got {}", ws[0], shape_str(n.type(bias).shape));
+    y = n.add("add", {y, reshape_to(n, bias, Shape{ws[0], 1, 1, 1})});
+  }
+  return y;
+}
+
+}  // namespace
+
 int conv_float(OnnxNode& n, int x, int w, int bias) {
+  if (n.rank(x) == 5) return conv3d(n, x, w, bias);
   bool one_d = conv_operands(n, x, w);
   std::vector<int64_t> kernel;
   for (size_t d = 2; d < 4; ++d) {
@@ -171,20 +253,7 @@ int conv_float(OnnxNode& n, int x, int w, int bias) {
   std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d ? 1 : 2);
   std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d ? 1 : 2);
   std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, one_d ? 1 : 2);
-  std::vector<int64_t> padding;
-  for (int64_t d = 0; d < 2; ++d) {
-    auto i = static_cast<size_t>(d);
-    int64_t common = std::min(pads[i], pads[2 + i]);
-    padding.push_back(common);
-    x = pad_axis(n, x, 2 + d, pads[i] - common, pads[2 + i] - common, 0.0);
-  }
-  std::vector<int> in{x, w};
-  if (bias >= 0) in.push_back(bias);
-  int y = n.add("conv2d", in,
-                Attrs{{"stride", stride},
-                      {"padding", padding},
-                      {"dilation", dilation},
-                      {"groups", n.attr_int("group", 1)}});
+  int y = conv2d_pads(n, x, w, bias, stride, dilation, pads, n.attr_int("group", 1));
   return one_d ? squeeze_last(n, y) : y;
 }
 
