@@ -416,3 +416,23 @@ def conv3d(out):
     y = np.rint(F.conv3d(F.pad(xt, (1, 0, 1, 1, 1, 0)), wt).numpy()).astype(np.int32)
     write(out, "convinteger_3d", "ConvInteger", [("x", x), ("w", w), ("xz", xz), ("wz", wz)],
           [("y", y)], {"pads": [1, 1, 1, 0, 1, 0]}, opset=10)
+
+
+@case("pool3d")
+def conv_transpose3d(out):
+    """3-D ConvTranspose (a 3-D convolution of the zero-interleaved input) against torch's
+    conv_transpose3d: strides, pads, output_padding, groups, dilations, a bias."""
+    for k, (xs, cout, g, ks, stride, pad, opad, dil, bias) in enumerate([
+            ((1, 2, 3, 4, 3), 3, 1, (2, 3, 2), (1, 1, 1), (0, 0, 0), (0, 0, 0), (1, 1, 1), True),
+            ((2, 4, 3, 2, 4), 6, 2, (3, 2, 2), (2, 3, 1), (1, 0, 1), (1, 2, 0), (1, 1, 2), False),
+            ((1, 3, 2, 3, 3), 2, 1, (2, 2, 3), (2, 1, 2), (0, 1, 1), (0, 0, 1), (2, 1, 1), True)]):
+        x = rng.standard_normal(xs).astype(f32)
+        w = rng.standard_normal((xs[1], cout // g) + ks).astype(f32)
+        b = rng.standard_normal(cout).astype(f32)
+        y = F.conv_transpose3d(torch.from_numpy(x).double(), torch.from_numpy(w).double(),
+                               torch.from_numpy(b).double() if bias else None, stride, pad, opad,
+                               g, dil).numpy().astype(f32)
+        attrs = {"strides": list(stride), "pads": list(pad) + list(pad),
+                 "output_padding": list(opad), "dilations": list(dil), "group": g}
+        ins = [("x", x), ("w", w)] + ([("b", b)] if bias else [])
+        write(out, f"convtranspose3d_{k}", "ConvTranspose", ins, [("y", y)], attrs, opset=11)

@@ -2,7 +2,7 @@
 // helpers the pools (onnx_ops_pool.cpp) and the integer ops (onnx_ops_integer.cpp) share.
 // Conv is 2-D (coil's conv2d); a 1-D window is a 2-D one of width 1 (the input and the weight
 // get a trailing dim of size 1, the result loses it), a 3-D one a sum of 2-D convolutions over
-// its depth taps (ConvTranspose: 3-D is unsupported). Its ONNX padding
+// its depth taps (ConvTranspose's 3-D convolution too). Its ONNX padding
 // (pads, auto_pad) becomes the op's symmetric padding plus, where ONNX pads one side more, an
 // explicit concat with constant blocks.
 #include <algorithm>
@@ -105,12 +105,13 @@ int squeeze_last(OnnxNode& n, int x) {
 
 namespace {
 
-// The rank check of Conv and ConvTranspose: 1 or 2 spatial dims, else unsupported. Returns
+// The rank check of Conv and ConvTranspose once 3-D windows are handled: 1 or 2 spatial dims,
+// else unsupported. Returns
 // whether the window is 1-D.
 bool check_window_rank(OnnxNode& n, int x) {
   int64_t r = n.rank(x);
   if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
-  if (r != 3 && r != 4) unsupported("{}-D windows (coil supports 1-D and 2-D)", r - 2);
+  if (r != 3 && r != 4) unsupported("{}-D windows (coil supports 1-D, 2-D and 3-D)", r - 2);
   return r == 3;
 }
 
@@ -183,23 +184,12 @@ int conv2d_pads(OnnxNode& n, int x, int w, int bias, const std::vector<int64_t>&
 // od * sd + t * dd of x padded with zeros along D (a strided slice, [N, C, D', H, W]), moved into
 // the batch ([N * D', C, H, W]), convolved with w's slice t ([M, C / group, kh, kw]) with the
 // (H, W) attributes. The bias is added once. Shapes must be static.
-int conv3d(OnnxNode& n, int x, int w, int bias) {
-  require_float(n, x);
-  if (n.rank(w) != 5) n.error("the weight must be 5-D, got {}", shape_str(n.type(w).shape));
+int conv3d_explicit(OnnxNode& n, int x, int w, int bias, const std::vector<int64_t>& stride,
+                    const std::vector<int64_t>& dilation, const std::vector<int64_t>& pads,
+                    int64_t group) {
   std::vector<int64_t> xs = n.static_shape(x, "the input of a 3-D convolution");
   std::vector<int64_t> ws = n.static_shape(w, "the weight");
   std::vector<int64_t> kernel{ws[2], ws[3], ws[4]};
-  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, 3) != kernel)
-    n.error("kernel_shape [{}] differs from the weight's {}",
-            fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(w).shape));
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, 3);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, 3);
-  for (size_t d = 0; d < 3; ++d)
-    if (stride[d] < 1 || dilation[d] < 1 || kernel[d] < 1)
-      n.error("strides [{}], dilations [{}] and the kernel {} must be at least 1",
-              fmt::join(stride, ", "), fmt::join(dilation, ", "), shape_str(n.type(w).shape));
-  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, 3);
-  int64_t group = n.attr_int("group", 1);
   int64_t depth = xs[2] + pads[0] + pads[3];
   int64_t span = 0;
   if (__builtin_mul_overflow(dilation[0], kernel[0] - 1, &span) || span + 1 > depth)
@@ -234,6 +224,24 @@ int conv3d(OnnxNode& n, int x, int w, int bias) {
     y = n.add("add", {y, reshape_to(n, bias, Shape{ws[0], 1, 1, 1})});
   }
   return y;
+}
+
+int conv3d(OnnxNode& n, int x, int w, int bias) {
+  require_float(n, x);
+  if (n.rank(w) != 5) n.error("the weight must be 5-D, got {}", shape_str(n.type(w).shape));
+  std::vector<int64_t> ws = n.static_shape(w, "the weight");
+  std::vector<int64_t> kernel{ws[2], ws[3], ws[4]};
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, 3) != kernel)
+    n.error("kernel_shape [{}] differs from the weight's {}",
+            fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(w).shape));
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, 3);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, 3);
+  for (size_t d = 0; d < 3; ++d)
+    if (stride[d] < 1 || dilation[d] < 1 || kernel[d] < 1)
+      n.error("strides [{}], dilations [{}] and the kernel {} must be at least 1",
+              fmt::join(stride, ", "), fmt::join(dilation, ", "), shape_str(n.type(w).shape));
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, 3);
+  return conv3d_explicit(n, x, w, bias, stride, dilation, pads, n.attr_int("group", 1));
 }
 
 }  // namespace
@@ -288,9 +296,16 @@ int interleave_zeros(OnnxNode& n, int x, int64_t axis, int64_t s) {
 // window flipped.
 void map_conv_transpose(OnnxNode& n) {
   int x = n.in(0), w = n.in(1);
-  bool one_d = conv_operands(n, x, w);
-  std::vector<int64_t> ws = n.static_shape(w, "the weight"), xs(4, 0);
-  for (size_t d = 1; d < 4; ++d) {  // the batch may be symbolic
+  bool three_d = n.rank(x) == 5, one_d = false;
+  if (three_d) {
+    require_float(n, x);
+    if (n.rank(w) != 5) n.error("the weight must be 5-D, got {}", shape_str(n.type(w).shape));
+  } else {
+    one_d = conv_operands(n, x, w);
+  }
+  size_t sd = three_d ? 3 : 2, ad = one_d ? 1 : sd;  // spatial dims, and as the attributes name
+  std::vector<int64_t> ws = n.static_shape(w, "the weight"), xs(sd + 2, 0);
+  for (size_t d = 1; d < sd + 2; ++d) {  // the batch may be symbolic
     auto c = n.type(x).shape[d].as_const();
     if (!c) unsupported("input {} with a symbolic dim {}", shape_str(n.type(x).shape), d);
     xs[d] = *c;
@@ -300,20 +315,20 @@ void map_conv_transpose(OnnxNode& n) {
     n.error("the weight {} does not fit input {} with group {}", shape_str(n.type(n.in(1)).shape),
             shape_str(n.type(n.in(0)).shape), group);
   int64_t cin = xs[1], cout = ws[1] * group;
-  std::vector<int64_t> kernel{ws[2], ws[3]};
-  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d ? 1 : 2) != kernel)
+  std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, ad) != kernel)
     n.error("kernel_shape [{}] differs from the weight's {}",
             fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(n.in(1)).shape));
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d ? 1 : 2);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d ? 1 : 2);
-  std::vector<int64_t> out_pad = spatial_attr(n, "output_padding", 0, one_d ? 1 : 2, 0);
-  for (size_t d = 0; d < 2; ++d)
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, ad);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, ad);
+  std::vector<int64_t> out_pad = spatial_attr(n, "output_padding", 0, ad, 0);
+  for (size_t d = 0; d < sd; ++d)
     if (stride[d] < 1 || dilation[d] < 1 || out_pad[d] < 0)
       n.error("strides [{}], dilations [{}] and output_padding [{}] must be positive",
               fmt::join(stride, ", "), fmt::join(dilation, ", "), fmt::join(out_pad, ", "));
   // The full output size before padding is removed, per spatial dim.
-  std::vector<int64_t> full(2);
-  for (size_t d = 0; d < 2; ++d) {
+  std::vector<int64_t> full(sd);
+  for (size_t d = 0; d < sd; ++d) {
     // Attributes near 2^63 overflow the size; the zero-interleaved input is built in memory.
     constexpr int64_t kMax = int64_t{1} << 31;
     if (stride[d] > kMax || dilation[d] > kMax || out_pad[d] > kMax || kernel[d] > kMax ||
@@ -323,20 +338,18 @@ void map_conv_transpose(OnnxNode& n) {
     full[d] = stride[d] * (xs[2 + d] - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
   }
   std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  std::vector<int64_t> pads(4, 0), target;
+  std::vector<int64_t> pads(2 * sd, 0), target;  // begin pads, then end pads
   if (n.has_attr("output_shape")) {
     target = *n.attr_ints("output_shape");
-    size_t dims = one_d ? 1 : 2;
-    if (target.size() == dims + 2) target.erase(target.begin(), target.begin() + 2);
-    if (target.size() != dims)
-      n.error("output_shape has {} entries for {} spatial dims", target.size(), dims);
+    if (target.size() == ad + 2) target.erase(target.begin(), target.begin() + 2);
+    if (target.size() != ad)
+      n.error("output_shape has {} entries for {} spatial dims", target.size(), ad);
     if (one_d) target.push_back(1);
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    target = {xs[2] * stride[0], xs[3] * stride[1]};
+    for (size_t d = 0; d < sd; ++d) target.push_back(xs[2 + d] * stride[d]);
   } else if (auto_pad == "NOTSET") {
-    pads = n.attr_ints("pads").value_or(std::vector<int64_t>(one_d ? 2 : 4, 0));
-    if (pads.size() != (one_d ? 2u : 4u))
-      n.error("pads has {} entries, expected {}", pads.size(), one_d ? 2 : 4);
+    pads = n.attr_ints("pads").value_or(std::vector<int64_t>(2 * ad, 0));
+    if (pads.size() != 2 * ad) n.error("pads has {} entries, expected {}", pads.size(), 2 * ad);
     if (one_d) pads = {pads[0], 0, pads[1], 0};
   } else if (auto_pad != "VALID") {
     n.error("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
@@ -347,21 +360,22 @@ void map_conv_transpose(OnnxNode& n) {
     // target larger than the full size gets zeros at the end (as ONNX Runtime and ONNX's test
     // data: a negative end pad).
     n.ignore_attr("pads");  // auto-generated, as ONNX says
-    for (size_t d = 0; d < 2; ++d) {
+    for (size_t d = 0; d < sd; ++d) {
       int64_t total = full[d] - target[d];
       pads[d] = total < 0 ? 0 : auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[2 + d] = total - pads[d];
+      pads[sd + d] = total - pads[d];
     }
   }
-  for (size_t d = 0; d < 2; ++d)
-    if (full[d] - pads[d] - pads[2 + d] < 0)
+  for (size_t d = 0; d < sd; ++d)
+    if (full[d] - pads[d] - pads[sd + d] < 0)
       n.error("pads [{}] exceed the output size {}", fmt::join(pads, ", "), full[d]);
-  std::vector<int64_t> padding;
-  for (int64_t d = 0; d < 2; ++d) {
+  // 2-D: the op's symmetric padding plus explicit zeros; 3-D: conv3d_explicit's pads.
+  std::vector<int64_t> padding, conv_pads(2 * sd, 0);
+  for (int64_t d = 0; d < static_cast<int64_t>(sd); ++d) {
     auto i = static_cast<size_t>(d);
     x = interleave_zeros(n, x, 2 + d, stride[i]);
     int64_t edge = dilation[i] * (kernel[i] - 1);
-    int64_t begin = edge - pads[i], end = edge - pads[2 + i] + out_pad[i];
+    int64_t begin = edge - pads[i], end = edge - pads[sd + i] + out_pad[i];
     if (begin < 0 || end < 0) {
       int64_t size = *n.type(x).shape[2 + i].as_const();
       x = n.add("slice", {x},
@@ -370,22 +384,33 @@ void map_conv_transpose(OnnxNode& n) {
                       {"end", size - std::max<int64_t>(-end, 0)}});
       begin = std::max<int64_t>(begin, 0), end = std::max<int64_t>(end, 0);
     }
+    if (three_d) {
+      conv_pads[i] = begin, conv_pads[sd + i] = end;
+      continue;
+    }
     int64_t common = std::min(begin, end);
     padding.push_back(common);
     x = pad_axis(n, x, 2 + d, begin - common, end - common, 0.0);
   }
-  // [Cin, Cout/g, kh, kw] -> [g, Cin/g, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped.
-  int v =
-      n.add("reshape", {w},
-            Attrs{{"shape", std::vector<int64_t>{group, cin / group, cout / group, ws[2], ws[3]}}});
-  v = n.add("permute", {v}, Attrs{{"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}});
-  v = n.add("reshape", {v},
-            Attrs{{"shape", std::vector<int64_t>{cout, cin / group, ws[2], ws[3]}}});
-  for (int64_t d = 2; d < 4; ++d) {
+  // [Cin, Cout/g, k...] -> [g, Cin/g, Cout/g, k...] -> [Cout, Cin/g, k...], flipped.
+  std::vector<int64_t> grouped{group, cin / group, cout / group}, swapped{cout, cin / group},
+      perm{0, 2, 1};
+  for (size_t d = 0; d < sd; ++d) {
+    grouped.push_back(kernel[d]);
+    swapped.push_back(kernel[d]);
+    perm.push_back(static_cast<int64_t>(3 + d));
+  }
+  int v = n.add("reshape", {w}, Attrs{{"shape", grouped}});
+  v = n.add("permute", {v}, Attrs{{"dims", perm}});
+  v = n.add("reshape", {v}, Attrs{{"shape", swapped}});
+  for (int64_t d = 2; d < static_cast<int64_t>(sd) + 2; ++d) {
     std::vector<int64_t> rev;
     for (int64_t k = ws[static_cast<size_t>(d)] - 1; k >= 0; --k) rev.push_back(k);
     if (rev.size() > 1) v = gather_const(n, v, d, rev);
   }
+  if (three_d)
+    return n.set_output(0, conv3d_explicit(n, x, v, n.has_input(2) ? n.in(2) : -1, {1, 1, 1},
+                                           dilation, conv_pads, group));
   std::vector<int> in{x, v};
   if (n.has_input(2)) in.push_back(n.in(2));
   int y = n.add("conv2d", in,
