@@ -176,11 +176,12 @@ const OnnxOpDef kOnnxOps[] = {
     {"QLinearConv", map_conv_integer, "ConvInteger plus B, then QuantizeLinear's rounding"},
 
     // Matrix products, convolution (onnx_ops_linalg.cpp), pooling (onnx_ops_pool.cpp); floating
-    // point; 1-D and 2-D windows, 3-D pools.
+    // point; 1-D, 2-D and 3-D windows.
     {"MatMul", map_matmul, "matmul"},
     {"Gemm", map_gemm, "addmm (with C) or matmul, transA/transB as transposes"},
-    {"Conv", map_conv, "conv2d; asymmetric pads: concat with zeros"},
-    {"ConvTranspose", map_conv_transpose, "conv2d of the zero-interleaved input, flipped weight"},
+    {"Conv", map_conv, "conv2d; asymmetric pads: concat with zeros; 3-D: a sum over depth taps"},
+    {"ConvTranspose", map_conv_transpose,
+     "conv2d (3-D: as Conv) of the zero-interleaved input, flipped weight"},
     {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf; 3-D: two 2-D pools"},
     {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros; 3-D: two 2-D pools"},
     {"Det", map_det, "Leibniz sum over permutations (up to 4x4)"},
