@@ -2,7 +2,8 @@
 // it (memory: the input times the axis length): CumSum (a masked sum over the positions before
 // each one) and TopK (each element's rank among its axis, then a one-hot pick by rank). Both
 // are exact: a position the mask excludes contributes a selected 0, never a product with 0.
-// Also the window functions (HannWindow, HammingWindow, BlackmanWindow), constants.
+// Also the window functions (HannWindow, HammingWindow, BlackmanWindow) and MelWeightMatrix,
+// constants.
 #include <cmath>
 
 #include "frontend/onnx/onnx_ops.h"
