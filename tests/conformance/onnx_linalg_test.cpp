@@ -1,4 +1,5 @@
-// The ONNX mappings of MatMul, Gemm, Conv, MaxPool and AveragePool on ONNX's own node tests,
+// The ONNX mappings of MatMul, Gemm, Conv, MaxPool and AveragePool (and the integer products
+// built on them: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv) on ONNX's own node tests,
 // checked through the reference interpreter: import, interpret, compare with the expected
 // outputs (the conformance tolerance). This checks the importer (pads, auto_pad, strides,
 // dilations, groups, Gemm's transposes and factors) and the reference kernels before the
@@ -57,6 +58,16 @@ const char* const kNodeTests[] = {
     "test_averagepool_2d_same_lower",
     "test_averagepool_2d_same_upper",
     "test_averagepool_2d_strides",
+    "test_convtranspose_3d",    // 3-D: a sum of 2-D convolutions over the depth taps
+    "test_maxpool_3d_default",  // 3-D windows: two 2-D pools
+    "test_averagepool_3d_default",
+    "test_matmulinteger",  // integer products: exact f32 products of the shifted operands
+    "test_basic_convinteger",
+    "test_convinteger_with_padding",
+    "test_convinteger_without_padding",
+    "test_qlinearmatmul_2D",
+    "test_qlinearmatmul_3D",
+    "test_qlinearconv",
 };
 
 class OnnxLinalgReference : public ::testing::TestWithParam<const char*> {};
@@ -83,19 +94,6 @@ std::string test_name(const ::testing::TestParamInfo<const char*>& info) {
 
 INSTANTIATE_TEST_SUITE_P(NodeTests, OnnxLinalgReference, ::testing::ValuesIn(kNodeTests),
                          test_name);
-
-// Ops that stay unsupported give the reason.
-TEST(OnnxLinalg, OtherRanksAreUnsupported) {
-  for (const char* t : {"test_maxpool_3d_default", "test_averagepool_3d_default"}) {
-    std::filesystem::path dir = testdata_root() / "node" / t;
-    if (!std::filesystem::exists(dir / "model.onnx")) GTEST_SKIP() << dir << " is missing";
-    PreparedCase c;
-    CaseResult r = prepare_case(dir, &c);
-    EXPECT_EQ(r.outcome, Outcome::Unsupported) << t << ": " << r.detail;
-    EXPECT_NE(r.detail.find("3-D windows (coil supports 1-D and 2-D)"), std::string::npos)
-        << r.detail;
-  }
-}
 
 }  // namespace
 }  // namespace coil::conformance

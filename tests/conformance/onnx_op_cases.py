@@ -33,8 +33,9 @@ def write(out, name, op, inputs, outputs, attrs=None, opset=17, const_inputs=())
     node_in = [n for n in names]
     for n, _ in const_inputs:
         node_in.append(n)
-    node = helper.make_node(op, node_in if not isinstance(op, tuple) else op[1], [n for n, _ in outputs],
-                            **(attrs or {}))
+    if isinstance(op, tuple):  # (op, the node's input names): "" for an omitted input
+        op, node_in = op
+    node = helper.make_node(op, node_in, [n for n, _ in outputs], **(attrs or {}))
     vi = lambda n, a: helper.make_tensor_value_info(n, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(a.dtype)], a.shape)
     g = helper.make_graph([node], name, [vi(n, a) for n, a in inputs], [vi(n, a) for n, a in outputs],
                           initializer=[numpy_helper.from_array(a, n) for n, a in const_inputs])
@@ -504,6 +505,8 @@ def attention(out):
 
 
 if __name__ == "__main__":
+    import onnx_op_cases_windows  # the families pool3d and integer
+    CASES.update(onnx_op_cases_windows.CASES)
     out, family = sys.argv[1], sys.argv[2]
     for fn in CASES[family]:
         fn(out)

@@ -1042,10 +1042,10 @@ TEST(OnnxErrors, LibFuzzerFindings) {
             "m.onnx: node 'pool' (MaxPool): auto_pad SAME_LOWER: kernel_shape "
             "9223372036854775807 with dilations 2 overflows int64");
   pool->mutable_attribute(0)->set_ints(0, 3);
-  add_ints_attr(pool, "strides", {0, 1});  // would divide by zero
+  add_ints_attr(pool, "strides", {0, 1});  // would divide by zero (the pools check first)
   EXPECT_EQ(import_error(m),
-            "m.onnx: node 'pool' (MaxPool): auto_pad SAME_LOWER needs kernel_shape, strides and "
-            "dilations of at least 1, got 3, 0, 2");
+            "m.onnx: node 'pool' (MaxPool): kernel_shape [3, 1], strides [0, 1] and dilations "
+            "[2, 1] must be at least 1");
 
   // Pad's pads of 2^31 - 1 and 2^63 - 1 overflowed their sum with the dim.
   m = empty_model();

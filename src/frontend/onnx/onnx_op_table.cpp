@@ -45,6 +45,7 @@ const OnnxOpDef kOnnxOps[] = {
     {"Greater", map_binary, "gt"},
     {"GreaterOrEqual", map_binary, "ge"},
     {"Mod", map_mod, "fmod; fmod=0: fmod corrected to the divisor's sign"},
+    {"BitShift", map_bitshift, "uint8: x * 2^y mod 256, floor(x / 2^y) in f32 (exact)"},
     {"Sum", map_variadic, "add chain"},
     {"Mean", map_variadic, "add chain / count"},
     {"Max", map_variadic, "maximum chain"},
@@ -146,6 +147,7 @@ const OnnxOpDef kOnnxOps[] = {
     {"HannWindow", map_window, "constant"},
     {"HammingWindow", map_window, "constant"},
     {"BlackmanWindow", map_window, "constant"},
+    {"MelWeightMatrix", map_mel_weight_matrix, "constant (ONNX's reference formulas)"},
 
     // Resizing (onnx_ops_resize.cpp).
     {"Resize", map_resize, "per axis: gathers of constant indices times constant weights"},
@@ -165,13 +167,23 @@ const OnnxOpDef kOnnxOps[] = {
     {"DynamicQuantizeLinear", map_dynamic_quantize_linear,
      "scale and zero point from min/max reductions, then QuantizeLinear"},
 
-    // Matrix products, convolution, pooling (onnx_ops_linalg.cpp); floating point, 2-D windows.
+    // Integer products (onnx_ops_integer.cpp): exact f32 products of the shifted 8-bit operands.
+    {"MatMulInteger", map_matmul_integer,
+     "matmul of (A - a_zero_point) and (B - b_zero_point) in f32 (exact), cast to int32"},
+    {"ConvInteger", map_conv_integer,
+     "conv2d of (x - x_zero_point) and (w - w_zero_point) in f32 (exact), cast to int32"},
+    {"QLinearMatMul", map_matmul_integer, "MatMulInteger, then QuantizeLinear's rounding"},
+    {"QLinearConv", map_conv_integer, "ConvInteger plus B, then QuantizeLinear's rounding"},
+
+    // Matrix products, convolution (onnx_ops_linalg.cpp), pooling (onnx_ops_pool.cpp); floating
+    // point; 1-D, 2-D and 3-D windows.
     {"MatMul", map_matmul, "matmul"},
     {"Gemm", map_gemm, "addmm (with C) or matmul, transA/transB as transposes"},
-    {"Conv", map_conv, "conv2d; asymmetric pads: concat with zeros"},
-    {"ConvTranspose", map_conv_transpose, "conv2d of the zero-interleaved input, flipped weight"},
-    {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf"},
-    {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros"},
+    {"Conv", map_conv, "conv2d; asymmetric pads: concat with zeros; 3-D: a sum over depth taps"},
+    {"ConvTranspose", map_conv_transpose,
+     "conv2d (3-D: as Conv) of the zero-interleaved input, flipped weight"},
+    {"MaxPool", map_pool, "max_pool2d; asymmetric pads: concat with -inf; 3-D: two 2-D pools"},
+    {"AveragePool", map_pool, "avg_pool2d; asymmetric pads: concat with zeros; 3-D: two 2-D pools"},
     {"Det", map_det, "Leibniz sum over permutations (up to 4x4)"},
     {"Einsum", map_einsum, "diagonals, sums, then batched matmuls (integers: mul + sum)"},
 

@@ -13,6 +13,7 @@ void map_unary(OnnxNode& n);     // Abs, Neg, Exp, ... (one coil op each)
 void map_binary(OnnxNode& n);    // Add, Sub, Mul, Div, Pow, comparisons, logic
 void map_variadic(OnnxNode& n);  // Sum, Mean, Max, Min
 void map_mod(OnnxNode& n);
+void map_bitshift(OnnxNode& n);  // uint8
 void map_where(OnnxNode& n);
 void map_cast(OnnxNode& n);  // Cast, CastLike
 void map_clip(OnnxNode& n);
@@ -42,8 +43,15 @@ void map_matmul(OnnxNode& n);
 void map_gemm(OnnxNode& n);
 void map_conv(OnnxNode& n);
 void map_conv_transpose(OnnxNode& n);
+void map_det(OnnxNode& n);  // Leibniz sums up to 4x4
+
+// onnx_ops_pool.cpp: 1-D and 3-D windows through coil's 2-D pools
 void map_pool(OnnxNode& n);  // MaxPool, AveragePool
-void map_det(OnnxNode& n);   // Leibniz sums up to 4x4
+
+// onnx_ops_integer.cpp: integer products as exact f32 products of the zero-point-shifted
+// operands
+void map_matmul_integer(OnnxNode& n);  // MatMulInteger, QLinearMatMul
+void map_conv_integer(OnnxNode& n);    // ConvInteger, QLinearConv
 
 // onnx_ops_rnn.cpp: the time loop unrolled into matmuls and gate arithmetic per step
 void map_rnn(OnnxNode& n);  // LSTM, GRU, RNN
@@ -76,7 +84,8 @@ void map_one_hot(OnnxNode& n);
 // onnx_ops_scan.cpp: pairwise comparisons along an axis; window constants
 void map_cumsum(OnnxNode& n);
 void map_topk(OnnxNode& n);
-void map_window(OnnxNode& n);  // HannWindow, HammingWindow, BlackmanWindow
+void map_window(OnnxNode& n);             // HannWindow, HammingWindow, BlackmanWindow
+void map_mel_weight_matrix(OnnxNode& n);  // a constant of triangular filters
 
 // onnx_ops_einsum.cpp
 void map_einsum(OnnxNode& n);
@@ -149,6 +158,31 @@ std::vector<int64_t> reduction_axes(OnnxNode& n, int input_opset, bool* noop);
 /// An iota along `axis` of a tensor of rank `rank` with `size` elements, shaped to broadcast
 /// (size at `axis`, 1 elsewhere).
 int iota_along(OnnxNode& n, int64_t size, int64_t axis, int64_t rank);
+
+// Windows (onnx_ops_linalg.cpp), shared by Conv, the pools and the integer ops.
+/// ONNX's padding of x's spatial dims (kernel, stride, dilation: one entry per spatial dim of x)
+/// from the pads attribute or auto_pad: the begin pads, then the end pads. `attr_dims` is the
+/// count of spatial dims the attributes name (1 for a 1-D window computed as 2-D: no padding
+/// along the added dim).
+std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& kernel,
+                               const std::vector<int64_t>& stride,
+                               const std::vector<int64_t>& dilation, size_t attr_dims);
+/// x with `before` and `after` elements of `value` added along `axis` (a concat with `full`
+/// blocks; the shape must be static).
+int pad_axis(OnnxNode& n, int x, int64_t axis, int64_t before, int64_t after, double value);
+/// An int-list attribute of `attr_dims` entries, or `dflt` for each; for a 1-D window (computed
+/// as 2-D) the entry of the added dim, `extra`, is appended.
+std::vector<int64_t> spatial_attr(OnnxNode& n, std::string_view name, int64_t dflt,
+                                  size_t attr_dims, int64_t extra = 1);
+int unsqueeze_last(OnnxNode& n, int x);
+int squeeze_last(OnnxNode& n, int x);
+/// ONNX's Conv of floating-point x and w (bias: -1 for none) with the node's attributes: 1-D
+/// and 2-D windows, as map_conv.
+int conv_float(OnnxNode& n, int x, int w, int bias);
+/// saturate(round(x / scale) + zero_point) cast to the 8-bit dtype `t` (round half to even), x,
+/// scale and zero_point (-1: none) in f32 and broadcastable: QuantizeLinear's arithmetic
+/// (onnx_ops_quantize.cpp).
+int quantize_to(OnnxNode& n, int x, int scale, int zero_point, DType t);
 
 /// Indices (any integer dtype) as i64 with negative ones counted from the end of a dim of `size`.
 int normalize_index(OnnxNode& n, int idx, int64_t size);

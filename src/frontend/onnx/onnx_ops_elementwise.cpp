@@ -1,5 +1,5 @@
 // Elementwise ONNX ops that map onto one coil op, or a few: unary and binary math, comparisons,
-// logic, Where, Cast, Clip, Mod, the variadic Sum/Mean/Max/Min.
+// logic, Where, Cast, Clip, Mod, BitShift, the variadic Sum/Mean/Max/Min.
 #include <cmath>
 #include <limits>
 #include <map>
@@ -142,6 +142,34 @@ void map_mod(OnnxNode& n) {
     r = n.add("where", {fix, n.add("add", {r, b}), r});
   }
   n.set_output(0, r);
+}
+
+// BitShift of uint8 (coil has no uint16, uint32, uint64), in f32, where every step is exact:
+// LEFT is x * 2^y mod 256 (the bits shifted out of the byte are lost), RIGHT is floor(x / 2^y).
+// A shift of 8 or more gives 0 either way, so 2^y is picked from 2^0 .. 2^8 by comparisons
+// rather than computed by pow (whose f32 result need not be exact).
+void map_bitshift(OnnxNode& n) {
+  int x = n.in(0), y = n.in(1);
+  for (int v : {x, y})
+    if (n.dtype(v) != DType::U8)
+      unsupported("dtype {} (coil's only unsigned integer type is uint8)", dtype_name(n.dtype(v)));
+  std::string dir = n.attr_string("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT")
+    n.error("direction '{}' is not LEFT or RIGHT", printable(dir));
+  DType f = DType::F32;
+  int fx = n.cast(x, f), fy = n.cast(y, f);
+  int pow2 = n.scalar(256, f);
+  for (int k = 7; k >= 0; --k)
+    pow2 = n.add("where", {n.add("eq", {fy, n.scalar(k, f)}), n.scalar(1 << k, f), pow2});
+  int r;
+  if (dir == "LEFT") {
+    int v = n.add("mul", {fx, pow2});  // < 2^16
+    int wraps = n.add("floor", {n.add("div", {v, n.scalar(256, f)})});
+    r = n.add("sub", {v, n.add("mul", {wraps, n.scalar(256, f)})});
+  } else {
+    r = n.add("floor", {n.add("div", {fx, pow2})});
+  }
+  n.set_output(0, n.cast(r, DType::U8));
 }
 
 void map_where(OnnxNode& n) {

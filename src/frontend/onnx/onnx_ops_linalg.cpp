@@ -1,10 +1,10 @@
-// Matrix products, convolution and windowed pooling: MatMul, Gemm, Conv, ConvTranspose, MaxPool,
-// AveragePool.
-// Conv and the pools are 2-D (coil's conv2d, max_pool2d, avg_pool2d); a 1-D window is a 2-D one
-// of width 1 (the input and the weight get a trailing dim of size 1, the result loses it), 3-D
-// is unsupported. Their ONNX padding (pads, auto_pad) becomes the op's symmetric padding plus,
-// where ONNX pads one side more (or more than torch's half-kernel limit for pools), an explicit
-// concat with constant blocks.
+// Matrix products and convolution: MatMul, Gemm, Conv, ConvTranspose, Det, and the window
+// helpers the pools (onnx_ops_pool.cpp) and the integer ops (onnx_ops_integer.cpp) share.
+// Conv is 2-D (coil's conv2d); a 1-D window is a 2-D one of width 1 (the input and the weight
+// get a trailing dim of size 1, the result loses it), a 3-D one a sum of 2-D convolutions over
+// its depth taps (ConvTranspose's 3-D convolution too). Its ONNX padding
+// (pads, auto_pad) becomes the op's symmetric padding plus, where ONNX pads one side more, an
+// explicit concat with constant blocks.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,25 +20,31 @@ void require_float(OnnxNode& n, int x) {
                 dtype_name(n.dtype(x)));
 }
 
-// The padding of the two spatial dims of x [N, C, H, W] for a window of `kernel`, `stride` and
-// `dilation`: pads[d] at the start, pads[2 + d] at the end (ONNX's order), from the pads
-// attribute or auto_pad.
+}  // namespace
+
+// ONNX's pads attribute has `attr_dims` begin entries, then as many end entries; a 1-D window
+// computed as 2-D (kernel of 2 entries, attr_dims 1) gets no padding along the added dim.
 std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& kernel,
                                const std::vector<int64_t>& stride,
-                               const std::vector<int64_t>& dilation, bool one_d) {
+                               const std::vector<int64_t>& dilation, size_t attr_dims) {
+  size_t dims = kernel.size();
   std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  std::vector<int64_t> pads(4, 0);
+  std::vector<int64_t> pads(2 * dims, 0);
   if (auto_pad == "NOTSET") {
-    pads = n.attr_ints("pads").value_or(std::vector<int64_t>(one_d ? 2 : 4, 0));
-    if (pads.size() != (one_d ? 2u : 4u))
-      n.error("pads has {} entries, expected {}", pads.size(), one_d ? 2 : 4);
-    if (one_d) pads = {pads[0], 0, pads[1], 0};
-    for (int64_t p : pads)
-      if (p < 0) n.error("negative pads [{}]", fmt::join(pads, ", "));
+    std::vector<int64_t> given =
+        n.attr_ints("pads").value_or(std::vector<int64_t>(2 * attr_dims, 0));
+    if (given.size() != 2 * attr_dims)
+      n.error("pads has {} entries, expected {}", given.size(), 2 * attr_dims);
+    for (int64_t p : given)
+      if (p < 0) n.error("negative pads [{}]", fmt::join(given, ", "));
+    for (size_t d = 0; d < attr_dims; ++d) {
+      pads[d] = given[d];
+      pads[dims + d] = given[attr_dims + d];
+    }
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     // The output is ceil(in / stride); the padding that takes, split evenly, the odd one at
     // the end (SAME_UPPER) or the start (SAME_LOWER).
-    for (size_t d = 0; d < 2; ++d) {
+    for (size_t d = 0; d < dims; ++d) {
       auto size = n.type(x).shape[2 + d].as_const();
       if (!size) unsupported("auto_pad {} with a symbolic spatial size", auto_pad);
       // The window attributes are not checked yet: a kernel_shape of 2^63 - 1 overflowed the
@@ -57,7 +63,7 @@ std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& k
       total = std::max<int64_t>(total, 0);
       int64_t small = total / 2, large = total - small;
       pads[d] = auto_pad == "SAME_UPPER" ? small : large;
-      pads[2 + d] = auto_pad == "SAME_UPPER" ? large : small;
+      pads[dims + d] = auto_pad == "SAME_UPPER" ? large : small;
     }
   } else if (auto_pad != "VALID") {
     n.error("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
@@ -66,8 +72,6 @@ std::vector<int64_t> onnx_pads(OnnxNode& n, int x, const std::vector<int64_t>& k
   return pads;
 }
 
-// x with `before` and `after` elements of `value` added along `axis` (a concat with `full`
-// blocks; the shape must be static).
 int pad_axis(OnnxNode& n, int x, int64_t axis, int64_t before, int64_t after, double value) {
   if (before == 0 && after == 0) return x;
   std::vector<int64_t> shape = n.static_shape(x, "the input of asymmetric padding");
@@ -82,24 +86,13 @@ int pad_axis(OnnxNode& n, int x, int64_t axis, int64_t before, int64_t after, do
   return n.add("concat", parts, Attrs{{"dim", axis}});
 }
 
-// An int-list attribute of one entry per spatial dim, or `dflt`; for a 1-D window, the entry of
-// the added dim (`extra`) is appended.
-std::vector<int64_t> spatial_attr(OnnxNode& n, std::string_view name, int64_t dflt, bool one_d,
-                                  int64_t extra = 1) {
-  size_t dims = one_d ? 1 : 2;
-  std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(dims, dflt));
-  if (v.size() != dims) n.error("{} has {} entries for {} spatial dims", name, v.size(), dims);
-  if (one_d) v.push_back(extra);
+std::vector<int64_t> spatial_attr(OnnxNode& n, std::string_view name, int64_t dflt,
+                                  size_t attr_dims, int64_t extra) {
+  std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(attr_dims, dflt));
+  if (v.size() != attr_dims)
+    n.error("{} has {} entries for {} spatial dims", name, v.size(), attr_dims);
+  if (attr_dims == 1) v.push_back(extra);
   return v;
-}
-
-// The rank check shared by Conv and the pools: 1 or 2 spatial dims, else unsupported. Returns
-// whether the window is 1-D.
-bool check_window_rank(OnnxNode& n, int x) {
-  int64_t r = n.rank(x);
-  if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
-  if (r != 3 && r != 4) unsupported("{}-D windows (coil supports 1-D and 2-D)", r - 2);
-  return r == 3;
 }
 
 int unsqueeze_last(OnnxNode& n, int x) {
@@ -108,6 +101,18 @@ int unsqueeze_last(OnnxNode& n, int x) {
 
 int squeeze_last(OnnxNode& n, int x) {
   return n.add("squeeze", {x}, Attrs{{"dims", std::vector<int64_t>{n.rank(x) - 1}}});
+}
+
+namespace {
+
+// The rank check of Conv and ConvTranspose once 3-D windows are handled: 1 or 2 spatial dims,
+// else unsupported. Returns
+// whether the window is 1-D.
+bool check_window_rank(OnnxNode& n, int x) {
+  int64_t r = n.rank(x);
+  if (r < 3) n.error("the input must have at least 3 dims, got {}", shape_str(n.type(x).shape));
+  if (r != 3 && r != 4) unsupported("{}-D windows (coil supports 1-D, 2-D and 3-D)", r - 2);
+  return r == 3;
 }
 
 // The operand checks shared by Conv and ConvTranspose: a 1-D or 2-D float input and a weight of
@@ -154,21 +159,13 @@ void map_gemm(OnnxNode& n) {
   n.set_output(0, y);
 }
 
-void map_conv(OnnxNode& n) {
-  int x = n.in(0), w = n.in(1);
-  bool one_d = conv_operands(n, x, w);
-  std::vector<int64_t> kernel;
-  for (size_t d = 2; d < 4; ++d) {
-    auto k = n.type(w).shape[d].as_const();
-    if (!k) unsupported("a weight of symbolic shape {}", shape_str(n.type(w).shape));
-    kernel.push_back(*k);
-  }
-  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d) != kernel)
-    n.error("kernel_shape [{}] differs from the weight's {}",
-            fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(n.in(1)).shape));
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d);
-  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, one_d);
+namespace {
+
+// conv2d of x [N, C, H, W] with ONNX's pads (begin h, w, end h, w): the part both sides share
+// as the op's padding, the rest as explicit zeros.
+int conv2d_pads(OnnxNode& n, int x, int w, int bias, const std::vector<int64_t>& stride,
+                const std::vector<int64_t>& dilation, const std::vector<int64_t>& pads,
+                int64_t group) {
   std::vector<int64_t> padding;
   for (int64_t d = 0; d < 2; ++d) {
     auto i = static_cast<size_t>(d);
@@ -177,73 +174,99 @@ void map_conv(OnnxNode& n) {
     x = pad_axis(n, x, 2 + d, pads[i] - common, pads[2 + i] - common, 0.0);
   }
   std::vector<int> in{x, w};
-  if (n.has_input(2)) in.push_back(n.in(2));
-  int y = n.add("conv2d", in,
-                Attrs{{"stride", stride},
-                      {"padding", padding},
-                      {"dilation", dilation},
-                      {"groups", n.attr_int("group", 1)}});
-  n.set_output(0, one_d ? squeeze_last(n, y) : y);
+  if (bias >= 0) in.push_back(bias);
+  return n.add(
+      "conv2d", in,
+      Attrs{{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", group}});
 }
 
-void map_pool(OnnxNode& n) {
-  int x = n.in(0);
-  bool is_max = n.op_type() == "MaxPool";
-  bool one_d = check_window_rank(n, x);
-  if (is_max && n.wants_output(1)) unsupported("the Indices output");
-  if (is_max) n.ignore_attr("storage_order");  // the layout of the Indices output only
-  if (!n.has_attr("kernel_shape")) n.error("kernel_shape is missing");
-  if (one_d) x = unsqueeze_last(n, x);
-  std::vector<int64_t> kernel = spatial_attr(n, "kernel_shape", 1, one_d);
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d);
-  if (!is_max && dilation != std::vector<int64_t>{1, 1}) unsupported("dilations");
-  bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
-  bool include_pad = !is_max && n.attr_int("count_include_pad", 0) != 0;
-  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, one_d);
-  // The op pads both sides alike, by at most half the kernel; the rest is explicit: -inf for
-  // max (never wins), zeros for an average that counts them. An average that does not count
-  // padding divides the padded sum by the pooled count of ones instead.
-  std::vector<int64_t> padding, before(2), after(2);
-  bool explicit_pad = false;
-  for (size_t d = 0; d < 2; ++d) {
-    int64_t common = std::min({pads[d], pads[2 + d], kernel[d] / 2});
-    padding.push_back(common);
-    before[d] = pads[d] - common;
-    after[d] = pads[2 + d] - common;
-    explicit_pad |= before[d] > 0 || after[d] > 0;
+// A 3-D convolution as the sum over the depth taps of 2-D ones: tap t reads the depth positions
+// od * sd + t * dd of x padded with zeros along D (a strided slice, [N, C, D', H, W]), moved into
+// the batch ([N * D', C, H, W]), convolved with w's slice t ([M, C / group, kh, kw]) with the
+// (H, W) attributes. The bias is added once. Shapes must be static.
+int conv3d_explicit(OnnxNode& n, int x, int w, int bias, const std::vector<int64_t>& stride,
+                    const std::vector<int64_t>& dilation, const std::vector<int64_t>& pads,
+                    int64_t group) {
+  std::vector<int64_t> xs = n.static_shape(x, "the input of a 3-D convolution");
+  std::vector<int64_t> ws = n.static_shape(w, "the weight");
+  std::vector<int64_t> kernel{ws[2], ws[3], ws[4]};
+  int64_t depth = xs[2] + pads[0] + pads[3];
+  int64_t span = 0;
+  if (__builtin_mul_overflow(dilation[0], kernel[0] - 1, &span) || span + 1 > depth)
+    n.error("the padded depth {} is smaller than the window's ({} taps, dilation {})", depth,
+            kernel[0], dilation[0]);
+  int64_t out_depth = (depth - span - 1) / stride[0] + 1;
+  int xp = pad_axis(n, x, 2, pads[0], pads[3], 0.0);
+  int y = -1;
+  for (int64_t t = 0; t < kernel[0]; ++t) {
+    int64_t start = t * dilation[0];
+    int xt = n.add("slice", {xp},
+                   Attrs{{"dim", int64_t{2}},
+                         {"start", start},
+                         {"end", start + (out_depth - 1) * stride[0] + 1},
+                         {"step", stride[0]}});
+    xt = n.add("permute", {xt}, Attrs{{"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+    xt = n.add("reshape", {xt},
+               Attrs{{"shape", std::vector<int64_t>{xs[0] * out_depth, xs[1], xs[3], xs[4]}}});
+    int wt = n.add("slice", {w}, Attrs{{"dim", int64_t{2}}, {"start", t}, {"end", t + 1}});
+    wt = n.add("reshape", {wt}, Attrs{{"shape", std::vector<int64_t>{ws[0], ws[1], ws[3], ws[4]}}});
+    int yt = conv2d_pads(n, xt, wt, -1, {stride[1], stride[2]}, {dilation[1], dilation[2]},
+                         {pads[1], pads[2], pads[4], pads[5]}, group);
+    y = y < 0 ? yt : n.add("add", {y, yt});
   }
-  DType t = n.dtype(x);
-  double fill = 0;
-  if (is_max && is_floating(t)) {
-    fill = -std::numeric_limits<double>::infinity();
-  } else if (is_max) {
-    if (t == DType::I64 && explicit_pad) unsupported("asymmetric padding of int64 inputs");
-    fill = t == DType::U8 ? 0.0 : t == DType::I8 ? -128.0 : -2147483648.0;
+  std::vector<int64_t> ys = n.static_shape(y, "the output");  // [N * D', M, H', W']
+  y = n.add("reshape", {y},
+            Attrs{{"shape", std::vector<int64_t>{xs[0], out_depth, ys[1], ys[2], ys[3]}}});
+  y = n.add("permute", {y}, Attrs{{"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+  if (bias >= 0) {
+    if (n.rank(bias) != 1 || !(n.type(bias).shape[0] == ws[0]))
+      n.error("the bias must be [{}], got {}", ws[0], shape_str(n.type(bias).shape));
+    y = n.add("add", {y, reshape_to(n, bias, Shape{ws[0], 1, 1, 1})});
   }
-  Attrs attrs{
-      {"kernel", kernel}, {"stride", stride}, {"padding", padding}, {"ceil_mode", ceil_mode}};
-  if (is_max) {
-    attrs.set("dilation", dilation);
-  } else {
-    attrs.set("count_include_pad", include_pad || explicit_pad);
+  return y;
+}
+
+int conv3d(OnnxNode& n, int x, int w, int bias) {
+  require_float(n, x);
+  if (n.rank(w) != 5) n.error("the weight must be 5-D, got {}", shape_str(n.type(w).shape));
+  std::vector<int64_t> ws = n.static_shape(w, "the weight");
+  std::vector<int64_t> kernel{ws[2], ws[3], ws[4]};
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, 3) != kernel)
+    n.error("kernel_shape [{}] differs from the weight's {}",
+            fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(w).shape));
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, 3);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, 3);
+  for (size_t d = 0; d < 3; ++d)
+    if (stride[d] < 1 || dilation[d] < 1 || kernel[d] < 1)
+      n.error("strides [{}], dilations [{}] and the kernel {} must be at least 1",
+              fmt::join(stride, ", "), fmt::join(dilation, ", "), shape_str(n.type(w).shape));
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, 3);
+  return conv3d_explicit(n, x, w, bias, stride, dilation, pads, n.attr_int("group", 1));
+}
+
+}  // namespace
+
+int conv_float(OnnxNode& n, int x, int w, int bias) {
+  if (n.rank(x) == 5) return conv3d(n, x, w, bias);
+  bool one_d = conv_operands(n, x, w);
+  std::vector<int64_t> kernel;
+  for (size_t d = 2; d < 4; ++d) {
+    auto k = n.type(w).shape[d].as_const();
+    if (!k) unsupported("a weight of symbolic shape {}", shape_str(n.type(w).shape));
+    kernel.push_back(*k);
   }
-  auto pad = [&](int v, double value) {
-    for (int64_t d = 0; d < 2; ++d)
-      v = pad_axis(n, v, 2 + d, before[static_cast<size_t>(d)], after[static_cast<size_t>(d)],
-                   value);
-    return v;
-  };
-  const char* op = is_max ? "max_pool2d" : "avg_pool2d";
-  int y = n.add(op, {pad(x, fill)}, attrs);
-  if (explicit_pad && !is_max && !include_pad) {
-    // sum / count: both pooled with the same divisor, which cancels.
-    std::vector<int64_t> plane = n.static_shape(x, "the input");
-    plane[0] = plane[1] = 1;
-    int ones = n.add("full", {}, Attrs{{"shape", plane}, {"value", 1.0}, {"dtype", t}});
-    y = n.add("div", {y, n.add(op, {pad(ones, 0.0)}, attrs)});
-  }
-  n.set_output(0, one_d ? squeeze_last(n, y) : y);
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d ? 1 : 2) != kernel)
+    n.error("kernel_shape [{}] differs from the weight's {}",
+            fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(n.in(1)).shape));
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d ? 1 : 2);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d ? 1 : 2);
+  std::vector<int64_t> pads = onnx_pads(n, x, kernel, stride, dilation, one_d ? 1 : 2);
+  int y = conv2d_pads(n, x, w, bias, stride, dilation, pads, n.attr_int("group", 1));
+  return one_d ? squeeze_last(n, y) : y;
+}
+
+void map_conv(OnnxNode& n) {
+  n.set_output(0, conv_float(n, n.in(0), n.in(1), n.has_input(2) ? n.in(2) : -1));
 }
 
 namespace {
@@ -273,9 +296,16 @@ int interleave_zeros(OnnxNode& n, int x, int64_t axis, int64_t s) {
 // window flipped.
 void map_conv_transpose(OnnxNode& n) {
   int x = n.in(0), w = n.in(1);
-  bool one_d = conv_operands(n, x, w);
-  std::vector<int64_t> ws = n.static_shape(w, "the weight"), xs(4, 0);
-  for (size_t d = 1; d < 4; ++d) {  // the batch may be symbolic
+  bool three_d = n.rank(x) == 5, one_d = false;
+  if (three_d) {
+    require_float(n, x);
+    if (n.rank(w) != 5) n.error("the weight must be 5-D, got {}", shape_str(n.type(w).shape));
+  } else {
+    one_d = conv_operands(n, x, w);
+  }
+  size_t sd = three_d ? 3 : 2, ad = one_d ? 1 : sd;  // spatial dims, and as the attributes name
+  std::vector<int64_t> ws = n.static_shape(w, "the weight"), xs(sd + 2, 0);
+  for (size_t d = 1; d < sd + 2; ++d) {  // the batch may be symbolic
     auto c = n.type(x).shape[d].as_const();
     if (!c) unsupported("input {} with a symbolic dim {}", shape_str(n.type(x).shape), d);
     xs[d] = *c;
@@ -285,20 +315,20 @@ void map_conv_transpose(OnnxNode& n) {
     n.error("the weight {} does not fit input {} with group {}", shape_str(n.type(n.in(1)).shape),
             shape_str(n.type(n.in(0)).shape), group);
   int64_t cin = xs[1], cout = ws[1] * group;
-  std::vector<int64_t> kernel{ws[2], ws[3]};
-  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, one_d) != kernel)
+  std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+  if (n.has_attr("kernel_shape") && spatial_attr(n, "kernel_shape", 1, ad) != kernel)
     n.error("kernel_shape [{}] differs from the weight's {}",
             fmt::join(*n.attr_ints("kernel_shape"), ", "), shape_str(n.type(n.in(1)).shape));
-  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, one_d);
-  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, one_d);
-  std::vector<int64_t> out_pad = spatial_attr(n, "output_padding", 0, one_d, 0);
-  for (size_t d = 0; d < 2; ++d)
+  std::vector<int64_t> stride = spatial_attr(n, "strides", 1, ad);
+  std::vector<int64_t> dilation = spatial_attr(n, "dilations", 1, ad);
+  std::vector<int64_t> out_pad = spatial_attr(n, "output_padding", 0, ad, 0);
+  for (size_t d = 0; d < sd; ++d)
     if (stride[d] < 1 || dilation[d] < 1 || out_pad[d] < 0)
       n.error("strides [{}], dilations [{}] and output_padding [{}] must be positive",
               fmt::join(stride, ", "), fmt::join(dilation, ", "), fmt::join(out_pad, ", "));
   // The full output size before padding is removed, per spatial dim.
-  std::vector<int64_t> full(2);
-  for (size_t d = 0; d < 2; ++d) {
+  std::vector<int64_t> full(sd);
+  for (size_t d = 0; d < sd; ++d) {
     // Attributes near 2^63 overflow the size; the zero-interleaved input is built in memory.
     constexpr int64_t kMax = int64_t{1} << 31;
     if (stride[d] > kMax || dilation[d] > kMax || out_pad[d] > kMax || kernel[d] > kMax ||
@@ -308,20 +338,18 @@ void map_conv_transpose(OnnxNode& n) {
     full[d] = stride[d] * (xs[2 + d] - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
   }
   std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  std::vector<int64_t> pads(4, 0), target;
+  std::vector<int64_t> pads(2 * sd, 0), target;  // begin pads, then end pads
   if (n.has_attr("output_shape")) {
     target = *n.attr_ints("output_shape");
-    size_t dims = one_d ? 1 : 2;
-    if (target.size() == dims + 2) target.erase(target.begin(), target.begin() + 2);
-    if (target.size() != dims)
-      n.error("output_shape has {} entries for {} spatial dims", target.size(), dims);
+    if (target.size() == ad + 2) target.erase(target.begin(), target.begin() + 2);
+    if (target.size() != ad)
+      n.error("output_shape has {} entries for {} spatial dims", target.size(), ad);
     if (one_d) target.push_back(1);
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    target = {xs[2] * stride[0], xs[3] * stride[1]};
+    for (size_t d = 0; d < sd; ++d) target.push_back(xs[2 + d] * stride[d]);
   } else if (auto_pad == "NOTSET") {
-    pads = n.attr_ints("pads").value_or(std::vector<int64_t>(one_d ? 2 : 4, 0));
-    if (pads.size() != (one_d ? 2u : 4u))
-      n.error("pads has {} entries, expected {}", pads.size(), one_d ? 2 : 4);
+    pads = n.attr_ints("pads").value_or(std::vector<int64_t>(2 * ad, 0));
+    if (pads.size() != 2 * ad) n.error("pads has {} entries, expected {}", pads.size(), 2 * ad);
     if (one_d) pads = {pads[0], 0, pads[1], 0};
   } else if (auto_pad != "VALID") {
     n.error("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
@@ -332,21 +360,22 @@ void map_conv_transpose(OnnxNode& n) {
     // target larger than the full size gets zeros at the end (as ONNX Runtime and ONNX's test
     // data: a negative end pad).
     n.ignore_attr("pads");  // auto-generated, as ONNX says
-    for (size_t d = 0; d < 2; ++d) {
+    for (size_t d = 0; d < sd; ++d) {
       int64_t total = full[d] - target[d];
       pads[d] = total < 0 ? 0 : auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[2 + d] = total - pads[d];
+      pads[sd + d] = total - pads[d];
     }
   }
-  for (size_t d = 0; d < 2; ++d)
-    if (full[d] - pads[d] - pads[2 + d] < 0)
+  for (size_t d = 0; d < sd; ++d)
+    if (full[d] - pads[d] - pads[sd + d] < 0)
       n.error("pads [{}] exceed the output size {}", fmt::join(pads, ", "), full[d]);
-  std::vector<int64_t> padding;
-  for (int64_t d = 0; d < 2; ++d) {
+  // 2-D: the op's symmetric padding plus explicit zeros; 3-D: conv3d_explicit's pads.
+  std::vector<int64_t> padding, conv_pads(2 * sd, 0);
+  for (int64_t d = 0; d < static_cast<int64_t>(sd); ++d) {
     auto i = static_cast<size_t>(d);
     x = interleave_zeros(n, x, 2 + d, stride[i]);
     int64_t edge = dilation[i] * (kernel[i] - 1);
-    int64_t begin = edge - pads[i], end = edge - pads[2 + i] + out_pad[i];
+    int64_t begin = edge - pads[i], end = edge - pads[sd + i] + out_pad[i];
     if (begin < 0 || end < 0) {
       int64_t size = *n.type(x).shape[2 + i].as_const();
       x = n.add("slice", {x},
@@ -355,22 +384,33 @@ void map_conv_transpose(OnnxNode& n) {
                       {"end", size - std::max<int64_t>(-end, 0)}});
       begin = std::max<int64_t>(begin, 0), end = std::max<int64_t>(end, 0);
     }
+    if (three_d) {
+      conv_pads[i] = begin, conv_pads[sd + i] = end;
+      continue;
+    }
     int64_t common = std::min(begin, end);
     padding.push_back(common);
     x = pad_axis(n, x, 2 + d, begin - common, end - common, 0.0);
   }
-  // [Cin, Cout/g, kh, kw] -> [g, Cin/g, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped.
-  int v =
-      n.add("reshape", {w},
-            Attrs{{"shape", std::vector<int64_t>{group, cin / group, cout / group, ws[2], ws[3]}}});
-  v = n.add("permute", {v}, Attrs{{"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}});
-  v = n.add("reshape", {v},
-            Attrs{{"shape", std::vector<int64_t>{cout, cin / group, ws[2], ws[3]}}});
-  for (int64_t d = 2; d < 4; ++d) {
+  // [Cin, Cout/g, k...] -> [g, Cin/g, Cout/g, k...] -> [Cout, Cin/g, k...], flipped.
+  std::vector<int64_t> grouped{group, cin / group, cout / group}, swapped{cout, cin / group},
+      perm{0, 2, 1};
+  for (size_t d = 0; d < sd; ++d) {
+    grouped.push_back(kernel[d]);
+    swapped.push_back(kernel[d]);
+    perm.push_back(static_cast<int64_t>(3 + d));
+  }
+  int v = n.add("reshape", {w}, Attrs{{"shape", grouped}});
+  v = n.add("permute", {v}, Attrs{{"dims", perm}});
+  v = n.add("reshape", {v}, Attrs{{"shape", swapped}});
+  for (int64_t d = 2; d < static_cast<int64_t>(sd) + 2; ++d) {
     std::vector<int64_t> rev;
     for (int64_t k = ws[static_cast<size_t>(d)] - 1; k >= 0; --k) rev.push_back(k);
     if (rev.size() > 1) v = gather_const(n, v, d, rev);
   }
+  if (three_d)
+    return n.set_output(0, conv3d_explicit(n, x, v, n.has_input(2) ? n.in(2) : -1, {1, 1, 1},
+                                           dilation, conv_pads, group));
   std::vector<int> in{x, v};
   if (n.has_input(2)) in.push_back(n.in(2));
   int y = n.add("conv2d", in,

@@ -38,16 +38,14 @@ std::pair<double, double> int8_range(DType t) {
   unsupported("y_zero_point of dtype {} (coil quantizes to uint8 and int8)", dtype_name(t));
 }
 
-// saturate(round(x / scale) + zero_point) of dtype `t`; x, scale and zero_point in f32 and
-// already broadcastable.
-int quantize(OnnxNode& n, int x, int scale, int zero_point, DType t) {
+}  // namespace
+
+int quantize_to(OnnxNode& n, int x, int scale, int zero_point, DType t) {
   auto [lo, hi] = int8_range(t);
   int q = n.add("round", {n.add("div", {x, scale})});
   if (zero_point >= 0) q = n.add("add", {q, zero_point});
   return n.cast(n.add("clamp", {q}, Attrs{{"min", lo}, {"max", hi}}), t);
 }
-
-}  // namespace
 
 void map_quantize_linear(OnnxNode& n) {
   int x = n.in(0);
@@ -60,7 +58,7 @@ void map_quantize_linear(OnnxNode& n) {
     int8_range(t);
     zp = n.cast(along_axis(n, n.in(2), x, "y_zero_point"), DType::F32);
   }
-  n.set_output(0, quantize(n, n.cast(x, DType::F32), scale, zp, t));
+  n.set_output(0, quantize_to(n, n.cast(x, DType::F32), scale, zp, t));
 }
 
 void map_dequantize_linear(OnnxNode& n) {
@@ -94,7 +92,7 @@ void map_dynamic_quantize_linear(OnnxNode& n) {
   int scale = n.add("div", {n.add("sub", {hi, lo}), n.scalar(255, DType::F32)});
   int zp = n.add("sub", {zero, n.add("div", {lo, scale})});
   zp = n.add("round", {n.add("clamp", {zp}, Attrs{{"min", 0.0}, {"max", 255.0}})});
-  n.set_output(0, quantize(n, x, scale, zp, DType::U8));
+  n.set_output(0, quantize_to(n, x, scale, zp, DType::U8));
   if (n.wants_output(1)) n.set_output(1, scale);
   if (n.wants_output(2)) n.set_output(2, n.cast(zp, DType::U8));
 }

@@ -2,7 +2,8 @@
 // it (memory: the input times the axis length): CumSum (a masked sum over the positions before
 // each one) and TopK (each element's rank among its axis, then a one-hot pick by rank). Both
 // are exact: a position the mask excludes contributes a selected 0, never a product with 0.
-// Also the window functions (HannWindow, HammingWindow, BlackmanWindow), constants.
+// Also the window functions (HannWindow, HammingWindow, BlackmanWindow) and MelWeightMatrix,
+// constants.
 #include <cmath>
 
 #include "frontend/onnx/onnx_ops.h"
@@ -112,6 +113,69 @@ void map_window(OnnxNode& n) {
     double phase = denom > 0 ? 2 * kPi * static_cast<double>(i) / denom : 0.0;
     w.set_from_double(i, a0 - a1 * std::cos(phase) + a2 * std::cos(2 * phase));
   }
+  n.set_output(0, n.add_constant(w));
+}
+
+// MelWeightMatrix (opset 17): a constant [dft_length / 2 + 1, num_mel_bins] of triangular
+// filters, computed at import as ONNX's reference does: the band edges are num_mel_bins + 2
+// points evenly spaced on the mel scale (mel(f) = 2595 log10(1 + f / 700)) from lower_edge_hertz
+// to upper_edge_hertz (the step is the range over num_mel_bins + 2, as the reference has it),
+// mapped back to hertz and to the spectrogram bin floor((dft_length + 1) * f / sample_rate); the
+// mel edges in f32 and the rest in double, as numpy computes the reference.
+void map_mel_weight_matrix(OnnxNode& n) {
+  int64_t bins = n.const_int_scalar(0, "num_mel_bins");
+  int64_t dft = n.const_int_scalar(1, "dft_length");
+  int64_t rate = n.const_int_scalar(2, "sample_rate");
+  auto lower = static_cast<float>(n.const_scalar(3, "lower_edge_hertz"));
+  auto upper = static_cast<float>(n.const_scalar(4, "upper_edge_hertz"));
+  if (bins < 1 || dft < 1 || rate < 1 || bins > (int64_t{1} << 16) || dft > (int64_t{1} << 24))
+    n.error(
+        "num_mel_bins {}, dft_length {} and sample_rate {} must be positive (and at most "
+        "2^16 bins, a DFT of 2^24)",
+        bins, dft, rate);
+  int64_t rows = dft / 2 + 1;
+  if (rows * bins > (int64_t{1} << 24))
+    unsupported("a matrix of {} x {} elements (at most 2^24)", rows, bins);
+  if (!std::isfinite(lower) || !std::isfinite(upper))
+    n.error("lower_edge_hertz {} and upper_edge_hertz {} must be finite", lower, upper);
+  auto ot = static_cast<int32_t>(n.attr_int("output_datatype", 1));
+  std::optional<DType> t = dtype_from_onnx(ot);
+  if (!t) unsupported("output_datatype {}", onnx_dtype_name(ot));
+  float low_mel = 2595.0f * std::log10(1.0f + lower / 700.0f);
+  float high_mel = 2595.0f * std::log10(1.0f + upper / 700.0f);
+  float step = (high_mel - low_mel) / static_cast<float>(bins + 2);
+  std::vector<int64_t> edge(static_cast<size_t>(bins + 2));
+  for (int64_t i = 0; i < bins + 2; ++i) {
+    double mel = static_cast<double>(i) * static_cast<double>(step) + static_cast<double>(low_mel);
+    double hz = 700.0 * (std::pow(10.0, mel / 2595.0) - 1.0);
+    double bin = std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate));
+    if (!(std::abs(bin) < static_cast<double>(int64_t{1} << 40)))
+      n.error("band edge {} Hz is far outside the spectrogram", hz);
+    edge[static_cast<size_t>(i)] = static_cast<int64_t>(bin);
+  }
+  std::vector<double> m(static_cast<size_t>(rows * bins), 0.0);
+  auto set = [&](int64_t row, int64_t col, double v) {
+    if (row < 0 || row >= rows)
+      n.error(
+          "band edge {} is outside the {} spectrogram bins (upper_edge_hertz {} above "
+          "sample_rate / 2?)",
+          row, rows, upper);
+    m[static_cast<size_t>(row * bins + col)] = v;
+  };
+  for (int64_t i = 0; i < bins; ++i) {
+    int64_t left = edge[static_cast<size_t>(i)], center = edge[static_cast<size_t>(i + 1)],
+            right = edge[static_cast<size_t>(i + 2)];
+    if (center == left) {
+      set(center, i, 1.0);
+    } else {
+      for (int64_t j = left; j <= center; ++j)
+        set(j, i, static_cast<double>(j - left) / static_cast<double>(center - left));
+    }
+    for (int64_t j = center; j < right; ++j)
+      set(j, i, static_cast<double>(right - j) / static_cast<double>(right - center));
+  }
+  Tensor w = Tensor::empty(*t, {rows, bins});
+  for (size_t k = 0; k < m.size(); ++k) w.set_from_double(static_cast<int64_t>(k), m[k]);
   n.set_output(0, n.add_constant(w));
 }
 
