@@ -8,6 +8,7 @@ input dim is a symbol. torch 2.x (the GPU machine's host: tests/torch/run_torch2
 torch.compile(backend="coil") with dynamic=True and with automatic dynamic shapes."""
 
 import os
+import re
 
 import pytest
 import sympy
@@ -89,7 +90,8 @@ def test_size_generic_model_serves_every_size(tmp_path, monkeypatch):
     compiled = fx_compile.compile_fx(gm, args, OPTIONS)
     assert isinstance(compiled, fx_compile.CoilGraphCallable) and compiled.size_generic
     text = compiled.graph.to_text()
-    assert "input in0: f32[s0, s1]" in text and "shape=[-1]" in text
+    # (torch 2.x keeps its symbol names, s75 ...; 1.13's become s0, s1, ...)
+    assert re.search(r"input in0: f32\[s\d+, s\d+\]", text) and "shape=[-1]" in text, text
     for n in (5, 7, 13, 2, 1):
         x = torch.randn(n, 8)
         _close(compiled(x, args[1], args[2]), _mlp(x, args[1], args[2]))
@@ -130,7 +132,8 @@ def test_views_with_several_symbols_stay_one_model(tmp_path, monkeypatch):
     compiled = fx_compile.compile_fx(gm, [x], OPTIONS)
     assert isinstance(compiled, fx_compile.CoilGraphCallable) and compiled.size_generic
     text = compiled.graph.to_text()
-    assert 'sizes="s0, s2, -1"' in text and 'sizes="s2, s2"' in text, text
+    b, _, t, _ = re.search(r"input in0: f32\[(s\d+), (s\d+), (s\d+), (s\d+)\]", text).groups()
+    assert f'sizes="{b}, {t}, -1"' in text and f'sizes="{t}, {t}"' in text, text
     for shape in ((2, 3, 5, 4), (3, 2, 7, 5), (1, 3, 9, 2), (4, 4, 2, 3), (2, 5, 11, 3)):
         x = torch.randn(*shape)
         _close(compiled(x), _merge_heads(x))
