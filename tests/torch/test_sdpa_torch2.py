@@ -129,6 +129,11 @@ def test_sdpa_forward_and_backward(case, device, dtype, coil_graphs, monkeypatch
         # own way (eager), and f32 with grouped-query heads to the math path (the memory-
         # efficient kernel has no GQA): written out, no attention op
         return
+    if device == "cpu" and mask == "float":
+        # a float mask that requires grad: torch 2.11 traces the math path on the CPU (its
+        # flash kernel gives no mask gradient), written out; the values and gradients above
+        # are still checked (the GPU host's run of 2026-12-05: all 8 such cases failed only here)
+        return
     assert any("attention(" in t for t in coil_graphs), "no coil graph holds the attention op"
 
 
