@@ -69,7 +69,8 @@ class Block(torch.nn.Module):
         b, t, dim = x.shape
         h = self.n1(x)
         q = self.wq(h).view(b, t, self.heads, self.hd).transpose(1, 2)
-        k, v = self.wkv(h).view(b, t, 2, self.kv_heads, self.hd).permute(2, 0, 3, 1, 4)
+        kv = self.wkv(h).view(b, t, 2, self.kv_heads, self.hd).permute(2, 0, 3, 1, 4)
+        k, v = kv[0], kv[1]  # (not unpacked: torch 1.13's symbolic tracing cannot unbind)
         q, k = rotate(q, pos), rotate(k, pos)
         k, v = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
         rep = self.heads // self.kv_heads
@@ -111,6 +112,8 @@ def generate(step, model, prompt, tokens, sync, graphs=False):
     t0 = time.perf_counter()
     pos = torch.arange(prompt.shape[1], device=prompt.device)
     logits, ks, vs = step(prompt, pos, ks, vs)
+    if graphs:  # the prompt's cache outlives the first step's replay
+        ks, vs = [k.clone() for k in ks], [v.clone() for v in vs]
     sync()
     prompt_s = time.perf_counter() - t0
     nxt = logits.argmax(-1)

@@ -71,6 +71,25 @@ def test_symdim_arithmetic_and_decisions():
     assert s0.evaluate({"s0": 7}) == 7 and (s0 * s1 + 1).evaluate({"s0": 3, "s1": 5}) == 16
 
 
+def test_assume_equal_makes_one_symbol_stand_for_two():
+    """attention's key and value lengths are one size for eager, two symbols in Dynamo's graph
+    (SameSize): the later symbol becomes an alias of the earlier; a size equal to a number or
+    to another expression is never assumed (compiled per size instead)."""
+    from coil.torch.symbolic import SameSize, require_same
+    syms = Symbols()
+    a, b, c = (sympy.Symbol(n, positive=True, integer=True) for n in ("s0", "s66", "s7"))
+    s0, s66, s7 = (SymDim.of(x, syms) for x in (a, b, c))
+    with pytest.raises(SameSize, match="s0 \\+ 1 and s66 \\+ 1|s0\\+1 and s66\\+1"):
+        require_same("key and value", s0 + 1, s66 + 1)
+    require_same("same", s0 * 2, 2 * s0)  # provably equal: nothing raised
+    require_same("a number", s0, 5)  # int against symbol: coil's own type check decides
+    assert syms.assume_equal(s0 + 1, s66 + 1)
+    assert SymDim.of(b + 3, syms).same(s0 + 3) and SymDim.of(b, syms).symbol_name == "s0"
+    assert not syms.assume_equal(s7, s0 * s0)  # s7 would be an expression: refused
+    assert not syms.assume_equal(s7, 5)
+    assert SymDim.of(c, syms).symbol_name == "s7"
+
+
 # ---- torch 1.13 and 2.x: make_fx's symbolic graphs ---------------------------------------------
 
 def _mlp(x, w, v):
@@ -138,6 +157,22 @@ def test_views_with_several_symbols_stay_one_model(tmp_path, monkeypatch):
         x = torch.randn(*shape)
         _close(compiled(x), _merge_heads(x))
     assert len(_modules(tmp_path)) == 2  # b = 1 has its own
+
+
+def _heads_of_cache(x):
+    # [s] -> [s, 8] -> [1, 4, s, 2]: integer sizes other than 1 before the one symbol (a decode
+    # step's view of its KV cache); finding the symbol must not compare it with them
+    y = x.unsqueeze(1) * torch.arange(8.0)
+    return y.view(1, 4, x.shape[0], 2) * 2
+
+
+def test_view_with_one_symbol_after_integer_sizes_is_size_generic():
+    x = torch.randn(6)
+    compiled = fx_compile.compile_fx(_symbolic_fx(_heads_of_cache, x), [x], OPTIONS)
+    assert isinstance(compiled, fx_compile.CoilGraphCallable) and compiled.size_generic
+    for n in (6, 9, 2, 17):
+        x = torch.randn(n)
+        _close(compiled(x), _heads_of_cache(x))
 
 
 def _split_heads(x, w):
@@ -235,3 +270,58 @@ def test_torch_compile_dynamic_runs_in_coil(dynamic, monkeypatch):
     assert made and not any(isinstance(m, torch.fx.GraphModule) for m in made), made
     # Dynamo compiled few graphs: the symbolic ones serve every later length
     assert len(made) <= (4 if dynamic else 8), [type(m).__name__ for m in made]
+
+
+class _DecodeStep(torch.nn.Module):
+    """One step of a decoder with a KV cache (bench/gpu/llama_decode.py's shape of it): grouped
+    query attention (repeat_interleave), the cache grown by cat, torch's fused SDPA."""
+
+    def __init__(self, d=32, heads=4, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, d // heads
+        self.wq = torch.nn.Linear(d, d, bias=False)
+        self.wkv = torch.nn.Linear(d, 2 * kv_heads * self.hd, bias=False)
+        self.wo = torch.nn.Linear(d, d, bias=False)
+
+    def forward(self, x, cache_k, cache_v):
+        b, t, d = x.shape
+        q = self.wq(x).view(b, t, self.heads, self.hd).transpose(1, 2)
+        kv = self.wkv(x).view(b, t, 2, self.kv_heads, self.hd).permute(2, 0, 3, 1, 4)
+        k = torch.cat([cache_k, kv[0]], dim=2)
+        v = torch.cat([cache_v, kv[1]], dim=2)
+        rep = self.heads // self.kv_heads
+        a = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, dim=1),
+                                           v.repeat_interleave(rep, dim=1), is_causal=t > 1)
+        return x + self.wo(a.transpose(1, 2).reshape(b, t, d)), k, v
+
+
+@pytest.mark.skipif(not HAS_DYNAMO, reason="torch 1.13 has no torch.compile (Dynamo) and no "
+                    "scaled_dot_product_attention")
+def test_kv_cache_decode_steps_share_one_model(monkeypatch):
+    """Token-by-token decoding grows the cache by one each step: after the prompt and the first
+    step, torch's automatic dynamic shapes hand coil a graph whose cache length is a symbol. On
+    the CPU that graph must be one size-generic coil model (never a compile per length, never
+    eager), and every step must match eager."""
+    import coil.torch  # noqa: F401
+    torch._dynamo.reset()
+    made = _record_compiles(monkeypatch)
+    torch.manual_seed(5)
+    step = _DecodeStep().eval()
+    compiled = torch.compile(step, backend="coil", options=OPTIONS)
+    x = torch.randn(1, 9, 32)
+    k = v = torch.zeros(1, 2, 0, 8)
+    ke = ve = k
+    with torch.no_grad():
+        for i in range(8):
+            ye, ke, ve = step(x, ke, ve)
+            yc, k, v = compiled(x, k, v)
+            torch.testing.assert_close(yc, ye, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(k, ke)
+            x = torch.randn(1, 1, 32)
+    names = [type(m).__name__ for m in made]
+    assert made and not any(isinstance(m, torch.fx.GraphModule) for m in made), names
+    assert len(made) <= 3, names
+    # Dynamo's second graph may make only one cache's length symbolic (the other's change is
+    # seen a step later): coil compiles it for its one size; the last graph serves every length
+    assert all(len(m.compiled) <= 1 for m in made if isinstance(m, PerSizeCallable)), names
+    assert isinstance(made[-1], fx_compile.CoilGraphCallable) and made[-1].size_generic, names

@@ -155,7 +155,10 @@ class CoilGraphCallable:
                                       "complex support")
                 try:
                     env[node] = row(L, node, list(args), dict(kwargs))
-                except Unsupported:
+                except Unsupported as e:
+                    if "symbolic size" in str(e) and str(node.target) not in str(e):
+                        # (a size decision inside a row: name the node that made it)
+                        raise Unsupported(f"{node.format_node()}: {e}") from e
                     raise
                 except Exception as e:  # a coil error names the op; add the FX node
                     raise type(e)(f"{node.format_node()}: {e}") from e
@@ -223,7 +226,8 @@ class CoilGraphCallable:
             for d, sz in enumerate(shape):
                 if isinstance(sz, SymDim) and sz.symbol_name is not None:
                     self.size_dims.setdefault(sz.symbol_name, (k, d))
-        unbound = sorted(set(L.symbols.names.values()) - set(self.size_dims))
+        aliases = {L.symbols.names[x] for x in L.symbols.equal if x in L.symbols.names}
+        unbound = sorted(set(L.symbols.names.values()) - set(self.size_dims) - aliases)
         if unbound:
             raise Unsupported(f"the size symbols {', '.join(unbound)} are no input's dim (coil "
                               "binds each from a dim that is the symbol alone)")
@@ -515,14 +519,34 @@ def _compile_symbolic(gm, example_inputs, options, device):
         why = f"{blockers[0].target} " + ("writes its input" if _mutates(blockers[0]) else
                                           _why_unsupported(blockers[0]))
     else:
-        try:
-            return CoilGraphCallable(gm, options, example_inputs, device)
-        except Unsupported as e:
-            why = str(e)
-        except Exception as e:  # coil refused the symbolic graph (e.g. a reshape it cannot
-            why = str(e).splitlines()[0]  # infer): the per-size graphs are static
+        from .symbolic import SameSize
+        for _ in range(8):  # each SameSize makes two symbols one; then lowered again
+            try:
+                return CoilGraphCallable(gm, options, example_inputs, device)
+            except SameSize as e:
+                why = f"{e} [{_raised_at(e)}]"
+                if not symbols_of(gm.graph).assume_equal(e.a, e.b):
+                    break
+                logs.log("guards", f"assuming {e.a.text} == {e.b.text}: {e} (coil checks "
+                         "the inputs' sizes agree at each call)")
+            except Unsupported as e:
+                why = f"{e} [{_raised_at(e)}]"
+                break
+            except Exception as e:  # coil refused the symbolic graph (e.g. a reshape it
+                why = str(e).splitlines()[0]  # cannot infer): the per-size graphs are static
+                break
     logs.log("guards", f"a graph with symbolic sizes is compiled per size: {why}")
     return PerSizeCallable(gm, options)
+
+
+def _raised_at(e):
+    """file:line of the coil code that raised `e` (the innermost frame of its first cause),
+    for the guards log: which row decided on a symbolic size."""
+    import traceback
+    cause = e.__cause__ or e
+    frames = traceback.extract_tb(cause.__traceback__) or traceback.extract_tb(e.__traceback__)
+    ours = [f for f in frames if "symbolic.py" not in f.filename] or frames
+    return f"{os.path.basename(ours[-1].filename)}:{ours[-1].lineno}" if ours else "?"
 
 
 _gpu_probes = {}  # (op, argument metadata) -> None, or the reason coil's CUDA path refuses it

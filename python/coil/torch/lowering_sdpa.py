@@ -33,6 +33,7 @@ import torch
 from .lowering import ROWS, Unsupported, Value, meta_of
 from .lowering_nn import reshape, shape, zeros
 from .lowering_scatter import _iota
+from .symbolic import require_same
 
 
 class Opaque:
@@ -151,6 +152,8 @@ def attention(L, q, k, v, mask, mask_dtype, causal, scale):
     """coil's attention node for torch's semantics (is_causal top-left, `mask` bool or floating
     of `mask_dtype`, scale None: 1/sqrt(D))."""
     tq, tk = shape(L, q)[2], shape(L, k)[2]
+    # key and value lengths: one size for eager (checked when it runs), maybe two symbols here
+    require_same("attention's key and value lengths", tk, shape(L, v)[2])
     attrs = {}
     if scale is not None:
         attrs["scale"] = float(scale)
@@ -201,7 +204,14 @@ def fit_lse(L, lse, want_shape, tq):
 
 
 def _vals(node):
+    """The op's outputs as tensors (meta tensors where the graph has tensor_meta only: a graph
+    per_size.concrete_graph made concrete), or Unsupported."""
     val = node.meta.get("val")
+    if val is None:
+        val = node.meta.get("tensor_meta")
+        if isinstance(val, (tuple, list)):
+            val = [torch.empty(m.shape, dtype=m.dtype, device="meta")
+                   if hasattr(m, "shape") and hasattr(m, "dtype") else m for m in val]
     if not isinstance(val, (tuple, list)):
         raise Unsupported(f"{node.target}: no output metadata")
     return list(val)

@@ -40,12 +40,48 @@ def symint_expr(s):
     raise Unsupported(f"a size of type {type(s).__name__} ({s})")
 
 
+class SameSize(Unsupported):
+    """Raised by a row where two sizes must be equal for the op to run (eager checks them at
+    run time: attention's key and value lengths) but are different symbols in the FX graph
+    (Dynamo made each input's size its own symbol and has no guard relating them). The graph is
+    lowered again with one symbol standing for both (Symbols.assume_equal); coil's size binding
+    then checks at each call that the inputs agree, an error naming them where they do not,
+    as eager's own check would be."""
+
+    def __init__(self, what, a, b):
+        super().__init__(f"{what}: the sizes {a} and {b} must be equal")
+        self.a, self.b = a, b
+
+
+def require_same(what, a, b):
+    """Raises SameSize where a and b are different symbolic sizes that the op needs equal."""
+    if isinstance(a, SymDim) and isinstance(b, SymDim) and not a.same(b):
+        raise SameSize(what, a, b)
+
+
 class Symbols:
     """The coil names of one graph's size symbols (torch 2.x's s0, s1 keep theirs; 1.13's
     `t0.size(0)` become s0, s1, ... in order of appearance)."""
 
     def __init__(self):
         self.names = {}  # sympy Symbol -> coil name
+        self.equal = {}  # sympy Symbol -> the symbol it is assumed equal to (SameSize)
+
+    def assume_equal(self, a, b):
+        """Takes a == b (SymDims) as given by eliminating one symbol, when that makes it an
+        alias of another symbol (s66 + 1 == s0 + 1: s66 is s0). False where it would not (a
+        size equal to a number, or to an expression: the graph is then compiled per size)."""
+        if not (isinstance(a, SymDim) and isinstance(b, SymDim)):
+            return False
+        diff = sympy.expand(a.expr - b.expr)
+        order = list(self.names)  # eliminate the symbol named last: s0 stays s0
+        for x in sorted(diff.free_symbols, key=lambda x: -order.index(x) if x in order else 0):
+            sol = sympy.solve(diff, x)
+            if len(sol) == 1 and sol[0].is_Symbol:
+                self.equal = {k: v.xreplace({x: sol[0]}) for k, v in self.equal.items()}
+                self.equal[x] = sol[0]
+                return True
+        return False
 
     def name(self, symbol):
         if symbol not in self.names:
@@ -77,6 +113,8 @@ class SymDim:
     @staticmethod
     def of(expr, symbols):
         expr = sympy.sympify(expr)
+        if symbols.equal:
+            expr = expr.xreplace(symbols.equal)
         if expr.is_Integer:
             return int(expr)
         for s in expr.free_symbols:
@@ -283,7 +321,9 @@ def resolve_attrs(L, op, inputs, attrs):
         if op in ("full", "reshape", "expand") and key == "shape":
             symbolic = [s for s in sizes if isinstance(s, SymDim)]
             if op == "reshape" and len(symbolic) == 1:
-                sizes[sizes.index(symbolic[0])] = -1  # one symbolic size: inferred
+                # (by identity: list.index would compare the symbol with each integer size)
+                at = next(i for i, s in enumerate(sizes) if s is symbolic[0])
+                sizes[at] = -1  # one symbolic size: inferred
                 out[key] = sizes
                 continue
             if op == "expand":  # an input's own size is kept (-1)
