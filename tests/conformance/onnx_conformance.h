@@ -42,6 +42,10 @@ struct PreparedCase {
   std::vector<Tensor> inputs, expected;
   CompileOptions options;  // the size symbols bound from the inputs
   bool specialized = false;
+  /// The model has ops whose output size depends on values (NonZero, Unique, ...): `graph` is
+  /// empty and run_case runs it through coil::OnnxModel, in stages (onnx_staged.h).
+  bool staged = false;
+  std::filesystem::path model;
 };
 
 /// Reads the test data and imports the model (see run_case); an outcome other than Pass says

@@ -252,13 +252,13 @@ TEST(OnnxErrors, HugeDims) {
 
 TEST(OnnxErrors, UnsupportedOpsAreListedTogether) {
   onnx::ModelProto m = relu_model();
-  add_node(m, "RoiAlign", {"y", "y"}, {"a"}, "up1");
-  add_node(m, "NonMaxSuppression", {"a", "a"}, {"b"}, "nms1");
-  add_node(m, "NonMaxSuppression", {"b", "b"}, {"c"}, "nms2");
+  add_node(m, "StringNormalizer", {"y", "y"}, {"a"}, "up1");
+  add_node(m, "SequenceLength", {"a", "a"}, {"b"}, "nms1");
+  add_node(m, "SequenceLength", {"b", "b"}, {"c"}, "nms2");
   add_node(m, "FancyOp", {"c"}, {"d"}, "fancy");
   add_node(m, "Custom", {"d"}, {"e"}, "custom")->set_domain("com.example");
   EXPECT_EQ(import_error(m),
-            "m.onnx: unsupported ops: RoiAlign (node 'up1', opset 13), NonMaxSuppression (2 "
+            "m.onnx: unsupported ops: StringNormalizer (node 'up1', opset 13), SequenceLength (2 "
             "nodes, opset 13), FancyOp (node 'fancy', opset 13), com.example.Custom (node "
             "'custom', opset 13)");
 }

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
+#include "frontend/onnx/onnx_data_dependent.h"
+#include "frontend/onnx/onnx_staged.h"
 #include "frontend/onnx/onnx_tensor.h"
 #include "support/check.h"
 #include "support/log.h"
@@ -144,9 +146,14 @@ OnnxModel& OnnxModel::operator=(OnnxModel&&) noexcept = default;
 OnnxModel::~OnnxModel() = default;
 
 OnnxModel OnnxModel::load(const std::filesystem::path& path, const CompileOptions& options) {
+  return from_bytes(read_file_bytes(path), path.string(), options);
+}
+
+OnnxModel OnnxModel::from_bytes(std::string bytes, std::string name,
+                                const CompileOptions& options) {
   OnnxModel m;
-  m.name_ = path.string();
-  m.bytes_ = read_file_bytes(path);
+  m.name_ = std::move(name);
+  m.bytes_ = std::move(bytes);
   m.options_ = options;
   m.input_names_ = fed_inputs(parse(m.bytes_, m.name_));
   try {
@@ -154,6 +161,12 @@ OnnxModel OnnxModel::load(const std::filesystem::path& path, const CompileOption
     m.variants_[""] = std::make_unique<CompiledModel>(compile(g, options));
     m.decided_ = true;
   } catch (const Error& e) {
+    if (std::string_view(e.what()).find(onnxfe::kDataDependent) != std::string_view::npos) {
+      COIL_LOG(guards, "{}: ops whose output size depends on values: running in stages", m.name_);
+      m.staged_ = std::make_unique<StagedOnnxModel>(m.bytes_, m.name_, options);
+      m.decided_ = true;
+      return m;
+    }
     if (!needs_a_value(e)) throw;
     COIL_LOG(guards, "{}: an input shapes the model; compiling per value at the first call",
              m.name_);
@@ -167,6 +180,7 @@ std::vector<std::string> OnnxModel::value_inputs() const {
 }
 
 int OnnxModel::variants() const {
+  if (staged_) return staged_->compiled();
   std::lock_guard<std::mutex> lock(*mutex_);
   return static_cast<int>(variants_.size());
 }
@@ -177,6 +191,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
                   fmt::join(input_names_, ", "), inputs.size());
   std::map<std::string, Tensor> given;
   for (size_t i = 0; i < inputs.size(); ++i) given[input_names_[i]] = inputs[i];
+  if (staged_) return staged_->run(given);
   const CompiledModel* model = nullptr;
   {
     std::lock_guard<std::mutex> lock(*mutex_);

@@ -14,6 +14,10 @@
 // released again if the model imports without it, so that data inputs (token ids, masks)
 // stay inputs and a new batch of them never recompiles.
 //
+// A model with ops whose output size depends on values (NonZero, Compress, Unique,
+// NonMaxSuppression) runs in stages: compiled sub-models, those ops on the host between them
+// (onnx_staged.h).
+//
 //   coil::OnnxModel m = coil::OnnxModel::load("model.onnx");
 //   auto y = m.run({x, shape});     // the model's graph inputs, in the model's order
 #pragma once
@@ -50,11 +54,16 @@ ValueBoundImport import_onnx_binding_values(const std::string& bytes, const std:
 ValueBoundImport import_onnx_binding_values(const std::filesystem::path& path,
                                             const std::map<std::string, Tensor>& given);
 
+class StagedOnnxModel;
+
 class OnnxModel {
  public:
   /// Reads and imports `path`; compiles it now when it needs no input's value (`options`
   /// may leave sizes unbound: the model is then size-generic), else at the first call.
   static OnnxModel load(const std::filesystem::path& path, const CompileOptions& options = {});
+  /// The same for a serialized ModelProto (`name` prefixes errors).
+  static OnnxModel from_bytes(std::string bytes, std::string name,
+                              const CompileOptions& options = {});
 
   OnnxModel(OnnxModel&&) noexcept;
   OnnxModel& operator=(OnnxModel&&) noexcept;
@@ -66,8 +75,12 @@ class OnnxModel {
   /// The inputs whose values select a variant (known after the first call; empty when the
   /// model compiles once for every value).
   std::vector<std::string> value_inputs() const;
-  /// Variants compiled so far (one per distinct tuple of the value inputs' values).
+  /// Variants compiled so far (one per distinct tuple of the value inputs' values; for a
+  /// staged model, one per stage and tuple of its input shapes).
   int variants() const;
+  /// The staged model, where the model has ops whose output size depends on values
+  /// (onnx_staged.h), else null.
+  const StagedOnnxModel* staged() const { return staged_.get(); }
 
   /// Runs on the graph inputs in input_names() order; returns the outputs in the model's order.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
@@ -81,6 +94,7 @@ class OnnxModel {
   mutable bool decided_ = false;            // whether the inputs to bind are known
   mutable std::vector<std::string> bound_;  // ONNX names of the inputs bound by value
   mutable std::map<std::string, std::unique_ptr<CompiledModel>> variants_;  // key: bound values
+  std::unique_ptr<StagedOnnxModel> staged_;
 };
 
 }  // namespace coil

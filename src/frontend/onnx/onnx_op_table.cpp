@@ -3,12 +3,20 @@
 // supported yet; they are reported together with every other unsupported op of a model.
 #include <unordered_map>
 
+#include "frontend/onnx/onnx_data_dependent.h"
 #include "frontend/onnx/onnx_ops.h"
 
 namespace coil::onnxfe {
 namespace {
 
 const OnnxOpDef kOnnxOps[] = {
+    // Output sizes that depend on values (onnx_data_dependent.cpp): folded when the inputs are
+    // constants, else run on the host between compiled stages (coil::OnnxModel).
+    {"NonZero", map_data_dependent, "host kernel between compiled stages"},
+    {"Compress", map_data_dependent, "host kernel between compiled stages"},
+    {"Unique", map_data_dependent, "host kernel between compiled stages"},
+    {"NonMaxSuppression", map_data_dependent, "host kernel between compiled stages (f32 IoU)"},
+
     // Elementwise (onnx_ops_elementwise.cpp).
     {"Abs", map_unary, "abs"},
     {"Neg", map_unary, "neg"},
