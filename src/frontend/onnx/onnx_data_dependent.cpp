@@ -290,7 +290,11 @@ void map_data_dependent(OnnxNode& n) {
       continue;
     }
     const Tensor* c = n.constant(n.in(i));
-    if (!c) unsupported("{}: coil::OnnxModel runs it between compiled stages", kDataDependent);
+    if (!c)
+      unsupported(
+          "{}: coil::OnnxModel (C++) runs such a model in stages; one graph (the CLI, "
+          "coil.Graph.import_onnx) cannot hold it",
+          kDataDependent);
     values.push_back(*c);
   }
   for (const auto& a : n.proto().attribute()) n.find_attr(a.name());  // read below
