@@ -108,7 +108,7 @@ CaseResult prepare_case(const fs::path& dir, PreparedCase* out) {
     g = import_onnx(dir / "model.onnx");
   } catch (const Error& e) {
     std::string msg = e.what();
-    if (msg.find(onnxfe::kDataDependent) != std::string::npos) {
+    if (msg.find(onnxfe::kStaged) != std::string::npos) {
       out->staged = true;
       out->model = dir / "model.onnx";
       out->inputs = inputs;

@@ -189,5 +189,148 @@ TEST_F(OnnxStaged, BadAttributesAndInputsNameTheNode) {
               ::testing::HasSubstr("Compress node 'pick': unknown attribute 'colour'"));
 }
 
+/// x: f32[3, 4], n: i64 trip count, flag: bool.
+/// Loop over i < n: acc = (acc + x[i]) * 0.5 (acc from zeros), scanned;  Scan over x's rows in
+/// reverse: s += row, out = s * relu(row), stacked reversed along axis 1;  If flag: -x else x*2.
+/// The bodies read x and the initializers from the enclosing graph.
+onnx::ModelProto control_flow_model() {
+  onnx::ModelProto m = empty_model(13);
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "x", TP::FLOAT, {3, 4});
+  set_type(g->add_input(), "n", TP::INT64, {});
+  set_type(g->add_input(), "flag", TP::BOOL, {});
+  for (const char* o : {"acc", "accs", "s", "outs", "picked"}) g->add_output()->set_name(o);
+  add_f32_scalar(m, "half", 0.5f);
+  add_f32_scalar(m, "two", 2.0f);
+  auto* zeros = g->add_initializer();
+  zeros->set_name("zeros");
+  zeros->set_data_type(TP::FLOAT);
+  zeros->add_dims(4);
+  for (int i = 0; i < 4; ++i) zeros->add_float_data(0.0f);
+
+  onnx::ModelProto body = empty_model(13);  // (its graph only)
+  auto* b = body.mutable_graph();
+  set_type(b->add_input(), "i", TP::INT64, {});
+  set_type(b->add_input(), "c", TP::BOOL, {});
+  set_type(b->add_input(), "acc_in", TP::FLOAT, {4});
+  set_type(b->add_output(), "c_out", TP::BOOL, {});
+  set_type(b->add_output(), "acc_out", TP::FLOAT, {4});
+  set_type(b->add_output(), "scan_out", TP::FLOAT, {4});  // (its dtype: a Loop of no trips)
+  add_node(body, "Identity", {"c"}, {"c_out"});
+  add_int_attr(add_node(body, "Gather", {"x", "i"}, {"row"}), "axis", 0);
+  add_node(body, "Add", {"acc_in", "row"}, {"sum"});
+  add_node(body, "Mul", {"sum", "half"}, {"acc_out"});
+  add_node(body, "Identity", {"acc_out"}, {"scan_out"});
+  auto* loop = add_node(m, "Loop", {"n", "", "zeros"}, {"acc", "accs"}, "loop");
+  auto* a = loop->add_attribute();
+  a->set_name("body");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = *b;
+
+  onnx::ModelProto sbody = empty_model(13);
+  auto* sb = sbody.mutable_graph();
+  set_type(sb->add_input(), "s_in", TP::FLOAT, {4});
+  set_type(sb->add_input(), "r", TP::FLOAT, {4});
+  for (const char* o : {"s_out", "o"}) sb->add_output()->set_name(o);
+  add_node(sbody, "Add", {"s_in", "r"}, {"s_out"});
+  add_node(sbody, "Relu", {"r"}, {"rr"});
+  add_node(sbody, "Mul", {"s_out", "rr"}, {"o"});
+  auto* scan = add_node(m, "Scan", {"zeros", "x"}, {"s", "outs"}, "scan");
+  add_int_attr(scan, "num_scan_inputs", 1);
+  add_ints_attr(scan, "scan_input_directions", {1});
+  add_ints_attr(scan, "scan_output_directions", {1});
+  add_ints_attr(scan, "scan_output_axes", {1});
+  a = scan->add_attribute();
+  a->set_name("body");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = *sb;
+
+  auto* iff = add_node(m, "If", {"flag"}, {"picked"}, "if");
+  for (auto [name, op] : {std::pair{"then_branch", "Neg"}, {"else_branch", "Mul"}}) {
+    onnx::ModelProto br = empty_model(13);
+    br.mutable_graph()->add_output()->set_name("y");
+    if (std::string(op) == "Neg")
+      add_node(br, "Neg", {"x"}, {"y"});
+    else
+      add_node(br, "Mul", {"x", "two"}, {"y"});
+    a = iff->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = br.graph();
+  }
+  return m;
+}
+
+TEST_F(OnnxStaged, LoopScanAndIfRunTheirBodiesCompiled) {
+  OnnxModel model = OnnxModel::load(save(control_flow_model()));
+  ASSERT_NE(model.staged(), nullptr);
+  Tensor x = data(7, 0.6f).strided({3, 4}, {4, 1}).clone();  // the first 3 rows
+  Tensor wrong = Tensor::zeros(DType::I64, {}), no = Tensor::zeros(DType::Bool, {});
+  EXPECT_THAT(error_of([&] {
+                model.run({data(7, 0.6f), wrong, no});
+              }),
+              ::testing::HasSubstr("input 'x' has shape [6, 4], which its declared shape does "
+                                   "not allow"));
+  const float* p = x.data_as<float>();
+  for (int64_t trips : {3, 2, 0, 3}) {
+    for (bool flag : {true, false}) {
+      Tensor n = Tensor::empty(DType::I64, {}), f = Tensor::empty(DType::Bool, {});
+      *n.data_as<int64_t>() = trips;
+      *f.data_as<bool>() = flag;
+      std::vector<Tensor> got = model.run({x, n, f});
+      ASSERT_EQ(got.size(), 5u);
+      std::vector<float> acc(4, 0.0f), accs;
+      for (int64_t i = 0; i < trips; ++i)
+        for (int j = 0; j < 4; ++j) acc[j] = (acc[j] + p[i * 4 + j]) * 0.5f;
+      for (int64_t i = 0; i < trips; ++i) {  // recomputed row by row for the stack
+        std::vector<float> a(4, 0.0f);
+        for (int64_t k = 0; k <= i; ++k)
+          for (int j = 0; j < 4; ++j) a[j] = (a[j] + p[k * 4 + j]) * 0.5f;
+        accs.insert(accs.end(), a.begin(), a.end());
+      }
+      EXPECT_EQ(values(got[0]), acc) << trips;
+      EXPECT_EQ(got[1].shape(), (std::vector<int64_t>{trips == 0 ? 0 : trips, 4})) << trips;
+      if (trips > 0) EXPECT_EQ(values(got[1]), accs) << trips;
+      // Scan: rows 2, 1, 0; its outputs reversed back, so column t is row t's step.
+      std::vector<float> st(4, 0.0f), outs(12);
+      for (int r = 2; r >= 0; --r)
+        for (int j = 0; j < 4; ++j) {
+          st[j] += p[r * 4 + j];
+          outs[j * 3 + r] = st[j] * std::max(p[r * 4 + j], 0.0f);
+        }
+      EXPECT_EQ(values(got[2]), st);
+      EXPECT_EQ(got[3].shape(), (std::vector<int64_t>{4, 3}));
+      EXPECT_EQ(values(got[3]), outs);
+      std::vector<float> picked;
+      for (int i = 0; i < 12; ++i) picked.push_back(flag ? -p[i] : p[i] * 2.0f);
+      EXPECT_EQ(values(got[4]), picked) << flag;
+    }
+  }
+}
+
+TEST_F(OnnxStaged, ControlFlowErrorsNameTheNode) {
+  onnx::ModelProto m = control_flow_model();
+  // The Loop's body returns one value too few.
+  auto* body = m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g();
+  body->mutable_output()->RemoveLast();
+  OnnxModel model = OnnxModel::load(save(m));
+  Tensor x = data(7, 0.6f).strided({3, 4}, {4, 1}).clone();
+  Tensor n = Tensor::empty(DType::I64, {}), f = Tensor::empty(DType::Bool, {});
+  *n.data_as<int64_t>() = 2;
+  *f.data_as<bool>() = true;
+  EXPECT_THAT(
+      error_of([&] {
+        model.run({x, n, f});
+      }),
+      ::testing::HasSubstr("Loop node 'loop': its body returns 2 values, the node needs 3"));
+  m = control_flow_model();
+  add_int_attr(m.mutable_graph()->mutable_node(1), "reverse", 1);  // Scan has no such attribute
+  OnnxModel scan = OnnxModel::load(save(m));
+  EXPECT_THAT(error_of([&] {
+                scan.run({x, n, f});
+              }),
+              ::testing::HasSubstr("Scan node 'scan': unknown attribute 'reverse'"));
+}
+
 }  // namespace
 }  // namespace coil

@@ -292,15 +292,23 @@ void map_data_dependent(OnnxNode& n) {
     const Tensor* c = n.constant(n.in(i));
     if (!c)
       unsupported(
-          "{}: coil::OnnxModel (C++) runs such a model in stages; one graph (the CLI, "
-          "coil.Graph.import_onnx) cannot hold it",
-          kDataDependent);
+          "{}: coil::OnnxModel (C++) {}; one graph (the CLI, coil.Graph.import_onnx) "
+          "cannot hold it",
+          kDataDependent, kStaged);
     values.push_back(*c);
   }
   for (const auto& a : n.proto().attribute()) n.find_attr(a.name());  // read below
   std::vector<Tensor> out = run_data_dependent(n.proto(), values);
   for (int i = 0; i < n.num_outputs(); ++i)
     if (n.wants_output(i)) n.set_output(i, n.add_constant(out[static_cast<size_t>(i)]));
+}
+
+void map_control_flow(OnnxNode& n) {
+  for (const auto& a : n.proto().attribute()) n.find_attr(a.name());  // checked when it runs
+  unsupported(
+      "control flow: coil::OnnxModel (C++) {}, each body compiled as a sub-model; one "
+      "graph (the CLI, coil.Graph.import_onnx) cannot hold it",
+      kStaged);
 }
 
 }  // namespace coil::onnxfe

@@ -21,6 +21,9 @@ class OnnxNode;
 
 /// Part of the import's reason for refusing such an op with inputs known only at run time.
 inline constexpr std::string_view kDataDependent = "its output size depends on its inputs' values";
+/// Part of the reason for refusing any node that coil::OnnxModel runs on the host between
+/// compiled stages (these ops, and If, Loop and Scan): what OnnxModel looks for.
+inline constexpr std::string_view kStaged = "runs it on the host between compiled stages";
 
 /// Whether `op_type` (default domain) is one of the ops above.
 bool is_data_dependent(std::string_view op_type);
@@ -31,7 +34,9 @@ bool is_data_dependent(std::string_view op_type);
 std::vector<Tensor> run_data_dependent(const onnx::NodeProto& node,
                                        const std::vector<Tensor>& inputs);
 
-/// The import mapping of these ops: constant inputs fold; others are Unsupported (kDataDependent).
+/// The import mapping of these ops: constant inputs fold; others are Unsupported (kStaged).
 void map_data_dependent(OnnxNode& n);
+/// The import mapping of If, Loop and Scan: always Unsupported (kStaged; onnx_control_flow.h).
+void map_control_flow(OnnxNode& n);
 
 }  // namespace coil::onnxfe

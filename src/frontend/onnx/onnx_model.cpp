@@ -161,7 +161,7 @@ OnnxModel OnnxModel::from_bytes(std::string bytes, std::string name,
     m.variants_[""] = std::make_unique<CompiledModel>(compile(g, options));
     m.decided_ = true;
   } catch (const Error& e) {
-    if (std::string_view(e.what()).find(onnxfe::kDataDependent) != std::string_view::npos) {
+    if (std::string_view(e.what()).find(onnxfe::kStaged) != std::string_view::npos) {
       COIL_LOG(guards, "{}: ops whose output size depends on values: running in stages", m.name_);
       m.staged_ = std::make_unique<StagedOnnxModel>(m.bytes_, m.name_, options);
       m.decided_ = true;

@@ -16,6 +16,9 @@ const OnnxOpDef kOnnxOps[] = {
     {"Compress", map_data_dependent, "host kernel between compiled stages"},
     {"Unique", map_data_dependent, "host kernel between compiled stages"},
     {"NonMaxSuppression", map_data_dependent, "host kernel between compiled stages (f32 IoU)"},
+    {"If", map_control_flow, "host: the branch a compiled sub-model"},
+    {"Loop", map_control_flow, "host loop: the body a compiled sub-model"},
+    {"Scan", map_control_flow, "host loop: the body a compiled sub-model"},
 
     // Elementwise (onnx_ops_elementwise.cpp).
     {"Abs", map_unary, "abs"},

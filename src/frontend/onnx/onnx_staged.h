@@ -1,6 +1,7 @@
 // ONNX models with ops whose output size depends on values (NonZero, Compress, Unique,
-// NonMaxSuppression: onnx_data_dependent.h), run in stages (docs/onnx.md, "Ops whose output size
-// depends on values").
+// NonMaxSuppression: onnx_data_dependent.h) or control flow (If, Loop, Scan:
+// onnx_control_flow.h, each body a sub-model compiled like a stage), run in stages (docs/onnx.md,
+// "Ops whose output size depends on values").
 //
 // The graph is cut at those ops, once, from its structure: a compiled stage is every node that
 // can run with the values known so far (in file order), and each such op is a host stage of its
@@ -12,6 +13,7 @@
 // same sizes reuses every compiled stage.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,7 +55,14 @@ class StagedOnnxModel {
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::unique_ptr<OnnxModel>> compiled_;
 
+  int opset_ = 0;  // of the default domain
+
   const OnnxModel& stage_model(size_t s, const std::vector<Tensor>& inputs) const;
+  /// Runs the body `attr` of control-flow node `node` on its formal inputs; the values it reads
+  /// from the enclosing graph come from `outer`. Compiled per tuple of input shapes, cached.
+  std::vector<Tensor> run_body(int node, const onnx::GraphProto& body, std::string_view attr,
+                               const std::vector<Tensor>& formal,
+                               const std::function<Tensor(const std::string&)>& outer) const;
 };
 
 }  // namespace coil
