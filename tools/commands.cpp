@@ -10,6 +10,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <onnx/onnx_pb.h>
 #include <nlohmann/json.hpp>
 
 #include "bench_profile.h"
@@ -17,6 +18,10 @@
 #include "demo_model.h"
 #include "driver/debug_dir.h"
 #include "driver/dynamic_model.h"
+#include "frontend/onnx/onnx_data_dependent.h"
+#include "frontend/onnx/onnx_import.h"
+#include "frontend/onnx/onnx_model.h"
+#include "frontend/onnx/onnx_tensor.h"
 #include "gpu_run.h"
 #include "graph/interpreter.h"
 #include "graph/op_reference.h"
@@ -230,12 +235,86 @@ Outputs run_exported(const ModelArgs& a) {
   return {m.run(inputs), m.outputs()};
 }
 
+/// Whether `path` is an ONNX model with nodes that run on the host between compiled stages
+/// (NonZero, Unique, If, Loop, ...: frontend/onnx/onnx_staged.h), which one graph cannot hold.
+bool is_staged_onnx(const ModelArgs& a) {
+  if (std::filesystem::path(a.model).extension() != ".onnx") return false;
+  try {
+    import_onnx(a.model);
+  } catch (const Error& e) {
+    return std::string_view(e.what()).find(onnxfe::kStaged) != std::string_view::npos;
+  }
+  return false;
+}
+
+/// `coil run` of such a model through coil::OnnxModel: inputs by the model's names (or their
+/// sanitized form), random ones where the declared shape is static.
+Outputs run_staged(const ModelArgs& a) {
+  const ModelArgs defaults;
+  COIL_USER_CHECK(a.sizes.empty() && a.device == defaults.device,
+                  "{}: runs in stages on the CPU (its ops run on the host between compiled "
+                  "stages); --size and --device do not apply",
+                  a.model);
+  CompileOptions options;
+  options.precision = a.precision;
+  options.mode = a.mode;
+  OnnxModel m = OnnxModel::load(a.model, options);
+  onnx::ModelProto proto;
+  {
+    std::ifstream f(a.model, std::ios::binary);
+    COIL_USER_CHECK(proto.ParseFromIstream(&f), "{}: not a valid ONNX model", a.model);
+  }
+  std::vector<ValueSpec> specs;
+  for (const std::string& name : m.input_names()) {
+    ValueSpec s{sanitize_onnx_name(name), DType::F32, {}, name};
+    for (const auto& in : proto.graph().input()) {
+      if (in.name() != name) continue;
+      const auto& tt = in.type().tensor_type();
+      if (auto dt = onnxfe::dtype_from_onnx(tt.elem_type())) s.dtype = *dt;
+      for (const auto& d : tt.shape().dim())
+        s.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    }
+    specs.push_back(s);
+  }
+  std::map<std::string, Tensor> given;
+  for (const auto& arg : a.inputs) {
+    auto [name, path] = split_pair(arg, "--input", "NAME=FILE.npy");
+    std::optional<size_t> at = find_value(specs, name);
+    COIL_USER_CHECK(at.has_value(), "--input {}: the model has no input '{}' (its inputs: {})", arg,
+                    name, value_names(specs));
+    given[specs[*at].name] = read_npy(path);
+  }
+  std::vector<Tensor> inputs;
+  uint64_t k = 0;
+  for (const ValueSpec& s : specs) {
+    auto it = given.find(s.name);
+    if (it != given.end()) {
+      inputs.push_back(it->second);
+      continue;
+    }
+    COIL_USER_CHECK(std::none_of(s.shape.begin(), s.shape.end(), [](int64_t d) { return d < 0; }),
+                    "input '{}' has a symbolic size: give it with --input {}=FILE.npy",
+                    s.source_name, s.name);
+    inputs.push_back(random_tensor(s.dtype, s.shape, a.seed * 1000003u + k++));
+  }
+  std::vector<Tensor> outs = m.run(inputs);
+  std::vector<ValueSpec> out_specs;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const std::string& name = proto.graph().output(static_cast<int>(i)).name();
+    out_specs.push_back({sanitize_onnx_name(name), outs[i].dtype(), outs[i].shape(), name});
+  }
+  fmt::print("ran in stages ({} compiled)\n", m.variants());
+  return {outs, out_specs};
+}
+
 }  // namespace
 
 int cmd_run(const ModelArgs& a, const std::string& out_dir) {
   Outputs result;
   if (is_export_dir(a.model)) {
     result = run_exported(a);
+  } else if (is_staged_onnx(a)) {
+    result = run_staged(a);
   } else {
     Prepared p = prepare(a);
     result = run_prepared(a, p);

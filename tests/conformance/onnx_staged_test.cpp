@@ -11,11 +11,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "conformance/onnx_model_builder.h"
 #include "frontend/onnx/onnx_model.h"
 #include "frontend/onnx/onnx_staged.h"
 #include "support/error_of.h"
+#include "support/npy.h"
 
 namespace coil {
 namespace {
@@ -330,6 +332,26 @@ TEST_F(OnnxStaged, ControlFlowErrorsNameTheNode) {
                 scan.run({x, n, f});
               }),
               ::testing::HasSubstr("Scan node 'scan': unknown attribute 'reverse'"));
+}
+
+TEST_F(OnnxStaged, CliRunWritesTheOutputsOfAStagedModel) {
+  fs::path model = save(detect_model());
+  Tensor x = data(3, 0.5f);
+  write_npy(dir / "x.npy", x);
+  fs::path log = dir / "out.txt";
+  int rc =
+      std::system(fmt::format("cd '{}' && '{}' run '{}' --input x='{}' > '{}' 2>&1", dir.string(),
+                              COIL_CLI, model.string(), (dir / "x.npy").string(), log.string())
+                      .c_str());
+  std::stringstream out;
+  out << std::ifstream(log).rdbuf();
+  ASSERT_EQ(WEXITSTATUS(rc), 0) << out.str();
+  EXPECT_NE(out.str().find("ran in stages"), std::string::npos) << out.str();
+  Expected e = by_hand(x);
+  Tensor y1 = read_npy(dir / "y1.npy"), z = read_npy(dir / "z.npy");
+  EXPECT_EQ(y1.shape(), (std::vector<int64_t>{2, e.nonzeros}));
+  EXPECT_EQ(values(y1), e.y1);
+  EXPECT_EQ(values(z), e.z);
 }
 
 }  // namespace

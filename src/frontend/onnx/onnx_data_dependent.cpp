@@ -292,8 +292,8 @@ void map_data_dependent(OnnxNode& n) {
     const Tensor* c = n.constant(n.in(i));
     if (!c)
       unsupported(
-          "{}: coil::OnnxModel (C++) {}; one graph (the CLI, coil.Graph.import_onnx) "
-          "cannot hold it",
+          "{}: coil::OnnxModel (C++) and `coil run` {}; one graph (coil compile, check, "
+          "bench, export; coil.Graph.import_onnx) cannot hold it",
           kDataDependent, kStaged);
     values.push_back(*c);
   }
@@ -306,8 +306,9 @@ void map_data_dependent(OnnxNode& n) {
 void map_control_flow(OnnxNode& n) {
   for (const auto& a : n.proto().attribute()) n.find_attr(a.name());  // checked when it runs
   unsupported(
-      "control flow: coil::OnnxModel (C++) {}, each body compiled as a sub-model; one "
-      "graph (the CLI, coil.Graph.import_onnx) cannot hold it",
+      "control flow: coil::OnnxModel (C++) and `coil run` {}, each body compiled as a "
+      "sub-model; one graph (coil compile, check, bench, export; coil.Graph.import_onnx) cannot "
+      "hold it",
       kStaged);
 }
 
