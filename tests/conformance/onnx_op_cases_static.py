@@ -1,0 +1,152 @@
+"""onnx_op_cases.py's families "tfidf" (TfIdfVectorizer), "training" (Adagrad, Adam, Momentum of
+ai.onnx.preview.training), "roialign" (RoiAlign) and "dft" (DFT, STFT). The expected outputs come
+from numpy loops written from the ONNX spec (and, for the optimizers, ONNX's own formulas from
+its backend test cases), independent of coil's decompositions."""
+import numpy as np
+
+from onnx_op_cases import write
+
+rng = np.random.default_rng(2028)
+f32 = np.float32
+CASES = {}
+TRAINING = "ai.onnx.preview.training"
+
+
+def case(family):
+    def reg(fn):
+        CASES.setdefault(family, []).append(fn)
+        return fn
+    return reg
+
+
+# ---- TfIdfVectorizer ---------------------------------------------------------------------------
+def tfidf_ref(x, mode, min_n, max_n, max_skip, pool, counts, indexes, weights=None):
+    """Per row: every n-gram of length min_n..max_n with skips 0..max_skip (unigrams once) that
+    is in the pool adds 1 at its output index; then TF, IDF or TFIDF weighting."""
+    table = {}
+    k = 0
+    for lvl, start in enumerate(counts):
+        n = lvl + 1
+        end = counts[lvl + 1] if lvl + 1 < len(counts) else len(pool)
+        for j in range(start, end, n):
+            table[tuple(pool[j:j + n])] = indexes[k]
+            k += 1
+    size = max(indexes) + 1
+    rows = x.reshape(-1, x.shape[-1]) if x.ndim == 2 else x.reshape(1, -1)
+    y = np.zeros((rows.shape[0], size), np.float64)
+    for r, row in enumerate(rows):
+        for n in range(min_n, max_n + 1):
+            for s in range(0, (max_skip if n > 1 else 0) + 1):
+                for i in range(len(row) - (n - 1) * (s + 1)):
+                    g = tuple(int(row[i + t * (s + 1)]) for t in range(n))
+                    if g in table:
+                        y[r, table[g]] += 1
+    w = np.ones(size) if weights is None else np.asarray(weights, np.float64)
+    if mode == "IDF":
+        y = (y > 0) * w
+    elif mode == "TFIDF":
+        y = y * w
+    y = y.astype(f32)
+    return y if x.ndim == 2 else y[0]
+
+
+@case("tfidf")
+def tfidf(out):
+    pool = [2, 3, 5, 4, 5, 6, 7, 8, 6, 7, 3, 3, 3]  # 4 unigrams, 3 bigrams, 1 trigram
+    counts = [0, 4, 10]
+    k = 0
+    for shape, mode, (mn, mx), skip, dt, perm, weights in [
+        ((12,), "TF", (1, 3), 2, np.int64, False, None),
+        ((3, 7), "TF", (2, 2), 1, np.int32, True, None),
+        ((2, 9), "IDF", (1, 2), 3, np.int64, False, None),
+        ((2, 9), "IDF", (1, 3), 0, np.int32, True, "w"),
+        ((5,), "TFIDF", (2, 3), 4, np.int32, False, "w"),
+        ((4, 11), "TFIDF", (1, 1), 5, np.int64, True, None),
+        ((1, 3), "TF", (3, 3), 2, np.int64, False, None),  # too short for skips > 0
+    ]:
+        x = rng.integers(2, 9, shape).astype(dt)
+        x.ravel()[:3] = 3  # a trigram that is in the pool
+        idx = list(range(8))
+        if perm:  # ngram_indexes that permute and leave a gap (output 9 positions)
+            idx = [int(v) for v in rng.permutation(9)[:8]]
+        size = max(idx) + 1
+        w = [float(v) for v in rng.uniform(0.5, 2.0, size).astype(f32)] if weights else None
+        attrs = dict(mode=mode, min_gram_length=mn, max_gram_length=mx, max_skip_count=skip,
+                     pool_int64s=pool, ngram_counts=counts, ngram_indexes=idx)
+        if w:
+            attrs["weights"] = w
+        y = tfidf_ref(x, mode, mn, mx, skip, pool, counts, idx, w)
+        write(out, f"tfidf_{k}", "TfIdfVectorizer", [("X", x)], [("Y", y)], attrs, opset=9)
+        k += 1
+
+
+# ---- optimizers (ONNX's formulas from onnx/backend/test/case/node/{adagrad,adam,momentum}.py) ---
+def adagrad_ref(r, t, x, g, h, norm, eps, decay):
+    r_ = r / (1 + t * decay)
+    g_ = norm * x + g
+    h_new = h + g_ * g_
+    return x - r_ * g_ / (np.sqrt(h_new) + eps), h_new
+
+
+def adam_ref(r, t, x, g, v, h, norm, post, alpha, beta, eps):
+    g_ = norm * x + g
+    v_new = alpha * v + (1 - alpha) * g_
+    h_new = beta * h + (1 - beta) * (g_ * g_)
+    r_ = r * np.sqrt(1 - beta**t) / (1 - alpha**t) if t > 0 else r
+    return (1 - post) * (x - r_ * (v_new / (np.sqrt(h_new) + eps))), v_new, h_new
+
+
+def momentum_ref(r, t, x, g, v, norm, alpha, beta, nesterov):
+    g_ = norm * x + g
+    b = beta if t > 0 else 1
+    v_new = alpha * v + b * g_
+    return (x - r * (g_ + alpha * v_new) if nesterov else x - r * v_new), v_new
+
+
+@case("training")
+def training(out):
+    shapes = [[(3, 5)], [(7,), (2, 3, 4)], [(1,), (), (5, 1)]]
+    k = 0
+    for shp in shapes:
+        for t in (0, 3):
+            for dt in (f32, np.float64) if k % 3 == 0 else (f32,):
+                n = len(shp)
+                r = np.array(0.05 + 0.01 * k, dtype=f32)
+                tt = np.array(t, dtype=np.int64)
+                xs = [rng.standard_normal(s).astype(dt) for s in shp]
+                gs = [rng.standard_normal(s).astype(dt) for s in shp]
+                vs = [rng.standard_normal(s).astype(dt) for s in shp]
+                hs = [rng.uniform(0.1, 2, s).astype(dt) for s in shp]
+                rd, xd = float(r), [a.astype(np.float64) for a in xs]
+                gd, vd, hd = ([a.astype(np.float64) for a in l] for l in (gs, vs, hs))
+                named = lambda p, arrs: [(f"{p}{i}", a) for i, a in enumerate(arrs)]
+                cast = lambda arrs: [np.asarray(a).astype(dt) for a in arrs]
+                # Adagrad
+                res = [adagrad_ref(rd, t, xd[i], gd[i], hd[i], 0.01, 1e-5, 0.1) for i in range(n)]
+                write(out, f"adagrad_{k}", "Adagrad",
+                      [("R", r), ("T", tt)] + named("X", xs) + named("G", gs) + named("H", hs),
+                      named("Xn", cast([a for a, _ in res])) + named("Hn", cast([b for _, b in res])),
+                      dict(norm_coefficient=0.01, epsilon=1e-5, decay_factor=0.1), domain=TRAINING)
+                # Adam (post-update decay in half the cases; default epsilon in the other half)
+                post = 0.02 if k % 2 else 0.0
+                attrs = dict(alpha=0.8, beta=0.9, norm_coefficient=0.005)
+                eps = float(f32(1e-6))
+                if post:
+                    attrs.update(norm_coefficient_post=post, epsilon=1e-3)
+                    eps = 1e-3
+                res = [adam_ref(rd, t, xd[i], gd[i], vd[i], hd[i], 0.005, post, 0.8, 0.9, eps)
+                       for i in range(n)]
+                write(out, f"adam_{k}", "Adam",
+                      [("R", r), ("T", tt)] + named("X", xs) + named("G", gs) + named("V", vs)
+                      + named("H", hs),
+                      named("Xn", cast([a[0] for a in res])) + named("Vn", cast([a[1] for a in res]))
+                      + named("Hn", cast([a[2] for a in res])), attrs, domain=TRAINING)
+                # Momentum, both modes
+                for mode in ("standard", "nesterov"):
+                    res = [momentum_ref(rd, t, xd[i], gd[i], vd[i], 0.02, 0.9, 0.7,
+                                        mode == "nesterov") for i in range(n)]
+                    write(out, f"momentum_{mode}_{k}", "Momentum",
+                          [("R", r), ("T", tt)] + named("X", xs) + named("G", gs) + named("V", vs),
+                          named("Xn", cast([a for a, _ in res])) + named("Vn", cast([b for _, b in res])),
+                          dict(alpha=0.9, beta=0.7, norm_coefficient=0.02, mode=mode), domain=TRAINING)
+                k += 1
