@@ -150,3 +150,83 @@ def training(out):
                           named("Xn", cast([a for a, _ in res])) + named("Vn", cast([b for _, b in res])),
                           dict(alpha=0.9, beta=0.7, norm_coefficient=0.02, mode=mode), domain=TRAINING)
                 k += 1
+
+
+# ---- RoiAlign (ONNX Runtime's RoiAlign, which ONNX's reference follows, as loops) --------------
+def roialign_ref(x, rois, bidx, mode, oh, ow, ratio, scale, half_pixel):
+    n, c, h, w = x.shape
+    y = np.zeros((len(rois), c, oh, ow), np.float64)
+    off = 0.5 if half_pixel else 0.0
+    for r, roi in enumerate(rois.astype(np.float64)):
+        sw, sh, ew, eh = roi * scale - off
+        rw, rh = ew - sw, eh - sh
+        if not half_pixel:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / oh, rw / ow
+        img = x[bidx[r]].astype(np.float64)
+        for ph in range(oh):
+            for pw in range(ow):
+                acc = None
+                for iy in range(ratio):
+                    for ix in range(ratio):
+                        yy = sh + ph * bh + (iy + 0.5) * bh / ratio
+                        xx = sw + pw * bw + (ix + 0.5) * bw / ratio
+                        if yy < -1.0 or yy > h or xx < -1.0 or xx > w:
+                            taps = [(0, 0, 0.0)] * 4
+                        else:
+                            yy, xx = max(yy, 0.0), max(xx, 0.0)
+                            yl, xl = int(yy), int(xx)
+                            if yl >= h - 1:
+                                yl = yh = h - 1
+                                yy = float(yl)
+                            else:
+                                yh = yl + 1
+                            if xl >= w - 1:
+                                xl = xh = w - 1
+                                xx = float(xl)
+                            else:
+                                xh = xl + 1
+                            ly, lx = yy - yl, xx - xl
+                            hy, hx = 1 - ly, 1 - lx
+                            taps = [(yl, xl, hy * hx), (yl, xh, hy * lx), (yh, xl, ly * hx),
+                                    (yh, xh, ly * lx)]
+                        vals = np.stack([wt * img[:, a, b] for a, b, wt in taps])
+                        if mode == "avg":
+                            v = vals.sum(0)
+                            acc = v if acc is None else acc + v
+                        else:
+                            v = vals.max(0)
+                            acc = v if acc is None else np.maximum(acc, v)
+                y[r, :, ph, pw] = acc / (ratio * ratio) if mode == "avg" else acc
+    return y.astype(x.dtype)
+
+
+@case("roialign")
+def roialign(out):
+    k = 0
+    for (n, c, h, w), nr, mode, (oh, ow), ratio, scale, ctm, opset in [
+        ((1, 2, 10, 10), 3, "avg", (5, 5), 2, 1.0, "half_pixel", 16),
+        ((2, 3, 7, 9), 4, "avg", (3, 4), 3, 0.5, "output_half_pixel", 16),
+        ((2, 1, 6, 5), 5, "max", (2, 3), 2, 1.0, "half_pixel", 16),
+        ((3, 2, 8, 6), 4, "max", (4, 2), 1, 0.25, "output_half_pixel", 16),
+        ((1, 3, 5, 11), 2, "avg", (1, 1), 4, 1.0, None, 10),
+        ((2, 2, 9, 4), 3, "max", (3, 3), 2, 1.0, None, 10),
+    ]:
+        x = rng.standard_normal((n, c, h, w)).astype(f32)
+        hs, ws = h / scale, w / scale
+        p = np.stack([rng.uniform(-0.2 * ws, 0.9 * ws, nr), rng.uniform(-0.2 * hs, 0.9 * hs, nr)], 1)
+        size = np.stack([rng.uniform(0.2 * ws, 0.8 * ws, nr), rng.uniform(0.2 * hs, 0.8 * hs, nr)], 1)
+        rois = np.concatenate([p, p + size], 1).astype(f32)
+        rois[0] = [0, 0, ws - 1, hs - 1]  # the whole image: taps at the last row and column
+        if nr > 3:
+            rois[3] = [ws * 1.5, 1, ws * 1.6, 2]  # entirely outside: every sample weighs 0
+        bidx = rng.integers(0, n, nr).astype(np.int64)
+        attrs = dict(mode=mode, output_height=oh, output_width=ow, sampling_ratio=ratio,
+                     spatial_scale=scale)
+        half = ctm == "half_pixel"
+        if ctm:
+            attrs["coordinate_transformation_mode"] = ctm
+        y = roialign_ref(x, rois, bidx, mode, oh, ow, ratio, scale, half)
+        write(out, f"roialign_{k}", "RoiAlign", [("X", x), ("rois", rois), ("batch_indices", bidx)],
+              [("Y", y)], attrs, opset=opset)
+        k += 1

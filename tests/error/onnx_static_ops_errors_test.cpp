@@ -1,7 +1,7 @@
-// TfIdfVectorizer (onnx_ops_tfidf.cpp) and the training optimizers (onnx_ops_training.cpp) at
-// import: every message for a malformed or refused use, and the model of other domains only that
-// imports. The numbers are checked by the conformance cases (onnx_op_cases_static.py, families
-// tfidf and training) and ONNX's node tests.
+// TfIdfVectorizer (onnx_ops_tfidf.cpp), the training optimizers (onnx_ops_training.cpp) and
+// RoiAlign (onnx_ops_roialign.cpp) at import: every message for a malformed or refused use, and
+// the model of other domains only that imports. The numbers are checked by the conformance cases
+// (onnx_op_cases_static.py, families tfidf, training and roialign) and ONNX's node tests.
 #include <gtest/gtest.h>
 
 #include <onnx/onnx_pb.h>
@@ -190,6 +190,45 @@ TEST(OnnxStaticOpsErrors, TrainingOptimizers) {
   EXPECT_EQ(import_error(m),
             "m.onnx: node 'n' (Adagrad): attribute 'learning_rate' is not an attribute of "
             "Adagrad in ai.onnx.preview.training version 1");
+}
+
+/// RoiAlign (node "n", opset 16) of x [2, 3, 8, 8] with `rois` rois of shape [rois, rw] and
+/// batch indices [bn], sampling_ratio 2 unless `ratio` is given.
+onnx::ModelProto roi_align(int64_t rois, int64_t rw, int64_t bn, const std::string& attr = "",
+                           const std::string& value = "") {
+  onnx::ModelProto m = empty_model(16);
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "x", TP::FLOAT, {2, 3, 8, 8});
+  set_type(g->add_input(), "rois", TP::FLOAT, {rois, rw});
+  set_type(g->add_input(), "b", TP::INT64, {bn});
+  set_type(g->add_output(), "y", TP::FLOAT, {});
+  auto* n = add_node(m, "RoiAlign", {"x", "rois", "b"}, {"y"}, "n");
+  add_int_attr(n, "output_height", 3);
+  add_int_attr(n, "output_width", 5);
+  if (attr != "sampling_ratio") add_int_attr(n, "sampling_ratio", 2);
+  if (attr == "sampling_ratio") add_int_attr(n, attr, std::stoll(value));
+  if (attr == "mode" || attr == "coordinate_transformation_mode") add_string_attr(n, attr, value);
+  return m;
+}
+
+TEST(OnnxStaticOpsErrors, RoiAlign) {
+  Graph g = import(roi_align(4, 4, 4));
+  EXPECT_EQ(g.node(g.outputs()[0].node).type.shape, (Shape{4, 3, 3, 5}));
+  const std::string at = "m.onnx: node 'n' (RoiAlign): ";
+  EXPECT_EQ(import_error(roi_align(4, 5, 4)), at + "rois must be [num_rois, 4], got [4, 5]");
+  EXPECT_EQ(import_error(roi_align(4, 4, 3)),
+            at + "batch_indices must be [4] (one per roi), got [3]");
+  EXPECT_EQ(import_error(roi_align(4, 4, 4, "mode", "median")),
+            at + "mode 'median' is not avg or max");
+  EXPECT_EQ(import_error(roi_align(4, 4, 4, "coordinate_transformation_mode", "asymmetric")),
+            at + "coordinate_transformation_mode 'asymmetric' is not half_pixel or "
+                 "output_half_pixel");
+  EXPECT_EQ(import_error(roi_align(4, 4, 4, "sampling_ratio", "-1")),
+            at + "sampling_ratio -1 is negative");
+  EXPECT_EQ(import_error(roi_align(4, 4, 4, "sampling_ratio", "0")),
+            "m.onnx: unsupported ops: RoiAlign (node 'n', opset 16: sampling_ratio 0 (an adaptive "
+            "grid of ceil(roi size / output size) samples: a shape that depends on the rois' "
+            "values))");
 }
 
 }  // namespace

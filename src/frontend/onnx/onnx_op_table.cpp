@@ -153,6 +153,10 @@ const OnnxOpDef kOnnxOps[] = {
     {"TfIdfVectorizer", map_tfidf_vectorizer,
      "per n-gram length and skip: eq of shifted slices with the pool, all, sum"},
 
+    // Regions of interest (onnx_ops_roialign.cpp).
+    {"RoiAlign", map_roi_align,
+     "per roi: one-hot bilinear row and column weights, two batched matmuls (max: per tap)"},
+
     // Resizing (onnx_ops_resize.cpp).
     {"Resize", map_resize, "per axis: gathers of constant indices times constant weights"},
     {"Upsample", map_resize, "Resize with asymmetric coordinates (nearest: floor)"},

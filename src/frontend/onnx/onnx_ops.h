@@ -95,6 +95,9 @@ void map_adagrad(OnnxNode& n);
 void map_adam(OnnxNode& n);
 void map_momentum(OnnxNode& n);
 
+// onnx_ops_roialign.cpp: separable bilinear weights as one-hot matrices, two batched matmuls
+void map_roi_align(OnnxNode& n);
+
 // onnx_ops_einsum.cpp
 void map_einsum(OnnxNode& n);
 
