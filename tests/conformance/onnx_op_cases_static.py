@@ -230,3 +230,71 @@ def roialign(out):
         write(out, f"roialign_{k}", "RoiAlign", [("X", x), ("rois", rois), ("batch_indices", bidx)],
               [("Y", y)], attrs, opset=opset)
         k += 1
+
+
+# ---- DFT, STFT (numpy's FFTs in double) --------------------------------------------------------
+def as_complex(x):
+    return x[..., 0].astype(np.float64) + (1j * x[..., 1] if x.shape[-1] == 2 else 0)
+
+
+def as_pairs(z, dt):
+    return np.stack([z.real, z.imag], -1).astype(dt)
+
+
+@case("dft")
+def dft(out):
+    k = 0
+    for shape, axis, inverse, onesided, length, dt in [
+        ((2, 7, 1), 1, 0, 0, None, f32),
+        ((3, 5, 4, 2), 2, 0, 0, None, f32),
+        ((3, 5, 4, 2), -3, 1, 0, None, f32),
+        ((2, 9, 3, 1), 1, 0, 1, None, f32),
+        ((1, 8, 2), 1, 0, 1, None, np.float64),
+        ((2, 6, 1), 1, 0, 0, 4, f32),      # truncated
+        ((2, 5, 3, 2), 1, 1, 0, 8, f32),   # zero-padded, inverse
+        ((2, 3, 11, 1), -2, 0, 1, 13, f32),
+        ((4, 1), 0, 0, 0, None, f32),      # axis 0
+    ]:
+        x = rng.standard_normal(shape).astype(dt)
+        z = as_complex(x)
+        ax = axis if axis >= 0 else axis + len(shape)
+        n = length or shape[ax]
+        y = np.fft.ifft(z, n=n, axis=ax) if inverse else np.fft.fft(z, n=n, axis=ax)
+        if onesided:
+            y = np.take(y, range(n // 2 + 1), axis=ax)
+        attrs = dict(axis=axis, inverse=inverse, onesided=onesided)
+        consts = [("dft_length", np.array(length, np.int64))] if length else []
+        write(out, f"dft_{k}", "DFT", [("x", x)], [("y", as_pairs(y, dt))], attrs, opset=17,
+              const_inputs=consts)
+        k += 1
+
+
+@case("dft")
+def stft(out):
+    k = 0
+    for (b, length, c), step, frame, window, onesided in [
+        ((1, 64, 1), 8, 16, False, 1),
+        ((2, 50, 1), 7, 12, True, 1),
+        ((2, 33, 2), 5, 9, True, 0),
+        ((3, 20, 1), 3, 7, False, 0),
+    ]:
+        x = rng.standard_normal((b, length, c)).astype(f32)
+        w = rng.uniform(0.2, 1, frame).astype(f32)
+        z = as_complex(x)
+        frames = (length - frame) // step + 1
+        seg = np.stack([z[:, f * step:f * step + frame] for f in range(frames)], 1)
+        if window:
+            seg = seg * w.astype(np.float64)
+        y = np.fft.fft(seg, axis=2)
+        if onesided:
+            y = y[:, :, :frame // 2 + 1]
+        node_in = ["signal", "frame_step", "window" if window else "", "" if window else "frame_length"]
+        while not node_in[-1]:
+            node_in.pop()
+        ins = [("signal", x)] + ([("window", w)] if window else [])
+        consts = [("frame_step", np.array(step, np.int64))]
+        if not window:
+            consts.append(("frame_length", np.array(frame, np.int64)))
+        write(out, f"stft_{k}", ("STFT", node_in), ins, [("y", as_pairs(y, f32))],
+              dict(onesided=onesided), opset=17, const_inputs=consts)
+        k += 1

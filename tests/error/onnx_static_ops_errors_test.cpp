@@ -1,9 +1,11 @@
 // TfIdfVectorizer (onnx_ops_tfidf.cpp), the training optimizers (onnx_ops_training.cpp) and
-// RoiAlign (onnx_ops_roialign.cpp) at import: every message for a malformed or refused use, and
-// the model of other domains only that imports. The numbers are checked by the conformance cases
-// (onnx_op_cases_static.py, families tfidf, training and roialign) and ONNX's node tests.
+// RoiAlign (onnx_ops_roialign.cpp), DFT and STFT (onnx_ops_dft.cpp) at import: every message for a
+// malformed or refused use, and the model of other domains only that imports. The numbers are
+// checked by the conformance cases (onnx_op_cases_static.py, families tfidf, training, roialign and
+// dft) and ONNX's node tests.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
 #include <string>
@@ -130,22 +132,22 @@ onnx::ModelProto optimizer(const std::string& op, bool two, int32_t t_type = TP:
   int groups = op == "Adam" ? 4 : 3, outs = op == "Adam" ? 3 : 2;
   std::vector<std::string> in{"r", "t"}, out;
   for (int k = 0; k < groups; ++k) {
-    set_type(g->add_input(), "a" + std::to_string(k), TP::FLOAT, {3});
-    in.push_back("a" + std::to_string(k));
+    set_type(g->add_input(), fmt::format("a{}", k), TP::FLOAT, {3});
+    in.push_back(fmt::format("a{}", k));
     if (two) {
-      set_type(g->add_input(), "b" + std::to_string(k), TP::FLOAT, {4});
-      in.push_back("b" + std::to_string(k));
+      set_type(g->add_input(), fmt::format("b{}", k), TP::FLOAT, {4});
+      in.push_back(fmt::format("b{}", k));
     }
   }
   // inputs grouped per kind: X1 X2 G1 G2 ...
   if (two) {
     std::vector<std::string> sorted{"r", "t"};
     for (int k = 0; k < groups; ++k)
-      sorted.push_back("a" + std::to_string(k)), sorted.push_back("b" + std::to_string(k));
+      sorted.push_back(fmt::format("a{}", k)), sorted.push_back(fmt::format("b{}", k));
     in = sorted;
   }
   for (int k = 0; k < outs * (two ? 2 : 1); ++k) {
-    out.push_back("o" + std::to_string(k));
+    out.push_back(fmt::format("o{}", k));
     set_type(g->add_output(), out.back(), TP::FLOAT, {});
   }
   auto* n = add_node(m, op, in, out, "n");
@@ -229,6 +231,63 @@ TEST(OnnxStaticOpsErrors, RoiAlign) {
             "m.onnx: unsupported ops: RoiAlign (node 'n', opset 16: sampling_ratio 0 (an adaptive "
             "grid of ceil(roi size / output size) samples: a shape that depends on the rois' "
             "values))");
+}
+
+/// DFT (node "n", opset 17) of x with the given shape and int attributes.
+onnx::ModelProto dft(const std::vector<int64_t>& dims,
+                     const std::vector<std::pair<std::string, int64_t>>& attrs) {
+  onnx::ModelProto m = empty_model(17);
+  set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, dims);
+  set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {});
+  auto* n = add_node(m, "DFT", {"x"}, {"y"}, "n");
+  for (const auto& [k, v] : attrs) add_int_attr(n, k, v);
+  return m;
+}
+
+/// STFT (node "n", opset 17) of a signal [2, 40, c] with frame_step `step` and frame_length
+/// `length` (initializers) and, when window > 0, a window input of that length.
+onnx::ModelProto stft(int64_t c, int64_t step, int64_t length, int64_t window, int64_t onesided) {
+  onnx::ModelProto m = empty_model(17);
+  set_type(m.mutable_graph()->add_input(), "x", TP::FLOAT, {2, 40, c});
+  set_type(m.mutable_graph()->add_output(), "y", TP::FLOAT, {});
+  add_i64_initializer(m, "step", {step}, true);
+  add_i64_initializer(m, "len", {length}, true);
+  std::vector<std::string> in{"x", "step", "", "len"};
+  if (window > 0) {
+    set_type(m.mutable_graph()->add_input(), "w", TP::FLOAT, {window});
+    in[2] = "w";
+  }
+  add_int_attr(add_node(m, "STFT", in, {"y"}, "n"), "onesided", onesided);
+  return m;
+}
+
+TEST(OnnxStaticOpsErrors, DftAndStft) {
+  Graph g = import(dft({2, 9, 3, 1}, {{"axis", 1}, {"onesided", 1}}));
+  EXPECT_EQ(g.node(g.outputs()[0].node).type.shape, (Shape{2, 5, 3, 2}));
+  const std::string at = "m.onnx: node 'n' (DFT): ";
+  EXPECT_EQ(import_error(dft({2, 9, 3}, {})),
+            at + "the last dim must be 1 (real) or 2 (complex), got 3 (shape [2, 9, 3])");
+  EXPECT_EQ(import_error(dft({2, 9, 1}, {{"axis", 2}})),
+            at + "axis 2 is outside [-3, -2] and [0, 1] (the last dim holds real/imaginary parts)");
+  EXPECT_EQ(
+      import_error(dft({2, 9, 1}, {{"axis", -1}})),
+      at + "axis -1 is outside [-3, -2] and [0, 1] (the last dim holds real/imaginary parts)");
+  EXPECT_EQ(import_error(dft({2, 9, 1}, {{"inverse", 1}, {"onesided", 1}})),
+            "m.onnx: unsupported ops: DFT (node 'n', opset 17: onesided with inverse (a "
+            "one-sided spectrum's inverse is not defined by opset 17))");
+  EXPECT_EQ(import_error(dft({2, 20000, 1}, {})),
+            "m.onnx: unsupported ops: DFT (node 'n', opset 17: dft_length 20000 (a direct DFT: at "
+            "most 2^14 points per transformed dim))");
+  Graph s = import(stft(1, 8, 16, 16, 1));
+  EXPECT_EQ(s.node(s.outputs()[0].node).type.shape, (Shape{2, 4, 9, 2}));
+  const std::string st = "m.onnx: node 'n' (STFT): ";
+  EXPECT_EQ(import_error(stft(1, 8, 16, 12, 1)),
+            st + "frame_length 16 differs from the window's length 12");
+  EXPECT_EQ(import_error(stft(1, 0, 16, 0, 1)), st + "frame_step 0 is not positive");
+  EXPECT_EQ(import_error(stft(1, 8, 41, 0, 1)),
+            st + "frame_length 41 exceeds the signal's 40 samples");
+  EXPECT_EQ(import_error(stft(2, 8, 16, 0, 1)),
+            st + "onesided needs a real signal (its last dim is 2: complex)");
 }
 
 }  // namespace

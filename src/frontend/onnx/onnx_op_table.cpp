@@ -149,6 +149,10 @@ const OnnxOpDef kOnnxOps[] = {
     {"BlackmanWindow", map_window, "constant"},
     {"MelWeightMatrix", map_mel_weight_matrix, "constant (ONNX's reference formulas)"},
 
+    // Fourier transforms (onnx_ops_dft.cpp): direct O(n^2), in f64.
+    {"DFT", map_dft, "f64 matmuls with constant cos/sin matrices along the axis"},
+    {"STFT", map_stft, "frames as slices, the window, then DFT's matmuls"},
+
     // Text (onnx_ops_tfidf.cpp): integer tokens.
     {"TfIdfVectorizer", map_tfidf_vectorizer,
      "per n-gram length and skip: eq of shifted slices with the pool, all, sum"},

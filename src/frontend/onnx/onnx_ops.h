@@ -98,6 +98,10 @@ void map_momentum(OnnxNode& n);
 // onnx_ops_roialign.cpp: separable bilinear weights as one-hot matrices, two batched matmuls
 void map_roi_align(OnnxNode& n);
 
+// onnx_ops_dft.cpp: direct transforms, f64 matmuls with constant cos/sin matrices
+void map_dft(OnnxNode& n);
+void map_stft(OnnxNode& n);
+
 // onnx_ops_einsum.cpp
 void map_einsum(OnnxNode& n);
 
