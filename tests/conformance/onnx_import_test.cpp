@@ -460,7 +460,8 @@ TEST_F(OnnxCli, UnsupportedModelExitsAsUnsupported) {
   std::ofstream(dir / "ct.onnx", std::ios::binary) << m.SerializeAsString();
   std::string out;
   EXPECT_EQ(coil(fmt::format("check '{}'", (dir / "ct.onnx").string()), &out), 3) << out;
-  EXPECT_NE(out.find("unsupported ops: StringNormalizer (node 'up1', opset 13)"), std::string::npos) << out;
+  EXPECT_NE(out.find("unsupported ops: StringNormalizer (node 'up1', opset 13)"), std::string::npos)
+      << out;
 }
 
 }  // namespace

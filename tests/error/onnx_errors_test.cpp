@@ -257,10 +257,11 @@ TEST(OnnxErrors, UnsupportedOpsAreListedTogether) {
   add_node(m, "NonMaxSuppression", {"b", "b"}, {"c"}, "nms2");
   add_node(m, "FancyOp", {"c"}, {"d"}, "fancy");
   add_node(m, "Custom", {"d"}, {"e"}, "custom")->set_domain("com.example");
-  EXPECT_EQ(import_error(m),
-            "m.onnx: unsupported ops: StringNormalizer (node 'up1', opset 13), NonMaxSuppression (2 "
-            "nodes, opset 13), FancyOp (node 'fancy', opset 13), com.example.Custom (node "
-            "'custom', opset 13)");
+  EXPECT_EQ(
+      import_error(m),
+      "m.onnx: unsupported ops: StringNormalizer (node 'up1', opset 13), NonMaxSuppression (2 "
+      "nodes, opset 13), FancyOp (node 'fancy', opset 13), com.example.Custom (node "
+      "'custom', opset 13)");
 }
 
 TEST(OnnxErrors, DynamicArgumentsAreUnsupported) {
