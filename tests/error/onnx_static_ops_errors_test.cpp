@@ -187,6 +187,11 @@ TEST(OnnxStaticOpsErrors, TrainingOptimizers) {
   m.mutable_graph()->mutable_node(0)->set_input(3, "a1");  // X2 -> G1's tensor of shape [3]
   EXPECT_EQ(import_error(m),
             "m.onnx: node 'n' (Adagrad): input 5 (f32 [4]) does not match X2 (f32 [3])");
+  // The domain's key spelled as a default-domain op_type is an unknown op.
+  m = relu_model();
+  add_node(m, "ai.onnx.preview.training.Adam", {"y"}, {"z"}, "a");
+  EXPECT_EQ(import_error(m),
+            "m.onnx: unsupported ops: ai.onnx.preview.training.Adam (node 'a', opset 13)");
   m = optimizer("Adagrad", false);
   add_float_attr(m.mutable_graph()->mutable_node(0), "learning_rate", 0.1f);
   EXPECT_EQ(import_error(m),

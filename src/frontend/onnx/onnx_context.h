@@ -199,6 +199,9 @@ bool is_default_domain(std::string_view domain);
 /// The key of node `n`'s op in the table: its op_type, with `domain.` before it for a domain
 /// other than the default one.
 std::string onnx_op_key(const onnx::NodeProto& n);
+/// The table's row for node `n`'s op (by onnx_op_key), or null; a default-domain op_type that
+/// spells another domain's key ("ai.onnx.preview.training.Adam") is unknown.
+const OnnxOpDef* find_onnx_node_op(const onnx::NodeProto& n);
 /// Every ONNX op the frontend knows, in table order.
 std::span<const OnnxOpDef> all_onnx_ops();
 

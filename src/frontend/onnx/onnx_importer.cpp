@@ -239,7 +239,7 @@ void Importer::prescan(const onnx::GraphProto& g) {
   skip_.assign(static_cast<size_t>(g.node_size()), false);
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
-    const OnnxOpDef* def = find_onnx_op(onnx_op_key(n));
+    const OnnxOpDef* def = find_onnx_node_op(n);
     if (def && def->map && opset_ > kFullOpset && is_default_domain(n.domain())) {
       if (int changed = onnx_semantics_changed(n.op_type(), opset_)) {
         unsupported_.push_back(
@@ -289,7 +289,7 @@ void Importer::import_node(const onnx::NodeProto& n, int index) {
             "shape arithmetic and as a Reshape or Expand target",
             i, printable(n.input(i)), fmt::join(sizes, ", "));
       }
-      if (!map_split_view(ctx)) find_onnx_op(onnx_op_key(n))->map(ctx);
+      if (!map_split_view(ctx)) find_onnx_node_op(n)->map(ctx);
     }
     ctx.check_unread_attrs();
     check_broadcast_use(ctx);

@@ -236,6 +236,11 @@ std::string onnx_op_key(const onnx::NodeProto& n) {
   return is_default_domain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
 }
 
+const OnnxOpDef* find_onnx_node_op(const onnx::NodeProto& n) {
+  if (is_default_domain(n.domain()) && n.op_type().find('.') != std::string::npos) return nullptr;
+  return find_onnx_op(onnx_op_key(n));
+}
+
 std::span<const OnnxOpDef> all_onnx_ops() {
   return kOnnxOps;
 }
