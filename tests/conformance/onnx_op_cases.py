@@ -25,8 +25,9 @@ def case(family):
     return reg
 
 
-def write(out, name, op, inputs, outputs, attrs=None, opset=17, const_inputs=()):
-    """inputs: [(name, array)]; const_inputs: [(name, array)] become initializers; outputs: [(name, array)]."""
+def write(out, name, op, inputs, outputs, attrs=None, opset=17, const_inputs=(), domain=""):
+    """inputs: [(name, array)]; const_inputs: [(name, array)] become initializers; outputs: [(name, array)].
+    domain: the node's domain, imported at version 1 (ai.onnx.preview.training) beside `opset`."""
     d = os.path.join(out, name)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
     names = [n for n, _ in inputs]
@@ -35,11 +36,12 @@ def write(out, name, op, inputs, outputs, attrs=None, opset=17, const_inputs=())
         node_in.append(n)
     if isinstance(op, tuple):  # (op, the node's input names): "" for an omitted input
         op, node_in = op
-    node = helper.make_node(op, node_in, [n for n, _ in outputs], **(attrs or {}))
+    node = helper.make_node(op, node_in, [n for n, _ in outputs], domain=domain or None, **(attrs or {}))
     vi = lambda n, a: helper.make_tensor_value_info(n, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(a.dtype)], a.shape)
     g = helper.make_graph([node], name, [vi(n, a) for n, a in inputs], [vi(n, a) for n, a in outputs],
                           initializer=[numpy_helper.from_array(a, n) for n, a in const_inputs])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    m = helper.make_model(g, opset_imports=imports)
     m.ir_version = 8
     onnx.save(m, os.path.join(d, "model.onnx"))
     for k, (_, a) in enumerate(inputs):
@@ -507,6 +509,8 @@ def attention(out):
 if __name__ == "__main__":
     import onnx_op_cases_windows  # the families pool3d and integer
     CASES.update(onnx_op_cases_windows.CASES)
+    import onnx_op_cases_static  # the families tfidf, training, roialign, dft
+    CASES.update(onnx_op_cases_static.CASES)
     out, family = sys.argv[1], sys.argv[2]
     for fn in CASES[family]:
         fn(out)

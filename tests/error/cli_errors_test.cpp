@@ -114,7 +114,7 @@ void write_fixtures(const fs::path& dir) {
   onnx::ModelProto det = empty_model(13);
   set_type(det.mutable_graph()->add_input(), "x", TP::FLOAT, {4});
   set_type(det.mutable_graph()->add_output(), "y", TP::FLOAT, {4});
-  add_node(det, "RoiAlign", {"x"}, {"y"});
+  add_node(det, "StringNormalizer", {"x"}, {"y"});
   std::ofstream(dir / "unsupported_op.onnx", std::ios::binary) << det.SerializeAsString();
   std::ofstream(dir / "opset99.onnx", std::ios::binary) << relu_model(99).SerializeAsString();
   onnx::ModelProto att = empty_model(23);  // Attention with a double softmax of f32 inputs

@@ -61,7 +61,7 @@ TEST(OnnxErrors, MissingAndEmptyFiles) {
 // a broken one is a plain coil::Error (exit 2).
 TEST(OnnxErrors, UnsupportedIsTold) {
   onnx::ModelProto det = relu_model();
-  det.mutable_graph()->mutable_node(0)->set_op_type("RoiAlign");
+  det.mutable_graph()->mutable_node(0)->set_op_type("StringNormalizer");
   EXPECT_THROW(import(det), UnsupportedError);
   EXPECT_THROW(import(relu_model(99)), UnsupportedError);
   onnx::ModelProto cycle = relu_model();
@@ -267,9 +267,9 @@ TEST(OnnxErrors, DynamicArgumentsAreUnsupported) {
   onnx::ModelProto m = relu_model();
   set_type(m.mutable_graph()->add_input(), "idx", TP::INT64, {2});
   add_node(m, "Reshape", {"y", "idx"}, {"r"}, "reshape");
-  add_node(m, "RoiAlign", {"y", "y"}, {"gs"}, "gs");
+  add_node(m, "StringNormalizer", {"y", "y"}, {"gs"}, "gs");
   EXPECT_EQ(import_error(m),
-            "m.onnx: unsupported ops: RoiAlign (node 'gs', opset 13), Reshape (node "
+            "m.onnx: unsupported ops: StringNormalizer (node 'gs', opset 13), Reshape (node "
             "'reshape', opset 13: the target shape is not a constant)");
 }
 
@@ -696,7 +696,7 @@ TEST(OnnxErrors, BrokenFilesThroughTheCli) {
       ->set_dim_value(-3);
   files["negative_dim"] = m.SerializeAsString();
   m = relu_model();
-  add_node(m, "RoiAlign", {"y"}, {"z"}, "up");
+  add_node(m, "StringNormalizer", {"y"}, {"z"}, "up");
   files["unsupported_op"] = m.SerializeAsString();
   m = relu_model();
   m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");

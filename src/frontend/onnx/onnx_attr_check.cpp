@@ -58,15 +58,23 @@ void OnnxNode::check_unread_attrs() const {
     if (attr_read_[static_cast<size_t>(i)]) continue;
     const AP& a = proto_.attribute(i);
     // The registry is built on first use (~0.1 s): only models with an unread attribute pay.
-    if (!looked_up) schema = onnx::OpSchemaRegistry::Schema(op_type(), opset_), looked_up = true;
+    // The other domain coil maps, ai.onnx.preview.training, has one version: 1.
+    if (!looked_up) {
+      schema = is_default_domain(proto_.domain())
+                   ? onnx::OpSchemaRegistry::Schema(op_type(), opset_)
+                   : onnx::OpSchemaRegistry::Schema(op_type(), 1, proto_.domain());
+      looked_up = true;
+    }
     if (!schema)
       unsupported("attribute '{}' = {} is not implemented", printable(a.name()),
                   value_str(a, a.type()));
     const auto& declared = schema->attributes();
     auto it = declared.find(a.name());
     if (it == declared.end())
-      error("attribute '{}' is not an attribute of {} in opset {}", printable(a.name()), op_type(),
-            opset_);
+      error("attribute '{}' is not an attribute of {} in {}", printable(a.name()), op_type(),
+            is_default_domain(proto_.domain())
+                ? fmt::format("opset {}", opset_)
+                : fmt::format("{} version 1", printable(proto_.domain())));
     // consumed_inputs (opsets 1 to 5) was a hint for in-place memory reuse, without meaning.
     if (a.name() == "consumed_inputs") continue;
     const onnx::OpSchema::Attribute& spec = it->second;

@@ -191,8 +191,17 @@ struct OnnxOpDef {
   std::string_view note;  // for docs and for the unsupported message when map is null
 };
 
-/// The ONNX op `name` of the default domain, or null when coil does not know it.
+/// The ONNX op `name`, or null when coil does not know it: an op of the default domain by its
+/// name, one of another domain as `domain.name` (ai.onnx.preview.training.Adam).
 const OnnxOpDef* find_onnx_op(std::string_view name);
+/// Whether `domain` is ONNX's default domain ("" or "ai.onnx").
+bool is_default_domain(std::string_view domain);
+/// The key of node `n`'s op in the table: its op_type, with `domain.` before it for a domain
+/// other than the default one.
+std::string onnx_op_key(const onnx::NodeProto& n);
+/// The table's row for node `n`'s op (by onnx_op_key), or null; a default-domain op_type that
+/// spells another domain's key ("ai.onnx.preview.training.Adam") is unknown.
+const OnnxOpDef* find_onnx_node_op(const onnx::NodeProto& n);
 /// Every ONNX op the frontend knows, in table order.
 std::span<const OnnxOpDef> all_onnx_ops();
 

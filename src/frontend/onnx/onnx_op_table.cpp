@@ -160,6 +160,18 @@ const OnnxOpDef kOnnxOps[] = {
     {"BlackmanWindow", map_window, "constant"},
     {"MelWeightMatrix", map_mel_weight_matrix, "constant (ONNX's reference formulas)"},
 
+    // Fourier transforms (onnx_ops_dft.cpp): direct O(n^2), in f64.
+    {"DFT", map_dft, "f64 matmuls with constant cos/sin matrices along the axis"},
+    {"STFT", map_stft, "frames as slices, the window, then DFT's matmuls"},
+
+    // Text (onnx_ops_tfidf.cpp): integer tokens.
+    {"TfIdfVectorizer", map_tfidf_vectorizer,
+     "per n-gram length and skip: eq of shifted slices with the pool, all, sum"},
+
+    // Regions of interest (onnx_ops_roialign.cpp).
+    {"RoiAlign", map_roi_align,
+     "per roi: one-hot bilinear row and column weights, two batched matmuls (max: per tap)"},
+
     // Resizing (onnx_ops_resize.cpp).
     {"Resize", map_resize, "per axis: gathers of constant indices times constant weights"},
     {"Upsample", map_resize, "Resize with asymmetric coordinates (nearest: floor)"},
@@ -206,6 +218,13 @@ const OnnxOpDef kOnnxOps[] = {
     {"LSTM", map_rnn, "matmul of X by W^T, then per step h @ R^T and the gates"},
     {"GRU", map_rnn, "matmul of X by W^T, then per step h @ R^T and the gates"},
     {"RNN", map_rnn, "matmul of X by W^T, then per step act(xw_t + h @ R^T)"},
+
+    // Optimizers of the ai.onnx.preview.training domain (onnx_ops_training.cpp), named with
+    // their domain: pointwise updates of n tensors.
+    {"ai.onnx.preview.training.Adagrad", map_adagrad, "the update rule, pointwise"},
+    {"ai.onnx.preview.training.Adam", map_adam, "the update rule, pointwise"},
+    {"ai.onnx.preview.training.Momentum", map_momentum,
+     "the update rule (standard, nesterov), pointwise"},
 };
 
 }  // namespace
@@ -218,6 +237,19 @@ const OnnxOpDef* find_onnx_op(std::string_view name) {
   }();
   auto it = index.find(name);
   return it == index.end() ? nullptr : it->second;
+}
+
+bool is_default_domain(std::string_view domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
+std::string onnx_op_key(const onnx::NodeProto& n) {
+  return is_default_domain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
+}
+
+const OnnxOpDef* find_onnx_node_op(const onnx::NodeProto& n) {
+  if (is_default_domain(n.domain()) && n.op_type().find('.') != std::string::npos) return nullptr;
+  return find_onnx_op(onnx_op_key(n));
 }
 
 std::span<const OnnxOpDef> all_onnx_ops() {

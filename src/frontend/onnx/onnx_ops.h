@@ -87,6 +87,21 @@ void map_topk(OnnxNode& n);
 void map_window(OnnxNode& n);             // HannWindow, HammingWindow, BlackmanWindow
 void map_mel_weight_matrix(OnnxNode& n);  // a constant of triangular filters
 
+// onnx_ops_tfidf.cpp: n-gram counts by comparisons of shifted slices with the pool
+void map_tfidf_vectorizer(OnnxNode& n);
+
+// onnx_ops_training.cpp: the optimizers of ai.onnx.preview.training, pointwise
+void map_adagrad(OnnxNode& n);
+void map_adam(OnnxNode& n);
+void map_momentum(OnnxNode& n);
+
+// onnx_ops_roialign.cpp: separable bilinear weights as one-hot matrices, two batched matmuls
+void map_roi_align(OnnxNode& n);
+
+// onnx_ops_dft.cpp: direct transforms, f64 matmuls with constant cos/sin matrices
+void map_dft(OnnxNode& n);
+void map_stft(OnnxNode& n);
+
 // onnx_ops_einsum.cpp
 void map_einsum(OnnxNode& n);
 
