@@ -137,8 +137,9 @@ class CoilGraphCallable:
                     continue
                 coil_dtype(t.dtype)  # a dtype coil lacks is an error naming it
                 env[node] = Value(g.constant(f"c_{node.name}", t.detach().cpu().contiguous()))
-            elif node.op == "call_function" and _size_node_value(node, L.symbols) is not None:
-                env[node] = _size_node_value(node, L.symbols)  # computed from the input sizes
+            elif node.op == "call_function" and (
+                    size := _size_node_value(node, L.symbols)) is not None:
+                env[node] = size  # computed from the input sizes
             elif node.op == "call_function":
                 row = lowering.row_for(node)
                 if row is None:
