@@ -127,6 +127,11 @@ def efficient_backward(dout, q, k, v, bias, out, lse, seed, offset, dropout_p, g
     return tuple(g) + ((None,) if len(g) == 3 else ())
 
 
+def cudnn_backward(dout, q, k, v, out, lse, seed, offset, bias, cum_q, cum_k, max_q, max_k,
+                   dropout_p, is_causal, *, scale=None):
+    return tuple(ref_grads(dout, q, k, v, bias if bias.numel() else None, is_causal, scale))
+
+
 CPU = StandIn("aten._scaled_dot_product_flash_attention_for_cpu.default", cpu_forward)
 EFF = StandIn("aten._scaled_dot_product_efficient_attention.default", efficient_forward)
 FLASH = StandIn("aten._scaled_dot_product_flash_attention.default", flash_forward)
@@ -142,6 +147,7 @@ CPU_BW = StandIn("aten._scaled_dot_product_flash_attention_for_cpu_backward.defa
 FLASH_BW = StandIn("aten._scaled_dot_product_flash_attention_backward.default", flash_backward)
 EFF_BW = StandIn("aten._scaled_dot_product_efficient_attention_backward.default",
                  efficient_backward)
+CUDNN_BW = StandIn("aten._scaled_dot_product_cudnn_attention_backward.default", cudnn_backward)
 
 
 # ---- graphs built by hand ---------------------------------------------------------------------
@@ -405,6 +411,23 @@ def test_flash_cuda_backward(causal):
               "seed": torch.zeros((), dtype=torch.int64), "off": torch.zeros((), dtype=torch.int64)}
     gm, want = build(FLASH_BW, inputs, ["do", "q", "k", "v", "o", "lse", None, None, 33, 33, 0.0,
                                         causal, "seed", "off"], {}, [0, 1, 2])
+    compiled, got = compile_and_run(gm, inputs)
+    for g, w in zip(got, want):
+        close(g, w, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_cudnn_backward(bias, causal):
+    """cuDNN's backward (torch 2.x picks cuDNN attention for bf16 on the H100/H200): its
+    logsumexp has a trailing dim of 1 and its attn_bias is an empty tensor when there is none."""
+    q, k, v, m, out, lse, dout = _backward_case((2, 4, 2, 9, 9, 64), causal,
+                                                "float" if bias else None)
+    inputs = {"do": dout, "q": q, "k": k, "v": v, "o": out, "lse": lse.unsqueeze(-1),
+              "seed": torch.zeros((), dtype=torch.int64), "off": torch.zeros((), dtype=torch.int64),
+              "bias": m.expand(2, 4, 9, 9) if bias else torch.zeros(0)}
+    gm, want = build(CUDNN_BW, inputs, ["do", "q", "k", "v", "o", "lse", "seed", "off", "bias",
+                                        None, None, 9, 9, 0.0, causal], {}, [0, 1, 2])
     compiled, got = compile_and_run(gm, inputs)
     for g, w in zip(got, want):
         close(g, w, rtol=1e-3, atol=1e-4)

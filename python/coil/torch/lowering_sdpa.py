@@ -82,6 +82,11 @@ _SCHEMAS = {
         ["grad_out_", "query", "key", "value", "attn_bias", "out", "logsumexp", "philox_seed",
          "philox_offset", "dropout_p", "grad_input_mask", "is_causal", "scale"],
         {"is_causal": False, "scale": None}),
+    "aten._scaled_dot_product_cudnn_attention_backward.default": (
+        ["grad_out", "query", "key", "value", "out", "logsumexp", "philox_seed",
+         "philox_offset", "attn_bias", "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p",
+         "is_causal", "scale"],
+        {"scale": None}),
 }
 
 

@@ -151,16 +151,18 @@ def _grads_row(kind):
         a = bind(node, args, kwargs)
         if float(a.get("dropout_p") or 0.0) != 0.0:
             raise Unsupported(f"{node.target} with dropout_p={a['dropout_p']} (random: eager)")
-        mask_name = {"cpu": "attn_mask", "efficient": "attn_bias"}.get(kind)
+        mask_name = {"cpu": "attn_mask", "efficient": "attn_bias", "cudnn": "attn_bias"}.get(kind)
         names = ["query", "key", "value"] + ([mask_name] if mask_name else [])
         metas = operand_metas(node, a, names)
         mask = a.get(mask_name) if mask_name else None
+        if kind == "cudnn" and mask is not None and 0 in tuple(metas[mask_name][0]):
+            mask = None  # (cuDNN's attn_bias is not optional: an empty tensor stands for none)
         if isinstance(mask, Opaque):
             raise Unsupported(f"{node.target}: mask of a dtype coil lacks")
         mask_dtype = metas[mask_name][1] if mask is not None else None
         causal = bool(a["is_causal"])
         tq, tk = metas["query"][0][2], metas["key"][0][2]
-        if causal and tq != tk and kind == "flash":
+        if causal and tq != tk and kind in ("flash", "cudnn"):
             raise Unsupported(f"{node.target}: is_causal with Tq {tq} != Tk {tk}")
         lse = a.get("logsumexp")
         if not isinstance(lse, Value):
@@ -186,6 +188,7 @@ ROW_FUNCTIONS = {
     "aten._scaled_dot_product_flash_attention_for_cpu_backward.default": _grads_row("cpu"),
     "aten._scaled_dot_product_flash_attention_backward.default": _grads_row("flash"),
     "aten._scaled_dot_product_efficient_attention_backward.default": _grads_row("efficient"),
+    "aten._scaled_dot_product_cudnn_attention_backward.default": _grads_row("cudnn"),
 }
 
 register(ROW_FUNCTIONS)
