@@ -477,12 +477,13 @@ def _cuda_probe(gm):
 
 
 @pytest.mark.parametrize("kind,dtype", [("efficient", torch.float32), ("flash", torch.bfloat16),
-                                         ("flash", torch.float16), ("cpu_masked", torch.float32)])
+                                         ("flash", torch.float16), ("cpu_masked", torch.float32),
+                                         ("cudnn", torch.bfloat16)])
 def test_cuda_codegen_takes_forward_and_backward(kind, dtype):
     """The graphs the CUDA rows build (the attention op with masks and the top-left triangle,
     the written-out logsumexp and backward with grouped heads) generate Triton modules."""
     b, h, hkv, tq, tk, d = 2, 4, 2, 7, 40, 16
-    if kind == "flash":
+    if kind in ("flash", "cudnn"):
         tk = tq
     q, k, v = (rand(b, h, tq, d, seed=1, dtype=dtype), rand(b, hkv, tk, d, seed=2, dtype=dtype),
                rand(b, hkv, tk, d, seed=3, dtype=dtype))
@@ -503,6 +504,16 @@ def test_cuda_codegen_takes_forward_and_backward(kind, dtype):
                    "off": fw[3]}
         gm, _ = build(FLASH_BW, binputs, ["do", "q", "k", "v", "o", "lse", None, None, tq, tk,
                                           0.0, True, "seed", "off"], {}, [0, 1, 2])
+    elif kind == "cudnn":  # bf16 SDPA on the H100/H200 (torch 2.11 picks cuDNN there)
+        bias = rand(b, h, tq, tk, seed=5, dtype=dtype)
+        inputs = {"q": q, "k": k, "v": v, "bias": bias}
+        gm, fw = build(CUDNN, inputs, ["q", "k", "v", "bias", True, 0.0, True], {}, [0, 1])
+        assert "fused_attention" in _cuda_probe(gm)
+        binputs = {"do": fw[0], "q": q, "k": k, "v": v, "o": fw[0], "lse": fw[1],
+                   "seed": torch.zeros((), dtype=torch.int64),
+                   "off": torch.zeros((), dtype=torch.int64), "bias": bias}
+        gm, _ = build(CUDNN_BW, binputs, ["do", "q", "k", "v", "o", "lse", "seed", "off", "bias",
+                                          None, None, tq, tk, 0.0, True], {}, [0, 1, 2])
     else:
         m = _mask("bool", b, h, tq, tk, seed=4)
         inputs = {"q": q, "k": k, "v": v, "m": m}
