@@ -11,6 +11,7 @@
 #include "graph/op_registry.h"
 #include "support/check.h"
 #include "sym/analyzer.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
@@ -325,15 +326,47 @@ TensorType infer_expand(const Node& node, const std::vector<const TensorType*>& 
   return TensorType{in[0]->dtype, out};
 }
 
+/// A slice of the symbolic dim `n` (size-generic graphs: torch's `x[:, :-1]`, `x[:, 1:]` over
+/// a symbolic length): python's bounds as expressions of n, step 1, taken only where they equal
+/// python's clamped bounds at every n >= 1: a bound of 0 or 1 from either end (start 1, end -1,
+/// start -1, end 1, and the whole dim), the start not after the end. At n = 0 such a slice is
+/// an error (its declared size, n - 1, would be -1; torch specializes size 0 anyway). Other
+/// slices of a symbolic dim are errors: bind the size.
+SliceParams symbolic_slice_params(const Node& node, const sym::Expr& n, SliceParams p) {
+  const int64_t a = node.attrs.get_int_or("slice", "start", 0);
+  const bool to_end =
+      !node.attrs.has("end") || node.attrs.get_int("slice", "end") >= (int64_t{1} << 62);
+  const int64_t b = to_end ? 0 : node.attrs.get_int("slice", "end");
+  // each bound's value at n = 1 (the smallest n the expressions must hold for)
+  const bool a_end = a < 0, b_end = to_end || b < 0;
+  const int64_t lo = a_end ? 1 + a : a, hi = to_end ? 1 : b_end ? 1 + b : b;
+  const bool safe = p.step == 1 && (a_end ? a >= -1 : a <= 1) &&
+                    (to_end || (b_end ? b >= -1 : b <= 1)) && lo <= hi && (b_end || !a_end);
+  COIL_USER_CHECK(safe,
+                  "slice: [{}, {}) step {} of dim {} of symbolic size {} may clamp at some "
+                  "sizes; bind it first",
+                  a, to_end ? "end" : std::to_string(b), p.step, p.dim, sym::to_string(n));
+  const sym::Expr start = a_end ? n + sym::Expr(a) : sym::Expr(a);
+  const sym::Expr end = to_end ? n : b_end ? n + sym::Expr(b) : sym::Expr(b);
+  p.start_e = start;
+  p.size_e = end - start;
+  p.start = p.end = p.size = 0;  // (their values at the size hints where there are hints)
+  if (auto s = sym::hint(n)) {
+    p.start = a_end ? *s + a : a;
+    p.end = to_end ? *s : b_end ? *s + b : b;
+    p.size = p.end - p.start;
+  }
+  return p;
+}
+
 SliceParams slice_params(const Node& node, const Shape& in) {
   SliceParams p;
   p.dim = normalize_axis("slice", node.attrs.get_int_or("slice", "dim", 0),
                          static_cast<int64_t>(in.size()));
   COIL_USER_CHECK(!in.empty(), "slice: cannot slice a scalar");
   auto n = in[static_cast<size_t>(p.dim)].as_const();
-  COIL_USER_CHECK(n.has_value(), "slice: dim {} has symbolic size {}; bind it first", p.dim,
-                  sym::to_string(in[static_cast<size_t>(p.dim)]));
   p.step = node.attrs.get_int_or("slice", "step", 1);  // > 0 (declared)
+  if (!n) return symbolic_slice_params(node, in[static_cast<size_t>(p.dim)], p);
   auto clampi = [&](int64_t v) {
     if (v < 0) v += *n;
     return std::clamp<int64_t>(v, 0, *n);
@@ -341,13 +374,15 @@ SliceParams slice_params(const Node& node, const Shape& in) {
   p.start = clampi(node.attrs.get_int_or("slice", "start", 0));
   p.end = clampi(node.attrs.get_int_or("slice", "end", INT64_MAX / 2));
   p.size = p.end > p.start ? (p.end - p.start - 1) / p.step + 1 : 0;  // no overflow for huge steps
+  p.start_e = p.start;
+  p.size_e = p.size;
   return p;
 }
 
 TensorType infer_slice(const Node& node, const std::vector<const TensorType*>& in) {
   SliceParams p = slice_params(node, in[0]->shape);
   Shape out = in[0]->shape;
-  out[static_cast<size_t>(p.dim)] = p.size;
+  out[static_cast<size_t>(p.dim)] = p.size_e;
   return TensorType{in[0]->dtype, out};
 }
 

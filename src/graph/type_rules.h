@@ -35,9 +35,12 @@ std::vector<sym::Expr> parse_sizes(std::string_view op, const std::string& list)
 /// `sizes` text with its symbols substituted (bound to values, or renamed).
 std::string substitute_sizes(std::string_view op, const std::string& list,
                              const std::map<sym::Expr, sym::Expr>& bind);
-/// Parameters of a slice node after normalization: start, end (exclusive), step.
+/// Parameters of a slice node after normalization: start, end (exclusive), step. On a
+/// symbolic dim (a size-generic graph) start and size are expressions of its size (`start_e`,
+/// `size_e`; the ints then hold their values at the size hints, or 0 without hints).
 struct SliceParams {
   int64_t dim, start, end, step, size;
+  sym::Expr start_e, size_e;
 };
 SliceParams slice_params(const Node& node, const Shape& in);
 

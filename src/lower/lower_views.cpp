@@ -70,8 +70,7 @@ static Index view_source_index(const Node& node, const Shape& in, const Shape& o
   if (op == "slice") {
     SliceParams p = slice_params(node, in);
     Index r = o;
-    r[static_cast<size_t>(p.dim)] =
-        sym::Expr(p.start) + sym::Expr(p.step) * o[static_cast<size_t>(p.dim)];
+    r[static_cast<size_t>(p.dim)] = p.start_e + sym::Expr(p.step) * o[static_cast<size_t>(p.dim)];
     return r;
   }
   if (op == "squeeze" || op == "unsqueeze") {

@@ -249,6 +249,36 @@ TEST(DynamicShapes, ReshapeExpandAndFullToSeveralSymbols) {
   EXPECT_LE(m.size_stats().modules, 4);  // b and t each 1 or not
 }
 
+TEST(DynamicShapes, SlicesOfASymbolicDimThatCannotClamp) {
+  // A language model's shift (x[:, :-1], x[:, 1:]), the last and the first position: bounds
+  // of 0 or 1 from either end equal python's clamped bounds at every size >= 1, so they stay
+  // expressions of t; the interpreter at each size is the reference (python's bounds).
+  Graph g = graph_from_text(
+      "input x: f32[b, t, 6]\n"
+      "a = slice(x) {dim=1, start=0, end=-1}\n"
+      "c = slice(x) {dim=1, start=1}\n"
+      "d = add(a, c)\n"
+      "l = slice(x) {dim=1, start=-1}\n"
+      "f = slice(x) {dim=1, start=0, end=1}\n"
+      "e = mul(l, f)\n"
+      "output d\noutput e\n");
+  EXPECT_EQ(type_str(g.node(g.outputs()[0].node).type), "f32[b, t - 1, 6]");
+  CompiledModel m = compile(g);
+  ASSERT_TRUE(m.size_generic());
+  for (int64_t b : {1, 3})
+    for (int64_t t : {1, 2, 3, 9, 40}) ASSERT_TRUE(matches_at(m, g, {{"b", b}, {"t", t}}, 5));
+  EXPECT_EQ(m.size_stats().specialized, 0);
+  // A bound that could clamp at some size (start 2 of t = 1) needs the size bound.
+  try {
+    graph_from_text("input x: f32[t, 6]\ny = slice(x) {dim=0, start=2}\noutput y\n");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("may clamp at some sizes; bind it first"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(DynamicShapes, SizesTextErrorsNameTheOpAndEntry) {
   auto error = [](const std::string& text) {
     try {

@@ -325,3 +325,34 @@ def test_kv_cache_decode_steps_share_one_model(monkeypatch):
     # seen a step later): coil compiles it for its one size; the last graph serves every length
     assert all(len(m.compiled) <= 1 for m in made if isinstance(m, PerSizeCallable)), names
     assert isinstance(made[-1], fx_compile.CoilGraphCallable) and made[-1].size_generic, names
+
+
+def _shifted(x):
+    # a language model's shift: every position but the last, and every one but the first, with
+    # the bounds computed from the symbolic size (x.shape[1] - 1), as torch code often does
+    # (aten's slice: torch 1.13's symbolic tracing cannot take x[:, :n - 1])
+    n, sl = x.shape[1], torch.ops.aten.slice.Tensor
+    return sl(x, 1, 0, n - 1) * 2 + sl(x, 1, 1, n), sl(x, 1, n - 1, n) * 3, sl(x, 1, -1) + 1
+
+
+def _shifted_by_3(x):
+    n, sl = x.shape[1], torch.ops.aten.slice.Tensor
+    return sl(x, 1, n - 3, n) * 3  # at n = 2, torch's start -1 wraps: not python's -3
+
+
+def test_slices_at_the_size_minus_a_constant_are_size_generic(tmp_path, monkeypatch):
+    """Bounds that are the size minus 0 or 1 (and python's -1) on a symbolic dim: one
+    size-generic model, right at every size; minus 3 would clamp differently from torch's wrap
+    at size 2: compiled per size."""
+    monkeypatch.setenv("COIL_CACHE_DIR", str(tmp_path))
+    x = torch.randn(2, 7)
+    compiled = fx_compile.compile_fx(_symbolic_fx(_shifted, x), [x], OPTIONS)
+    assert isinstance(compiled, fx_compile.CoilGraphCallable) and compiled.size_generic
+    for shape in ((2, 7), (3, 4), (2, 9), (2, 3), (4, 12), (2, 2)):
+        x = torch.randn(*shape)
+        _close(compiled(x), _shifted(x))
+    compiled = fx_compile.compile_fx(_symbolic_fx(_shifted_by_3, x), [x], OPTIONS)
+    assert isinstance(compiled, PerSizeCallable)
+    for shape in ((2, 7), (3, 2), (1, 5)):
+        x = torch.randn(*shape)
+        _close(compiled(x), _shifted_by_3(x))

@@ -366,9 +366,11 @@ def _slice(L, node, args, kwargs):
     start = args[2] if len(args) > 2 else None
     end = args[3] if len(args) > 3 else None
     step = args[4] if len(args) > 4 else 1
-    attrs = {"dim": int(dim), "start": int(start or 0), "step": int(step)}
-    if end is not None and end < 2**62:
-        attrs["end"] = int(end)
+    from .symbolic import SymDim
+    bound = lambda b: b if isinstance(b, SymDim) else int(b)  # noqa: E731 (symbolic: resolve_attrs)
+    attrs = {"dim": int(dim), "start": bound(start or 0), "step": int(step)}
+    if end is not None and (isinstance(end, SymDim) or end < 2**62):
+        attrs["end"] = bound(end)
     return Value(L.op("slice", [args[0]], attrs))
 
 

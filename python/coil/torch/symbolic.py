@@ -336,13 +336,21 @@ def resolve_attrs(L, op, inputs, attrs):
                     continue
             del out[key]
             out["sizes"] = _sizes_text(op, sizes, infer_one=op == "reshape")
-        elif op == "slice" and key == "end" and isinstance(value, SymDim):
+        elif op == "slice" and key in ("start", "end") and isinstance(value, SymDim):
+            # a bound that is the dim's size n minus 0 or 1 is python's bound 0 (to the end) or
+            # -1 (torch's value n - 1 is never negative, so neither wraps); coil's slice takes
+            # those on a symbolic dim (type_rules.cpp). Others are compiled per size.
             dim = attrs.get("dim", 0)
             have = L.shape(inputs[0])
-            if not value.same(have[dim]):
-                raise Unsupported(f"slice of dim {dim} of {list(have)} to the symbolic end "
+            diff = SymDim.of(value.expr - (have[dim].expr if isinstance(have[dim], SymDim)
+                                           else have[dim]), value.symbols)
+            if not isinstance(diff, int) or not -1 <= diff <= 0:
+                raise Unsupported(f"slice of dim {dim} of {list(have)} at the symbolic {key} "
                                   f"{value}")
-            del out[key]
+            if key == "end" and diff == 0:
+                del out[key]  # to the end
+            else:
+                out[key] = diff
         elif isinstance(value, SymDim) or (sizes and any(isinstance(s, SymDim) for s in sizes)):
             raise Unsupported(f"{op}: attribute {key}={value} holds a symbolic size (coil's "
                               "attributes are integers)")
