@@ -86,8 +86,12 @@ Tensor random_tensor(DType dtype, const std::vector<int64_t>& shape, uint64_t se
         v = static_cast<double>(rng() & 1u);
         break;
       case DType::U8:
+      case DType::U16:
+      case DType::U32:
+      case DType::U64:
         v = static_cast<double>(rng() % 10);
         break;
+      case DType::I16:
       case DType::I8:
       case DType::I32:
       case DType::I64:
