@@ -299,5 +299,19 @@ output y
   }
 }
 
+// 64-bit integers compare exactly: 2^60 and 2^60 + 1 are the same double.
+TEST(IntDtypes, CompareSeesEveryBitOf64BitIntegers) {
+  for (DType t : {DType::I64, DType::U64}) {
+    uint64_t big = uint64_t{1} << 60;
+    Tensor a = tensor_of<uint64_t>(t, {big, 5}), b = tensor_of<uint64_t>(t, {big + 1, 5});
+    CompareResult same = compare_tensors(a, a.clone(), default_tolerance(t));
+    CompareResult differ = compare_tensors(a, b, default_tolerance(t));
+    EXPECT_TRUE(same.ok) << same.message;
+    EXPECT_FALSE(differ.ok) << dtype_name(t);
+    EXPECT_EQ(differ.mismatches, 1);
+    EXPECT_EQ(differ.worst_index, 0);
+  }
+}
+
 }  // namespace
 }  // namespace coil
