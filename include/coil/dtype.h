@@ -20,7 +20,11 @@ namespace coil {
   X(F16, "f16", "coil::half", 2, 'f')       \
   X(BF16, "bf16", "coil::bfloat16", 2, 'f') \
   X(F32, "f32", "float", 4, 'f')            \
-  X(F64, "f64", "double", 8, 'f')
+  X(F64, "f64", "double", 8, 'f')           \
+  X(I16, "i16", "int16_t", 2, 'i')          \
+  X(U16, "u16", "uint16_t", 2, 'u')         \
+  X(U32, "u32", "uint32_t", 4, 'u')         \
+  X(U64, "u64", "uint64_t", 8, 'u')
 
 enum class DType : uint8_t {
 #define COIL_DTYPE_ENUM(e, name, ctype, bytes, kind) e,
@@ -47,9 +51,16 @@ inline bool is_low_precision(DType t) {
 /// The type arithmetic is carried out in: f32 for f16/bf16, else t itself.
 DType compute_dtype(DType t);
 
-/// Result type of a binary op on two tensors (torch.result_type for same-category tensors):
-/// bool < integers < floats; within a category the wider wins; u8 with i8 gives i32 (rather than
-/// numpy's i16, which coil has not); f16 with bf16 gives f32.
+/// u16, u32, u64: the unsigned types torch 2.3 added with few kernels ("barebones").
+inline bool is_wide_unsigned(DType t) {
+  return t == DType::U16 || t == DType::U32 || t == DType::U64;
+}
+
+/// Result type of a binary op on two tensors (torch.promote_types, the rule of torch 2.x):
+/// bool < integers < floats; within a category the wider wins; u8 with i8 gives i16; f16 with
+/// bf16 gives f32. u16/u32/u64 promote only to themselves and to floats: with bool or another
+/// integer type torch refuses ("Promotion for uint16, uint32, uint64 types is not supported")
+/// and so does coil, a UserError naming both types (numpy's u64 with i64 -> f64 is not torch's).
 DType promote_types(DType a, DType b);
 
 }  // namespace coil

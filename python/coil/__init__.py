@@ -145,12 +145,16 @@ class DTypeName(str):
 
 
 _NP_TO_COIL = {"bool": "bool", "uint8": "u8", "int8": "i8", "int32": "i32", "int64": "i64",
-               "float16": "f16", "float32": "f32", "float64": "f64"}
+               "float16": "f16", "float32": "f32", "float64": "f64", "int16": "i16",
+               "uint16": "u16", "uint32": "u32", "uint64": "u64"}
+# torch.uint16/32/64 exist from torch 2.3 on; keyed by name, so an older torch just lacks them.
 _TORCH_TO_COIL = {"torch.bool": "bool", "torch.uint8": "u8", "torch.int8": "i8",
                   "torch.int32": "i32", "torch.int64": "i64", "torch.float16": "f16",
-                  "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float64": "f64"}
+                  "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float64": "f64",
+                  "torch.int16": "i16", "torch.uint16": "u16", "torch.uint32": "u32",
+                  "torch.uint64": "u64"}
 _ITEMSIZE = {"bool": 1, "u8": 1, "i8": 1, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4,
-             "f64": 8}
+             "f64": 8, "i16": 2, "u16": 2, "u32": 4, "u64": 8}
 
 
 def coil_dtype(dtype):
@@ -254,7 +258,11 @@ class Model:
 
 def _torch_dtype(name):
     import torch
-    return {v: getattr(torch, k.split(".")[1]) for k, v in _TORCH_TO_COIL.items()}[name]
+    for k, v in _TORCH_TO_COIL.items():
+        if v == name and hasattr(torch, k.split(".")[1]):
+            return getattr(torch, k.split(".")[1])
+    raise UnsupportedError(f"dtype {name}: this torch ({torch.__version__}) has no such dtype "
+                           "(uint16, uint32 and uint64 came with torch 2.3)")
 
 
 def compile(graph, **options):

@@ -109,6 +109,9 @@ def _dtype_name(torch, dtype):
     names = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
              torch.float64: "f64", torch.int64: "i64", torch.int32: "i32", torch.int16: "i16",
              torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
+    for t, name in (("uint16", "u16"), ("uint32", "u32"), ("uint64", "u64")):
+        if hasattr(torch, t):  # torch 2.3 and later
+            names[getattr(torch, t)] = name
     if dtype not in names:
         raise Unsupported(f"dtype {dtype}")
     return names[dtype]

@@ -100,6 +100,10 @@ def poison_(t):
         t.fill_(0xA5)
     elif t.dtype == torch.int8:
         t.fill_(-91)
+    elif str(t.dtype) in ("torch.uint16", "torch.uint32", "torch.uint64"):  # torch 2.3 and later
+        t.fill_(0x5A5A)  # a negative fill does not convert to an unsigned type
+    elif t.dtype == torch.int16:
+        t.fill_(-0x5A5A)
     else:
         t.fill_(-0x5A5A5A5A)
     return t

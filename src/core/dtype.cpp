@@ -77,13 +77,21 @@ DType promote_types(DType a, DType b) {
     return k == 'b' ? 0 : k == 'f' ? 2 : 1;
   };
   int ra = rank(a), rb = rank(b);
+  if (is_wide_unsigned(a) || is_wide_unsigned(b)) {
+    // torch promotes u16/u32/u64 with floats only: u64 with i64 has no exact common type.
+    if (ra == 2 || rb == 2) return ra == 2 ? a : b;
+    COIL_USER_CHECK(false,
+                    "cannot promote {} with {}: u16, u32 and u64 promote only to floats (as in "
+                    "torch); cast one operand first",
+                    dtype_name(a), dtype_name(b));
+  }
   if (ra != rb) return ra > rb ? a : b;
   if (ra == 2) {
     if (is_low_precision(a) && is_low_precision(b)) return DType::F32;  // f16 with bf16
     return dtype_size(a) >= dtype_size(b) ? a : b;
   }
-  // Integers: u8 with i8 needs a signed type wider than both.
-  if ((a == DType::U8 && b == DType::I8) || (a == DType::I8 && b == DType::U8)) return DType::I32;
+  // Integers: u8 with i8 needs a signed type wider than both (torch's i16).
+  if ((a == DType::U8 && b == DType::I8) || (a == DType::I8 && b == DType::U8)) return DType::I16;
   return dtype_size(a) >= dtype_size(b) ? a : b;
 }
 

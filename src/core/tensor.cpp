@@ -57,6 +57,14 @@ double load_as_double(DType dtype, const void* p) {
       return *static_cast<const int32_t*>(p);
     case DType::I64:
       return static_cast<double>(*static_cast<const int64_t*>(p));
+    case DType::I16:
+      return *static_cast<const int16_t*>(p);
+    case DType::U16:
+      return *static_cast<const uint16_t*>(p);
+    case DType::U32:
+      return *static_cast<const uint32_t*>(p);
+    case DType::U64:
+      return static_cast<double>(*static_cast<const uint64_t*>(p));
     case DType::F16:
       return static_cast<float>(*static_cast<const half*>(p));
     case DType::BF16:
@@ -94,6 +102,22 @@ void store_from_double(DType dtype, void* p, double v) {
       return;
     case DType::I64:
       *static_cast<int64_t*>(p) = to_int64(v);
+      return;
+    case DType::I16:
+      *static_cast<int16_t*>(p) = static_cast<int16_t>(to_int64(v));
+      return;
+    case DType::U16:
+      *static_cast<uint16_t*>(p) = static_cast<uint16_t>(to_int64(v));
+      return;
+    case DType::U32:
+      *static_cast<uint32_t*>(p) = static_cast<uint32_t>(to_int64(v));
+      return;
+    case DType::U64:
+      // [2^63, 2^64) is in range for u64 but not through int64; below, negatives wrap modulo
+      // 2^64 (-1.0 -> 2^64 - 1, as numpy and torch give on x86-64).
+      *static_cast<uint64_t*>(p) = v >= 9.2233720368547758e18 && v < 1.8446744073709552e19
+                                       ? static_cast<uint64_t>(v)
+                                       : static_cast<uint64_t>(to_int64(v));
       return;
     case DType::F16:
       *static_cast<half*>(p) = half(static_cast<float>(v));

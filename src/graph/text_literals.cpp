@@ -65,8 +65,20 @@ void store_element(Tensor& value, int64_t i, const Literal& lit, std::string_vie
       literal_error(
           lit, file,
           fmt::format("expected an integer in {} data but found '{}'", dname, lit.text()));
+    if (dtype == DType::U64) {  // beyond int64: 2^63 .. 2^64 - 1
+      std::string s = lit.text();
+      uint64_t u = 0;
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), u);
+      if (lit.sign || ec != std::errc() || end != s.data() + s.size())
+        literal_error(lit, file, fmt::format("value {} is out of range for u64", s));
+      value.data_as<uint64_t>()[i] = u;
+      return;
+    }
     int64_t v = parse_int(lit, file);
     int64_t lo = INT64_MIN, hi = INT64_MAX;
+    if (dtype == DType::I16) lo = INT16_MIN, hi = INT16_MAX;
+    if (dtype == DType::U16) lo = 0, hi = UINT16_MAX;
+    if (dtype == DType::U32) lo = 0, hi = UINT32_MAX;
     if (dtype == DType::U8) lo = 0, hi = UINT8_MAX;
     if (dtype == DType::I8) lo = INT8_MIN, hi = INT8_MAX;
     if (dtype == DType::I32) lo = INT32_MIN, hi = INT32_MAX;
@@ -81,6 +93,15 @@ void store_element(Tensor& value, int64_t i, const Literal& lit, std::string_vie
         return;
       case DType::I32:
         value.data_as<int32_t>()[i] = static_cast<int32_t>(v);
+        return;
+      case DType::I16:
+        value.data_as<int16_t>()[i] = static_cast<int16_t>(v);
+        return;
+      case DType::U16:
+        value.data_as<uint16_t>()[i] = static_cast<uint16_t>(v);
+        return;
+      case DType::U32:
+        value.data_as<uint32_t>()[i] = static_cast<uint32_t>(v);
         return;
       default:
         value.data_as<int64_t>()[i] = v;

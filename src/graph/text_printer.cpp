@@ -35,6 +35,14 @@ std::string element_text(const Tensor& t, int64_t i) {
       return std::to_string(t.data_as<int32_t>()[i]);
     case DType::I64:
       return std::to_string(t.data_as<int64_t>()[i]);
+    case DType::I16:
+      return std::to_string(t.data_as<int16_t>()[i]);
+    case DType::U16:
+      return std::to_string(t.data_as<uint16_t>()[i]);
+    case DType::U32:
+      return std::to_string(t.data_as<uint32_t>()[i]);
+    case DType::U64:
+      return std::to_string(t.data_as<uint64_t>()[i]);
     case DType::F64:
       return attr_to_string(t.data_as<double>()[i]);
     case DType::F32:

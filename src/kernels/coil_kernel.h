@@ -188,7 +188,11 @@ inline int64_t checked_index(int64_t v, int64_t size, RunError& error, int site)
 /// does -1 (INT_MIN % -1 traps on x86, and every x % -1 is 0).
 template <typename T>
 inline T int_fmod(T a, T b) {
-  return b == 0 || b == T(-1) ? T(0) : static_cast<T>(a % b);
+  if constexpr (std::is_unsigned_v<T>) {  // T(-1) is the largest value, a real divisor
+    return b == 0 ? T(0) : static_cast<T>(a % b);
+  } else {
+    return b == 0 || b == T(-1) ? T(0) : static_cast<T>(a % b);
+  }
 }
 
 /// int_fmod that records a zero divisor as the run's error (torch raises there).

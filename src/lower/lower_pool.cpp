@@ -77,7 +77,12 @@ int lowest_value(LoopBody& b, DType t) {
   if (is_floating(t)) return b.constant(-std::numeric_limits<double>::infinity(), t);
   switch (t) {
     case DType::U8:
+    case DType::U16:
+    case DType::U32:
+    case DType::U64:
       return b.constant(0, t);
+    case DType::I16:
+      return b.constant(std::numeric_limits<int16_t>::min(), t);
     case DType::I8:
       return b.constant(std::numeric_limits<int8_t>::min(), t);
     case DType::I32:

@@ -49,6 +49,14 @@ std::string_view descr_of(DType dtype) {
       return "<f4";
     case DType::F64:
       return "<f8";
+    case DType::I16:
+      return "<i2";
+    case DType::U16:
+      return "<u2";
+    case DType::U32:
+      return "<u4";
+    case DType::U64:
+      return "<u8";
   }
   COIL_UNREACHABLE("bad dtype");
 }
@@ -62,15 +70,16 @@ Descr parse_descr(const fs::path& path, const std::string& descr) {
   static constexpr std::pair<std::string_view, DType> kTypes[] = {
       {"b1", DType::Bool}, {"u1", DType::U8},  {"i1", DType::I8},
       {"i4", DType::I32},  {"i8", DType::I64}, {"f2", DType::F16},
-      {"f4", DType::F32},  {"f8", DType::F64}, {"V2", DType::BF16}};
+      {"f4", DType::F32},  {"f8", DType::F64}, {"V2", DType::BF16}, {"i2", DType::I16},
+      {"u2", DType::U16},  {"u4", DType::U32}, {"u8", DType::U64}};
   if (descr.size() >= 2 && std::string_view("<>|=").find(descr[0]) != std::string_view::npos) {
     std::string_view type = std::string_view(descr).substr(1);
     for (const auto& [name, dtype] : kTypes) {
       if (type == name) return {dtype, descr[0] == '>'};
     }
   }
-  malformed(path, fmt::format("unsupported dtype '{}' (coil reads b1, u1, i1, i4, i8, f2, f4, "
-                              "f8, and V2 as bf16)",
+  malformed(path, fmt::format("unsupported dtype '{}' (coil reads b1, u1, i1, i2, u2, i4, u4, "
+                              "i8, u8, f2, f4, f8, and V2 as bf16)",
                               descr));
 }
 

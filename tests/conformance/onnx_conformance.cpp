@@ -63,14 +63,29 @@ std::vector<fs::path> data_files(const fs::path& dir, const std::string& prefix)
   return files;
 }
 
-// A TensorProto file of the test data. ONNX 1.12's data stores bfloat16 tensors as uint16
-// (numpy has no bfloat16): those are read as bf16.
-Tensor load_test_tensor(const fs::path& path) {
+// A TensorProto file of the test data, for a value the model declares of elem_type `declared`
+// (0: unknown). ONNX 1.12's data stores bfloat16 tensors as uint16 (numpy has no bfloat16): a
+// uint16 file is read as bf16 where the model declares bfloat16, as uint16 otherwise.
+Tensor load_test_tensor(const fs::path& path, int32_t declared) {
   std::ifstream f(path, std::ios::binary);
   onnx::TensorProto t;
   if (!t.ParseFromIstream(&f)) throw Error(path.string() + ": not a TensorProto");
-  if (t.data_type() == onnx::TensorProto::UINT16) t.set_data_type(onnx::TensorProto::BFLOAT16);
+  if (t.data_type() == onnx::TensorProto::UINT16 && declared == onnx::TensorProto::BFLOAT16)
+    t.set_data_type(onnx::TensorProto::BFLOAT16);
   return onnxfe::tensor_from_proto(t, path.string());
+}
+
+// The elem_type of each value (0 where the model gives none): graph inputs that are not
+// initializers (the order of input_*.pb), or the graph outputs (output_*.pb).
+std::vector<int32_t> declared_types(const onnx::ModelProto& m, bool outputs) {
+  std::set<std::string> inits;
+  for (const auto& t : m.graph().initializer()) inits.insert(t.name());
+  std::vector<int32_t> types;
+  for (const auto& v : outputs ? m.graph().output() : m.graph().input()) {
+    if (!outputs && inits.count(v.name())) continue;
+    types.push_back(v.type().has_tensor_type() ? v.type().tensor_type().elem_type() : 0);
+  }
+  return types;
 }
 
 }  // namespace
@@ -93,8 +108,14 @@ CaseResult prepare_case(const fs::path& dir, PreparedCase* out) {
   fs::path data = dir / "test_data_set_0";
   std::vector<Tensor> inputs;
   try {
-    for (const auto& p : data_files(data, "input")) inputs.push_back(load_test_tensor(p));
-    for (const auto& p : data_files(data, "output")) out->expected.push_back(load_test_tensor(p));
+    onnx::ModelProto model = read_model(dir / "model.onnx");
+    for (bool outputs : {false, true}) {
+      std::vector<int32_t> declared = declared_types(model, outputs);
+      std::vector<fs::path> files = data_files(data, outputs ? "output" : "input");
+      for (size_t i = 0; i < files.size(); ++i)
+        (outputs ? out->expected : inputs)
+            .push_back(load_test_tensor(files[i], i < declared.size() ? declared[i] : 0));
+    }
   } catch (const Error& e) {
     return {Outcome::BadTestData, e.what()};
   }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -150,6 +151,46 @@ TEST(OnnxImport, DetMatchesElimination) {
 }
 
 // Weights listed as graph inputs too (IR < 4) are constants; names become identifiers.
+// uint32 and uint64 initializers without raw_data are in uint64_data (onnx.proto), int16 and
+// uint16 ones in int32_data; values at the top of each range survive the import and the ops.
+TEST(OnnxImport, WideIntegerInitializers) {
+  struct Row {
+    int32_t elem;
+    DType dtype;
+    uint64_t top;
+  };
+  for (Row r : {Row{TP::UINT64, DType::U64, ~uint64_t{0}}, Row{TP::UINT32, DType::U32, 0xffffffffu},
+                Row{TP::UINT16, DType::U16, 0xffffu}, Row{TP::INT16, DType::I16, 0x7fffu}}) {
+    SCOPED_TRACE(dtype_name(r.dtype));
+    onnx::ModelProto m = empty_model(13);
+    auto* g = m.mutable_graph();
+    set_type(g->add_input(), "x", r.elem, {2});
+    set_type(g->add_output(), "y", r.elem, {2});
+    auto* w = g->add_initializer();
+    w->set_name("w");
+    w->set_data_type(r.elem);
+    w->add_dims(2);
+    for (uint64_t v : {r.top, uint64_t{3}}) {
+      if (r.elem == TP::UINT64 || r.elem == TP::UINT32)
+        w->add_uint64_data(v);
+      else
+        w->add_int32_data(static_cast<int32_t>(v));
+    }
+    add_node(m, "Max", {"x", "w"}, {"y"});
+    Graph graph = import(m);
+    EXPECT_EQ(graph.node(graph.inputs()[0]).type.dtype, r.dtype);
+    Tensor x = Tensor::empty(r.dtype, {2});
+    std::memset(x.data(), 0, 2 * static_cast<size_t>(dtype_size(r.dtype)));
+    x.set_from_double(1, 5);
+    for (const auto& out : {compile(graph).run({x}), interpret(graph, {x})}) {
+      uint64_t got0 = 0;
+      std::memcpy(&got0, out[0].data(), static_cast<size_t>(dtype_size(r.dtype)));
+      EXPECT_EQ(got0, r.top);
+      EXPECT_EQ(out[0].item_as_double(1), 5.0);
+    }
+  }
+}
+
 TEST(OnnxImport, InitializersAndNames) {
   onnx::ModelProto m = empty_model(13);
   auto* g = m.mutable_graph();

@@ -62,7 +62,7 @@ INSTANTIATE_TEST_SUITE_P(
     Families, OnnxOpCases,
     ::testing::Values(Family{"losses", 70}, Family{"resize", 35}, Family{"conv_transpose", 13},
                       Family{"scatter", 80}, Family{"misc", 102}, Family{"einsum", 17},
-                      Family{"attention", 16}, Family{"pool3d", 52}, Family{"integer", 35},
+                      Family{"attention", 16}, Family{"pool3d", 52}, Family{"integer", 41},
                       Family{"tfidf", 7}, Family{"training", 36}, Family{"roialign", 6},
                       Family{"dft", 13}),
     [](const ::testing::TestParamInfo<Family>& info) { return info.param.name; });

@@ -287,7 +287,8 @@ def integer(out):
 
 @case("integer")
 def bitshift(out):
-    """BitShift of uint8: shifts of 0 to 10 (8 and more give 0), broadcast operands."""
+    """BitShift of uint8: shifts of 0 to 10 (8 and more give 0), broadcast operands; of uint16,
+    uint32 and uint64 over their whole range."""
     for k, (sx, sy) in enumerate([((3, 4), (3, 4)), ((2, 3, 5), (5,)), ((4, 1), (1, 6)), ((), (7,))]):
         x = rng.integers(0, 256, sx).astype(np.uint8)
         y = rng.integers(0, 11, sy).astype(np.uint8)
@@ -295,6 +296,19 @@ def bitshift(out):
         for d, ref in [("LEFT", (xi << yi) & 255), ("RIGHT", xi >> yi)]:
             write(out, f"bitshift_{k}_{d}", "BitShift", [("x", x), ("y", y)],
                   [("z", np.asarray(ref).astype(np.uint8))], {"direction": d}, opset=11)
+    # uint16/32/64: values over the whole range (u64 beyond 2^53 and 2^63, where f64 alone is
+    # not exact), every shift from 0 to the width + 2 (the width and more give 0).
+    for t in (np.uint16, np.uint32, np.uint64):
+        bits = np.iinfo(t).bits
+        x = np.concatenate([rng.integers(0, np.iinfo(t).max, 40, dtype=t, endpoint=True),
+                            np.array([np.iinfo(t).max, 1, 0, np.iinfo(t).max - 1], dtype=t)])
+        y = (np.arange(x.size) % (bits + 3)).astype(t)
+        for d in ("LEFT", "RIGHT"):
+            ref = [0 if int(b) >= bits else
+                   ((int(a) << int(b)) % (1 << bits) if d == "LEFT" else int(a) >> int(b))
+                   for a, b in zip(x, y)]
+            write(out, f"bitshift_{t.__name__}_{d}", "BitShift", [("x", x), ("y", y)],
+                  [("z", np.array(ref, dtype=t))], {"direction": d}, opset=11)
 
 
 def argmax_ref(x, kernel, strides, pads, dil, ceil, storage_order):

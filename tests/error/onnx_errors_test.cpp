@@ -146,7 +146,7 @@ TEST(OnnxErrors, WrongTypes) {
   w->set_data_type(TP::STRING);
   EXPECT_EQ(import_error(m), "m.onnx: initializer 'w': dtype string is not supported by coil");
 
-  for (auto [elem, name] : {std::pair<int32_t, const char*>{TP::UINT16, "uint16"},
+  for (auto [elem, name] : {std::pair<int32_t, const char*>{TP::COMPLEX128, "complex128"},
                             {TP::COMPLEX64, "complex64"},
                             {TP::STRING, "string"},
                             {99, "<unknown elem_type 99>"}}) {

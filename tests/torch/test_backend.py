@@ -51,6 +51,34 @@ def test_a_graph_built_from_python_runs_on_torch_tensors(shape):
         torch.testing.assert_close(out, torch.nn.functional.gelu(xs * wt), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["i16", "u16", "u32", "u64"])
+def test_new_integer_dtypes_run_on_numpy_arrays(dtype):
+    # Issue 27's dtypes through the C ABI from numpy (torch has uint16/32/64 only from 2.3);
+    # wrap-around and unsigned order checked against numpy's own arithmetic.
+    import numpy as np
+    npt = {"i16": np.int16, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}[dtype]
+    info = np.iinfo(npt)
+    a = np.array([info.max, info.min, 7, info.max // 2 + 3, 1], dtype=npt)
+    b = np.array([2, 1, info.max, 5, info.max], dtype=npt)
+    g = coil.Graph()
+    x, y = g.input("a", f"{dtype}[5]"), g.input("b", f"{dtype}[5]")
+    g.output(g.node("mul", [x, y]), "m")
+    g.output(g.node("maximum", [x, y]), "mx")
+    g.output(g.node("lt", [x, y]), "lt")
+    model = coil.compile(g, **OPTIONS)
+    outs = [np.empty(5, dtype=npt), np.empty(5, dtype=npt), np.empty(5, dtype=np.bool_)]
+    model.run_into([a, b], outs)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(outs[0], a * b)
+    np.testing.assert_array_equal(outs[1], np.maximum(a, b))
+    np.testing.assert_array_equal(outs[2], a < b)
+    assert [d for _, d, _ in model.outputs] == [dtype, dtype, "bool"]
+    if dtype == "i16":  # torch has int16 in every version
+        (m, _, _) = model(torch.from_numpy(a), torch.from_numpy(b))
+        assert m.dtype == torch.int16
+        np.testing.assert_array_equal(m.numpy(), outs[0])
+
+
 def test_errors_name_the_op_and_value():
     g = coil.Graph()
     x = g.input("x", "f32[4, 3]")

@@ -416,12 +416,12 @@ TEST(CapiErrors, TypesAndDtypes) {
   EXPECT_EQ(r.status, COIL_ERROR_INPUT);
   EXPECT_EQ(r.message,
             "constant c: unknown dtype 'float32'; the dtypes are bool, u8, i8, i32, i64, f16, "
-            "bf16, f32, f64");
+            "bf16, f32, f64, i16, u16, u32, u64");
   View c2(data, "f23", {2});
   r = result(coil_graph_add_constant(g.g, nullptr, &c2.t, nullptr));
   EXPECT_EQ(r.message,
             "constant: unknown dtype 'f23' (did you mean 'f32'?); the dtypes are bool, u8, i8, "
-            "i32, i64, f16, bf16, f32, f64");
+            "i32, i64, f16, bf16, f32, f64, i16, u16, u32, u64");
   View c3(nullptr, "f32", {2});
   r = result(coil_graph_add_constant(g.g, "c", &c3.t, nullptr));
   EXPECT_EQ(r.message, "constant c: data is NULL");
@@ -504,7 +504,7 @@ TEST(CapiErrors, RunTensors) {
             "output y: expected f32[2, 3], got f32[6]");
   EXPECT_EQ(run(View(xbuf.data(), "f3", {2, 3}), y).message,
             "input x: unknown dtype 'f3' (did you mean 'f32'?); the dtypes are bool, u8, i8, "
-            "i32, i64, f16, bf16, f32, f64");
+            "i32, i64, f16, bf16, f32, f64, i16, u16, u32, u64");
   EXPECT_EQ(run(View(nullptr, "f32", {2, 3}), y).message, "input x: data is NULL");
   EXPECT_EQ(run(x, View(ybuf.data(), "f32", {2, 3}, {0, 1})).message,
             "output y: stride 0 in dim 0 of size 2 (an output cannot broadcast)");

@@ -20,8 +20,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr DType kAllDTypes[] = {DType::Bool, DType::U8,   DType::I8,  DType::I32, DType::I64,
-                                DType::F16,  DType::BF16, DType::F32, DType::F64};
+constexpr DType kAllDTypes[] = {DType::Bool, DType::U8,  DType::I8,  DType::I16,
+                                DType::U16,  DType::I32, DType::U32, DType::I64,
+                                DType::U64,  DType::F16, DType::BF16, DType::F32,
+                                DType::F64};
 
 // A distinct, exactly representable value for element i of each dtype.
 double sample(DType dtype, int64_t i) {
@@ -36,6 +38,14 @@ double sample(DType dtype, int64_t i) {
       return static_cast<double>(i * 100003 - 5);
     case DType::I64:
       return static_cast<double>(i) * 1e12 - 7;
+    case DType::I16:
+      return static_cast<double>(i * 4099 % 65536 - 32768);
+    case DType::U16:
+      return static_cast<double>(i * 4099 % 65536);
+    case DType::U32:
+      return static_cast<double>(i) * 100000007 + 3;
+    case DType::U64:
+      return static_cast<double>(i) * 0x1p60 + 9;  // beyond int64 from i = 8
     case DType::F16:
       return (static_cast<double>(i) - 3) * 0.5;
     case DType::BF16:
@@ -127,7 +137,8 @@ TEST_F(NpyTest, NumpyReadsWhatCoilWrites) {
         : dtype == DType::U8   ? "|u1"
         : dtype == DType::I8
             ? "|i1"
-            : fmt::format("<{}{}", dtype_name(dtype)[0] == 'i' ? 'i' : 'f', dtype_size(dtype));
+            : fmt::format("<{}{}", dtype_name(dtype)[0] == 'b' ? 'f' : dtype_name(dtype)[0],
+                          dtype_size(dtype));
     // bf16 arrives as raw 2-byte voids: reinterpret the bits as the top half of a float32.
     std::string as_f64 = dtype == DType::BF16
                              ? "(a.view('<u2').astype('<u4') << 16).view('<f4').astype('f8')"
@@ -243,7 +254,7 @@ TEST_F(NpyTest, MalformedFilesThrow) {
   expect_error(npy_bytes(f4, std::string(8, '\0'), 4), "unsupported format version 4.0");
   expect_error(npy_bytes(f4, std::string(7, '\0')), "truncated");
   expect_error(npy_bytes("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }"), "'<c8'");
-  expect_error(npy_bytes("{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }"), "'<i2'");
+  expect_error(npy_bytes("{'descr': '<m8', 'fortran_order': False, 'shape': (2,), }"), "'<m8'");
   expect_error(npy_bytes("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}"),
                "structured");
   expect_error(npy_bytes("{'descr': '<f4', 'shape': (2,), }"), "lacks");

@@ -94,7 +94,7 @@ void add_elementwise_cases(Gen& g, std::vector<Case>& cases) {
     cases.push_back({"gelu", {g.uniform(t, {5, 7}, -4, 4)}, tanh_gelu});
     cases.push_back({"round", {g.halves(t, {5, 7}, -8, 8)}});
   }
-  for (DType t : {DType::I32, DType::I64}) {
+  for (DType t : {DType::I16, DType::I32, DType::I64}) {
     for (const char* op : {"abs", "neg", "sign", "relu", "exp", "sqrt", "logical_not"})
       cases.push_back({op, {g.uniform(t, {4, 5}, -20, 20)}});
   }
@@ -110,7 +110,7 @@ void add_elementwise_cases(Gen& g, std::vector<Case>& cases) {
     cases.push_back({"fmod", {g.uniform(f32, sa, -9, 9), g.uniform(f32, sb, 0.5, 3)}});
     cases.push_back({"fmod", {g.uniform(f32, sa, -9, 9), g.uniform(f32, sb, -3, -0.5)}});
     cases.push_back({"pow", {g.uniform(f32, sa, 0.1, 3), g.uniform(f32, sb, -2, 2)}});
-    for (DType t : {DType::I32, DType::I64}) {
+    for (DType t : {DType::I16, DType::I32, DType::I64}) {
       for (const char* op :
            {"add", "sub", "mul", "maximum", "minimum", "div", "eq", "lt", "ge", "logical_and"})
         cases.push_back({op, {g.uniform(t, sa, -9, 9), g.uniform(t, sb, -9, 9)}});
@@ -123,6 +123,13 @@ void add_elementwise_cases(Gen& g, std::vector<Case>& cases) {
   cases.push_back({"add", {g.uniform(DType::I32, {3, 4}, -9, 9), g.uniform(f32, {4}, -2, 2)}});
   cases.push_back(
       {"add", {g.uniform(DType::U8, {6}, 0, 255), g.uniform(DType::I8, {6}, -128, 127)}});
+  cases.push_back(
+      {"mul", {g.uniform(DType::U8, {6}, 0, 255), g.uniform(DType::I16, {6}, -300, 300)}});
+  // i16 wraps (torch computes int16 in int16).
+  cases.push_back(
+      {"add", {g.uniform(DType::I16, {6}, 30000, 32767), g.uniform(DType::I16, {6}, 1000, 5000)}});
+  cases.push_back(
+      {"mul", {g.uniform(DType::I16, {6}, 150, 300), g.uniform(DType::I16, {6}, -300, -150)}});
   cases.push_back({"mul", {g.uniform(DType::I64, {6}, -9, 9), g.uniform(DType::F64, {}, -2, 2)}});
   cases.push_back({"add", {g.uniform(DType::F16, {6}, -2, 2), g.uniform(f32, {}, -2, 2)}});
   cases.push_back({"add", {g.uniform(DType::F16, {6}, -2, 2), g.uniform(DType::BF16, {6}, -2, 2)}});

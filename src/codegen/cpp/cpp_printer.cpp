@@ -21,6 +21,14 @@ std::string cpp_value_type(DType t) {
       return "int32_t";
     case DType::I64:
       return "int64_t";
+    case DType::I16:
+      return "int16_t";
+    case DType::U16:
+      return "uint16_t";
+    case DType::U32:
+      return "uint32_t";
+    case DType::U64:
+      return "uint64_t";
     case DType::F16:
     case DType::BF16:
     case DType::F32:
@@ -34,6 +42,8 @@ std::string cpp_value_type(DType t) {
 std::string cpp_literal(double fvalue, int64_t ivalue, DType t) {
   if (t == DType::Bool) return ivalue ? "true" : "false";
   if (!is_floating(t)) {
+    if (t == DType::U64)  // ivalue holds the bits; 2^63 and above are not int64 literals
+      return fmt::format("static_cast<uint64_t>({}ULL)", static_cast<uint64_t>(ivalue));
     if (t == DType::I64)
       return fmt::format("static_cast<int64_t>({}{})", ivalue,
                          ivalue > INT32_MAX || ivalue < INT32_MIN ? "LL" : "");
@@ -159,8 +169,10 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::round_to_f16:
       return fmt::format("static_cast<float>(coil::half({}))", a(0));
     case LoopOp::abs:
-      return fp ? fmt::format("std::abs({})", a(0))
-                : fmt::format("static_cast<{}>(std::abs({}))", ty, a(0));
+      if (fp) return fmt::format("std::abs({})", a(0));
+      // std::abs of an unsigned int or long is ambiguous; |x| of an unsigned type is x.
+      if (!is_signed_integer(op.dtype)) return a(0);
+      return fmt::format("static_cast<{}>(std::abs({}))", ty, a(0));
     case LoopOp::neg:
       return fmt::format("-{}", a(0));
     case LoopOp::exp:
@@ -206,6 +218,9 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::sub:
       return fmt::format("{} - {}", a(0), a(1));
     case LoopOp::mul:
+      // u16 operands promote to int, whose product overflows (65535 * 65535): undefined.
+      if (op.dtype == DType::U16)
+        return fmt::format("static_cast<uint16_t>(static_cast<uint32_t>({}) * {})", a(0), a(1));
       return fmt::format("{} * {}", a(0), a(1));
     case LoopOp::div:
       return fmt::format("{} / {}", a(0), a(1));

@@ -31,6 +31,12 @@ int64_t wrapped_integer(int64_t v, DType t) {
       return static_cast<uint8_t>(v);
     case DType::I32:
       return static_cast<int32_t>(v);
+    case DType::I16:
+      return static_cast<int16_t>(v);
+    case DType::U16:
+      return static_cast<uint16_t>(v);
+    case DType::U32:
+      return static_cast<uint32_t>(v);
     case DType::Bool:
       return v != 0;
     default:
@@ -523,7 +529,9 @@ class TritonKernelPrinter {
           w_.linef("{} = {}", name, python_float_literal(o.fvalue, o.dtype));
         } else {
           std::string v = is_floating(o.dtype) ? python_float_literal(o.fvalue, o.dtype)
-                                               : std::to_string(wrapped_integer(o.ivalue, o.dtype));
+                         : o.dtype == DType::U64  // the int64's bits, read unsigned
+                             ? std::to_string(static_cast<uint64_t>(o.ivalue))
+                             : std::to_string(wrapped_integer(o.ivalue, o.dtype));
           w_.linef("{} = tl.full({}, {}, {})", name, scalar_shape(), v, triton_dtype(o.dtype));
         }
         break;

@@ -30,6 +30,14 @@ std::string triton_dtype(DType t) {
       return "tl.float32";
     case DType::F64:
       return "tl.float64";
+    case DType::I16:
+      return "tl.int16";
+    case DType::U16:
+      return "tl.uint16";
+    case DType::U32:
+      return "tl.uint32";
+    case DType::U64:
+      return "tl.uint64";
   }
   COIL_UNREACHABLE("bad dtype");
 }
@@ -54,6 +62,15 @@ std::string torch_dtype(DType t) {
       return "torch.float32";
     case DType::F64:
       return "torch.float64";
+    // torch 2.3 added uint16/32/64; the module's loader needs such a torch for these.
+    case DType::I16:
+      return "torch.int16";
+    case DType::U16:
+      return "torch.uint16";
+    case DType::U32:
+      return "torch.uint32";
+    case DType::U64:
+      return "torch.uint64";
   }
   COIL_UNREACHABLE("bad dtype");
 }
@@ -167,6 +184,14 @@ int int_pow_bits(DType t) {
       return 7;
     case DType::I32:
       return 31;
+    case DType::I16:
+      return 15;
+    case DType::U16:
+      return 16;
+    case DType::U32:
+      return 32;
+    case DType::U64:
+      return 64;
     default:
       return 63;
   }
@@ -318,6 +343,14 @@ std::pair<std::string, std::string> int_limits(DType t) {
       return {"-128", "127"};
     case DType::I32:
       return {"-2147483648", "2147483647"};
+    case DType::I16:
+      return {"-32768", "32767"};
+    case DType::U16:
+      return {"0", "65535"};
+    case DType::U32:
+      return {"0", "4294967295"};
+    case DType::U64:
+      return {"0", "18446744073709551615"};
     default:
       return {"-9223372036854775808", "9223372036854775807"};
   }

@@ -56,7 +56,9 @@ const OnnxOpDef kOnnxOps[] = {
     {"Greater", map_binary, "gt"},
     {"GreaterOrEqual", map_binary, "ge"},
     {"Mod", map_mod, "fmod; fmod=0: fmod corrected to the divisor's sign"},
-    {"BitShift", map_bitshift, "uint8: x * 2^y mod 256, floor(x / 2^y) in f32 (exact)"},
+    {"BitShift", map_bitshift,
+     "uint8: x * 2^y mod 256, floor(x / 2^y) in f32 (exact); uint16/32/64: x * 2^y wrapping, "
+     "floor(x / 2^y) in f64 (u64 in two exact halves)"},
     {"Sum", map_variadic, "add chain"},
     {"Mean", map_variadic, "add chain / count"},
     {"Max", map_variadic, "maximum chain"},

@@ -144,18 +144,61 @@ void map_mod(OnnxNode& n) {
   n.set_output(0, r);
 }
 
-// BitShift of uint8 (coil has no uint16, uint32, uint64), in f32, where every step is exact:
-// LEFT is x * 2^y mod 256 (the bits shifted out of the byte are lost), RIGHT is floor(x / 2^y).
-// A shift of 8 or more gives 0 either way, so 2^y is picked from 2^0 .. 2^8 by comparisons
-// rather than computed by pow (whose f32 result need not be exact).
+namespace {
+
+// 2^y in f64 for a shift y (f64, an integer in [0, bits)), from y's binary digits: the product
+// of 2^(2^k) over the set bits k (exact: powers of two), where pow's result need not be exact.
+// y of `bits` or more gives `beyond`.
+int pow2_f64(OnnxNode& n, int fy, int bits, double beyond) {
+  DType f = DType::F64;
+  int p = n.scalar(1, f);
+  for (int k = 0; (1 << k) < bits; ++k) {
+    int digit = n.add("fmod", {n.add("floor", {n.add("div", {fy, n.scalar(1 << k, f)})}),
+                               n.scalar(2, f)});
+    int factor = n.add("where", {n.add("eq", {digit, n.scalar(1, f)}),
+                                 n.scalar(std::ldexp(1.0, 1 << k), f), n.scalar(1, f)});
+    p = n.add("mul", {p, factor});
+  }
+  return n.add("where", {n.add("ge", {fy, n.scalar(bits, f)}), n.scalar(beyond, f), p});
+}
+
+// BitShift of uint16, uint32, uint64 (bits = 16, 32, 64). LEFT is x * 2^y in x's type, whose
+// unsigned product wraps modulo 2^bits (the bits shifted out are lost); a shift of `bits` or
+// more multiplies by 0. RIGHT is floor(x / 2^y) in f64, exact for x below 2^53; a u64 is split
+// into its high part h = x - x mod 2^32 (at most 32 significant bits, exact in f64) and its low
+// 32 bits l: floor((h + l) / 2^y) = floor(h / 2^y) + floor(l / 2^y), since h is a multiple of
+// 2^32 (for y <= 32 h / 2^y is an integer; for y > 32 the second term is 0 and l cannot carry).
+int wide_bitshift(OnnxNode& n, int x, int y, bool left) {
+  DType t = n.dtype(x), f = DType::F64;
+  int bits = dtype_size(t) * 8;
+  int fy = n.cast(y, f);
+  if (left) return n.add("mul", {x, n.cast(pow2_f64(n, fy, bits, 0), t)});
+  int p = pow2_f64(n, fy, bits, std::ldexp(1.0, bits));
+  auto shr = [&](int v) { return n.cast(n.add("floor", {n.add("div", {n.cast(v, f), p})}), t); };
+  if (t != DType::U64) return shr(x);
+  int lo = n.add("fmod", {x, n.scalar(std::ldexp(1.0, 32), t)});
+  return n.add("add", {shr(n.add("sub", {x, lo})), shr(lo)});
+}
+
+}  // namespace
+
+// BitShift of uint8 in f32, where every step is exact: LEFT is x * 2^y mod 256 (the bits shifted
+// out of the byte are lost), RIGHT is floor(x / 2^y). A shift of 8 or more gives 0 either way,
+// so 2^y is picked from 2^0 .. 2^8 by comparisons rather than computed by pow (whose f32 result
+// need not be exact). The wider unsigned types: wide_bitshift above.
 void map_bitshift(OnnxNode& n) {
   int x = n.in(0), y = n.in(1);
-  for (int v : {x, y})
-    if (n.dtype(v) != DType::U8)
-      unsupported("dtype {} (coil's only unsigned integer type is uint8)", dtype_name(n.dtype(v)));
+  if (n.dtype(x) != n.dtype(y))
+    n.error("X is {} and Y is {}: they must have one type", dtype_name(n.dtype(x)),
+            dtype_name(n.dtype(y)));
+  DType t = n.dtype(x);
+  if (t != DType::U8 && !is_wide_unsigned(t))
+    n.error("dtype {} is not an unsigned integer type (uint8, uint16, uint32, uint64)",
+            dtype_name(t));
   std::string dir = n.attr_string("direction", "");
   if (dir != "LEFT" && dir != "RIGHT")
     n.error("direction '{}' is not LEFT or RIGHT", printable(dir));
+  if (t != DType::U8) return n.set_output(0, wide_bitshift(n, x, y, dir == "LEFT"));
   DType f = DType::F32;
   int fx = n.cast(x, f), fy = n.cast(y, f);
   int pow2 = n.scalar(256, f);

@@ -33,6 +33,14 @@ std::optional<DType> dtype_from_onnx(int32_t elem_type) {
       return DType::F64;
     case TP::BFLOAT16:
       return DType::BF16;
+    case TP::INT16:
+      return DType::I16;
+    case TP::UINT16:
+      return DType::U16;
+    case TP::UINT32:
+      return DType::U32;
+    case TP::UINT64:
+      return DType::U64;
     default:
       return std::nullopt;
   }
@@ -58,6 +66,14 @@ int32_t dtype_to_onnx(DType t) {
       return TP::DOUBLE;
     case DType::BF16:
       return TP::BFLOAT16;
+    case DType::I16:
+      return TP::INT16;
+    case DType::U16:
+      return TP::UINT16;
+    case DType::U32:
+      return TP::UINT32;
+    case DType::U64:
+      return TP::UINT64;
   }
   COIL_UNREACHABLE("bad dtype");
 }
@@ -90,7 +106,10 @@ std::pair<std::string_view, int64_t> typed_field_size(const onnx::TensorProto& t
       return {"double_data", t.double_data_size()};
     case DType::I64:
       return {"int64_data", t.int64_data_size()};
-    default:  // i32, i8, u8, bool, f16, bf16
+    case DType::U32:
+    case DType::U64:  // onnx.proto: uint32 and uint64 values go in uint64_data
+      return {"uint64_data", t.uint64_data_size()};
+    default:  // i32, i16, u16, i8, u8, bool, f16, bf16
       return {"int32_data", t.int32_data_size()};
   }
 }
@@ -188,6 +207,25 @@ Tensor tensor_from_proto(const onnx::TensorProto& t, std::string_view what) {
     case DType::Bool:
       copy_field(t.int32_data(), numel, out, what, "int32_data",
                  [&](int32_t v, int64_t i) { out.data_as<bool>()[i] = v != 0; });
+      break;
+    case DType::I16:
+      copy_field(t.int32_data(), numel, out, what, "int32_data", [&](int32_t v, int64_t i) {
+        out.data_as<int16_t>()[i] = static_cast<int16_t>(v);
+      });
+      break;
+    case DType::U16:
+      copy_field(t.int32_data(), numel, out, what, "int32_data", [&](int32_t v, int64_t i) {
+        out.data_as<uint16_t>()[i] = static_cast<uint16_t>(v);
+      });
+      break;
+    case DType::U32:
+      copy_field(t.uint64_data(), numel, out, what, "uint64_data", [&](uint64_t v, int64_t i) {
+        out.data_as<uint32_t>()[i] = static_cast<uint32_t>(v);
+      });
+      break;
+    case DType::U64:
+      copy_field(t.uint64_data(), numel, out, what, "uint64_data",
+                 [&](uint64_t v, int64_t i) { out.data_as<uint64_t>()[i] = v; });
       break;
     case DType::F16:
     case DType::BF16:  // the 16 bits of each value, stored in int32_data

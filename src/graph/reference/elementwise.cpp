@@ -5,6 +5,7 @@
 // (exp, div, ...), as torch's TensorIterator does. Floating computations run in double and
 // round once to the result dtype; integral ones (bool included) run in int64 with two's
 // complement wrap-around, so i64 values beyond 2^53 stay exact.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <numbers>
@@ -146,6 +147,33 @@ const IntRule kIntRules[] = {
     {"where", [](const int64_t* a) { return a[0] != 0 ? a[1] : a[2]; }},
 };
 
+// u64 values travel as the int64 of the same bits (reference_util.h): add, sub, mul, neg,
+// pow, eq, ne and the logic ops are the same on the bits; these are the ops whose result
+// depends on reading them unsigned. (u16 and u32 values fit int64 as they are.)
+uint64_t u(int64_t v) {
+  return static_cast<uint64_t>(v);
+}
+int64_t s(uint64_t v) {
+  return static_cast<int64_t>(v);
+}
+
+const IntRule kU64Rules[] = {
+    {"abs", [](const int64_t* a) { return a[0]; }},
+    {"relu", [](const int64_t* a) { return a[0]; }},
+    {"sign", [](const int64_t* a) { return static_cast<int64_t>(a[0] != 0); }},
+    {"maximum", [](const int64_t* a) { return s(std::max(u(a[0]), u(a[1]))); }},
+    {"minimum", [](const int64_t* a) { return s(std::min(u(a[0]), u(a[1]))); }},
+    {"fmod",
+     [](const int64_t* a) {
+       COIL_USER_CHECK(a[1] != 0, "fmod: integer division by zero");
+       return s(u(a[0]) % u(a[1]));
+     }},
+    {"lt", [](const int64_t* a) { return static_cast<int64_t>(u(a[0]) < u(a[1])); }},
+    {"le", [](const int64_t* a) { return static_cast<int64_t>(u(a[0]) <= u(a[1])); }},
+    {"gt", [](const int64_t* a) { return static_cast<int64_t>(u(a[0]) > u(a[1])); }},
+    {"ge", [](const int64_t* a) { return static_cast<int64_t>(u(a[0]) >= u(a[1])); }},
+};
+
 double gelu_erf(double x) {
   return 0.5 * x * (1.0 + std::erf(x * std::numbers::sqrt2 / 2));
 }
@@ -184,13 +212,17 @@ IntFn int_fn(const Node& node, DType compute) {
     bool has_lo = node.attrs.has("min"), has_hi = node.attrs.has("max");
     int64_t lo = has_lo ? ref::wrap_to(compute, ref::number_attr(node, "min").i) : 0;
     int64_t hi = has_hi ? ref::wrap_to(compute, ref::number_attr(node, "max").i) : 0;
+    int64_t klo = ref::order_key(compute, lo), khi = ref::order_key(compute, hi);
     return [=](const int64_t* a) {
-      int64_t x = a[0];
-      if (has_lo) x = std::max(x, lo);
-      if (has_hi) x = std::min(x, hi);
-      return x;
+      int64_t x = ref::order_key(compute, a[0]);
+      if (has_lo) x = std::max(x, klo);
+      if (has_hi) x = std::min(x, khi);
+      return ref::order_key(compute, x);
     };
   }
+  if (compute == DType::U64)
+    for (const IntRule& r : kU64Rules)
+      if (r.op == op) return r.fn;
   for (const IntRule& r : kIntRules)
     if (r.op == op) return r.fn;
   COIL_UNREACHABLE("no integer reference for elementwise op {} on {}", op, dtype_name(compute));
@@ -249,10 +281,15 @@ Tensor ref_elementwise(const Node& node, const std::vector<Tensor>& in) {
     std::vector<std::vector<int64_t>> vals;
     for (const Tensor& t : in) vals.push_back(ref::read_ints_as(t, compute));
     IntFn f = int_fn(node, compute);
+    // A u64 result converted to a float (cast) is read unsigned, not as the int64 of its bits.
+    bool u64_to_float = compute == DType::U64 && is_floating(out.dtype());
     int64_t args[3] = {0, 0, 0};
     for_each_broadcast(shape, strides, [&](int64_t i, const std::vector<int64_t>& offs) {
       for (size_t k = 0; k < vals.size(); ++k) args[k] = vals[k][static_cast<size_t>(offs[k])];
-      ref::set_int(out, i, f(args));
+      if (u64_to_float)
+        ref::set_double(out, i, ref::uint64_to_float(out.dtype(), static_cast<uint64_t>(f(args))));
+      else
+        ref::set_int(out, i, f(args));
     });
   }
   return out;

@@ -33,6 +33,12 @@ int64_t lowest_int(DType t) {
       return std::numeric_limits<int8_t>::min();
     case DType::I32:
       return std::numeric_limits<int32_t>::min();
+    case DType::I16:
+      return std::numeric_limits<int16_t>::min();
+    case DType::U16:
+    case DType::U32:
+    case DType::U64:
+      return 0;
     default:
       return std::numeric_limits<int64_t>::min();
   }
@@ -196,13 +202,14 @@ Tensor ref_pool2d(const Node& node, const std::vector<Tensor>& in) {
   bool integral = !is_floating(x.dtype());
   std::vector<double> xd = integral ? std::vector<double>() : ref::read_doubles(x);
   std::vector<int64_t> xi = integral ? ref::read_ints(x) : std::vector<int64_t>();
+  for (int64_t& e : xi) e = ref::order_key(x.dtype(), e);  // u64 compares unsigned
   int64_t o = 0;
   for (int64_t plane = 0; plane < planes; ++plane) {
     for (int64_t y = 0; y < oh; ++y) {
       for (int64_t z = 0; z < ow; ++z) {
         int64_t h0 = y * p.stride[0] - p.padding[0], w0 = z * p.stride[1] - p.padding[1];
         double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-        int64_t iacc = integral ? lowest_int(x.dtype()) : 0;
+        int64_t iacc = integral ? ref::order_key(x.dtype(), lowest_int(x.dtype())) : 0;
         int64_t inside = 0;
         for (int64_t i = 0; i < p.kernel[0]; ++i) {
           int64_t hi = h0 + i * p.dilation[0];
@@ -222,7 +229,7 @@ Tensor ref_pool2d(const Node& node, const std::vector<Tensor>& in) {
           }
         }
         if (integral) {
-          ref::set_int(out, o++, iacc);
+          ref::set_int(out, o++, ref::order_key(x.dtype(), iacc));
           continue;
         }
         if (!is_max) {

@@ -56,6 +56,10 @@ void check_nonempty(const Node& node, const std::vector<int64_t>& shape,
 Tensor int_reduction(const Node& node, const Tensor& x, const ReduceLayout& l) {
   std::string_view op = node.op_name();
   std::vector<int64_t> v = ref::read_ints(x);
+  // max/min compare order keys (u64's order is not int64's); sum and prod wrap alike.
+  bool ordered = op == "max" || op == "min";
+  if (ordered)
+    for (int64_t& e : v) e = ref::order_key(x.dtype(), e);
   int64_t init = op == "prod"  ? 1
                  : op == "max" ? std::numeric_limits<int64_t>::min()
                  : op == "min" ? std::numeric_limits<int64_t>::max()
@@ -75,6 +79,8 @@ Tensor int_reduction(const Node& node, const Tensor& x, const ReduceLayout& l) {
     else
       COIL_UNREACHABLE("no integer reduction {}", op);
   }
+  if (ordered)
+    for (int64_t& a : acc) a = ref::order_key(x.dtype(), a);
   Tensor out = Tensor::empty(node.type.dtype, l.out_shape);
   for (int64_t i = 0; i < l.out_numel; ++i) ref::set_int(out, i, acc[static_cast<size_t>(i)]);
   return out;
@@ -182,6 +188,7 @@ Tensor ref_arg_reduction(const Node& node, const std::vector<Tensor>& in) {
     }
   } else {
     std::vector<int64_t> v = ref::read_ints(x);
+    for (int64_t& e : v) e = ref::order_key(x.dtype(), e);
     std::vector<int64_t> best(n, 0);
     for (size_t i = 0; i < v.size(); ++i) {
       auto o = static_cast<size_t>(l.out_of[i]);

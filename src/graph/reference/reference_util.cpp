@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 #include "graph/op_registry.h"
 #include "graph/type_rules.h"
@@ -21,6 +22,14 @@ int64_t load_int(DType t, const void* p) {
       return *static_cast<const int32_t*>(p);
     case DType::I64:
       return *static_cast<const int64_t*>(p);
+    case DType::I16:
+      return *static_cast<const int16_t*>(p);
+    case DType::U16:
+      return *static_cast<const uint16_t*>(p);
+    case DType::U32:
+      return *static_cast<const uint32_t*>(p);
+    case DType::U64:  // the bits: values from 2^63 on read as negative int64 (see the header)
+      return static_cast<int64_t>(*static_cast<const uint64_t*>(p));
     default:
       break;
   }
@@ -38,7 +47,14 @@ int64_t wrap_to(DType t, int64_t v) {
     case DType::I32:
       return static_cast<int32_t>(v);
     case DType::I64:
+    case DType::U64:
       return v;
+    case DType::I16:
+      return static_cast<int16_t>(v);
+    case DType::U16:
+      return static_cast<uint16_t>(v);
+    case DType::U32:
+      return static_cast<uint32_t>(v);
     default:
       break;
   }
@@ -63,6 +79,15 @@ double round_to(DType t, double v) {
   COIL_UNREACHABLE("round_to: {} is not floating", dtype_name(t));
 }
 
+double uint64_to_float(DType t, uint64_t v) {
+  if (t == DType::F64) return static_cast<double>(v);
+  return round_to(t, static_cast<float>(v));
+}
+
+int64_t order_key(DType t, int64_t v) {
+  return t == DType::U64 ? v ^ std::numeric_limits<int64_t>::min() : v;
+}
+
 double int_to_float(DType t, int64_t v) {
   // One rounding, as C++ (and torch) convert: int64 -> float directly, not through double.
   if (t == DType::F64) return static_cast<double>(v);
@@ -85,6 +110,18 @@ void store_int(DType t, void* p, int64_t v) {
       return;
     case DType::I64:
       *static_cast<int64_t*>(p) = v;
+      return;
+    case DType::I16:
+      *static_cast<int16_t*>(p) = static_cast<int16_t>(v);
+      return;
+    case DType::U16:
+      *static_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
+      return;
+    case DType::U32:
+      *static_cast<uint32_t*>(p) = static_cast<uint32_t>(v);
+      return;
+    case DType::U64:
+      *static_cast<uint64_t*>(p) = static_cast<uint64_t>(v);
       return;
     case DType::F16:
     case DType::BF16:
@@ -131,7 +168,10 @@ std::vector<double> read_doubles_as(const Tensor& t, DType compute) {
   COIL_ASSERT(is_floating(compute), "compute dtype {}", dtype_name(compute));
   if (!is_floating(t.dtype())) {
     std::vector<double> out;
-    for (int64_t v : read_ints(t)) out.push_back(int_to_float(compute, v));
+    bool u64 = t.dtype() == DType::U64;
+    for (int64_t v : read_ints(t))
+      out.push_back(u64 ? uint64_to_float(compute, static_cast<uint64_t>(v))
+                        : int_to_float(compute, v));
     return out;
   }
   std::vector<double> out = read_doubles(t);

@@ -2,7 +2,9 @@
 // access, strided reads in row-major order, broadcasting and index iteration.
 //
 // Values travel as double, except integral values (bool included), which travel as int64 so
-// that i64 elements beyond 2^53 and integer wrap-around stay exact.
+// that i64 elements beyond 2^53 and integer wrap-around stay exact. A u64 travels as the int64
+// of the same bits: wrapping add, sub and mul are the same; what depends on the sign (order,
+// division, conversion to float) goes through order_key and uint64_to_float.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,11 @@ double round_to(DType t, double v);
 int64_t wrap_to(DType t, int64_t v);
 /// Integer `v` converted to floating dtype `t` with a single rounding.
 double int_to_float(DType t, int64_t v);
+/// A u64 value (carried as the int64 of the same bits) converted to floating `t`, one rounding.
+double uint64_to_float(DType t, uint64_t v);
+/// A key whose signed order is the order of the values of integral `t`: u64's bits with the top
+/// bit flipped (its own inverse), the value itself for every other type.
+int64_t order_key(DType t, int64_t v);
 
 /// Element offsets of `t` (any strides) in row-major order, in elements from data().
 std::vector<int64_t> element_offsets(const Tensor& t);

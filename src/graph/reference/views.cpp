@@ -154,7 +154,8 @@ Tensor ref_concat(const Node& node, const std::vector<Tensor>& in) {
       for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * ostrides[d];
       targets.push_back(off);
     });
-    if (is_floating(t.dtype())) {
+    // u64 into a floating result: read_doubles converts its values (read_ints has the bits).
+    if (is_floating(t.dtype()) || (t.dtype() == DType::U64 && is_floating(out.dtype()))) {
       std::vector<double> v = ref::read_doubles(t);
       for (size_t i = 0; i < v.size(); ++i) ref::set_double(out, targets[i], v[i]);
     } else {
