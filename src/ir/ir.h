@@ -94,8 +94,8 @@ struct Conv2dSpec {
   int64_t groups = 1;
   bool weights_constant = false;
   /// Applied to the output by the call, folded in from the conv's sole pointwise consumer by
-  /// fold_conv_activations (lower/lowering.h): silu as a oneDNN post-op; relu and clamp only
-  /// on coil's depthwise kernel (oneDNN's turn a NaN into 0).
+  /// fold_conv_activations (lower/lowering.h): silu and relu (NaN kept) as oneDNN post-ops;
+  /// clamp only on coil's depthwise kernel (oneDNN's clip turns a NaN into 0).
   enum class Activation { none, silu, relu, clamp };
   Activation activation = Activation::none;
   double clamp_min = 0, clamp_max = 0;  // clamp: maximum(clamp_min, y), then minimum(clamp_max, .)

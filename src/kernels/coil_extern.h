@@ -67,10 +67,12 @@ enum class ConvLayout { Plain, Blocked };
 enum class ConvAlgorithm { Direct, Auto };
 
 /// An activation applied to the convolution's output inside the primitive (a oneDNN eltwise
-/// post-op, on each output block while it is in cache): none, relu max(y, 0), or silu
-/// y * sigmoid(y) (oneDNN's swish with alpha 1). The loop IR folds a conv's sole silu
-/// consumer into it (lower/fold_conv_activations.cpp). Not relu: oneDNN 2.6's relu (and its
-/// clip, for relu6) turn a NaN into 0, where torch and coil's reference keep the NaN.
+/// post-op, on each output block while it is in cache): none, relu max(y, 0) with a NaN kept,
+/// or silu y * sigmoid(y) (oneDNN's swish with alpha 1). The loop IR folds a conv's sole relu
+/// or silu consumer into it (lower/fold_conv_activations.cpp). relu is not oneDNN's relu
+/// post-op, which (like its clip, for relu6) turns a NaN into 0 where torch and coil's
+/// reference keep the NaN, but elu with alpha 0 followed by 1 * y + 0 (extern_kernels.cpp).
+/// relu6 has no such exact form and is not a post-op.
 enum class ConvPostOp { none, relu, silu };
 
 /// A 2-D convolution, torch.nn.functional.conv2d's conventions: x [N, C, H, W], weights

@@ -390,9 +390,8 @@ void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
             p.plan().pointer(t.buffer));
     return;
   }
-  COIL_ASSERT(
-      c.activation == Conv2dSpec::Activation::none || c.activation == Conv2dSpec::Activation::silu,
-      "conv2d: oneDNN takes no {} post-op here (it loses NaN)", activation_name(c.activation));
+  COIL_ASSERT(c.activation != Conv2dSpec::Activation::clamp,
+              "conv2d: oneDNN takes no clamp post-op here (it loses NaN)");
   // Built once per call site (thread-safe static): oneDNN's primitive and, for constant
   // weights, their reordered copy.
   w.linef(

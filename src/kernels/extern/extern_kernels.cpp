@@ -285,12 +285,23 @@ struct Conv2d::Impl {
     if (p.post_op != ConvPostOp::none) {
       PostOps ops;
       check_dnnl(dnnl_post_ops_create(ops.out()), "dnnl_post_ops_create", ctx);
-      // relu: alpha 0 (max(y, 0)); swish: y * sigmoid(alpha * y), alpha 1 (silu).
-      const bool relu = p.post_op == ConvPostOp::relu;
-      check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f,
-                                              relu ? dnnl_eltwise_relu : dnnl_eltwise_swish,
-                                              relu ? 0.0f : 1.0f, 0.0f),
-                 "dnnl_post_ops_append_eltwise", ctx);
+      if (p.post_op == ConvPostOp::relu) {
+        // relu as elu with alpha 0: y > 0 ? y : 0 * (exp(y) - 1). oneDNN's own relu (alpha 0)
+        // is max(y, 0), which turns a NaN into 0; elu's compare-and-blend keeps y where y > 0
+        // and 0 * (exp(y) - 1) elsewhere, which is NaN for a NaN and -0 for y <= 0 (-inf
+        // included: exp(-inf) - 1 = -1). The linear post-op 1 * y + 0 turns that -0 into +0,
+        // relu's zero. Measured on oneDNN 2.6.3 (brgconv, jit and 1x1 kernels alike) by
+        // extern_runtime_test.cpp's ReluKeepsNanAndGivesPlusZero.
+        check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f),
+                   "dnnl_post_ops_append_eltwise", ctx);
+        check_dnnl(
+            dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_linear, 1.0f, 0.0f),
+            "dnnl_post_ops_append_eltwise", ctx);
+      } else {
+        // swish: y * sigmoid(alpha * y), alpha 1 (silu), which keeps a NaN.
+        check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f),
+                   "dnnl_post_ops_append_eltwise", ctx);
+      }
       check_dnnl(dnnl_primitive_attr_set_post_ops(attr.get(), ops.get()),
                  "dnnl_primitive_attr_set_post_ops", ctx);
     }
