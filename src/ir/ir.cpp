@@ -146,6 +146,10 @@ bool runs_on_coil_depthwise(const Conv2dSpec& c) {
   return c.groups > 1 && c.groups == c.c && c.groups == c.oc;
 }
 
+bool runs_on_coil_direct(const Conv2dSpec& c) {
+  return c.groups == 1 && c.c >= 1 && c.c <= 4;
+}
+
 std::string to_string(const IrProgram& p) {
   std::string out;
   for (const Buffer& b : p.buffers) {

@@ -108,6 +108,16 @@ const char* activation_name(Conv2dSpec::Activation a);
 /// kernel (kernels/coil_depthwise.h) over NCHW, not oneDNN, which reorders around each call.
 bool runs_on_coil_depthwise(const Conv2dSpec& c);
 
+/// A dense conv with at most 4 input channels (an image stem) runs on coil's direct kernel
+/// (kernels/coil_direct_conv.h) over NCHW: oneDNN is slow at so few channels and reorders its
+/// output on every call.
+bool runs_on_coil_direct(const Conv2dSpec& c);
+
+/// Either of coil's own conv kernels (which take relu, clamp and silu with NaN kept).
+inline bool runs_on_coil_conv(const Conv2dSpec& c) {
+  return runs_on_coil_depthwise(c) || runs_on_coil_direct(c);
+}
+
 /// y = attention(q, k, v[, mask]) (the graph op): q [B, H, Tq, D], k [B, Hkv, Tk, D],
 /// v [B, Hkv, Tk, Dv] read through strides (rows contiguous), y [B, H, Tq, Dv] contiguous; the
 /// CPU's flash kernel (kernels/coil_attention.h).

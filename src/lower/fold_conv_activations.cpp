@@ -1,7 +1,7 @@
 // fold_conv_activations: a conv2d call absorbs the activation that is its output's only reader
-// (silu: x * sigmoid(x), relu; on coil's depthwise kernel also clamp), so that the call
-// applies it to each output block while the block is in cache (oneDNN's eltwise post-op, or
-// kernels/coil_depthwise.h's row epilogue) and the conv writes the activation's buffer
+// (silu: x * sigmoid(x), relu; on coil's depthwise and direct kernels also clamp), so that the
+// call applies it to each output block while the block is in cache (oneDNN's eltwise post-op,
+// or the epilogue of kernels/coil_depthwise.h or coil_direct_conv.h) and the conv writes the activation's buffer
 // directly. Without it every convolution of a CNN is followed by a
 // pointwise kernel that reads and writes the whole activation once more (efficientnet_b0: 48
 // `x * sigmoid(x)` kernels after its convolutions), plus its parallel region.
@@ -18,7 +18,7 @@
 // it), a silent wrong answer for a model whose input has a NaN; silu keeps the NaN. relu folds
 // into oneDNN as elu with alpha 0 then 1 * y + 0, which keeps the NaN and gives +0 for y <= 0
 // (kernels/extern/extern_kernels.cpp); relu6 has no exact NaN-keeping post-op chain. coil's
-// depthwise kernel computes relu and clamp with coil_vec.h's NaN-propagating maximum and
+// depthwise and direct (stem) kernels compute relu and clamp with coil_vec.h's NaN-propagating maximum and
 // minimum, in the operand order the pointwise body has, so both fold there.
 //
 // Only where the conv's output is read by nothing else, the reader's loops and index are the
@@ -44,8 +44,8 @@ struct Folded {
 };
 
 /// The activation a pointwise body computes from buffer `in` at `index` into its store, or
-/// nullopt when the body is anything else. clamp only with `clamps` (coil's own depthwise
-/// kernel): clamp is maximum(constant lo, x) then minimum(constant hi, .), the form lowering
+/// nullopt when the body is anything else. clamp only with `clamps` (coil's own depthwise and
+/// direct kernels): clamp is maximum(constant lo, x) then minimum(constant hi, .), the form lowering
 /// gives clamp {min, max} and ONNX's Clip, with lo <= hi.
 std::optional<Folded> activation_of(const LoopBody& body, int in, const sym::Expr& index,
                                     bool clamps) {
@@ -156,7 +156,7 @@ void fold_conv_activations(IrProgram& program) {
     const Layout& to = program.buffer(act.buffer).layout;
     if (to.dtype != from.dtype || to.sizes != from.sizes || to.strides != from.strides) continue;
     const std::optional<Folded> a =
-        activation_of(act.body, out, store_index(conv), runs_on_coil_depthwise(*conv.conv));
+        activation_of(act.body, out, store_index(conv), runs_on_coil_conv(*conv.conv));
     if (!a) continue;
 
     auto spec = std::make_shared<Conv2dSpec>(*conv.conv);
@@ -173,7 +173,9 @@ void fold_conv_activations(IrProgram& program) {
     conv.body = std::move(body);
     COIL_LOG(fusion, "fold {} into the conv2d call of {} ({} {})", program.buffer(act.buffer).name,
              program.buffer(out).name, activation_name(a->activation),
-             runs_on_coil_depthwise(*spec) ? "in coil's depthwise kernel" : "as a oneDNN post-op");
+             runs_on_coil_depthwise(*spec) ? "in coil's depthwise kernel"
+             : runs_on_coil_direct(*spec)  ? "in coil's direct kernel"
+                                           : "as a oneDNN post-op");
     conv.buffer = act.buffer;
     conv.origins.insert(conv.origins.end(), act.origins.begin(), act.origins.end());
     conv.origin_names = describe_origins(conv.origins);
