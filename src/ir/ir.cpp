@@ -171,6 +171,8 @@ std::string to_string(const IrProgram& p) {
         out += fmt::format(" activation={}", activation_name(c.conv->activation));
       if (c.conv->activation == Conv2dSpec::Activation::clamp)
         out += fmt::format("({}, {})", c.conv->clamp_min, c.conv->clamp_max);
+      if (c.conv->x_nhwc) out += " x=NHWC";
+      if (c.conv->y_nhwc) out += " y=NHWC";
     }
     if (c.attention) {
       const AttentionSpec& a = *c.attention;

@@ -99,6 +99,9 @@ struct Conv2dSpec {
   enum class Activation { none, silu, relu, clamp };
   Activation activation = Activation::none;
   double clamp_min = 0, clamp_max = 0;  // clamp: maximum(clamp_min, y), then minimum(clamp_max, .)
+  /// x / y hold NHWC data behind their NCHW declaration: a tensor passed from one oneDNN call
+  /// to another, which nothing else reads (keep_conv_layouts, lower/conv_layouts.cpp).
+  bool x_nhwc = false, y_nhwc = false;
 };
 
 /// "silu", "relu", "clamp" or "none".

@@ -95,6 +95,7 @@ struct Conv {
   int64_t sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1, groups = 1;
   bool bias = false, relu = false;
   bool silu = false;  // y * sigmoid(y) (relu false)
+  bool src_nhwc = false, dst_nhwc = false;  // channels-last x / y
 
   int64_t oh() const { return (H + pt + pb - dh * (KH - 1) - 1) / sh + 1; }
   int64_t ow() const { return (W + pl + pr - dw * (KW - 1) - 1) / sw + 1; }
@@ -131,7 +132,9 @@ struct Conv {
             : silu ? 2
                    : 0,
             weights_constant,
-            blocked};
+            blocked,
+            src_nhwc,
+            dst_nhwc};
   }
 };
 
@@ -345,6 +348,53 @@ TEST_P(ExternConv2dTest, ReluKeepsNanAndGivesPlusZero) {
     EXPECT_EQ(bad, 0);
     EXPECT_GT(nans, 0) << "the case has no NaN output to check";
     EXPECT_GT(zeros, 0) << "the case has no negative output to check";
+  }
+}
+
+TEST_P(ExternConv2dTest, ChannelsLastInputAndOutput) {
+  // x and / or y in NHWC (lower/conv_layouts.cpp passes a tensor between two calls this way):
+  // the same values as NCHW, transposed. Shapes: a resnet 3x3 with relu, stride 2 with odd
+  // channel counts and batch 2, a strided 1x1, grouped.
+  const Program& p = program();
+  const bool blocked = GetParam();
+  const Conv cases[] = {
+      {1, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {2, 5, 9, 11, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {2, 24, 8, 8, 40, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, false, true},
+      {1, 4, 8, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, false},
+  };
+  uint32_t seed = 91;
+  // NCHW [N, C, H, W] <-> NHWC
+  auto to_nhwc = [](const std::vector<float>& v, int64_t N, int64_t C, int64_t H, int64_t W) {
+    std::vector<float> t(v.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < H * W; ++i) t[(n * H * W + i) * C + c] = v[(n * C + c) * H * W + i];
+    return t;
+  };
+  auto to_nchw = [](const std::vector<float>& t, int64_t N, int64_t C, int64_t H, int64_t W) {
+    std::vector<float> v(t.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < H * W; ++i) v[(n * C + c) * H * W + i] = t[(n * H * W + i) * C + c];
+    return v;
+  };
+  for (Conv c : cases) {
+    std::vector<float> x = random_floats(c.x_size(), seed++);
+    std::vector<float> w = random_floats(c.w_size(), seed++);
+    std::vector<float> b = random_floats(static_cast<size_t>(c.OC), seed++);
+    for (int flags = 1; flags < 4; ++flags) {
+      c.src_nhwc = flags & 1, c.dst_nhwc = flags & 2;
+      SCOPED_TRACE(c.name() + (c.src_nhwc ? " x NHWC" : "") + (c.dst_nhwc ? " y NHWC" : ""));
+      std::vector<float> xin = c.src_nhwc ? to_nhwc(x, c.N, c.C, c.H, c.W) : x;
+      std::vector<float> y(c.y_size(), NAN);
+      std::vector<int64_t> args = c.args(true, blocked);
+      void* conv = p.conv_create(args.data());
+      p.conv_run(conv, xin.data(), w.data(), c.bias ? b.data() : nullptr, y.data());
+      p.conv_destroy(conv);
+      if (c.dst_nhwc) y = to_nchw(y, c.N, c.OC, c.oh(), c.ow());
+      EXPECT_EQ(check_conv(c, x, w, b, y), 0);
+    }
   }
 }
 

@@ -415,11 +415,13 @@ void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
   // weights, their reordered copy.
   w.linef(
       "static coil::ext::Conv2d conv({}, {}, {}, {}, {}, {}, {}, {{{}, {}}}, {{{}, {}, {}, {}}}, "
-      "{{{}, {}}}, {}, {}, coil::ext::ConvPostOp::{}, {});",
+      "{{{}, {}}}, {}, {}, coil::ext::ConvPostOp::{}, {}{});",
       c.n, c.c, c.h, c.wd, c.oc, c.kh, c.kw, c.stride[0], c.stride[1], c.padding[0], c.padding[1],
       c.padding[2], c.padding[3], c.dilation[0], c.dilation[1], c.groups,
       c.bias >= 0 ? "true" : "false", activation_name(c.activation),
-      c.weights_constant ? "true" : "false");
+      c.weights_constant ? "true" : "false",
+      // channels-last x / y (keep_conv_layouts); omitted when neither, as before
+      c.x_nhwc || c.y_nhwc ? fmt::format(", {}, {}", c.x_nhwc, c.y_nhwc) : "");
   w.linef("conv.run({}, {}, {}, {});", p.plan().pointer(c.x), p.plan().pointer(c.w),
           c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr", p.plan().pointer(t.buffer));
 }
