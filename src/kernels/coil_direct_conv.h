@@ -21,8 +21,8 @@
 // output rows), a vector of output columns of 3 rows of every channel of the block is
 // accumulated in registers (24 accumulators): bias, then the taps in (c, kh, kw) order, per tap
 // 3 input vector loads and 8 weight broadcasts (from a per-call packed copy
-// [block][tap][channel]) feeding 24 FMAs, then the activation and one (masked) store each. A task is computed by one thread, so
-// results do not depend on the thread count.
+// [block][tap][channel]) feeding 24 FMAs, then the activation and one (masked) store each. A task
+// is computed by one thread, so results do not depend on the thread count.
 #pragma once
 
 #include <algorithm>
@@ -68,10 +68,20 @@ inline V fmadd(const V& a, const V& b, const V& c) {
 
 /// The depthwise kernel's view of one input plane: its padded-scratch geometry and filling.
 inline depthwise::Params plane_params(const Params& p) {
-  return depthwise::Params{p.n,         p.c,         p.h,           p.w,           p.kh,
-                           p.kw,        {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
-                           {p.dilation[0], p.dilation[1]},          p.oh,          p.ow,
-                           p.activation, p.lo,       p.hi};
+  return depthwise::Params{p.n,
+                           p.c,
+                           p.h,
+                           p.w,
+                           p.kh,
+                           p.kw,
+                           {p.stride[0], p.stride[1]},
+                           {p.padding[0], p.padding[1]},
+                           {p.dilation[0], p.dilation[1]},
+                           p.oh,
+                           p.ow,
+                           p.activation,
+                           p.lo,
+                           p.hi};
 }
 
 /// Output rows [r0, r0 + R) of B channels, a vector of columns at a time: `in` is image n's
@@ -80,9 +90,8 @@ inline depthwise::Params plane_params(const Params& p) {
 /// and B broadcast weights feed B * R FMAs (with R = 1 the broadcasts, one load each, would
 /// bound it at about one FMA per cycle where the core has two).
 template <int B, int R>
-void block_rows(const depthwise::Params& dp, int64_t row_stride, const int64_t* off,
-                int64_t taps, const float* in, const float* wp, const float* bias, float* y,
-                int64_t r0) {
+void block_rows(const depthwise::Params& dp, int64_t row_stride, const int64_t* off, int64_t taps,
+                const float* in, const float* wp, const float* bias, float* y, int64_t r0) {
   const int64_t plane = dp.oh * dp.ow, step = dp.stride[0] * row_stride;
   const float* row = in + r0 * step;
   for (int64_t o = 0; o < dp.ow; o += kLanes) {
@@ -117,8 +126,7 @@ void block_rows(const depthwise::Params& dp, int64_t row_stride, const int64_t* 
 /// Rows [r0, r1) of B channels: three at a time, then one.
 template <int B>
 void block(const depthwise::Params& dp, int64_t row_stride, const int64_t* off, int64_t taps,
-           const float* in, const float* wp, const float* bias, float* y, int64_t r0,
-           int64_t r1) {
+           const float* in, const float* wp, const float* bias, float* y, int64_t r0, int64_t r1) {
   int64_t r = r0;
   for (; r + 3 <= r1; r += 3) block_rows<B, 3>(dp, row_stride, off, taps, in, wp, bias, y, r);
   for (; r < r1; ++r) block_rows<B, 1>(dp, row_stride, off, taps, in, wp, bias, y, r);
@@ -148,10 +156,9 @@ inline void channels(const depthwise::Params& dp, int64_t row_stride, const int6
 inline float* scratch(const Params& p, size_t floats) {
   thread_local std::vector<float> buf;
   thread_local std::vector<int64_t> key;
-  std::vector<int64_t> k = {p.n,         p.c,         p.h,           p.w,
-                            p.kh,        p.kw,        p.stride[0],   p.stride[1],
-                            p.padding[0], p.padding[1], p.dilation[0], p.dilation[1],
-                            p.oh,        p.ow};
+  std::vector<int64_t> k = {p.n,           p.c,           p.h,         p.w,          p.kh,
+                            p.kw,          p.stride[0],   p.stride[1], p.padding[0], p.padding[1],
+                            p.dilation[0], p.dilation[1], p.oh,        p.ow};
   if (k != key || buf.size() != floats) {
     buf.assign(floats, 0.0f);
     key = std::move(k);
@@ -173,7 +180,8 @@ inline void forward(const Params& p, const float* x, const float* w, const float
   const int64_t kk = p.kh * p.kw, taps = p.c * kk;
   std::vector<int64_t> off(static_cast<size_t>(taps));
   for (int64_t c = 0; c < p.c; ++c)
-    for (int64_t k = 0; k < kk; ++k) off[static_cast<size_t>(c * kk + k)] = c * plane_floats + tap[k];
+    for (int64_t k = 0; k < kk; ++k)
+      off[static_cast<size_t>(c * kk + k)] = c * plane_floats + tap[k];
   // Weights packed [oc][tap] -> per block of kBlock channels [tap][channel]: a block's
   // channels at one tap are adjacent, broadcast one after the other.
   const int64_t blocks = (p.oc + kBlock - 1) / kBlock;

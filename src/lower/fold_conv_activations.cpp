@@ -1,10 +1,10 @@
 // fold_conv_activations: a conv2d call absorbs the activation that is its output's only reader
 // (silu: x * sigmoid(x), relu; on coil's depthwise and direct kernels also clamp), so that the
 // call applies it to each output block while the block is in cache (oneDNN's eltwise post-op,
-// or the epilogue of kernels/coil_depthwise.h or coil_direct_conv.h) and the conv writes the activation's buffer
-// directly. Without it every convolution of a CNN is followed by a
-// pointwise kernel that reads and writes the whole activation once more (efficientnet_b0: 48
-// `x * sigmoid(x)` kernels after its convolutions), plus its parallel region.
+// or the epilogue of kernels/coil_depthwise.h or coil_direct_conv.h) and the conv writes the
+// activation's buffer directly. Without it every convolution of a CNN is followed by a pointwise
+// kernel that reads and writes the whole activation once more (efficientnet_b0: 48 `x * sigmoid(x)`
+// kernels after its convolutions), plus its parallel region.
 //
 // The loop IR of the pattern, as lowering leaves it:
 //   Extern buf7 ranges [N, OC, OH, OW] conv2d          (stores buf7 at the flat index)
@@ -18,8 +18,8 @@
 // it), a silent wrong answer for a model whose input has a NaN; silu keeps the NaN. relu folds
 // into oneDNN as elu with alpha 0 then 1 * y + 0, which keeps the NaN and gives +0 for y <= 0
 // (kernels/extern/extern_kernels.cpp); relu6 has no exact NaN-keeping post-op chain. coil's
-// depthwise and direct (stem) kernels compute relu and clamp with coil_vec.h's NaN-propagating maximum and
-// minimum, in the operand order the pointwise body has, so both fold there.
+// depthwise and direct (stem) kernels compute relu and clamp with coil_vec.h's NaN-propagating
+// maximum and minimum, in the operand order the pointwise body has, so both fold there.
 //
 // Only where the conv's output is read by nothing else, the reader's loops and index are the
 // conv's own, and the reader's buffer has the conv's layout (a contiguous NCHW f32 output is
@@ -45,8 +45,8 @@ struct Folded {
 
 /// The activation a pointwise body computes from buffer `in` at `index` into its store, or
 /// nullopt when the body is anything else. clamp only with `clamps` (coil's own depthwise and
-/// direct kernels): clamp is maximum(constant lo, x) then minimum(constant hi, .), the form lowering
-/// gives clamp {min, max} and ONNX's Clip, with lo <= hi.
+/// direct kernels): clamp is maximum(constant lo, x) then minimum(constant hi, .), the form
+/// lowering gives clamp {min, max} and ONNX's Clip, with lo <= hi.
 std::optional<Folded> activation_of(const LoopBody& body, int in, const sym::Expr& index,
                                     bool clamps) {
   const auto& ops = body.ops();

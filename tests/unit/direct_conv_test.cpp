@@ -26,9 +26,9 @@ using testing::Module;
 std::string conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t kh, int64_t kw,
                  const std::string& attrs, bool bias, const char* dtype = "f32") {
   auto s = [](int64_t v) { return std::to_string(v); };
-  std::string g = "input x: " + std::string(dtype) + "[" + s(n) + ", " + s(c) + ", " + s(h) +
-                  ", " + s(w) + "]\ninput w: " + dtype + "[" + s(oc) + ", " + s(c) + ", " +
-                  s(kh) + ", " + s(kw) + "]\n";
+  std::string g = "input x: " + std::string(dtype) + "[" + s(n) + ", " + s(c) + ", " + s(h) + ", " +
+                  s(w) + "]\ninput w: " + dtype + "[" + s(oc) + ", " + s(c) + ", " + s(kh) + ", " +
+                  s(kw) + "]\n";
   if (bias) g += "input b: " + std::string(dtype) + "[" + s(oc) + "]\n";
   g += std::string("c = conv2d(x, w") + (bias ? ", b" : "") + ") {" + attrs + "}\n";
   return g;
@@ -79,11 +79,11 @@ TEST(DirectConv, NanStaysNanThroughTheFoldedActivation) {
     for (int operand : {0, 1}) {
       SCOPED_TRACE(std::string(tail) + (operand == 0 ? " NaN in x" : " NaN in w"));
       Graph g = parse_graph(head + tail + "output y\n", "<test>");
-      EXPECT_TRUE(contains(
-          cpu_module(head + tail + "output y\n").source,
-          "coil::direct::Activation::" + std::string(contains(tail, "relu")    ? "relu"
-                                                     : contains(tail, "clamp") ? "clamp"
-                                                                               : "silu")));
+      EXPECT_TRUE(
+          contains(cpu_module(head + tail + "output y\n").source,
+                   "coil::direct::Activation::" + std::string(contains(tail, "relu")    ? "relu"
+                                                              : contains(tail, "clamp") ? "clamp"
+                                                                                        : "silu")));
       std::vector<Tensor> in = testing::random_inputs(g, 5);
       in[static_cast<size_t>(operand)].data_as<float>()[operand == 0 ? 40 : 4] = std::nanf("");
       EXPECT_TRUE(testing::matches_reference(g, in));

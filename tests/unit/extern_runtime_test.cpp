@@ -94,7 +94,7 @@ struct Conv {
   int64_t N, C, H, W, OC, KH, KW;
   int64_t sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1, groups = 1;
   bool bias = false, relu = false;
-  bool silu = false;  // y * sigmoid(y) (relu false)
+  bool silu = false;                        // y * sigmoid(y) (relu false)
   bool src_nhwc = false, dst_nhwc = false;  // channels-last x / y
 
   int64_t oh() const { return (H + pt + pb - dh * (KH - 1) - 1) / sh + 1; }

@@ -400,9 +400,9 @@ void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
     w.linef(
         "const coil::direct::Params params{{{}, {}, {}, {}, {}, {}, {}, {{{}, {}}}, {{{}, {}}}, "
         "{{{}, {}}}, {}, {}, coil::direct::Activation::{}, {}, {}}};",
-        SizeNames(p.program(), {c.x, t.buffer})(c.n), c.c, c.h, c.wd, c.oc, c.kh, c.kw,
-        c.stride[0], c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1], oh,
-        ow, activation_name(c.activation), cpp_literal(c.clamp_min, 0, DType::F32),
+        SizeNames(p.program(), {c.x, t.buffer})(c.n), c.c, c.h, c.wd, c.oc, c.kh, c.kw, c.stride[0],
+        c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1], oh, ow,
+        activation_name(c.activation), cpp_literal(c.clamp_min, 0, DType::F32),
         cpp_literal(c.clamp_max, 0, DType::F32));
     w.linef("coil::direct::forward(params, {}, {}, {}, {});", p.plan().pointer(c.x),
             p.plan().pointer(c.w), c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr",

@@ -64,8 +64,7 @@ std::string describe_params(const Conv2dParams& p) {
 Conv2dParams make_params(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC, int64_t KH,
                          int64_t KW, std::array<int64_t, 2> stride, std::array<int64_t, 4> padding,
                          std::array<int64_t, 2> dilation, int64_t groups, bool has_bias,
-                         ConvPostOp post_op, bool weights_constant, bool src_nhwc,
-                         bool dst_nhwc) {
+                         ConvPostOp post_op, bool weights_constant, bool src_nhwc, bool dst_nhwc) {
   Conv2dParams p;
   p.N = N, p.C = C, p.H = H, p.W = W, p.OC = OC, p.KH = KH, p.KW = KW;
   p.stride_h = stride[0], p.stride_w = stride[1];
@@ -297,9 +296,8 @@ struct Conv2d::Impl {
         // extern_runtime_test.cpp's ReluKeepsNanAndGivesPlusZero.
         check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f),
                    "dnnl_post_ops_append_eltwise", ctx);
-        check_dnnl(
-            dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_linear, 1.0f, 0.0f),
-            "dnnl_post_ops_append_eltwise", ctx);
+        check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_linear, 1.0f, 0.0f),
+                   "dnnl_post_ops_append_eltwise", ctx);
       } else {
         // swish: y * sigmoid(alpha * y), alpha 1 (silu), which keeps a NaN.
         check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f),
