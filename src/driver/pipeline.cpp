@@ -109,6 +109,10 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
     after_ir_pass("convs_as_matmuls", program);
     fold_conv_activations(program);
     after_ir_pass("fold_conv_activations", program);
+    if (!lower_options.realize_all) {
+      keep_conv_layouts(program);
+      after_ir_pass("keep_conv_layouts", program);
+    }
     AutotuneOptions autotune_options;
     autotune_options.enabled = options.autotune;
     autotune_options.mode = options.mode;

@@ -146,6 +146,10 @@ bool runs_on_coil_depthwise(const Conv2dSpec& c) {
   return c.groups > 1 && c.groups == c.c && c.groups == c.oc;
 }
 
+bool runs_on_coil_direct(const Conv2dSpec& c) {
+  return c.groups == 1 && c.c >= 1 && c.c <= 4;
+}
+
 std::string to_string(const IrProgram& p) {
   std::string out;
   for (const Buffer& b : p.buffers) {
@@ -167,6 +171,8 @@ std::string to_string(const IrProgram& p) {
         out += fmt::format(" activation={}", activation_name(c.conv->activation));
       if (c.conv->activation == Conv2dSpec::Activation::clamp)
         out += fmt::format("({}, {})", c.conv->clamp_min, c.conv->clamp_max);
+      if (c.conv->x_nhwc) out += " x=NHWC";
+      if (c.conv->y_nhwc) out += " y=NHWC";
     }
     if (c.attention) {
       const AttentionSpec& a = *c.attention;

@@ -94,11 +94,14 @@ struct Conv2dSpec {
   int64_t groups = 1;
   bool weights_constant = false;
   /// Applied to the output by the call, folded in from the conv's sole pointwise consumer by
-  /// fold_conv_activations (lower/lowering.h): silu as a oneDNN post-op; relu and clamp only
-  /// on coil's depthwise kernel (oneDNN's turn a NaN into 0).
+  /// fold_conv_activations (lower/lowering.h): silu and relu (NaN kept) as oneDNN post-ops;
+  /// clamp only on coil's depthwise kernel (oneDNN's clip turns a NaN into 0).
   enum class Activation { none, silu, relu, clamp };
   Activation activation = Activation::none;
   double clamp_min = 0, clamp_max = 0;  // clamp: maximum(clamp_min, y), then minimum(clamp_max, .)
+  /// x / y hold NHWC data behind their NCHW declaration: a tensor passed from one oneDNN call
+  /// to another, which nothing else reads (keep_conv_layouts, lower/conv_layouts.cpp).
+  bool x_nhwc = false, y_nhwc = false;
 };
 
 /// "silu", "relu", "clamp" or "none".
@@ -107,6 +110,16 @@ const char* activation_name(Conv2dSpec::Activation a);
 /// A depthwise conv (as many groups as input and output channels, f32) runs on coil's own
 /// kernel (kernels/coil_depthwise.h) over NCHW, not oneDNN, which reorders around each call.
 bool runs_on_coil_depthwise(const Conv2dSpec& c);
+
+/// A dense conv with at most 4 input channels (an image stem) runs on coil's direct kernel
+/// (kernels/coil_direct_conv.h) over NCHW: oneDNN is slow at so few channels and reorders its
+/// output on every call.
+bool runs_on_coil_direct(const Conv2dSpec& c);
+
+/// Either of coil's own conv kernels (which take relu, clamp and silu with NaN kept).
+inline bool runs_on_coil_conv(const Conv2dSpec& c) {
+  return runs_on_coil_depthwise(c) || runs_on_coil_direct(c);
+}
 
 /// y = attention(q, k, v[, mask]) (the graph op): q [B, H, Tq, D], k [B, Hkv, Tk, D],
 /// v [B, Hkv, Tk, Dv] read through strides (rows contiguous), y [B, H, Tq, Dv] contiguous; the

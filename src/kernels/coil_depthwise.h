@@ -91,12 +91,16 @@ inline Padded padded_shape(const Params& p) {
   return g;
 }
 
-/// Copies the plane into the padded scratch. Only the interior is written: the borders stay
-/// the zeros the scratch was created with (the same cells for every plane).
-inline void fill_padded(const Params& p, const Padded& g, const float* x, float* buf) {
+/// Copies the plane (its padded rows [r0, r1), all by default) into the padded scratch. Only
+/// the interior is written: the borders stay the zeros the scratch was created with (the same
+/// cells for every plane). Row ranges let several threads fill one plane (coil_direct_conv.h);
+/// with the AVX-512 stride-2 split, each range needs its own staging row (`staging`).
+inline void fill_padded(const Params& p, const Padded& g, const float* x, float* buf,
+                        int64_t r0 = 0, int64_t r1 = -1, float* staging = nullptr) {
   const int64_t s = p.stride[1], left = p.padding[1];
   const int64_t last = std::min<int64_t>(p.w, g.cols - left);  // input columns [0, last)
-  for (int64_t r = 0; r < g.rows; ++r) {
+  if (r1 < 0) r1 = g.rows;
+  for (int64_t r = r0; r < r1; ++r) {
     const int64_t ih = r - p.padding[0];
     if (ih < 0 || ih >= p.h) continue;
     const float* in = x + ih * p.w;
@@ -111,7 +115,7 @@ inline void fill_padded(const Params& p, const Padded& g, const float* x, float*
       // creation), then 32 columns at a time split into the two phases with two permutes.
       // What lands past phase_cols is the staged row's zeros, inside the phase rows' spare
       // vector.
-      float* staged = buf + s * g.phase_stride;
+      float* staged = staging ? staging : buf + s * g.phase_stride;
       if (last > 0) std::copy(in, in + last, staged + left);
       const __m512i even =
           _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);

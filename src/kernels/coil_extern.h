@@ -67,10 +67,12 @@ enum class ConvLayout { Plain, Blocked };
 enum class ConvAlgorithm { Direct, Auto };
 
 /// An activation applied to the convolution's output inside the primitive (a oneDNN eltwise
-/// post-op, on each output block while it is in cache): none, relu max(y, 0), or silu
-/// y * sigmoid(y) (oneDNN's swish with alpha 1). The loop IR folds a conv's sole silu
-/// consumer into it (lower/fold_conv_activations.cpp). Not relu: oneDNN 2.6's relu (and its
-/// clip, for relu6) turn a NaN into 0, where torch and coil's reference keep the NaN.
+/// post-op, on each output block while it is in cache): none, relu max(y, 0) with a NaN kept,
+/// or silu y * sigmoid(y) (oneDNN's swish with alpha 1). The loop IR folds a conv's sole relu
+/// or silu consumer into it (lower/fold_conv_activations.cpp). relu is not oneDNN's relu
+/// post-op, which (like its clip, for relu6) turns a NaN into 0 where torch and coil's
+/// reference keep the NaN, but elu with alpha 0 followed by 1 * y + 0 (extern_kernels.cpp).
+/// relu6 has no such exact form and is not a post-op.
 enum class ConvPostOp { none, relu, silu };
 
 /// A 2-D convolution, torch.nn.functional.conv2d's conventions: x [N, C, H, W], weights
@@ -91,6 +93,11 @@ struct Conv2dParams {
   bool weights_constant = false;
   ConvLayout layout = ConvLayout::Blocked;
   ConvAlgorithm algorithm = ConvAlgorithm::Direct;
+  /// x / y are channels-last (NHWC: element (n, c, h, w) at ((n * H + h) * W + w) * C + c)
+  /// instead of NCHW: the layout oneDNN's AVX-512 kernels choose for activations, so a tensor
+  /// passed from one call to the next this way is not reordered on either side
+  /// (lower/conv_layouts.cpp decides where). The Blocked layout still lets oneDNN choose.
+  bool src_nhwc = false, dst_nhwc = false;
 
   int64_t out_h() const {
     return (H + pad_top + pad_bottom - dilation_h * (KH - 1) - 1) / stride_h + 1;
@@ -108,15 +115,17 @@ class COIL_EXTERN_API Conv2d {
   ///   static coil::ext::Conv2d conv0(1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1,
   ///                                  true, coil::ext::ConvPostOp::relu, true);
   /// stride {h, w}; padding {top, left, bottom, right}; dilation {h, w} (1 = dense).
+  /// src_nhwc / dst_nhwc: Conv2dParams's.
   Conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC, int64_t KH, int64_t KW,
          std::array<int64_t, 2> stride, std::array<int64_t, 4> padding,
          std::array<int64_t, 2> dilation, int64_t groups, bool has_bias, ConvPostOp post_op,
-         bool weights_constant);
+         bool weights_constant, bool src_nhwc = false, bool dst_nhwc = false);
   ~Conv2d();
   Conv2d(const Conv2d&) = delete;
   Conv2d& operator=(const Conv2d&) = delete;
 
-  /// y = conv(x, w) (+ bias) (post-op). x, w, y: contiguous NCHW / OIHW / NCHW f32; bias: [OC] or
+  /// y = conv(x, w) (+ bias) (post-op). x, w, y: contiguous NCHW (or NHWC) / OIHW / NCHW (or
+  /// NHWC) f32; bias: [OC] or
   /// null without has_bias. Thread-safe (calls on one object are serialized); uses as many
   /// threads as OpenMP would here (1 inside a parallel region), rebuilding the primitive when
   /// that count changed.

@@ -1,10 +1,10 @@
 // fold_conv_activations: a conv2d call absorbs the activation that is its output's only reader
-// (silu: x * sigmoid(x); on coil's depthwise kernel also relu and clamp), so that the call
-// applies it to each output block while the block is in cache (oneDNN's eltwise post-op, or
-// kernels/coil_depthwise.h's row epilogue) and the conv writes the activation's buffer
-// directly. Without it every convolution of a CNN is followed by a
-// pointwise kernel that reads and writes the whole activation once more (efficientnet_b0: 48
-// `x * sigmoid(x)` kernels after its convolutions), plus its parallel region.
+// (silu: x * sigmoid(x), relu; on coil's depthwise and direct kernels also clamp), so that the
+// call applies it to each output block while the block is in cache (oneDNN's eltwise post-op,
+// or the epilogue of kernels/coil_depthwise.h or coil_direct_conv.h) and the conv writes the
+// activation's buffer directly. Without it every convolution of a CNN is followed by a pointwise
+// kernel that reads and writes the whole activation once more (efficientnet_b0: 48 `x * sigmoid(x)`
+// kernels after its convolutions), plus its parallel region.
 //
 // The loop IR of the pattern, as lowering leaves it:
 //   Extern buf7 ranges [N, OC, OH, OW] conv2d          (stores buf7 at the flat index)
@@ -13,11 +13,13 @@
 //     tmp3 = store(buf8, idx, tmp2)
 // becomes one Extern that stores buf8 with activation silu; buf7 is left unused.
 //
-// Not relu or a clamp (relu6) into a oneDNN call: oneDNN 2.6's relu and clip post-ops turn a NaN
-// into 0 where torch and the reference keep it (the NaN test of fold_conv_activations_test.cpp
-// showed it), a silent wrong answer for a model whose input has a NaN; silu keeps the NaN.
-// coil's depthwise kernel computes relu and clamp with coil_vec.h's NaN-propagating maximum
-// and minimum, in the operand order the pointwise body has, so those fold there.
+// Not a clamp (relu6) into a oneDNN call: oneDNN 2.6's relu and clip post-ops turn a NaN into 0
+// where torch and the reference keep it (the NaN test of fold_conv_activations_test.cpp showed
+// it), a silent wrong answer for a model whose input has a NaN; silu keeps the NaN. relu folds
+// into oneDNN as elu with alpha 0 then 1 * y + 0, which keeps the NaN and gives +0 for y <= 0
+// (kernels/extern/extern_kernels.cpp); relu6 has no exact NaN-keeping post-op chain. coil's
+// depthwise and direct (stem) kernels compute relu and clamp with coil_vec.h's NaN-propagating
+// maximum and minimum, in the operand order the pointwise body has, so both fold there.
 //
 // Only where the conv's output is read by nothing else, the reader's loops and index are the
 // conv's own, and the reader's buffer has the conv's layout (a contiguous NCHW f32 output is
@@ -42,8 +44,8 @@ struct Folded {
 };
 
 /// The activation a pointwise body computes from buffer `in` at `index` into its store, or
-/// nullopt when the body is anything else. relu and clamp only with `clamps` (coil's own
-/// depthwise kernel): clamp is maximum(constant lo, x) then minimum(constant hi, .), the form
+/// nullopt when the body is anything else. clamp only with `clamps` (coil's own depthwise and
+/// direct kernels): clamp is maximum(constant lo, x) then minimum(constant hi, .), the form
 /// lowering gives clamp {min, max} and ONNX's Clip, with lo <= hi.
 std::optional<Folded> activation_of(const LoopBody& body, int in, const sym::Expr& index,
                                     bool clamps) {
@@ -61,10 +63,10 @@ std::optional<Folded> activation_of(const LoopBody& body, int in, const sym::Exp
       ops[1].dtype == DType::F32 && ops[2].op == LoopOp::mul && ops[2].dtype == DType::F32 &&
       std::minmax(ops[2].args[0], ops[2].args[1]) == std::minmax(0, 1) && stores(2))
     return Folded{Activation::silu};
-  if (!clamps) return std::nullopt;
   if (ops.size() == 3 && is_input(0) && ops[1].op == LoopOp::relu && ops[1].args[0] == 0 &&
       ops[1].dtype == DType::F32 && stores(1))
     return Folded{Activation::relu};
+  if (!clamps) return std::nullopt;
   auto f32_constant = [&](int i) {
     const BodyOp& op = ops[static_cast<size_t>(i)];
     return op.op == LoopOp::constant && op.dtype == DType::F32;
@@ -154,7 +156,7 @@ void fold_conv_activations(IrProgram& program) {
     const Layout& to = program.buffer(act.buffer).layout;
     if (to.dtype != from.dtype || to.sizes != from.sizes || to.strides != from.strides) continue;
     const std::optional<Folded> a =
-        activation_of(act.body, out, store_index(conv), runs_on_coil_depthwise(*conv.conv));
+        activation_of(act.body, out, store_index(conv), runs_on_coil_conv(*conv.conv));
     if (!a) continue;
 
     auto spec = std::make_shared<Conv2dSpec>(*conv.conv);
@@ -171,7 +173,9 @@ void fold_conv_activations(IrProgram& program) {
     conv.body = std::move(body);
     COIL_LOG(fusion, "fold {} into the conv2d call of {} ({} {})", program.buffer(act.buffer).name,
              program.buffer(out).name, activation_name(a->activation),
-             runs_on_coil_depthwise(*spec) ? "in coil's depthwise kernel" : "as a oneDNN post-op");
+             runs_on_coil_depthwise(*spec) ? "in coil's depthwise kernel"
+             : runs_on_coil_direct(*spec)  ? "in coil's direct kernel"
+                                           : "as a oneDNN post-op");
     conv.buffer = act.buffer;
     conv.origins.insert(conv.origins.end(), act.origins.begin(), act.origins.end());
     conv.origin_names = describe_origins(conv.origins);

@@ -112,6 +112,11 @@ void elide_store_rounding(IrProgram& program);
 /// reader's buffer (lower/fold_conv_activations.cpp). CPU only (run by the pipeline).
 void fold_conv_activations(IrProgram& program);
 
+/// A tensor written by one oneDNN conv2d call and read only by another (as its input) passes
+/// between them channels-last, with no reorder on either side (lower/conv_layouts.cpp). CPU
+/// only, after fold_conv_activations; not where every intermediate is stored for inspection.
+void keep_conv_layouts(IrProgram& program);
+
 /// Removes the intermediate buffers nothing writes or reads any more (a folded pass's output)
 /// and renumbers the rest: the IR has no dangling buffers (ir/verify.h).
 void drop_unused_buffers(IrProgram& program);

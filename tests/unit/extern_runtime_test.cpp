@@ -94,7 +94,8 @@ struct Conv {
   int64_t N, C, H, W, OC, KH, KW;
   int64_t sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1, groups = 1;
   bool bias = false, relu = false;
-  bool silu = false;  // y * sigmoid(y) (relu false)
+  bool silu = false;                        // y * sigmoid(y) (relu false)
+  bool src_nhwc = false, dst_nhwc = false;  // channels-last x / y
 
   int64_t oh() const { return (H + pt + pb - dh * (KH - 1) - 1) / sh + 1; }
   int64_t ow() const { return (W + pl + pr - dw * (KW - 1) - 1) / sw + 1; }
@@ -131,7 +132,9 @@ struct Conv {
             : silu ? 2
                    : 0,
             weights_constant,
-            blocked};
+            blocked,
+            src_nhwc,
+            dst_nhwc};
   }
 };
 
@@ -289,6 +292,109 @@ TEST(ExternConv2d, StaticCallSiteAsGeneratedCodeWritesIt) {
   for (int i = 0; i < 2; ++i) {
     p.conv_static_call_site(x.data(), w.data(), b.data(), y.data());
     EXPECT_EQ(check_conv(c, x, w, b, y), 0);
+  }
+}
+
+TEST_P(ExternConv2dTest, ReluKeepsNanAndGivesPlusZero) {
+  // relu as a post-op is elu(alpha 0) then 1 * y + 0 (extern_kernels.cpp): where the plain
+  // convolution gives NaN the relu'd one must too (oneDNN's relu post-op gives 0), -inf and
+  // every y <= 0 become +0 (not -0), and y > 0 is kept. Compared with the same primitive shape
+  // without the post-op, on inputs with NaN, -inf and +inf. Shapes: a resnet 3x3, stride 2 with
+  // odd channel counts and batch 2, a 7x7 stem, a strided 1x1, and a 1-channel 1x1 (y = x).
+  const Program& p = program();
+  const bool blocked = GetParam();
+  const Conv cases[] = {
+      {1, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {2, 5, 9, 11, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {1, 3, 23, 23, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, false, true},
+      {2, 24, 8, 8, 40, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true, true},
+      {1, 1, 6, 9, 17, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, true},
+  };
+  uint32_t seed = 71;
+  for (const Conv& c : cases) {
+    SCOPED_TRACE(c.name());
+    std::vector<float> x = random_floats(c.x_size(), seed++);
+    std::vector<float> w = random_floats(c.w_size(), seed++);
+    std::vector<float> b = random_floats(static_cast<size_t>(c.OC), seed++);
+    if (c.C == 1) std::fill(w.begin(), w.end(), 1.0f);  // y = x in every output channel
+    const float specials[] = {NAN, -INFINITY, INFINITY, -0.0f, 0.0f, -1e30f};
+    for (size_t i = 0; i < 6; ++i) x[(i * 7919) % x.size()] = specials[i];
+    Conv plain = c;
+    plain.relu = false;
+    std::vector<float> z(c.y_size()), y(c.y_size());
+    std::vector<int64_t> zargs = plain.args(true, blocked), yargs = c.args(true, blocked);
+    void* zconv = p.conv_create(zargs.data());
+    void* yconv = p.conv_create(yargs.data());
+    p.conv_run(zconv, x.data(), w.data(), c.bias ? b.data() : nullptr, z.data());
+    p.conv_run(yconv, x.data(), w.data(), c.bias ? b.data() : nullptr, y.data());
+    p.conv_destroy(zconv);
+    p.conv_destroy(yconv);
+    int nans = 0, zeros = 0, bad = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      bool ok;
+      if (std::isnan(z[i])) {
+        ok = std::isnan(y[i]);
+        ++nans;
+      } else if (!(z[i] > 0)) {
+        ok = y[i] == 0.0f && !std::signbit(y[i]);
+        ++zeros;
+      } else {
+        ok = std::fabs(y[i] - z[i]) <= 1e-5f * std::max(1.0f, std::fabs(z[i])) ||
+             (std::isinf(z[i]) && y[i] == z[i]);
+      }
+      if (!ok && ++bad <= 5)
+        ADD_FAILURE() << "y[" << i << "] = " << y[i] << " where the plain conv gives " << z[i];
+    }
+    EXPECT_EQ(bad, 0);
+    EXPECT_GT(nans, 0) << "the case has no NaN output to check";
+    EXPECT_GT(zeros, 0) << "the case has no negative output to check";
+  }
+}
+
+TEST_P(ExternConv2dTest, ChannelsLastInputAndOutput) {
+  // x and / or y in NHWC (lower/conv_layouts.cpp passes a tensor between two calls this way):
+  // the same values as NCHW, transposed. Shapes: a resnet 3x3 with relu, stride 2 with odd
+  // channel counts and batch 2, a strided 1x1, grouped.
+  const Program& p = program();
+  const bool blocked = GetParam();
+  const Conv cases[] = {
+      {1, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {2, 5, 9, 11, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {2, 24, 8, 8, 40, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, false, true},
+      {1, 4, 8, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, false},
+  };
+  uint32_t seed = 91;
+  // NCHW [N, C, H, W] <-> NHWC
+  auto to_nhwc = [](const std::vector<float>& v, int64_t N, int64_t C, int64_t H, int64_t W) {
+    std::vector<float> t(v.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < H * W; ++i) t[(n * H * W + i) * C + c] = v[(n * C + c) * H * W + i];
+    return t;
+  };
+  auto to_nchw = [](const std::vector<float>& t, int64_t N, int64_t C, int64_t H, int64_t W) {
+    std::vector<float> v(t.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < H * W; ++i) v[(n * C + c) * H * W + i] = t[(n * H * W + i) * C + c];
+    return v;
+  };
+  for (Conv c : cases) {
+    std::vector<float> x = random_floats(c.x_size(), seed++);
+    std::vector<float> w = random_floats(c.w_size(), seed++);
+    std::vector<float> b = random_floats(static_cast<size_t>(c.OC), seed++);
+    for (int flags = 1; flags < 4; ++flags) {
+      c.src_nhwc = flags & 1, c.dst_nhwc = flags & 2;
+      SCOPED_TRACE(c.name() + (c.src_nhwc ? " x NHWC" : "") + (c.dst_nhwc ? " y NHWC" : ""));
+      std::vector<float> xin = c.src_nhwc ? to_nhwc(x, c.N, c.C, c.H, c.W) : x;
+      std::vector<float> y(c.y_size(), NAN);
+      std::vector<int64_t> args = c.args(true, blocked);
+      void* conv = p.conv_create(args.data());
+      p.conv_run(conv, xin.data(), w.data(), c.bias ? b.data() : nullptr, y.data());
+      p.conv_destroy(conv);
+      if (c.dst_nhwc) y = to_nchw(y, c.N, c.OC, c.oh(), c.ow());
+      EXPECT_EQ(check_conv(c, x, w, b, y), 0);
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 // fold_conv_activations (lower/fold_conv_activations.cpp): a conv2d library call absorbs a
-// silu that is its output's only reader, as a oneDNN post-op (relu and clamp only on coil's
+// silu or relu that is its output's only reader, as a oneDNN post-op (clamp only on coil's
 // depthwise kernel: depthwise_conv_test.cpp). Each case checks the
 // kernels the CPU module has and compares the compiled result with the reference interpreter.
 #include <gtest/gtest.h>
@@ -42,8 +42,8 @@ TEST(FoldConvActivations, SiluInEitherOperandOrderBecomesAPostOp) {
 
 TEST(FoldConvActivations, NanPropagatesWhateverIsFolded) {
   // relu, silu and clamp of NaN are NaN in the reference (and in torch): a post-op must not
-  // turn a NaN from the input into 0 or a bound (oneDNN 2.6's relu and clip do, which is why
-  // only silu folds).
+  // turn a NaN from the input into 0 or a bound (oneDNN 2.6's relu and clip do: relu folds as
+  // elu with alpha 0, and clamp does not fold into oneDNN).
   for (const char* tail :
        {"y = relu(c)\n", "s = sigmoid(c)\ny = mul(c, s)\n", "y = clamp(c) {min=0.0, max=6.0}\n"}) {
     SCOPED_TRACE(tail);
@@ -51,6 +51,36 @@ TEST(FoldConvActivations, NanPropagatesWhateverIsFolded) {
     Graph g = parse_graph(text, "<test>");
     std::vector<Tensor> in = testing::random_inputs(g, 5);
     in[0].data_as<float>()[17] = std::nanf("");
+    EXPECT_TRUE(testing::matches_reference(g, in));
+  }
+}
+
+TEST(FoldConvActivations, ReluBecomesAPostOpOnDenseConvs) {
+  // resnet's conv + relu: one kernel, for odd shapes (stride 2, padding, channel counts that
+  // are not multiples of 16, batch 2, a 7x7 stride-2 conv, a strided 1x1, which is no matmul),
+  // with a NaN and an infinity in the input. (A stem of 3 input channels runs on coil's direct
+  // kernel: direct_conv_test.cpp.)
+  const char* convs[] = {
+      kConvHead,
+      "input x: f32[2, 5, 9, 11]\ninput w: f32[7, 5, 3, 3]\ninput b: f32[7]\n"
+      "c = conv2d(x, w, b) {stride=[2, 2], padding=[1, 1]}\n",
+      "input x: f32[1, 6, 23, 23]\ninput w: f32[8, 6, 7, 7]\ninput b: f32[8]\n"
+      "c = conv2d(x, w, b) {stride=[2, 2], padding=[3, 3]}\n",
+      "input x: f32[2, 24, 8, 8]\ninput w: f32[40, 24, 1, 1]\n"
+      "c = conv2d(x, w) {stride=[2, 2]}\n",
+  };
+  for (const char* conv : convs) {
+    SCOPED_TRACE(conv);
+    const std::string text = std::string(conv) + "y = relu(c)\noutput y\n";
+    Module m = cpu_module(text);
+    ASSERT_EQ(m.kernels.size(), 1u);
+    EXPECT_TRUE(contains(m.kernels[0], "cpp_extern_conv2d"));
+    EXPECT_TRUE(contains(m.source, "coil::ext::ConvPostOp::relu"));
+    Graph g = parse_graph(text, "<test>");
+    std::vector<Tensor> in = testing::random_inputs(g, 9);
+    EXPECT_TRUE(testing::matches_reference(g, in));
+    in[0].data_as<float>()[5] = std::nanf("");
+    in[0].data_as<float>()[40] = -INFINITY;
     EXPECT_TRUE(testing::matches_reference(g, in));
   }
 }
@@ -82,7 +112,10 @@ TEST(FoldConvActivations, OddShapesStridesDilationsAndGroups) {
   for (const char* conv : convs) {
     SCOPED_TRACE(conv);
     const std::string g = std::string(conv) + "s = sigmoid(c)\ny = mul(c, s)\noutput y\n";
-    EXPECT_TRUE(contains(cpu_module(g).source, "coil::ext::ConvPostOp::silu"));
+    // Three input channels and one group: coil's direct kernel (coil_direct_conv.h) takes it.
+    const std::string source = cpu_module(g).source;
+    EXPECT_TRUE(contains(source, "coil::ext::ConvPostOp::silu") ||
+                contains(source, "coil::direct::Activation::silu"));
     expect_matches_reference(g);
   }
 }
@@ -103,9 +136,9 @@ TEST(FoldConvActivations, NotWhereTheConvOutputIsReadElsewhere) {
 }
 
 TEST(FoldConvActivations, NotForOtherActivationsOrMoreWork) {
-  // relu and relu6 (NaN, above) and gelu are not post-ops here; silu followed by a relu is
-  // more than the activation.
-  for (const char* tail : {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n", "y = gelu(c)\n",
+  // relu6 (NaN, above) and gelu are not post-ops here; silu followed by a relu is more than
+  // the activation.
+  for (const char* tail : {"y = clamp(c) {min=0.0, max=6.0}\n", "y = gelu(c)\n",
                            "s = sigmoid(c)\nt = mul(c, s)\ny = relu(t)\n", "y = sigmoid(c)\n"}) {
     SCOPED_TRACE(tail);
     const std::string g = std::string(kConvHead) + tail + "output y\n";

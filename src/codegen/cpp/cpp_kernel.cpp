@@ -119,6 +119,8 @@ class KernelPrinter final : public NestPrinter {
                nests().size() > 1 ? ", epilogue fused on each tile" : "");
     } else if (head.conv && runs_on_coil_depthwise(*head.conv)) {
       w_.linef("// {}: depthwise convolution (coil_depthwise.h)", out.name);
+    } else if (head.conv && runs_on_coil_direct(*head.conv)) {
+      w_.linef("// {}: direct convolution, few input channels (coil_direct_conv.h)", out.name);
     } else if (head.conv) {
       w_.linef("// {}: oneDNN convolution (extern call)", out.name);
     } else if (head.attention) {

@@ -390,18 +390,38 @@ void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
             p.plan().pointer(t.buffer));
     return;
   }
-  COIL_ASSERT(
-      c.activation == Conv2dSpec::Activation::none || c.activation == Conv2dSpec::Activation::silu,
-      "conv2d: oneDNN takes no {} post-op here (it loses NaN)", activation_name(c.activation));
+  if (runs_on_coil_direct(c)) {
+    // coil's own kernel for few input channels (kernels/coil_direct_conv.h): NCHW, no
+    // reorders, the activation applied in registers with NaN kept.
+    const int64_t oh =
+        (c.h + c.padding[0] + c.padding[2] - c.dilation[0] * (c.kh - 1) - 1) / c.stride[0] + 1;
+    const int64_t ow =
+        (c.wd + c.padding[1] + c.padding[3] - c.dilation[1] * (c.kw - 1) - 1) / c.stride[1] + 1;
+    w.linef(
+        "const coil::direct::Params params{{{}, {}, {}, {}, {}, {}, {}, {{{}, {}}}, {{{}, {}}}, "
+        "{{{}, {}}}, {}, {}, coil::direct::Activation::{}, {}, {}}};",
+        SizeNames(p.program(), {c.x, t.buffer})(c.n), c.c, c.h, c.wd, c.oc, c.kh, c.kw, c.stride[0],
+        c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1], oh, ow,
+        activation_name(c.activation), cpp_literal(c.clamp_min, 0, DType::F32),
+        cpp_literal(c.clamp_max, 0, DType::F32));
+    w.linef("coil::direct::forward(params, {}, {}, {}, {});", p.plan().pointer(c.x),
+            p.plan().pointer(c.w), c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr",
+            p.plan().pointer(t.buffer));
+    return;
+  }
+  COIL_ASSERT(c.activation != Conv2dSpec::Activation::clamp,
+              "conv2d: oneDNN takes no clamp post-op here (it loses NaN)");
   // Built once per call site (thread-safe static): oneDNN's primitive and, for constant
   // weights, their reordered copy.
   w.linef(
       "static coil::ext::Conv2d conv({}, {}, {}, {}, {}, {}, {}, {{{}, {}}}, {{{}, {}, {}, {}}}, "
-      "{{{}, {}}}, {}, {}, coil::ext::ConvPostOp::{}, {});",
+      "{{{}, {}}}, {}, {}, coil::ext::ConvPostOp::{}, {}{});",
       c.n, c.c, c.h, c.wd, c.oc, c.kh, c.kw, c.stride[0], c.stride[1], c.padding[0], c.padding[1],
       c.padding[2], c.padding[3], c.dilation[0], c.dilation[1], c.groups,
       c.bias >= 0 ? "true" : "false", activation_name(c.activation),
-      c.weights_constant ? "true" : "false");
+      c.weights_constant ? "true" : "false",
+      // channels-last x / y (keep_conv_layouts); omitted when neither, as before
+      c.x_nhwc || c.y_nhwc ? fmt::format(", {}, {}", c.x_nhwc, c.y_nhwc) : "");
   w.linef("conv.run({}, {}, {}, {});", p.plan().pointer(c.x), p.plan().pointer(c.w),
           c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr", p.plan().pointer(t.buffer));
 }

@@ -57,13 +57,14 @@ std::string describe_params(const Conv2dParams& p) {
          s(p.dilation_w) + " groups " + s(p.groups) + (p.has_bias ? " bias" : "") +
          (p.post_op == ConvPostOp::relu   ? " relu"
           : p.post_op == ConvPostOp::silu ? " silu"
-                                          : "");
+                                          : "") +
+         (p.src_nhwc ? " x NHWC" : "") + (p.dst_nhwc ? " y NHWC" : "");
 }
 
 Conv2dParams make_params(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC, int64_t KH,
                          int64_t KW, std::array<int64_t, 2> stride, std::array<int64_t, 4> padding,
                          std::array<int64_t, 2> dilation, int64_t groups, bool has_bias,
-                         ConvPostOp post_op, bool weights_constant) {
+                         ConvPostOp post_op, bool weights_constant, bool src_nhwc, bool dst_nhwc) {
   Conv2dParams p;
   p.N = N, p.C = C, p.H = H, p.W = W, p.OC = OC, p.KH = KH, p.KW = KW;
   p.stride_h = stride[0], p.stride_w = stride[1];
@@ -71,6 +72,7 @@ Conv2dParams make_params(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC,
   p.pad_bottom = padding[2], p.pad_right = padding[3];
   p.dilation_h = dilation[0], p.dilation_w = dilation[1], p.groups = groups;
   p.has_bias = has_bias, p.post_op = post_op, p.weights_constant = weights_constant;
+  p.src_nhwc = src_nhwc, p.dst_nhwc = dst_nhwc;
   return p;
 }
 
@@ -252,8 +254,8 @@ struct Conv2d::Impl {
     const int64_t wdims[5] = {g, p.OC / g, p.C / g, p.KH, p.KW};
     const int64_t bias_dims[1] = {p.OC};
 
-    dnnl_memory_desc_t user_src = plain_md(4, src_dims, dnnl_nchw, ctx);
-    dnnl_memory_desc_t user_dst = plain_md(4, dst_dims, dnnl_nchw, ctx);
+    dnnl_memory_desc_t user_src = plain_md(4, src_dims, p.src_nhwc ? dnnl_nhwc : dnnl_nchw, ctx);
+    dnnl_memory_desc_t user_dst = plain_md(4, dst_dims, p.dst_nhwc ? dnnl_nhwc : dnnl_nchw, ctx);
     dnnl_memory_desc_t user_w =
         g == 1 ? plain_md(4, wdims + 1, dnnl_oihw, ctx) : plain_md(5, wdims, dnnl_goihw, ctx);
     dnnl_memory_desc_t bias_md = plain_md(1, bias_dims, dnnl_x, ctx);
@@ -285,12 +287,22 @@ struct Conv2d::Impl {
     if (p.post_op != ConvPostOp::none) {
       PostOps ops;
       check_dnnl(dnnl_post_ops_create(ops.out()), "dnnl_post_ops_create", ctx);
-      // relu: alpha 0 (max(y, 0)); swish: y * sigmoid(alpha * y), alpha 1 (silu).
-      const bool relu = p.post_op == ConvPostOp::relu;
-      check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f,
-                                              relu ? dnnl_eltwise_relu : dnnl_eltwise_swish,
-                                              relu ? 0.0f : 1.0f, 0.0f),
-                 "dnnl_post_ops_append_eltwise", ctx);
+      if (p.post_op == ConvPostOp::relu) {
+        // relu as elu with alpha 0: y > 0 ? y : 0 * (exp(y) - 1). oneDNN's own relu (alpha 0)
+        // is max(y, 0), which turns a NaN into 0; elu's compare-and-blend keeps y where y > 0
+        // and 0 * (exp(y) - 1) elsewhere, which is NaN for a NaN and -0 for y <= 0 (-inf
+        // included: exp(-inf) - 1 = -1). The linear post-op 1 * y + 0 turns that -0 into +0,
+        // relu's zero. Measured on oneDNN 2.6.3 (brgconv, jit and 1x1 kernels alike) by
+        // extern_runtime_test.cpp's ReluKeepsNanAndGivesPlusZero.
+        check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f),
+                   "dnnl_post_ops_append_eltwise", ctx);
+        check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_linear, 1.0f, 0.0f),
+                   "dnnl_post_ops_append_eltwise", ctx);
+      } else {
+        // swish: y * sigmoid(alpha * y), alpha 1 (silu), which keeps a NaN.
+        check_dnnl(dnnl_post_ops_append_eltwise(ops.get(), 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f),
+                   "dnnl_post_ops_append_eltwise", ctx);
+      }
       check_dnnl(dnnl_primitive_attr_set_post_ops(attr.get(), ops.get()),
                  "dnnl_primitive_attr_set_post_ops", ctx);
     }
@@ -342,9 +354,9 @@ Conv2d::Conv2d(const Conv2dParams& p) : impl_(std::make_unique<Impl>(p)) {}
 Conv2d::Conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC, int64_t KH, int64_t KW,
                std::array<int64_t, 2> stride, std::array<int64_t, 4> padding,
                std::array<int64_t, 2> dilation, int64_t groups, bool has_bias, ConvPostOp post_op,
-               bool weights_constant)
+               bool weights_constant, bool src_nhwc, bool dst_nhwc)
     : Conv2d(make_params(N, C, H, W, OC, KH, KW, stride, padding, dilation, groups, has_bias,
-                         post_op, weights_constant)) {}
+                         post_op, weights_constant, src_nhwc, dst_nhwc)) {}
 
 Conv2d::~Conv2d() = default;
 

@@ -3,48 +3,23 @@
 #include "coil_extern.h"
 static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 
-// cpp_extern_conv2d_0: oneDNN convolution (extern call)
-// graph nodes: c (conv2d)
-extern "C" void cpp_extern_conv2d_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
+// cpp_extern_conv2d_relu_0: oneDNN convolution (extern call)
+// graph nodes: c (conv2d), y (relu)
+extern "C" void cpp_extern_conv2d_relu_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
 {
-    static coil::ext::Conv2d conv(1, 8, 14, 14, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, coil::ext::ConvPostOp::none, false);
+    static coil::ext::Conv2d conv(1, 8, 14, 14, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, coil::ext::ConvPostOp::relu, false);
     conv.run(in_ptr0, in_ptr1, in_ptr2, out_ptr0);
-}
-
-// cpp_fused_relu_1: 1 loop nest(s)
-// graph nodes: y (relu)
-extern "C" void cpp_fused_relu_1(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0)
-{
-    for (int64_t x0 = 0; x0 < 1; x0++)
-    {
-        for (int64_t x1 = 0; x1 < 16; x1++)
-        {
-            for (int64_t x2 = 0; x2 < 14; x2++)
-            {
-                // nest 0: pointwise over x3 (vector): y (relu)
-                {
-                    const int64_t x3 = 0;
-                    const int64_t tail = 14;
-                    auto tmp0 = coil::Vec<float>::loadu(&in_ptr0[196*x1 + 14*x2 + x3], tail);
-                    auto tmp1 = tmp0.relu();
-                    tmp1.store(&out_ptr0[196*x1 + 14*x2 + x3], tail);
-                }
-            }
-        }
-    }
 }
 
 // No constant is packed at load time.
 extern "C" int64_t coil_graph_packed_bytes() { return 0; }
 extern "C" void coil_graph_pack(void* const*, char*) {}
 
-extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char* arena, const char*)
+extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* const*, char*, const char*)
 {
     auto* arg0 = static_cast<const float*>(inputs[0]);
     auto* arg1 = static_cast<const float*>(inputs[1]);
     auto* arg2 = static_cast<const float*>(inputs[2]);
-    auto* buf3 = reinterpret_cast<float*>(arena + 0);  // 12544 bytes
     auto* out0 = static_cast<float*>(outputs[0]);
-    cpp_extern_conv2d_0(arg0, arg1, arg2, buf3);
-    cpp_fused_relu_1(buf3, out0);
+    cpp_extern_conv2d_relu_0(arg0, arg1, arg2, out0);
 }

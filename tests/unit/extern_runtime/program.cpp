@@ -14,6 +14,7 @@ namespace {
 
 // a[0..19]: N C H W OC KH KW stride_h stride_w pad_top pad_left pad_bottom pad_right dilation_h
 // dilation_w groups has_bias post_op (0 none, 1 relu, 2 silu) weights_constant blocked
+// src_nhwc dst_nhwc
 coil::ext::Conv2dParams params_of(const int64_t* a) {
   coil::ext::Conv2dParams p;
   p.N = a[0], p.C = a[1], p.H = a[2], p.W = a[3], p.OC = a[4], p.KH = a[5], p.KW = a[6];
@@ -23,6 +24,7 @@ coil::ext::Conv2dParams params_of(const int64_t* a) {
   p.has_bias = a[16] != 0, p.post_op = static_cast<coil::ext::ConvPostOp>(a[17]);
   p.weights_constant = a[18] != 0;
   p.layout = a[19] ? coil::ext::ConvLayout::Blocked : coil::ext::ConvLayout::Plain;
+  p.src_nhwc = a[20] != 0, p.dst_nhwc = a[21] != 0;
   return p;
 }
 
