@@ -68,10 +68,10 @@ struct Descr {
 
 Descr parse_descr(const fs::path& path, const std::string& descr) {
   static constexpr std::pair<std::string_view, DType> kTypes[] = {
-      {"b1", DType::Bool}, {"u1", DType::U8},  {"i1", DType::I8},
-      {"i4", DType::I32},  {"i8", DType::I64}, {"f2", DType::F16},
-      {"f4", DType::F32},  {"f8", DType::F64}, {"V2", DType::BF16}, {"i2", DType::I16},
-      {"u2", DType::U16},  {"u4", DType::U32}, {"u8", DType::U64}};
+      {"b1", DType::Bool}, {"u1", DType::U8},  {"i1", DType::I8},  {"i4", DType::I32},
+      {"i8", DType::I64},  {"f2", DType::F16}, {"f4", DType::F32}, {"f8", DType::F64},
+      {"V2", DType::BF16}, {"i2", DType::I16}, {"u2", DType::U16}, {"u4", DType::U32},
+      {"u8", DType::U64}};
   if (descr.size() >= 2 && std::string_view("<>|=").find(descr[0]) != std::string_view::npos) {
     std::string_view type = std::string_view(descr).substr(1);
     for (const auto& [name, dtype] : kTypes) {

@@ -16,10 +16,9 @@ namespace {
 using testing::graph_from_text;
 using testing::matches_reference;
 
-constexpr DType kAllDtypes[] = {DType::Bool, DType::U8,  DType::I8,  DType::I16,
-                                DType::U16,  DType::I32, DType::U32, DType::I64,
-                                DType::U64,  DType::F16, DType::BF16, DType::F32,
-                                DType::F64};
+constexpr DType kAllDtypes[] = {DType::Bool, DType::U8,  DType::I8,  DType::I16, DType::U16,
+                                DType::I32,  DType::U32, DType::I64, DType::U64, DType::F16,
+                                DType::BF16, DType::F32, DType::F64};
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))

@@ -209,38 +209,34 @@ output amax_
 
 // 17 elements: past one SIMD vector of any width, so vectorized loops and their tails both run.
 TEST(IntDtypes, I16EdgesMatchCpp) {
-  std::vector<int16_t> a = {0,   1,   -1,    32767, -32768, 300, -300, 181, 7,
-                            -7,  7,   -7,    12345, -2,     2,   100,  -32767};
-  std::vector<int16_t> b = {1,   -1,  -1,  2,   -1,    301, 7,  182, 2,
-                            2,   -2,  -2,  -3,  32767, -32768, 3, 1};
+  std::vector<int16_t> a = {0,  1, -1, 32767, -32768, 300, -300, 181,   7,
+                            -7, 7, -7, 12345, -2,     2,   100,  -32767};
+  std::vector<int16_t> b = {1, -1, -1, 2, -1, 301, 7, 182, 2, 2, -2, -2, -3, 32767, -32768, 3, 1};
   check_edges<int16_t>(DType::I16, a, b);
 }
 
 TEST(IntDtypes, U16EdgesMatchCpp) {
-  std::vector<uint16_t> a = {0,   1,     65535, 65535, 32768, 300,   40000, 256, 7,
-                             9,   65534, 2,     12345, 255,   65535, 100,   1};
-  std::vector<uint16_t> b = {1,   65535, 65535, 2,     2,     301,   40000, 256, 2,
-                             4,   3,     65535, 3,     257,   1,     7,     65535};
+  std::vector<uint16_t> a = {0, 1,     65535, 65535, 32768, 300,   40000, 256, 7,
+                             9, 65534, 2,     12345, 255,   65535, 100,   1};
+  std::vector<uint16_t> b = {1, 65535, 65535, 2, 2,   301, 40000, 256,  2,
+                             4, 3,     65535, 3, 257, 1,   7,     65535};
   check_edges<uint16_t>(DType::U16, a, b);
 }
 
 TEST(IntDtypes, U32EdgesMatchCpp) {
   const uint32_t M = std::numeric_limits<uint32_t>::max();
-  std::vector<uint32_t> a = {0,  1, M,     M,          2147483648u, 300,   4000000000u, 65536, 7,
-                             9,  M - 1, 2, 123456789u, 255,         M,     100,         1};
-  std::vector<uint32_t> b = {1,  M, M,     2,          2,           301,   4000000000u, 65536, 2,
-                             4,  3,     M, 3,          257,         1,     7,           M};
+  std::vector<uint32_t> a = {0, 1,     M, M,          2147483648u, 300, 4000000000u, 65536, 7,
+                             9, M - 1, 2, 123456789u, 255,         M,   100,         1};
+  std::vector<uint32_t> b = {1, M, M, 2, 2, 301, 4000000000u, 65536, 2, 4, 3, M, 3, 257, 1, 7, M};
   check_edges<uint32_t>(DType::U32, a, b);
 }
 
 TEST(IntDtypes, U64EdgesMatchCpp) {
   const uint64_t M = std::numeric_limits<uint64_t>::max(), H = uint64_t{1} << 63;
-  std::vector<uint64_t> a = {0, 1,  M,         M,     H,     H + 5, (uint64_t{1} << 53) + 1,
-                             7, 9,  M - 1,     2,     12345, H - 1, M,     100,
-                             1, 4000000000u};
-  std::vector<uint64_t> b = {1, M,  M,         2,     2,     H,     3,
-                             2, 4,  3,         M,     3,     H,     1,     7,
-                             M, 4000000000u};
+  std::vector<uint64_t> a = {0,   1, M,          M, H,     H + 5, (uint64_t{1} << 53) + 1,
+                             7,   9, M - 1,      2, 12345, H - 1, M,
+                             100, 1, 4000000000u};
+  std::vector<uint64_t> b = {1, M, M, 2, 2, H, 3, 2, 4, 3, M, 3, H, 1, 7, M, 4000000000u};
   check_edges<uint64_t>(DType::U64, a, b);
 }
 
@@ -287,9 +283,9 @@ output y
   std::vector<Tensor> in = {tensor_of<uint64_t>(DType::U64, {1, 1})};
   for (const auto& o : {compile(g).run(in), interpret(g, in)})
     EXPECT_EQ(values_of<uint64_t>(o[0]), (std::vector<uint64_t>{0, 9223372036854775809ull}));
-  for (const char* bad : {"u16[1] = [65536]", "u16[1] = [-1]", "i16[1] = [32768]",
-                          "u32[1] = [4294967296]", "u64[1] = [-1]",
-                          "u64[1] = [18446744073709551616]"}) {
+  for (const char* bad :
+       {"u16[1] = [65536]", "u16[1] = [-1]", "i16[1] = [32768]", "u32[1] = [4294967296]",
+        "u64[1] = [-1]", "u64[1] = [18446744073709551616]"}) {
     try {
       graph_from_text(fmt::format("const c: {}\ny = neg(c)\noutput y\n", bad));
       ADD_FAILURE() << bad << " was accepted";

@@ -20,10 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr DType kAllDTypes[] = {DType::Bool, DType::U8,  DType::I8,  DType::I16,
-                                DType::U16,  DType::I32, DType::U32, DType::I64,
-                                DType::U64,  DType::F16, DType::BF16, DType::F32,
-                                DType::F64};
+constexpr DType kAllDTypes[] = {DType::Bool, DType::U8,  DType::I8,  DType::I16, DType::U16,
+                                DType::I32,  DType::U32, DType::I64, DType::U64, DType::F16,
+                                DType::BF16, DType::F32, DType::F64};
 
 // A distinct, exactly representable value for element i of each dtype.
 double sample(DType dtype, int64_t i) {

@@ -529,9 +529,9 @@ class TritonKernelPrinter {
           w_.linef("{} = {}", name, python_float_literal(o.fvalue, o.dtype));
         } else {
           std::string v = is_floating(o.dtype) ? python_float_literal(o.fvalue, o.dtype)
-                         : o.dtype == DType::U64  // the int64's bits, read unsigned
-                             ? std::to_string(static_cast<uint64_t>(o.ivalue))
-                             : std::to_string(wrapped_integer(o.ivalue, o.dtype));
+                          : o.dtype == DType::U64  // the int64's bits, read unsigned
+                              ? std::to_string(static_cast<uint64_t>(o.ivalue))
+                              : std::to_string(wrapped_integer(o.ivalue, o.dtype));
           w_.linef("{} = tl.full({}, {}, {})", name, scalar_shape(), v, triton_dtype(o.dtype));
         }
         break;

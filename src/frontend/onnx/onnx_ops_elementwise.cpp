@@ -153,8 +153,8 @@ int pow2_f64(OnnxNode& n, int fy, int bits, double beyond) {
   DType f = DType::F64;
   int p = n.scalar(1, f);
   for (int k = 0; (1 << k) < bits; ++k) {
-    int digit = n.add("fmod", {n.add("floor", {n.add("div", {fy, n.scalar(1 << k, f)})}),
-                               n.scalar(2, f)});
+    int digit =
+        n.add("fmod", {n.add("floor", {n.add("div", {fy, n.scalar(1 << k, f)})}), n.scalar(2, f)});
     int factor = n.add("where", {n.add("eq", {digit, n.scalar(1, f)}),
                                  n.scalar(std::ldexp(1.0, 1 << k), f), n.scalar(1, f)});
     p = n.add("mul", {p, factor});
