@@ -29,10 +29,6 @@ namespace fs = std::filesystem;
 
 using coil::testing::error_of;
 
-Graph import(const onnx::ModelProto& m) {
-  return import_onnx_bytes(m.SerializeAsString(), "m.onnx");
-}
-
 // x: f32[N, 3, 4] -> Relu -> Reshape [0, -1] -> Softmax -> ReduceSum(axes=[1], keepdims=0)
 onnx::ModelProto symbolic_model() {
   onnx::ModelProto m = empty_model(13);

@@ -1,4 +1,4 @@
-// Builds small ONNX models with the protobuf classes, for the frontend's tests
+// Builds small ONNX models with the protobuf classes, and imports them, for the frontend's tests
 // (tests/error/onnx_errors_test.cpp, tests/conformance/onnx_import_test.cpp).
 #pragma once
 
@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "coil/tensor.h"
+#include "frontend/onnx/onnx_import.h"
+#include "support/error_of.h"
 
 namespace coil::onnx_test {
 
@@ -87,4 +89,12 @@ inline onnx::ModelProto relu_model(int64_t opset = 13) {
   return m;
 }
 
+/// The model imported as "m.onnx" (the name the error tests' messages carry).
+inline Graph import(const onnx::ModelProto& m) {
+  return import_onnx_bytes(m.SerializeAsString(), "m.onnx");
+}
+/// The import's error message ("" when it imports).
+inline std::string import_error(const onnx::ModelProto& m) {
+  return coil::testing::error_of([&] { import(m); });
+}
 }  // namespace coil::onnx_test

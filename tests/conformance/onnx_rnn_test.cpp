@@ -285,7 +285,7 @@ Reference reference(const RnnCase& c, const RnnData& data) {
   return ::testing::AssertionSuccess();
 }
 
-Graph import(const onnx::ModelProto& m) {
+Graph import_rnn(const onnx::ModelProto& m) {
   return import_onnx_bytes(m.SerializeAsString(), "rnn.onnx");
 }
 
@@ -330,7 +330,7 @@ class OnnxRnn : public ::testing::TestWithParam<RnnCase> {};
 TEST_P(OnnxRnn, InterpreterMatchesLoops) {
   const RnnCase& c = GetParam();
   RnnData data;
-  Graph g = import(rnn_model(c, &data, 7));
+  Graph g = import_rnn(rnn_model(c, &data, 7));
   std::vector<Tensor> got = interpret(g, data.tensors);
   Reference want = reference(c, data);
   size_t i = 0;
@@ -370,7 +370,7 @@ class OnnxRnnCompiled : public ::testing::TestWithParam<RnnCase> {};
 
 TEST_P(OnnxRnnCompiled, MatchesInterpreter) {
   RnnData data;
-  Graph g = import(rnn_model(GetParam(), &data, 11));
+  Graph g = import_rnn(rnn_model(GetParam(), &data, 11));
   EXPECT_TRUE(testing::matches_reference(g, data.tensors));
 }
 
@@ -382,7 +382,7 @@ TEST(OnnxRnn, Errors) {
     RnnData data;
     onnx::ModelProto m = rnn_model(c, &data, 1);
     edit(m.mutable_graph()->mutable_node(0), m);
-    return error_of([&] { import(m); });
+    return error_of([&] { import_rnn(m); });
   };
   auto attr = [](onnx::NodeProto* n, const std::string& name) {
     for (auto& a : *n->mutable_attribute())

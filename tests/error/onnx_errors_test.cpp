@@ -33,14 +33,6 @@ using namespace onnx_test;
 
 using coil::testing::error_of;
 
-Graph import(const onnx::ModelProto& m) {
-  return import_onnx_bytes(m.SerializeAsString(), "m.onnx");
-}
-
-std::string import_error(const onnx::ModelProto& m) {
-  return error_of([&] { import(m); });
-}
-
 TEST(OnnxErrors, ValidModelImports) {
   Graph g = import(relu_model());
   EXPECT_EQ(g.inputs().size(), 1u);

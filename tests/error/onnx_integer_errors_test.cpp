@@ -20,14 +20,6 @@ namespace {
 using namespace onnx_test;
 using coil::testing::error_of;
 
-Graph import(const onnx::ModelProto& m) {
-  return import_onnx_bytes(m.SerializeAsString(), "m.onnx");
-}
-
-std::string import_error(const onnx::ModelProto& m) {
-  return error_of([&] { import(m); });
-}
-
 int count(const Graph& g, const std::string& op) {
   int n = 0;
   for (const auto& node : g.nodes()) n += node->op->name == op;

@@ -20,14 +20,6 @@ namespace {
 using namespace onnx_test;
 using coil::testing::error_of;
 
-Graph import(const onnx::ModelProto& m) {
-  return import_onnx_bytes(m.SerializeAsString(), "m.onnx");
-}
-
-std::string import_error(const onnx::ModelProto& m) {
-  return error_of([&] { import(m); });
-}
-
 void add_string_attr(onnx::NodeProto* n, const std::string& name, const std::string& v) {
   auto* a = n->add_attribute();
   a->set_name(name);

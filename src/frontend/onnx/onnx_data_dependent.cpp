@@ -113,20 +113,21 @@ std::vector<Tensor> non_zero(const NodeView& n, const Tensor& x) {
   return {i64_tensor({rank, count}, out)};
 }
 
+/// `x` and the axis its `axis` attribute names (normalized), or x flattened and axis 0 where
+/// the attribute is absent (Compress, Unique).
+std::pair<Tensor, int64_t> along_axis(const NodeView& n, const Tensor& x) {
+  if (!n.has_attr("axis")) return {x.strided({x.numel()}, {1}), 0};
+  int64_t axis = n.attr_int("axis", 0);
+  COIL_USER_CHECK(axis >= -x.dim() && axis < x.dim(), "{}: axis {} is out of range for {}",
+                  n.where(), axis, shape_str(x.shape()));
+  return {x, axis < 0 ? axis + x.dim() : axis};
+}
+
 std::vector<Tensor> compress(const NodeView& n, const Tensor& x, const Tensor& cond) {
   n.only_attrs({"axis"});
   COIL_USER_CHECK(cond.dim() == 1, "{}: condition must be 1-D, got {}", n.where(),
                   shape_str(cond.shape()));
-  Tensor flat = x;
-  int64_t axis = 0;
-  if (n.has_attr("axis")) {
-    axis = n.attr_int("axis", 0);
-    COIL_USER_CHECK(axis >= -x.dim() && axis < x.dim(), "{}: axis {} is out of range for {}",
-                    n.where(), axis, shape_str(x.shape()));
-    if (axis < 0) axis += x.dim();
-  } else {
-    flat = x.strided({x.numel()}, {1});
-  }
+  auto [flat, axis] = along_axis(n, x);
   const int64_t size = flat.shape()[static_cast<size_t>(axis)];
   COIL_USER_CHECK(cond.numel() <= size,
                   "{}: condition has {} elements, more than the {} it selects from", n.where(),
@@ -142,16 +143,7 @@ std::vector<Tensor> unique(const NodeView& n, const Tensor& x) {
   const int64_t sorted = n.attr_int("sorted", 1);
   COIL_USER_CHECK(sorted == 0 || sorted == 1, "{}: sorted must be 0 or 1, got {}", n.where(),
                   sorted);
-  Tensor flat = x;
-  int64_t axis = 0;
-  if (n.has_attr("axis")) {
-    axis = n.attr_int("axis", 0);
-    COIL_USER_CHECK(axis >= -x.dim() && axis < x.dim(), "{}: axis {} is out of range for {}",
-                    n.where(), axis, shape_str(x.shape()));
-    if (axis < 0) axis += x.dim();
-  } else {
-    flat = x.strided({x.numel()}, {1});
-  }
+  auto [flat, axis] = along_axis(n, x);
   // Slice j along the axis, as keys in row-major order of the other dims.
   const auto& shape = flat.shape();
   const int64_t count = shape[static_cast<size_t>(axis)];
