@@ -327,6 +327,45 @@ def test_kv_cache_decode_steps_share_one_model(monkeypatch):
     assert isinstance(made[-1], fx_compile.CoilGraphCallable) and made[-1].size_generic, names
 
 
+class _Decoder(torch.nn.Module):
+    """_DecodeStep stacked: each layer has its own KV cache, so torch gives every cache its own
+    length symbol and coil unifies two per layer (24 for the 12 layers here)."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([_DecodeStep() for _ in range(layers)])
+
+    def forward(self, x, *caches):
+        out = []
+        for i, layer in enumerate(self.layers):
+            x, k, v = layer(x, caches[2 * i], caches[2 * i + 1])
+            out += [k, v]
+        return (x, *out)
+
+
+@pytest.mark.skipif(not HAS_DYNAMO, reason="torch 1.13 has no torch.compile (Dynamo) and no "
+                    "scaled_dot_product_attention")
+def test_kv_cache_decode_with_many_layers_is_one_model(monkeypatch):
+    """A 12-layer decoder's step: its 24 cache lengths are unified pair by pair (a bound of 8
+    rounds once sent the 125M Llama to a compile per length, 1.5 s a token)."""
+    import coil.torch  # noqa: F401
+    torch._dynamo.reset()
+    made = _record_compiles(monkeypatch)
+    torch.manual_seed(6)
+    model = _Decoder(12).eval()
+    compiled = torch.compile(model, backend="coil", options=OPTIONS)
+    x = torch.randn(1, 5, 32)
+    caches = eager_caches = [torch.zeros(1, 2, 0, 8)] * 24
+    with torch.no_grad():
+        for i in range(6):
+            ye, *eager_caches = model(x, *eager_caches)
+            yc, *caches = compiled(x, *caches)
+            torch.testing.assert_close(yc, ye, rtol=1e-4, atol=1e-5)
+            x = torch.randn(1, 1, 32)
+    names = [type(m).__name__ for m in made]
+    assert isinstance(made[-1], fx_compile.CoilGraphCallable) and made[-1].size_generic, names
+
+
 def _shifted(x):
     # a language model's shift: every position but the last, and every one but the first, with
     # the bounds computed from the symbolic size (x.shape[1] - 1), as torch code often does

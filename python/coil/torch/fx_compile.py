@@ -521,7 +521,11 @@ def _compile_symbolic(gm, example_inputs, options, device):
                                           _why_unsupported(blockers[0]))
     else:
         from .symbolic import SameSize
-        for _ in range(8):  # each SameSize makes two symbols one; then lowered again
+        # Each SameSize makes two symbols one, then the graph is lowered again: at most one
+        # round per symbol (a decoder's KV caches have a pair per layer: 24 for 12 layers).
+        rounds = 1 + sum(len(getattr(n.meta.get("val"), "shape", ()) or ())
+                         for n in gm.graph.nodes if n.op == "placeholder")
+        for _ in range(rounds):
             try:
                 return CoilGraphCallable(gm, options, example_inputs, device)
             except SameSize as e:
