@@ -85,5 +85,56 @@ TEST(OnnxDynamicModel, EncoderWithAPaddingMaskMatchesTorch) {
   EXPECT_EQ(run_all_sizes("encoder_dynamic_mask", {"in", "pad"}), 6);
 }
 
+// A language model's decode step with a KV cache (export_models.py, `llama_decode_dynamic`:
+// bench/gpu/llama_decode.py's "tiny" Llama): dynamic batch and cache length, the cache grown by
+// Concat, rotary embeddings from the position input, grouped-query attention written out
+// (MatMul, Softmax, MatMul over expand+reshape'd heads), whose shape arithmetic on the grown
+// cache (Shape, Gather, Concat, a Reshape of the shape list to 1-D, Equal/Where fixing up
+// Expand's -1) stays symbolic; the logits of the last position (a Slice [-1:] of the symbolic
+// sequence). One compile, run at DECODE_SIZES (an empty cache among them) against torch.
+TEST(OnnxDynamicModel, LlamaDecodeStepMatchesTorchAtEveryCacheLength) {
+  const std::string name = "llama_decode_dynamic";
+  fs::path dir = fs::path(COIL_BINARY_DIR) / "test-models" / fmt::format("{}-{}", name, getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string cmd =
+      fmt::format("'{}' '{}/tests/models/export_models.py' '{}' {} > '{}' 2>&1", COIL_PYTHON,
+                  COIL_SOURCE_DIR, dir.string(), name, (dir / "export.log").string());
+  int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "export failed: " << cmd;
+  Graph g = import_onnx(dir / (name + ".onnx"));
+  std::vector<std::string> inputs;
+  for (int id : g.inputs()) inputs.push_back(g.node(id).name);
+  ASSERT_EQ(inputs.size(), 6u);
+  EXPECT_EQ(shape_str(g.node(g.inputs()[2]).type.shape), "[batch, 2, past, 16]");
+  CompiledModel m = compile(g);
+  ASSERT_TRUE(m.size_generic());
+  std::ifstream sizes(dir / (name + "_sizes.txt"));
+  int64_t batch = 0, past = 0;
+  int pairs = 0;
+  Tolerance tol{1e-3, 1e-4};
+  while (sizes >> batch >> past) {
+    ++pairs;
+    const std::string tag = fmt::format("{}x{}", batch, past);
+    std::vector<Tensor> in;
+    for (const std::string& i : inputs)
+      in.push_back(read_npy(dir / fmt::format("{}_{}_{}.npy", name, i, tag)));
+    std::vector<Tensor> got = m.run(in);
+    ASSERT_EQ(got.size(), 5u);
+    for (size_t o = 0; o < got.size(); ++o) {
+      Tensor want = read_npy(dir / fmt::format("{}_out{}_{}.npy", name, o, tag));
+      CompareResult c = compare_tensors(got[o], want, tol);
+      EXPECT_TRUE(c.ok) << "output " << o << " at batch " << batch << ", past " << past << ": "
+                        << c.message;
+    }
+  }
+  EXPECT_EQ(pairs, 10);
+  CompiledModel::SizeStats s = m.size_stats();
+  std::cout << fmt::format("{}: {} pairs; size_stats: sizes {}, modules {}, specialized {}\n", name,
+                           pairs, s.sizes, s.modules, s.specialized);
+  EXPECT_EQ(s.specialized, 0);
+  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace coil

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -300,6 +301,66 @@ TEST(OnnxImport, SymbolicShapeArithmetic) {
   CompileOptions opt;
   opt.sizes["N"] = 5;
   EXPECT_TRUE(testing::matches_reference(graph, {random_tensor(DType::F32, {5, 6}, 4)}, opt));
+}
+
+// What torch's exporter emits around a grown KV cache (export_models.py's llama_decode_dynamic):
+// a shape list reshaped to 1-D and measured with Shape, Expand's -1 fixed up with
+// Where(Equal(shape, -1), 1, shape), and the last position sliced off a symbolic dim ([-1:]).
+TEST(OnnxImport, SymbolicShapeListsAndLastPositionSlice) {
+  onnx::ModelProto m = empty_model(13);
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "x", TP::FLOAT, {-1, 6});
+  set_type(g->add_output(), "y", TP::FLOAT, {1, 6});
+  add_i64_initializer(m, "flat", {-1});
+  add_i64_initializer(m, "minus_ones", {-1, -1});
+  add_i64_initializer(m, "ones", {1, 1});
+  add_i64_initializer(m, "starts", {-1});
+  add_i64_initializer(m, "ends", {std::numeric_limits<int64_t>::max()});
+  add_i64_initializer(m, "axes", {0});
+  add_node(m, "Shape", {"x"}, {"s"});                  // [N, 6]
+  add_node(m, "Reshape", {"s", "flat"}, {"sf"});       // the same list
+  add_node(m, "Shape", {"sf"}, {"len"});               // [2]
+  add_node(m, "Equal", {"sf", "minus_ones"}, {"eq"});  // [false, false]
+  add_node(m, "Where", {"eq", "ones", "sf"}, {"target"});
+  add_node(m, "Expand", {"x", "target"}, {"e"});                    // [N, 6]
+  add_node(m, "Slice", {"e", "starts", "ends", "axes"}, {"last"});  // [1, 6]
+  add_node(m, "Relu", {"last"}, {"y"});
+  Graph graph = import(m);
+  EXPECT_EQ(shape_str(graph.node(graph.outputs()[0].node).type.shape), "[1, 6]");
+  for (int64_t n : {1, 2, 5}) {
+    CompileOptions opt;
+    opt.sizes["N"] = n;
+    EXPECT_TRUE(testing::matches_reference(graph, {random_tensor(DType::F32, {n, 6}, 4)}, opt));
+  }
+}
+
+// Comparisons and slices whose answer depends on the size are refused with the sizes named.
+TEST(OnnxImport, SizeDependentShapeArithmeticIsRefused) {
+  auto model = [](const std::string& what) {
+    onnx::ModelProto m = empty_model(13);
+    auto* g = m.mutable_graph();
+    set_type(g->add_input(), "x", TP::FLOAT, {-1, 6});
+    set_type(g->add_output(), "y", TP::FLOAT, {-1, 6});
+    add_i64_initializer(m, "three_six", {3, 6});
+    add_i64_initializer(m, "starts", {2});
+    add_i64_initializer(m, "ends", {std::numeric_limits<int64_t>::max()});
+    add_i64_initializer(m, "axes", {0});
+    if (what == "equal") {
+      add_node(m, "Shape", {"x"}, {"s"});
+      add_node(m, "Equal", {"s", "three_six"}, {"eq"});
+      add_node(m, "Where", {"eq", "three_six", "s"}, {"t"});
+      add_node(m, "Expand", {"x", "t"}, {"y"});
+    } else {
+      add_node(m, "Slice", {"x", "starts", "ends", "axes"}, {"y"});
+    }
+    return m;
+  };
+  EXPECT_NE(import_error(model("equal")).find("a comparison of the sizes N and 3"),
+            std::string::npos)
+      << import_error(model("equal"));
+  EXPECT_NE(import_error(model("slice")).find("Slice [2, end) step 1 along the symbolic dim 0 (N)"),
+            std::string::npos)
+      << import_error(model("slice"));
 }
 
 // A size divided by a negative constant truncates as ONNX's integer Div does (found by the ONNX

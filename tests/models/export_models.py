@@ -56,6 +56,14 @@ downloaded. The models:
                    (batch, seq) pairs of MASK_SIZES as <name>_in_/_pad_/_out_<batch>x<seq>.npy
                    (every row keeps at least one position: torch gives NaN for a row all padded)
 
+  llama_decode_dynamic  one decode step of bench/gpu/llama_decode.py's Llama-style decoder
+                   ("tiny": 2 layers, d 64, 4 heads over 2 kv heads, RMSNorm, rotary, SwiGLU)
+                   with a KV cache: inputs tokens [batch, 1], pos [1] and the caches
+                   ck0, ck1, cv0, cv1 [batch, 2, past, 16], exported with a dynamic batch and
+                   past; outputs the last logits and the grown caches. Saved at the (batch,
+                   past) pairs of DECODE_SIZES as <name>_<input>_<batch>x<past>.npy and
+                   <name>_out<i>_<batch>x<past>.npy, listed in <name>_sizes.txt
+
 Every model is in eval mode (dropout off, batch norm with its running statistics, which are
 randomized so that they are not the identity). The transformer layer is traced with autograd
 enabled: in eval mode with grad disabled, PyTorch would run (and export) its fused fast path
@@ -269,6 +277,77 @@ ENCODER_SIZES = [(1, 1), (1, 2), (2, 1), (2, 3), (3, 7), (7, 3), (1, 17), (17, 1
 MASK_SIZES = [(1, 1), (2, 3), (3, 7), (7, 2), (5, 17), (17, 5)]
 
 
+# (batch, past) pairs of llama_decode_dynamic: an empty cache, 1, 2, 7, 17, 64 and 100 positions.
+DECODE_SIZES = [(1, 0), (1, 1), (1, 2), (2, 3), (1, 7), (3, 5), (1, 17), (2, 64), (1, 100),
+                (5, 9)]
+
+
+def export_llama_decode(name, out):
+    """llama_decode_dynamic (see the docstring)."""
+    import math
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
+    import llama_decode as lm
+
+    def sdpa(q, k, v, is_causal=False):  # torch 1.13 has no F.scaled_dot_product_attention
+        assert not is_causal  # (one query position: nothing to mask)
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        return s.softmax(-1) @ v
+
+    def repeat_kv(x, r, dim):
+        # repeat_interleave as Llama's reference code writes it (expand, reshape): torch 1.13's
+        # ONNX export of repeat_interleave over a dynamic dim reshapes [1, 1, 2, P, 16] with a 0
+        # that copies the repeat count, a graph whose MatMul cannot broadcast
+        s = list(x.shape)
+        y = x.unsqueeze(dim + 1).expand(*s[:dim + 1], r, *s[dim + 1:])
+        return y.reshape(*s[:dim], s[dim] * r, *s[dim + 1:])
+
+    saved = getattr(F, "scaled_dot_product_attention", None), torch.Tensor.repeat_interleave
+    F.scaled_dot_product_attention, torch.Tensor.repeat_interleave = sdpa, repeat_kv
+    try:
+        torch.manual_seed(0)
+        cfg = lm.CONFIGS["tiny"]
+        llama = lm.Llama(*cfg).eval()
+        layers, kv_heads, hd = cfg[1], cfg[3], cfg[0] // cfg[2]
+
+        class Step(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = llama
+
+            def forward(self, tokens, pos, *caches):
+                y, ks, vs = self.m(tokens, pos, list(caches[:layers]), list(caches[layers:]))
+                return (y, *ks, *vs)
+
+        model = Step().eval()
+        names = ["tokens", "pos"] + [f"c{kv}{i}" for kv in "kv" for i in range(layers)]
+        axes = {"tokens": {0: "batch"}}
+        axes.update({c: {0: "batch", 2: "past"} for c in names[2:]})
+
+        def inputs(b, past):
+            caches = [torch.randn(b, kv_heads, past, hd) for _ in range(2 * layers)]
+            return [torch.randint(0, cfg[5], (b, 1)), torch.tensor([past])] + caches
+
+        legacy = ({"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters
+                  else {})
+        with torch.no_grad():
+            torch.onnx.export(model, tuple(inputs(2, 5)), os.path.join(out, f"{name}.onnx"),
+                              opset_version=17, input_names=names, dynamic_axes=axes, **legacy)
+            with open(os.path.join(out, f"{name}_sizes.txt"), "w") as f:
+                for b, past in DECODE_SIZES:
+                    xs = inputs(b, past)
+                    ys = model(*xs)
+                    for what, t in list(zip(names, xs)) + [(f"out{i}", y) for i, y in
+                                                           enumerate(ys)]:
+                        np.save(os.path.join(out, f"{name}_{what}_{b}x{past}.npy"), t.numpy())
+                    f.write(f"{b} {past}\n")
+    finally:
+        F.scaled_dot_product_attention, torch.Tensor.repeat_interleave = saved
+        if saved[0] is None:
+            del F.scaled_dot_product_attention
+    return model, None
+
+
 class MaskedEncoder(nn.Module):
     def __init__(self, encoder):
         super().__init__()
@@ -311,13 +390,15 @@ def export_masked(name, out):
 # benchmarks only (no test runs them); the CNNs are issue 28's ONNX Runtime anchors
 BENCH = ["efficientnet_b0", "gpt_block", "shufflenet_v2", "mnasnet", "lstm_lm_large",
          "gru_classifier_large"]
-ALL = MODELS + list(DYNAMIC) + BENCH
+ALL = MODELS + list(DYNAMIC) + ["llama_decode_dynamic"] + BENCH
 
 
 def export(name, out):
     """Writes the model's files into `out`; returns the module (eval mode) and its input."""
     if name == "encoder_dynamic_mask":
         return export_masked(name, out)
+    if name == "llama_decode_dynamic":
+        return export_llama_decode(name, out)
     torch.manual_seed(0)
     model, shape = build(name)
     randomize_norms(model)

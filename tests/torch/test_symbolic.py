@@ -391,7 +391,11 @@ def test_slices_at_the_size_minus_a_constant_are_size_generic(tmp_path, monkeypa
         x = torch.randn(*shape)
         _close(compiled(x), _shifted(x))
     compiled = fx_compile.compile_fx(_symbolic_fx(_shifted_by_3, x), [x], OPTIONS)
-    assert isinstance(compiled, PerSizeCallable)
-    for shape in ((2, 7), (3, 2), (1, 5)):
+    # torch 1.13's make_fx hands coil the start s1 - 3, which coil refuses on a symbolic dim:
+    # compiled per size. torch 2.11's graph differs (coil makes one model of it): either way,
+    # every size must match, the wrapping size 2 among them
+    if not HAS_DYNAMO:
+        assert isinstance(compiled, PerSizeCallable)
+    for shape in ((2, 7), (3, 2), (1, 5), (2, 3)):
         x = torch.randn(*shape)
         _close(compiled(x), _shifted_by_3(x))

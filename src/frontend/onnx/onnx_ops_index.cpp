@@ -26,6 +26,26 @@ int slice(OnnxNode& n, int x, int64_t axis, int64_t start, int64_t end, int64_t 
   return n.add("slice", {x}, Attrs{{"dim", axis}, {"start", start}, {"end", end}, {"step", step}});
 }
 
+// A Slice of a symbolic dim: coil's slice takes bounds of 0 or 1 from either end there
+// (`x[:, -1:]`, `x[:, :-1]`, `x[:, 1:]`: python's clamped bounds at every size from 1); others
+// depend on the size and are unsupported.
+int symbolic_slice(OnnxNode& n, int x, int64_t axis, int64_t start, int64_t end, int64_t step) {
+  const bool to_end = end >= std::numeric_limits<int32_t>::max();
+  if (step == 1 && std::abs(start) <= 1 && (to_end || std::abs(end) <= 1)) {
+    Attrs attrs{{"dim", axis}, {"start", start}, {"step", step}};
+    if (!to_end) attrs.set("end", end);
+    try {
+      return n.add("slice", {x}, std::move(attrs));
+    } catch (const Error&) {  // bounds that clamp at some sizes (the rule says which)
+    }
+  }
+  unsupported(
+      "Slice [{}, {}) step {} along the symbolic dim {} ({}): only bounds of 0 or 1 "
+      "from either end stay right at every size",
+      start, to_end ? "end" : std::to_string(end), step, axis,
+      sym::to_string(n.type(x).shape[static_cast<size_t>(axis)]));
+}
+
 }  // namespace
 
 int iota_along(OnnxNode& n, int64_t size, int64_t axis, int64_t rank) {
@@ -88,6 +108,10 @@ void map_slice(OnnxNode& n) {
     int64_t start = starts[k], end = ends[k];
     bool whole = step == 1 && start == 0 && end >= std::numeric_limits<int32_t>::max();
     if (whole) continue;  // also for symbolic dims
+    if (!n.type(y).shape[static_cast<size_t>(axis)].is_const()) {
+      y = symbolic_slice(n, y, axis, start, end, step);
+      continue;
+    }
     int64_t d = static_dim(n, y, axis, "Slice");
     auto norm = [&](int64_t v, int64_t lo, int64_t hi) {
       if (v < 0) v = v < -d ? -d - 1 : v + d;  // avoid overflow near INT64_MIN

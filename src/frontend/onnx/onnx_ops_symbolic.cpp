@@ -107,6 +107,35 @@ bool map_symbolic(OnnxNode& n) {
     n.set_output(0, n.add_ints(x.v, !unsq, integer_dtype(n, n.in(0))));
     return true;
   }
+  if (op == "Shape") {
+    // The shape of a list of sizes: its length (start and end as Shape's own, opset 15).
+    Ints x = ints_of(n, 0, "the data");
+    if (x.scalar) {
+      n.attr_int("start", 0), n.attr_int("end", 0);
+      n.set_output(0, n.add_ints({}, false, DType::I64));
+      return true;
+    }
+    auto [b, e] = slice_bounds(n.attr_int("start", 0), n.attr_int("end", 1), 1, 1);
+    n.set_output(
+        0, n.add_ints(b < e ? std::vector<sym::Expr>{sym::Expr(static_cast<int64_t>(x.v.size()))}
+                            : std::vector<sym::Expr>{},
+                      false, DType::I64));
+    return true;
+  }
+  if (op == "Reshape" && n.symbolic(n.in(0))) {
+    // A list of sizes reshaped to 1-D ([-1] or [its length]; torch's exporter flattens a
+    // concatenated shape so) or, with one element, to 0-D: the same sizes.
+    Ints x = ints_of(n, 0, "the data");
+    std::vector<int64_t> to = n.const_ints(1, "the shape input");
+    if (n.opset() >= 14) n.attr_int("allowzero", 0);  // (read: no 0 in a 1-D target of a list)
+    const auto len = static_cast<int64_t>(x.v.size());
+    bool ok = (to.size() == 1 && (to[0] == -1 || to[0] == len)) || (to.empty() && len == 1);
+    if (!ok)
+      unsupported("a reshape of {} symbolic sizes to [{}]: only to 1-D or 0-D", len,
+                  fmt::join(to, ", "));
+    n.set_output(0, n.add_ints(x.v, to.empty(), integer_dtype(n, n.in(0))));
+    return true;
+  }
   if (op == "Concat") {
     int64_t axis = n.attr_int("axis", 0);
     if (axis != 0 && axis != -1) n.error("axis {} is out of range for rank 1", axis);
@@ -143,6 +172,55 @@ bool map_symbolic(OnnxNode& n) {
     for (int64_t i = b; step > 0 ? i < e : i > e; i += step)
       out.push_back(x.v[static_cast<size_t>(i)]);
     n.set_output(0, n.add_ints(out, false, integer_dtype(n, n.in(0))));
+    return true;
+  }
+  if (op == "Equal") {
+    // torch's exporter fixes up an Expand target so: Where(Equal(shape, -1), 1, shape). A size
+    // is never negative, so it differs from a negative constant; two equal expressions are
+    // equal; anything else depends on the size and is refused.
+    Ints a = ints_of(n, 0, "input 0"), b = ints_of(n, 1, "input 1");
+    size_t len = std::max(a.v.size(), b.v.size());
+    if ((a.v.size() != len && a.v.size() != 1) || (b.v.size() != len && b.v.size() != 1))
+      n.error("inputs of {} and {} elements do not broadcast", a.v.size(), b.v.size());
+    Tensor out = Tensor::zeros(DType::Bool, a.scalar && b.scalar
+                                                ? std::vector<int64_t>{}
+                                                : std::vector<int64_t>{static_cast<int64_t>(len)});
+    for (size_t i = 0; i < len; ++i) {
+      const sym::Expr& x = a.v[a.v.size() == 1 ? 0 : i];
+      const sym::Expr& y = b.v[b.v.size() == 1 ? 0 : i];
+      bool eq;
+      if (x == y) {
+        eq = true;
+      } else if (x.is_const() && y.is_const()) {
+        eq = false;
+      } else if ((x.is_const() && x.const_value() < 0) || (y.is_const() && y.const_value() < 0)) {
+        eq = false;
+      } else {
+        unsupported("a comparison of the sizes {} and {} (true at some sizes only)",
+                    sym::to_string(x), sym::to_string(y));
+      }
+      static_cast<bool*>(out.data())[i] = eq;
+    }
+    n.set_output(0, n.add_constant(out));
+    return true;
+  }
+  if (op == "Where") {
+    // A constant condition choosing between lists of sizes (the fix-up above).
+    const Tensor* cond = n.constant(n.in(0));
+    if (!cond || n.rank(n.in(0)) > 1) return false;
+    Ints a = ints_of(n, 1, "input 1"), b = ints_of(n, 2, "input 2");
+    const auto c = static_cast<size_t>(cond->numel());
+    size_t len = std::max({a.v.size(), b.v.size(), c});
+    for (size_t m : {a.v.size(), b.v.size(), c})
+      if (m != len && m != 1) n.error("inputs of {} elements do not broadcast to {}", m, len);
+    DType t = integer_dtype(n, n.in(1));
+    if (integer_dtype(n, n.in(2)) != t) n.error("inputs of two dtypes");
+    std::vector<sym::Expr> out;
+    for (size_t i = 0; i < len; ++i)
+      out.push_back(static_cast<const bool*>(cond->data())[c == 1 ? 0 : i]
+                        ? a.v[a.v.size() == 1 ? 0 : i]
+                        : b.v[b.v.size() == 1 ? 0 : i]);
+    n.set_output(0, n.add_ints(out, a.scalar && b.scalar && n.rank(n.in(0)) == 0, t));
     return true;
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
