@@ -326,12 +326,13 @@ TensorType infer_expand(const Node& node, const std::vector<const TensorType*>& 
   return TensorType{in[0]->dtype, out};
 }
 
-/// A slice of the symbolic dim `n` (size-generic graphs: torch's `x[:, :-1]`, `x[:, 1:]` over
-/// a symbolic length): python's bounds as expressions of n, step 1, taken only where they equal
-/// python's clamped bounds at every n >= 1: a bound of 0 or 1 from either end (start 1, end -1,
-/// start -1, end 1, and the whole dim), the start not after the end. At n = 0 such a slice is
-/// an error (its declared size, n - 1, would be -1; torch specializes size 0 anyway). Other
-/// slices of a symbolic dim are errors: bind the size.
+/// A slice of the symbolic dim `n` (size-generic graphs): python's bounds as expressions of n.
+/// A bound of 0 or 1 from either end with step 1 (torch's `x[:, :-1]`, `x[:, 1:]` over a
+/// symbolic length; start 1, end -1, start -1, end 1, the whole dim, the start not after the
+/// end) is taken as is (`n - 1`): it equals python's clamped bound at every n >= 1, and at
+/// n = 0 such a slice is an error (its declared size, n - 1, would be -1; torch specializes
+/// size 0 anyway). Any other bounds and steps are written with python's clamping (min/max of
+/// n), so that the slice is right at every size, 0 included.
 SliceParams symbolic_slice_params(const Node& node, const sym::Expr& n, SliceParams p) {
   const int64_t a = node.attrs.get_int_or("slice", "start", 0);
   const bool to_end =
@@ -342,19 +343,37 @@ SliceParams symbolic_slice_params(const Node& node, const sym::Expr& n, SlicePar
   const int64_t lo = a_end ? 1 + a : a, hi = to_end ? 1 : b_end ? 1 + b : b;
   const bool safe = p.step == 1 && (a_end ? a >= -1 : a <= 1) &&
                     (to_end || (b_end ? b >= -1 : b <= 1)) && lo <= hi && (b_end || !a_end);
-  COIL_USER_CHECK(safe,
-                  "slice: [{}, {}) step {} of dim {} of symbolic size {} may clamp at some "
-                  "sizes; bind it first",
-                  a, to_end ? "end" : std::to_string(b), p.step, p.dim, sym::to_string(n));
-  const sym::Expr start = a_end ? n + sym::Expr(a) : sym::Expr(a);
-  const sym::Expr end = to_end ? n : b_end ? n + sym::Expr(b) : sym::Expr(b);
-  p.start_e = start;
-  p.size_e = end - start;
   p.start = p.end = p.size = 0;  // (their values at the size hints where there are hints)
-  if (auto s = sym::hint(n)) {
-    p.start = a_end ? *s + a : a;
-    p.end = to_end ? *s : b_end ? *s + b : b;
-    p.size = p.end - p.start;
+  if (safe) {
+    const sym::Expr start = a_end ? n + sym::Expr(a) : sym::Expr(a);
+    const sym::Expr end = to_end ? n : b_end ? n + sym::Expr(b) : sym::Expr(b);
+    p.start_e = start;
+    p.size_e = end - start;
+  } else {
+    // Any other bounds: python's clamping written out, min(a, n) or max(n + a, 0) for each,
+    // and the size max(end - start, 0) in steps of `step` (x[:, :n - 3], x[:, 2:], x[:, ::2]);
+    // the kernels compute them from the size at run time.
+    sym::Analyzer an;
+    an.bind(n, 0, sym::Range::kPosInf);  // a size
+    auto clamped = [&](int64_t v) {
+      return v >= 0 ? sym::min(sym::Expr(v), n) : sym::max(n + sym::Expr(v), sym::Expr(0));
+    };
+    const sym::Expr start = an.simplify(clamped(a));
+    const sym::Expr end = to_end ? n : an.simplify(clamped(b));
+    // max(end - start, 0), with start's clamp dropped where it cannot matter (a start past
+    // the end gives 0 either way): max(end - a, 0), or min(n, -a) for x[-a:]
+    const sym::Expr span = a >= 0   ? sym::max(end - sym::Expr(a), sym::Expr(0))
+                           : to_end ? sym::min(n, sym::Expr(-a))
+                                    : sym::max(end - start, sym::Expr(0));
+    p.start_e = start;
+    p.size_e = an.simplify(
+        p.step == 1 ? span : sym::floordiv(span + sym::Expr(p.step - 1), sym::Expr(p.step)));
+  }
+  auto start = sym::hint(p.start_e), size = sym::hint(p.size_e);
+  if (start && size) {
+    p.start = *start;
+    p.size = *size;
+    p.end = p.start + p.size * p.step;
   }
   return p;
 }

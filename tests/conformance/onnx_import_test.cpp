@@ -305,16 +305,17 @@ TEST(OnnxImport, SymbolicShapeArithmetic) {
 
 // What torch's exporter emits around a grown KV cache (export_models.py's llama_decode_dynamic):
 // a shape list reshaped to 1-D and measured with Shape, Expand's -1 fixed up with
-// Where(Equal(shape, -1), 1, shape), and the last position sliced off a symbolic dim ([-1:]).
-TEST(OnnxImport, SymbolicShapeListsAndLastPositionSlice) {
+// Where(Equal(shape, -1), 1, shape), and the last positions sliced off a symbolic dim ([-3:],
+// which python clamps below 3).
+TEST(OnnxImport, SymbolicShapeListsAndTailSlice) {
   onnx::ModelProto m = empty_model(13);
   auto* g = m.mutable_graph();
   set_type(g->add_input(), "x", TP::FLOAT, {-1, 6});
-  set_type(g->add_output(), "y", TP::FLOAT, {1, 6});
+  set_type(g->add_output(), "y", TP::FLOAT, {-1, 6});
   add_i64_initializer(m, "flat", {-1});
   add_i64_initializer(m, "minus_ones", {-1, -1});
   add_i64_initializer(m, "ones", {1, 1});
-  add_i64_initializer(m, "starts", {-1});
+  add_i64_initializer(m, "starts", {-3});
   add_i64_initializer(m, "ends", {std::numeric_limits<int64_t>::max()});
   add_i64_initializer(m, "axes", {0});
   add_node(m, "Shape", {"x"}, {"s"});                  // [N, 6]
@@ -323,18 +324,19 @@ TEST(OnnxImport, SymbolicShapeListsAndLastPositionSlice) {
   add_node(m, "Equal", {"sf", "minus_ones"}, {"eq"});  // [false, false]
   add_node(m, "Where", {"eq", "ones", "sf"}, {"target"});
   add_node(m, "Expand", {"x", "target"}, {"e"});                    // [N, 6]
-  add_node(m, "Slice", {"e", "starts", "ends", "axes"}, {"last"});  // [1, 6]
+  add_node(m, "Slice", {"e", "starts", "ends", "axes"}, {"last"});  // [min(N, 3), 6]
   add_node(m, "Relu", {"last"}, {"y"});
   Graph graph = import(m);
-  EXPECT_EQ(shape_str(graph.node(graph.outputs()[0].node).type.shape), "[1, 6]");
-  for (int64_t n : {1, 2, 5}) {
+  EXPECT_EQ(shape_str(graph.node(graph.outputs()[0].node).type.shape), "[min(N, 3), 6]");
+  for (int64_t n : {1, 2, 3, 5}) {
     CompileOptions opt;
     opt.sizes["N"] = n;
     EXPECT_TRUE(testing::matches_reference(graph, {random_tensor(DType::F32, {n, 6}, 4)}, opt));
   }
 }
 
-// Comparisons and slices whose answer depends on the size are refused with the sizes named.
+// Comparisons whose answer depends on the size, and a negative step along a symbolic dim, are
+// refused with the sizes named.
 TEST(OnnxImport, SizeDependentShapeArithmeticIsRefused) {
   auto model = [](const std::string& what) {
     onnx::ModelProto m = empty_model(13);
@@ -342,23 +344,25 @@ TEST(OnnxImport, SizeDependentShapeArithmeticIsRefused) {
     set_type(g->add_input(), "x", TP::FLOAT, {-1, 6});
     set_type(g->add_output(), "y", TP::FLOAT, {-1, 6});
     add_i64_initializer(m, "three_six", {3, 6});
-    add_i64_initializer(m, "starts", {2});
-    add_i64_initializer(m, "ends", {std::numeric_limits<int64_t>::max()});
+    add_i64_initializer(m, "starts", {-1});
+    add_i64_initializer(m, "ends", {std::numeric_limits<int64_t>::min()});
     add_i64_initializer(m, "axes", {0});
+    add_i64_initializer(m, "steps", {-1});
     if (what == "equal") {
       add_node(m, "Shape", {"x"}, {"s"});
       add_node(m, "Equal", {"s", "three_six"}, {"eq"});
       add_node(m, "Where", {"eq", "three_six", "s"}, {"t"});
       add_node(m, "Expand", {"x", "t"}, {"y"});
     } else {
-      add_node(m, "Slice", {"x", "starts", "ends", "axes"}, {"y"});
+      add_node(m, "Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});  // reversed
     }
     return m;
   };
   EXPECT_NE(import_error(model("equal")).find("a comparison of the sizes N and 3"),
             std::string::npos)
       << import_error(model("equal"));
-  EXPECT_NE(import_error(model("slice")).find("Slice [2, end) step 1 along the symbolic dim 0 (N)"),
+  EXPECT_NE(import_error(model("slice"))
+                .find("Slice [-1, -9223372036854775808) step -1 along the symbolic dim 0 (N)"),
             std::string::npos)
       << import_error(model("slice"));
 }

@@ -26,24 +26,17 @@ int slice(OnnxNode& n, int x, int64_t axis, int64_t start, int64_t end, int64_t 
   return n.add("slice", {x}, Attrs{{"dim", axis}, {"start", start}, {"end", end}, {"step", step}});
 }
 
-// A Slice of a symbolic dim: coil's slice takes bounds of 0 or 1 from either end there
-// (`x[:, -1:]`, `x[:, :-1]`, `x[:, 1:]`: python's clamped bounds at every size from 1); others
-// depend on the size and are unsupported.
+// A Slice of a symbolic dim: coil's slice writes python's clamped bounds as min/max of the
+// size (type_rules.cpp), right at every size; a negative step would need its elements listed
+// and is unsupported.
 int symbolic_slice(OnnxNode& n, int x, int64_t axis, int64_t start, int64_t end, int64_t step) {
   const bool to_end = end >= std::numeric_limits<int32_t>::max();
-  if (step == 1 && std::abs(start) <= 1 && (to_end || std::abs(end) <= 1)) {
-    Attrs attrs{{"dim", axis}, {"start", start}, {"step", step}};
-    if (!to_end) attrs.set("end", end);
-    try {
-      return n.add("slice", {x}, std::move(attrs));
-    } catch (const Error&) {  // bounds that clamp at some sizes (the rule says which)
-    }
-  }
-  unsupported(
-      "Slice [{}, {}) step {} along the symbolic dim {} ({}): only bounds of 0 or 1 "
-      "from either end stay right at every size",
-      start, to_end ? "end" : std::to_string(end), step, axis,
-      sym::to_string(n.type(x).shape[static_cast<size_t>(axis)]));
+  if (step < 0)
+    unsupported("Slice [{}, {}) step {} along the symbolic dim {} ({}): a negative step", start,
+                end, step, axis, sym::to_string(n.type(x).shape[static_cast<size_t>(axis)]));
+  Attrs attrs{{"dim", axis}, {"start", std::max(start, -(int64_t{1} << 62))}, {"step", step}};
+  if (!to_end) attrs.set("end", std::max(end, -(int64_t{1} << 62)));
+  return n.add("slice", {x}, std::move(attrs));
 }
 
 }  // namespace
