@@ -192,6 +192,20 @@ def test_per_size_compile_where_a_size_is_not_symbolic_enough():
     assert len(compiled.compiled) == 3  # one compile per distinct tuple of sizes
 
 
+def test_per_size_compiles_stay_bounded(monkeypatch):
+    """Only the most recently used sizes stay loaded; one that comes back compiles again (a
+    cache load) and is still right."""
+    monkeypatch.setattr(PerSizeCallable, "MAX_SIZES", 2)
+    args = [torch.randn(5, 8), torch.randn(8, 6)]
+    compiled = fx_compile.compile_fx(_symbolic_fx(_split_heads, *args), args, OPTIONS)
+    assert isinstance(compiled, PerSizeCallable)
+    for n, k in ((5, 6), (3, 10), (7, 2), (5, 6), (3, 10)):
+        x, w = torch.randn(n, 8), torch.randn(8, k)
+        _close(compiled(x, w), _split_heads(x, w))
+        assert len(compiled.compiled) <= 2
+    assert [key[0][0] for key in compiled.compiled] == [(5, 8), (3, 8)]
+
+
 def test_per_size_graph_keeps_its_inputs_writes_single():
     """The per-size path runs the graph once to learn its sizes: on copies, so an input written
     in place (copy_) is written once per call."""

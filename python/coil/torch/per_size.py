@@ -12,6 +12,7 @@ process a load. Graphs whose sizes depend on data (unbacked symbols: nonzero, it
 their sizes are not a function of the arguments' sizes.
 """
 
+import collections
 import copy
 import re
 
@@ -86,11 +87,16 @@ def concrete_graph(gm, args):
 
 
 class PerSizeCallable:
-    """Compiles `gm` for each tuple of argument sizes it is called with (see the module)."""
+    """Compiles `gm` for each tuple of argument sizes it is called with (see the module). At
+    most MAX_SIZES compiled sizes stay loaded, the least recently used leaving first (a serving
+    process sees a new size on almost every request; a size that comes back is a code-cache
+    load, not a compile)."""
+
+    MAX_SIZES = 64
 
     def __init__(self, gm, options=None):
         self.gm, self.options = gm, options
-        self.compiled = {}  # key of the sizes -> the compiled callable
+        self.compiled = collections.OrderedDict()  # key of the sizes -> the compiled callable
         self.eager = has_unbacked(gm)
         if self.eager:
             logs.log("fallback", "a graph whose sizes depend on data runs in eager")
@@ -106,7 +112,11 @@ class PerSizeCallable:
             return self.gm(*args)
         key = self._key(args)
         fn = self.compiled.get(key)
-        if fn is None:
+        if fn is not None:
+            self.compiled.move_to_end(key)
+        else:
+            while len(self.compiled) >= self.MAX_SIZES:
+                self.compiled.popitem(last=False)
             from .fx_compile import compile_fx
             sizes = [k[0] for k in key if isinstance(k[0], tuple)]
             logs.log("guards", f"compiling the graph for the sizes {sizes} "
