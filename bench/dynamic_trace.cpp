@@ -3,6 +3,7 @@
 //
 //   coil_dynamic_trace [--requests 100] [--seed 1] [--max-batch 64] [--max-seq 512]
 //       [--hidden 64] [--compare 4] [--runs 5] [--json FILE] [--model MODEL.onnx]
+//   coil_dynamic_trace --decode STEP.onnx [--steps 64] [--json FILE]
 //
 // With --model, the model is an ONNX file whose one input has the symbols `batch` and `seq`
 // (tests/models/export_models.py's encoder_dynamic: a 2-layer nn.TransformerEncoder, input
@@ -67,6 +68,73 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+/// --decode: token-by-token decoding through a decode step exported with a dynamic KV-cache
+/// length (tests/models/export_models.py llama_decode_dynamic: inputs tokens [batch, 1], pos
+/// [1], then the caches [batch, kv, past, d]; outputs the logits, then the grown caches, fed
+/// back as the next step's caches). Each step is a new length: the step's first-call time is
+/// what a serving process pays per token (coil's front half at each new length, a C++ compile
+/// where the source is new); a second call at the same length is the run alone.
+int decode_trace(const std::string& model, int steps, const std::string& json_path) {
+  Graph g = coil::import_onnx(model);
+  CompiledModel m = coil::compile(g);
+  std::vector<Tensor> caches;
+  for (size_t i = 2; i < g.inputs().size(); ++i) {
+    std::vector<int64_t> shape;
+    for (const coil::sym::Expr& d : g.node(g.inputs()[i]).type.shape)
+      shape.push_back(coil::sym::evaluate(d, {{"batch", 1}, {"past", 0}}));
+    caches.push_back(Tensor::zeros(DType::F32, shape));
+  }
+  std::vector<double> first_ms, again_ms;
+  const auto start = std::chrono::steady_clock::now();
+  for (int step = 0; step < steps; ++step) {
+    Tensor tokens = Tensor::zeros(DType::I64, {1, 1}), pos = Tensor::zeros(DType::I64, {1});
+    tokens.data_as<int64_t>()[0] = (step * 7919) % 256;
+    pos.data_as<int64_t>()[0] = step;
+    std::vector<Tensor> in{tokens, pos};
+    in.insert(in.end(), caches.begin(), caches.end());
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<Tensor> out = m.run(in);
+    first_ms.push_back(seconds_since(t0) * 1e3);
+    t0 = std::chrono::steady_clock::now();
+    m.run(in);
+    again_ms.push_back(seconds_since(t0) * 1e3);
+    caches.assign(out.begin() + 1, out.end());
+  }
+  const double total = seconds_since(start);
+  const CompiledModel::SizeStats st = m.size_stats();
+  // Steps after the first 8 (the 0/1 bindings and the first compiles are behind them).
+  std::vector<double> late_first(first_ms.begin() + std::min<size_t>(8, first_ms.size()),
+                                 first_ms.end()),
+      late_again(again_ms.begin() + std::min<size_t>(8, again_ms.size()), again_ms.end());
+  const double step_ms = late_first.empty() ? 0 : median(late_first);
+  const double run_ms = late_again.empty() ? 0 : median(late_again);
+  fmt::print(
+      "{} decode steps (cache length 0..{}): {} modules ({} compiled by the C++ compiler, {} "
+      "specialized), {:.1f} s in all; after step 8: a new length {:.2f} ms (median), the same "
+      "length again {:.2f} ms\n",
+      steps, steps - 1, st.modules, st.compiled, st.specialized, total, step_ms, run_ms);
+  nlohmann::ordered_json out;
+  out["host"] = coil::bench::host_json();
+  out["load_average"] = coil::bench::load_average();
+  out["model"] = model;
+  out["steps"] = steps;
+  out["modules"] = st.modules;
+  out["cxx_compiles"] = st.compiled;
+  out["specialized"] = st.specialized;
+  out["trace_seconds"] = total;
+  out["new_length_ms_median"] = step_ms;
+  out["same_length_ms_median"] = run_ms;
+  out["first_call_ms"] = first_ms;
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f) {
+      std::fputs((out.dump(2) + "\n").c_str(), f);
+      std::fclose(f);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,7 +153,14 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path);
   std::string model;
   app.add_option("--model", model, "an ONNX model with symbols batch and seq");
+  std::string decode;
+  int steps = 64;
+  app.add_option("--decode", decode,
+                 "a decode step with a dynamic KV cache (export_models.py llama_decode_dynamic): "
+                 "decode --steps tokens through it");
+  app.add_option("--steps", steps);
   coil::bench::parse_or_exit(app, argc, argv);
+  if (!decode.empty()) return decode_trace(decode, steps, json_path);
 
   Graph g = model.empty() ? block(hidden) : coil::import_onnx(model);
   // The input's shape at (b, t): its symbols b/batch and t/seq bound.
