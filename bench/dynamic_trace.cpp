@@ -68,6 +68,16 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+/// Writes `out` to `path` (nothing when the path is empty).
+void write_json(const std::string& path, const nlohmann::ordered_json& out) {
+  if (path.empty()) return;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f) {
+    std::fputs((out.dump(2) + "\n").c_str(), f);
+    std::fclose(f);
+  }
+}
+
 /// --decode: token-by-token decoding through a decode step exported with a dynamic KV-cache
 /// length (tests/models/export_models.py llama_decode_dynamic: inputs tokens [batch, 1], pos
 /// [1], then the caches [batch, kv, past, d]; outputs the logits, then the grown caches, fed
@@ -125,13 +135,7 @@ int decode_trace(const std::string& model, int steps, const std::string& json_pa
   out["new_length_ms_median"] = step_ms;
   out["same_length_ms_median"] = run_ms;
   out["first_call_ms"] = first_ms;
-  if (!json_path.empty()) {
-    FILE* f = std::fopen(json_path.c_str(), "w");
-    if (f) {
-      std::fputs((out.dump(2) + "\n").c_str(), f);
-      std::fclose(f);
-    }
-  }
+  write_json(json_path, out);
   return 0;
 }
 
@@ -242,12 +246,6 @@ int main(int argc, char** argv) {
     rows.push_back({{"b", b}, {"t", t}, {"generic_ms", gm}, {"specialized_ms", sm}});
   }
   out["generic_vs_specialized"] = rows;
-  if (!json_path.empty()) {
-    FILE* f = std::fopen(json_path.c_str(), "w");
-    if (f) {
-      std::fputs((out.dump(2) + "\n").c_str(), f);
-      std::fclose(f);
-    }
-  }
+  write_json(json_path, out);
   return 0;
 }

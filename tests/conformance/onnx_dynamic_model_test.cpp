@@ -25,10 +25,9 @@ namespace coil {
 namespace {
 namespace fs = std::filesystem;
 
-// Exports `name`, imports it, compiles it once with no size bound and runs it at each
-// (batch, seq) pair of <name>_sizes.txt on the saved inputs (<name>_<input>_<batch>x<seq>.npy,
-// x [seq, batch, 64] first) against torch's outputs. Returns the number of pairs.
-int run_all_sizes(const std::string& name, const std::vector<std::string>& inputs) {
+// Runs tests/models/export_models.py for `name` into a fresh directory, which it returns
+// (a test failure, and an empty path, when the export fails).
+fs::path export_model(const std::string& name) {
   fs::path dir = fs::path(COIL_BINARY_DIR) / "test-models" / fmt::format("{}-{}", name, getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -37,7 +36,15 @@ int run_all_sizes(const std::string& name, const std::vector<std::string>& input
                   COIL_SOURCE_DIR, dir.string(), name, (dir / "export.log").string());
   int status = std::system(cmd.c_str());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "export failed: " << cmd;
-  if (::testing::Test::HasFailure()) return 0;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? dir : fs::path();
+}
+
+// Exports `name`, imports it, compiles it once with no size bound and runs it at each
+// (batch, seq) pair of <name>_sizes.txt on the saved inputs (<name>_<input>_<batch>x<seq>.npy,
+// x [seq, batch, 64] first) against torch's outputs. Returns the number of pairs.
+int run_all_sizes(const std::string& name, const std::vector<std::string>& inputs) {
+  const fs::path dir = export_model(name);
+  if (dir.empty()) return 0;
 
   Graph g = import_onnx(dir / (name + ".onnx"));
   EXPECT_EQ(g.inputs().size(), inputs.size());
@@ -94,14 +101,8 @@ TEST(OnnxDynamicModel, EncoderWithAPaddingMaskMatchesTorch) {
 // sequence). One compile, run at DECODE_SIZES (an empty cache among them) against torch.
 TEST(OnnxDynamicModel, LlamaDecodeStepMatchesTorchAtEveryCacheLength) {
   const std::string name = "llama_decode_dynamic";
-  fs::path dir = fs::path(COIL_BINARY_DIR) / "test-models" / fmt::format("{}-{}", name, getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::string cmd =
-      fmt::format("'{}' '{}/tests/models/export_models.py' '{}' {} > '{}' 2>&1", COIL_PYTHON,
-                  COIL_SOURCE_DIR, dir.string(), name, (dir / "export.log").string());
-  int status = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "export failed: " << cmd;
+  const fs::path dir = export_model(name);
+  ASSERT_FALSE(dir.empty());
   Graph g = import_onnx(dir / (name + ".onnx"));
   std::vector<std::string> inputs;
   for (int id : g.inputs()) inputs.push_back(g.node(id).name);
