@@ -11,11 +11,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "runtime/embedded_headers.h"
 #include "runtime/remote_cache.h"
@@ -121,12 +123,57 @@ std::string unit_file(size_t i, size_t units) {
   return units == 1 ? "source.cpp" : fmt::format("unit{}.cpp", i);
 }
 
+EntryState verify_entry_files(const fs::path& entry, const std::vector<std::string>& units,
+                              std::string& reason);
+
+using FileIdentity = std::tuple<ino_t, off_t, int64_t, int64_t>;
+
+// A file's identity on disk (inode, size, modification time), or nullopt without the file.
+std::optional<FileIdentity> file_identity(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::make_tuple(st.st_ino, st.st_size, static_cast<int64_t>(st.st_mtim.tv_sec),
+                         static_cast<int64_t>(st.st_mtim.tv_nsec));
+}
+
+// The identities of an entry's module.so and its checksum file, or nullopt without both.
+std::optional<std::pair<FileIdentity, FileIdentity>> entry_identity(const fs::path& entry) {
+  auto so = file_identity(entry / "module.so"), sum = file_identity(entry / "module.so.xxh");
+  if (!so || !sum) return std::nullopt;
+  return std::make_pair(*so, *sum);
+}
+
+// Entries this process verified, with their files' identities then: a size-generic model finds the
+// same module at every new size (a decode step at each token), and reading and hashing the
+// module each time was 7% of a step's front half. An entry whose module.so or checksum
+// changed since (another identity: rewritten, truncated, replaced, removed) is verified again.
+std::mutex verified_mutex;
+std::map<std::string, std::pair<FileIdentity, FileIdentity>> verified_entries;
+
 // Checks an entry against its checksum (and its sources against ours, which also guards against
 // a key collision). On Corrupt, `reason` says what is wrong.
 EntryState verify_entry(const fs::path& entry, const std::vector<std::string>& units,
                         std::string& reason) {
   std::error_code ec;
   if (!fs::exists(entry, ec)) return EntryState::Missing;
+  const auto identity = entry_identity(entry);
+  {
+    std::lock_guard<std::mutex> lock(verified_mutex);
+    auto it = verified_entries.find(entry.string());
+    if (identity && it != verified_entries.end() && it->second == *identity)
+      return EntryState::Valid;
+  }
+  const EntryState state = verify_entry_files(entry, units, reason);
+  if (state == EntryState::Valid && identity) {
+    std::lock_guard<std::mutex> lock(verified_mutex);
+    verified_entries[entry.string()] = *identity;
+  }
+  return state;
+}
+
+// verify_entry's reading of the files.
+EntryState verify_entry_files(const fs::path& entry, const std::vector<std::string>& units,
+                              std::string& reason) {
   std::optional<std::string> so = read_file(entry / "module.so");
   std::optional<std::string> sum = read_file(entry / "module.so.xxh");
   if (!so) {
