@@ -37,6 +37,9 @@ struct TritonModuleOptions {
   // CompileOptions::mode: "default" or "max-autotune". Other than "default", the module says
   // so in a COIL_AUTOTUNE_MODE global that coil_runtime.heuristics reads (config lists).
   std::string autotune_mode = "default";
+  /// A size-generic module (docs/dynamic-shapes.md): the graph's size symbols, in the order of
+  /// their kernel names ks0, ks1, ... (empty: every size is bound).
+  std::vector<std::string> size_symbols;
 };
 
 /// A library call of the wrapper (torch.mm, conv2d), for reports.
