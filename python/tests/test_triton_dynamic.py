@@ -251,3 +251,20 @@ def test_a_kernel_with_a_wrong_row_stride_fails(fake_gpu, tmp_path):
     path.write_text(src.replace(load, "tmp16 = tl.load(in_ptr0 + (r0_0 + ks1*(x0 // 2))"))
     with pytest.raises(AssertionError, match="softmax n="):
         _check_pointwise_reductions(fake_gpu, str(path), "broken")
+
+
+GENERATED = os.path.join(ROOT, "tests", "gpu", "generated", "dynamic", "manifest.json")
+
+
+@pytest.mark.skipif(not os.path.exists(GENERATED),
+                    reason="tests/gpu/prepare_triton_dynamic.py has not run")
+def test_gpu_script_dry_run():
+    """The device script (tests/gpu/test_triton_dynamic.py) on the prepared modules, emulated:
+    its plumbing (variants, the reference, the report), sizes up to 100."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "gpu",
+                                                     "test_triton_dynamic.py"), "--emulate"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "ok: 0 size(s) failed" in r.stdout
