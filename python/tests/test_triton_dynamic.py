@@ -268,3 +268,28 @@ def test_gpu_script_dry_run():
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "ok: 0 size(s) failed" in r.stdout
+
+
+def test_the_torch_bridge_gpu_module_runs_every_size_with_one_generic_module(fake_gpu,
+                                                                            monkeypatch):
+    """coil.torch's GpuModule (what torch.compile's symbolic CUDA graphs become): one generated
+    size-generic module, one more generated for the size of 1 its guard refuses, each cached."""
+    try:
+        import coil
+        from coil.torch import cuda
+        coil.library_path()
+    except Exception as e:  # noqa: BLE001 (the library is not built)
+        pytest.skip(f"coil's library: {e}")
+    monkeypatch.setattr(cuda, "stats", {"generated": 0, "cached": 0, "graphs_captured": 0})
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # (CPU tensors here)
+    g = coil.Graph.parse("input x: f32[n, 64]\ninput b: f32[64]\ny = add(x, b)\noutput y\n")
+    m = cuda.GpuModule(g, {"cuda_graphs": False})
+    assert "SIZE_SYMBOLS = {'ks0': 'n'}" in open(m.path).read()
+    for n in (3, 1, 1000, 1, 2):
+        (y,) = m.run([torch.randn(n, 64), torch.randn(64)])
+        assert tuple(y.shape) == (n, 64)
+    assert cuda.stats["generated"] == 2
+    assert m.sized.stats() == {"modules": 2, "calls": {"generic": 3, "n=1": 2}}
+    again = cuda.GpuModule(g, {})
+    again.run([torch.randn(1, 64), torch.randn(64)])
+    assert cuda.stats == {"generated": 2, "cached": 2, "graphs_captured": 0}

@@ -39,7 +39,10 @@ class AttentionPrinter {
     // of the operands that have their values (generate_gpu_program checks the text is the same
     // at other sizes, so a coincidence of values is refused, never trusted).
     auto add = [&](const sym::Expr& e) {
-      if (is_symbolic(e)) names_.push_back(e);
+      if (is_symbolic(e))
+        names_.push_back(e);
+      else if (e.defined())
+        constants_.insert(e.const_value());
     };
     for (int b : {a_.q, a_.k, a_.v, a_.mask, k_.attention_out}) {
       if (b < 0) continue;
@@ -109,6 +112,7 @@ class AttentionPrinter {
   /// A number of the spec as printed: the size expression with its value in a size-generic
   /// module (parenthesized unless a lone symbol), else the number.
   std::string names(int64_t v) const {
+    if (constants_.count(v)) return std::to_string(v);  // a constant of that value first
     for (const sym::Expr& e : names_)
       if (sym::hint(e) == v) {
         for (const sym::Expr& s : sym::free_symbols(e)) used_.insert(sym::to_string(s));
@@ -318,6 +322,7 @@ class AttentionPrinter {
   int index_;
   CodeWriter w_;
   std::vector<sym::Expr> names_;          // what names() may print
+  std::set<int64_t> constants_;          // constant sizes and strides of the operands
   mutable std::set<std::string> used_;  // the size symbols it printed
   bool even_m_ = true, even_n_ = true, pad_d_ = false, pad_dv_ = false;
 };

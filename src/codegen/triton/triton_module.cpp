@@ -127,7 +127,10 @@ class ModulePrinter {
   /// checks that the module prints the same at other sizes, so a coincidence is refused.
   void collect_size_names() {
     auto add = [&](const sym::Expr& e) {
-      if (is_symbolic(e)) size_names_.push_back(e);
+      if (is_symbolic(e))
+        size_names_.push_back(e);
+      else if (e.defined())
+        size_constants_.insert(e.const_value());
     };
     for (const TritonBuffer& b : plan_.buffers) {
       sym::Expr inner = 1, outer = 1;
@@ -140,7 +143,8 @@ class ModulePrinter {
     }
   }
   std::string names(int64_t v) const {
-    if (!generic_) return std::to_string(v);
+    // A constant dim or stride of that value first (cpp_template.cpp's rule).
+    if (!generic_ || size_constants_.count(v)) return std::to_string(v);
     for (const sym::Expr& e : size_names_)
       if (sym::hint(e) == v) return triton_size_text(e, v);
     return std::to_string(v);
@@ -574,6 +578,7 @@ class ModulePrinter {
   CodeWriter w_;
   bool generic_ = false;                // some size is symbolic
   std::vector<sym::Expr> size_names_;  // what names() may print (collect_size_names)
+  std::set<int64_t> size_constants_;   // the constant sizes and strides among them
 };
 
 }  // namespace

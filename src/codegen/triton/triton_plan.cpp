@@ -322,12 +322,8 @@ class Planner {
     if (ms.m <= 0 || ms.n <= 0 || ms.k <= 0) return false;
     // Size-generic modules call the library for the product and run the epilogue as its own
     // kernel: the template's decorator and tiles print m, n and k as numbers.
-    for (const auto& [id, tb] : {std::pair{0, &out_.buffers[static_cast<size_t>(head.buffer)]},
-                                 std::pair{1, &out_.buffers[static_cast<size_t>(ms.a.buffer)]},
-                                 std::pair{2, &out_.buffers[static_cast<size_t>(ms.b.buffer)]}}) {
-      (void)id;
-      if (any_symbolic(tb->size_exprs)) return false;
-    }
+    for (int b : {head.buffer, ms.a.buffer, ms.b.buffer})
+      if (any_symbolic(out_.buffers[static_cast<size_t>(b)].size_exprs)) return false;
     const TritonBuffer& acc = out_.buffers[static_cast<size_t>(head.buffer)];
     std::vector<int64_t> sizes = ms.batch;
     sizes.insert(sizes.end(), {ms.m, ms.n});
