@@ -17,6 +17,12 @@
 //       return (out0, )
 //   def get_args(): ...        # random inputs on cuda
 //   def benchmark_compiled_module(times=10, repeat=10): ...
+//
+// A size-generic module (TritonModuleOptions::size_symbols; docs/dynamic-shapes.md, "GPU")
+// adds SIZE_SYMBOLS = {'ks0': 'n', ...}; its kernels take the sizes they read after the
+// pointers (`in_ptr0, out_ptr0, ks0, xnumel, ...`), and call() binds them from the inputs
+// (`ks0 = runtime.input_dim(arg0_1, 'x', 0, 2)`), checks runtime.guard_sizes(...) and prints
+// every shape, stride and numel as an expression of them.
 #pragma once
 
 #include <string>

@@ -302,7 +302,7 @@ class Planner {
     int64_t biggest = 0;
     for (int b : {a.q, a.k, a.v, a.mask, c.buffer})
       if (b >= 0) {
-        biggest = std::max(biggest, out_.buffers[static_cast<size_t>(b)].numel());
+        biggest = std::max(biggest, index_extent(b));
         int32_guard(b);
       }
     k.int64_index = biggest > INT32_MAX;
@@ -363,8 +363,7 @@ class Planner {
     for (const auto& o : head.origin_names) tem.origins.insert(tem.origins.begin(), o);
     tem.provenance.insert(tem.provenance.begin(), head.origins.begin(), head.origins.end());
     int64_t biggest = numel;
-    for (int b : {ms.a.buffer, ms.b.buffer})
-      biggest = std::max(biggest, out_.buffers[static_cast<size_t>(b)].numel());
+    for (int b : {ms.a.buffer, ms.b.buffer}) biggest = std::max(biggest, index_extent(b));
     tem.int64_index = k->int64_index || biggest > INT32_MAX;
     TritonStep st;
     st.kernel = static_cast<int>(out_.kernels.size());
@@ -376,13 +375,26 @@ class Planner {
     return true;
   }
 
+  /// What decides a kernel's index width for buffer `b`: its element count, or where that is
+  /// symbolic its nominal one (each size 1024, triton_plan.h), so that the choice, which the
+  /// text shows, does not depend on the sizes it was generated at: a symbolic buffer that may
+  /// be large is indexed in int64, the others in int32 under a guard (int32_guard).
+  int64_t index_extent(int b) const {
+    const TritonBuffer& tb = out_.buffers[static_cast<size_t>(b)];
+    sym::Expr n = product_expr(tb.size_exprs);
+    return is_symbolic(n) ? triton_nominal_size(n) : tb.numel();
+  }
+  static int64_t index_extent(const sym::Expr& n, int64_t value) {
+    return is_symbolic(n) ? triton_nominal_size(n) : value;
+  }
+
   /// A size-generic module's int32 indexing must hold for buffer `b` at every size it runs.
   void int32_guard(int b) {
     const TritonBuffer& tb = out_.buffers[static_cast<size_t>(b)];
     int32_guard(product_expr(tb.size_exprs), tb.numel());
   }
   void int32_guard(const sym::Expr& n, int64_t value) {
-    if (!is_symbolic(n) || value > INT32_MAX) return;
+    if (!is_symbolic(n) || index_extent(n, value) > INT32_MAX) return;
     for (const sym::Expr& g : out_.int32_guards)
       if (g == n) return;
     out_.int32_guards.push_back(n);
@@ -619,12 +631,13 @@ class Planner {
 
   /// Reduction hint, persistent or looped, index width.
   void finish(TritonKernelPlan& k, const sym::Analyzer& ka) {
-    int64_t biggest = k.xnumel * k.ynumel * k.r0_numel;
-    int32_guard(k.xnumel_expr * k.ynumel_expr * k.r0_numel_expr, biggest);
+    const sym::Expr numels = k.xnumel_expr * k.ynumel_expr * k.r0_numel_expr;
+    int64_t biggest = index_extent(numels, k.xnumel * k.ynumel * k.r0_numel);
+    int32_guard(numels, k.xnumel * k.ynumel * k.r0_numel);
     int contiguous = 0, strided = 0;
     for (const BodyOp& op : k.body.ops()) {
       if (op.op != LoopOp::load && op.op != LoopOp::store) continue;
-      biggest = std::max(biggest, out_.buffers[static_cast<size_t>(op.buffer)].numel());
+      biggest = std::max(biggest, index_extent(op.buffer));
       int32_guard(op.buffer);
       if (op.op != LoopOp::load || !sym::depends_on(op.index, triton_rindex())) continue;
       auto s = ka.stride(op.index, triton_rindex());
