@@ -85,7 +85,10 @@ class AttentionPrinter {
     std::stable_sort(out.size_args.begin(), out.size_args.end(),
                      [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
     std::string size_params;
-    for (const std::string& s : out.size_args) size_params += s + ", ";
+    for (const std::string& s : out.size_args) {
+      size_params += s + ", ";
+      out.size_arg_values.push_back(sym::hint(sym::make_symbol(s)).value_or(kTritonNominalSize));
+    }
     out.code.replace(out.code.find(kSizeArgs), std::string(kSizeArgs).size(), ", " + size_params);
     out.hash = checksum(out.code);
     // A symbolic length is the expression of the kernel's size arguments, as a string the

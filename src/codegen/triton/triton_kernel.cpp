@@ -72,6 +72,8 @@ class TritonKernelPrinter {
     for (const auto& a : args_) params.push_back(a.name);
     // Size symbols the index expressions read (Inductor's ks0, ...), after the pointers.
     out.size_args = size_args_;
+    for (const std::string& a : size_args_)
+      out.size_arg_values.push_back(sym::hint(sym::make_symbol(a)).value_or(kTritonNominalSize));
     params.insert(params.end(), size_args_.begin(), size_args_.end());
     if (k_.kind == TritonKernelKind::Template) {
       // M, N, K are constants of the body; the runtime knows them from the decorator.
