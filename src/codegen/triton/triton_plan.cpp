@@ -69,8 +69,23 @@ int64_t triton_nominal_size(const sym::Expr& e) {
   return v.const_value();
 }
 
+namespace {
+bool has_min_max(const sym::Expr& e) {
+  if (e.kind() == sym::ExprKind::Min || e.kind() == sym::ExprKind::Max) return true;
+  for (const sym::Expr& o : e.operands())
+    if (has_min_max(o)) return true;
+  return false;
+}
+}  // namespace
+
 std::string triton_size_text(const sym::Expr& e, int64_t value) {
   if (!is_symbolic(e)) return std::to_string(value);
+  // The wrapper is host Python: triton_index spells min/max as tl.minimum/tl.maximum, which
+  // only kernels can call.
+  COIL_SUPPORTED_CHECK(!has_min_max(e),
+                       "size-generic Triton module: the size {} clamps (min/max); bind the "
+                       "sizes (CompileOptions::sizes)",
+                       sym::to_string(e));
   sym::Analyzer a;
   sym::bind_size_hints(a, /*exact=*/false);
   return triton_index(e, a);
