@@ -119,21 +119,23 @@ int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
   Prepared p = prepare(a, /*make_inputs=*/false);
   p.options.output_dir = out_dir;
   const std::vector<std::string> unbound = unbound_size_symbols(p.graph, p.options.sizes);
-  COIL_USER_CHECK(a.device != "cuda" || unbound.empty(),
-                  "--device cuda: the Triton backend compiles for bound sizes only; size{} {} {} "
-                  "not bound (pass --size NAME=N or --input NAME=FILE.npy)",
-                  unbound.size() == 1 ? "" : "s", names_list(unbound),
-                  unbound.size() == 1 ? "is" : "are");
-  if (!unbound.empty()) return compile_size_generic(p, unbound, out_dir);
   if (a.device == "cuda") {
+    // Unbound sizes: one size-generic Triton module (generate_gpu_program), or an error saying
+    // what keeps it from being one.
     CompileReport r = generate_gpu_module(p.graph, p.options);
     print_kernels(r);
+    if (!unbound.empty())
+      fmt::print("size-generic: the kernels take the sizes {} as arguments (ks0, ...); the "
+                 "module's call() binds them from the inputs and checks its guards (sizes 0 "
+                 "and 1 need a module bound to them)\n",
+                 names_list(unbound));
     fmt::print(
         "generated in {:.1f} ms; wrote {}/module.py, report.json, graph.coil (run module.py "
         "through python/coil_runtime on a CUDA machine)\n",
         r.total_seconds * 1e3, out_dir);
     return kExitOk;
   }
+  if (!unbound.empty()) return compile_size_generic(p, unbound, out_dir);
   CompiledModel m = compile(p.graph, p.options);
   print_kernels(m.report());
   const CompileReport& r = m.report();

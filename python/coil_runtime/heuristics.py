@@ -180,16 +180,32 @@ def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None,
     """A flash-attention template (triton_tem, src/codegen/triton/triton_attention.h): shape =
     {'batch', 'heads', 'kv_heads', 'q_len', 'kv_len', 'head_dim', 'value_dim'}, baked into the
     kernel. The configs are configs.attention_configs fitted to the shape; every mode but
-    'none' times them (there is no library choice), per size bucket like the other kernels."""
-    shape = {k: int(shape[k]) for k in cfgs.ATTENTION_SHAPE_KEYS}
+    'none' times them (there is no library choice), per size bucket like the other kernels.
+
+    A size-generic module's kernel takes its sizes as arguments (ks0, ...): a symbolic entry is
+    their expression as a string ('ks1'), evaluated per call from the launch's arguments; the
+    config list is fitted to the nominal shape (each size 1024, as the C++ side's
+    kTritonNominalSize)."""
+    exprs = {k: v for k, v in shape.items() if isinstance(v, str)}
+    nominal = {k: eval(v, {"__builtins__": {}}, _Nominal()) if k in exprs else v
+               for k, v in shape.items()}
+    shape = {k: int(nominal[k]) for k in cfgs.ATTENTION_SHAPE_KEYS}
 
     def wrap(fn):
         mode = autotune_policy(fn)
         configs = cfgs.attention_configs(shape, dtype, mode=LIST_MODES[mode],
                                          shared_memory=device_shared_memory())
         return AttentionAutotuner(fn, shape, bool(causal), dtype, configs, name=name,
-                                  kernel_hash=kernel_hash, meta=meta, mode=mode)
+                                  kernel_hash=kernel_hash, meta=meta, mode=mode,
+                                  shape_exprs=exprs)
     return wrap
+
+
+class _Nominal(dict):
+    """Every size symbol at the nominal size (a size-generic kernel's config list)."""
+
+    def __missing__(self, key):
+        return 1024
 
 
 def _decorator(kind, size_hints, make_configs, name, kernel_hash, meta):
@@ -763,12 +779,31 @@ class AttentionAutotuner(CoilAutotuner):
     the two products (halved when causal, the usual convention) for the autotune table."""
 
     def __init__(self, fn, shape, causal, dtype, configs, name=None, kernel_hash=None, meta=None,
-                 mode="default"):
+                 mode="default", shape_exprs=None):
         self.shape = dict(shape)
         self.causal = causal
         self.dtype = dtype
         super().__init__(fn, "attention", {}, configs, name=name, kernel_hash=kernel_hash,
                          meta=meta, mode=mode)
+        # Size-generic: {key: compiled expression of the size arguments}, and where they are.
+        self.shape_exprs = {k: compile(v, f"<{self.name} {k}>", "eval")
+                            for k, v in (shape_exprs or {}).items()}
+        self.size_pos = {n: i for i, n in enumerate(self.runtime_names) if n.startswith("ks")}
+        missing = {k for k, v in self.shape_exprs.items()
+                   for n in v.co_names if n not in self.size_pos}
+        if missing:
+            raise TypeError(f"{self.name}: shape entries {sorted(missing)} name sizes the kernel "
+                            f"does not take (parameters: {self.arg_names})")
+
+    def shape_of(self, args):
+        """The shape of this launch: the decorator's, symbolic entries evaluated from `args`."""
+        if not self.shape_exprs:
+            return self.shape
+        sizes = {n: int(args[i]) for n, i in self.size_pos.items()}
+        s = dict(self.shape)
+        for k, code in self.shape_exprs.items():
+            s[k] = int(eval(code, {"__builtins__": {}}, sizes))
+        return s
 
     @property
     def flops(self):
@@ -778,9 +813,11 @@ class AttentionAutotuner(CoilAutotuner):
         return f // 2 if self.causal else f
 
     def numels_of(self, args):
-        s = self.shape
+        s = self.shape_of(args)
         return {"q_len": s["q_len"], "kv_len": s["kv_len"], "batch_heads": s["batch"] * s["heads"],
                 "head_dim": max(s["head_dim"], s["value_dim"])}
 
     def grid_for(self, config, numels):
-        return cfgs.attention_grid(config, self.shape)
+        # From the launch's numels: a size-generic kernel's lengths change per call.
+        return cfgs.attention_grid(config, {"batch": numels["batch_heads"], "heads": 1,
+                                            "q_len": numels["q_len"]})

@@ -24,6 +24,36 @@ def allow_cpu_for_tests(enabled):
     _cpu_ok = bool(enabled)
 
 
+def input_dim(t, name, dim, rank):
+    """Size `dim` of input `t` (a size-generic module binds its sizes ks0, ... from these), or
+    the ValueError check_input would raise for a tensor of another rank or type."""
+    shape = getattr(t, "shape", None)
+    if shape is None or len(shape) != rank:
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"input '{name}': expected a torch.Tensor, got {type(t).__name__}")
+        raise ValueError(f"input '{name}': expected {rank} dims, got shape {tuple(shape)}")
+    return int(shape[dim])
+
+
+class SizeGuardError(ValueError):
+    """A size-generic module called at sizes its code does not serve (a size of 0 or 1, an
+    index past int32): the caller compiles a module for those sizes (coil_runtime.dynamic)."""
+
+    def __init__(self, sizes, guard):
+        self.sizes, self.guard = dict(sizes), guard
+        at = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        super().__init__(f"size guard {guard} fails at {at}: this size-generic module does not "
+                         "serve these sizes; compile them bound (CompileOptions::sizes)")
+
+
+def guard_sizes(sizes, guards):
+    """Raises SizeGuardError for the first (holds, text) of `guards` that does not hold;
+    `sizes`: {graph symbol: value}, for the message."""
+    for ok, text in guards:
+        if not ok:
+            raise SizeGuardError(sizes, text)
+
+
 def check_input(t, name, shape, stride, dtype):
     """Raises ValueError unless `t` is a CUDA tensor with this shape, strides and dtype."""
     try:

@@ -28,7 +28,9 @@ JIT_LAUNCHES = []
 SPILLS = {}     # kernel name -> {frozenset(constexpr items): n_spills}
 FAIL = {}       # kernel name -> set of frozenset(constexpr items) that fail to compile
 REJECT_CONSTEXPR_ARGS = False  # the fake C launcher takes only non-constexpr args (old Triton)
-EMULATORS = {}  # kernel name -> fn(runtime args): computes what the kernel would (dry runs)
+# kernel name, or the FakeJITFunction itself (modules whose kernels share a name) -> fn(runtime
+# args): computes what the kernel would (dry runs)
+EMULATORS = {}
 OPTIONS = []    # (kernel name, compile options) per compile and per JIT launch
 # Compile options Triton's JIT takes as keyword arguments beside the constexprs (CUDAOptions'
 # fields that coil_runtime passes); a fake of triton.backends.nvidia.compiler lists them.
@@ -79,8 +81,9 @@ class FakeCompiledKernel:
             self.jit.arg_names[i]: args[i] for i in self.jit.constexprs}
         LAUNCHES.append((self.jit.__name__, (gx, gy, gz), stream, runtime_args, consts,
                          self.num_warps))
-        if self.jit.__name__ in EMULATORS:
-            EMULATORS[self.jit.__name__](*runtime_args)
+        emulator = EMULATORS.get(self.jit, EMULATORS.get(self.jit.__name__))
+        if emulator is not None:
+            emulator(*runtime_args)
 
 
 class FakeJITFunction:
@@ -125,8 +128,9 @@ class FakeJITFunction:
             consts, options = _split_options(consts)
             OPTIONS.append((self.__name__, options))
             JIT_LAUNCHES.append((self.__name__, tuple(grid), list(args), dict(consts), num_warps))
-            if self.__name__ in EMULATORS:
-                EMULATORS[self.__name__](*args)
+            emulator = EMULATORS.get(self, EMULATORS.get(self.__name__))
+            if emulator is not None:
+                emulator(*args)
         return launch
 
 

@@ -78,6 +78,15 @@ def _where(c, a, b):
     return torch.where(_t(c), a.to(dt), b.to(dt))
 
 
+def _reduce(x, axis, combine):
+    """tl.reduce: `combine` folded over the slices along `axis` (the module's own helper)."""
+    x = _t(x)
+    acc = x.select(axis, 0)
+    for i in range(1, x.shape[axis]):
+        acc = combine(acc, x.select(axis, i))
+    return acc
+
+
 tl = types.SimpleNamespace(
     constexpr=type("constexpr", (), {}),
     float32=torch.float32, bfloat16=torch.bfloat16, float16=torch.float16,
@@ -86,32 +95,51 @@ tl = types.SimpleNamespace(
     arange=lambda start, end: torch.arange(start, end, dtype=torch.int32),
     full=lambda shape, value, dtype: torch.full(tuple(shape), value, dtype=dtype),
     zeros=lambda shape, dtype: torch.zeros(tuple(shape), dtype=dtype),
-    load=lambda p, mask=None, other=None: _gather(p, mask, other),
-    store=_store,
+    load=lambda p, mask=None, other=None, eviction_policy=None: _gather(p, mask, other),
+    store=lambda p, value, mask=None, **kw: _store(p, value, mask),
     dot=_dot,
     trans=lambda x: x.transpose(0, 1),
     where=_where,
-    maximum=lambda a, b: torch.maximum(_t(a), _t(b)),
-    minimum=lambda a, b: torch.minimum(_t(a), _t(b)),
+    # torch's maximum/minimum propagate NaN, as tl's with propagate_nan=ALL
+    maximum=lambda a, b, propagate_nan=None: torch.maximum(_t(a), _t(b)),
+    minimum=lambda a, b, propagate_nan=None: torch.minimum(_t(a), _t(b)),
+    PropagateNan=types.SimpleNamespace(ALL="all", NONE="none"),
     max=lambda x, axis: x.max(axis).values,
     sum=lambda x, axis: x.sum(axis),
+    reduce=_reduce,
+    broadcast_to=lambda x, shape: _t(x).expand(tuple(shape)),
+    exp=lambda x: torch.exp(_t(x)),
+    div_rn=lambda a, b: _t(a) / _t(b),
     math=types.SimpleNamespace(exp2=torch.exp2),
+)
+
+# What pointwise and reduction kernels call from libdevice (extend as kernels need).
+libdevice = types.SimpleNamespace(
+    erf=lambda x: torch.erf(_t(x)),
+    rsqrt=lambda x: torch.rsqrt(_t(x)),
+    sqrt=lambda x: torch.sqrt(_t(x)),
+    tanh=lambda x: torch.tanh(_t(x)),
 )
 
 
 def kernel_function(source, name):
-    """The kernel `name` of a generated module's source, as a Python function over `tl`."""
+    """The kernel `name` of a generated module's source, as a Python function over `tl` (and
+    libdevice), with the module's @triton.jit helpers (_coil_maximum, ...) it may call."""
     tree = ast.parse(source)
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    fn.decorator_list = []
-    scope = {"tl": tl}
-    exec(compile(ast.Module(body=[fn], type_ignores=[]), f"<{name}>", "exec"), scope)
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and
+           (n.name == name or n.name.startswith("_coil_"))]
+    for fn in fns:
+        fn.decorator_list = []
+    scope = {"tl": tl, "libdevice": libdevice}
+    exec(compile(ast.Module(body=fns, type_ignores=[]), f"<{name}>", "exec"), scope)
     return scope[name]
 
 
 def launch(fn, grid, tensors, consts):
-    """Runs every program of `grid` in order; `tensors` are the pointer arguments."""
-    ptrs = [Ptr(t.reshape(-1) if t.is_contiguous() else t.view(-1), 0) for t in tensors]
+    """Runs every program of `grid` in order; `tensors` are the pointer arguments (and the
+    integers a size-generic kernel takes, ks0, ..., passed as they are)."""
+    ptrs = [t if not isinstance(t, torch.Tensor) else
+            Ptr(t.reshape(-1) if t.is_contiguous() else t.view(-1), 0) for t in tensors]
     for z in range(grid[2]):
         for y in range(grid[1]):
             for x in range(grid[0]):

@@ -247,7 +247,11 @@ std::string triton_repro(const TritonKernelSource& k) {
       "    parser.add_argument('--iters', type=int, default=0, help='timed runs (0: do_bench)')");
   w.line("    opts = parser.parse_args()");
   w.line("    args = get_args()");
-  w.linef("    numels = [{}]", fmt::join(k.numels, ", "));
+  // A size-generic kernel's size arguments (ks0, ...) first, at the sizes the module was
+  // generated at (those of the buffers above).
+  std::vector<int64_t> numels = k.size_arg_values;
+  numels.insert(numels.end(), k.numels.begin(), k.numels.end());
+  w.linef("    numels = [{}]", fmt::join(numels, ", "));
   w.linef("    run = lambda: {}.run(*args, *numels)  # noqa: E731", k.name);
   w.line("    run()  # the first call autotunes and compiles");
   w.line("    torch.cuda.synchronize()");

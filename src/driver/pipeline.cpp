@@ -4,10 +4,13 @@
 // C++ result; generate_gpu_module() writes the Triton one.
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include "codegen/precision.h"
 #include "driver/autotune.h"
 #include "driver/debug_dir.h"
+#include "driver/dynamic_model.h"
 #include "driver/kernel_repro.h"
 #include "driver/pass_checks.h"
 #include "driver/pipeline.h"
@@ -20,6 +23,7 @@
 #include "support/env.h"
 #include "support/log.h"
 #include "support/progress.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
@@ -88,9 +92,6 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   // accumulator tiles live in registers); larger ones are written out (matmul, softmax, matmul).
   if (gpu) decompose_options.attention_max_head_dim = 256;
   if (size_generic) {
-    COIL_USER_CHECK(!gpu,
-                    "size-generic compiles are CPU-only for now: bind every size of a "
-                    "cuda graph (CompileOptions::sizes, --size)");
     for (size_t i = 0; i < size_generic->symbols.size(); ++i)
       decompose_options.rename_symbols[size_generic->symbols[i]] =
           size_symbol_name(static_cast<int>(i));
@@ -134,6 +135,7 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
     module_options.precision = precision;
     module_options.autotune_mode = options.mode;
     for (int id : g.inputs()) module_options.input_names.push_back(g.node(id).name);
+    if (size_generic) module_options.size_symbols = size_generic->symbols;
     TritonModule module = generate_triton_module(program, schedule, module_options);
     COIL_LOG(output_code, "generated Triton module:\n{}", module.source);
     mark("codegen");
@@ -152,6 +154,75 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
       std::move(g), std::move(program), std::move(schedule), std::move(module), {}};
 }
 
+namespace {
+
+/// Primes from `from` up that are no constant dim of `graph`, one per symbol.
+std::vector<int64_t> primes_from(const Graph& graph, size_t count, int64_t from) {
+  std::set<int64_t> taken;
+  for (const auto& n : graph.nodes())
+    if (n)
+      for (const sym::Expr& d : n->type.shape)
+        if (auto c = d.as_const()) taken.insert(*c);
+  std::vector<int64_t> out;
+  for (int64_t v = from; out.size() < count; ++v) {
+    bool prime = true;
+    for (int64_t q = 2; q * q <= v && prime; ++q) prime = v % q != 0;
+    if (prime && !taken.count(v)) out.push_back(v);
+  }
+  return out;
+}
+
+/// The module's text without its SIZE_HINTS line (the sizes it was generated at).
+std::string without_size_hints(const std::string& source) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < source.size()) {
+    size_t end = source.find('\n', pos);
+    end = end == std::string::npos ? source.size() : end + 1;
+    if (source.compare(pos, 13, "SIZE_HINTS = ") != 0) out.append(source, pos, end - pos);
+    pos = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+GeneratedProgram generate_gpu_program(const Graph& graph, const CompileOptions& options,
+                                      StageTimer* timer) {
+  std::vector<std::string> symbols = unbound_size_symbols(graph, options.sizes);
+  if (symbols.empty()) return generate_program(graph, options, timer);
+  // Size-generic: generated at the representative sizes (dynamic_model.h), then again at
+  // others. The module is meant to serve every size that passes its guards, so its text may
+  // not depend on the sizes it was generated at: a heuristic that read them (a number a library
+  // call prints as the size expression that has its value, a block choice) would show as a
+  // difference, and is refused here rather than trusted.
+  SizeGeneric size_generic{symbols};
+  auto at = [&](const std::vector<int64_t>& sizes, StageTimer* t) {
+    std::map<sym::Expr, int64_t> hints;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      hints[sym::make_symbol(size_symbol_name(static_cast<int>(i)))] = sizes[i];
+    sym::SizeHintScope scope(hints);
+    return generate_program(graph, options, t, &size_generic);
+  };
+  GeneratedProgram gen = at(representative_sizes(graph, symbols), timer);
+  GeneratedProgram other = at(primes_from(graph, symbols.size(), 157), nullptr);
+  const std::string a = without_size_hints(gen.triton.source);
+  const std::string b = without_size_hints(other.triton.source);
+  if (a != b) {
+    std::istringstream sa(a), sb(b);
+    std::string la, lb;
+    while (std::getline(sa, la) && std::getline(sb, lb) && la == lb) {
+    }
+    COIL_SUPPORTED_CHECK(false,
+                         "size-generic Triton module: the generated code depends on the sizes "
+                         "({}): `{}` at some sizes, `{}` at others; bind them "
+                         "(CompileOptions::sizes, --size)",
+                         fmt::join(symbols, ", "), la, lb);
+  }
+  COIL_LOG(guards, "size-generic Triton module for {}", fmt::join(symbols, ", "));
+  return gen;
+}
+
 CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& options) {
   COIL_USER_CHECK(options.device == "cuda", "generate_gpu_module: device '{}' is not cuda",
                   options.device);
@@ -165,7 +236,7 @@ CompileReport generate_gpu_module(const Graph& graph, const CompileOptions& opti
   report.precision = options.precision;
   StageTimer timer(report);
   std::unique_ptr<DebugDir> debug = DebugDir::open(graph, options);
-  GeneratedProgram gen = generate_program(graph, options, &timer);
+  GeneratedProgram gen = generate_gpu_program(graph, options, &timer);
   timer.finish();
   const TritonModule& module = gen.triton;
   for (const auto& k : module.kernels)

@@ -61,4 +61,11 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
                                   StageTimer* timer = nullptr,
                                   const SizeGeneric* size_generic = nullptr);
 
+/// generate_program for device "cuda": where `options.sizes` leaves some of the graph's input
+/// sizes unbound, one size-generic Triton module (its kernels take the sizes as arguments, its
+/// wrapper binds them from the inputs and checks its guards per call; docs/dynamic-shapes.md),
+/// refused (coil::UnsupportedError) where its text would depend on the sizes.
+GeneratedProgram generate_gpu_program(const Graph& graph, const CompileOptions& options,
+                                      StageTimer* timer = nullptr);
+
 }  // namespace coil

@@ -103,6 +103,8 @@ void write_fixtures(const fs::path& dir) {
   text("gather.coil",
        "input d: f32[10, 4]\ninput i: i64[3]\ng = gather(d, i) {axis=0}\noutput g\n");
   text("pool.coil", "input x: f32[1, 1, 16, 16]\ny = max_pool2d(x) {kernel=[9, 9]}\noutput y\n");
+  text("conv_dynamic.coil",
+       "input x: f32[n, 2, 8, 8]\ninput w: f32[3, 2, 3, 3]\ny = conv2d(x, w)\noutput y\n");
   text("conv64.coil",
        "input x: f64[1, 2, 8, 8]\ninput w: f64[3, 2, 3, 3]\ny = conv2d(x, w)\noutput y\n");
   text("garbage.onnx", "not a model\n");

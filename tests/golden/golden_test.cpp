@@ -107,6 +107,23 @@ CompileOptions triton_options() {
   return o;
 }
 
+// Size-generic Triton modules (tests/golden/triton_dynamic/*.coil): the sizes left unbound
+// are kernel arguments (ks0, ... in the symbols' name order) and the wrapper binds them from the
+// inputs' shapes, as generate_gpu_module writes them (generated at the representative sizes
+// and checked to print the same at others).
+TEST(Golden, SizeGenericTritonMatchesCheckedInFiles) {
+  auto files = corpus("tests/golden/triton_dynamic");
+  ASSERT_GE(files.size(), 4u);
+  for (const auto& path : files) {
+    SCOPED_TRACE(path.filename().string());
+    Graph g = load_graph_file(path);
+    std::string source = generate_gpu_program(g, triton_options()).triton.source;
+    EXPECT_NE(source.find("SIZE_SYMBOLS = {'ks0'"), std::string::npos);
+    EXPECT_NE(source.find("runtime.guard_sizes("), std::string::npos);
+    check_golden(source, fs::path(path).replace_extension(".py"));
+  }
+}
+
 TEST(Golden, GeneratedTritonMatchesCheckedInFiles) {
   auto files = corpus("tests/golden/triton");
   ASSERT_GE(files.size(), 12u);

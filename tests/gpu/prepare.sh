@@ -25,5 +25,7 @@ fi
 # whose full run clears tests/gpu/generated/.
 if [ "$#" -eq 0 ]; then
   "$py" tests/gpu/prepare_attention.py --coil build/bin/coil
+  # size-generic Triton modules (tests/gpu/run_triton_dynamic.sh runs them)
+  "$py" tests/gpu/prepare_triton_dynamic.py --coil build/bin/coil
   "$py" bench/gpu/attention_bench.py --prepare --coil build/bin/coil
 fi

@@ -199,6 +199,35 @@ def test_the_cuda_wiring_matches_eager_forward_and_backward(stand_in, fallbacks,
     assert [f.split(":")[0] for f in fallbacks] == ["aten.embedding.default"], fallbacks
 
 
+def _bias_gelu(x, b):
+    return torch.nn.functional.gelu(x * 2 + b).sum(-1)
+
+
+def test_a_symbolic_cuda_graph_is_one_size_generic_triton_module(stand_in, fallbacks):
+    """torch.compile's dynamic shapes on CUDA: the graph with a symbolic size becomes one
+    size-generic Triton module (docs/dynamic-shapes.md, "GPU"), not a compile per size."""
+    x, b = torch.randn(5, 8), torch.randn(8)
+    gm = make_fx(_bias_gelu, tracing_mode="symbolic")(x, b)
+    compiled = fx_compile._compile_symbolic(gm, [x, b], {"autotune": False}, "cuda")
+    assert isinstance(compiled, fx_compile.CoilGraphCallable)
+    for n in (5, 3, 17, 5, 1000):
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(compiled(x, b), _bias_gelu(x, b), rtol=1e-4, atol=1e-5)
+    assert len(stand_in) == 1, "one module for every size"
+    source = open(stand_in[0].path).read()
+    assert "SIZE_SYMBOLS = {'ks0': " in source and "runtime.guard_sizes(" in source
+    assert not fallbacks
+
+
+def test_size_generic_off_compiles_a_symbolic_cuda_graph_per_size(stand_in):
+    from coil.torch.per_size import PerSizeCallable
+    x, b = torch.randn(5, 8), torch.randn(8)
+    gm = make_fx(_bias_gelu, tracing_mode="symbolic")(x, b)
+    compiled = fx_compile._compile_symbolic(gm, [x, b], {"autotune": False,
+                                                         "size_generic": False}, "cuda")
+    assert isinstance(compiled, PerSizeCallable)
+
+
 def test_a_second_process_generates_nothing(stand_in):
     # the GPT block: its graph is partitioned around the embedding, and the partitioner orders
     # a partition's inputs and nodes differently in each process (fx_compile._canonical_order)

@@ -27,7 +27,9 @@ from .. import version as coil_version
 _CPU_ONLY_OPTIONS = ("isa", "remote_cache", "autotune")
 # Options of the bridge itself, never coil's: "cuda_graphs" (bool) replays each call of a
 # Triton module as one CUDA graph (CudaGraphCall; torch.compile's mode="reduce-overhead" sets it).
-BRIDGE_OPTIONS = ("cuda_graphs", "sdpa_math")
+# "size_generic" (bool, default True): a graph with symbolic sizes becomes one size-generic
+# Triton module (fx_compile._compile_symbolic); False compiles it per size, as before.
+BRIDGE_OPTIONS = ("cuda_graphs", "sdpa_math", "size_generic")
 
 
 def gpu_options(options):
@@ -154,11 +156,26 @@ class CudaGraphCall:
 class GpuModule:
     """The Triton module of one coil graph; `run(inputs)` returns its outputs (CUDA tensors).
     With options["cuda_graphs"], each input signature's calls replay one CUDA graph
-    (CudaGraphCall), captured at its first call."""
+    (CudaGraphCall), captured at its first call.
+
+    A graph with size symbols (torch.compile's dynamic shapes) gets one size-generic module
+    (docs/dynamic-shapes.md, "GPU"): a call at sizes its guards refuse (a size of 0 or 1) runs
+    on a variant generated with those sizes bound (coil_runtime.dynamic), cached like any
+    module."""
 
     def __init__(self, graph, options):
         self.path = module_path(graph, options)
         self.module = load_module(self.path)
+        self.call = self.module.call
+        if hasattr(self.module, "SIZE_SYMBOLS"):
+            from coil_runtime import dynamic
+
+            def make_variant(bound):
+                opts = dict(options or {})
+                opts["sizes"] = {**opts.get("sizes", {}), **bound}
+                return load_module(module_path(graph, opts))
+            self.sized = dynamic.SizeGenericModule(self.module, make_variant)
+            self.call = self.sized
         self.cuda_graphs = bool((options or {}).get("cuda_graphs", False))
         # Per input signature (shape, dtype, device of each input): the addresses of its first
         # call, then its CudaGraphCall (captured at the second call, when the addresses that
@@ -168,7 +185,7 @@ class GpuModule:
 
     def _call(self, args):
         if not self.cuda_graphs:
-            return list(self.module.call(args))
+            return list(self.call(args))
         key = tuple((tuple(t.shape), t.dtype, t.device) for t in args)
         graph = self.graphs.get(key)
         if graph is not None and graph.matches(args):
@@ -176,12 +193,12 @@ class GpuModule:
         ptrs = [t.data_ptr() for t in args]
         if graph is None and key not in self.first_ptrs:
             self.first_ptrs[key] = ptrs
-            return list(self.module.call(args))
+            return list(self.call(args))
         if graph is None:
             live = [p == q for p, q in zip(ptrs, self.first_ptrs[key])]
         else:  # a live input moved: it is copied from now on
             live = [lv and p == q for lv, p, q in zip(graph.live, ptrs, graph.ptrs)]
-        graph = self.graphs[key] = CudaGraphCall(self.module.call, args, live)
+        graph = self.graphs[key] = CudaGraphCall(self.call, args, live)
         return graph(args)
 
     def run(self, inputs):

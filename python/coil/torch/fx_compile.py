@@ -507,15 +507,19 @@ def compile_fx(gm, example_inputs, options=None):
 
 def _compile_symbolic(gm, example_inputs, options, device):
     """A graph with symbolic sizes (torch.compile's dynamic shapes): one size-generic coil model
-    for every size where the whole graph lowers with its sizes symbolic (CPU); otherwise the
-    graph is compiled for each new tuple of sizes it is called with (per_size.py), so that it
-    still runs in coil, never in eager for being dynamic."""
+    for every size where the whole graph lowers with its sizes symbolic (on CUDA one
+    size-generic Triton module, cuda.GpuModule, where coil's generator keeps every size
+    symbolic); otherwise the graph is compiled for each new tuple of sizes it is called with
+    (per_size.py), so that it still runs in coil, never in eager for being dynamic."""
     from .per_size import PerSizeCallable
     why = None
+    on_gpu = device == "cuda"
     blockers = [n for n in gm.graph.nodes if n.op == "call_function" and
-                (_mutates(n) or not _supported(n))]
-    if device != "cpu":
-        why = f"coil's {device} path compiles each size (its modules are not size-generic)"
+                (_mutates(n) or not _supported(n) or
+                 (on_gpu and not _supported_on_gpu(n, options)))]
+    if device not in ("cpu", "cuda") or (on_gpu and not (options or {}).get("size_generic",
+                                                                             True)):
+        why = f"coil's {device} path compiles each size (size-generic modules are off)"
     elif blockers:
         why = f"{blockers[0].target} " + ("writes its input" if _mutates(blockers[0]) else
                                           _why_unsupported(blockers[0]))

@@ -1,12 +1,15 @@
 #include "codegen/triton/triton_attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "codegen/code_writer.h"
 #include "codegen/kernel_names.h"
 #include "codegen/triton/triton_printer.h"
 #include "support/check.h"
 #include "support/hash.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 namespace {
@@ -31,7 +34,28 @@ std::string py_float(double v) {
 class AttentionPrinter {
  public:
   AttentionPrinter(const TritonProgramPlan& plan, size_t k, int index)
-      : plan_(plan), k_(plan.kernels[k]), a_(*k_.attention), index_(index) {}
+      : plan_(plan), k_(plan.kernels[k]), a_(*k_.attention), index_(index) {
+    // A size-generic module: the spec's numbers at the hints, printed as the size expressions
+    // of the operands that have their values (generate_gpu_program checks the text is the same
+    // at other sizes, so a coincidence of values is refused, never trusted).
+    auto add = [&](const sym::Expr& e) {
+      if (is_symbolic(e))
+        names_.push_back(e);
+      else if (e.defined())
+        constants_.insert(e.const_value());
+    };
+    for (int b : {a_.q, a_.k, a_.v, a_.mask, k_.attention_out}) {
+      if (b < 0) continue;
+      const TritonBuffer& t = buf(b);
+      sym::Expr inner = 1, outer = 1;
+      for (size_t d = t.size_exprs.size(); d-- > 0;) {
+        add(t.size_exprs[d]);
+        add(t.stride_exprs[d]);
+        add(inner = inner * t.size_exprs[d]);
+      }
+      for (const sym::Expr& d : t.size_exprs) add(outer = outer * d);
+    }
+  }
 
   TritonKernelSource generate() {
     TritonKernelSource out;
@@ -49,32 +73,65 @@ class AttentionPrinter {
       out.arg_layouts.push_back({b.dtype, b.sizes, b.strides});
       params.push_back(arg.name);
     }
-    params.insert(params.end(), {"BLOCK_M : tl.constexpr", "BLOCK_N : tl.constexpr"});
     w_.line("@triton.jit");
-    w_.linef("def {}({}):", out.name, fmt::join(params, ", "));
+    // The size arguments (ks0, ...) are known once the body is printed: a placeholder.
+    w_.linef("def {}({}{}BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):", out.name,
+             fmt::join(params, ", "), kSizeArgs);
     w_.indent();
     emit_body();
     w_.dedent();
     out.code = w_.str();
+    out.size_args.assign(used_.begin(), used_.end());
+    std::stable_sort(out.size_args.begin(), out.size_args.end(),
+                     [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+    std::string size_params;
+    for (const std::string& s : out.size_args) {
+      size_params += s + ", ";
+      out.size_arg_values.push_back(sym::hint(sym::make_symbol(s)).value_or(kTritonNominalSize));
+    }
+    out.code.replace(out.code.find(kSizeArgs), std::string(kSizeArgs).size(), ", " + size_params);
     out.hash = checksum(out.code);
+    // A symbolic length is the expression of the kernel's size arguments, as a string the
+    // runtime evaluates per call (heuristics.attention).
+    auto shape = [&](int64_t v) {
+      std::string t = names(v);
+      return t == std::to_string(v) ? t : "'" + t + "'";
+    };
     out.decorator = fmt::format(
         "@heuristics.attention(shape={{'batch': {}, 'heads': {}, 'kv_heads': {}, 'q_len': {}, "
         "'kv_len': {}, 'head_dim': {}, 'value_dim': {}}}, causal={}, dtype='{}', name='{}', "
         "kernel_hash='{}')",
-        a_.batch, a_.heads, a_.kv_heads, a_.q_len, a_.kv_len, a_.head_dim, a_.value_dim,
-        a_.causal ? "True" : "False", torch_dtype(a_.dtype).substr(6), out.name, out.hash);
+        shape(a_.batch), shape(a_.heads), shape(a_.kv_heads), shape(a_.q_len), shape(a_.kv_len),
+        a_.head_dim, a_.value_dim, a_.causal ? "True" : "False", torch_dtype(a_.dtype).substr(6),
+        out.name, out.hash);
     return out;
   }
 
  private:
+  static constexpr const char* kSizeArgs = "@SIZE_ARGS@";
+
   const TritonBuffer& buf(int b) const { return plan_.buffers[static_cast<size_t>(b)]; }
+
+  /// A number of the spec as printed: the size expression with its value in a size-generic
+  /// module (parenthesized unless a lone symbol), else the number.
+  std::string names(int64_t v) const {
+    if (constants_.count(v)) return std::to_string(v);  // a constant of that value first
+    for (const sym::Expr& e : names_)
+      if (sym::hint(e) == v) {
+        for (const sym::Expr& s : sym::free_symbols(e)) used_.insert(sym::to_string(s));
+        std::string t = triton_size_text(e, v);
+        return e.is_symbol() ? t : "(" + t + ")";
+      }
+    return std::to_string(v);
+  }
+  bool symbolic(int64_t v) const { return names(v) != std::to_string(v); }
 
   /// "x * s", "x" for stride 1, nothing for stride 0 (unless `keep`: a row or key term that
   /// gives the address its tile shape; a view of one row may have any row stride).
-  static std::string term(const std::string& x, int64_t stride, bool keep = false) {
+  std::string term(const std::string& x, int64_t stride, bool keep = false) const {
     if (stride == 1) return x;
     if (stride == 0 && !keep) return "";
-    return fmt::format("{} * {}", x, stride);
+    return fmt::format("{} * {}", x, names(stride));
   }
   static std::string sum(std::vector<std::string> parts) {
     std::vector<std::string> kept;
@@ -111,19 +168,21 @@ class AttentionPrinter {
 
   void emit_body() {
     const int64_t bd = padded_dim(a_.head_dim), bdv = padded_dim(a_.value_dim);
-    even_m_ = every_block_divides(a_.q_len);
-    even_n_ = every_block_divides(a_.kv_len);
+    // A symbolic length may be any: masked.
+    even_m_ = !symbolic(a_.q_len) && every_block_divides(a_.q_len);
+    even_n_ = !symbolic(a_.kv_len) && every_block_divides(a_.kv_len);
     pad_d_ = bd != a_.head_dim;
     pad_dv_ = bdv != a_.value_dim;
     const std::string wide = k_.int64_index ? ".to(tl.int64)" : "";
-    w_.linef("# flash attention: q [{}, {}, {}, {}], k [{}, {}, {}, {}], v [..., {}]{}{}", a_.batch,
-             a_.heads, a_.q_len, a_.head_dim, a_.batch, a_.kv_heads, a_.kv_len, a_.head_dim,
+    w_.linef("# flash attention: q [{}, {}, {}, {}], k [{}, {}, {}, {}], v [..., {}]{}{}",
+             names(a_.batch), names(a_.heads), names(a_.q_len), a_.head_dim, names(a_.batch),
+             names(a_.kv_heads), names(a_.kv_len), a_.head_dim,
              a_.value_dim, a_.causal ? ", causal (bottom-right)" : "",
              a_.mask < 0    ? ""
              : a_.bool_mask ? ", bool mask"
                             : ", additive mask");
-    w_.linef("TQ = {}", a_.q_len);
-    w_.linef("TK = {}", a_.kv_len);
+    w_.linef("TQ = {}", names(a_.q_len));
+    w_.linef("TK = {}", names(a_.kv_len));
     if (a_.causal) {
       // The last query blocks see the most keys: launched first, the short ones fill the tail.
       w_.line("# causal: the last query blocks (the most keys) first");
@@ -132,8 +191,8 @@ class AttentionPrinter {
       w_.linef("pid_m = tl.program_id(0){}", wide);
     }
     w_.linef("bh = tl.program_id(1){}", wide);
-    w_.linef("b = bh // {}", a_.heads);
-    w_.linef("h = bh % {}", a_.heads);
+    w_.linef("b = bh // {}", names(a_.heads));
+    w_.linef("h = bh % {}", names(a_.heads));
     const int64_t group = a_.kv_heads > 0 ? a_.heads / a_.kv_heads : 1;
     std::string kvh = "h";
     if (group > 1) {
@@ -145,13 +204,13 @@ class AttentionPrinter {
     w_.linef("rd = tl.arange(0, {})", bd);
     w_.linef("rdv = tl.arange(0, {})", bdv);
     base("Q", "arg_Q",
-         {a_.q_offset ? std::to_string(a_.q_offset) : "", term("b", a_.q_strides[0]),
+         {a_.q_offset ? names(a_.q_offset) : "", term("b", a_.q_strides[0]),
           term("h", a_.q_strides[1])});
     base("K", "arg_K",
-         {a_.k_offset ? std::to_string(a_.k_offset) : "", term("b", a_.k_strides[0]),
+         {a_.k_offset ? names(a_.k_offset) : "", term("b", a_.k_strides[0]),
           term(kvh, a_.k_strides[1])});
     base("V", "arg_V",
-         {a_.v_offset ? std::to_string(a_.v_offset) : "", term("b", a_.v_strides[0]),
+         {a_.v_offset ? names(a_.v_offset) : "", term("b", a_.v_strides[0]),
           term(kvh, a_.v_strides[1])});
     if (a_.mask >= 0)
       base("M", "arg_mask", {term("b", a_.mask_strides[0]), term("h", a_.mask_strides[1])});
@@ -265,6 +324,9 @@ class AttentionPrinter {
   const AttentionSpec& a_;
   int index_;
   CodeWriter w_;
+  std::vector<sym::Expr> names_;          // what names() may print
+  std::set<int64_t> constants_;          // constant sizes and strides of the operands
+  mutable std::set<std::string> used_;  // the size symbols it printed
   bool even_m_ = true, even_n_ = true, pad_d_ = false, pad_dv_ = false;
 };
 

@@ -12,6 +12,7 @@
 #include "ir/loop_extents.h"
 #include "support/check.h"
 #include "support/hash.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 namespace {
@@ -69,6 +70,11 @@ class TritonKernelPrinter {
     }
     std::vector<std::string> params;
     for (const auto& a : args_) params.push_back(a.name);
+    // Size symbols the index expressions read (Inductor's ks0, ...), after the pointers.
+    out.size_args = size_args_;
+    for (const std::string& a : size_args_)
+      out.size_arg_values.push_back(sym::hint(sym::make_symbol(a)).value_or(kTritonNominalSize));
+    params.insert(params.end(), size_args_.begin(), size_args_.end());
     if (k_.kind == TritonKernelKind::Template) {
       // M, N, K are constants of the body; the runtime knows them from the decorator.
       params.insert(params.end(), {"BLOCK_M : tl.constexpr", "BLOCK_N : tl.constexpr",
@@ -76,13 +82,16 @@ class TritonKernelPrinter {
     } else if (k_.kind == TritonKernelKind::Tiled) {
       params.insert(params.end(), {"ynumel", "xnumel"});
       out.numels = {k_.ynumel, k_.xnumel};
+      out.numel_exprs = {k_.ynumel_expr, k_.xnumel_expr};
     } else {
       params.push_back("xnumel");
       out.numels = {k_.xnumel};
+      out.numel_exprs = {k_.xnumel_expr};
     }
     if (k_.is_reduction()) {
       params.push_back("r0_numel");
       out.numels.push_back(k_.r0_numel);
+      out.numel_exprs.push_back(k_.r0_numel_expr);
     }
     if (k_.kind == TritonKernelKind::Tiled) params.push_back("YBLOCK : tl.constexpr");
     if (k_.kind != TritonKernelKind::Template) params.push_back("XBLOCK : tl.constexpr");
@@ -173,23 +182,55 @@ class TritonKernelPrinter {
     }
     ptr_ = std::move(names);
     // Masks (inductor.md §3.2).
-    xmask_ = triton_needs_mask(k_.xnumel, kTritonMaxXBlock);
+    xmask_ = triton_needs_mask(k_.xnumel_expr, kTritonMaxXBlock);
     if (k_.kind == TritonKernelKind::Template)
       xmask_ = !template_even(k_.matmul->m) || !template_even(k_.matmul->n);
-    ymask_ = k_.kind == TritonKernelKind::Tiled && triton_needs_mask(k_.ynumel, kTritonMaxYBlock);
+    ymask_ =
+        k_.kind == TritonKernelKind::Tiled && triton_needs_mask(k_.ynumel_expr, kTritonMaxYBlock);
     // Persistent R0_BLOCK is next_pow2(r0_numel): the same rule.
-    if (k_.is_reduction()) rmask_ = triton_needs_mask(k_.r0_numel, kTritonMaxLoopedR0Block);
+    if (k_.is_reduction())
+      rmask_ = triton_needs_mask(k_.r0_numel_expr, kTritonMaxLoopedR0Block);
     row_mask_ = k_.row_index.defined();
     // Index variables, numbered in order of first use.
-    ka_.bind(triton_xindex(), 0, std::max<int64_t>(k_.xnumel - 1, 0));
-    ka_.bind(triton_yindex(), 0, std::max<int64_t>(k_.ynumel - 1, 0));
-    ka_.bind(triton_rindex(), 0, std::max<int64_t>(k_.r0_numel - 1, 0));
+    sym::bind_size_hints(ka_, /*exact=*/false);  // size symbols are >= 1, nothing more
+    sym::bind_size_hints(pa_, /*exact=*/false);
+    bind_index(triton_xindex(), k_.xnumel_expr, k_.xnumel);
+    bind_index(triton_yindex(), k_.ynumel_expr, k_.ynumel);
+    bind_index(triton_rindex(), k_.r0_numel_expr, k_.r0_numel);
+    std::set<std::string> sizes;
     for (int i = 0; i < n(); ++i)
-      if (live_[static_cast<size_t>(i)] && op(i).index.defined()) collect_atoms(op(i).index);
-    if (row_mask_) collect_atoms(k_.row_index);
+      if (live_[static_cast<size_t>(i)] && op(i).index.defined()) {
+        collect_atoms(op(i).index);
+        collect_sizes(op(i).index, &sizes);
+      }
+    if (row_mask_) {
+      collect_atoms(k_.row_index);
+      collect_sizes(k_.row_index, &sizes);
+    }
+    size_args_.assign(sizes.begin(), sizes.end());
+    // ks10 after ks9: numeric order, not the names' (sizes are few; a stable sort by length).
+    std::stable_sort(size_args_.begin(), size_args_.end(),
+                     [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
     names_.resize(count);
     for (int i = 0; i < n(); ++i) names_[static_cast<size_t>(i)] = fmt::format("tmp{}", i);
     counter_ = n();
+  }
+
+  /// [0, numel): the number where the numel is constant, else the expression of the sizes (a
+  /// size-generic kernel's simplifications must hold at every size, not only the hints').
+  void bind_index(const sym::Expr& index, const sym::Expr& numel, int64_t value) {
+    if (is_symbolic(numel))
+      ka_.bind_loop_var(index, numel);
+    else
+      ka_.bind(index, 0, std::max<int64_t>(value - 1, 0));
+  }
+
+  /// The size symbols (ks0, ...) in `e`.
+  static void collect_sizes(const sym::Expr& e, std::set<std::string>* out) {
+    for (const sym::Expr& s : sym::free_symbols(e)) {
+      const std::string name = sym::to_string(s);
+      if (name.rfind("ks", 0) == 0) out->insert(name);
+    }
   }
 
   bool dropped(int i) const {
@@ -246,13 +287,18 @@ class TritonKernelPrinter {
           "name='{}', kernel_hash='{}')",
           ms.m, ms.n, ms.k, batch, torch_dtype(ms.dtype).substr(6), s.name, s.hash);
     }
+    // A symbolic numel's hint is nominal (triton_plan.h): the text holds for every size.
+    auto hint = [](const sym::Expr& e, int64_t value) {
+      return triton_size_hint(is_symbolic(e) ? triton_nominal_size(e) : value);
+    };
     std::string hints;
     if (k_.kind == TritonKernelKind::Tiled)
-      hints =
-          fmt::format("'y': {}, 'x': {}", triton_size_hint(k_.ynumel), triton_size_hint(k_.xnumel));
+      hints = fmt::format("'y': {}, 'x': {}", hint(k_.ynumel_expr, k_.ynumel),
+                          hint(k_.xnumel_expr, k_.xnumel));
     else
-      hints = fmt::format("'x': {}", triton_size_hint(k_.xnumel));
-    if (k_.is_reduction()) hints += fmt::format(", 'r0_': {}", triton_size_hint(k_.r0_numel));
+      hints = fmt::format("'x': {}", hint(k_.xnumel_expr, k_.xnumel));
+    if (k_.is_reduction())
+      hints += fmt::format(", 'r0_': {}", hint(k_.r0_numel_expr, k_.r0_numel));
     std::string what = k_.kind == TritonKernelKind::Persistent ? "persistent_reduction"
                        : k_.kind == TritonKernelKind::Looped   ? "reduction"
                                                                : "pointwise";
@@ -384,12 +430,18 @@ class TritonKernelPrinter {
 
   // ---- prelude -------------------------------------------------------------------------
 
+  /// `xnumel = 10000`: a constant numel overrides the argument, so that Triton folds it; a
+  /// symbolic one is the argument itself.
+  void numel_line(const char* name, const sym::Expr& e, int64_t value) {
+    if (!is_symbolic(e)) w_.linef("{} = {}", name, value);
+  }
+
   void emit_prelude() {
     std::string pid0 = k_.int64_index ? "tl.program_id(0).to(tl.int64)" : "tl.program_id(0)";
     if (k_.kind == TritonKernelKind::Tiled) {
       std::string pid1 = k_.int64_index ? "tl.program_id(1).to(tl.int64)" : "tl.program_id(1)";
-      w_.linef("ynumel = {}", k_.ynumel);
-      w_.linef("xnumel = {}", k_.xnumel);
+      numel_line("ynumel", k_.ynumel_expr, k_.ynumel);
+      numel_line("xnumel", k_.xnumel_expr, k_.xnumel);
       w_.linef("yoffset = {} * YBLOCK", pid1);
       w_.line("yindex = yoffset + tl.arange(0, YBLOCK)[:, None]");
       if (ymask_) w_.line("ymask = yindex < ynumel");
@@ -400,8 +452,8 @@ class TritonKernelPrinter {
       emit_atoms('x');
       return;
     }
-    w_.linef("xnumel = {}", k_.xnumel);
-    if (k_.is_reduction()) w_.linef("r0_numel = {}", k_.r0_numel);
+    numel_line("xnumel", k_.xnumel_expr, k_.xnumel);
+    if (k_.is_reduction()) numel_line("r0_numel", k_.r0_numel_expr, k_.r0_numel);
     w_.linef("xoffset = {} * XBLOCK", pid0);
     w_.linef("xindex = xoffset + tl.arange(0, XBLOCK){}", two_d() ? "[:, None]" : "[:]");
     if (xmask_) w_.line("xmask = xindex < xnumel");
@@ -828,6 +880,7 @@ class TritonKernelPrinter {
   std::vector<KernelArg> args_;
   std::map<int, std::string> ptr_;  // buffer -> in_ptrN / out_ptrN
   bool xmask_ = false, ymask_ = false, rmask_ = false, row_mask_ = false;
+  std::vector<std::string> size_args_;  // ks0, ... the kernel reads (size-generic modules)
   sym::Analyzer ka_;  // kernel index symbols
   sym::Analyzer pa_;  // index variables (for printing)
   std::map<sym::Expr, sym::Expr> atom_of_;

@@ -8,6 +8,7 @@
 #include "codegen/triton/triton_plan.h"
 #include "codegen/triton/triton_printer.h"
 #include "support/check.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 namespace {
@@ -16,6 +17,19 @@ namespace {
 std::string py_tuple(const std::vector<int64_t>& v) {
   if (v.size() == 1) return fmt::format("({},)", v[0]);
   return fmt::format("({})", fmt::join(v, ", "));
+}
+std::string py_tuple(const std::vector<std::string>& v) {
+  if (v.size() == 1) return fmt::format("({},)", v[0]);
+  return fmt::format("({})", fmt::join(v, ", "));
+}
+
+/// Sizes as the wrapper prints them: expressions of ks0, ... where symbolic.
+std::vector<std::string> size_texts(const std::vector<sym::Expr>& e,
+                                    const std::vector<int64_t>& v) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i)
+    out.push_back(i < e.size() ? triton_size_text(e[i], v[i]) : std::to_string(v[i]));
+  return out;
 }
 
 std::vector<int64_t> contiguous(const std::vector<int64_t>& sizes) {
@@ -50,6 +64,12 @@ class ModulePrinter {
 
   TritonModule generate() {
     TritonModule m;
+    for (const TritonBuffer& b : plan_.buffers)
+      for (const auto* v : {&b.size_exprs, &b.stride_exprs})
+        for (const sym::Expr& e : *v) generic_ = generic_ || is_symbolic(e);
+    COIL_ASSERT(!generic_ || !o_.size_symbols.empty(),
+                "a Triton module with symbolic sizes needs TritonModuleOptions::size_symbols");
+    if (generic_) collect_size_names();
     for (size_t k = 0; k < plan_.kernels.size(); ++k)
       m.kernels.push_back(generate_triton_kernel(plan_, k, static_cast<int>(k)));
     std::string what = o_.description.empty() ? "a graph" : o_.description;
@@ -63,6 +83,15 @@ class ModulePrinter {
     w_.line("import triton.language as tl");
     w_.line("from triton.language.extra import libdevice");
     w_.line("from coil_runtime import heuristics, runtime");
+    if (generic_) {
+      // Size-generic: the drivers bind the sizes through these (coil_runtime.dynamic).
+      std::vector<std::string> names;
+      for (size_t i = 0; i < o_.size_symbols.size(); ++i)
+        names.push_back(fmt::format("'ks{}': '{}'", i, o_.size_symbols[i]));
+      w_.line();
+      w_.linef("SIZE_SYMBOLS = {{{}}}  # kernel argument -> the graph's size symbol",
+               fmt::join(names, ", "));
+    }
     if (o_.autotune_mode != "default") {
       // Read by coil_runtime.heuristics when each kernel below is decorated (its globals).
       w_.line();
@@ -87,6 +116,44 @@ class ModulePrinter {
  private:
   const TritonBuffer& buf(int b) const { return plan_.buffers[static_cast<size_t>(b)]; }
   const std::string& name(int b) const { return buf(b).name; }
+  std::string sizes(int b) const { return py_tuple(size_texts(buf(b).size_exprs, buf(b).sizes)); }
+  std::string strides(int b) const {
+    return py_tuple(size_texts(buf(b).stride_exprs, buf(b).strides));
+  }
+
+  /// Size-generic modules: the expressions a number of a library call (a matmul operand's view)
+  /// may stand for: every buffer's sizes, strides and their products. names() picks the first
+  /// whose value at the hints is the number (cpp_template.cpp's SizeNames); generate_gpu_module
+  /// checks that the module prints the same at other sizes, so a coincidence is refused.
+  void collect_size_names() {
+    auto add = [&](const sym::Expr& e) {
+      if (is_symbolic(e))
+        size_names_.push_back(e);
+      else if (e.defined())
+        size_constants_.insert(e.const_value());
+    };
+    for (const TritonBuffer& b : plan_.buffers) {
+      sym::Expr inner = 1, outer = 1;
+      for (size_t d = b.size_exprs.size(); d-- > 0;) {
+        add(b.size_exprs[d]);
+        add(b.stride_exprs[d]);
+        add(inner = inner * b.size_exprs[d]);
+      }
+      for (const sym::Expr& d : b.size_exprs) add(outer = outer * d);
+    }
+  }
+  std::string names(int64_t v) const {
+    // A constant dim or stride of that value first (cpp_template.cpp's rule).
+    if (!generic_ || size_constants_.count(v)) return std::to_string(v);
+    for (const sym::Expr& e : size_names_)
+      if (sym::hint(e) == v) return triton_size_text(e, v);
+    return std::to_string(v);
+  }
+  std::string names_tuple(const std::vector<int64_t>& v) const {
+    std::vector<std::string> out;
+    for (int64_t x : v) out.push_back(names(x));
+    return py_tuple(out);
+  }
 
   void emit_helpers(const TritonModule& m) {
     std::set<std::string> helpers;
@@ -160,11 +227,13 @@ class ModulePrinter {
     if (!inputs.empty())
       w_.linef("{}{} = args", fmt::join(inputs, ", "), inputs.size() == 1 ? "," : "");
     w_.line("args.clear()");
+    if (generic_) bind_sizes();
     for (size_t i = 0; i < p_.input_buffers.size(); ++i) {
-      const TritonBuffer& b = buf(p_.input_buffers[i]);
-      w_.linef("runtime.check_input({}, '{}', {}, {}, {})", b.name, input_name(static_cast<int>(i)),
-               py_tuple(b.sizes), py_tuple(b.strides), torch_dtype(b.dtype));
+      const int b = p_.input_buffers[i];
+      w_.linef("runtime.check_input({}, '{}', {}, {}, {})", name(b),
+               input_name(static_cast<int>(i)), sizes(b), strides(b), torch_dtype(buf(b).dtype));
     }
+    if (generic_) emit_guards();
     // Last reader of each intermediate, to free it right after (Inductor's `del buf`).
     std::map<int, size_t> last_read;
     for (size_t s = 0; s < plan_.steps.size(); ++s) {
@@ -183,8 +252,8 @@ class ModulePrinter {
     for (int b : p_.output_buffers) {
       if (written.count(b) || allocated.count(b)) continue;
       allocated.insert(b);
-      w_.linef("{} = runtime.empty_strided({}, {}, {})", name(b), py_tuple(buf(b).sizes),
-               py_tuple(buf(b).strides), torch_dtype(buf(b).dtype));
+      w_.linef("{} = runtime.empty_strided({}, {}, {})", name(b), sizes(b), strides(b),
+               torch_dtype(buf(b).dtype));
     }
     int extern_count = 0;
     for (size_t s = 0; s < plan_.steps.size(); ++s) {
@@ -196,14 +265,18 @@ class ModulePrinter {
       for (int b : writes) {
         if (returns_new || allocated.count(b)) continue;
         allocated.insert(b);
-        w_.linef("{} = runtime.empty_strided({}, {}, {})", name(b), py_tuple(buf(b).sizes),
-                 py_tuple(buf(b).strides), torch_dtype(buf(b).dtype));
+        w_.linef("{} = runtime.empty_strided({}, {}, {})", name(b), sizes(b), strides(b),
+                 torch_dtype(buf(b).dtype));
       }
       if (st.kernel >= 0) {
         const TritonKernelSource& k = m.kernels[static_cast<size_t>(st.kernel)];
         std::vector<std::string> args;
         for (const auto& a : k.args) args.push_back(name(a.buffer));
-        for (int64_t n : k.numels) args.push_back(std::to_string(n));
+        for (const std::string& s : k.size_args) args.push_back(s);
+        for (size_t i = 0; i < k.numels.size(); ++i)
+          args.push_back(i < k.numel_exprs.size()
+                             ? triton_size_text(k.numel_exprs[i], k.numels[i])
+                             : std::to_string(k.numels[i]));
         w_.linef("{}.run({})", k.name, fmt::join(args, ", "));
       } else {
         m.externs.push_back(emit_extern(st.computation, extern_count++));
@@ -221,6 +294,47 @@ class ModulePrinter {
     w_.dedent();
   }
 
+  /// Size-generic: each size symbol from the first input dim that is that symbol alone
+  /// (`ks0 = runtime.input_dim(arg0_1, 'x', 0, 2)`); check_input then checks every dim.
+  void bind_sizes() {
+    for (size_t s = 0; s < o_.size_symbols.size(); ++s) {
+      const sym::Expr ks = sym::make_symbol(fmt::format("ks{}", s));
+      bool bound = false;
+      for (size_t i = 0; i < p_.input_buffers.size() && !bound; ++i) {
+        const TritonBuffer& b = buf(p_.input_buffers[i]);
+        for (size_t d = 0; d < b.size_exprs.size() && !bound; ++d) {
+          if (!(b.size_exprs[d] == ks)) continue;
+          w_.linef("ks{} = runtime.input_dim({}, '{}', {}, {})", s, b.name,
+                   input_name(static_cast<int>(i)), d, b.size_exprs.size());
+          bound = true;
+        }
+      }
+      COIL_SUPPORTED_CHECK(bound,
+                           "size-generic Triton module: size '{}' is no input's dim alone (the "
+                           "module binds each size from one); bind it (CompileOptions::sizes)",
+                           o_.size_symbols[s]);
+    }
+  }
+
+  /// Size-generic: what the module assumes of the sizes, checked per call; a call that fails
+  /// one raises runtime.SizeGuardError, and the driver compiles that size specialized
+  /// (coil_runtime.dynamic). Inductor's 0/1 rule (a size of 0 or 1 is bound: broadcasting and
+  /// empty tensors), and int32 indexing where the kernels were printed with it.
+  void emit_guards() {
+    std::vector<std::string> sizes, guards;
+    for (size_t s = 0; s < o_.size_symbols.size(); ++s) {
+      sizes.push_back(fmt::format("'{}': ks{}", o_.size_symbols[s], s));
+      guards.push_back(fmt::format("(ks{} >= 2, 'ks{} >= 2')", s, s));
+    }
+    for (const sym::Expr& e : plan_.int32_guards) {
+      std::string t = triton_size_text(e, 0);
+      guards.push_back(fmt::format("({} <= 2147483647, '{} <= 2147483647')", t, t));
+    }
+    w_.linef("runtime.guard_sizes({{{}}}, (", fmt::join(sizes, ", "));
+    for (const std::string& g : guards) w_.linef("    {},", g);
+    w_.line("))");
+  }
+
   /// A matmul operand as torch sees it: the buffer itself, or a strided view of it.
   std::string operand(const StridedOperand& o, const std::vector<int64_t>& batch, int64_t rows,
                       int64_t cols, DType compute) const {
@@ -230,15 +344,15 @@ class ModulePrinter {
     const TritonBuffer& b = buf(o.buffer);
     std::string s = b.name;
     if (sizes != b.sizes || strides != b.strides || o.offset != 0)
-      s = fmt::format("torch.as_strided({}, {}, {}, {})", b.name, py_tuple(sizes),
-                      py_tuple(strides), o.offset);
+      s = fmt::format("torch.as_strided({}, {}, {}, {})", b.name, names_tuple(sizes),
+                      names_tuple(strides), names(o.offset));
     if (b.dtype != compute) s += fmt::format(".to({})", torch_dtype(compute));
     return s;
   }
 
   std::string view(int buffer, const std::vector<int64_t>& sizes) const {
     const TritonBuffer& b = buf(buffer);
-    return sizes == b.sizes ? b.name : fmt::format("{}.view({})", b.name, py_tuple(sizes));
+    return sizes == b.sizes ? b.name : fmt::format("{}.view({})", b.name, names_tuple(sizes));
   }
 
   TritonExternCall emit_extern(int computation, int index) {
@@ -263,6 +377,10 @@ class ModulePrinter {
     }
     COIL_ASSERT(c.conv != nullptr, "extern computation {} is neither a matmul nor a conv2d",
                 name(c.buffer));
+    COIL_SUPPORTED_CHECK(!generic_,
+                         "size-generic Triton module: conv2d {} has symbolic sizes (the "
+                         "wrapper's conv2d call prints them as numbers); bind them",
+                         name(c.buffer));
     const Conv2dSpec& cs = *c.conv;
     COIL_ASSERT(cs.activation == Conv2dSpec::Activation::none,
                 "conv2d with a folded activation on the GPU (fold_conv_activations is CPU-only)");
@@ -404,13 +522,29 @@ class ModulePrinter {
   void emit_benchmark() {
     w_.line();
     w_.line();
+    if (generic_) {
+      // The only line that depends on the sizes the module was generated at (generate_gpu_module
+      // compares the rest at two sets of sizes).
+      std::vector<std::string> hints;
+      for (size_t s = 0; s < o_.size_symbols.size(); ++s) {
+        auto h = sym::hint(sym::make_symbol(fmt::format("ks{}", s)));
+        hints.push_back(fmt::format("'ks{}': {}", s, h ? *h : kTritonNominalSize));
+      }
+      w_.linef("SIZE_HINTS = {{{}}}  # the sizes get_args() makes inputs of", fmt::join(hints, ", "));
+      w_.line();
+      w_.line();
+    }
     w_.line("def get_args():");
     w_.line("    # random inputs with the graph's shapes and dtypes, on the GPU");
     w_.line("    torch.manual_seed(0)");
+    if (generic_) {
+      for (size_t s = 0; s < o_.size_symbols.size(); ++s)
+        w_.linef("    ks{} = SIZE_HINTS['ks{}']", s, s);
+    }
     std::vector<std::string> names;
     for (int b : p_.input_buffers) {
       const TritonBuffer& t = buf(b);
-      std::string shape = py_tuple(t.sizes), dt = torch_dtype(t.dtype);
+      std::string shape = sizes(b), dt = torch_dtype(t.dtype);
       std::string make;
       if (is_floating(t.dtype)) {
         make = fmt::format("torch.randn({}, dtype={}, device='cuda')", shape, dt);
@@ -421,7 +555,7 @@ class ModulePrinter {
       }
       if (t.strides != contiguous(t.sizes))
         make = fmt::format("torch.empty_strided({}, {}, dtype={}, device='cuda').copy_({})", shape,
-                           py_tuple(t.strides), dt, make);
+                           strides(b), dt, make);
       w_.linef("    {} = {}", t.name, make);
       names.push_back(t.name);
     }
@@ -442,6 +576,9 @@ class ModulePrinter {
   const TritonModuleOptions& o_;
   TritonProgramPlan plan_;
   CodeWriter w_;
+  bool generic_ = false;                // some size is symbolic
+  std::vector<sym::Expr> size_names_;  // what names() may print (collect_size_names)
+  std::set<int64_t> size_constants_;   // the constant sizes and strides among them
 };
 
 }  // namespace

@@ -17,6 +17,12 @@
 //       return (out0, )
 //   def get_args(): ...        # random inputs on cuda
 //   def benchmark_compiled_module(times=10, repeat=10): ...
+//
+// A size-generic module (TritonModuleOptions::size_symbols; docs/dynamic-shapes.md, "GPU")
+// adds SIZE_SYMBOLS = {'ks0': 'n', ...}; its kernels take the sizes they read after the
+// pointers (`in_ptr0, out_ptr0, ks0, xnumel, ...`), and call() binds them from the inputs
+// (`ks0 = runtime.input_dim(arg0_1, 'x', 0, 2)`), checks runtime.guard_sizes(...) and prints
+// every shape, stride and numel as an expression of them.
 #pragma once
 
 #include <string>
@@ -37,6 +43,9 @@ struct TritonModuleOptions {
   // CompileOptions::mode: "default" or "max-autotune". Other than "default", the module says
   // so in a COIL_AUTOTUNE_MODE global that coil_runtime.heuristics reads (config lists).
   std::string autotune_mode = "default";
+  /// A size-generic module (docs/dynamic-shapes.md): the graph's size symbols, in the order of
+  /// their kernel names ks0, ks1, ... (empty: every size is bound).
+  std::vector<std::string> size_symbols;
 };
 
 /// A library call of the wrapper (torch.mm, conv2d), for reports.

@@ -6,10 +6,12 @@
 #include <optional>
 #include <set>
 
+#include "codegen/triton/triton_printer.h"
 #include "codegen/triton/triton_split.h"
 #include "ir/loop_extents.h"
 #include "support/check.h"
 #include "support/log.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
@@ -59,6 +61,36 @@ bool use_persistent_reduction(int64_t r0_numel, ReductionHint hint) {
   return r0_numel <= (hint == ReductionHint::Outer ? kPersistentMaxOuter : kPersistentMaxInner);
 }
 
+int64_t triton_nominal_size(const sym::Expr& e) {
+  std::map<sym::Expr, sym::Expr> at;
+  for (const sym::Expr& s : sym::free_symbols(e)) at[s] = sym::Expr(kTritonNominalSize);
+  sym::Expr v = sym::substitute(e, at);
+  COIL_ASSERT(v.is_const(), "triton_nominal_size: {} is not a size expression", sym::to_string(e));
+  return v.const_value();
+}
+
+namespace {
+bool has_min_max(const sym::Expr& e) {
+  if (e.kind() == sym::ExprKind::Min || e.kind() == sym::ExprKind::Max) return true;
+  for (const sym::Expr& o : e.operands())
+    if (has_min_max(o)) return true;
+  return false;
+}
+}  // namespace
+
+std::string triton_size_text(const sym::Expr& e, int64_t value) {
+  if (!is_symbolic(e)) return std::to_string(value);
+  // The wrapper is host Python: triton_index spells min/max as tl.minimum/tl.maximum, which
+  // only kernels can call.
+  COIL_SUPPORTED_CHECK(!has_min_max(e),
+                       "size-generic Triton module: the size {} clamps (min/max); bind the "
+                       "sizes (CompileOptions::sizes)",
+                       sym::to_string(e));
+  sym::Analyzer a;
+  sym::bind_size_hints(a, /*exact=*/false);
+  return triton_index(e, a);
+}
+
 int64_t TritonBuffer::numel() const {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
@@ -82,23 +114,45 @@ std::string TritonKernelPlan::prefix() const {
 
 namespace {
 
-/// Row-major decomposition of `flat` over `sizes`: the value of each loop variable.
-std::vector<sym::Expr> decompose(const sym::Expr& flat, const std::vector<int64_t>& sizes) {
+/// Row-major decomposition of `flat` over `sizes` (their values at the hints: `values`): the
+/// value of each loop variable. A symbolic size is never 0 or 1 in a size-generic module (the
+/// wrapper's guard), so the tests of 0 and 1 read the values.
+std::vector<sym::Expr> decompose(const sym::Expr& flat, const std::vector<sym::Expr>& sizes,
+                                 const std::vector<int64_t>& values) {
   std::vector<sym::Expr> out(sizes.size(), sym::Expr(0));
   // An empty range: no index is ever in range (the masks are all false), and mod by 0 is
   // undefined (a prod over a dim of size 0: fuzz case seed 1 index 79 on CUDA).
-  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return out;
-  int64_t stride = 1;
+  if (std::find(values.begin(), values.end(), 0) != values.end()) return out;
+  sym::Expr stride = 1;
   size_t outermost = 0;
-  while (outermost < sizes.size() && sizes[outermost] == 1) ++outermost;
+  while (outermost < values.size() && values[outermost] == 1) ++outermost;
   for (size_t i = sizes.size(); i-- > 0;) {
-    if (sizes[i] != 1) {
-      sym::Expr q = stride == 1 ? flat : sym::floordiv(flat, stride);
+    if (values[i] != 1) {
+      sym::Expr q = stride.is_const() && stride.const_value() == 1 ? flat : sym::floordiv(flat, stride);
       out[i] = i == outermost ? q : sym::mod(q, sizes[i]);
     }
-    stride *= sizes[i];
+    stride = stride * sizes[i];
   }
   return out;
+}
+
+sym::Expr product_expr(const std::vector<sym::Expr>& v, size_t begin = 0, size_t end = SIZE_MAX) {
+  sym::Expr p = 1;
+  for (size_t i = begin; i < std::min(end, v.size()); ++i) p = p * v[i];
+  return p;
+}
+
+bool any_symbolic(const std::vector<sym::Expr>& v) {
+  return std::any_of(v.begin(), v.end(), [](const sym::Expr& e) { return is_symbolic(e); });
+}
+
+/// Binds an index symbol to [0, numel) in `a`: the number where the numel is constant, else
+/// the expression (a size-generic kernel's bounds must hold at every size, not the hint's).
+void bind_index(sym::Analyzer& a, const sym::Expr& index, const sym::Expr& numel, int64_t value) {
+  if (is_symbolic(numel))
+    a.bind_loop_var(index, numel);
+  else
+    a.bind(index, 0, std::max<int64_t>(value - 1, 0));
 }
 
 /// A load that misses some loop variable of extent > 1 reads each element several times.
@@ -193,6 +247,8 @@ class Planner {
       tb.dtype = b.layout.dtype;
       tb.sizes = static_extents(b.layout.sizes);
       tb.strides = static_extents(b.layout.strides);
+      tb.size_exprs = b.layout.sizes;
+      tb.stride_exprs = b.layout.strides;
       tb.kind = b.kind;
       tb.external_index = b.external_index;
       tb.name = b.kind == BufferKind::Input      ? fmt::format("arg{}_1", b.external_index)
@@ -260,7 +316,10 @@ class Planner {
     k.provenance = c.origins;
     int64_t biggest = 0;
     for (int b : {a.q, a.k, a.v, a.mask, c.buffer})
-      if (b >= 0) biggest = std::max(biggest, out_.buffers[static_cast<size_t>(b)].numel());
+      if (b >= 0) {
+        biggest = std::max(biggest, index_extent(b));
+        int32_guard(b);
+      }
     k.int64_index = biggest > INT32_MAX;
     out_.steps.push_back({static_cast<int>(out_.kernels.size()), computation});
     out_.kernels.push_back(std::move(k));
@@ -276,6 +335,10 @@ class Planner {
     const MatmulSpec& ms = *head.matmul;
     if (ms.dtype != DType::F32 && ms.dtype != DType::BF16 && ms.dtype != DType::F16) return false;
     if (ms.m <= 0 || ms.n <= 0 || ms.k <= 0) return false;
+    // Size-generic modules call the library for the product and run the epilogue as its own
+    // kernel: the template's decorator and tiles print m, n and k as numbers.
+    for (int b : {head.buffer, ms.a.buffer, ms.b.buffer})
+      if (any_symbolic(out_.buffers[static_cast<size_t>(b)].size_exprs)) return false;
     const TritonBuffer& acc = out_.buffers[static_cast<size_t>(head.buffer)];
     std::vector<int64_t> sizes = ms.batch;
     sizes.insert(sizes.end(), {ms.m, ms.n});
@@ -315,8 +378,7 @@ class Planner {
     for (const auto& o : head.origin_names) tem.origins.insert(tem.origins.begin(), o);
     tem.provenance.insert(tem.provenance.begin(), head.origins.begin(), head.origins.end());
     int64_t biggest = numel;
-    for (int b : {ms.a.buffer, ms.b.buffer})
-      biggest = std::max(biggest, out_.buffers[static_cast<size_t>(b)].numel());
+    for (int b : {ms.a.buffer, ms.b.buffer}) biggest = std::max(biggest, index_extent(b));
     tem.int64_index = k->int64_index || biggest > INT32_MAX;
     TritonStep st;
     st.kernel = static_cast<int>(out_.kernels.size());
@@ -328,8 +390,35 @@ class Planner {
     return true;
   }
 
+  /// What decides a kernel's index width for buffer `b`: its element count, or where that is
+  /// symbolic its nominal one (each size 1024, triton_plan.h), so that the choice, which the
+  /// text shows, does not depend on the sizes it was generated at: a symbolic buffer that may
+  /// be large is indexed in int64, the others in int32 under a guard (int32_guard).
+  int64_t index_extent(int b) const {
+    const TritonBuffer& tb = out_.buffers[static_cast<size_t>(b)];
+    sym::Expr n = product_expr(tb.size_exprs);
+    return is_symbolic(n) ? triton_nominal_size(n) : tb.numel();
+  }
+  static int64_t index_extent(const sym::Expr& n, int64_t value) {
+    return is_symbolic(n) ? triton_nominal_size(n) : value;
+  }
+
+  /// A size-generic module's int32 indexing must hold for buffer `b` at every size it runs.
+  void int32_guard(int b) {
+    const TritonBuffer& tb = out_.buffers[static_cast<size_t>(b)];
+    int32_guard(product_expr(tb.size_exprs), tb.numel());
+  }
+  void int32_guard(const sym::Expr& n, int64_t value) {
+    if (!is_symbolic(n) || index_extent(n, value) > INT32_MAX) return;
+    for (const sym::Expr& g : out_.int32_guards)
+      if (g == n) return;
+    out_.int32_guards.push_back(n);
+  }
+
   void add_kernel(TritonKernelPlan k) {
-    if (auto split = split_reduction(k, out_.buffers)) {
+    // A split's chunk count is chosen from the row length: not for a symbolic one.
+    bool symbolic = is_symbolic(k.xnumel_expr) || is_symbolic(k.r0_numel_expr);
+    if (auto split = symbolic ? std::nullopt : split_reduction(k, out_.buffers)) {
       out_.steps.push_back({static_cast<int>(out_.kernels.size()), -1});
       out_.kernels.push_back(std::move(split->first));
       out_.steps.push_back({static_cast<int>(out_.kernels.size()), -1});
@@ -346,13 +435,15 @@ class Planner {
                                         std::string* why) {
     struct NestLoops {
       std::vector<int64_t> ranges, red;
+      std::vector<sym::Expr> eranges, ered;  // the same as expressions of the size symbols
     };
     std::vector<NestLoops> loops;
     for (const LoopNest* n : nests) {
       // The nest's loops are its last computation's (a reduction's, when a pointwise prologue
       // was merged into it, renamed to its variables).
       const ComputedBuffer& head = comp(n->computations.back());
-      loops.push_back({static_extents(head.ranges), static_extents(head.reduction_ranges)});
+      loops.push_back({static_extents(head.ranges), static_extents(head.reduction_ranges),
+                       head.ranges, head.reduction_ranges});
     }
     // Pointwise nests of one element count are one flat pointwise kernel, each nest's loops
     // decomposed from xindex. The group's outer depth is the CPU schedule's (its parallel
@@ -362,7 +453,8 @@ class Planner {
     bool flat = true;
     for (size_t i = 0; i < nests.size(); ++i)
       flat = flat && loops[i].red.empty() && !comp(nests[i]->computations.back()).is_reduction() &&
-             product(loops[i].ranges) == product(loops[0].ranges);
+             product(loops[i].ranges) == product(loops[0].ranges) &&
+             product_expr(loops[i].eranges) == product_expr(loops[0].eranges);
     // Several nests only when none reads what another writes: a flat index gives each element
     // its own program, so a value another nest stores elsewhere may not be written yet.
     for (size_t i = 0; i < nests.size() && flat && nests.size() > 1; ++i)
@@ -373,16 +465,22 @@ class Planner {
               for (int b : comp(cj).reads()) flat = flat && b != comp(ci).buffer;
     const auto d = static_cast<size_t>(outer_depth);
     std::vector<int64_t> outer(loops[0].ranges.begin(), loops[0].ranges.begin() + outer_depth);
+    std::vector<sym::Expr> eouter(loops[0].eranges.begin(),
+                                  loops[0].eranges.begin() + outer_depth);
     TritonKernelPlan k;
     k.xnumel = product(outer);
+    k.xnumel_expr = product_expr(eouter);
     k.num_nests = static_cast<int>(nests.size());
     std::vector<int64_t> row(nests.size());
+    std::vector<sym::Expr> erow(nests.size(), sym::Expr(0));
     k.r0_numel = 0;  // a reduction over no element leaves its identity
+    k.r0_numel_expr = 0;
     bool any_reduction = false;
     for (size_t i = 0; i < nests.size() && !flat; ++i) {
       const NestLoops& l = loops[i];
       bool reduces = comp(nests[i]->computations.back()).is_reduction();
-      if (!std::equal(outer.begin(), outer.end(), l.ranges.begin())) {
+      if (!std::equal(outer.begin(), outer.end(), l.ranges.begin()) ||
+          !std::equal(eouter.begin(), eouter.end(), l.eranges.begin())) {
         *why = "nests differ in their outer loops";
         return std::nullopt;
       }
@@ -391,25 +489,39 @@ class Planner {
         return std::nullopt;
       }
       // A reduction over no element is its identity, computed once per row (see below).
-      row[i] = reduces && product(l.red) == 0 ? 1 : product(l.ranges, d) * product(l.red);
-      k.r0_numel = std::max(k.r0_numel, row[i]);
+      const bool empty = reduces && product(l.red) == 0;
+      row[i] = empty ? 1 : product(l.ranges, d) * product(l.red);
+      erow[i] = empty ? sym::Expr(1) : product_expr(l.eranges, d) * product_expr(l.ered);
+      if (row[i] > k.r0_numel) {
+        k.r0_numel = row[i];
+        k.r0_numel_expr = erow[i];
+      }
       any_reduction = any_reduction || reduces;
     }
-    if (k.r0_numel == 0 && !any_reduction) k.r0_numel = 1;
+    if (k.r0_numel == 0 && !any_reduction) {
+      k.r0_numel = 1;
+      k.r0_numel_expr = 1;
+    }
     if (flat) {
       k.xnumel = product(loops[0].ranges);
+      k.xnumel_expr = product_expr(loops[0].eranges);
       k.r0_numel = 1;
+      k.r0_numel_expr = 1;
     }
     for (size_t i = 0; i < nests.size() && !flat; ++i) {
       bool reduces = comp(nests[i]->computations.back()).is_reduction();
-      if ((row[i] != 1 || reduces) && row[i] != k.r0_numel) {
+      // Rows of one length at the hints but of different expressions (a coincidence of the
+      // hinted sizes) are different rows.
+      if ((row[i] != 1 || reduces) && (row[i] != k.r0_numel || !(erow[i] == k.r0_numel_expr))) {
         *why = fmt::format("rows of {} and {} elements", row[i], k.r0_numel);
         return std::nullopt;
       }
     }
     // The flat index of each loop variable, per nest.
     size_t tile_y = 0;
-    if (k.r0_numel == 1 && nests.size() == 1 && nests[0]->reindex.empty()) {
+    // 2-D tiles are chosen by the extents' values: not where they are symbolic.
+    if (k.r0_numel == 1 && nests.size() == 1 && nests[0]->reindex.empty() &&
+        !any_symbolic(loops[0].eranges)) {
       std::vector<BodyOp> accesses;
       for (int c : nests[0]->computations)
         for (const BodyOp& op : comp(c).body.ops())
@@ -425,22 +537,28 @@ class Planner {
       std::vector<int64_t> xs(r.begin() + static_cast<long>(tile_y), r.end());
       k.ynumel = product(ys);
       k.xnumel = product(xs);
-      auto yv = decompose(triton_yindex(), ys), xv = decompose(triton_xindex(), xs);
+      k.ynumel_expr = k.ynumel;
+      k.xnumel_expr = k.xnumel;
+      auto yv = decompose(triton_yindex(), {ys.begin(), ys.end()}, ys);
+      auto xv = decompose(triton_xindex(), {xs.begin(), xs.end()}, xs);
       for (size_t i = 0; i < r.size(); ++i)
         var_map[0][loop_var(static_cast<int>(i))] = i < tile_y ? yv[i] : xv[i - tile_y];
     } else if (flat) {
       for (size_t n = 0; n < nests.size(); ++n) {
-        auto xv = decompose(triton_xindex(), loops[n].ranges);
+        auto xv = decompose(triton_xindex(), loops[n].eranges, loops[n].ranges);
         for (size_t i = 0; i < xv.size(); ++i) var_map[n][loop_var(static_cast<int>(i))] = xv[i];
       }
       k.kind = TritonKernelKind::Pointwise;
     } else {
-      auto xv = decompose(triton_xindex(), outer);
+      auto xv = decompose(triton_xindex(), eouter, outer);
       for (size_t n = 0; n < nests.size(); ++n) {
         for (size_t i = 0; i < d; ++i) var_map[n][loop_var(static_cast<int>(i))] = xv[i];
         std::vector<int64_t> inner(loops[n].ranges.begin() + outer_depth, loops[n].ranges.end());
         inner.insert(inner.end(), loops[n].red.begin(), loops[n].red.end());
-        auto rv = decompose(triton_rindex(), inner);
+        std::vector<sym::Expr> einner(loops[n].eranges.begin() + outer_depth,
+                                      loops[n].eranges.end());
+        einner.insert(einner.end(), loops[n].ered.begin(), loops[n].ered.end());
+        auto rv = decompose(triton_rindex(), einner, inner);
         size_t j = 0;
         for (size_t i = d; i < loops[n].ranges.size(); ++i)
           var_map[n][loop_var(static_cast<int>(i))] = rv[j++];
@@ -449,9 +567,10 @@ class Planner {
       }
       k.kind = k.r0_numel == 1 ? TritonKernelKind::Pointwise : TritonKernelKind::Looped;
     }
-    ka.bind(triton_xindex(), 0, std::max<int64_t>(k.xnumel - 1, 0));
-    ka.bind(triton_yindex(), 0, std::max<int64_t>(k.ynumel - 1, 0));
-    ka.bind(triton_rindex(), 0, std::max<int64_t>(k.r0_numel - 1, 0));
+    sym::bind_size_hints(ka, /*exact=*/false);  // size symbols are >= 1, nothing more
+    bind_index(ka, triton_xindex(), k.xnumel_expr, k.xnumel);
+    bind_index(ka, triton_yindex(), k.ynumel_expr, k.ynumel);
+    bind_index(ka, triton_rindex(), k.r0_numel_expr, k.r0_numel);
 
     // Merge the bodies in the flat index space, forwarding stored values.
     std::set<int> written;
@@ -527,11 +646,14 @@ class Planner {
 
   /// Reduction hint, persistent or looped, index width.
   void finish(TritonKernelPlan& k, const sym::Analyzer& ka) {
-    int64_t biggest = k.xnumel * k.ynumel * k.r0_numel;
+    const sym::Expr numels = k.xnumel_expr * k.ynumel_expr * k.r0_numel_expr;
+    int64_t biggest = index_extent(numels, k.xnumel * k.ynumel * k.r0_numel);
+    int32_guard(numels, k.xnumel * k.ynumel * k.r0_numel);
     int contiguous = 0, strided = 0;
     for (const BodyOp& op : k.body.ops()) {
       if (op.op != LoopOp::load && op.op != LoopOp::store) continue;
-      biggest = std::max(biggest, out_.buffers[static_cast<size_t>(op.buffer)].numel());
+      biggest = std::max(biggest, index_extent(op.buffer));
+      int32_guard(op.buffer);
       if (op.op != LoopOp::load || !sym::depends_on(op.index, triton_rindex())) continue;
       auto s = ka.stride(op.index, triton_rindex());
       (s && s->as_const() == 1 ? contiguous : strided) += 1;
@@ -541,7 +663,10 @@ class Planner {
     k.hint = strided == 0      ? ReductionHint::Inner
              : contiguous == 0 ? ReductionHint::Outer
                                : ReductionHint::Default;
-    if (use_persistent_reduction(k.r0_numel, k.hint)) k.kind = TritonKernelKind::Persistent;
+    // A symbolic row stays looped: persistent is chosen by the row's length, and a looped
+    // reduction is right at every length.
+    if (!is_symbolic(k.r0_numel_expr) && use_persistent_reduction(k.r0_numel, k.hint))
+      k.kind = TritonKernelKind::Persistent;
   }
 
   void mark_in_memory() {

@@ -76,6 +76,9 @@ struct TritonBuffer {
   std::string name;  // the wrapper's name: arg0_1 (input i), const0, buf3, out0, part0
   DType dtype = DType::F32;
   std::vector<int64_t> sizes, strides;
+  /// The same as expressions of the size symbols (ks0, ...): what a size-generic module
+  /// prints (equal to `sizes`/`strides` as constants otherwise).
+  std::vector<sym::Expr> size_exprs, stride_exprs;
   BufferKind kind = BufferKind::Intermediate;
   int external_index = -1;
   int64_t numel() const;
@@ -86,6 +89,9 @@ struct TritonBuffer {
 struct TritonKernelPlan {
   TritonKernelKind kind = TritonKernelKind::Pointwise;
   int64_t xnumel = 1, ynumel = 1, r0_numel = 1;
+  /// The same as expressions of the size symbols: a size-generic kernel takes them as
+  /// arguments (its numels) instead of constants; `xnumel` etc. are their values at the hints.
+  sym::Expr xnumel_expr = sym::Expr(1), ynumel_expr = sym::Expr(1), r0_numel_expr = sym::Expr(1);
   LoopBody body;
   /// Per op: the nest it came from. A looped kernel runs one r loop per nest holding
   /// reductions or element stores, in nest order.
@@ -137,7 +143,25 @@ struct TritonProgramPlan {
   std::vector<bool> in_memory;
   /// The f32 dots of matmul templates: IEEE or TF32 (codegen/precision.h).
   Fp32Precision fp32_precision = Fp32Precision::highest;
+  /// Size-generic modules: expressions of the size symbols that must stay <= INT32_MAX for the
+  /// kernels' int32 indexing (chosen at the hints; the wrapper checks them per call).
+  std::vector<sym::Expr> int32_guards;
 };
+
+/// Whether `e` holds a size symbol (a size-generic module's ks0, ...).
+inline bool is_symbolic(const sym::Expr& e) {
+  return e.defined() && !e.is_const();
+}
+
+/// What a size-generic module prints where a number stands for a symbolic size (decorators'
+/// size hints, the attention template's config shape): `e` with every size symbol at
+/// kTritonNominalSize, so that the text does not depend on the sizes it was generated at. The
+/// runtime still picks and caches configs per power-of-two bucket of the call's numels.
+constexpr int64_t kTritonNominalSize = 1024;
+int64_t triton_nominal_size(const sym::Expr& e);
+
+/// The Python text of size expression `e` (ks0*ks1, ks0 // 2), `value` where it is constant.
+std::string triton_size_text(const sym::Expr& e, int64_t value);
 
 TritonProgramPlan plan_triton_program(const IrProgram& program, const Schedule& schedule);
 

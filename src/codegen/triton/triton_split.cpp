@@ -149,6 +149,8 @@ std::optional<std::pair<TritonKernelPlan, TritonKernelPlan>> split_reduction(
   TritonKernelPlan s1 = empty_like(k);
   s1.xnumel = X * S;
   s1.r0_numel = C;
+  s1.xnumel_expr = s1.xnumel;  // splits are for constant sizes only (triton_plan.cpp)
+  s1.r0_numel_expr = s1.r0_numel;
   s1.hint = k.hint;
   s1.kind =
       use_persistent_reduction(C, k.hint) ? TritonKernelKind::Persistent : TritonKernelKind::Looped;
@@ -175,6 +177,8 @@ std::optional<std::pair<TritonKernelPlan, TritonKernelPlan>> split_reduction(
   TritonKernelPlan s2 = empty_like(k);
   s2.xnumel = X;
   s2.r0_numel = S;
+  s2.xnumel_expr = s2.xnumel;
+  s2.r0_numel_expr = s2.r0_numel;
   s2.hint = shape->outputs_contiguous ? ReductionHint::Outer : ReductionHint::Inner;
   s2.kind = use_persistent_reduction(S, s2.hint) ? TritonKernelKind::Persistent
                                                  : TritonKernelKind::Looped;
