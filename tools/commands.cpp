@@ -125,10 +125,11 @@ int cmd_compile(const ModelArgs& a, const std::string& out_dir) {
     CompileReport r = generate_gpu_module(p.graph, p.options);
     print_kernels(r);
     if (!unbound.empty())
-      fmt::print("size-generic: the kernels take the sizes {} as arguments (ks0, ...); the "
-                 "module's call() binds them from the inputs and checks its guards (sizes 0 "
-                 "and 1 need a module bound to them)\n",
-                 names_list(unbound));
+      fmt::print(
+          "size-generic: the kernels take the sizes {} as arguments (ks0, ...); the "
+          "module's call() binds them from the inputs and checks its guards (sizes 0 "
+          "and 1 need a module bound to them)\n",
+          names_list(unbound));
     fmt::print(
         "generated in {:.1f} ms; wrote {}/module.py, report.json, graph.coil (run module.py "
         "through python/coil_runtime on a CUDA machine)\n",

@@ -557,8 +557,7 @@ TEST(TritonSizeGeneric, IndexWidthFollowsTheNominalSizeNotTheHints) {
   // Rows of 2^24: at the representative sizes (97, and 157 for the check) the buffer's count
   // is 1.6e9 and 2.6e9, either side of int32; the nominal 1024 rows decide: int64 indexing,
   // and no int32 guard.
-  std::string big = size_generic_source(
-      "input x: f32[n, 16777216]\ny = relu(x)\noutput y\n");
+  std::string big = size_generic_source("input x: f32[n, 16777216]\ny = relu(x)\noutput y\n");
   EXPECT_NE(big.find("tl.program_id(0).to(tl.int64)"), std::string::npos) << big;
   EXPECT_EQ(big.find("<= 2147483647"), std::string::npos) << big;
   // Rows of 64: int32, under a guard the wrapper checks per call.
@@ -569,16 +568,15 @@ TEST(TritonSizeGeneric, IndexWidthFollowsTheNominalSizeNotTheHints) {
 }
 
 TEST(TritonSizeGeneric, SymbolicRowsAreLoopedAndKeepTheirMasks) {
-  std::string s = size_generic_source(
-      "input x: f32[8, n]\ny = softmax(x) {axis=-1}\noutput y\n");
+  std::string s = size_generic_source("input x: f32[8, n]\ny = softmax(x) {axis=-1}\noutput y\n");
   EXPECT_NE(s.find("@heuristics.reduction(size_hints={'x': 8, 'r0_': 1024}"), std::string::npos)
       << s;
   EXPECT_EQ(s.find("persistent_reduction"), std::string::npos) << s;
   EXPECT_NE(s.find("r0_mask = r0_index < r0_numel"), std::string::npos) << s;
   EXPECT_EQ(s.find("    r0_numel = "), std::string::npos) << s;  // the argument itself
   // The same rows of a constant length stay persistent.
-  std::string c = size_generic_source(
-      "input x: f32[n, 1000]\ny = softmax(x) {axis=-1}\noutput y\n");
+  std::string c =
+      size_generic_source("input x: f32[n, 1000]\ny = softmax(x) {axis=-1}\noutput y\n");
   EXPECT_NE(c.find("persistent_reduction"), std::string::npos) << c;
 }
 
