@@ -82,8 +82,9 @@ class AttentionPrinter {
     w_.dedent();
     out.code = w_.str();
     out.size_args.assign(used_.begin(), used_.end());
-    std::stable_sort(out.size_args.begin(), out.size_args.end(),
-                     [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+    std::stable_sort(
+        out.size_args.begin(), out.size_args.end(),
+        [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
     std::string size_params;
     for (const std::string& s : out.size_args) {
       size_params += s + ", ";
@@ -176,8 +177,8 @@ class AttentionPrinter {
     const std::string wide = k_.int64_index ? ".to(tl.int64)" : "";
     w_.linef("# flash attention: q [{}, {}, {}, {}], k [{}, {}, {}, {}], v [..., {}]{}{}",
              names(a_.batch), names(a_.heads), names(a_.q_len), a_.head_dim, names(a_.batch),
-             names(a_.kv_heads), names(a_.kv_len), a_.head_dim,
-             a_.value_dim, a_.causal ? ", causal (bottom-right)" : "",
+             names(a_.kv_heads), names(a_.kv_len), a_.head_dim, a_.value_dim,
+             a_.causal ? ", causal (bottom-right)" : "",
              a_.mask < 0    ? ""
              : a_.bool_mask ? ", bool mask"
                             : ", additive mask");
@@ -324,8 +325,8 @@ class AttentionPrinter {
   const AttentionSpec& a_;
   int index_;
   CodeWriter w_;
-  std::vector<sym::Expr> names_;          // what names() may print
-  std::set<int64_t> constants_;          // constant sizes and strides of the operands
+  std::vector<sym::Expr> names_;        // what names() may print
+  std::set<int64_t> constants_;         // constant sizes and strides of the operands
   mutable std::set<std::string> used_;  // the size symbols it printed
   bool even_m_ = true, even_n_ = true, pad_d_ = false, pad_dv_ = false;
 };

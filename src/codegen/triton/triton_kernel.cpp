@@ -188,8 +188,7 @@ class TritonKernelPrinter {
     ymask_ =
         k_.kind == TritonKernelKind::Tiled && triton_needs_mask(k_.ynumel_expr, kTritonMaxYBlock);
     // Persistent R0_BLOCK is next_pow2(r0_numel): the same rule.
-    if (k_.is_reduction())
-      rmask_ = triton_needs_mask(k_.r0_numel_expr, kTritonMaxLoopedR0Block);
+    if (k_.is_reduction()) rmask_ = triton_needs_mask(k_.r0_numel_expr, kTritonMaxLoopedR0Block);
     row_mask_ = k_.row_index.defined();
     // Index variables, numbered in order of first use.
     sym::bind_size_hints(ka_, /*exact=*/false);  // size symbols are >= 1, nothing more
@@ -209,8 +208,9 @@ class TritonKernelPrinter {
     }
     size_args_.assign(sizes.begin(), sizes.end());
     // ks10 after ks9: numeric order, not the names' (sizes are few; a stable sort by length).
-    std::stable_sort(size_args_.begin(), size_args_.end(),
-                     [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+    std::stable_sort(
+        size_args_.begin(), size_args_.end(),
+        [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
     names_.resize(count);
     for (int i = 0; i < n(); ++i) names_[static_cast<size_t>(i)] = fmt::format("tmp{}", i);
     counter_ = n();
@@ -297,8 +297,7 @@ class TritonKernelPrinter {
                           hint(k_.xnumel_expr, k_.xnumel));
     else
       hints = fmt::format("'x': {}", hint(k_.xnumel_expr, k_.xnumel));
-    if (k_.is_reduction())
-      hints += fmt::format(", 'r0_': {}", hint(k_.r0_numel_expr, k_.r0_numel));
+    if (k_.is_reduction()) hints += fmt::format(", 'r0_': {}", hint(k_.r0_numel_expr, k_.r0_numel));
     std::string what = k_.kind == TritonKernelKind::Persistent ? "persistent_reduction"
                        : k_.kind == TritonKernelKind::Looped   ? "reduction"
                                                                : "pointwise";
@@ -881,8 +880,8 @@ class TritonKernelPrinter {
   std::map<int, std::string> ptr_;  // buffer -> in_ptrN / out_ptrN
   bool xmask_ = false, ymask_ = false, rmask_ = false, row_mask_ = false;
   std::vector<std::string> size_args_;  // ks0, ... the kernel reads (size-generic modules)
-  sym::Analyzer ka_;  // kernel index symbols
-  sym::Analyzer pa_;  // index variables (for printing)
+  sym::Analyzer ka_;                    // kernel index symbols
+  sym::Analyzer pa_;                    // index variables (for printing)
   std::map<sym::Expr, sym::Expr> atom_of_;
   std::vector<IndexAtom> atoms_;
   int nx_ = 0, ny_ = 0, nr_ = 0;

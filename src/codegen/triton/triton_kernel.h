@@ -36,14 +36,14 @@ struct TritonKernelSource {
     std::vector<int64_t> sizes, strides;
   };
   std::vector<ArgLayout> arg_layouts;
-  std::vector<int64_t> numels;       // passed after the pointers: [ynumel,] xnumel [, r0_numel]
+  std::vector<int64_t> numels;         // passed after the pointers: [ynumel,] xnumel [, r0_numel]
   std::vector<sym::Expr> numel_exprs;  // the same as expressions of the size symbols
   /// Size symbols passed between the pointers and the numels (ks0, ...: a size-generic
   /// kernel's index expressions read them).
   std::vector<std::string> size_args;
   std::vector<int64_t> size_arg_values;  // their values at the sizes generated at (repros)
-  std::vector<std::string> helpers;  // module-level @triton.jit helpers the kernel calls
-  std::vector<std::string> origins;  // graph nodes, "t3 (add)"
+  std::vector<std::string> helpers;      // module-level @triton.jit helpers the kernel calls
+  std::vector<std::string> origins;      // graph nodes, "t3 (add)"
   int64_t bytes_read = 0, bytes_written = 0;
 };
 

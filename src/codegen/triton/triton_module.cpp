@@ -274,9 +274,8 @@ class ModulePrinter {
         for (const auto& a : k.args) args.push_back(name(a.buffer));
         for (const std::string& s : k.size_args) args.push_back(s);
         for (size_t i = 0; i < k.numels.size(); ++i)
-          args.push_back(i < k.numel_exprs.size()
-                             ? triton_size_text(k.numel_exprs[i], k.numels[i])
-                             : std::to_string(k.numels[i]));
+          args.push_back(i < k.numel_exprs.size() ? triton_size_text(k.numel_exprs[i], k.numels[i])
+                                                  : std::to_string(k.numels[i]));
         w_.linef("{}.run({})", k.name, fmt::join(args, ", "));
       } else {
         m.externs.push_back(emit_extern(st.computation, extern_count++));
@@ -530,7 +529,8 @@ class ModulePrinter {
         auto h = sym::hint(sym::make_symbol(fmt::format("ks{}", s)));
         hints.push_back(fmt::format("'ks{}': {}", s, h ? *h : kTritonNominalSize));
       }
-      w_.linef("SIZE_HINTS = {{{}}}  # the sizes get_args() makes inputs of", fmt::join(hints, ", "));
+      w_.linef("SIZE_HINTS = {{{}}}  # the sizes get_args() makes inputs of",
+               fmt::join(hints, ", "));
       w_.line();
       w_.line();
     }
@@ -576,7 +576,7 @@ class ModulePrinter {
   const TritonModuleOptions& o_;
   TritonProgramPlan plan_;
   CodeWriter w_;
-  bool generic_ = false;                // some size is symbolic
+  bool generic_ = false;               // some size is symbolic
   std::vector<sym::Expr> size_names_;  // what names() may print (collect_size_names)
   std::set<int64_t> size_constants_;   // the constant sizes and strides among them
 };

@@ -128,7 +128,8 @@ std::vector<sym::Expr> decompose(const sym::Expr& flat, const std::vector<sym::E
   while (outermost < values.size() && values[outermost] == 1) ++outermost;
   for (size_t i = sizes.size(); i-- > 0;) {
     if (values[i] != 1) {
-      sym::Expr q = stride.is_const() && stride.const_value() == 1 ? flat : sym::floordiv(flat, stride);
+      sym::Expr q =
+          stride.is_const() && stride.const_value() == 1 ? flat : sym::floordiv(flat, stride);
       out[i] = i == outermost ? q : sym::mod(q, sizes[i]);
     }
     stride = stride * sizes[i];
@@ -465,8 +466,7 @@ class Planner {
               for (int b : comp(cj).reads()) flat = flat && b != comp(ci).buffer;
     const auto d = static_cast<size_t>(outer_depth);
     std::vector<int64_t> outer(loops[0].ranges.begin(), loops[0].ranges.begin() + outer_depth);
-    std::vector<sym::Expr> eouter(loops[0].eranges.begin(),
-                                  loops[0].eranges.begin() + outer_depth);
+    std::vector<sym::Expr> eouter(loops[0].eranges.begin(), loops[0].eranges.begin() + outer_depth);
     TritonKernelPlan k;
     k.xnumel = product(outer);
     k.xnumel_expr = product_expr(eouter);
