@@ -28,7 +28,7 @@ enum class EnvScope { coil, python, scripts };
     "Redis connect and command timeout (default 5000)")                                            \
   X(remote_cache_wait_s, "COIL_REMOTE_CACHE_WAIT_S", coil,                                         \
     "how long to wait for another machine's compile (default 600)")                                \
-  X(cpu_isa, "COIL_CPU_ISA", coil, "vector ISA of generated kernels: avx512, avx2, scalar")        \
+  X(cpu_isa, "COIL_CPU_ISA", coil, "vector ISA of generated kernels: avx512_amx, avx512, avx2, scalar")        \
   X(vmath_dir, "COIL_VMATH_DIR", coil, "directory of libcoil_vmath.so and libcoil_extern.so")      \
   X(compile_debug, "COIL_COMPILE_DEBUG", coil, "1: build kernels with -O0 -g")                     \
   X(compile_threads, "COIL_COMPILE_THREADS", coil,                                                 \
