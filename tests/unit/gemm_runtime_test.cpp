@@ -472,6 +472,25 @@ TEST_P(GemmRuntimeTest, RealAmxAgainstTheEmulation) {
             << " elements bitwise equal; largest relative difference " << worst_rel << "\n";
 }
 
+// A module of the avx512_amx ISA (module_compile_flags: the tile instructions and
+// COIL_GEMM_PRECOMPILED) builds on any AVX-512 machine and links libcoil_vmath's AMX
+// run_matmul (the library is loaded, so an instance missing there fails here); its constants
+// say AMX. Nothing runs a tile instruction, so this holds on CPUs without AMX too.
+TEST(GemmAmxModule, BuildsAndLinksThePrecompiledKernelWithoutAmx) {
+  if (!cpu_supports(isa_by_name("avx512"))) GTEST_SKIP() << "this CPU cannot run avx512";
+  std::string source = vec_test::read_text(std::filesystem::path(COIL_SOURCE_DIR) /
+                                           "tests/unit/kernel_gemm/gemm_program.cpp");
+  CompileFlags flags = module_compile_flags(isa_by_name("avx512_amx"));
+  ASSERT_NE(std::find(flags.extra.begin(), flags.extra.end(), "-DCOIL_GEMM_PRECOMPILED"),
+            flags.extra.end());
+  auto lib = SharedLibrary::open(compile_cached(source, flags).so_path);
+  auto info = lib->symbol_as<int64_t (*)(int)>("gemm_info");
+  EXPECT_EQ(info(5), 1) << "bf16 on AMX";
+  EXPECT_EQ(info(6), 32);
+  EXPECT_EQ(info(7), 32);
+  EXPECT_EQ(info(3), 16 * 32) << "a 3 x 5 B: one tile of columns, K rounded up to 32";
+}
+
 INSTANTIATE_TEST_SUITE_P(GemmRuntime, GemmRuntimeTest, ::testing::ValuesIn(gemm_variants()),
                          variant_name);
 
