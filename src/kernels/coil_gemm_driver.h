@@ -317,7 +317,9 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
 #endif
 }
 
-#ifdef COIL_GEMM_PRECOMPILED
+#if defined(COIL_GEMM_PRECOMPILED) && !defined(COIL_AMX_EMULATE)
+// (A module on emulated AMX tiles, COIL_TESTING_AMX_EMULATE, compiles its own: libcoil_vmath
+// has no emulated copy.)
 // Generated modules of the AVX-512/AVX2 ISAs link these from libcoil_vmath
 // (src/kernels/vmath/gemm_*.cpp, built with the same ISA macros) instead of compiling the
 // blocking loops and micro-kernels again: 0.4-1 s of g++ per module with a matmul.
