@@ -40,7 +40,7 @@ echo "== host: $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
 
 # (a) The AMX kernel's tests: the gemm runtime suite on real tiles and on the emulation, the
 # real-vs-emulated comparison, the emulation's own tests and the ISA table's AMX checks.
-filter='GemmRuntime/*avx512_amx*:AmxEmulation.*:IsaTest.TableFollowsInductorsWidths'
+filter='GemmRuntime/*avx512_amx*:GemmAmxModule.*:AmxEmulation.*:IsaTest.TableFollowsInductorsWidths'
 filter+=':IsaTest.DetectsTheBestIsaThisMachineRuns:IsaTest.AmxOnlyWhereTheCpuAndKernelAllowIt'
 filter+=':IsaTest.OverrideChoosesTheIsa'
 set +e
