@@ -9,7 +9,9 @@ torch has out=:
   xw_bias_relu   torch.addmm(b, x, W, out=y); y.relu_()   (eager: two passes)
   mlp3           3 x (nn.Linear(256, 256) + nn.ReLU()) on x [64, 256], inference mode (torch's
                  Linear is x @ W^T + b; allocates its outputs); at least 100 timed calls
-  bf16_sq2048    torch.mm(a, b, out=c), bf16 [2048, 2048] (bf16 result)
+  bf16_sq<n>     torch.mm(a, b, out=c), bf16 [n, n] (bf16 result) for n in --bf16-sizes
+                 (default 2048; oneDNN, on AMX where the CPU has it)
+--bf16-only keeps just the bf16 rows (bench/amx/run_device.sh).
 and writes JSON rows in coil_gemm_bench's schema (--json FILE, or stdout), which
 `coil_gemm_bench --torch FILE` adds to its table.
 
@@ -21,7 +23,7 @@ OpenBLAS (openblas_set_num_threads, through ctypes on the library torch loaded);
 OpenBLAS reported.
 
   /usr/bin/python3 bench/eager_gemm.py [--threads 1,2] [--runs 10] [--warmup 2]
-      [--sizes 256,512,1024,2048] [--json FILE]
+      [--sizes 256,512,1024,2048] [--bf16-sizes 2048] [--bf16-only] [--json FILE]
 
 Only the standard library and torch (Debian's python3-torch 1.13, or a venv's torch).
 """
@@ -41,12 +43,15 @@ def parse_args():
     p.add_argument("--runs", type=int, default=10, help="timed calls per measurement (>= 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls before timing")
     p.add_argument("--sizes", default="256,512,1024,2048", help="square GEMM sizes")
+    p.add_argument("--bf16-sizes", default="2048", help="square bf16 GEMM sizes")
+    p.add_argument("--bf16-only", action="store_true", help="only the bf16 rows")
     p.add_argument("--json", default="", help="write the results here (default: stdout)")
     p.add_argument("--no-pin-blas-threads", action="store_true",
                    help="leave OpenBLAS's own thread count alone (default: set it to each count)")
     a = p.parse_args()
     a.threads = [int(t) for t in a.threads.split(",") if t]
     a.sizes = [int(s) for s in a.sizes.split(",") if s]
+    a.bf16_sizes = [int(s) for s in a.bf16_sizes.split(",") if s]
     if not a.threads or min(a.threads) < 1:
         p.error("--threads needs positive counts")
     if a.runs < 1 or a.warmup < 0 or not a.sizes or min(a.sizes) < 1:
@@ -81,7 +86,7 @@ def time_it(fn, warmup, runs):
     return {"median_ms": statistics.median(t), "min_ms": min(t), "max_ms": max(t), "runs": runs}
 
 
-def workloads(torch, sizes):
+def workloads(torch, sizes, bf16_sizes, bf16_only):
     """(id, desc, flops, dtype, runs_at_least, note, make) where make() returns the callable."""
     nn = torch.nn
 
@@ -122,11 +127,17 @@ def workloads(torch, sizes):
                 model(x)
         return run
 
-    def bf16():
-        a = rand(2048, 2048, dtype=torch.bfloat16, seed=8)
-        b = rand(2048, 2048, dtype=torch.bfloat16, seed=9)
-        c = torch.empty(2048, 2048, dtype=torch.bfloat16)
-        return lambda: torch.mm(a, b, out=c)
+    bf16_rows = []
+    for n in bf16_sizes:
+        def bf16(n=n):
+            a = rand(n, n, dtype=torch.bfloat16, seed=8)
+            b = rand(n, n, dtype=torch.bfloat16, seed=9)
+            c = torch.empty(n, n, dtype=torch.bfloat16)
+            return lambda: torch.mm(a, b, out=c)
+        bf16_rows.append((f"bf16_sq{n}", f"A@B, bf16[{n},{n}]", 2.0 * n ** 3, "bf16", 0,
+                          "bf16 result", bf16))
+    if bf16_only:
+        return bf16_rows
 
     xw_flops = 2.0 * 512 * 1024 * 1024
     out += [
@@ -135,9 +146,8 @@ def workloads(torch, sizes):
          xw_bias_relu),
         ("mlp3", "3x relu(linear), x[64,256], W[256,256]", 3 * 2.0 * 64 * 256 * 256, "f32", 100,
          "nn.Sequential, allocates outputs", mlp3),
-        ("bf16_sq2048", "A@B, bf16[2048,2048]", 2.0 * 2048 ** 3, "bf16", 0, "bf16 result", bf16),
     ]
-    return out
+    return out + bf16_rows
 
 
 def main():
@@ -159,7 +169,8 @@ def main():
         "torch_config": blas,
         "torch_parallel_info": torch.__config__.parallel_info(),
         "config": {"threads": args.threads, "runs": args.runs, "warmup": args.warmup,
-                   "sizes": args.sizes},
+                   "sizes": args.sizes, "bf16_sizes": args.bf16_sizes,
+                   "bf16_only": args.bf16_only},
         "load_average_start": open("/proc/loadavg").read().strip(),
     }
     torch.mm(torch.ones(4, 4), torch.ones(4, 4))  # loads the BLAS
@@ -176,7 +187,8 @@ def main():
         if blas is not None and not args.no_pin_blas_threads:
             blas.openblas_set_num_threads(t)
         blas_threads = blas.openblas_get_num_threads() if blas is not None else None
-        for wid, desc, flops, dtype, min_runs, note, make in workloads(torch, args.sizes):
+        rows_of = workloads(torch, args.sizes, args.bf16_sizes, args.bf16_only)
+        for wid, desc, flops, dtype, min_runs, note, make in rows_of:
             fn = make()
             tm = time_it(fn, max(args.warmup, 10 if min_runs else 0), max(args.runs, min_runs))
             row = {"id": wid, "desc": desc, "backend": "torch_eager", "threads": t,

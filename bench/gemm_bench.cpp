@@ -8,7 +8,8 @@
 //     x@W with x [512,1024], W [1024,1024]; relu(x@W+b) as the library GEMM followed by a
 //     separate OpenMP bias+relu pass (and, as a reference, a oneDNN matmul primitive with the
 //     bias and relu fused and W pre-reordered); the pass alone; a 3-layer Linear+ReLU MLP on
-//     [64,256] (torch's Linear: x @ W^T + b); a bf16 GEMM 2048 through a oneDNN bf16 matmul;
+//     [64,256] (torch's Linear: x @ W^T + b); bf16 GEMMs (--bf16-sizes, default 2048) through a
+//     oneDNN bf16 matmul (AMX where the CPU has it);
 //   - coil's compiled models of the same workloads (coil_rows(), through coil::compile), each
 //     skipped with its message while coil cannot compile it.
 // Every time is the median of --runs timed calls (each timed on its own, back to back) after
@@ -16,9 +17,13 @@
 // counts 2*M*N*K per GEMM (the bias+relu pass adds none); %peak divides by the fp32 FMA peak
 // at the same thread count (bf16 rows: the vdpbf16ps peak).
 // --torch FILE adds bench/eager_gemm.py's rows (PyTorch eager) to the table and the JSON.
+// --bf16-only measures only the bf16 rows (bench/amx/run_device.sh runs it again with
+// COIL_CPU_ISA=avx512 to time coil's AVX512-BF16 kernel next to its AMX one); the JSON's
+// "coil_isa" names the ISA coil compiled for.
 //
 //   coil_gemm_bench [--threads LIST] [--runs 10] [--warmup 2] [--sizes 256,512,1024,2048]
-//                   [--peak-seconds 0.2] [--skip-coil] [--torch FILE] [--json FILE]
+//                   [--bf16-sizes 2048] [--bf16-only] [--peak-seconds 0.2] [--skip-coil]
+//                   [--torch FILE] [--json FILE]
 
 #include <omp.h>
 
@@ -50,6 +55,7 @@
 #include "coil/coil.h"
 #include "gemm_peak.h"
 #include "runtime/compare.h"
+#include "runtime/isa.h"
 #include "runtime/toolchain.h"
 
 namespace fs = std::filesystem;
@@ -66,6 +72,8 @@ struct Options {
   int runs = 10;
   int warmup = 2;
   std::vector<int64_t> sizes{256, 512, 1024, 2048};
+  std::vector<int64_t> bf16_sizes{2048};
+  bool bf16_only = false;
   double peak_seconds = 0.2;
   bool coil = true;
   std::string torch_json;
@@ -84,6 +92,10 @@ Options parse_args(int argc, char** argv) {
   app.add_option("--sizes", o.sizes, "square sizes, e.g. 256,512")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
+  app.add_option("--bf16-sizes", o.bf16_sizes, "square bf16 sizes, e.g. 1024,2048")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--bf16-only", o.bf16_only, "only the bf16 rows");
   app.add_option("--peak-seconds", o.peak_seconds, "time spent measuring the FMA peak")
       ->check(CLI::PositiveNumber);
   bool skip_coil = false;
@@ -417,12 +429,16 @@ void coil_rows(const Options& opt, int threads, Results& res, json& skipped) {
                        std::copy(y, y + 64 * 256, h.data_as<float>());
                      }
                    }});
-  cases.push_back({"bf16_sq2048", "A@B, bf16[2048,2048]", 2.0 * 2048 * 2048 * 2048, true,
-                   square(2048, DType::BF16), [](const std::vector<Tensor>& in, float* y) {
-                     DnnlMatmul ref(2048, 2048, 2048, dnnl_bf16, false);
-                     ref.prepare(in[1].data());
-                     ref.run(in[0].data(), nullptr, y);
-                   }});
+  if (opt.bf16_only) cases.clear();
+  for (int64_t n : opt.bf16_sizes) {
+    cases.push_back({fmt::format("bf16_sq{}", n), fmt::format("A@B, bf16[{0},{0}]", n),
+                     2.0 * n * n * n, true, square(n, DType::BF16),
+                     [n](const std::vector<Tensor>& in, float* y) {
+                       DnnlMatmul ref(n, n, n, dnnl_bf16, false);
+                       ref.prepare(in[1].data());
+                       ref.run(in[0].data(), nullptr, y);
+                     }});
+  }
 
   for (const Case& c : cases) {
     const std::string key = fmt::format("{}/{}", c.id, threads);
@@ -519,7 +535,11 @@ int main_impl(int argc, char** argv) {
                        {"runs", opt.runs},
                        {"warmup", opt.warmup},
                        {"sizes", opt.sizes},
+                       {"bf16_sizes", opt.bf16_sizes},
+                       {"bf16_only", opt.bf16_only},
                        {"peak_seconds", opt.peak_seconds}};
+  const char* isa_env = std::getenv("COIL_CPU_ISA");
+  out["coil_cpu_isa_env"] = isa_env ? isa_env : "";
   fmt::print("coil GEMM benchmark on {} ({} logical CPUs), oneDNN {}\n",
              out["host"].value("cpu", std::string("?")), out["host"]["logical_cpus"].get<int>(),
              out["host"]["onednn"].get<std::string>());
@@ -548,7 +568,6 @@ int main_impl(int argc, char** argv) {
   json coil_skipped = json::object();
   const int64_t XM = 512, XK = 1024, XN = 1024;  // x@W
   const int64_t MB = 64, MH = 256;               // the MLP
-  const int64_t BF = 2048;                       // bf16 GEMM
 
   for (int t : opt.threads) {
     omp_set_num_threads(t);
@@ -573,7 +592,7 @@ int main_impl(int argc, char** argv) {
     libs.push_back({"openblas_sgemm", &ext::sgemm_openblas});
 #endif
 
-    for (int64_t n : opt.sizes) {
+    for (int64_t n : opt.bf16_only ? std::vector<int64_t>{} : opt.sizes) {
       Floats a(n * n, 1), b(n * n, 2), c(n * n, 3);
       for (auto& [name, gemm] : libs) {
         Timing tm =
@@ -584,7 +603,7 @@ int main_impl(int argc, char** argv) {
       }
     }
 
-    {
+    if (!opt.bf16_only) {
       Floats x(XM * XK, 4), w(XK * XN, 5), bias(XN, 6), y(XM * XN, 7);
       const double flops = 2.0 * XM * XN * XK;
       for (auto& [name, gemm] : libs) {
@@ -617,7 +636,7 @@ int main_impl(int argc, char** argv) {
                                         2.0 * XM * XN * 4 / (tm.median_ms * 1e-3) / 1e9)}});
     }
 
-    {
+    if (!opt.bf16_only) {
       Floats x(MB * MH, 8), h0(MB * MH, 0), h1(MB * MH, 0);
       std::vector<Floats> ws, bs;
       for (int l = 0; l < 3; ++l) ws.emplace_back(MH * MH, 10 + l), bs.emplace_back(MH, 20 + l);
@@ -639,7 +658,7 @@ int main_impl(int argc, char** argv) {
       }
     }
 
-    if (avx512bf16) {
+    for (int64_t BF : avx512bf16 ? opt.bf16_sizes : std::vector<int64_t>{}) {
       Floats a(BF * BF, 30), b(BF * BF, 31), c(BF * BF, 32);
       std::vector<uint16_t> a16(BF * BF), b16(BF * BF);
       for (int64_t i = 0; i < BF * BF; ++i)
@@ -647,8 +666,8 @@ int main_impl(int argc, char** argv) {
       DnnlMatmul mm(BF, BF, BF, dnnl_bf16, false);
       mm.prepare(b16.data());
       Timing tm = measure([&] { mm.run(a16.data(), nullptr, c.get()); }, opt.warmup, opt.runs);
-      res.add("bf16_sq2048", "A@B, bf16[2048,2048] -> f32", "dnnl_matmul_bf16", t,
-              2.0 * BF * BF * BF, tm, true,
+      res.add(fmt::format("bf16_sq{}", BF), fmt::format("A@B, bf16[{0},{0}] -> f32", BF),
+              "dnnl_matmul_bf16", t, 2.0 * BF * BF * BF, tm, true,
               json{{"implementation", mm.implementation()},
                    {"note", "B pre-reordered: " + mm.implementation()}});
     }
@@ -663,6 +682,7 @@ int main_impl(int argc, char** argv) {
         try {
           compile(g);
           out["coil_first_compile_ms"] = ms_since(t0);
+          out["coil_isa"] = host_isa().name;
           fmt::print(
               "coil: first compile in the process (a tiny graph, one-off costs): {:.0f} ms\n",
               out["coil_first_compile_ms"].get<double>());

@@ -2,7 +2,9 @@
 # Packs what coil's binaries need on a machine without Debian's packages (the lent GPU host:
 # Ubuntu 24.04, g++ 13, no network) into device-bundle/coil-bundle.tar.xz (git-ignored; name
 # it in the device tool's `carry`). The bundle holds:
-#   bin/      coil, coil_cpu_bench, coil_fuzz (built here, glibc 2.36: they run on newer glibc)
+#   bin/      coil, coil_cpu_bench, coil_fuzz (built here, glibc 2.36: they run on newer glibc),
+#             coil_gemm_bench and coil_unit_tests (bench/amx/run_device.sh: the AMX kernel's
+#             tests and GEMM benchmark on the host, which has AMX)
 #             (lib/ also holds libcoil_c.so, the C ABI that python/coil loads)
 #   lib/      the shared libraries they link that a bare host lacks (fmt, xxhash, oneDNN,
 #             OpenBLAS's OpenMP build and its Fortran runtime, SLEEF and coil's own
@@ -21,13 +23,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${COIL_BUILD_DIR:-build}"
 cmake --build "$build" --target coil coil_cpu_bench coil_fuzz coil_vmath coil_extern coil_c \
-  coil_runtime coil_gpu_aot_run \
+  coil_runtime coil_gpu_aot_run coil_gemm_bench coil_unit_tests \
   -j"$(nproc)" >/dev/null
 
 stage=$(mktemp -d /tmp/coil-bundle-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/include"
 cp "$build/bin/coil" "$build/bin/coil_cpu_bench" "$build/bin/coil_fuzz" "$stage/bin/"
+cp "$build/bin/coil_gemm_bench" "$build/tests/coil_unit_tests" "$stage/bin/"
 # The source the binaries were built from, for the results' provenance (the device's copy of
 # the tree may carry an older .git).
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

@@ -42,8 +42,9 @@ struct CompileOptions {
   /// own below it, with a standalone repro of each kernel (docs/debugging.md, "The debug
   /// directory"). Nothing else changes.
   std::filesystem::path debug_dir;
-  /// The vector instruction set of generated kernels: "avx512", "avx2", "neon", "scalar", or
-  /// empty for the host's best (COIL_CPU_ISA overrides the default).
+  /// The vector instruction set of generated kernels: "avx512_amx", "avx512", "avx2", "neon",
+  /// "scalar", or empty for the host's best (COIL_CPU_ISA overrides the default). Named here,
+  /// "avx512" is the table's entry without the AVX512-BF16 extension that host detection adds.
   std::string isa;
   /// Fuse computations into kernels (sched/fusion.h). Off: one kernel per computation.
   bool fusion = true;

@@ -46,7 +46,7 @@ void set_num_threads(int n);
 struct ExportInfo {
   std::string format;        // "coil-export-v1"
   std::string coil_version;  // the coil that exported it ("0.1.0"); the runtime must match
-  std::string isa;           // the vector ISA of its code: "avx512", "avx2", "neon", "scalar"
+  std::string isa;           // the vector ISA of its code: "avx512_amx", "avx512", "avx2", ...
   std::vector<std::string> cpu_features;  // what the CPU must have ("avx512f", "fma", ...)
   std::vector<std::string> kernels;       // the generated kernels, in call order
   int64_t module_bytes = 0;               // module.so

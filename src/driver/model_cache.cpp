@@ -119,6 +119,7 @@ bool stage_logs_enabled() {
 bool bypasses_cache(const CompileOptions& options) {
   if (!options.debug_dir.empty() || !env(EnvVar::debug_dir).empty()) return true;
   if (!env(EnvVar::testing_inject_bug).empty()) return true;
+  if (!env(EnvVar::testing_amx_emulate).empty()) return true;
   // Log channels that print what the stages do need the stages to run.
   return stage_logs_enabled();
 }

@@ -30,8 +30,9 @@
 // fails its checksum is not used either.
 //
 // Compiles that must see every stage bypass the cache: a debug directory (CompileOptions::
-// debug_dir, COIL_DEBUG_DIR), COIL_TESTING_INJECT_BUG, and COIL_LOGS with a channel other than
-// perf or cache (graph, ir, fusion, output_code, autotune... print what the stages do).
+// debug_dir, COIL_DEBUG_DIR), COIL_TESTING_INJECT_BUG, COIL_TESTING_AMX_EMULATE, and COIL_LOGS
+// with a channel other than perf or cache (graph, ir, fusion, output_code, autotune... print
+// what the stages do).
 // COIL_VERIFY_IR does not: a hit runs no pass to verify (the tests verify every cold compile).
 #pragma once
 

@@ -41,6 +41,12 @@
 //   - bf16 on vdpbf16ps: each step adds the two products of a (k, k+1) pair (exact in f32) to
 //     the f32 sum; the instruction treats subnormal inputs and results as zero. Without it,
 //     bf16 A and B are widened to float while packing and take the f32 path.
+//   - bf16 on AMX (an -mamx-tile -mamx-bf16 build, the avx512_amx ISA): TDPBF16PS on 32 x 32
+//     micro-tiles of four accumulator tiles (coil_gemm_kernels.h, coil_amx.h), B in 32-column
+//     pair panels with K rounded up to 32, K sliced in whole steps of 32. Each instruction sums
+//     16 pairs (even and odd products in two f32 lanes, then both into C), so the rounding
+//     differs from vdpbf16ps's; still one fixed sequence per element, bitwise the same for 1
+//     and N threads. COIL_AMX_EMULATE runs it on emulated tiles (tests on CPUs without AMX).
 //   - Scratch (accumulator block + packed A) is per thread, thread_local, allocated by the first
 //     call that needs it and grown only when a call needs more: no allocation per call in the
 //     steady state (at most ~4.2 MiB per thread; freed when the module is unloaded).
@@ -73,7 +79,17 @@ constexpr int kNR = detail::kNR;
 constexpr int kLanes = detail::kLanes;
 /// True when bf16 matmuls run on vdpbf16ps (bf16 products, f32 sums); false when bf16 inputs
 /// are widened to float while packing and run on the f32 kernel.
-constexpr bool kNativeBf16 = COIL_GEMM_HAS_BF16_KERNEL != 0;
+constexpr bool kNativeBf16 = COIL_GEMM_BF16_PAIRS != 0;
+/// True when bf16 matmuls run on AMX tiles (then kNativeBf16 too).
+constexpr bool kAmxBf16 = COIL_GEMM_HAS_AMX_KERNEL != 0;
+/// The micro-tile of bf16 matmuls: kMR x kNR, or 32 x 32 on AMX.
+#if COIL_GEMM_HAS_AMX_KERNEL
+constexpr int kMRBf16 = detail::kAmxMR;
+constexpr int kNRBf16 = detail::kAmxNR;
+#else
+constexpr int kMRBf16 = kMR;
+constexpr int kNRBf16 = kNR;
+#endif
 
 // ---- cache sizes and blocking -------------------------------------------------------------
 // kL1Bytes, kL2Bytes: per-core data caches of the target (see coil_gemm_driver.h).
@@ -82,6 +98,40 @@ using detail::kL2Bytes;
 using detail::kParallelMinFlops;
 // K up to this is "short" for choose_blocking (one slice, L1-sized accumulator blocks).
 constexpr int64_t kSmallK = 128;
+
+#if COIL_GEMM_HAS_AMX_KERNEL
+// AMX blocking. Every AMX CPU so far (Sapphire/Emerald/Granite Rapids) has 48 KiB L1d and
+// 2 MiB L2 per core. kc: K per slice, a multiple of 32; the C tiles are loaded and stored once
+// per slice, so a long slice amortizes them (512: 16 steps of 4 TDPBF16PS, ~1000 cycles, per 8
+// tile loads/stores); the 32 x 512 A panel (32 KiB) stays in L1 while B streams from L2.
+// Untuned: the lead measures on the device (bench/amx/run_device.sh); the macros are the knobs.
+#ifndef COIL_GEMM_AMX_KC
+#define COIL_GEMM_AMX_KC 512
+#endif
+#ifndef COIL_GEMM_AMX_L2_BYTES
+#define COIL_GEMM_AMX_L2_BYTES (2 << 20)
+#endif
+inline Blocking choose_blocking_amx(int64_t M, int64_t N, int64_t K) {
+  using detail::ceil_div;
+  using detail::round_up;
+  constexpr int64_t mr = detail::kAmxMR, nr = detail::kAmxNR, step = detail::kAmxKStep;
+  const int64_t l2 = COIL_GEMM_AMX_L2_BYTES;
+  const int64_t kc_max = std::max<int64_t>(step, COIL_GEMM_AMX_KC / step * step);
+  K = std::max<int64_t>(K, 1);
+  const int64_t kc = round_up(ceil_div(K, ceil_div(K, kc_max)), step);
+  if (K <= kSmallK) {
+    // Short K (one step or a few): as choose_blocking, keep the block in L1 for the epilogue.
+    const int64_t nc = std::min(round_up(std::max<int64_t>(N, 1), nr), 4 * nr);
+    return {std::min(mr * 2, round_up(std::max<int64_t>(M, 1), mr)), nc, kc};
+  }
+  // The kc x nc bf16 slice of B in ~30% of L2, the mc x nc f32 block in ~15%.
+  const int64_t nc_max = std::max<int64_t>(nr, l2 * 3 / 10 / (kc * 2) / nr * nr);
+  const int64_t nc = std::min(nc_max, round_up(std::max<int64_t>(N, 1), nr));
+  const int64_t mc_max = std::max<int64_t>(mr, l2 * 3 / 20 / (nc * 4) / mr * mr);
+  const int64_t mc = std::min(mc_max, round_up(std::max<int64_t>(M, 1), mr));
+  return {mc, nc, kc};
+}
+#endif
 
 /// Blocking for an M x N x K problem of `element_bytes`-byte inputs (4 f32, 2 bf16).
 ///   kc: the packed A panel (kMR x kc) takes half of L1, so it stays there while the B panels
@@ -96,6 +146,9 @@ constexpr int64_t kSmallK = 128;
 inline Blocking choose_blocking(int64_t M, int64_t N, int64_t K, int element_bytes) {
   using detail::ceil_div;
   using detail::round_up;
+#if COIL_GEMM_HAS_AMX_KERNEL
+  if (element_bytes == 2) return choose_blocking_amx(M, N, K);
+#endif
   const int64_t eb = element_bytes == 2 && kNativeBf16 ? 2 : 4;  // bytes per kernel element
   const int64_t kc_max = std::max<int64_t>(8, kL1Bytes / 2 / (kMR * eb) / 8 * 8);
   const int64_t nc_max =
@@ -127,8 +180,13 @@ inline int64_t packed_b_elements(int64_t K, int64_t N, const Blocking& /*blk*/) 
 /// bfloat16 elements of a packed bf16 B (K x N). Without the bf16 kernel the packed form is
 /// float (twice the bfloat16 count); treat the buffer as opaque bytes either way.
 inline int64_t packed_b_elements_bf16(int64_t K, int64_t N, const Blocking& /*blk*/) {
+#if COIL_GEMM_HAS_AMX_KERNEL
+  // 32-column panels, the last rounded to 16 (a tile), K rounded to whole tile steps.
+  return detail::round_up(N, 16) * detail::round_up(K, detail::kAmxKStep);
+#else
   int64_t cols = detail::round_up(N, kLanes);
   return kNativeBf16 ? cols * detail::round_up(K, 2) : 2 * cols * K;
+#endif
 }
 
 namespace detail {
@@ -176,16 +234,21 @@ inline void pack_b_panels_f32(const T* b, int64_t rs, int64_t cs, int64_t K, int
   }
 }
 
-#if COIL_GEMM_HAS_BF16_KERNEL
-// Panels [p0, p1) as (k, k+1) pairs: element (k, n) of panel p, of width w, at
-// p * Kp * kNR + (k / 2) * 2 * w + 2 * (n % kNR) + k % 2, Kp = K rounded up to even, the odd
-// tail row zero. As 32-bit words: word (k / 2) * w + n % kNR holds the pair.
+#if COIL_GEMM_BF16_PAIRS
+// Panels [p0, p1) of NR columns as (k, k+1) pairs: element (k, n) of panel p, of width w, at
+// p * Kp * NR + (k / 2) * 2 * w + 2 * (n % NR) + k % 2, Kp = K rounded up to KRound (2 for
+// vdpbf16ps, 32 for AMX, whose B tiles are 16 pair rows), the rows past K zero. As 32-bit
+// words: word (k / 2) * w + n % NR holds the pair. The AMX kernel reads the same layout as
+// the vdpbf16ps one, only with 32-column panels (two 16-column tiles; the f32 kernel's 48
+// would need three B tiles, leaving too few of the eight for a 2 x 2 block of accumulators).
+template <int NR = kNR, int Lanes = kLanes, int KRound = 2>
 inline void pack_b_panels_bf16_pairs(const bfloat16* b, int64_t rs, int64_t cs, int64_t K,
                                      int64_t N, int64_t p0, int64_t p1, uint16_t* out) {
-  const int64_t Kp = round_up(K, 2), kp_full = K / 2;
+  const int64_t Kp = round_up(K, KRound), kp_full = K / 2;
   for (int64_t p = p0; p < p1; ++p) {
-    const int64_t w = panel_width(p, N), n0 = p * kNR, cols = std::min<int64_t>(w, N - n0);
-    uint16_t* o = out + p * Kp * kNR;
+    const int64_t w = panel_width_of<NR, Lanes>(p, N), n0 = p * NR;
+    const int64_t cols = std::min<int64_t>(w, N - n0);
+    uint16_t* o = out + p * Kp * NR;
     int64_t j = 0;
     if (rs == 1) {
       // Each column is a run of pairs: transpose 8 columns of 32-bit pairs at a time.
@@ -204,6 +267,9 @@ inline void pack_b_panels_bf16_pairs(const bfloat16* b, int64_t rs, int64_t cs, 
             o[kp_full * 2 * w + 2 * (j + t)] = col0[t * cs + K - 1].bits;
             o[kp_full * 2 * w + 2 * (j + t) + 1] = 0;
           }
+        }
+        for (int64_t kp2 = ceil_div(K, 2); kp2 < Kp / 2; ++kp2) {  // AMX's padding rows
+          for (int t = 0; t < 16; ++t) o[kp2 * 2 * w + 2 * j + t] = 0;
         }
       }
     }
@@ -234,6 +300,11 @@ inline void pack_b(const float* b, int64_t rs, int64_t cs, int64_t K, int64_t N,
 /// Packs a bf16 B for matmul_bf16 (into `packed_b_elements_bf16` elements). Serial.
 inline void pack_b_bf16(const bfloat16* b, int64_t rs, int64_t cs, int64_t K, int64_t N,
                         const Blocking& /*blk*/, bfloat16* out) {
+#if COIL_GEMM_HAS_AMX_KERNEL
+  detail::pack_b_panels_bf16_pairs<detail::kAmxNR, 16, detail::kAmxKStep>(
+      b, rs, cs, K, N, 0, detail::ceil_div(N, detail::kAmxNR), reinterpret_cast<uint16_t*>(out));
+  return;
+#endif
   int64_t panels = detail::ceil_div(N, kNR);
 #if COIL_GEMM_HAS_BF16_KERNEL
   detail::pack_b_panels_bf16_pairs(b, rs, cs, K, N, 0, panels, reinterpret_cast<uint16_t*>(out));
@@ -253,10 +324,13 @@ inline void pack_b_parallel(const float* b, int64_t rs, int64_t cs, int64_t K, i
 
 inline void pack_b_bf16_parallel(const bfloat16* b, int64_t rs, int64_t cs, int64_t K, int64_t N,
                                  const Blocking& /*blk*/, bfloat16* out) {
-  int64_t panels = detail::ceil_div(N, kNR);
+  int64_t panels = detail::ceil_div(N, kNRBf16);
 #pragma omp parallel for schedule(static) if (K * N >= (int64_t{1} << 16))
   for (int64_t p = 0; p < panels; ++p) {
-#if COIL_GEMM_HAS_BF16_KERNEL
+#if COIL_GEMM_HAS_AMX_KERNEL
+    detail::pack_b_panels_bf16_pairs<detail::kAmxNR, 16, detail::kAmxKStep>(
+        b, rs, cs, K, N, p, p + 1, reinterpret_cast<uint16_t*>(out));
+#elif COIL_GEMM_HAS_BF16_KERNEL
     detail::pack_b_panels_bf16_pairs(b, rs, cs, K, N, p, p + 1, reinterpret_cast<uint16_t*>(out));
 #else
     detail::pack_b_panels_f32(b, rs, cs, K, N, p, p + 1, reinterpret_cast<float*>(out));
@@ -289,7 +363,10 @@ void matmul_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, AOf&& a_of, int
                  int64_t a_cs, BOf&& packed_b_of, const Blocking& blk, Epilogue&& epilogue) {
   auto a = [&](int64_t b) -> const bfloat16* { return a_of(b); };
   auto pb = [&](int64_t b) -> const void* { return packed_b_of(b); };
-#if COIL_GEMM_HAS_BF16_KERNEL
+#if COIL_GEMM_HAS_AMX_KERNEL
+  detail::run_matmul<detail::PathAmx>(batch, M, N, K, a, a_rs, a_cs, pb, blk.mc, blk.nc, blk.kc,
+                                      epilogue);
+#elif COIL_GEMM_HAS_BF16_KERNEL
   detail::run_matmul<detail::PathBf16>(batch, M, N, K, a, a_rs, a_cs, pb, blk.mc, blk.nc, blk.kc,
                                        epilogue);
 #else

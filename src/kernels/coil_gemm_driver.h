@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 #ifdef _OPENMP
@@ -100,13 +101,22 @@ inline void* thread_scratch(int64_t bytes) {
 }
 
 // How one input type reaches a micro-kernel: the A element, the packed A and B element types,
-// the packed B addressing and the packing/kernel functions.
+// the micro-tile (kTileM rows of A per panel, kTileN columns per B panel, the last panel
+// rounded to kTileLanes), the packed B addressing, the packing/kernel functions, and hooks
+// around the call (prepare: once, on the calling thread) and around each thread's share.
+struct PathHooks {
+  static void prepare() {}
+  static void thread_begin() {}
+  static void thread_end() {}
+};
+
 template <class T>
-struct PathF32 {
+struct PathF32 : PathHooks {
   using AElem = T;
   using BElem = std::conditional_t<std::is_same_v<T, float>, float, bfloat16>;
   using PackedA = float;
   using PackedB = float;
+  static constexpr int kTileM = kMR, kTileN = kNR, kTileLanes = kLanes;
   static constexpr int kKStep = 1;
   static int64_t b_panel_stride(int64_t K) { return K * kNR; }
   static int64_t a_panel_elements(int64_t kc) { return kc * kMR; }
@@ -120,11 +130,12 @@ struct PathF32 {
 };
 
 #if COIL_GEMM_HAS_BF16_KERNEL
-struct PathBf16 {
+struct PathBf16 : PathHooks {
   using AElem = bfloat16;
   using BElem = bfloat16;
   using PackedA = uint32_t;  // a (k, k + 1) pair
   using PackedB = uint16_t;
+  static constexpr int kTileM = kMR, kTileN = kNR, kTileLanes = kLanes;
   static constexpr int kKStep = 2;
   static int64_t b_panel_stride(int64_t K) { return round_up(K, 2) * kNR; }
   static int64_t a_panel_elements(int64_t kc) { return ceil_div(kc, 2) * kMR; }
@@ -139,6 +150,47 @@ struct PathBf16 {
 };
 #endif
 
+#if COIL_GEMM_HAS_AMX_KERNEL
+// bf16 on AMX tiles (coil_gemm_kernels.h). K slices are whole steps of 32 (kKStep), so every
+// element of C is the same sequence of TDPBF16PS (same pair groups, increasing k) whatever the
+// blocking and the thread count: results stay bitwise identical for 1 and N threads.
+struct PathAmx {
+  using AElem = bfloat16;
+  using BElem = bfloat16;
+  using PackedA = uint16_t;
+  using PackedB = uint16_t;
+  static constexpr int kTileM = kAmxMR, kTileN = kAmxNR, kTileLanes = amx::kRows;
+  static constexpr int kKStep = kAmxKStep;
+  static int64_t b_panel_stride(int64_t K) { return round_up(K, kAmxKStep) * kAmxNR; }
+  static int64_t a_panel_elements(int64_t kc) { return round_up(kc, kAmxKStep) * kAmxMR; }
+  static void pack_a(const bfloat16* a, int64_t rs, int64_t cs, int rows, int64_t kc,
+                     uint16_t* out) {
+    pack_a_panel_amx(a, rs, cs, rows, kc, out);
+  }
+  static void kernel(int rows, int nv, int64_t kc, const uint16_t* a, const uint16_t* b, float* c,
+                     int64_t ldc, bool accumulate) {
+    ukernel_amx_tile(rows, nv, ceil_div(kc, kAmxKStep), a, b, c, ldc, accumulate);
+  }
+  // Linux grants tile data per process on request; the ISA table asks when it detects AMX, this
+  // covers modules loaded by other programs (an exported model's runner).
+  static void prepare() {
+    if (!amx::request_permission()) {
+      throw std::runtime_error(
+          "coil matmul_bf16 (AMX): the kernel refused tile data permission "
+          "(arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); rebuild the model with "
+          "COIL_CPU_ISA=avx512 to use the AVX512-BF16 kernel");
+    }
+  }
+  // The tile configuration is per thread (like the tile registers): each thread loads it before
+  // its share and releases the tiles after.
+  static void thread_begin() {
+    static const amx::TileConfig config = amx::full_config();
+    amx::load_config(config);
+  }
+  static void thread_end() { amx::release(); }
+};
+#endif
+
 // The thread grid: tn threads across the column panels, nthr / tn across the row units
 // (batch x row panels). Picks the split with the smallest estimated time of the largest share:
 // rows x columns of it (true widths: the last panel may be narrow) times 1 + overhead, where
@@ -146,9 +198,10 @@ struct PathBf16 {
 // per flop when B does not fit in half of L2) and packing A (~4 / columns). E.g. M = 64,
 // N = 4096 on 2 threads splits N (each thread streams half of B: 0.90 -> 0.95 of oneDNN's
 // speed), while M = 64, N = 256 and square problems split M. Ties go to splitting M.
+template <int MR, int NR, int Lanes>
 inline int choose_tn(int nthr, int64_t M, int64_t N, int64_t K, int64_t row_units,
                      int64_t col_panels) {
-  const int64_t n_pad = (col_panels - 1) * kNR + panel_width(col_panels - 1, N);
+  const int64_t n_pad = (col_panels - 1) * NR + panel_width_of<NR, Lanes>(col_panels - 1, N);
   const bool b_in_l2 = K * N * 4 <= kL2Bytes / 2;
   int best_tn = 1;
   double best = -1;
@@ -157,10 +210,10 @@ inline int choose_tn(int nthr, int64_t M, int64_t N, int64_t K, int64_t row_unit
     int64_t cols = 0;
     for (int g = 0; g < tn; ++g) {
       const int64_t q0 = col_panels * g / tn, q1 = col_panels * (g + 1) / tn;
-      cols = std::max(cols, std::min(q1 * kNR, n_pad) - q0 * kNR);
+      cols = std::max(cols, std::min(q1 * NR, n_pad) - q0 * NR);
     }
-    const int64_t rows = ceil_div(row_units, nthr / tn) * kMR;
-    const double rows_per_b = static_cast<double>(std::min(rows, round_up(M, kMR)));
+    const int64_t rows = ceil_div(row_units, nthr / tn) * MR;
+    const double rows_per_b = static_cast<double>(std::min(rows, round_up(M, MR)));
     const double overhead = (b_in_l2 ? 0.0 : 2.0 / rows_per_b) + 4.0 / static_cast<double>(cols);
     const double cost = static_cast<double>(rows) * static_cast<double>(cols) * (1.0 + overhead);
     if (best < 0 || cost < best * (1 - 1e-9)) {
@@ -178,15 +231,17 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
                 EpilogueRef epilogue) {
   using PackedA = typename P::PackedA;
   using PackedB = typename P::PackedB;
+  constexpr int kMR = P::kTileM, kNR = P::kTileN, kLanes = P::kTileLanes;  // this path's tile
   if (batch <= 0 || M <= 0 || N <= 0) return;
+  P::prepare();
   const int64_t mcp = std::max<int64_t>(1, mc / kMR);  // row panels per block
   const int64_t ncp = std::max<int64_t>(1, nc / kNR);  // column panels per block
   kc = round_up(std::max<int64_t>(kc, 1), P::kKStep);
   const int64_t Pm = ceil_div(M, kMR), Pn = ceil_div(N, kNR), R = batch * Pm;
-  const int64_t b_stride = P::b_panel_stride(K), last_w = panel_width(Pn - 1, N);
+  const int64_t b_stride = P::b_panel_stride(K), last_w = panel_width_of<kNR, kLanes>(Pn - 1, N);
 
   auto work = [&](int tid, int nthr) {
-    const int tn = choose_tn(nthr, M, N, K, R, Pn), tm = nthr / tn;
+    const int tn = choose_tn<kMR, kNR, kLanes>(nthr, M, N, K, R, Pn), tm = nthr / tn;
     const int im = tid / tn, in = tid % tn;
     const int64_t r0 = R * im / tm, r1 = R * (im + 1) / tm;
     const int64_t q0 = Pn * in / tn, q1 = Pn * (in + 1) / tn;
@@ -204,6 +259,7 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
     auto* acc =
         static_cast<float*>(thread_scratch(acc_floats * 4 + pa_elems * int64_t{sizeof(PackedA)}));
     auto* pa = reinterpret_cast<PackedA*>(acc + acc_floats);
+    P::thread_begin();
 
     for (int64_t r = r0; r < r1;) {
       const int64_t b = r / Pm, p0 = r % Pm;
@@ -242,6 +298,7 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
         epilogue(b, m0, m1, n0, n1, acc, ld);
       }
     }
+    P::thread_end();
   };
 
   int nthr = 1;
@@ -260,7 +317,9 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
 #endif
 }
 
-#ifdef COIL_GEMM_PRECOMPILED
+#if defined(COIL_GEMM_PRECOMPILED) && !defined(COIL_AMX_EMULATE)
+// (A module on emulated AMX tiles, COIL_TESTING_AMX_EMULATE, compiles its own: libcoil_vmath
+// has no emulated copy.)
 // Generated modules of the AVX-512/AVX2 ISAs link these from libcoil_vmath
 // (src/kernels/vmath/gemm_*.cpp, built with the same ISA macros) instead of compiling the
 // blocking loops and micro-kernels again: 0.4-1 s of g++ per module with a matmul.
@@ -272,6 +331,9 @@ COIL_GEMM_DECLARE_RUN(PathF32<float>)
 COIL_GEMM_DECLARE_RUN(PathF32<bfloat16>)
 #if COIL_GEMM_HAS_BF16_KERNEL
 COIL_GEMM_DECLARE_RUN(PathBf16)
+#endif
+#if COIL_GEMM_HAS_AMX_KERNEL
+COIL_GEMM_DECLARE_RUN(PathAmx)
 #endif
 #undef COIL_GEMM_DECLARE_RUN
 #endif

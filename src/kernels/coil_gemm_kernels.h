@@ -17,6 +17,7 @@
 // broadcast to every lane, and B as kNR columns of (k, k+1) pairs per pair row.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -41,10 +42,27 @@
 #define COIL_GEMM_HAS_BF16_KERNEL 0
 #endif
 
+// AMX (Intel Sapphire Rapids and later): bf16 matmuls run on TDPBF16PS tiles instead
+// (coil_amx.h; PathAmx in coil_gemm_driver.h). COIL_AMX_EMULATE runs the same kernel on an
+// emulation of the tiles, for tests on CPUs without AMX.
+#if defined(COIL_CPU_AVX512) && \
+    ((defined(__AMX_TILE__) && defined(__AMX_BF16__)) || defined(COIL_AMX_EMULATE))
+#define COIL_GEMM_HAS_AMX_KERNEL 1
+#include "coil_amx.h"
+#else
+#define COIL_GEMM_HAS_AMX_KERNEL 0
+#endif
+// bf16 B packed as (k, k + 1) pairs (both bf16 kernels read that layout).
+#define COIL_GEMM_BF16_PAIRS (COIL_GEMM_HAS_BF16_KERNEL || COIL_GEMM_HAS_AMX_KERNEL)
+
 // The detail namespace's code differs per ISA, so it lives in an inline namespace named after
 // it: libcoil_vmath holds run_matmul compiled for each (src/kernels/vmath/gemm_*.cpp), side by
 // side without clashing, and a module links the one of its own ISA (COIL_GEMM_PRECOMPILED).
-#if defined(COIL_CPU_AVX512) && COIL_GEMM_HAS_BF16_KERNEL
+#if defined(COIL_CPU_AVX512) && COIL_GEMM_HAS_AMX_KERNEL && defined(COIL_AMX_EMULATE)
+#define COIL_GEMM_ABI avx512_amx_emulated
+#elif defined(COIL_CPU_AVX512) && COIL_GEMM_HAS_AMX_KERNEL
+#define COIL_GEMM_ABI avx512_amx
+#elif defined(COIL_CPU_AVX512) && COIL_GEMM_HAS_BF16_KERNEL
 #define COIL_GEMM_ABI avx512_bf16
 #elif defined(COIL_CPU_AVX512)
 #define COIL_GEMM_ABI avx512
@@ -98,11 +116,15 @@ constexpr int kNR = 16;
 #endif
 constexpr int kNV = kNR / kLanes;
 
-// Columns of packed B panel q of n_panels (ceil(N / kNR)): kNR, but the last panel only
-// rounds its columns up to whole vectors.
+// Columns of packed B panel q of n_panels (ceil(N / NR)): NR, but the last panel only rounds
+// its columns up to whole vectors of `Lanes` (AMX: whole tiles of 16 columns).
+template <int NR, int Lanes>
+inline int64_t panel_width_of(int64_t q, int64_t N) {
+  int64_t rest = N - q * NR;
+  return rest >= NR ? NR : round_up(rest, Lanes);
+}
 inline int64_t panel_width(int64_t q, int64_t N) {
-  int64_t rest = N - q * kNR;
-  return rest >= kNR ? kNR : round_up(rest, kLanes);
+  return panel_width_of<kNR, kLanes>(q, N);
 }
 
 // ---- f32 micro-kernels ----------------------------------------------------------------------
@@ -405,6 +427,99 @@ inline void pack_a_panel_bf16_pairs(const bfloat16* a, int64_t rs, int64_t cs, i
     if (kc % 2) out[kp * kMR + r] = row[(kc - 1) * cs].bits;
   }
 }
+
+// ---- bf16 on AMX tiles ---------------------------------------------------------------------
+// A micro-tile is up to 32 x 32 of C in four accumulator tiles (tile 2i + j: rows 16i.., columns
+// 16j..), A in tiles 4-5 and B in tiles 6-7: per step of 32 k, two A and two B tile loads feed
+// four TDPBF16PS (each 16 x 16 x 32), so every loaded tile is used twice, the most that 8 tiles
+// allow. The A panel is packed per step as two full 16 x 32 tiles (1 KiB each, contiguous:
+// TILELOADD with a 64-byte stride); B is the (k, k + 1) pair layout of pack_b_panels_bf16_pairs
+// with 32-column panels and K rounded up to 32, so a B tile is 16 pair rows of 16 columns read
+// with the panel's row pitch (128 bytes). Zero padding (rows past M, k past K, columns past N)
+// keeps every tile full, so one tile configuration serves every shape; the padding products are
+// zeros. The accumulator block has room for whole tiles (the driver rounds blocks to kAmxMR x
+// kAmxNR), so the tiles are stored whole into it and the epilogue reads only the real part.
+#if COIL_GEMM_HAS_AMX_KERNEL
+
+constexpr int kAmxMR = 32;
+constexpr int kAmxNR = 32;
+constexpr int kAmxKStep = 32;                          // k per TDPBF16PS (16 pairs)
+constexpr int64_t kAmxATile = amx::kRows * kAmxKStep;  // bf16 per A tile
+
+// `steps` steps of 32 k; a: the packed A panel (2 tiles per step); b: the B panel at the
+// slice's first pair row, pair rows b_row_bytes apart.
+template <int MT, int NT>
+inline void ukernel_amx(int64_t steps, const uint16_t* a, const uint16_t* b, int64_t b_row_bytes,
+                        float* c, int64_t ldc, bool accumulate) {
+  const int64_t c_stride = ldc * 4;
+  if (accumulate) {
+    amx::load<0>(c, c_stride);
+    if constexpr (NT == 2) amx::load<1>(c + 16, c_stride);
+    if constexpr (MT == 2) amx::load<2>(c + 16 * ldc, c_stride);
+    if constexpr (MT == 2 && NT == 2) amx::load<3>(c + 16 * ldc + 16, c_stride);
+  } else {
+    amx::zero<0>();
+    if constexpr (NT == 2) amx::zero<1>();
+    if constexpr (MT == 2) amx::zero<2>();
+    if constexpr (MT == 2 && NT == 2) amx::zero<3>();
+  }
+  const int64_t b_step = amx::kRows * b_row_bytes / 2;  // bf16 per 16 pair rows
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint16_t* as = a + s * 2 * kAmxATile;
+    const uint16_t* bs = b + s * b_step;
+    amx::load<4>(as, amx::kRowBytes);
+    amx::load<6>(bs, b_row_bytes);
+    if constexpr (NT == 2) amx::load<7>(bs + 32, b_row_bytes);
+    if constexpr (MT == 2) amx::load<5>(as + kAmxATile, amx::kRowBytes);
+    amx::dpbf16ps<0, 4, 6>();
+    if constexpr (NT == 2) amx::dpbf16ps<1, 4, 7>();
+    if constexpr (MT == 2) amx::dpbf16ps<2, 5, 6>();
+    if constexpr (MT == 2 && NT == 2) amx::dpbf16ps<3, 5, 7>();
+  }
+  amx::store<0>(c, c_stride);
+  if constexpr (NT == 2) amx::store<1>(c + 16, c_stride);
+  if constexpr (MT == 2) amx::store<2>(c + 16 * ldc, c_stride);
+  if constexpr (MT == 2 && NT == 2) amx::store<3>(c + 16 * ldc + 16, c_stride);
+}
+
+// rows <= 16 skips the second A tile (half the work for short M: decoding, small batches).
+inline void ukernel_amx_tile(int rows, int nt, int64_t steps, const uint16_t* a, const uint16_t* b,
+                             float* c, int64_t ldc, bool accumulate) {
+  const int64_t b_row_bytes = int64_t{64} * nt;  // nt tiles of 16 column pairs
+  if (rows > amx::kRows) {
+    if (nt == 2) return ukernel_amx<2, 2>(steps, a, b, b_row_bytes, c, ldc, accumulate);
+    return ukernel_amx<2, 1>(steps, a, b, b_row_bytes, c, ldc, accumulate);
+  }
+  if (nt == 2) return ukernel_amx<1, 2>(steps, a, b, b_row_bytes, c, ldc, accumulate);
+  ukernel_amx<1, 1>(steps, a, b, b_row_bytes, c, ldc, accumulate);
+}
+
+// `rows` (<= 32) rows of A (element (i, k) at a[i * rs + k * cs]), columns [0, kc), as
+// ceil(kc / 32) steps of two 16 x 32 tiles: (r, k) at ((k / 32) * 2 + r / 16) * 512 +
+// (r % 16) * 32 + k % 32; zero past `rows` and kc.
+inline void pack_a_panel_amx(const bfloat16* a, int64_t rs, int64_t cs, int rows, int64_t kc,
+                             uint16_t* __restrict out) {
+  const int64_t steps = ceil_div(kc, kAmxKStep);
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t k0 = s * kAmxKStep, n = std::min<int64_t>(kAmxKStep, kc - k0);
+    uint16_t* o = out + s * 2 * kAmxATile;
+    for (int r = 0; r < kAmxMR; ++r, o += kAmxKStep) {
+      int64_t j = 0;
+      if (r < rows) {
+        const bfloat16* row = a + r * rs + k0 * cs;
+        if (cs == 1) {
+          std::memcpy(o, row, static_cast<size_t>(n) * 2);
+          j = n;
+        } else {
+          for (; j < n; ++j) o[j] = row[j * cs].bits;
+        }
+      }
+      for (; j < kAmxKStep; ++j) o[j] = 0;
+    }
+  }
+}
+
+#endif
 
 }  // namespace COIL_GEMM_ABI
 }  // namespace coil::gemm::detail

@@ -9,7 +9,8 @@
 namespace coil {
 
 /// Whether the CPU (and the OS, which must save the wide registers) has feature `f`. A name
-/// coil does not know is reported missing.
+/// coil does not know is reported missing. "amx_tile" / "amx_bf16" also ask Linux for this
+/// process's tile data permission (once) and are missing when it is refused.
 bool cpu_has_feature(std::string_view f);
 
 }  // namespace coil

@@ -78,6 +78,15 @@ std::vector<IsaInfo> make_table() {
                              "-mprefer-vector-width=512"}),
                  simd_link_flags(),
                  {"avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"}};
+  // AMX (Sapphire Rapids and later): the avx512 ISA plus the tile instructions, with which
+  // coil_gemm.h runs bf16 matmuls on TDPBF16PS (COIL_GEMM_HAS_AMX_KERNEL). Its own entry, so
+  // that COIL_CPU_ISA=avx512 still selects the AVX512-BF16 kernel on the same machine.
+  IsaInfo avx512_amx = avx512;
+  avx512_amx.name = "avx512_amx";
+  for (const char* f : {"-mavx512bf16", "-mamx-tile", "-mamx-bf16"}) avx512_amx.flags.push_back(f);
+  for (const char* f : {"avx512_bf16", "amx_tile", "amx_bf16"}) {
+    avx512_amx.cpu_features.push_back(f);
+  }
   IsaInfo avx2{"avx2",
                256,
                "COIL_CPU_AVX2",
@@ -87,7 +96,7 @@ std::vector<IsaInfo> make_table() {
   // NEON is part of every AArch64 CPU; coil_vec.h has no NEON intrinsics yet (portable loops).
   IsaInfo neon{"neon", 128, "COIL_CPU_NEON", {}, {}, {"asimd"}};
   IsaInfo scalar{"scalar", 0, "", {}, {}, {}};
-  return {avx512, avx2, neon, scalar};
+  return {avx512_amx, avx512, avx2, neon, scalar};
 }
 
 // The probe: SLEEF's exp through the vector header, a masked tail load, a bf16 round trip and
@@ -340,7 +349,19 @@ CompileFlags isa_compile_flags(const IsaInfo& isa) {
 
 CompileFlags module_compile_flags(const IsaInfo& isa) {
   CompileFlags flags = isa_compile_flags(isa);
-  if (isa.name == "avx512" || isa.name == "avx2") flags.extra.push_back("-DCOIL_GEMM_PRECOMPILED");
+  // Testing only: bf16 matmuls of an avx512 module on emulated AMX tiles (coil_amx.h), so that
+  // whole bf16 models exercise the AMX kernel on CPUs without AMX. The emulated kernel has no
+  // precompiled copy in libcoil_vmath: the module compiles its matmul loops itself
+  // (coil_gemm_driver.h), the rest (attention) still links the library's. Known hazard, not the
+  // emulation's: a process that loads many modules compiling the loops themselves (with or
+  // without this flag; the correctness tests' attention, dynamic-shape and matmul suites in one
+  // run) corrupts its heap, so use it on a few tests at a time (Matmul.Bf16OnAmxTiles).
+  if (isa.name == "avx512" && env(EnvVar::testing_amx_emulate) == "1") {
+    flags.extra.push_back("-DCOIL_AMX_EMULATE");
+  }
+  if (isa.name == "avx512" || isa.name == "avx512_amx" || isa.name == "avx2") {
+    flags.extra.push_back("-DCOIL_GEMM_PRECOMPILED");
+  }
   return flags;
 }
 

@@ -2,14 +2,17 @@
 // ISA its register width, lanes per dtype, compiler and linker flags and the macro that selects
 // the implementation in src/kernels/coil_vec.h.
 //
-// Detection (host_isa): the first ISA of [avx512, avx2] (x86) or [neon] (AArch64) that the CPU
+// Detection (host_isa): the first ISA of [avx512_amx, avx512, avx2] (x86) or [neon] (AArch64)
+// that the CPU
 // reports (__builtin_cpu_supports / cpuid) and that passes a compile-and-run probe: a small
 // program using coil_vec.h (and SLEEF) built with the ISA's flags, run in a child process. The
 // probe's outcome is cached in <cache_root()>/isa/<key>, key = hash of the compiler version,
 // the full command line, the embedded headers and the host CPU flags, so a later process only
 // reads a file. Nothing usable: "scalar" (one-lane vectors, no SLEEF).
-// COIL_CPU_ISA=avx512|avx2|neon|scalar overrides the choice; naming an ISA this machine cannot
-// run is a coil::Error.
+// avx512_amx is avx512 plus AVX512-BF16 and the AMX tiles (bf16 matmuls on TDPBF16PS; the CPU
+// must report amx_tile/amx_bf16 and Linux grant the tile data permission).
+// COIL_CPU_ISA=avx512_amx|avx512|avx2|neon|scalar overrides the choice (avx512 on an AMX machine:
+// the AVX512-BF16 kernel); naming an ISA this machine cannot run is a coil::Error.
 #pragma once
 
 #include <string>
@@ -24,7 +27,7 @@ namespace coil {
 
 /// One vector instruction set.
 struct IsaInfo {
-  /// "avx512", "avx2", "neon" or "scalar" (the COIL_CPU_ISA spelling).
+  /// "avx512_amx", "avx512", "avx2", "neon" or "scalar" (the COIL_CPU_ISA spelling).
   std::string name;
   /// Register width in bits; 0 for scalar.
   int bit_width = 0;
@@ -45,7 +48,7 @@ struct IsaInfo {
   bool is_scalar() const { return bit_width == 0; }
 };
 
-/// Every ISA coil knows, in detection priority order: avx512, avx2, neon, scalar.
+/// Every ISA coil knows, in detection priority order: avx512_amx, avx512, avx2, neon, scalar.
 const std::vector<IsaInfo>& all_isas();
 
 /// The table entry named `name`; throws coil::Error listing the names for an unknown one.
@@ -81,7 +84,8 @@ const IsaInfo& host_isa();
 CompileFlags isa_compile_flags(const IsaInfo& isa);
 
 /// isa_compile_flags plus what generated modules (not the runtime headers' own tests) get:
-/// -DCOIL_GEMM_PRECOMPILED where libcoil_vmath holds the ISA's matmul loops (avx512, avx2).
+/// -DCOIL_GEMM_PRECOMPILED where libcoil_vmath holds the ISA's matmul loops (avx512_amx,
+/// avx512, avx2).
 CompileFlags module_compile_flags(const IsaInfo& isa);
 
 /// Linker flags for a generated module that calls extern kernels

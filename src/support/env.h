@@ -28,7 +28,8 @@ enum class EnvScope { coil, python, scripts };
     "Redis connect and command timeout (default 5000)")                                            \
   X(remote_cache_wait_s, "COIL_REMOTE_CACHE_WAIT_S", coil,                                         \
     "how long to wait for another machine's compile (default 600)")                                \
-  X(cpu_isa, "COIL_CPU_ISA", coil, "vector ISA of generated kernels: avx512, avx2, scalar")        \
+  X(cpu_isa, "COIL_CPU_ISA", coil,                                                                 \
+    "vector ISA of generated kernels: avx512_amx, avx512, avx2, scalar")                           \
   X(vmath_dir, "COIL_VMATH_DIR", coil, "directory of libcoil_vmath.so and libcoil_extern.so")      \
   X(compile_debug, "COIL_COMPILE_DEBUG", coil, "1: build kernels with -O0 -g")                     \
   X(compile_threads, "COIL_COMPILE_THREADS", coil,                                                 \
@@ -36,6 +37,8 @@ enum class EnvScope { coil, python, scripts };
   X(matmul, "COIL_MATMUL", coil, "matmul implementation: auto, template, dnnl, openblas")          \
   X(verify_ir, "COIL_VERIFY_IR", coil,                                                             \
     "1: verify the IR after every pass (debug builds: default)")                                   \
+  X(testing_amx_emulate, "COIL_TESTING_AMX_EMULATE", coil,                                         \
+    "testing only: 1 builds avx512 modules' bf16 matmuls on emulated AMX tiles")                   \
   X(testing_inject_bug, "COIL_TESTING_INJECT_BUG", coil,                                           \
     "testing only: relu, relu_compile_error or relu_crash breaks generated relu")                  \
   X(debug_dir, "COIL_DEBUG_DIR", coil, "write every compile's stages and kernel repros here")      \

@@ -139,6 +139,35 @@ TEST(Matmul, Bf16) {
   EXPECT_TRUE(matches_reference(g));
 }
 
+// bf16 models through the AMX kernel: on a CPU with AMX the host ISA (avx512_amx) runs it on
+// the tiles; elsewhere COIL_TESTING_AMX_EMULATE=1 builds the avx512 modules' bf16 matmuls on
+// emulated tiles (kernels/coil_amx.h). Odd shapes around the 32 x 32 tile and 32-deep steps,
+// batches, the epilogues (bias, relu, a cast, a bf16 result) and a constant weight packed at
+// load, against the reference interpreter.
+TEST(Matmul, Bf16OnAmxTiles) {
+  if (!cpu_supports(isa_by_name("avx512"))) GTEST_SKIP() << "AMX (real or emulated) needs avx512";
+  setenv("COIL_TESTING_AMX_EMULATE", "1", 1);
+  setenv("COIL_MATMUL", "template", 1);
+  for (const char* shapes : {"bf16[65, 130]|bf16[130, 70]", "bf16[1, 33]|bf16[33, 1]",
+                             "bf16[31, 64]|bf16[64, 17]", "bf16[3, 40, 97]|bf16[3, 97, 48]"}) {
+    std::string s(shapes);
+    std::string a = s.substr(0, s.find('|')), b = s.substr(s.find('|') + 1);
+    EXPECT_TRUE(matches_reference(graph_from_text(mm_graph(a, b, "y = matmul(a, b)\noutput y\n"))))
+        << shapes;
+  }
+  EXPECT_TRUE(matches_reference(graph_from_text(
+      "input a: bf16[45, 70]\ninput b: bf16[70, 50]\ninput c: f32[50]\n"
+      "m = matmul(a, b)\nf = cast(m) {dtype=f32}\ns = add(f, c)\ny = relu(s)\noutput y\n")));
+  Graph g;
+  int x = g.add_input("x", DType::BF16, make_shape({37, 96}));
+  int w = g.add_constant(random_tensor(DType::BF16, {48, 96}, 3, -1, 1), "w");
+  int bias = g.add_constant(random_tensor(DType::BF16, {48}, 4, -1, 1), "bias");
+  g.add_output(g.add_node("linear", {x, w, bias}), "y");
+  EXPECT_TRUE(matches_reference(g));
+  unsetenv("COIL_MATMUL");
+  unsetenv("COIL_TESTING_AMX_EMULATE");
+}
+
 TEST(Matmul, OtherFloatDtypes) {
   // f16 is computed in f32; f64 has no template and is a reduction over k.
   EXPECT_TRUE(matches_reference(

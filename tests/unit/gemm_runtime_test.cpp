@@ -4,8 +4,11 @@
 // transposed A and B, batches with per-batch and shared (broadcast) operands, small and default
 // blockings, bf16 inputs; the epilogue must see every element exactly once, and 1, 2 and 3
 // threads (and any blocking) must give bitwise identical results. The program under test is
-// tests/unit/kernel_gemm/gemm_program.cpp.
+// tests/unit/kernel_gemm/gemm_program.cpp. The AMX bf16 kernel runs twice: on emulated tiles
+// (COIL_AMX_EMULATE, any AVX-512 CPU: the development machines have no AMX) and, on a CPU with
+// AMX, on the real ones (the avx512_amx ISA; skipped elsewhere).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -33,11 +36,14 @@ struct GemmVariant {
   std::string compiler;            // "" = the default toolchain
   std::vector<std::string> extra;  // flags after the ISA's
   bool needs_bf16 = false;         // skip unless the CPU has AVX512-BF16
+  bool amx = false;                // bf16 runs on AMX tiles (real or emulated)
 };
 
 std::vector<GemmVariant> gemm_variants() {
   return {{"avx512", "avx512", "", {"-mavx512bf16"}, true},
           {"avx512_nobf16", "avx512", "", {"-mno-avx512bf16"}, false},
+          {"avx512_amx_emulated", "avx512", "", {"-DCOIL_AMX_EMULATE"}, false, true},
+          {"avx512_amx", "avx512_amx", "", {}, false, true},
           {"avx2", "avx2", "", {}, false},
           {"scalar", "scalar", "", {}, false},
           {"avx512_clang", "avx512", "clang++-14", {}, false},
@@ -69,8 +75,11 @@ class GemmProgram {
     std::lock_guard<std::mutex> lock(mutex);
     auto& slot = built[v.name];
     if (slot) return slot;
-    std::string source = vec_test::read_text(std::filesystem::path(COIL_SOURCE_DIR) /
-                                             "tests/unit/kernel_gemm/gemm_program.cpp");
+    // COIL_TEST_SOURCE_DIR: the tree when the binary runs elsewhere (bench/amx/run_device.sh).
+    const char* src_dir = std::getenv("COIL_TEST_SOURCE_DIR");
+    std::string source =
+        vec_test::read_text(std::filesystem::path(src_dir ? src_dir : COIL_SOURCE_DIR) /
+                            "tests/unit/kernel_gemm/gemm_program.cpp");
     COIL_USER_CHECK(!source.empty(), "gemm_program.cpp not found");
     CompileFlags flags = isa_compile_flags(isa_by_name(v.isa));
     for (const std::string& f : v.extra) flags.extra.push_back(f);
@@ -171,6 +180,8 @@ class GemmRuntimeTest : public ::testing::TestWithParam<GemmVariant> {
     program_ = GemmProgram::get(v);
     mr_ = program_->info(0);
     nr_ = program_->info(1);
+    bmr_ = program_->info(6);
+    bnr_ = program_->info(7);
   }
 
   template <typename T>
@@ -249,20 +260,25 @@ class GemmRuntimeTest : public ::testing::TestWithParam<GemmVariant> {
 
   std::shared_ptr<GemmProgram> program_;
   int64_t mr_ = 1, nr_ = 1;
+  int64_t bmr_ = 1, bnr_ = 1;  // the bf16 micro-tile (32 x 32 on AMX)
 };
 
 TEST_P(GemmRuntimeTest, TileAndBf16ModeMatchTheIsa) {
   const GemmVariant& v = GetParam();
   EXPECT_GE(mr_, 1);
   EXPECT_GE(nr_, 1);
-  bool native = v.isa == "avx512" && v.extra != std::vector<std::string>{"-mno-avx512bf16"} &&
-                cpu_has_avx512_bf16();
+  bool native = (v.isa == "avx512" && v.extra != std::vector<std::string>{"-mno-avx512bf16"} &&
+                 cpu_has_avx512_bf16()) ||
+                v.amx;
   EXPECT_EQ(program_->info(2), native ? 1 : 0);
+  EXPECT_EQ(program_->info(5), v.amx ? 1 : 0);
   // 3 x 5: one panel of one vector of columns, K rounded up to a pair (native) or widened to
-  // float (two bfloat16 per float).
+  // float (two bfloat16 per float); on AMX one tile of 16 columns, K rounded up to 32.
   int64_t lanes = program_->info(4);
   EXPECT_EQ(nr_ % lanes, 0);
-  EXPECT_EQ(program_->info(3), native ? 4 * lanes : 2 * 3 * lanes);
+  EXPECT_EQ(program_->info(3), v.amx ? 16 * 32 : native ? 4 * lanes : 2 * 3 * lanes);
+  EXPECT_EQ(bmr_, v.amx ? 32 : mr_);
+  EXPECT_EQ(bnr_, v.amx ? 32 : nr_);
 }
 
 TEST_P(GemmRuntimeTest, BlockingIsMadeOfWholeTiles) {
@@ -272,8 +288,9 @@ TEST_P(GemmRuntimeTest, BlockingIsMadeOfWholeTiles) {
       int64_t blk[3];
       blocking(n, n + 1, n + 2, bytes, blk);
       EXPECT_GT(blk[0], 0);
-      EXPECT_EQ(blk[0] % mr_, 0) << n;
-      EXPECT_EQ(blk[1] % nr_, 0) << n;
+      EXPECT_EQ(blk[0] % (bytes == 2 ? bmr_ : mr_), 0) << n;
+      EXPECT_EQ(blk[1] % (bytes == 2 ? bnr_ : nr_), 0) << n;
+      if (bytes == 2 && GetParam().amx) EXPECT_EQ(blk[2] % 32, 0) << "kc in whole AMX steps";
       EXPECT_GE(blk[2], 1) << n;
       EXPECT_EQ(blk[2] % 2, 0) << "kc must keep bf16 pairs whole";
     }
@@ -324,7 +341,7 @@ TEST_P(GemmRuntimeTest, BatchesWithOwnAndSharedOperands) {
       check_shape<float>({5, 70, 130, 90, false, false, a_shared, b_shared}, false, 0, 0, 0,
                          ++index);
       check_shape<bfloat16>(s, true, 0, 0, 0, ++index);
-      check_shape<bfloat16>({4, 33, 65, 31, true, false, a_shared, b_shared}, false, mr_, nr_, 6,
+      check_shape<bfloat16>({4, 33, 65, 31, true, false, a_shared, b_shared}, false, bmr_, bnr_, 6,
                             ++index);
     }
   }
@@ -340,7 +357,7 @@ TEST_P(GemmRuntimeTest, StridedOperands) {
         check_shape<float>(s, true, 0, 0, 0, ++index);
         check_shape<float>(s, true, mr_, nr_, 8, ++index);
         check_shape<bfloat16>(s, true, 0, 0, 0, ++index);
-        check_shape<bfloat16>(s, true, mr_, nr_, 8, ++index);
+        check_shape<bfloat16>(s, true, bmr_, bnr_, 8, ++index);
       }
     }
   }
@@ -355,13 +372,14 @@ TEST_P(GemmRuntimeTest, PackBParallelAndCallsFromInsideAParallelRegion) {
 
 TEST_P(GemmRuntimeTest, Bf16ExactOnIntegersForOddShapes) {
   int index = 0;
-  for (int64_t M : {int64_t{1}, int64_t{3}, mr_ + 1, int64_t{257}}) {
-    for (int64_t N : {int64_t{1}, nr_ - 1, int64_t{17}, int64_t{257}}) {
-      for (int64_t K : {int64_t{1}, int64_t{2}, int64_t{17}, int64_t{257}}) {
+  // Around the bf16 tile (and AMX's 16-row/16-column tiles and 32-deep steps).
+  for (int64_t M : {int64_t{1}, int64_t{3}, int64_t{17}, bmr_ + 1, int64_t{257}}) {
+    for (int64_t N : {int64_t{1}, bnr_ - 1, int64_t{17}, int64_t{257}}) {
+      for (int64_t K : {int64_t{1}, int64_t{2}, int64_t{17}, int64_t{33}, int64_t{257}}) {
         ++index;
         Shape s{1, M, N, K, index % 2 == 1, index % 4 >= 2};
         if (index % 3 == 0) {
-          check_shape<bfloat16>(s, true, mr_, nr_, 8, index);
+          check_shape<bfloat16>(s, true, bmr_, bnr_, 8, index);
         } else {
           check_shape<bfloat16>(s, true, 0, 0, 0, index);
         }
@@ -377,7 +395,7 @@ TEST_P(GemmRuntimeTest, Bf16RandomWithinTheRoundingBound) {
   for (Shape s : {Shape{1, 257, 257, 257}, Shape{1, 64, 256, 256}, Shape{1, 5, 77, 1001, true},
                   Shape{1, 130, 97, 513, false, true}}) {
     check_shape<bfloat16>(s, false, 0, 0, 0, ++index);
-    check_shape<bfloat16>(s, false, mr_, 2 * nr_, 30, ++index);
+    check_shape<bfloat16>(s, false, bmr_, 2 * bnr_, 30, ++index);
   }
 }
 
@@ -410,8 +428,67 @@ TEST_P(GemmRuntimeTest, ThreadsAndBlockingDoNotChangeBits) {
     small.nc = nr_;
     small.kc = 8;
     same_bits(f1, run(pf, small), "f32 with small blocks");
+    small.mc = bmr_;
+    small.nc = bnr_;
     same_bits(b1, run(pb, small), "bf16 with small blocks");
   }
+}
+
+// On a CPU with AMX: the real tiles next to the emulation (both already checked against the
+// reference above). Whether they agree bit for bit says whether coil_amx.h's reading of the
+// SDM's TDPBF16PS pseudo-code is the silicon's order; reported, not required (the hardware's
+// internal summation order is not documented). Integer problems must agree exactly.
+TEST_P(GemmRuntimeTest, RealAmxAgainstTheEmulation) {
+  if (GetParam().name != "avx512_amx") GTEST_SKIP() << "only for the real AMX variant";
+  GemmVariant emulated;
+  for (const GemmVariant& v : gemm_variants()) {
+    if (v.name == "avx512_amx_emulated") emulated = v;
+  }
+  std::shared_ptr<GemmProgram> real = program_;
+  std::shared_ptr<GemmProgram> emu = GemmProgram::get(emulated);
+  int64_t equal = 0, total = 0;
+  double worst_rel = 0;
+  int index = 0;
+  for (Shape s : {Shape{1, 257, 257, 257}, Shape{1, 64, 256, 1000}, Shape{2, 33, 65, 31, true},
+                  Shape{1, 100, 130, 513, false, true}}) {
+    for (bool integers : {true, false}) {
+      Problem<bfloat16> p = make_problem<bfloat16>(s, integers, ++index);
+      program_ = real;
+      Result r = run(p, p.args);
+      program_ = emu;
+      Result e = run(p, p.args);
+      program_ = real;
+      for (size_t i = 0; i < r.c.size(); ++i) {
+        if (integers) ASSERT_EQ(r.c[i], e.c[i]) << "integer problem " << index << " element " << i;
+        equal += std::bit_cast<uint32_t>(r.c[i]) == std::bit_cast<uint32_t>(e.c[i]);
+        ++total;
+        double d = std::fabs(static_cast<double>(r.c[i]) - e.c[i]);
+        double m = std::max(std::fabs(static_cast<double>(e.c[i])), 1e-30);
+        worst_rel = std::max(worst_rel, d / m);
+      }
+    }
+  }
+  std::cout << "AMX real vs emulated: " << equal << " of " << total
+            << " elements bitwise equal; largest relative difference " << worst_rel << "\n";
+}
+
+// A module of the avx512_amx ISA (module_compile_flags: the tile instructions and
+// COIL_GEMM_PRECOMPILED) builds on any AVX-512 machine and links libcoil_vmath's AMX
+// run_matmul (the library is loaded, so an instance missing there fails here); its constants
+// say AMX. Nothing runs a tile instruction, so this holds on CPUs without AMX too.
+TEST(GemmAmxModule, BuildsAndLinksThePrecompiledKernelWithoutAmx) {
+  if (!cpu_supports(isa_by_name("avx512"))) GTEST_SKIP() << "this CPU cannot run avx512";
+  std::string source = vec_test::read_text(std::filesystem::path(COIL_SOURCE_DIR) /
+                                           "tests/unit/kernel_gemm/gemm_program.cpp");
+  CompileFlags flags = module_compile_flags(isa_by_name("avx512_amx"));
+  ASSERT_NE(std::find(flags.extra.begin(), flags.extra.end(), "-DCOIL_GEMM_PRECOMPILED"),
+            flags.extra.end());
+  auto lib = SharedLibrary::open(compile_cached(source, flags).so_path);
+  auto info = lib->symbol_as<int64_t (*)(int)>("gemm_info");
+  EXPECT_EQ(info(5), 1) << "bf16 on AMX";
+  EXPECT_EQ(info(6), 32);
+  EXPECT_EQ(info(7), 32);
+  EXPECT_EQ(info(3), 16 * 32) << "a 3 x 5 B: one tile of columns, K rounded up to 32";
 }
 
 INSTANTIATE_TEST_SUITE_P(GemmRuntime, GemmRuntimeTest, ::testing::ValuesIn(gemm_variants()),

@@ -14,6 +14,7 @@
 
 #include "coil/error.h"
 #include "runtime/code_cache.h"
+#include "runtime/host_cpu.h"
 #include "support/check.h"
 
 namespace coil {
@@ -86,10 +87,36 @@ TEST_F(IsaTest, TableFollowsInductorsWidths) {
   for (DType t : {DType::F32, DType::F64, DType::BF16, DType::I64, DType::Bool}) {
     EXPECT_EQ(scalar.lanes(t), 1);
   }
-  ASSERT_EQ(all_isas().size(), 4u);
-  EXPECT_EQ(all_isas().front().name, "avx512");  // detection order
+  ASSERT_EQ(all_isas().size(), 5u);
+  EXPECT_EQ(all_isas()[0].name, "avx512_amx");  // detection order
+  EXPECT_EQ(all_isas()[1].name, "avx512");
   EXPECT_EQ(all_isas().back().name, "scalar");
   EXPECT_TRUE(cpu_supports(scalar));
+  // avx512_amx: avx512's vectors plus the tiles (and bf16, which its matmuls need).
+  const IsaInfo& amx = isa_by_name("avx512_amx");
+  EXPECT_EQ(amx.macro, "COIL_CPU_AVX512");
+  EXPECT_EQ(amx.lanes(DType::F32), 16);
+  for (const char* f : {"-mamx-tile", "-mamx-bf16", "-mavx512bf16"}) {
+    EXPECT_TRUE(contains(amx.flags, f)) << f;
+  }
+  for (const char* f : {"amx_tile", "amx_bf16", "avx512f"}) {
+    EXPECT_TRUE(contains(amx.cpu_features, f)) << f;
+  }
+  EXPECT_TRUE(contains(module_compile_flags(amx).extra, "-DCOIL_GEMM_PRECOMPILED"));
+}
+
+// The AMX check reads cpuid, XCR0 and asks Linux for the tile data: this machine's answer,
+// and on one without AMX (the Zen 4 development machines) the ISA must never be chosen.
+TEST_F(IsaTest, AmxOnlyWhereTheCpuAndKernelAllowIt) {
+  const bool amx = cpu_has_feature("amx_tile") && cpu_has_feature("amx_bf16");
+  std::cout << "AMX tiles usable: " << (amx ? "yes" : "no") << "\n";
+  EXPECT_EQ(cpu_supports(isa_by_name("avx512_amx")),
+            amx && cpu_has_feature("avx512_bf16") && x86_avx512());
+  if (!amx) {
+    EXPECT_NE(detect_host_isa().name, "avx512_amx");
+    ::setenv("COIL_CPU_ISA", "avx512_amx", 1);
+    EXPECT_THROW(detect_host_isa(), Error) << "forcing AMX on a CPU without it";
+  }
 }
 
 TEST_F(IsaTest, UnknownNameIsAnError) {
@@ -97,7 +124,9 @@ TEST_F(IsaTest, UnknownNameIsAnError) {
     isa_by_name("sse9");
     FAIL() << "expected coil::Error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "unknown vector ISA 'sse9'; expected one of avx512, avx2, neon, scalar");
+    EXPECT_STREQ(
+        e.what(),
+        "unknown vector ISA 'sse9'; expected one of avx512_amx, avx512, avx2, neon, scalar");
   }
 }
 
@@ -137,7 +166,9 @@ TEST_F(IsaTest, VmathDirIsTheBuildsLibUnlessOverridden) {
 
 TEST_F(IsaTest, DetectsTheBestIsaThisMachineRuns) {
   IsaInfo isa = detect_host_isa();
-  if (x86_avx512()) {
+  if (cpu_supports(isa_by_name("avx512_amx"))) {
+    EXPECT_EQ(isa.name, "avx512_amx");
+  } else if (x86_avx512()) {
     EXPECT_EQ(isa.name, "avx512");
   } else if (cpu_supports(isa_by_name("avx2"))) {
     EXPECT_EQ(isa.name, "avx2");
@@ -181,6 +212,14 @@ TEST_F(IsaTest, OverrideChoosesTheIsa) {
     EXPECT_EQ(isa.name, "avx2");
     EXPECT_TRUE(contains(isa_compile_flags(isa).extra, "-DCOIL_CPU_AVX2"));
   }
+  if (cpu_supports(isa_by_name("avx512_amx"))) {
+    // On an AMX machine avx512 still means the AVX512-BF16 kernel, without tiles.
+    ::setenv("COIL_CPU_ISA", "avx512", 1);
+    IsaInfo isa = detect_host_isa();
+    EXPECT_EQ(isa.name, "avx512");
+    EXPECT_TRUE(contains(isa.flags, "-mavx512bf16"));
+    EXPECT_FALSE(contains(isa.flags, "-mamx-tile"));
+  }
 }
 
 TEST_F(IsaTest, OverrideWithAnIsaTheMachineCannotRunIsAnError) {
@@ -211,7 +250,7 @@ TEST_F(IsaTest, OverrideWithAnIsaTheMachineCannotRunIsAnError) {
         } catch (const Error& e) {
           EXPECT_STREQ(e.what(),
                        "COIL_CPU_ISA='avx1024' is not a vector ISA coil knows; expected one of "
-                       "avx512, avx2, neon, scalar");
+                       "avx512_amx, avx512, avx2, neon, scalar");
           throw;
         }
       },

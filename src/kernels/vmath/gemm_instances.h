@@ -25,6 +25,9 @@ COIL_GEMM_DEFINE_RUN(PathF32<bfloat16>)
 #if COIL_GEMM_HAS_BF16_KERNEL
 COIL_GEMM_DEFINE_RUN(PathBf16)
 #endif
+#if COIL_GEMM_HAS_AMX_KERNEL
+COIL_GEMM_DEFINE_RUN(PathAmx)
+#endif
 #undef COIL_GEMM_DEFINE_RUN
 }  // namespace coil::gemm::detail
 #pragma GCC visibility pop

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "coil_gemm.h"
@@ -34,6 +35,8 @@ int run(const GemmArgs& g, const T* A, const T* B, float* C, int32_t* hits) {
       kBf16 ? gemm::packed_b_elements_bf16(g.K, g.N, blk) : gemm::packed_b_elements(g.K, g.N, blk);
   int64_t n_packed = g.b_batch_stride ? g.batch : 1;
   std::vector<T> packed(static_cast<size_t>(n_packed * per_b + 1));
+  // NaN bits everywhere first: padding the packers forget to zero poisons the result.
+  std::memset(packed.data(), 0xff, packed.size() * sizeof(T));
   for (int64_t b = 0; b < n_packed; ++b) {
     const T* src = B + b * g.b_batch_stride;
     T* dst = packed.data() + b * per_b;
@@ -95,14 +98,17 @@ int run(const GemmArgs& g, const T* A, const T* B, float* C, int32_t* hits) {
 
 extern "C" {
 
-// 0: kMR, 1: kNR, 2: whether bf16 runs on vdpbf16ps, 3: the bf16 packed-B elements of a 3 x 5 B,
-// 4: kLanes.
+// 0: kMR, 1: kNR, 2: whether bf16 runs natively (vdpbf16ps or AMX), 3: the bf16 packed-B
+// elements of a 3 x 5 B, 4: kLanes, 5: whether bf16 runs on AMX, 6 / 7: the bf16 micro-tile.
 int64_t gemm_info(int what) {
   if (what == 0) return gemm::kMR;
   if (what == 1) return gemm::kNR;
   if (what == 2) return gemm::kNativeBf16;
   if (what == 3) return gemm::packed_b_elements_bf16(3, 5, gemm::choose_blocking(1, 5, 3, 2));
   if (what == 4) return gemm::kLanes;
+  if (what == 5) return gemm::kAmxBf16;
+  if (what == 6) return gemm::kMRBf16;
+  if (what == 7) return gemm::kNRBf16;
   return -1;
 }
 
