@@ -99,7 +99,7 @@ TEST(DirectConv, SameBitsAtOneAndTwoThreads) {
   // the padded planes are filled in bands of 16 rows spread over the threads; each output is
   // still computed by one thread in one order, so 1 and 2 threads give the same bits. Batch 2,
   // 45 output channels (blocks 8 x 5 + 4 + 1), 30 output rows (5 bands of 6), 61 padded rows
-  // (4 fill bands), stride 2 (the AVX-512 column split with a staging row per thread), with
+  // (4 fill bands), stride 2 (the AVX-512 column split of masked loads), with
   // NaN in the input.
   const std::string g =
       conv(2, 3, 59, 47, 45, 3, 3, "stride=[2, 2], padding=[1, 1]", true) +
