@@ -21,9 +21,9 @@
 // zero-padded scratch plane (per thread; its borders are zeroed once) split into `stride` column
 // phases (phase j holds padded columns j, j + stride, ...), so that every tap of every output row
 // reads a contiguous run of one phase row, with no bounds test; each phase row has a vector of
-// zeros more, so full vectors are read past the last column. Output rows are computed a vector of
-// columns at a time with the accumulator in a register: bias, then the taps in (kh, kw) order (that
-// summation order), then the activation, one (masked) store.
+// zeros more, so full vectors are read past the last column. Output rows are computed four at a
+// time, a vector of columns each, with the accumulators in registers: bias, then the taps in
+// (kh, kw) order (that summation order), then the activation, one (masked) store.
 #pragma once
 
 #include <algorithm>
@@ -73,7 +73,6 @@ inline V activate(const Params& p, V v) {
 /// t - left; phase j, row r, entry u holds column u * stride_w + j.
 struct Padded {
   int64_t rows, cols, phase_cols, row_stride, phase_stride;
-  int64_t staging;  // floats of a padded input row staged for the AVX-512 stride-2 split
 };
 
 inline Padded padded_shape(const Params& p) {
@@ -83,20 +82,26 @@ inline Padded padded_shape(const Params& p) {
   g.phase_cols = (g.cols + p.stride[1] - 1) / p.stride[1];
   g.row_stride = g.phase_cols + kLanes;  // a vector of zeros past the end
   g.phase_stride = g.rows * g.row_stride;
-#if defined(COIL_CPU_AVX512)
-  g.staging = p.stride[1] == 2 ? (g.cols + 31) / 32 * 32 : 0;
-#else
-  g.staging = 0;
-#endif
   return g;
 }
 
+#if defined(COIL_CPU_AVX512)
+/// The 16 input columns [c0, c0 + 16) of row `in`, with zeros in the lanes outside [0, last):
+/// a masked load, which reads (and can fault on) only the lanes it keeps.
+inline __m512 columns(const float* in, int64_t c0, int64_t last) {
+  const int64_t lo = std::clamp<int64_t>(-c0, 0, 16), hi = std::clamp<int64_t>(last - c0, 0, 16);
+  if (lo >= hi) return _mm512_setzero_ps();
+  const __mmask16 m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(
+                                      reinterpret_cast<uintptr_t>(in) + c0 * 4));
+}
+#endif
+
 /// Copies the plane (its padded rows [r0, r1), all by default) into the padded scratch. Only
 /// the interior is written: the borders stay the zeros the scratch was created with (the same
-/// cells for every plane). Row ranges let several threads fill one plane (coil_direct_conv.h);
-/// with the AVX-512 stride-2 split, each range needs its own staging row (`staging`).
+/// cells for every plane). Row ranges let several threads fill one plane (coil_direct_conv.h).
 inline void fill_padded(const Params& p, const Padded& g, const float* x, float* buf,
-                        int64_t r0 = 0, int64_t r1 = -1, float* staging = nullptr) {
+                        int64_t r0 = 0, int64_t r1 = -1) {
   const int64_t s = p.stride[1], left = p.padding[1];
   const int64_t last = std::min<int64_t>(p.w, g.cols - left);  // input columns [0, last)
   if (r1 < 0) r1 = g.rows;
@@ -105,30 +110,39 @@ inline void fill_padded(const Params& p, const Padded& g, const float* x, float*
     if (ih < 0 || ih >= p.h) continue;
     const float* in = x + ih * p.w;
     float* out = buf + r * g.row_stride;
+#if defined(COIL_CPU_AVX512)
+    // Whole vectors read with masks, no library call per row: mobilenet_v2's 576-channel
+    // 14x14 stride-2 conv spent most of its 0.12 ms (about 700 cycles a plane) in the fill's
+    // per-row copies into a staging row, for 7x7 outputs of 9 taps.
     if (s == 1) {
-      if (last > 0) std::copy(in, in + last, out + left);
+      for (int64_t u = 0; u < last; u += kLanes) {
+        const int64_t n = std::min<int64_t>(kLanes, last - u);
+        _mm512_mask_storeu_ps(out + left + u, static_cast<__mmask16>((1u << n) - 1u),
+                              _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u),
+                                                    in + u));
+      }
       continue;
     }
-#if defined(COIL_CPU_AVX512)
     if (s == 2) {
-      // The padded row is staged contiguously (its zeros past the image stay from the scratch's
-      // creation), then 32 columns at a time split into the two phases with two permutes.
-      // What lands past phase_cols is the staged row's zeros, inside the phase rows' spare
-      // vector.
-      float* staged = staging ? staging : buf + s * g.phase_stride;
-      if (last > 0) std::copy(in, in + last, staged + left);
+      // Padded columns [t, t + 32) are input columns [t - left, t + 32 - left) (zeros outside
+      // the image), split into the two phases with two permutes. What lands past phase_cols
+      // is zeros, inside the phase rows' spare vector.
       const __m512i even =
           _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
       const __m512i odd =
           _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
       for (int64_t t = 0; t < g.cols; t += 32) {
-        const __m512 a = _mm512_loadu_ps(staged + t), b = _mm512_loadu_ps(staged + t + 16);
+        const __m512 a = columns(in, t - left, last), b = columns(in, t + 16 - left, last);
         _mm512_storeu_ps(out + t / 2, _mm512_permutex2var_ps(a, even, b));
         _mm512_storeu_ps(out + g.phase_stride + t / 2, _mm512_permutex2var_ps(a, odd, b));
       }
       continue;
     }
 #endif
+    if (s == 1) {
+      if (last > 0) std::copy(in, in + last, out + left);
+      continue;
+    }
     for (int64_t j = 0; j < s; ++j) {
       // Entries u whose input column u * s + j - left is in [0, last): a branch-free strided
       // copy (a test per element took 0.7 ms of mobilenet's 96-channel 112x112 plane split).
@@ -153,18 +167,38 @@ inline std::vector<int64_t> tap_offsets(const Params& p, const Padded& g) {
   return off;
 }
 
+/// Output rows [oh, oh + R) of a plane, a vector of columns at a time, R accumulators at once.
+/// Each accumulator is a chain of `taps` dependent adds; one at a time (R = 1) the adds' latency
+/// bounded the kernel (a 144-channel 56x56 stride-1 conv of mobilenet_v2 without its fill:
+/// 0.20 ms, 20 GMAC/s); four independent chains per tap, one weight broadcast shared, take
+/// 0.15 ms, where reading and writing the planes from L3 is the floor. Each output's sum
+/// (bias, then the taps in (kh, kw) order, multiply then add) is unchanged.
+template <int R>
+inline void rows(const Params& p, const Padded& g, const int64_t* off, int64_t taps,
+                 const float* wt, float bias, float* y, const float* buf, int64_t oh) {
+  const int64_t step = p.stride[0] * g.row_stride;
+  const float* row = buf + oh * step;
+  for (int64_t o = 0; o < p.ow; o += kLanes) {
+    V acc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = V(bias);
+    for (int64_t k = 0; k < taps; ++k) {
+      const V wv(wt[k]);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r] = acc[r] + V::loadu(row + r * step + o + off[k]) * wv;
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) activate(p, acc[r]).store(y + (oh + r) * p.ow + o, p.ow - o);
+  }
+}
+
 inline void plane(const Params& p, const Padded& g, const int64_t* off, const float* x,
                   const float* wt, float bias, float* y, float* buf) {
   fill_padded(p, g, x, buf);
   const int64_t taps = p.kh * p.kw;
-  for (int64_t oh = 0; oh < p.oh; ++oh) {
-    const float* row = buf + oh * p.stride[0] * g.row_stride;
-    for (int64_t o = 0; o < p.ow; o += kLanes) {
-      V acc(bias);
-      for (int64_t k = 0; k < taps; ++k) acc = acc + V::loadu(row + o + off[k]) * V(wt[k]);
-      activate(p, acc).store(y + oh * p.ow + o, p.ow - o);
-    }
-  }
+  int64_t oh = 0;
+  for (; oh + 4 <= p.oh; oh += 4) rows<4>(p, g, off, taps, wt, bias, y, buf, oh);
+  for (; oh < p.oh; ++oh) rows<1>(p, g, off, taps, wt, bias, y, buf, oh);
 }
 
 }  // namespace detail
@@ -178,7 +212,7 @@ inline void forward(const Params& p, const float* x, const float* w, const float
   const bool parallel = planes > 1 && planes * p.oh * p.ow * p.kh * p.kw >= (int64_t{1} << 15);
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> buf(static_cast<size_t>(p.stride[1] * g.phase_stride + g.staging));
+    std::vector<float> buf(static_cast<size_t>(p.stride[1] * g.phase_stride));
 #pragma omp for schedule(static)
     for (int64_t pl = 0; pl < planes; ++pl) {
       const int64_t ch = pl % p.c;

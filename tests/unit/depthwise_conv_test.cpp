@@ -48,6 +48,13 @@ TEST(DepthwiseConv, StridesPaddingsDilationsAndOddShapes) {
       {1, 7, 1, 1, 3, "padding=[1, 1]", true},
       {1, 4, 6, 6, 3, "", true},
       {2, 3, 8, 33, 5, "padding=[3, 1]", true},
+      // the AVX-512 fill's masked loads: a stride-2 row of three 32-column blocks with 2 zero
+      // columns on each side; a stride-2 row whose last input column no tap reads (cols 11 of
+      // 12); a stride-1 row of exactly one vector; output heights 7 and 5 (four rows at a
+      // time, then one)
+      {1, 3, 13, 70, 5, "stride=[2, 2], padding=[2, 2]", true},
+      {1, 4, 12, 12, 3, "stride=[2, 2]", true},
+      {2, 5, 7, 16, 3, "padding=[0, 1]", false},
       // large enough (>= 32K multiply-adds) for the planes to be spread over threads
       {2, 24, 40, 37, 3, "stride=[2, 2], padding=[1, 1]", true},
   };
