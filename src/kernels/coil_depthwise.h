@@ -92,8 +92,8 @@ inline __m512 columns(const float* in, int64_t c0, int64_t last) {
   const int64_t lo = std::clamp<int64_t>(-c0, 0, 16), hi = std::clamp<int64_t>(last - c0, 0, 16);
   if (lo >= hi) return _mm512_setzero_ps();
   const __mmask16 m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-  return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(
-                                      reinterpret_cast<uintptr_t>(in) + c0 * 4));
+  return _mm512_maskz_loadu_ps(
+      m, reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(in) + c0 * 4));
 }
 #endif
 
@@ -117,9 +117,9 @@ inline void fill_padded(const Params& p, const Padded& g, const float* x, float*
     if (s == 1) {
       for (int64_t u = 0; u < last; u += kLanes) {
         const int64_t n = std::min<int64_t>(kLanes, last - u);
-        _mm512_mask_storeu_ps(out + left + u, static_cast<__mmask16>((1u << n) - 1u),
-                              _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u),
-                                                    in + u));
+        _mm512_mask_storeu_ps(
+            out + left + u, static_cast<__mmask16>((1u << n) - 1u),
+            _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), in + u));
       }
       continue;
     }

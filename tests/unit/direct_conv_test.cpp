@@ -101,9 +101,8 @@ TEST(DirectConv, SameBitsAtOneAndTwoThreads) {
   // 45 output channels (blocks 8 x 5 + 4 + 1), 30 output rows (5 bands of 6), 61 padded rows
   // (4 fill bands), stride 2 (the AVX-512 column split of masked loads), with
   // NaN in the input.
-  const std::string g =
-      conv(2, 3, 59, 47, 45, 3, 3, "stride=[2, 2], padding=[1, 1]", true) +
-      "y = clamp(c) {min=0.0, max=6.0}\noutput y\n";
+  const std::string g = conv(2, 3, 59, 47, 45, 3, 3, "stride=[2, 2], padding=[1, 1]", true) +
+                        "y = clamp(c) {min=0.0, max=6.0}\noutput y\n";
   Graph graph = parse_graph(g, "<test>");
   EXPECT_TRUE(contains(cpu_module(g).source, "coil::direct::forward"));
   std::vector<Tensor> in = testing::random_inputs(graph, 7);
