@@ -60,6 +60,14 @@ constexpr double kParallelMinFlops = COIL_GEMM_PARALLEL_MIN_FLOPS;
 // thread: 272 rows x K = 2048 f32 is 2.1 MiB; beyond it (huge K) A is re-packed per block.
 constexpr int64_t kKeepPackedABytes = 4 << 20;
 
+// The scratch below has internal linkage (an unnamed namespace): each shared object that
+// compiles these loops (a generated module whose ISA has no precompiled copy in
+// libcoil_vmath, e.g. scalar) owns its pool and per-thread slots. With external linkage the
+// dynamic linker bound every module's inline statics to one copy across modules: a module's
+// unload freed buffers another module's slot still pointed to (wrong products, then heap
+// corruption, in the correctness tests run at COIL_CPU_ISA=scalar).
+namespace {
+
 // Every scratch buffer of this module (one shared object per graph), freed when the module is
 // unloaded or the process exits: the pool is a function-local static, destroyed at dlclose.
 struct ScratchPool {
@@ -99,6 +107,8 @@ inline void* thread_scratch(int64_t bytes) {
   }
   return buf;
 }
+
+}  // namespace
 
 // How one input type reaches a micro-kernel: the A element, the packed A and B element types,
 // the micro-tile (kTileM rows of A per panel, kTileN columns per B panel, the last panel

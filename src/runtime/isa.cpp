@@ -352,10 +352,9 @@ CompileFlags module_compile_flags(const IsaInfo& isa) {
   // Testing only: bf16 matmuls of an avx512 module on emulated AMX tiles (coil_amx.h), so that
   // whole bf16 models exercise the AMX kernel on CPUs without AMX. The emulated kernel has no
   // precompiled copy in libcoil_vmath: the module compiles its matmul loops itself
-  // (coil_gemm_driver.h), the rest (attention) still links the library's. Known hazard, not the
-  // emulation's: a process that loads many modules compiling the loops themselves (with or
-  // without this flag; the correctness tests' attention, dynamic-shape and matmul suites in one
-  // run) corrupts its heap, so use it on a few tests at a time (Matmul.Bf16OnAmxTiles).
+  // (coil_gemm_driver.h), the rest (attention) still links the library's. (Such modules once
+  // shared one scratch pool across shared objects and corrupted the heap in long runs; the
+  // scratch is module-private since.)
   if (isa.name == "avx512" && env(EnvVar::testing_amx_emulate) == "1") {
     flags.extra.push_back("-DCOIL_AMX_EMULATE");
   }

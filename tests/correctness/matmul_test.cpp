@@ -201,5 +201,36 @@ TEST(Matmul, LongSkinny) {
       graph_from_text(mm_graph("f32[100003, 3]", "f32[3, 2]", "y = matmul(a, b)\noutput y\n"))));
 }
 
+// Modules that compile the matmul loops themselves (an ISA with no precompiled copy in
+// libcoil_vmath: scalar) each own their scratch (coil_gemm_driver.h), loaded and unloaded in
+// any order. (The heap corruption that made the scratch module-private showed only in a long
+// run, the correctness tests' Attention*, DynamicShapes* and Matmul* suites in one process at
+// COIL_CPU_ISA=scalar: this smaller test passes with or without that fix.)
+TEST(MatmulModules, ScalarModulesLoadedAndUnloadedInTurnStayRight) {
+  CompileOptions scalar;
+  scalar.isa = "scalar";
+  const char* shapes[][2] = {{"f32[64, 96]", "f32[96, 80]"},
+                             {"f32[7, 12]", "f32[12, 9]"},
+                             {"f32[130, 40]", "f32[40, 70]"},
+                             {"f32[33, 5]", "f32[5, 17]"}};
+  std::vector<Graph> graphs;
+  std::vector<std::unique_ptr<CompiledModel>> models;
+  auto check = [&](size_t i) {
+    std::vector<Tensor> in = testing::random_inputs(graphs[i], 3);
+    CompareResult c = compare_tensors(models[i]->run(in)[0], interpret(graphs[i], in)[0],
+                                      default_tolerance(DType::F32));
+    EXPECT_TRUE(c.ok) << "model " << i << ": " << c.message;
+  };
+  for (size_t i = 0; i < 4; ++i) {
+    graphs.push_back(graph_from_text(fmt::format(
+        "input x: {}\ninput y: {}\nz = matmul(x, y)\noutput z\n", shapes[i][0], shapes[i][1])));
+    models.push_back(std::make_unique<CompiledModel>(compile(graphs[i], scalar)));
+    check(i);
+  }
+  models[0].reset();  // the largest product's module unloaded while the others live
+  models[2].reset();
+  for (size_t i : {1, 3}) check(i);
+}
+
 }  // namespace
 }  // namespace coil
