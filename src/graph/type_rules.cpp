@@ -354,7 +354,8 @@ SliceParams symbolic_slice_params(const Node& node, const sym::Expr& n, SlicePar
     // and the size max(end - start, 0) in steps of `step` (x[:, :n - 3], x[:, 2:], x[:, ::2]);
     // the kernels compute them from the size at run time.
     sym::Analyzer an;
-    an.bind(n, 0, sym::Range::kPosInf);  // a size
+    for (const sym::Expr& s : sym::free_symbols(n))  // sizes (n may be an expression: t + 1)
+      an.bind(s, 0, sym::Range::kPosInf);
     auto clamped = [&](int64_t v) {
       return v >= 0 ? sym::min(sym::Expr(v), n) : sym::max(n + sym::Expr(v), sym::Expr(0));
     };

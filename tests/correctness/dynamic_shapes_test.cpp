@@ -292,6 +292,17 @@ TEST(DynamicShapes, SlicesWhoseBoundsClampAtSomeSizes) {
   EXPECT_EQ(m.size_stats().specialized, 0);
 }
 
+// A slice of a dim that is an expression of sizes (a concat's t + 1) clamps the same way (it
+// once asked the analyzer to bind the expression itself: an internal error).
+TEST(DynamicShapes, SliceOfADimThatIsAnExpressionOfSizes) {
+  Graph g = graph_from_text(
+      "input x: f32[t, 6]\ninput y: f32[1, 6]\nc = concat(x, y) {dim=0}\n"
+      "s = slice(c) {dim=0, start=2}\nr = slice(c) {dim=0, start=-3, step=2}\n"
+      "output s\noutput r\n");
+  CompiledModel m = compile(g);
+  for (int64_t t : {0, 1, 2, 3, 9}) ASSERT_TRUE(matches_at(m, g, {{"t", t}}));
+}
+
 TEST(DynamicShapes, SizesTextErrorsNameTheOpAndEntry) {
   auto error = [](const std::string& text) {
     try {
