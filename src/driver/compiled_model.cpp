@@ -195,6 +195,12 @@ SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& 
   CompileOptions generic_options = options;
   for (size_t i = 0; i < symbols.size(); ++i)
     if (sizes[i] <= 1) generic_options.sizes[symbols[i]] = sizes[i];
+  // The debug directory of this variant: one folder per variant, named by its sizes.
+  std::string variant;
+  for (size_t i = 0; i < symbols.size(); ++i)
+    variant += fmt::format("{}{}={}", i ? ", " : "", symbols[i], sizes[i]);
+  std::unique_ptr<DebugDir> debug =
+      DebugDir::open(graph, generic_options, variant + " (a size-generic model's variant)");
   GeneratedProgram gen;
   try {
     gen = generate_program(graph, generic_options, &timer, &size_generic);
@@ -209,7 +215,8 @@ SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& 
   }
   const IrProgram& program = gen.program;
   const CppModule& module = gen.module;
-  out.built = build_module(module, options).second;
+  auto [flags, built] = build_module(module, options);
+  out.built = std::move(built);
   timer.mark("compile");
   const Graph& g = gen.graph;
   ModelRunner::Parts& parts = out.parts;
@@ -244,6 +251,14 @@ SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& 
   // A size-generic model's output directory holds its latest variant (`coil compile` without
   // --size compiles one, at representative_sizes()).
   write_output_dir(graph, options, report);
+  if (debug) {
+    debug->write("module.cpp", module.source);
+    debug->write("compile_command.txt", out.built.command + "\n");
+    debug->write("report.json", report.to_json());
+    debug->write_logs();
+    // Standalone kernel repros need every size bound (their main() allocates the buffers).
+    if (!out.size_generic) write_cpu_kernel_repros(*debug, program, gen.schedule, module, flags);
+  }
   return out;
 }
 

@@ -23,7 +23,8 @@ fs::path debug_dir_root(const CompileOptions& options) {
   return fs::path(env(EnvVar::debug_dir));
 }
 
-std::unique_ptr<DebugDir> DebugDir::open(const Graph& graph, const CompileOptions& options) {
+std::unique_ptr<DebugDir> DebugDir::open(const Graph& graph, const CompileOptions& options,
+                                         std::string_view variant) {
   fs::path root = debug_dir_root(options);
   if (root.empty()) return nullptr;
   // The options that change the generated code, so that a graph compiled two ways (fusion on
@@ -36,12 +37,15 @@ std::unique_ptr<DebugDir> DebugDir::open(const Graph& graph, const CompileOption
                                   options.store_all_intermediates ? "all" : "",
                                   options.autotune ? "tune" : ""};
   for (const auto& [name, value] : options.sizes) key.push_back(fmt::format("{}={}", name, value));
+  if (!variant.empty()) key.push_back(fmt::format("variant {}", variant));
   fs::path dir = root / ("graph-" + hash_fields(key).substr(0, 12));
   std::error_code ec;
   fs::remove_all(dir, ec);  // a stale folder of an earlier compile of the same graph
   fs::create_directories(dir, ec);
   COIL_USER_CHECK(!ec, "debug directory {}: cannot create it: {}", dir.string(), ec.message());
-  return std::unique_ptr<DebugDir>(new DebugDir(dir));
+  std::unique_ptr<DebugDir> out(new DebugDir(dir));
+  if (!variant.empty()) out->write("variant.txt", std::string(variant) + "\n");
+  return out;
 }
 
 DebugDir::DebugDir(fs::path path)

@@ -34,7 +34,10 @@ class DebugDir {
  public:
   /// The debug directory `options` ask for (options.debug_dir, else $COIL_DEBUG_DIR) opened for
   /// `graph`, or null when none is asked for. While it is alive it is this thread's current().
-  static std::unique_ptr<DebugDir> open(const Graph& graph, const CompileOptions& options);
+  /// `variant` (a size-generic model's variant: "n=7 (size-generic)") joins the folder's hash,
+  /// so that each variant of one graph gets its own folder; it is written to variant.txt.
+  static std::unique_ptr<DebugDir> open(const Graph& graph, const CompileOptions& options,
+                                        std::string_view variant = {});
   /// The directory of the compile running on this thread, else null.
   static DebugDir* current();
   ~DebugDir();

@@ -3,6 +3,11 @@
 // layer_norm, transposes, matmul with an epilogue, convolution with a symbolic batch; and the
 // guard: a module is reused only for sizes that print the same source, so the counts of
 // modules stay small where the code does not depend on the size.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "support/check_graph.h"
@@ -371,6 +376,35 @@ TEST(DynamicShapes, ErrorsNameTheInputAndDim) {
   EXPECT_EQ(error({Tensor::zeros(DType::F32, {3, 9}), Tensor::zeros(DType::F32, {3, 9})}),
             "input x: expected shape [n, 8], got [3, 9] (dim 1 must be 8)");
   EXPECT_EQ(error({Tensor::zeros(DType::F32, {3, 8})}), "the model takes 2 inputs, got 1");
+}
+
+// COIL_DEBUG_DIR (CompileOptions::debug_dir) covers a size-generic model's variants: each
+// gets a folder with its sizes (variant.txt), its passes and its module, whose kernels take
+// the size as an argument. (Before, only size-specialized compiles wrote one.)
+TEST(DynamicShapesDebugDir, EachVariantWritesItsFolder) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / fmt::format("coil-dyn-debug-{}", ::getpid());
+  fs::remove_all(dir);
+  Graph g = graph_from_text("input x: f32[n, 8]\na = exp(x)\nb = mul(a, x)\noutput b\n");
+  CompileOptions o;
+  o.debug_dir = dir;
+  CompiledModel m = compile(g, o);
+  ASSERT_TRUE(m.size_generic());
+  for (int64_t n : {1, 5, 9}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}));
+  std::map<std::string, std::string> variants;  // variant.txt -> module.cpp
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::ifstream v(e.path() / "variant.txt"), src(e.path() / "module.cpp");
+    std::string line((std::istreambuf_iterator<char>(v)), {});
+    std::string code((std::istreambuf_iterator<char>(src)), {});
+    EXPECT_TRUE(fs::exists(e.path() / "report.json")) << e.path();
+    variants[line] = code;
+  }
+  ASSERT_EQ(variants.count("n=1 (a size-generic model's variant)\n"), 1u);
+  ASSERT_EQ(variants.count("n=5 (a size-generic model's variant)\n"), 1u);
+  ASSERT_EQ(variants.count("n=9 (a size-generic model's variant)\n"), 1u);
+  EXPECT_NE(variants["n=5 (a size-generic model's variant)\n"].find("ks0"), std::string::npos);
+  EXPECT_EQ(variants["n=1 (a size-generic model's variant)\n"].find("ks0"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace
