@@ -449,6 +449,21 @@ struct FastIO<float, half> {
   }
 };
 
+// bool <-> float, as coil_vec_avx512.h's: 0/1 bytes widened; a store writes 1 for nonzero lanes.
+template <>
+struct FastIO<float, bool> {
+  static constexpr bool available = true;
+  static __m256 load(const bool* p, int64_t n) {
+    int64_t bytes = 0;
+    std::memcpy(&bytes, p, static_cast<size_t>(n >= 8 ? 8 : n));
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes)));
+  }
+  static void store(bool* p, __m256 v, int64_t n) {
+    const int nonzero = _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+    for (int64_t i = 0; i < (n >= 8 ? 8 : n); ++i) p[i] = ((nonzero >> i) & 1) != 0;
+  }
+};
+
 }  // namespace vec_detail
 
 /// Transposes an 8x8 float tile in registers (CppTile2DKernel): dst[j * dst_stride + i] =

@@ -460,6 +460,28 @@ struct FastIO<float, half> {
   }
 };
 
+// bool <-> float: a load widens the bytes (0 or 1) in one instruction, a store writes 1 for
+// every nonzero lane (a NaN too, so a mask's true lanes store 1), as lane_cast does. A masked
+// softmax's `where(mask, -inf, x)` reads its mask this way (cpp_vec_ops.h's mask ops).
+template <>
+struct FastIO<float, bool> {
+  static constexpr bool available = true;
+  static __m512 load(const bool* p, int64_t n) {
+    const __m128i b = n >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                              : _mm_maskz_loadu_epi8(first16(n), p);
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
+  }
+  static void store(bool* p, __m512 v, int64_t n) {
+    const __mmask16 nonzero = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    const __m128i b = _mm512_cvtepi32_epi8(_mm512_maskz_set1_epi32(nonzero, 1));
+    if (n >= 16) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), b);
+    } else {
+      _mm_mask_storeu_epi8(p, first16(n), b);
+    }
+  }
+};
+
 }  // namespace vec_detail
 
 /// Transposes a 16x16 float tile in registers (CppTile2DKernel): dst[j * dst_stride + i] =

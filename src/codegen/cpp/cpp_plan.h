@@ -216,7 +216,8 @@ std::string to_string(const CppKernelPlan& plan, const IrProgram& program,
 /// along it (loads may broadcast or gather). nullopt when the nest has an op, dtype or access
 /// without a vector form, or no candidate loop at or after `first_loop`.
 /// `scalar_ops`: a pointwise nest may also hold ops that are not f32 when their values are the
-/// same in every lane (vector_scalar_ops); only the planner of plain loop kernels prints them.
+/// same in every lane (vector_scalar_ops), and any nest mask ops (mask_vector_op); only the
+/// planner of plain loop kernels prints them.
 std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes,
                                        bool scalar_ops = false);
 /// The ops of a pointwise nest that CppVecKernel prints in scalar form along `loop`: every op
@@ -224,6 +225,12 @@ std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lan
 /// only (no load, store or indirect index); nullopt when some op fits neither that nor the
 /// vector form (an f32 op reads such an op only as a `where` condition or a converted value).
 std::optional<std::set<int>> vector_scalar_ops(const Nest& n, const VecLoop& loop);
+/// Whether `op` has a vector form as a mask (a Vec<float> whose true lanes have every bit set,
+/// coil_vec_core.h's comparisons): a bool load or store, logical ops on masks, comparisons of
+/// f32 (eq/ne of masks too), isnan, a `where` on a mask, and the f32 <-> bool conversions.
+/// Only the planner of plain loop kernels (scalar_ops) prints them (a masked softmax's
+/// `where(mask, -inf, x)` along its rows; CppVecKernel, cpp_vec_ops.h).
+bool mask_vector_op(const Nest& n, const BodyOp& op);
 /// The interior split of a pointwise nest that choose_vec_loop rejects (CppWindowSplit): the
 /// comparisons of index expressions that depend on the innermost loop variable x, each affine
 /// in x, bound the interior; nullopt when there are none, the interior holds fewer than two

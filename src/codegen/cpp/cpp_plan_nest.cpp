@@ -61,6 +61,39 @@ int plan_accumulators(const Nest& n, const CppVecPlan& v, int lanes) {
 
 }  // namespace
 
+bool mask_vector_op(const Nest& n, const BodyOp& op) {
+  auto arg_dtype = [&](int k) { return n.body.dtype_of(op.args[static_cast<size_t>(k)]); };
+  const DType f32 = DType::F32, mask = DType::Bool;
+  switch (op.op) {
+    case LoopOp::load:
+      return op.dtype == mask && !is_indirect_load(op);
+    case LoopOp::store:
+      return op.dtype == mask;
+    case LoopOp::logical_not:
+      return arg_dtype(0) == mask;
+    case LoopOp::logical_and:
+    case LoopOp::logical_or:
+      return arg_dtype(0) == mask && arg_dtype(1) == mask;
+    case LoopOp::eq:
+    case LoopOp::ne:
+      return arg_dtype(0) == arg_dtype(1) && (arg_dtype(0) == f32 || arg_dtype(0) == mask);
+    case LoopOp::lt:
+    case LoopOp::le:
+    case LoopOp::gt:
+    case LoopOp::ge:
+      return arg_dtype(0) == f32 && arg_dtype(1) == f32;
+    case LoopOp::isnan:
+      return arg_dtype(0) == f32;
+    case LoopOp::where:
+      return (op.dtype == f32 || op.dtype == mask) && arg_dtype(0) == mask &&
+             arg_dtype(1) == op.dtype && arg_dtype(2) == op.dtype;
+    case LoopOp::to_dtype:
+      return (op.dtype == f32 && arg_dtype(0) == mask) || (op.dtype == mask && arg_dtype(0) == f32);
+    default:
+      return false;
+  }
+}
+
 int64_t stride_along(const sym::Analyzer& a, const sym::Expr& index, const sym::Expr& var) {
   auto s = a.stride(index, var);
   if (!s) return -1;
@@ -80,17 +113,27 @@ std::optional<std::set<int>> vector_scalar_ops(const Nest& n, const VecLoop& loo
     auto is_scalar = [&](int k) { return scalar.count(op.args[static_cast<size_t>(k)]) > 0; };
     if (op.dtype == DType::F32) {
       // An f32 op in vector form, reading vectors, except a select on a scalar condition and
-      // the conversion of a scalar (avg pooling's divisor where the window is clipped).
+      // the conversion of a scalar (avg pooling's divisor where the window is clipped); a
+      // select on a vector mask, or a mask's conversion, is a mask op (mask_vector_op).
       if (op.op == LoopOp::where) {
-        if (!is_scalar(0) || is_scalar(1) || is_scalar(2)) return std::nullopt;
+        if (is_scalar(1) || is_scalar(2)) return std::nullopt;
+        if (!is_scalar(0) && !mask_vector_op(n, op)) return std::nullopt;
       } else if (op.op == LoopOp::to_dtype) {
-        if (!is_scalar(0)) return std::nullopt;
+        if (!is_scalar(0) && !mask_vector_op(n, op)) return std::nullopt;
       } else {
         if (is_indirect_load(op) || !vectorizable_op(op)) return std::nullopt;
         for (int k = 0; k < loop_op_arity(op.op); ++k)
           if (is_scalar(k)) return std::nullopt;
       }
       continue;
+    }
+    if (mask_vector_op(n, op)) {
+      // A mask op whose operands are all vectors (a bool load, a mask store) stays in the
+      // vector loop; one whose operands are all scalar is computed once before it (below).
+      int scalar_args = 0;
+      for (int k = 0; k < loop_op_arity(op.op); ++k) scalar_args += is_scalar(k) ? 1 : 0;
+      if (op.op == LoopOp::load || (scalar_args == 0 && loop_op_arity(op.op) > 0)) continue;
+      if (scalar_args < loop_op_arity(op.op)) return std::nullopt;  // mixed: no form
     }
     switch (op.op) {
       case LoopOp::load:
@@ -117,7 +160,8 @@ std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lan
   for (const BodyOp& op : n.body.ops()) {
     // Indirect loads (gather) print scalar: their index is a value, not a loop expression.
     if (is_indirect_load(op)) return std::nullopt;
-    has_scalar = has_scalar || !vectorizable_op(op) || op.dtype != DType::F32;
+    const bool f32_vector = vectorizable_op(op) && op.dtype == DType::F32;
+    has_scalar = has_scalar || (!f32_vector && !(scalar_ops && mask_vector_op(n, op)));
   }
   // Scalar ops only in pointwise nests: a reduction's r loops open after the point where
   // they are printed.

@@ -86,11 +86,17 @@ class VecOpPrinter {
       const BodyOp& op = n_.body.op(i);
       std::string t = p_.tmp(n_, i);
       auto arg = [&](int k) { return p_.tmp(n_, op.args[static_cast<size_t>(k)]); };
+      if ((op.op == LoopOp::where || op.op == LoopOp::to_dtype) && !v_.scalar.count(op.args[0])) {
+        emit_mask_op(i, op, t);  // a select on a vector mask, or a mask's conversion
+        continue;
+      }
+      if (op.dtype == DType::Bool && op.op != LoopOp::store && op.op != LoopOp::reduction) {
+        emit_mask_op(i, op, t);
+        continue;
+      }
       if (op.op == LoopOp::where || op.op == LoopOp::to_dtype) {
         // Scalar-only ops whose operand 0 is a scalar op (vector_scalar_ops): a select of whole
         // vectors, or the scalar's conversion (spelled as the scalar printer does) broadcast.
-        COIL_ASSERT(v_.scalar.count(op.args[0]), "{} of a vector operand has no vector form",
-                    loop_op_name(op.op));
         if (op.op == LoopOp::where) {
           w.linef("auto {} = {}::select({}, {}, {});", t, kVec, arg(0), arg(1), arg(2));
         } else {
@@ -197,6 +203,68 @@ class VecOpPrinter {
       w.close();
       w.close();
       w.linef("auto {0} = {1}::loadu({0}_lanes);", t, kVec);
+    }
+  }
+
+  /// A mask op (mask_vector_op): masks are Vec<float> whose true lanes have every bit set, as
+  /// coil_vec_core.h's comparisons return them; a bool load becomes one (`!= 0`), a store of one
+  /// writes 1 for its true lanes (Vec::store to bool*).
+  void emit_mask_op(int i, const BodyOp& op, const std::string& t) {
+    CodeWriter& w = p_.writer();
+    auto arg = [&](int k) { return p_.tmp(n_, op.args[static_cast<size_t>(k)]); };
+    COIL_ASSERT(mask_vector_op(n_, op), "{} has no vector mask form", loop_op_name(op.op));
+    const std::string zero = fmt::format("{}(0.0f)", kVec);
+    const bool of_masks = loop_op_arity(op.op) > 0 && n_.body.dtype_of(op.args[0]) == DType::Bool;
+    switch (op.op) {
+      case LoopOp::load:
+        emit_load(i, op, t + "_01");  // lanes 0 or 1
+        w.linef("auto {0} = {0}_01 != {1};", t, zero);
+        return;
+      case LoopOp::logical_not:
+        w.linef("auto {} = ~{};", t, arg(0));
+        return;
+      case LoopOp::logical_and:
+        w.linef("auto {} = {} & {};", t, arg(0), arg(1));
+        return;
+      case LoopOp::logical_or:
+        w.linef("auto {} = {} | {};", t, arg(0), arg(1));
+        return;
+      case LoopOp::eq:
+        if (of_masks) {
+          w.linef("auto {} = ~({} ^ {});", t, arg(0), arg(1));
+        } else {
+          w.linef("auto {} = {} == {};", t, arg(0), arg(1));
+        }
+        return;
+      case LoopOp::ne:
+        w.linef("auto {} = {} {} {};", t, arg(0), of_masks ? "^" : "!=", arg(1));
+        return;
+      case LoopOp::lt:
+      case LoopOp::le:
+      case LoopOp::gt:
+      case LoopOp::ge: {
+        const char* cmp = op.op == LoopOp::lt   ? "<"
+                          : op.op == LoopOp::le ? "<="
+                          : op.op == LoopOp::gt ? ">"
+                                                : ">=";
+        w.linef("auto {} = {} {} {};", t, arg(0), cmp, arg(1));
+        return;
+      }
+      case LoopOp::isnan:
+        w.linef("auto {} = {}.isnan();", t, arg(0));
+        return;
+      case LoopOp::where:  // mask ? a : b
+        w.linef("auto {} = {}::blendv({}, {}, {});", t, kVec, arg(2), arg(1), arg(0));
+        return;
+      case LoopOp::to_dtype:
+        if (op.dtype == DType::Bool) {
+          w.linef("auto {} = {} != {};", t, arg(0), zero);  // NaN is true, as in C++
+        } else {
+          w.linef("auto {} = {}::blendv({}, {}(1.0f), {});", t, kVec, zero, kVec, arg(0));
+        }
+        return;
+      default:
+        COIL_UNREACHABLE("{} has no vector mask form", loop_op_name(op.op));
     }
   }
 
