@@ -172,6 +172,32 @@ class Fuser {
     return true;
   }
 
+  /// Whether reduction c vectorizes only along its last pointwise loop (a column sum: each
+  /// lane its own output): some read is neither contiguous nor invariant along its innermost
+  /// reduction loop (so no horizontal vector form), every read is along its last pointwise
+  /// loop. A kernel that shares all of c's pointwise loops runs them one index at a time, so
+  /// c fused there prints as scalar loops (a GPT block's bias gradient, the sum over rows of
+  /// gelu's backward, computed lane by lane with scalar erf and exp); alone it is a vector
+  /// nest. The CPU planner's rule (choose_vec_loop) in the terms the scheduler has.
+  bool reduction_wants_its_last_loop(int c) const {
+    const ComputedBuffer& red = comp(c);
+    if (!red.is_reduction() || red.ranges.empty() || red.reduction_ranges.empty()) return false;
+    sym::Analyzer a = loop_analyzer(red.ranges, red.reduction_ranges);
+    const sym::Expr r = reduction_var(static_cast<int>(red.reduction_ranges.size()) - 1);
+    const sym::Expr x = loop_var(static_cast<int>(red.ranges.size()) - 1);
+    auto unit = [&](const sym::Expr& index, const sym::Expr& var) {
+      auto st = a.stride(index, var);
+      return st && (st->as_const() == 0 || st->as_const() == 1);
+    };
+    bool along_r = true, along_x = true;
+    for (const auto& rd : d_.computations[static_cast<size_t>(c)].reads) {
+      if (sym::depends_on(rd.index, indirect_var())) return false;
+      along_r = along_r && unit(rd.index, r);
+      along_x = along_x && unit(rd.index, x);
+    }
+    return !along_r && along_x;
+  }
+
   /// The last nest is pointwise over outer + [D] and c reduces over exactly [D] with the same
   /// outer loops, reading the nest's values element by element: rename the nest's last loop
   /// variable to r0 and put c in the same nest.
@@ -272,6 +298,10 @@ class Fuser {
            outer[static_cast<size_t>(k)] == mine[static_cast<size_t>(k)])
       ++k;
     if (k == 0) return refuse(c, g, "no common outer loop");
+    if (k == static_cast<int>(mine.size()) && reduction_wants_its_last_loop(c))
+      return refuse(c, g,
+                    "its reads are contiguous along its last loop only, which the kernel would "
+                    "share: the reduction would run as scalar loops");
     std::vector<sym::Expr> shared(outer.begin(), outer.begin() + k);
     int64_t rows = product(static_extents(shared));
     int64_t row_work =

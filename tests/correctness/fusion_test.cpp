@@ -122,6 +122,30 @@ TEST(Fusion, ReadingAcrossRowsIsRefusedAndLogged) {
   EXPECT_TRUE(matches_reference(g));
 }
 
+TEST(Fusion, AColumnSumDoesNotShareTheLoopItWouldVectorizeAlong) {
+  // A transformer's bias gradient next to its transposed gradient (a GPT block's backward):
+  // t = x^T (written [256, 64] from x [64, 256]) and c[j] = sum_i gelu'(x[i, j]) over rows. c
+  // reads along j only; sharing j as the kernel's outer loop would leave it scalar loops
+  // (erf and exp one lane at a time), so it gets its own kernel, a vector nest along j.
+  Graph g = graph_from_text(R"(input x: f32[64, 256]
+input g: f32[64, 256]
+e = erf(x)
+d = mul(g, e)
+t = transpose(d) {dim0=0, dim1=1}
+c = sum(d) {axes=[0]}
+output t
+output c
+)");
+  set_log_channels("fusion");
+  ::testing::internal::CaptureStderr();
+  CompiledModel m = compile(g);
+  std::string log = ::testing::internal::GetCapturedStderr();
+  set_log_channels("");
+  EXPECT_NE(log.find("would run as scalar loops"), std::string::npos) << log;
+  EXPECT_EQ(m.report().source.find("(scalar)"), std::string::npos) << m.report().source;
+  EXPECT_TRUE(matches_reference(g));
+}
+
 TEST(Fusion, FewLongRowsAreNotFusedIntoOneSerialLoop) {
   // Two rows of a million: the unfused reductions parallelize over chunks instead.
   Graph g = graph_from_text("input x: f32[2, 1000000]\ny = softmax(x)\noutput y\n");
