@@ -2,6 +2,7 @@
 // folded in (lower/fold_conv_activations.cpp): strides, paddings, dilations, kernel sizes, odd
 // images and batches, no bias, and relu / clamp / silu applied to NaN inputs, each compiled
 // and compared with the reference interpreter.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,15 +21,17 @@ using testing::contains;
 using testing::cpu_module;
 using testing::Module;
 
-/// A depthwise conv of `channels` over x [n, channels, h, w] with a k x k kernel.
+/// A depthwise conv of `channels` over x [n, channels, h, w] with a k x k kernel; every name
+/// ends in `sfx` (several convs in one graph).
 std::string depthwise(int64_t n, int64_t channels, int64_t h, int64_t w, int64_t k,
-                      const std::string& attrs, bool bias) {
+                      const std::string& attrs, bool bias, const std::string& sfx = "") {
   auto s = [](int64_t v) { return std::to_string(v); };
-  std::string g = "input x: f32[" + s(n) + ", " + s(channels) + ", " + s(h) + ", " + s(w) +
-                  "]\ninput w: f32[" + s(channels) + ", 1, " + s(k) + ", " + s(k) + "]\n";
-  if (bias) g += "input b: f32[" + s(channels) + "]\n";
-  g += std::string("c = conv2d(x, w") + (bias ? ", b" : "") + ") {" + attrs +
-       (attrs.empty() ? "" : ", ") + "groups=" + s(channels) + "}\n";
+  std::string g = "input x" + sfx + ": f32[" + s(n) + ", " + s(channels) + ", " + s(h) + ", " +
+                  s(w) + "]\ninput w" + sfx + ": f32[" + s(channels) + ", 1, " + s(k) + ", " +
+                  s(k) + "]\n";
+  if (bias) g += "input b" + sfx + ": f32[" + s(channels) + "]\n";
+  g += "c" + sfx + " = conv2d(x" + sfx + ", w" + sfx + (bias ? ", b" + sfx : std::string()) +
+       ") {" + attrs + (attrs.empty() ? "" : ", ") + "groups=" + s(channels) + "}\n";
   return g;
 }
 
@@ -58,18 +61,28 @@ TEST(DepthwiseConv, StridesPaddingsDilationsAndOddShapes) {
       // large enough (>= 32K multiply-adds) for the planes to be spread over threads
       {2, 24, 40, 37, 3, "stride=[2, 2], padding=[1, 1]", true},
   };
-  for (const Case& c : cases) {
-    for (const char* tail : {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n",
-                             "s = sigmoid(c)\ny = mul(c, s)\n", "y = neg(c)\n"}) {
-      const std::string g =
-          depthwise(c.n, c.c, c.h, c.w, c.k, c.attrs, c.bias) + tail + "output y\n";
-      SCOPED_TRACE(g);
-      Module m = cpu_module(g);
-      EXPECT_TRUE(contains(m.source, "coil::depthwise::forward"));
-      // The activations fold into the kernel; another op stays a kernel of its own.
-      EXPECT_EQ(m.kernels.size(), contains(tail, "neg") ? 2u : 1u);
-      EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 3));
+  // All cases in one graph per activation (one module each, not one per case: the compiles
+  // were most of this test's time); each conv is a kernel of its own.
+  for (const char* tail :
+       {"y{0} = relu(c{0})\n", "y{0} = clamp(c{0}) {{min=0.0, max=6.0}}\n",
+        "s{0} = sigmoid(c{0})\ny{0} = mul(c{0}, s{0})\n", "y{0} = neg(c{0})\n"}) {
+    std::string g;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      const std::string sfx = "_" + std::to_string(i);
+      g += depthwise(c.n, c.c, c.h, c.w, c.k, c.attrs, c.bias, sfx) +
+           fmt::format(fmt::runtime(tail), sfx) + "output y" + sfx + "\n";
     }
+    SCOPED_TRACE(g);
+    Module m = cpu_module(g);
+    size_t calls = 0;
+    for (size_t at = m.source.find("coil::depthwise::forward("); at != std::string::npos;
+         at = m.source.find("coil::depthwise::forward(", at + 1))
+      ++calls;
+    EXPECT_EQ(calls, cases.size());
+    // The activations fold into the kernel; another op stays a kernel of its own.
+    EXPECT_EQ(m.kernels.size(), (contains(tail, "neg") ? 2 : 1) * cases.size());
+    EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 3));
   }
 }
 

@@ -4,6 +4,7 @@
 // not multiples of 16 (the 16/8/4/2/1 channel blocks), odd images and batches, no bias, and
 // relu / clamp / silu applied to NaN inputs, each compiled and compared with the reference
 // interpreter.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -26,14 +27,17 @@ using testing::cpu_module;
 using testing::Module;
 
 /// conv2d of x [n, c, h, w] by w [oc, c, kh, kw].
+/// Every name ends in `sfx` (several convs in one graph).
 std::string conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t kh, int64_t kw,
-                 const std::string& attrs, bool bias, const char* dtype = "f32") {
+                 const std::string& attrs, bool bias, const char* dtype = "f32",
+                 const std::string& sfx = "") {
   auto s = [](int64_t v) { return std::to_string(v); };
-  std::string g = "input x: " + std::string(dtype) + "[" + s(n) + ", " + s(c) + ", " + s(h) + ", " +
-                  s(w) + "]\ninput w: " + dtype + "[" + s(oc) + ", " + s(c) + ", " + s(kh) + ", " +
-                  s(kw) + "]\n";
-  if (bias) g += "input b: " + std::string(dtype) + "[" + s(oc) + "]\n";
-  g += std::string("c = conv2d(x, w") + (bias ? ", b" : "") + ") {" + attrs + "}\n";
+  std::string g = "input x" + sfx + ": " + std::string(dtype) + "[" + s(n) + ", " + s(c) + ", " +
+                  s(h) + ", " + s(w) + "]\ninput w" + sfx + ": " + dtype + "[" + s(oc) + ", " +
+                  s(c) + ", " + s(kh) + ", " + s(kw) + "]\n";
+  if (bias) g += "input b" + sfx + ": " + std::string(dtype) + "[" + s(oc) + "]\n";
+  g += "c" + sfx + " = conv2d(x" + sfx + ", w" + sfx + (bias ? ", b" + sfx : std::string()) +
+       ") {" + attrs + "}\n";
   return g;
 }
 
@@ -57,19 +61,29 @@ TEST(DirectConv, StemsStridesPaddingsDilationsAndOddShapes) {
       // a 1x1 with stride 2 (stride 1 without padding is a matmul: convs_as_matmuls)
       {2, 3, 9, 9, 20, 1, 1, "stride=[2, 2]", true},
   };
-  for (const Case& c : cases) {
-    for (const char* tail : {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n",
-                             "s = sigmoid(c)\ny = mul(c, s)\n", "y = neg(c)\n"}) {
-      const std::string g =
-          conv(c.n, c.c, c.h, c.w, c.oc, c.kh, c.kw, c.attrs, c.bias) + tail + "output y\n";
-      SCOPED_TRACE(g);
-      Module m = cpu_module(g);
-      EXPECT_TRUE(contains(m.source, "coil::direct::forward"));
-      EXPECT_FALSE(contains(m.source, "coil::ext::Conv2d"));
-      // The activations fold into the kernel; another op stays a kernel of its own.
-      EXPECT_EQ(m.kernels.size(), contains(tail, "neg") ? 2u : 1u);
-      EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 3));
+  // All cases in one graph per activation (one module each, not one per case: the compiles
+  // were most of this test's time); each conv is a kernel of its own.
+  for (const char* tail :
+       {"y{0} = relu(c{0})\n", "y{0} = clamp(c{0}) {{min=0.0, max=6.0}}\n",
+        "s{0} = sigmoid(c{0})\ny{0} = mul(c{0}, s{0})\n", "y{0} = neg(c{0})\n"}) {
+    std::string g;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      const std::string sfx = "_" + std::to_string(i);
+      g += conv(c.n, c.c, c.h, c.w, c.oc, c.kh, c.kw, c.attrs, c.bias, "f32", sfx) +
+           fmt::format(fmt::runtime(tail), sfx) + "output y" + sfx + "\n";
     }
+    SCOPED_TRACE(g);
+    Module m = cpu_module(g);
+    size_t calls = 0;
+    for (size_t at = m.source.find("coil::direct::forward("); at != std::string::npos;
+         at = m.source.find("coil::direct::forward(", at + 1))
+      ++calls;
+    EXPECT_EQ(calls, cases.size());
+    EXPECT_FALSE(contains(m.source, "coil::ext::Conv2d"));
+    // The activations fold into the kernel; another op stays a kernel of its own.
+    EXPECT_EQ(m.kernels.size(), (contains(tail, "neg") ? 2 : 1) * cases.size());
+    EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 3));
   }
 }
 
