@@ -1,9 +1,12 @@
-// recognize_attention: matmul(q, k^T) [* or / scale] [+ mask] -> softmax(-1) -> matmul(., v)
-// into attention (what torch 1.13's nn.MultiheadAttention, exported ONNX transformers and
-// coil's demo model contain). The match walks back from the second matmul; each step must be
-// the only reader of the value before it, so no replaced value is needed elsewhere.
+// recognize_attention: matmul(q, k^T) [* or / scale] [+ mask | where(bool mask, ., -inf)] ->
+// softmax(-1) -> matmul(., v) into attention (what torch 1.13's nn.MultiheadAttention, GPT
+// blocks' masked_fill, exported ONNX transformers and coil's demo model contain), in any
+// floating dtype, the 4-D products also as torch's bmm decomposition (expand, reshape to 3-D,
+// bmm, reshape back). The match walks back from the second matmul; each step must be the only
+// reader of the value before it, so no replaced value is needed elsewhere.
 #include "graph/recognize_attention.h"
 
+#include <cmath>
 #include <optional>
 
 #include "graph/graph_copy.h"
@@ -15,6 +18,9 @@ namespace {
 
 struct AttentionMatch {
   int q = -1, k = -1, v = -1, mask = -1;
+  /// A bool mask that is true where a key is masked out (where(m, -inf, s)): the attention op
+  /// reads true as "attend", so the rewrite negates it.
+  bool negate_mask = false;
   /// k is permute(node k) {dims=k_dims} when k_dims is not empty (k^T was a permute or
   /// transpose of a tensor other than k itself, as torch's ONNX export writes [T, N, D] ->
   /// [N, D, T]).
@@ -28,20 +34,28 @@ class Matcher {
   explicit Matcher(const Graph& g) : g_(g), uses_(g.use_counts()) {}
 
   std::optional<AttentionMatch> match(const Node& y) const {
-    if (!is_matmul(y) || y.type.dtype != DType::F32) return std::nullopt;
-    const Node& p = node(y.inputs[0]);
-    if (p.op_name() != "softmax" || !only_reader(p)) return std::nullopt;
+    // torch's bmm decomposition of a 4-D product (functorch): y = reshape(bmm(a3, b3)) back to
+    // [B, H, ., .], each operand a3 = reshape(expand(a)) of a 4-D a. Then every operand is
+    // peeled back to 4-D and the match is that of the 4-D products.
+    const Node* pv = split_product(y);
+    const bool peeled = pv != nullptr;
+    if (!peeled) pv = &y;
+    if (!is_matmul(*pv) || !is_floating(y.type.dtype)) return std::nullopt;
+    auto operand = [&](int id) { return peeled ? merged_view(node(id)) : &node(id); };
+    const Node* pp = operand(pv->inputs[0]);
+    if (!pp || pp->op_name() != "softmax" || !only_reader(*pp)) return std::nullopt;
+    const Node& p = *pp;
     const int64_t axis = p.attrs.get_int_or("softmax", "axis", -1);
     if (axis != -1 && axis != p.type.rank() - 1) return std::nullopt;
     AttentionMatch m;
     const Node* x = &node(p.inputs[0]);
     if (x->op_name() == "add" && only_reader(*x)) {
-      // The mask is the operand that is not the scores (either side), f32, never widening them.
+      // The mask is the operand that is not the scores (either side), floating, never widening
+      // them nor changing their dtype.
       for (size_t side : {0, 1}) {
         const Node& s = node(x->inputs[side]);
         const Node& mask = node(x->inputs[1 - side]);
-        if ((is_matmul(s) || s.op_name() == "mul" || s.op_name() == "div") &&
-            s.type.shape == x->type.shape && mask.type.dtype == DType::F32 &&
+        if (is_scores(s) && s.type == x->type && is_floating(mask.type.dtype) &&
             mask.type.rank() <= x->type.rank()) {
           m.mask = mask.id;
           x = &s;
@@ -49,6 +63,29 @@ class Matcher {
         }
       }
       if (m.mask < 0) return std::nullopt;
+    } else if (x->op_name() == "where" && only_reader(*x)) {
+      // masked_fill(s, m, -inf) is where(m, -inf, s) (m true: masked out); where(m, s, -inf)
+      // keeps where m is true. Only exactly -inf: a fully masked row is then NaN in both the
+      // written-out graph and the attention op; a finite fill (finfo.min) would give a mean.
+      const Node& cond = node(x->inputs[0]);
+      for (size_t side : {1, 2}) {
+        const Node& s = node(x->inputs[side]);
+        std::optional<double> fill = scalar_constant(node(x->inputs[3 - side]));
+        if (is_scores(s) && s.type == x->type && cond.type.dtype == DType::Bool &&
+            cond.type.rank() <= x->type.rank() && fill && std::isinf(*fill) && *fill < 0) {
+          m.mask = cond.id;
+          m.negate_mask = side == 2;
+          x = &s;
+          break;
+        }
+      }
+      if (m.mask < 0) return std::nullopt;
+      // where(logical_not(c), -inf, s) keeps where c is true: read c itself.
+      const Node& c = node(m.mask);
+      if (c.op_name() == "logical_not" && node(c.inputs[0]).type.dtype == DType::Bool) {
+        m.mask = c.inputs[0];
+        m.negate_mask = !m.negate_mask;
+      }
     }
     if ((x->op_name() == "mul" || x->op_name() == "div") && only_reader(*x)) {
       const bool div = x->op_name() == "div";
@@ -58,14 +95,21 @@ class Matcher {
         c = scalar_constant(node(x->inputs[0]));
         scores = x->inputs[1];
       }
-      if (!c || node(scores).type.shape != x->type.shape) return std::nullopt;
+      if (!c || node(scores).type != x->type) return std::nullopt;
       m.scale = div ? 1.0 / *c : *c;
       x = &node(scores);
     }
+    if (peeled) {
+      if (!only_reader(*x)) return std::nullopt;
+      x = split_product(*x);
+      if (!x) return std::nullopt;
+    }
     if (!is_matmul(*x) || !only_reader(*x)) return std::nullopt;
-    const Node& q = node(x->inputs[0]);
-    const Node& kt = node(x->inputs[1]);
-    const Node& v = node(y.inputs[1]);
+    const Node* qp = operand(x->inputs[0]);
+    const Node* ktp = operand(x->inputs[1]);
+    const Node* vp = operand(pv->inputs[1]);
+    if (!qp || !ktp || !vp) return std::nullopt;
+    const Node &q = *qp, &kt = *ktp, &v = *vp;
     std::optional<std::vector<int64_t>> kt_dims = permutation(kt);
     if (!kt_dims) return std::nullopt;
     // k = k^T with its last two dims swapped back: a permute of k^T's source, or the source.
@@ -79,13 +123,24 @@ class Matcher {
     for (int64_t d : k_dims) k_shape.push_back(k_source.type.shape[static_cast<size_t>(d)]);
     m.rank = q.type.rank();
     if (m.rank != 3 && m.rank != 4) return std::nullopt;
+    // One floating dtype, the result's: the attention op computes f16/bf16 in f32 and f64 in
+    // f64 (written out again).
     for (const Node* t : {&q, &k_source, &v})
-      if (t->type.rank() != m.rank || t->type.dtype != DType::F32) return std::nullopt;
+      if (t->type.rank() != m.rank || t->type.dtype != y.type.dtype) return std::nullopt;
     const Shape &qs = q.type.shape, &ks = k_shape, &vs = v.type.shape;
     const size_t nb = static_cast<size_t>(m.rank) - 2;
     for (size_t d = 0; d < nb; ++d)
       if (ks[d] != qs[d] || vs[d] != qs[d]) return std::nullopt;
     if (ks[nb + 1] != qs[nb + 1] || vs[nb] != ks[nb]) return std::nullopt;
+    // The scores and the result are [batch, Tq, Tk] and [batch, Tq, Dv] of q's batch dims (a
+    // peeled reshape could split the merged batch differently).
+    Shape scores = Shape(qs.begin(), qs.begin() + static_cast<std::ptrdiff_t>(nb));
+    Shape result = scores;
+    scores.push_back(qs[nb]);
+    scores.push_back(ks[nb]);
+    result.push_back(qs[nb]);
+    result.push_back(vs[nb + 1]);
+    if (p.type.shape != scores || y.type.shape != result) return std::nullopt;
     m.q = q.id;
     m.k = k_source.id;
     m.v = v.id;
@@ -96,6 +151,41 @@ class Matcher {
   const Node& node(int id) const { return g_.node(id); }
   bool only_reader(const Node& n) const { return uses_[static_cast<size_t>(n.id)] == 1; }
   static bool is_matmul(const Node& n) { return n.op_name() == "matmul" || n.op_name() == "bmm"; }
+  /// What the mask step may find under it: the product, its scaling, or (peeled) its reshape.
+  static bool is_scores(const Node& n) {
+    return is_matmul(n) || n.op_name() == "mul" || n.op_name() == "div" || n.op_name() == "reshape";
+  }
+  static bool same_size(const sym::Expr& a, const sym::Expr& b) {
+    auto ca = a.as_const(), cb = b.as_const();
+    return a == b || (ca && cb && *ca == *cb);
+  }
+  /// True when `merged` (rank 3) is `split` (rank 4) with its two leading dims merged.
+  static bool merges_batch(const Shape& split, const Shape& merged) {
+    return split.size() == 4 && merged.size() == 3 && same_size(split[0] * split[1], merged[0]) &&
+           split[2] == merged[1] && split[3] == merged[2];
+  }
+  /// The rank-3 product r is a reshape of, when r splits its batch dim into two and is its
+  /// only reader; nullptr otherwise.
+  const Node* split_product(const Node& r) const {
+    if (r.op_name() != "reshape") return nullptr;
+    const Node& mm = node(r.inputs[0]);
+    if (!is_matmul(mm) || !only_reader(mm) || !merges_batch(r.type.shape, mm.type.shape))
+      return nullptr;
+    return &mm;
+  }
+  /// The 4-D value a rank-3 product operand is a pure view of: reshape(a) or
+  /// reshape(expand(a)) with the expand an identity, merging a's two leading dims; each view
+  /// read only by the next. nullptr otherwise.
+  const Node* merged_view(const Node& r) const {
+    if (r.op_name() != "reshape" || !only_reader(r)) return nullptr;
+    const Node* a = &node(r.inputs[0]);
+    if (a->op_name() == "expand") {
+      const Node& src = node(a->inputs[0]);
+      if (!only_reader(*a) || src.type.shape != a->type.shape) return nullptr;
+      a = &src;
+    }
+    return merges_batch(a->type.shape, r.type.shape) ? a : nullptr;
+  }
 
   /// The input dim of each result dim of a transpose or permute (normalized); nullopt for
   /// any other op.
@@ -116,16 +206,18 @@ class Matcher {
     return dims;
   }
 
-  /// The value of a one-element floating constant or full; nullopt otherwise.
+  /// The value of a one-element floating constant or full, as its dtype stores it (a bf16
+  /// full of 0.1 holds 0.10009765625); nullopt otherwise.
   static std::optional<double> scalar_constant(const Node& c) {
     for (const auto& d : c.type.shape)
       if (d != sym::Expr(1)) return std::nullopt;
-    if (c.op_name() == "full" && is_floating(c.type.dtype))
-      return c.attrs.get_float("full", "value");
-    if (c.op_name() == "constant" && c.data) {
-      if (c.type.dtype == DType::F32) return static_cast<double>(*c.data->data_as<float>());
-      if (c.type.dtype == DType::F64) return *c.data->data_as<double>();
+    if (!is_floating(c.type.dtype)) return std::nullopt;
+    if (c.op_name() == "full") {
+      alignas(8) unsigned char stored[8];
+      store_from_double(c.type.dtype, stored, c.attrs.get_float("full", "value"));
+      return load_as_double(c.type.dtype, stored);
     }
+    if (c.op_name() == "constant" && c.data) return c.data->item_as_double(0);
     return std::nullopt;
   }
 
@@ -169,7 +261,13 @@ Graph recognize_attention(const Graph& g, int* rewrites) {
         k = out.add_node("unsqueeze", {k}, Attrs{{"dim", int64_t{0}}},
                          fresh(fmt::format("{}__attention_k", n.name)));
       std::vector<int> ops{operand(m->q, "q"), k, operand(m->v, "v")};
-      if (m->mask >= 0) ops.push_back(operand(m->mask, "mask"));
+      if (m->mask >= 0) {
+        int mask = operand(m->mask, "mask");
+        if (m->negate_mask)
+          mask = out.add_node("logical_not", {mask}, Attrs{},
+                              fresh(fmt::format("{}__attention_keep", n.name)));
+        ops.push_back(mask);
+      }
       Attrs attrs{{"scale", m->scale}};
       if (m->rank == 4) {
         id = out.add_node("attention", ops, attrs, n.name);
@@ -181,7 +279,10 @@ Graph recognize_attention(const Graph& g, int* rewrites) {
                "recognize_attention: {} = softmax(...) @ {} is attention(q={}, k={}, v={}{}) "
                "{{scale={}}}",
                n.name, g.node(m->v).name, g.node(m->q).name, g.node(m->k).name, g.node(m->v).name,
-               m->mask >= 0 ? ", mask=" + g.node(m->mask).name : std::string(), m->scale);
+               m->mask < 0      ? std::string()
+               : m->negate_mask ? ", mask=not " + g.node(m->mask).name
+                                : ", mask=" + g.node(m->mask).name,
+               m->scale);
       ++count;
     } else {
       id = out.add_node(n.op_name(), in, n.attrs, n.name);

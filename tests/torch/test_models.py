@@ -247,10 +247,41 @@ def _function_forward_backward(f, inputs, backward=True):
                                        msg=lambda m: f"gradient of input {i}: {m}")
 
 
-def test_gpt_block_in_bf16_is_as_close_to_f32_as_torchs_bf16():
+@pytest.fixture
+def kernel_names(monkeypatch):
+    """The kernel names of every coil model compiled during the test."""
+    from coil.torch import fx_compile
+    names = []
+    real = fx_compile.CoilGraphCallable.__init__
+
+    def init(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        if self.model is not None:
+            names.extend(k["name"] for k in self.model.report["kernels"])
+    monkeypatch.setattr(fx_compile.CoilGraphCallable, "__init__", init)
+    return names
+
+
+def test_gpt_block_inference_attention_is_the_flash_kernel(kernel_names):
+    """The block's attention (masked_fill of the bool causal mask, reaching coil as torch 1.13's
+    bmm views around where(logical_not(mask), -inf, s)) is recognized as one attention node
+    and runs as the flash kernel; the result matches eager."""
+    torch.manual_seed(4)
+    block = Block(64, 4, 48).eval()
+    x = torch.randn(2, 48, 64)
+    with torch.no_grad():
+        want = block(x)
+        got = ct.compile(block, options=OPTIONS)(x)
+    assert any(n.startswith("cpp_extern_attention") for n in kernel_names), kernel_names
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_gpt_block_in_bf16_is_as_close_to_f32_as_torchs_bf16(kernel_names):
     """Issue 28: a GPT block in bf16 (weights and activations) matches torch's bf16 within the
     bf16 tolerance. Both differ from the f32 block by rounding; coil's error against the f32
-    result must stay within twice torch's own bf16 error (and within bf16's tolerance)."""
+    result must stay within twice torch's own bf16 error (and within bf16's tolerance). Its
+    attention runs as the flash kernel (scores and probabilities in f32, where eager rounds
+    them to bf16)."""
     torch.manual_seed(3)
     block = Block(64, 4, 48).eval()
     x = torch.randn(2, 48, 64)
@@ -263,6 +294,7 @@ def test_gpt_block_in_bf16_is_as_close_to_f32_as_torchs_bf16():
         eager = b16(x16).float()
         got = ct.compile(b16, options=OPTIONS)(x16)
     assert got.dtype == torch.bfloat16
+    assert any(n.startswith("cpp_extern_attention") for n in kernel_names), kernel_names
     got = got.float()
     err_coil = (got - want).abs().max().item()
     err_torch = (eager - want).abs().max().item()
