@@ -1,11 +1,12 @@
 // recognize_attention on the forms a GPT block reaches coil in (tests/correctness/
 // attention_test.cpp has the f32 + / * forms): bool masks through where (masked_fill's
-// where(m, -inf, s), where(m, s, -inf), logical_not folded), bf16 and f32, and torch's bmm
+// where(m, -inf, s), where(m, s, -inf), logical_not folded), f32, bf16 and f16, and torch's bmm
 // decomposition of the 4-D products (expand, reshape to 3-D, bmm, reshape back). Each graph is
 // rewritten to one attention node per case, compiles to the flash kernel and matches the
-// reference interpreter on the original graph; T in {1, 7, 64}, D in {16, 64}, causal and
-// random masks, rows with every key masked (NaN in both). Forms that must stay written out:
-// a finite fill, a broadcasting expand, a batch split back differently.
+// reference interpreter on the original graph (bf16 and f16 also closer to the graph in f32);
+// T in {1, 7, 64}, D in {16, 64}, causal and random masks, rows with every key masked (NaN in
+// both). Forms that must stay written out: a finite fill, a broadcasting expand, a batch split
+// back differently.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -127,9 +128,9 @@ int count_op(const Graph& g, const std::string& op) {
   return n;
 }
 
-/// `t` as f32 (bool masks as they are).
+/// `t` as f32 (bool masks and f32 as they are).
 Tensor widened(const Tensor& t) {
-  if (t.dtype() != DType::BF16) return t;
+  if (t.dtype() != DType::BF16 && t.dtype() != DType::F16) return t;
   Tensor w = Tensor::empty(DType::F32, t.shape());
   for (int64_t i = 0; i < t.numel(); ++i) w.set_from_double(i, t.item_as_double(i));
   return w;
@@ -145,10 +146,10 @@ double max_error(const Tensor& a, const Tensor& b) {
 }
 
 /// Rewrites (one attention per case), compiles (the flash kernel) and compares with the
-/// reference on the original graph, in `dt` at head dim `d`. bf16: the written-out reference
-/// rounds the scores and the probabilities to bf16, the kernel keeps them in f32, so the two
-/// differ by those roundings (twice bf16's default tolerance), and the kernel must be at least
-/// as close as the reference to the same graph computed in f32.
+/// reference on the original graph, in `dt` at head dim `d`. bf16, f16: the written-out
+/// reference rounds the scores and the probabilities to bf16 (f16), the kernel keeps them in f32,
+/// so the two differ by those roundings (twice the dtype's default tolerance), and the kernel must
+/// be at least as close as the reference to the same graph computed in f32.
 void check_cases(const std::vector<Case>& cases, const std::string& dt, uint64_t seed) {
   std::string text;
   for (size_t i = 0; i < cases.size(); ++i) text += case_graph(cases[i], int(i), dt);
@@ -166,10 +167,10 @@ void check_cases(const std::vector<Case>& cases, const std::string& dt, uint64_t
   EXPECT_NE(kernels.find("cpp_extern_attention"), std::string::npos) << kernels;
   std::vector<Tensor> got = m.run(in);
   std::vector<Tensor> want = interpret(g, in);
-  const bool bf16 = dt == "bf16";
-  Tolerance tol = default_tolerance(bf16 ? DType::BF16 : DType::F32);
+  const bool narrow = dt != "f32";
+  Tolerance tol = default_tolerance(g.node(g.outputs()[0].node).type.dtype);
   std::vector<Tensor> exact;
-  if (bf16) {
+  if (narrow) {
     tol.rtol *= 2;
     tol.atol *= 2;
     std::string text32;
@@ -185,11 +186,11 @@ void check_cases(const std::vector<Case>& cases, const std::string& dt, uint64_t
       EXPECT_TRUE(std::isnan(got[i].item_as_double(0))) << "case " << i;
       EXPECT_TRUE(std::isnan(want[i].item_as_double(0))) << "case " << i;
     }
-    if (bf16) {
+    if (narrow) {
       const double fused = max_error(got[i], exact[i]), written = max_error(want[i], exact[i]);
       EXPECT_LE(fused, written) << "case " << i;
-      std::printf("case %zu: bf16 error against f32: kernel %g, written-out reference %g\n", i,
-                  fused, written);
+      std::printf("case %zu: %s error against f32: kernel %g, written-out reference %g\n", i,
+                  dt.c_str(), fused, written);
     }
   }
 }
@@ -211,7 +212,7 @@ TEST_P(RecognizeWhere, BoolMasksBf16AndBmmViewsBecomeTheKernel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndHeadDims, RecognizeWhere,
-                         ::testing::Combine(::testing::Values("f32", "bf16"),
+                         ::testing::Combine(::testing::Values("f32", "bf16", "f16"),
                                             ::testing::Values(int64_t{16}, int64_t{64})));
 
 // Forms that are not attention as the op computes it stay written out (and still compute the
