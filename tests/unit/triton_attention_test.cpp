@@ -150,6 +150,22 @@ TEST(TritonAttention, WrittenOutPatternBecomesTheTemplate) {
   ASSERT_EQ(m.kernels.size(), 1u);
   EXPECT_TRUE(contains(m.kernels[0].name, "triton_tem_fused")) << m.kernels[0].name;
   EXPECT_TRUE(contains(m.kernels[0].decorator, "@heuristics.attention("));
+  // A bf16 GPT block's masked_fill as torch 1.13 writes it: bmm views, a bool mask through
+  // where(logical_not(m), -inf, s) (m read as it is: no kernel for the mask either).
+  TritonModule gpt = cuda_module(
+      "input q: bf16[1, 4, 64, 32]\ninput k: bf16[1, 4, 64, 32]\ninput v: bf16[1, 4, 64, 32]\n"
+      "input m: bool[64, 64]\nkt = transpose(k) {dim0=-2, dim1=-1}\n"
+      "qe = expand(q) {shape=[1, 4, 64, 32]}\nq3 = reshape(qe) {shape=[4, 64, 32]}\n"
+      "ke = expand(kt) {shape=[1, 4, 32, 64]}\nk3 = reshape(ke) {shape=[4, 32, 64]}\n"
+      "s3 = matmul(q3, k3)\ns = reshape(s3) {shape=[1, 4, 64, 64]}\n"
+      "c = full() {dtype=bf16, shape=[], value=0.125}\nss = mul(s, c)\nnm = logical_not(m)\n"
+      "ninf = full() {dtype=bf16, shape=[], value=-inf}\nw = where(nm, ninf, ss)\n"
+      "p = softmax(w) {axis=-1}\npe = expand(p) {shape=[1, 4, 64, 64]}\n"
+      "p3 = reshape(pe) {shape=[4, 64, 64]}\nve = expand(v) {shape=[1, 4, 64, 32]}\n"
+      "v3 = reshape(ve) {shape=[4, 64, 32]}\ny3 = matmul(p3, v3)\n"
+      "y = reshape(y3) {shape=[1, 4, 64, 32]}\noutput y\n");
+  ASSERT_EQ(gpt.kernels.size(), 1u);
+  EXPECT_TRUE(contains(gpt.kernels[0].decorator, "@heuristics.attention("));
 }
 
 TEST(TritonAttention, LargeTensorsIndexWith64Bits) {
