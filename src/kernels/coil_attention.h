@@ -218,6 +218,15 @@ inline void finish_scores(const Params& p, const M* mask_row, int64_t i, int64_t
       } else {
         for (int64_t j = 0; j < nk; ++j) s[j] += mask_row[(j0 + j) * sj];
       }
+    } else if (sj == 1) {
+      // A vector of bools widened to 0/1 and a blend: a branch per key (what the compiler
+      // makes of a scalar loop) is mispredicted at a causal or padding mask's edge and on
+      // every random key, twice the unmasked kernel's time at T = 256.
+      const V minus_inf(kMinusInf);
+      for (int64_t c = 0; c * kL < nk; ++c) {
+        const V masked = V::loadu(mask_row + j0 + c * kL, nk - c * kL) == V(0.0f);
+        V::blendv(V::loadu(s + c * kL), minus_inf, masked).store(s + c * kL);
+      }
     } else {
       for (int64_t j = 0; j < nk; ++j)
         if (!mask_row[(j0 + j) * sj]) s[j] = kMinusInf;

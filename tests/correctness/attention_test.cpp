@@ -143,11 +143,15 @@ TEST(Attention, LowPrecisionComputesInF32) {
 }
 
 // The kernel header on the other vector ISAs this host runs: AVX2 (8 lanes, 2-row tiles) and
-// scalar (1 lane), over tails in every dim (Tq, Tk, D, Dv not multiples of the lanes).
+// scalar (1 lane), over tails in every dim (Tq, Tk, D, Dv not multiples of the lanes), and a
+// random bool mask (its vector blend) over such a tail, contiguous and strided along the keys.
 TEST(Attention, EveryIsa) {
-  Graph g = graph_from_text(attention_graph(
-      {{2, 4, 2, 37, 90, 20, 13, " {causal=true}"}, {1, 3, 3, 70, 33, 64, 80, ""}}));
-  for (const char* isa : {"avx2", "scalar"}) {
+  Graph g = graph_from_text(
+      attention_graph(
+          {{2, 4, 2, 37, 90, 20, 13, " {causal=true}"}, {1, 3, 3, 70, 33, 64, 80, ""}}) +
+      "input mb: bool[37, 90]\ninput mt: bool[90, 37]\nmtt = transpose(mt) {dim0=0, dim1=1}\n"
+      "ym = attention(q0, k0, v0, mb)\nys = attention(q0, k0, v0, mtt)\noutput ym\noutput ys\n");
+  for (const char* isa : {"avx512", "avx2", "scalar"}) {
     SCOPED_TRACE(isa);
     CompileOptions options;
     options.isa = isa;
