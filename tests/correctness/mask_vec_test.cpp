@@ -142,5 +142,34 @@ output p
     EXPECT_TRUE(testing::matches_reference(g, testing::random_inputs(g, 9), o));
 }
 
+TEST(MaskVec, AMatmulEpilogueWithAMaskIsAVectorLoop) {
+  // A relu's backward after a product (`where(x > 0 or isnan(x), a @ b, 0)`): the template's
+  // epilogue was printed as scalar loops over each tile row when it held a mask op.
+  Graph g = graph_from_text(R"(
+input a: f32[67, 64]
+input b: f32[64, 300]
+input x: f32[67, 300]
+m = matmul(a, b)
+z = full() {shape=[1], value=0.0, dtype=f32}
+c = gt(x, z)
+n = isnan(x)
+k = logical_or(c, n)
+y = where(k, m, z)
+output y
+)");
+  std::vector<Tensor> in = inputs_for(g, 3);
+  for (const std::string& isa : runnable_isas()) {
+    SCOPED_TRACE(isa);
+    CompileOptions o;
+    o.isa = isa;
+    o.autotune = false;  // the template everywhere
+    CompiledModel m = compile(g, o);
+    const std::string& src = m.report().source;
+    EXPECT_NE(src.find("template matmul"), std::string::npos) << src;
+    if (isa != "scalar") EXPECT_NE(src.find("coil::Vec<float>::blendv("), std::string::npos) << src;
+    EXPECT_TRUE(testing::matches_reference(g, in, o));
+  }
+}
+
 }  // namespace
 }  // namespace coil

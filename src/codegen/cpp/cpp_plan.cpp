@@ -236,7 +236,8 @@ class KernelPlanner {
     bool parallel_vec_loop = false;
     if (plan_.nests.size() == 1 && !outer.empty()) {
       const size_t last = outer.size() - 1;
-      auto vl = choose_vec_loop(plan_.nests[0], last, plan_.lanes, /*scalar_ops=*/true);
+      auto vl = choose_vec_loop(plan_.nests[0], last, plan_.lanes, /*scalar_ops=*/true,
+                                /*masks=*/true);
       // A window split's loop is split in three, so it is never the parallel loop.
       const bool window = !vl && (last > 0 || par == 0) && window_split(plan_.nests[0], last);
       if ((vl && !vl->reduction && vl->index == last) || window) {
@@ -253,7 +254,8 @@ class KernelPlanner {
       CppNestPlan& np = plan_.nest_plans[i];
       np.first_loop = first_loop;
       const Nest& n = plan_.nests[i];
-      if (auto vl = choose_vec_loop(n, first_loop, plan_.lanes, /*scalar_ops=*/true)) {
+      if (auto vl = choose_vec_loop(n, first_loop, plan_.lanes, /*scalar_ops=*/true,
+                                    /*masks=*/true)) {
         np.kind = CppNestKind::Vector;
         np.parallel = parallel_vec_loop;
         np.vec = plan_vec(n, *vl, plan_.lanes);
@@ -287,7 +289,8 @@ class KernelPlanner {
     CppNestPlan& ep = plan_.epilogue_plan;
     ep.first_loop = e.ranges.size() - 1;
     if (e.reductions.empty() && !e.ranges.empty()) {
-      auto vl = choose_vec_loop(e, e.ranges.size() - 1, plan_.lanes);
+      auto vl = choose_vec_loop(e, e.ranges.size() - 1, plan_.lanes, /*scalar_ops=*/false,
+                                /*masks=*/true);
       if (vl && !vl->reduction && vl->index == e.ranges.size() - 1) {
         ep.kind = CppNestKind::Vector;
         ep.vec = plan_vec(e, *vl, plan_.lanes);

@@ -216,10 +216,11 @@ std::string to_string(const CppKernelPlan& plan, const IrProgram& program,
 /// along it (loads may broadcast or gather). nullopt when the nest has an op, dtype or access
 /// without a vector form, or no candidate loop at or after `first_loop`.
 /// `scalar_ops`: a pointwise nest may also hold ops that are not f32 when their values are the
-/// same in every lane (vector_scalar_ops), and any nest mask ops (mask_vector_op); only the
-/// planner of plain loop kernels prints them.
+/// same in every lane (vector_scalar_ops); only the planner of plain loop kernels prints them.
+/// `masks`: any nest may hold mask ops (mask_vector_op); plain loop kernels and a matmul
+/// template's epilogue (a relu's backward, `where(x > 0, x @ w, 0)`) print them.
 std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes,
-                                       bool scalar_ops = false);
+                                       bool scalar_ops = false, bool masks = false);
 /// The ops of a pointwise nest that CppVecKernel prints in scalar form along `loop`: every op
 /// that is not f32, each an index_expr independent of the loop variable or an op over such ops
 /// only (no load, store or indirect index); nullopt when some op fits neither that nor the

@@ -153,15 +153,15 @@ std::optional<std::set<int>> vector_scalar_ops(const Nest& n, const VecLoop& loo
   return scalar;
 }
 
-std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes,
-                                       bool scalar_ops) {
+std::optional<VecLoop> choose_vec_loop(const Nest& n, size_t first_loop, int lanes, bool scalar_ops,
+                                       bool masks) {
   if (lanes < 2) return std::nullopt;
   bool has_scalar = false;
   for (const BodyOp& op : n.body.ops()) {
     // Indirect loads (gather) print scalar: their index is a value, not a loop expression.
     if (is_indirect_load(op)) return std::nullopt;
     const bool f32_vector = vectorizable_op(op) && op.dtype == DType::F32;
-    has_scalar = has_scalar || (!f32_vector && !(scalar_ops && mask_vector_op(n, op)));
+    has_scalar = has_scalar || (!f32_vector && !(masks && mask_vector_op(n, op)));
   }
   // Scalar ops only in pointwise nests: a reduction's r loops open after the point where
   // they are printed.

@@ -167,7 +167,7 @@ std::optional<CppWindowSplit> plan_window_split(const Nest& n, size_t first_loop
   w.interior.body = fold_body(n.body, inside);
   w.interior.after.assign(w.interior.body.ops().size(), false);
   // Vectorized along x, with no test of x left in the body.
-  auto vl = choose_vec_loop(w.interior, first_loop, lanes, /*scalar_ops=*/true);
+  auto vl = choose_vec_loop(w.interior, first_loop, lanes, /*scalar_ops=*/true, /*masks=*/true);
   if (!vl || vl->reduction || vl->index != xi) return std::nullopt;
   return w;
 }
