@@ -20,13 +20,7 @@ namespace coil {
 namespace {
 
 using testing::graph_from_text;
-
-std::vector<std::string> runnable_isas() {
-  std::vector<std::string> out;
-  for (const char* name : {"avx512", "avx2", "scalar"})
-    if (cpu_supports(isa_by_name(name))) out.push_back(name);
-  return out;
-}
+using testing::runnable_isas;
 
 /// Per length n: a masked softmax over rows of n (the mask broadcast over the batch), a
 /// masked max and sum, comparisons and logical ops stored as bools, selects of f32 and of

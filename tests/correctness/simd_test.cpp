@@ -12,13 +12,7 @@ namespace {
 
 using testing::graph_from_text;
 using testing::matches_reference;
-
-std::vector<std::string> runnable_isas() {
-  std::vector<std::string> out;
-  for (const char* name : {"avx512", "avx2", "scalar"})
-    if (cpu_supports(isa_by_name(name))) out.push_back(name);
-  return out;
-}
+using testing::runnable_isas;
 
 /// One graph with an input per length 0..33 (covers 0..2x16+1 lanes), each through a
 /// pointwise chain, a whole-tensor sum, a row softmax over [3, n] and a column sum of [n, 3].

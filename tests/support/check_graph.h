@@ -13,6 +13,7 @@
 #include "graph/interpreter.h"
 #include "graph/text_format.h"
 #include "runtime/compare.h"
+#include "runtime/isa.h"
 
 namespace coil::testing {
 
@@ -56,6 +57,14 @@ inline ::testing::AssertionResult matches_reference(const Graph& g,
 inline ::testing::AssertionResult matches_reference(const Graph& g, uint64_t seed = 1,
                                                     double tol_scale = 1.0) {
   return matches_reference(g, random_inputs(g, seed), {}, tol_scale);
+}
+
+/// The ISAs this machine runs of avx512, avx2 and scalar (tests that compare builds).
+inline std::vector<std::string> runnable_isas() {
+  std::vector<std::string> out;
+  for (const char* name : {"avx512", "avx2", "scalar"})
+    if (cpu_supports(isa_by_name(name))) out.push_back(name);
+  return out;
 }
 
 /// Parses a text graph (for concise tests).

@@ -28,4 +28,11 @@ inline bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
+/// How many times `part` occurs in `s` (calls of a kernel library in a module's source).
+inline size_t count_of(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace coil::testing

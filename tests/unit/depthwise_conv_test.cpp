@@ -75,11 +75,7 @@ TEST(DepthwiseConv, StridesPaddingsDilationsAndOddShapes) {
     }
     SCOPED_TRACE(g);
     Module m = cpu_module(g);
-    size_t calls = 0;
-    for (size_t at = m.source.find("coil::depthwise::forward("); at != std::string::npos;
-         at = m.source.find("coil::depthwise::forward(", at + 1))
-      ++calls;
-    EXPECT_EQ(calls, cases.size());
+    EXPECT_EQ(testing::count_of(m.source, "coil::depthwise::forward("), cases.size());
     // The activations fold into the kernel; another op stays a kernel of its own.
     EXPECT_EQ(m.kernels.size(), (contains(tail, "neg") ? 2 : 1) * cases.size());
     EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 3));

@@ -75,11 +75,7 @@ TEST(DirectConv, StemsStridesPaddingsDilationsAndOddShapes) {
     }
     SCOPED_TRACE(g);
     Module m = cpu_module(g);
-    size_t calls = 0;
-    for (size_t at = m.source.find("coil::direct::forward("); at != std::string::npos;
-         at = m.source.find("coil::direct::forward(", at + 1))
-      ++calls;
-    EXPECT_EQ(calls, cases.size());
+    EXPECT_EQ(testing::count_of(m.source, "coil::direct::forward("), cases.size());
     EXPECT_FALSE(contains(m.source, "coil::ext::Conv2d"));
     // The activations fold into the kernel; another op stays a kernel of its own.
     EXPECT_EQ(m.kernels.size(), (contains(tail, "neg") ? 2 : 1) * cases.size());
