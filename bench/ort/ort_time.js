@@ -4,6 +4,7 @@
 // inputs of the model's declared shapes (symbolic dims: --dim NAME=VALUE, default 1).
 //
 //   node bench/ort/ort_time.js MODEL.onnx [--threads N] [--runs R] [--warmup W] [--dim n=1]
+//                              [--profile PREFIX]
 //
 // Prints one JSON line: {"median_ms", "min_ms", "max_ms", "runs", "threads", "ort_version",
 // "load_ms"}. The session is ORT's default CPU setup for serving: all graph optimizations,
@@ -24,6 +25,7 @@ function parse(argv) {
     if (k === '--threads') a.threads = parseInt(v(), 10);
     else if (k === '--runs') a.runs = parseInt(v(), 10);
     else if (k === '--warmup') a.warmup = parseInt(v(), 10);
+    else if (k === '--profile') a.profile = v();
     else if (k === '--dim') {
       const [name, value] = v().split('=');
       a.dims[name] = parseInt(value, 10);
@@ -67,6 +69,9 @@ async function main() {
     intraOpNumThreads: a.threads,
     interOpNumThreads: 1,
     extra: {session: {intra_op: {allow_spinning: '0'}}},
+    // --profile PREFIX: ORT writes PREFIX_<date>.json, a Chrome trace with one event per node
+    // and run (bench/ort/ort_profile.py sums it per node, to set beside `coil bench --profile`).
+    ...(a.profile ? {enableProfiling: true, profileFilePrefix: a.profile} : {}),
   });
   const loadMs = Number(process.hrtime.bigint() - t0) / 1e6;
   const feeds = {};
@@ -78,6 +83,7 @@ async function main() {
     await session.run(feeds);
     times.push(Number(process.hrtime.bigint() - s) / 1e6);
   }
+  if (a.profile) session.endProfiling();
   times.sort((x, y) => x - y);
   const mid = times.length >> 1;
   const median = times.length % 2 ? times[mid] : (times[mid - 1] + times[mid]) / 2;

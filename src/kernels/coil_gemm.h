@@ -338,6 +338,30 @@ inline void pack_b_bf16_parallel(const bfloat16* b, int64_t rs, int64_t cs, int6
   }
 }
 
+// ---- packed A ---------------------------------------------------------------------------
+
+/// Floats of an f32 A (M x K) packed ahead by pack_a_all: every kMR-row panel over all of K.
+inline int64_t packed_a_elements(int64_t M, int64_t K, const Blocking& /*blk*/) {
+  return detail::ceil_div(std::max<int64_t>(M, 1), kMR) * std::max<int64_t>(K, 1) * kMR;
+}
+
+/// Packs A (M x K, a(i, k) = a[i * rs + k * cs]) for matmul_packed_a into packed_a_elements
+/// floats: panel p (rows [p * kMR, p * kMR + kMR)) at p * K * kMR, element (i, k) at
+/// k * kMR + i % kMR, rows past M zero. It is the layout run_matmul packs A into per call (a
+/// panel's kc slice at pc * kMR), so the products are bit for bit matmul's. For a constant A,
+/// e.g. the weight W of a 1x1 convolution W[OC, C] @ x[C, H * W], packed once when the module is
+/// loaded: per call that packing read and wrote all of W, as much memory traffic as the
+/// product's own reads of W in the convolutions of mobilenet_v2's 7x7 and 14x14 stages.
+inline void pack_a_all(const float* a, int64_t rs, int64_t cs, int64_t M, int64_t K,
+                       const Blocking& blk, float* out) {
+  std::fill(out, out + packed_a_elements(M, K, blk), 0.0f);
+  if (K <= 0) return;
+  for (int64_t p = 0; p * kMR < M; ++p) {
+    const int rows = static_cast<int>(std::min<int64_t>(kMR, M - p * kMR));
+    detail::pack_a_panel_f32(a + p * kMR * rs, rs, cs, rows, K, out + p * K * kMR);
+  }
+}
+
 /// Per-call scratch the caller must provide: none (matmul keeps per-thread thread_local
 /// buffers that grow to the largest block seen and are reused by later calls).
 inline int64_t matmul_scratch_bytes(int64_t /*M*/, int64_t /*N*/, int64_t /*K*/,
@@ -353,7 +377,18 @@ void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, AOf&& a_of, int64_t 
             BOf&& packed_b_of, const Blocking& blk, Epilogue&& epilogue) {
   auto a = [&](int64_t b) -> const float* { return a_of(b); };
   auto pb = [&](int64_t b) -> const void* { return packed_b_of(b); };
-  detail::run_matmul<detail::PathF32<float>>(batch, M, N, K, a, a_rs, a_cs, pb, blk.mc, blk.nc,
+  detail::run_matmul<detail::PathF32<float>>(batch, M, N, K, a, a_rs, a_cs, nullptr, pb, blk.mc,
+                                             blk.nc, blk.kc, epilogue);
+}
+
+/// matmul with A packed ahead by pack_a_all (the same A for every batch): A is read from
+/// `packed_a` in place, never packed per call. Bit for bit matmul's result.
+template <class BOf, class Epilogue>
+void matmul_packed_a(int64_t batch, int64_t M, int64_t N, int64_t K, const float* packed_a,
+                     BOf&& packed_b_of, const Blocking& blk, Epilogue&& epilogue) {
+  auto a = [&](int64_t) -> const float* { return nullptr; };
+  auto pb = [&](int64_t b) -> const void* { return packed_b_of(b); };
+  detail::run_matmul<detail::PathF32<float>>(batch, M, N, K, a, 0, 0, packed_a, pb, blk.mc, blk.nc,
                                              blk.kc, epilogue);
 }
 
@@ -364,14 +399,14 @@ void matmul_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, AOf&& a_of, int
   auto a = [&](int64_t b) -> const bfloat16* { return a_of(b); };
   auto pb = [&](int64_t b) -> const void* { return packed_b_of(b); };
 #if COIL_GEMM_HAS_AMX_KERNEL
-  detail::run_matmul<detail::PathAmx>(batch, M, N, K, a, a_rs, a_cs, pb, blk.mc, blk.nc, blk.kc,
-                                      epilogue);
+  detail::run_matmul<detail::PathAmx>(batch, M, N, K, a, a_rs, a_cs, nullptr, pb, blk.mc, blk.nc,
+                                      blk.kc, epilogue);
 #elif COIL_GEMM_HAS_BF16_KERNEL
-  detail::run_matmul<detail::PathBf16>(batch, M, N, K, a, a_rs, a_cs, pb, blk.mc, blk.nc, blk.kc,
-                                       epilogue);
+  detail::run_matmul<detail::PathBf16>(batch, M, N, K, a, a_rs, a_cs, nullptr, pb, blk.mc, blk.nc,
+                                       blk.kc, epilogue);
 #else
-  detail::run_matmul<detail::PathF32<bfloat16>>(batch, M, N, K, a, a_rs, a_cs, pb, blk.mc, blk.nc,
-                                                blk.kc, epilogue);
+  detail::run_matmul<detail::PathF32<bfloat16>>(batch, M, N, K, a, a_rs, a_cs, nullptr, pb, blk.mc,
+                                                blk.nc, blk.kc, epilogue);
 #endif
 }
 

@@ -234,11 +234,14 @@ inline int choose_tn(int nthr, int64_t M, int64_t N, int64_t K, int64_t row_unit
   return best_tn;
 }
 
+// a_packed: null, or every row panel of A over all of K as pack_a_all wrote it (the same A
+// for every batch; a constant weight packed when the module is loaded), read in place instead
+// of packing A per call.
 template <class P>
 void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
                 FunctionRef<const typename P::AElem*(int64_t)> a_of, int64_t a_rs, int64_t a_cs,
-                FunctionRef<const void*(int64_t)> b_of, int64_t mc, int64_t nc, int64_t kc,
-                EpilogueRef epilogue) {
+                const void* a_packed, FunctionRef<const void*(int64_t)> b_of, int64_t mc,
+                int64_t nc, int64_t kc, EpilogueRef epilogue) {
   using PackedA = typename P::PackedA;
   using PackedB = typename P::PackedB;
   constexpr int kMR = P::kTileM, kNR = P::kTileN, kLanes = P::kTileLanes;  // this path's tile
@@ -259,13 +262,15 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
     // When the thread's columns span several blocks, a block row's A is packed once (all of
     // K) and reused by each column block, unless that would take more than kKeepPackedABytes.
     const int64_t panel_k = P::a_panel_elements(std::max<int64_t>(K, 1));  // one panel, all K
+    const auto* prepacked = static_cast<const PackedA*>(a_packed);
     const bool keep_a =
-        q1 - q0 > ncp &&
+        !prepacked && q1 - q0 > ncp &&
         std::min(mcp, r1 - r0) * panel_k * int64_t{sizeof(PackedA)} <= kKeepPackedABytes;
     const int64_t acc_floats =
         round_up(std::min(mcp, r1 - r0) * kMR * std::min(ncp, q1 - q0) * kNR, 16);
-    const int64_t pa_elems = keep_a ? std::min(mcp, r1 - r0) * panel_k
-                                    : P::a_panel_elements(std::min(kc, std::max<int64_t>(K, 1)));
+    const int64_t pa_elems = prepacked ? 0
+                             : keep_a  ? std::min(mcp, r1 - r0) * panel_k
+                                       : P::a_panel_elements(std::min(kc, std::max<int64_t>(K, 1)));
     auto* acc =
         static_cast<float*>(thread_scratch(acc_floats * 4 + pa_elems * int64_t{sizeof(PackedA)}));
     auto* pa = reinterpret_cast<PackedA*>(acc + acc_floats);
@@ -276,7 +281,7 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
       const int64_t p1 = std::min({p0 + mcp, Pm, p0 + (r1 - r)});
       r += p1 - p0;
       const int64_t m0 = p0 * kMR, m1 = std::min(M, p1 * kMR);
-      const typename P::AElem* a = a_of(b);
+      const typename P::AElem* a = prepacked ? nullptr : a_of(b);
       const PackedB* bp = reinterpret_cast<const PackedB*>(b_of(b));
       for (int64_t qb = q0; qb < q1; qb += ncp) {
         const int64_t qe = std::min(qb + ncp, q1);
@@ -287,10 +292,14 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
           const int64_t kcur = std::min(kc, K - pc);
           for (int64_t p = p0; p < p1; ++p) {
             const int rows = static_cast<int>(std::min<int64_t>(kMR, M - p * kMR));
-            // Kept: panel p's slice pc at (p - p0) * panel_k + a_panel_elements(pc).
-            PackedA* pan = keep_a ? pa + (p - p0) * panel_k + P::a_panel_elements(pc) : pa;
-            if (pack) {
-              P::pack_a(a + p * kMR * a_rs + pc * a_cs, a_rs, a_cs, rows, kcur, pan);
+            // Kept: panel p's slice pc at (p - p0) * panel_k + a_panel_elements(pc); packed
+            // ahead: at p * panel_k + a_panel_elements(pc).
+            const PackedA* pan = prepacked ? prepacked + p * panel_k + P::a_panel_elements(pc)
+                                 : keep_a  ? pa + (p - p0) * panel_k + P::a_panel_elements(pc)
+                                           : pa;
+            if (pack && !prepacked) {
+              PackedA* dst = const_cast<PackedA*>(pan);
+              P::pack_a(a + p * kMR * a_rs + pc * a_cs, a_rs, a_cs, rows, kcur, dst);
               if (p + 1 < p1) {
                 prefetch_a_panel(a + (p + 1) * kMR * a_rs + pc * a_cs, a_rs, a_cs,
                                  static_cast<int>(std::min<int64_t>(kMR, M - (p + 1) * kMR)), kcur);
@@ -333,10 +342,11 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
 // Generated modules of the AVX-512/AVX2 ISAs link these from libcoil_vmath
 // (src/kernels/vmath/gemm_*.cpp, built with the same ISA macros) instead of compiling the
 // blocking loops and micro-kernels again: 0.4-1 s of g++ per module with a matmul.
-#define COIL_GEMM_DECLARE_RUN(P)                                                                   \
-  extern template void run_matmul<P>(                                                              \
-      int64_t, int64_t, int64_t, int64_t, FunctionRef<const typename P::AElem*(int64_t)>, int64_t, \
-      int64_t, FunctionRef<const void*(int64_t)>, int64_t, int64_t, int64_t, EpilogueRef);
+#define COIL_GEMM_DECLARE_RUN(P)                                                              \
+  extern template void run_matmul<P>(int64_t, int64_t, int64_t, int64_t,                      \
+                                     FunctionRef<const typename P::AElem*(int64_t)>, int64_t, \
+                                     int64_t, const void*, FunctionRef<const void*(int64_t)>, \
+                                     int64_t, int64_t, int64_t, EpilogueRef);
 COIL_GEMM_DECLARE_RUN(PathF32<float>)
 COIL_GEMM_DECLARE_RUN(PathF32<bfloat16>)
 #if COIL_GEMM_HAS_BF16_KERNEL

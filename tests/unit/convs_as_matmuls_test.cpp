@@ -12,6 +12,7 @@
 #include "driver/pipeline.h"
 #include "graph/text_format.h"
 #include "support/check_graph.h"
+#include "support/cpu_module.h"
 
 namespace coil {
 namespace {
@@ -113,6 +114,45 @@ size_t buffers_shaped(const std::string& text, const std::vector<int64_t>& sizes
     n += same;
   }
   return n;
+}
+
+/// `const NAME: f32[dims] = [...]` with `count` values in [-1, 1] (a fixed pattern).
+std::string constant(const std::string& name, const std::string& dims, int64_t count) {
+  std::string v;
+  for (int64_t i = 0; i < count; ++i)
+    v += (i ? ", " : "") + std::to_string(static_cast<double>((i * 37 + 11) % 23) / 11.0 - 1.0);
+  return "const " + name + ": f32" + dims + " = [" + v + "]\n";
+}
+
+TEST(ConvsAsMatmuls, ConstantWeightsArePackedOnceAtLoadTime) {
+  // A constant weight is the product's A (W[OC, C] @ x[C, H * W]): packed when the module is
+  // loaded (coil::gemm::pack_a_all in coil_graph_pack) and read in place by matmul_packed_a,
+  // the same packed copy for every image of the batch. OC around the 8-row tile, and a plain
+  // matmul whose constant left operand is shared by a batch; a weight that is a graph input is
+  // packed per call as before.
+  struct Case {
+    std::string graph;
+    bool packed;
+  };
+  const std::vector<Case> cases = {
+      {constant("w", "[17, 33, 1, 1]", 17 * 33) +
+           "input x: f32[2, 33, 5, 7]\nc = conv2d(x, w)\ny = relu(c)\noutput y\n",
+       true},
+      {constant("w", "[8, 3, 1, 1]", 24) + constant("b", "[8]", 8) +
+           "input x: f32[1, 3, 4, 4]\nc = conv2d(x, w, b)\ny = clamp(c) {min=0.0, max=6.0}\n"
+           "output y\n",
+       true},
+      {constant("a", "[13, 20]", 260) + "input x: f32[3, 20, 9]\ny = matmul(a, x)\noutput y\n",
+       true},
+      {conv_head("[2, 33, 5, 7]", "[17, 33, 1, 1]", false) + "y = relu(c)\noutput y\n", false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.graph);
+    testing::Module m = testing::cpu_module(c.graph);
+    EXPECT_EQ(contains(m.source, "coil::gemm::matmul_packed_a("), c.packed);
+    EXPECT_EQ(contains(m.source, "coil::gemm::pack_a_all("), c.packed);
+    EXPECT_TRUE(testing::matches_reference(parse_graph(c.graph, "<test>"), 23));
+  }
 }
 
 TEST(ConvsAsMatmuls, ChannelScaleFoldsIntoTheWeights) {

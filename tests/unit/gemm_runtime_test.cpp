@@ -363,6 +363,38 @@ TEST_P(GemmRuntimeTest, StridedOperands) {
   }
 }
 
+// A packed ahead (pack_a_all, the load-time copy of a constant weight) against the reference
+// and bit for bit against packing A per call: odd shapes around the tile, transposed and strided
+// A, a batch sharing A, small blocks (several kc slices and row blocks read from the packed
+// panels), K = 0 and 1, and several threads. The packed buffer starts as NaN bits, so padding
+// rows pack_a_all forgets to write would show.
+TEST_P(GemmRuntimeTest, APackedAheadMatchesPerCallPackingBitForBit) {
+  int index = 0;
+  for (int64_t m : sizes())
+    for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{17}, int64_t{130}}) {
+      for (bool a_t : {false, true}) {
+        Shape s{3, m, nr_ + 5, k, a_t, false, true, index % 2 == 0, a_t ? 1 : 2};
+        Problem<float> p = make_problem<float>(s, false, 300 + index++);
+        for (int64_t kc : {int64_t{0}, int64_t{8}}) {
+          GemmArgs plain = p.args, packed = p.args;
+          plain.mc = packed.mc = kc ? mr_ : 0;
+          plain.nc = packed.nc = kc ? nr_ : 0;
+          plain.kc = packed.kc = kc;
+          packed.mode = 3;
+          packed.threads = kc ? 3 : 1;
+          const std::string what = fmt::format("M={} K={}{} kc={}", m, k, a_t ? " A^T" : "", kc);
+          SCOPED_TRACE(what);
+          Result want = run(p, plain), got = run(p, packed);
+          check(p, got, false, what);
+          ASSERT_EQ(want.c.size(), got.c.size());
+          for (size_t i = 0; i < got.c.size(); ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(want.c[i]), std::bit_cast<uint32_t>(got.c[i]))
+                << what << ": element " << i;
+        }
+      }
+    }
+}
+
 TEST_P(GemmRuntimeTest, PackBParallelAndCallsFromInsideAParallelRegion) {
   for (int mode : {1, 2}) {
     check_shape<float>({4, 45, 150, 70, false, true}, true, 0, 0, 0, mode, mode);

@@ -33,9 +33,9 @@ class KernelPlanner {
   CppKernelPlan run() {
     build_nests();
     assign_args();
-    if (std::optional<PackedOperand> po = load_time_packing(p_, *plan_.lead)) {
-      po->param = fmt::format("packed_ptr{}", plan_.packed.size());
-      plan_.packed.push_back(std::move(*po));
+    for (PackedOperand& po : load_time_packing(p_, *plan_.lead)) {
+      po.param = fmt::format("packed_ptr{}", plan_.packed.size());
+      plan_.packed.push_back(std::move(po));
     }
     if (!plan_.lead->is_opaque()) widen_reread_inputs();
     plan_.nest_plans.resize(plan_.nests.size());

@@ -6,7 +6,9 @@
 // the row with explicit SIMD, reading the product from the accumulator tile (kAccumulatorBuffer)
 // while it is in cache. A product that outlives the kernel is stored by the same lambda.
 // A constant B (a weight) is packed once when the module is loaded (coil_graph_pack), never
-// per call; any other B is packed at the start of each call.
+// per call; any other B is packed at the start of each call. A constant f32 A that every batch
+// shares (a 1x1 convolution's weight in W @ x) is packed at load time too; any other A is
+// packed by coil::gemm block by block during the call.
 //
 // Extern kernels call a library (kernels/coil_extern.h): dnnl_sgemm / cblas_sgemm for matmuls
 // that autotuning gave to a library, oneDNN's convolution for conv2d.
@@ -165,7 +167,6 @@ namespace {
 void emit_epilogue_lambda(NestPrinter& p, const ComputedBuffer& t, const Nest& e,
                           const CppNestPlan& ep) {
   CodeWriter& w = p.writer();
-  const MatmulSpec& s = *t.matmul;
   std::vector<int64_t> rows(e.ranges.begin(), e.ranges.end() - 1);  // all dims but the last
   size_t last = e.ranges.size() - 1;
   const std::vector<sym::Expr> row_exprs(t.ranges.begin(), t.ranges.end() - 1);
@@ -262,23 +263,44 @@ std::string blocking_line(const MatmulSpec& s, const std::string& m, const SizeN
 
 }  // namespace
 
-std::optional<PackedOperand> load_time_packing(const IrProgram& p, const ComputedBuffer& t) {
-  if (t.kind != LoopKind::Template || !t.matmul) return std::nullopt;
+/// Whether the template reads A packed at load time: an f32 constant, the same for every
+/// batch, with as many rows at every size (a size-generic module's m is not a symbol).
+bool packs_a_at_load(const IrProgram& p, const ComputedBuffer& t) {
   const MatmulSpec& s = *t.matmul;
-  if (p.buffer(s.b.buffer).kind != BufferKind::Constant) return std::nullopt;
-  BPacking b = b_packing(s);
-  PackedOperand po;
-  po.buffer = s.b.buffer;
-  po.elem_type = elem_type(s.dtype);
-  // Packing at load time reads no size symbol: B's packed layout depends on the blocking's
+  return s.dtype == DType::F32 && p.buffer(s.a.buffer).kind == BufferKind::Constant &&
+         batch_invariant(s.a) && m_text(t) == std::to_string(s.m);
+}
+
+std::vector<PackedOperand> load_time_packing(const IrProgram& p, const ComputedBuffer& t) {
+  std::vector<PackedOperand> out;
+  if (t.kind != LoopKind::Template || !t.matmul) return out;
+  const MatmulSpec& s = *t.matmul;
+  // Packing at load time reads no size symbol: the packed layouts depend on the blocking's
   // nc and kc, which m does not change (coil_gemm.h: choose_blocking), so a symbolic m packs
   // as m = 1 would.
   const std::string m = m_text(t);
   const bool symbolic_m = m != std::to_string(s.m);
-  po.setup = blocking_line(s, symbolic_m ? "1" : m);
-  po.elements = b.elements;
-  po.pack = b.statement;
-  return po;
+  if (packs_a_at_load(p, t)) {
+    PackedOperand po;
+    po.buffer = s.a.buffer;
+    po.elem_type = "float";
+    po.setup = blocking_line(s, m);
+    po.elements = fmt::format("coil::gemm::packed_a_elements({}, {}, blk)", s.m, s.k);
+    po.pack = fmt::format("coil::gemm::pack_a_all({}, {}, {}, {}, {}, blk, {{dst}});",
+                          batch_offset("{src}", s.a, {}), s.a.row_stride, s.a.col_stride, s.m, s.k);
+    out.push_back(std::move(po));
+  }
+  if (p.buffer(s.b.buffer).kind == BufferKind::Constant) {
+    BPacking b = b_packing(s);
+    PackedOperand po;
+    po.buffer = s.b.buffer;
+    po.elem_type = elem_type(s.dtype);
+    po.setup = blocking_line(s, symbolic_m ? "1" : m);
+    po.elements = b.elements;
+    po.pack = b.statement;
+    out.push_back(std::move(po));
+  }
+  return out;
 }
 
 void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
@@ -292,9 +314,22 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   const SizeNames names(p.program(), {s.a.buffer, s.b.buffer, t.buffer}, t.ranges);
   const BPacking bp = b_packing(s, names);
   w.line(blocking_line(s, m_text(t), names));
-  const PackedOperand* packed = nullptr;
-  for (const PackedOperand& po : plan.packed)
+  // Each operand packed at load time is plan.packed's entry for its buffer (A's and B's are
+  // told apart by what load_time_packing packs: A only when packs_a_at_load).
+  const bool a_packed = packs_a_at_load(p.program(), t);
+  const PackedOperand *packed = nullptr, *packed_a = nullptr;
+  for (const PackedOperand& po : plan.packed) {
+    if (a_packed && po.buffer == s.a.buffer && !packed_a) {
+      packed_a = &po;
+      continue;
+    }
     if (po.buffer == s.b.buffer) packed = &po;
+  }
+  COIL_ASSERT(!a_packed || packed_a, "matmul template: A packed at load time has no slot");
+  if (packed_a) {
+    w.linef("const float* packed_a = {};  // A packed at load time (coil_graph_pack)",
+            packed_a->param);
+  }
   if (packed) {
     w.linef("const {}* packed_b = {};  // packed at load time (coil_graph_pack)", et,
             packed->param);
@@ -305,12 +340,16 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
     w.linef("{}* packed_b = packed_b_storage.data();", et);
     w.line(subst(subst(bp.statement, "{src}", p.plan().pointer(s.b.buffer)), "{dst}", "packed_b"));
   }
-  w.linef("coil::gemm::{}(", bf16 ? "matmul_bf16" : "matmul");
+  w.linef("coil::gemm::{}(", packed_a ? "matmul_packed_a" : bf16 ? "matmul_bf16" : "matmul");
   w.indent();
   w.linef("{}, {}, {}, {},", names(batches), m_text(t), names(s.n), names(s.k));
-  w.linef("[&](int64_t{}) {{ return {}; }}, {}, {},", reads_batch(s.a, s.batch) ? " b" : "",
-          batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch, names), names(s.a.row_stride),
-          names(s.a.col_stride));
+  if (packed_a) {
+    w.line("packed_a,");
+  } else {
+    w.linef("[&](int64_t{}) {{ return {}; }}, {}, {},", reads_batch(s.a, s.batch) ? " b" : "",
+            batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch, names), names(s.a.row_stride),
+            names(s.a.col_stride));
+  }
   if (bp.once) {
     w.linef("[&](int64_t) {{ return packed_b; }}, blk,");
   } else {

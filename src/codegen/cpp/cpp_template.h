@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "codegen/cpp/cpp_kernel.h"
 #include "codegen/cpp/cpp_nest.h"
@@ -14,9 +15,10 @@ std::string accumulator_access(const Nest& n);
 
 struct CppKernelPlan;
 
-/// A template matmul whose B is a constant packs B once at load time: the packed copy (its
-/// `param` left for the planner to name). nullopt for any other computation.
-std::optional<PackedOperand> load_time_packing(const IrProgram& p, const ComputedBuffer& t);
+/// The operands a template matmul packs once at load time, each with its `param` left for the
+/// planner to name: a constant B, and a constant f32 A that is the same for every batch (the
+/// weight of a 1x1 convolution run as W @ x). Empty for any other computation.
+std::vector<PackedOperand> load_time_packing(const IrProgram& p, const ComputedBuffer& t);
 
 /// The epilogue nest of template `t`: the product read from the accumulator tile, stored to
 /// its buffer when it outlives the kernel (`store_product`), then the `fused` pointwise body
@@ -26,8 +28,8 @@ Nest epilogue_nest(const ComputedBuffer& t, int product_buffer, bool product_nar
                    const Nest* fused, bool store_product, int tmp_base);
 
 /// The matmul template (plan.lead): packing of B (per call, or the load-time copy of
-/// plan.packed), coil::gemm::matmul, and the epilogue lambda running plan.epilogue on each
-/// output tile as plan.epilogue_plan says.
+/// plan.packed), coil::gemm::matmul (matmul_packed_a where A was packed at load time), and the
+/// epilogue lambda running plan.epilogue on each output tile as plan.epilogue_plan says.
 void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan);
 
 /// The shape part of a matmul kernel's heading comment: " batch [b..] [m, k] x [k, n]", with

@@ -16,10 +16,11 @@
 #include "kernels/coil_gemm.h"
 
 namespace coil::gemm::detail {
-#define COIL_GEMM_DEFINE_RUN(P)                                                                    \
-  template void run_matmul<P>(                                                                     \
-      int64_t, int64_t, int64_t, int64_t, FunctionRef<const typename P::AElem*(int64_t)>, int64_t, \
-      int64_t, FunctionRef<const void*(int64_t)>, int64_t, int64_t, int64_t, EpilogueRef);
+#define COIL_GEMM_DEFINE_RUN(P)                                                                 \
+  template void run_matmul<P>(int64_t, int64_t, int64_t, int64_t,                               \
+                              FunctionRef<const typename P::AElem*(int64_t)>, int64_t, int64_t, \
+                              const void*, FunctionRef<const void*(int64_t)>, int64_t, int64_t, \
+                              int64_t, EpilogueRef);
 COIL_GEMM_DEFINE_RUN(PathF32<float>)
 COIL_GEMM_DEFINE_RUN(PathF32<bfloat16>)
 #if COIL_GEMM_HAS_BF16_KERNEL

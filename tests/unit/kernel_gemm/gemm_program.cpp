@@ -22,7 +22,8 @@ struct GemmArgs {
   int64_t b_rs, b_cs, b_batch_stride;  // b_batch_stride 0: one packed B for all batches
   int64_t mc, nc, kc;                  // 0: choose_blocking
   int32_t threads;                     // omp_set_num_threads for the call
-  int32_t mode;                        // 0 plain, 1 pack_b_parallel, 2 called inside omp parallel
+  int32_t mode;  // 0 plain, 1 pack_b_parallel, 2 called inside omp parallel, 3 f32 with A
+                 // packed ahead (pack_a_all + matmul_packed_a; needs a_batch_stride 0)
 };
 
 // Runs one matmul; returns 0, or a nonzero code when an epilogue block is malformed.
@@ -54,6 +55,13 @@ int run(const GemmArgs& g, const T* A, const T* B, float* C, int32_t* hits) {
       }
     }
   }
+  std::vector<float> packed_a;
+  if (!kBf16 && g.mode == 3) {
+    if (g.a_batch_stride != 0) return 2;  // one A for every batch only
+    packed_a.resize(static_cast<size_t>(gemm::packed_a_elements(g.M, g.K, blk)));
+    std::memset(packed_a.data(), 0xff, packed_a.size() * sizeof(float));  // NaN bits
+    if constexpr (!kBf16) gemm::pack_a_all(A, g.a_rs, g.a_cs, g.M, g.K, blk, packed_a.data());
+  }
   int bad = 0;
   auto call = [&](int64_t batch, int64_t b_base) {
     auto a_of = [&](int64_t b) { return A + (b_base + b) * g.a_batch_stride; };
@@ -77,6 +85,8 @@ int run(const GemmArgs& g, const T* A, const T* B, float* C, int32_t* hits) {
     };
     if constexpr (kBf16) {
       gemm::matmul_bf16(batch, g.M, g.N, g.K, a_of, g.a_rs, g.a_cs, b_of, blk, epilogue);
+    } else if (g.mode == 3) {
+      gemm::matmul_packed_a(batch, g.M, g.N, g.K, packed_a.data(), b_of, blk, epilogue);
     } else {
       gemm::matmul(batch, g.M, g.N, g.K, a_of, g.a_rs, g.a_cs, b_of, blk, epilogue);
     }
