@@ -1,7 +1,9 @@
 // Depthwise convolutions on coil's own kernel (kernels/coil_depthwise.h) with the activation
 // folded in (lower/fold_conv_activations.cpp): strides, paddings, dilations, kernel sizes, odd
 // images and batches, no bias, and relu / clamp / silu applied to NaN inputs, each compiled
-// and compared with the reference interpreter.
+// and compared with the reference interpreter. Both of the kernel's loops are covered: the
+// planes path (few channels or wide output rows) and, on AVX-512, channel blocks (at least 8
+// channels and output rows of at most 14; detail::cblock::preferred).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -60,6 +62,22 @@ TEST(DepthwiseConv, StridesPaddingsDilationsAndOddShapes) {
       {2, 5, 7, 16, 3, "padding=[0, 1]", false},
       // large enough (>= 32K multiply-adds) for the planes to be spread over threads
       {2, 24, 40, 37, 3, "stride=[2, 2], padding=[1, 1]", true},
+      // channel blocks (AVX-512, at least 8 channels and output rows of at most 14): partial
+      // blocks (20, 33 channels), rows of at most 8 outputs computed two at a time (odd
+      // output heights: a lone last row), narrow input rows transposed several rows at once,
+      // a right edge no tap reads (stride 2 over 12 columns), rows of 28 inputs (one
+      // transpose per 16 columns), 5x5, dilation, stride 3, threads over blocks and bands
+      {1, 16, 7, 7, 3, "padding=[1, 1]", true},
+      {2, 20, 7, 9, 3, "padding=[1, 1]", false},
+      {1, 33, 14, 14, 3, "padding=[1, 1]", true},
+      {1, 8, 13, 12, 3, "stride=[2, 2]", true},
+      {1, 40, 28, 28, 3, "stride=[2, 2], padding=[1, 1]", true},
+      {1, 17, 11, 11, 5, "padding=[2, 2]", true},
+      {1, 24, 14, 14, 5, "stride=[2, 2], padding=[2, 2]", false},
+      {1, 16, 10, 10, 3, "padding=[2, 2], dilation=[2, 2]", true},
+      {1, 16, 15, 15, 3, "stride=[3, 3], padding=[1, 1]", true},
+      {1, 48, 6, 5, 3, "stride=[1, 2], padding=[0, 1]", true},
+      {3, 96, 14, 14, 3, "padding=[1, 1]", true},
   };
   // All cases in one graph per activation (one module each, not one per case: the compiles
   // were most of this test's time); each conv is a kernel of its own.
@@ -85,21 +103,24 @@ TEST(DepthwiseConv, StridesPaddingsDilationsAndOddShapes) {
 TEST(DepthwiseConv, NanStaysNanThroughTheFoldedActivation) {
   // relu, clamp and silu of NaN are NaN in the reference and in torch (oneDNN's relu and clip
   // post-ops give 0, which is why they are not folded into oneDNN calls); NaN in x and in w.
-  const std::string head = depthwise(2, 6, 9, 9, 3, "padding=[1, 1]", true);
-  for (const char* tail :
-       {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n", "y = clamp(c) {min=-1.5, max=0.25}\n",
-        "s = sigmoid(c)\ny = mul(c, s)\n"}) {
-    for (int operand : {0, 1}) {
-      SCOPED_TRACE(std::string(tail) + (operand == 0 ? " NaN in x" : " NaN in w"));
-      Graph g = parse_graph(head + tail + "output y\n", "<test>");
-      EXPECT_TRUE(contains(
-          cpu_module(head + tail + "output y\n").source,
-          "coil::depthwise::Activation::" + std::string(contains(tail, "relu")    ? "relu"
-                                                        : contains(tail, "clamp") ? "clamp"
-                                                                                  : "silu")));
-      std::vector<Tensor> in = testing::random_inputs(g, 5);
-      in[static_cast<size_t>(operand)].data_as<float>()[operand == 0 ? 40 : 4] = std::nanf("");
-      EXPECT_TRUE(testing::matches_reference(g, in));
+  // 6 channels: the planes path; 20: channel blocks (kernels/coil_depthwise.h).
+  for (int64_t channels : {6, 20}) {
+    const std::string head = depthwise(2, channels, 9, 9, 3, "padding=[1, 1]", true);
+    for (const char* tail :
+         {"y = relu(c)\n", "y = clamp(c) {min=0.0, max=6.0}\n",
+          "y = clamp(c) {min=-1.5, max=0.25}\n", "s = sigmoid(c)\ny = mul(c, s)\n"}) {
+      for (int operand : {0, 1}) {
+        SCOPED_TRACE(std::string(tail) + (operand == 0 ? " NaN in x" : " NaN in w"));
+        Graph g = parse_graph(head + tail + "output y\n", "<test>");
+        EXPECT_TRUE(contains(
+            cpu_module(head + tail + "output y\n").source,
+            "coil::depthwise::Activation::" + std::string(contains(tail, "relu")    ? "relu"
+                                                          : contains(tail, "clamp") ? "clamp"
+                                                                                    : "silu")));
+        std::vector<Tensor> in = testing::random_inputs(g, 5);
+        in[static_cast<size_t>(operand)].data_as<float>()[operand == 0 ? 40 : 4] = std::nanf("");
+        EXPECT_TRUE(testing::matches_reference(g, in));
+      }
     }
   }
 }
