@@ -87,7 +87,10 @@ inline ScratchPool& scratch_pool() {
 // grown (never shrunk) when a call needs more, so steady-state calls do not allocate. The
 // thread_local slot is plain data (no TLS destructor, which would pin the module in memory);
 // the pool owns the memory.
-inline void* thread_scratch(int64_t bytes) {
+// Slot 0: run_matmul's accumulator block and packed A; slot 1: B packed per call by the
+// template kernels (packed_b_scratch in coil_gemm.h).
+template <int Slot>
+inline void* thread_scratch_slot(int64_t bytes) {
   thread_local void* buf = nullptr;
   thread_local int64_t cap = 0;
   if (cap < bytes) {
@@ -107,6 +110,8 @@ inline void* thread_scratch(int64_t bytes) {
   }
   return buf;
 }
+
+inline void* thread_scratch(int64_t bytes) { return thread_scratch_slot<0>(bytes); }
 
 }  // namespace
 

@@ -334,10 +334,9 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
     w.linef("const {}* packed_b = {};  // packed at load time (coil_graph_pack)", et,
             packed->param);
   } else {
-    // Packed per call into a buffer that each calling thread allocates once.
-    w.linef("static thread_local std::vector<{}> packed_b_storage;", et);
-    w.linef("packed_b_storage.resize({});", bp.elements);
-    w.linef("{}* packed_b = packed_b_storage.data();", et);
+    // Packed per call into the calling thread's buffer, shared by the module's kernels.
+    w.linef("{0}* packed_b = static_cast<{0}*>(coil::gemm::packed_b_scratch(", et);
+    w.linef("    static_cast<int64_t>(sizeof({})) * ({})));", et, bp.elements);
     w.line(subst(subst(bp.statement, "{src}", p.plan().pointer(s.b.buffer)), "{dst}", "packed_b"));
   }
   w.linef("coil::gemm::{}(", packed_a ? "matmul_packed_a" : bf16 ? "matmul_bf16" : "matmul");

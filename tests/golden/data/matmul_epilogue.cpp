@@ -7,9 +7,8 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 extern "C" void cpp_template_matmul_add_relu_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
 {
     const coil::gemm::Blocking blk = coil::gemm::choose_blocking(64, 80, 96, 4);
-    static thread_local std::vector<float> packed_b_storage;
-    packed_b_storage.resize(coil::gemm::packed_b_elements(96, 80, blk));
-    float* packed_b = packed_b_storage.data();
+    float* packed_b = static_cast<float*>(coil::gemm::packed_b_scratch(
+        static_cast<int64_t>(sizeof(float)) * (coil::gemm::packed_b_elements(96, 80, blk))));
     coil::gemm::pack_b_parallel(in_ptr1, 1, 96, 96, 80, blk, packed_b);
     coil::gemm::matmul(
         1, 64, 80, 96,

@@ -46,9 +46,8 @@ extern "C" void cpp_fused_mul_gelu_sum_0(const float* __restrict__ in_ptr0, cons
 extern "C" void cpp_template_matmul_relu_1(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0, const int64_t ks0, const int64_t ks1)
 {
     const coil::gemm::Blocking blk = coil::gemm::choose_blocking((ks0*ks1), 40, 64, 4);
-    static thread_local std::vector<float> packed_b_storage;
-    packed_b_storage.resize(coil::gemm::packed_b_elements(64, 40, blk));
-    float* packed_b = packed_b_storage.data();
+    float* packed_b = static_cast<float*>(coil::gemm::packed_b_scratch(
+        static_cast<int64_t>(sizeof(float)) * (coil::gemm::packed_b_elements(64, 40, blk))));
     coil::gemm::pack_b_parallel(in_ptr1, 40, 1, 64, 40, blk, packed_b);
     coil::gemm::matmul(
         1, (ks0*ks1), 40, 64,
