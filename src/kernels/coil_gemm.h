@@ -367,7 +367,9 @@ inline void pack_a_all(const float* a, int64_t rs, int64_t cs, int64_t M, int64_
 /// when the module is unloaded). A buffer per kernel (34 in mobilenet_v2) was cold in the caches
 /// at every call, so packing paid a miss per line it wrote: the 16 -> 96 expand conv at
 /// 112x112 took 0.54-0.63 ms inside the model against 0.32 ms alone.
-inline void* packed_b_scratch(int64_t bytes) { return detail::thread_scratch_slot<1>(bytes); }
+inline void* packed_b_scratch(int64_t bytes) {
+  return detail::thread_scratch_slot<1>(bytes);
+}
 
 /// Per-call scratch the caller must provide: none (matmul keeps per-thread thread_local
 /// buffers that grow to the largest block seen and are reused by later calls).

@@ -111,7 +111,9 @@ inline void* thread_scratch_slot(int64_t bytes) {
   return buf;
 }
 
-inline void* thread_scratch(int64_t bytes) { return thread_scratch_slot<0>(bytes); }
+inline void* thread_scratch(int64_t bytes) {
+  return thread_scratch_slot<0>(bytes);
+}
 
 }  // namespace
 
