@@ -47,10 +47,10 @@ TEST(KeepConvLayouts, ResnetBlockPassesItsMiddleTensorChannelsLast) {
 
   const std::string chain =
       "input x: f32[2, 5, 17, 13]\ninput w1: f32[7, 5, 3, 3]\ninput w2: f32[9, 7, 3, 3]\n"
-      "input w3: f32[6, 9, 1, 1]\n"
+      "input w3: f32[6, 9, 3, 3]\n"
       "c1 = conv2d(x, w1) {stride=[2, 2], padding=[1, 1]}\nr1 = relu(c1)\n"
       "c2 = conv2d(r1, w2) {padding=[1, 1]}\ns = sigmoid(c2)\nr2 = mul(c2, s)\n"
-      "y = conv2d(r2, w3) {stride=[2, 2]}\noutput y\n";
+      "y = conv2d(r2, w3) {stride=[2, 2], padding=[1, 1]}\noutput y\n";
   Module mc = cpu_module(chain);
   EXPECT_EQ(count(mc.source, "false, false, true);"), 1u) << mc.source;
   EXPECT_EQ(count(mc.source, "false, true, true);"), 1u);

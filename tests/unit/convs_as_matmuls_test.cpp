@@ -193,8 +193,43 @@ TEST(ConvsAsMatmuls, ChannelScaleStaysAPassWhereItMustOrIsCheaper) {
   }
 }
 
+TEST(ConvsAsMatmuls, StridedConvsGatherTheirPixelsThenMultiply) {
+  // A strided 1x1 conv (resnet's downsample) reads x[n, c, sh * i, sw * j]: those pixels are
+  // gathered into a contiguous buffer by a pointwise kernel, then the template multiplies and
+  // its epilogue takes the bias, relu and a residual add. Strides 2, 3 and (1, 2); odd images
+  // whose last row and column are read ((H - 1) / s + 1 outputs) or not; a 1x1 image; a batch;
+  // NaN in x, at a pixel that is read and one that is not.
+  const char* convs[] = {
+      "input x: f32[2, 8, 9, 9]\ninput w: f32[8, 8, 1, 1]\ninput b: f32[8]\n"
+      "c = conv2d(x, w, b) {stride=[2, 2]}\ny = relu(c)\n",
+      "input x: f32[1, 9, 10, 7]\ninput w: f32[3, 9, 1, 1]\nc = conv2d(x, w) {stride=[3, 3]}\n"
+      "y = clamp(c) {min=0.0, max=6.0}\n",
+      "input x: f32[3, 12, 6, 11]\ninput w: f32[9, 12, 1, 1]\nc = conv2d(x, w) {stride=[1, 2]}\n"
+      "input r: f32[3, 9, 6, 6]\ns = add(c, r)\ny = relu(s)\n",
+      "input x: f32[2, 16, 1, 1]\ninput w: f32[4, 16, 1, 1]\nc = conv2d(x, w) {stride=[2, 2]}\n"
+      "y = neg(c)\n",
+      "input x: f32[1, 64, 56, 56]\ninput w: f32[128, 64, 1, 1]\ninput b: f32[128]\n"
+      "c = conv2d(x, w, b) {stride=[2, 2]}\ninput r: f32[1, 128, 28, 28]\ns = add(c, r)\n"
+      "y = relu(s)\n"};
+  for (const char* conv : convs) {
+    SCOPED_TRACE(conv);
+    const std::string g = std::string(conv) + "output y\n";
+    const std::vector<std::string> k = cpu_kernels(g);
+    ASSERT_GE(k.size(), 2u);
+    EXPECT_TRUE(contains(k[0], "cpp_fused_conv2d")) << k[0];  // the gather
+    EXPECT_TRUE(contains(k[1], "cpp_template_conv2d")) << k[1];
+    Graph graph = parse_graph(g, "<test>");
+    EXPECT_TRUE(testing::matches_reference(graph, 29));
+    std::vector<Tensor> in = testing::random_inputs(graph, 31);
+    in[0].data_as<float>()[0] = std::nanf("");  // pixel (0, 0): read
+    in[0].data_as<float>()[1] = std::nanf("");  // (0, 1): read only with a column stride of 1
+    EXPECT_TRUE(testing::matches_reference(graph, in));
+  }
+}
+
 TEST(ConvsAsMatmuls, OtherConvsStayLibraryCalls) {
-  // A strided, padded, grouped or spatial conv is not a plain product: oneDNN computes it.
+  // A padded, grouped or spatial conv is not a plain product, and a strided 1x1 of fewer than
+  // 8 input channels is not worth a gather: oneDNN computes them.
   const char* convs[] = {
       "input x: f32[2, 6, 9, 9]\ninput w: f32[8, 6, 1, 1]\nc = conv2d(x, w) {stride=[2, 2]}\n",
       "input x: f32[2, 6, 9, 9]\ninput w: f32[8, 6, 1, 1]\nc = conv2d(x, w) {padding=[1, 1]}\n",

@@ -57,9 +57,9 @@ TEST(FoldConvActivations, NanPropagatesWhateverIsFolded) {
 
 TEST(FoldConvActivations, ReluBecomesAPostOpOnDenseConvs) {
   // resnet's conv + relu: one kernel, for odd shapes (stride 2, padding, channel counts that
-  // are not multiples of 16, batch 2, a 7x7 stride-2 conv, a strided 1x1, which is no matmul),
-  // with a NaN and an infinity in the input. (A stem of 3 input channels runs on coil's direct
-  // kernel: direct_conv_test.cpp.)
+  // are not multiples of 16, batch 2, a 7x7 stride-2 conv, a padded strided 1x1, which is no
+  // matmul), with a NaN and an infinity in the input. (A stem of 3 input channels runs on coil's
+  // direct kernel: direct_conv_test.cpp.)
   const char* convs[] = {
       kConvHead,
       "input x: f32[2, 5, 9, 11]\ninput w: f32[7, 5, 3, 3]\ninput b: f32[7]\n"
@@ -67,7 +67,7 @@ TEST(FoldConvActivations, ReluBecomesAPostOpOnDenseConvs) {
       "input x: f32[1, 6, 23, 23]\ninput w: f32[8, 6, 7, 7]\ninput b: f32[8]\n"
       "c = conv2d(x, w, b) {stride=[2, 2], padding=[3, 3]}\n",
       "input x: f32[2, 24, 8, 8]\ninput w: f32[40, 24, 1, 1]\n"
-      "c = conv2d(x, w) {stride=[2, 2]}\n",
+      "c = conv2d(x, w) {stride=[2, 2], padding=[1, 1]}\n",
   };
   for (const char* conv : convs) {
     SCOPED_TRACE(conv);
