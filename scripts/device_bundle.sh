@@ -13,6 +13,7 @@
 #             so that generated kernels compiled there share one OpenMP runtime with coil
 #   include/  headers generated kernels include beyond the embedded ones (sleef.h)
 #   REVISION  the commit the binaries were built from
+#   src/      the test program coil_unit_tests compiles at run time, from the same commit
 # On the host: tar xJf coil-bundle.tar.xz -C DIR; export LD_LIBRARY_PATH=DIR/lib
 # LIBRARY_PATH=DIR/lib CPATH=DIR/include (bench/run_gpu_host_cpu.sh does this). The build's
 # lib/ directory baked into coil does not exist there, so generated kernels find
@@ -36,6 +37,12 @@ cp "$build/bin/coil_gemm_bench" "$build/tests/coil_unit_tests" "$stage/bin/"
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || rev="$rev+uncommitted"
 echo "$rev" > "$stage/REVISION"
+# The test program coil_unit_tests compiles at run time (GemmRuntime's gemm_program.cpp), from
+# the same commit as the binary: bench/amx/run_device.sh points COIL_TEST_SOURCE_DIR here, so
+# a tree newer than the bundle cannot pair new test code with old embedded headers (on
+# 2026-12-06 that failed every GemmRuntime case on the AMX host).
+mkdir -p "$stage/src/tests/unit/kernel_gemm"
+cp tests/unit/kernel_gemm/gemm_program.cpp "$stage/src/tests/unit/kernel_gemm/"
 
 # Libraries: every dependency of the binaries except the C/C++/OpenMP runtimes and the loader.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libgomp|libpthread|libdl\.so|librt\.so)'

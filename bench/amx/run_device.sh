@@ -44,7 +44,10 @@ filter='GemmRuntime/*avx512_amx*:GemmAmxModule.*:AmxEmulation.*:IsaTest.TableFol
 filter+=':IsaTest.DetectsTheBestIsaThisMachineRuns:IsaTest.AmxOnlyWhereTheCpuAndKernelAllowIt'
 filter+=':IsaTest.OverrideChoosesTheIsa'
 set +e
-COIL_TEST_SOURCE_DIR="$PWD" "$bundle/bin/coil_unit_tests" --gtest_filter="$filter" \
+# The test program from the bundle's own commit (scripts/device_bundle.sh), else the tree's.
+test_src="$PWD"
+[ -f "$bundle/src/tests/unit/kernel_gemm/gemm_program.cpp" ] && test_src="$bundle/src"
+COIL_TEST_SOURCE_DIR="$test_src" "$bundle/bin/coil_unit_tests" --gtest_filter="$filter" \
   --gtest_output="json:$out_dir/amx-unit-tests.json" >"$out_dir/amx-unit-tests.log" 2>&1
 rc=$?
 set -e
