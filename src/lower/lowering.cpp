@@ -197,6 +197,17 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
       const OpLowering* lowering = find_lowering(node.op_name());
       COIL_ASSERT(lowering != nullptr,
                   "op {} has no lowering (composites must be decomposed first)", node.op->name);
+      // A conv2d stores an input that is not a buffer (conv2d's lowering would): stored here,
+      // in the node's shared box, so that the input's other readers read that buffer rather
+      // than recompute it from its own inputs (Inductor realizes the shared StorageBox). A
+      // residual block's output relu(a + b), read by the next block's conv and its add, was
+      // recomputed by the add from a and b, which then both stayed stored.
+      if (node.op->name == "conv2d" && !node.inputs.empty()) {
+        TensorBox& x = boxes[static_cast<size_t>(node.inputs[0])];
+        bool empty = false;
+        for (const sym::Expr& d : x.sizes) empty = empty || (d.is_const() && d.const_value() == 0);
+        if (x.buffer < 0 && x.dtype == DType::F32 && !empty) x = ctx.realize(x);
+      }
       std::vector<TensorBox> in;
       int depth = 0;
       for (int i : node.inputs) {

@@ -58,6 +58,20 @@ TEST(KeepConvLayouts, ResnetBlockPassesItsMiddleTensorChannelsLast) {
   EXPECT_TRUE(testing::matches_reference(parse_graph(chain, "<test>"), 6));
 }
 
+TEST(KeepConvLayouts, ABlockOutputReadByAConvIsStoredOnceForEveryReader) {
+  // y = relu(c1 + x) is read by the next conv and by the next residual add. The conv needs y
+  // stored; the add reads that buffer instead of recomputing relu(c1 + x) from c1 and x
+  // (lowering stores the conv's input in its shared box: src/lower/lowering.cpp). So the
+  // module computes relu twice (y's and z's), not three times, and matches the reference.
+  const std::string g =
+      "input x: f32[1, 8, 9, 9]\ninput w1: f32[8, 8, 3, 3]\ninput w2: f32[8, 8, 3, 3]\n"
+      "c1 = conv2d(x, w1) {padding=[1, 1]}\na = add(c1, x)\ny = relu(a)\n"
+      "c2 = conv2d(y, w2) {padding=[1, 1]}\nb = add(c2, y)\nz = relu(b)\noutput z\n";
+  Module m = cpu_module(g);
+  EXPECT_EQ(count(m.source, "relu()") + count(m.source, "coil::relu("), 2u) << m.source;
+  EXPECT_TRUE(testing::matches_reference(parse_graph(g, "<test>"), 8));
+}
+
 TEST(KeepConvLayouts, NotWhereAnythingElseReadsTheTensor) {
   // Read by two convs; read by a conv and a graph output; read by coil's depthwise kernel;
   // read by a pointwise kernel. Every call stays NCHW (no NHWC arguments at all).
