@@ -31,6 +31,7 @@
 //
 // CPU only (run by the pipeline, like fold_conv_activations): the GPU keeps its cuDNN call.
 
+#include <array>
 #include <map>
 
 #include "ir/loop_extents.h"
@@ -155,17 +156,18 @@ std::optional<ScaledWeights> scaled_weights(IrProgram& p, const ComputedBuffer& 
   return out;
 }
 
-/// A strided 1x1 conv's output size along a dim of `size` input pixels.
-int64_t strided_out(int64_t size, int64_t stride) {
-  return (size - 1) / stride + 1;
+/// The conv's output rows and columns, as its computation's ranges [N, OC, OH, OW] say.
+std::array<int64_t, 2> output_hw(const ComputedBuffer& c) {
+  return {c.ranges[2].const_value(), c.ranges[3].const_value()};
 }
 
 /// The pixels a strided 1x1 conv reads, x[n, c, sh * i, sw * j], gathered into a contiguous
 /// [N, C, OH, OW] buffer (a pointwise computation: a stride-2 row is two vector loads and a
 /// deinterleave), which the matmul then reads as [C, OH * OW] per image: resnet's downsample
 /// convs (stride 2) ran on oneDNN at 1/3 of the template's speed with a reorder each way.
-ComputedBuffer gathered_pixels(IrProgram& p, const Conv2dSpec& s, int* buffer) {
-  const int64_t oh = strided_out(s.h, s.stride[0]), ow = strided_out(s.wd, s.stride[1]);
+ComputedBuffer gathered_pixels(IrProgram& p, const ComputedBuffer& c, int* buffer) {
+  const Conv2dSpec& s = *c.conv;
+  const auto [oh, ow] = output_hw(c);
   const std::vector<sym::Expr> ranges{sym::Expr(s.n), sym::Expr(s.c), sym::Expr(oh), sym::Expr(ow)};
   *buffer = p.add_buffer(BufferKind::Intermediate, contiguous_layout(DType::F32, ranges));
   const sym::Analyzer a = loop_analyzer(std::vector<int64_t>{s.n, s.c, oh, ow}, {});
@@ -189,13 +191,13 @@ std::vector<ComputedBuffer> as_matmul(IrProgram& p, const ComputedBuffer& c,
                                       std::optional<ScaledWeights> scaled) {
   const Conv2dSpec& s = *c.conv;
   const bool strided = s.stride != std::array<int64_t, 2>{1, 1};
-  const int64_t hw = strided_out(s.h, s.stride[0]) * strided_out(s.wd, s.stride[1]);
+  const int64_t hw = output_hw(c)[0] * output_hw(c)[1];
   const std::vector<sym::Expr> ranges{sym::Expr(s.n), sym::Expr(s.oc), sym::Expr(hw)};
   const int product = p.add_buffer(BufferKind::Intermediate, contiguous_layout(DType::F32, ranges));
   std::vector<ComputedBuffer> parts;
   int x = scaled ? scaled->x : s.x;
   if (strided) {
-    parts.push_back(gathered_pixels(p, s, &x));
+    parts.push_back(gathered_pixels(p, c, &x));
     parts.back().origins = c.origins;
     parts.back().origin_names = c.origin_names;
   }
@@ -296,7 +298,7 @@ void convs_as_matmuls(IrProgram& program) {
     ComputedBuffer& c = program.computations[j];
     if (is_matmul_conv(program, c)) {
       const Conv2dSpec& s = *c.conv;
-      const int64_t oh = strided_out(s.h, s.stride[0]), ow = strided_out(s.wd, s.stride[1]);
+      const auto [oh, ow] = output_hw(c);
       COIL_LOG(
           fusion, "conv2d {} (1x1, {} -> {} channels, {}x{}{}) as a matmul template",
           program.buffer(c.buffer).name, s.c, s.oc, s.h, s.wd,
