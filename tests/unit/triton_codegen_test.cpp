@@ -285,6 +285,51 @@ TEST(TritonKernels, CublasLtChoiceOnlyForABiasEpilogue) {
   }
 }
 
+// A kernel that only moves a result into an output (a transpose undone, a reshape, a squeeze
+// of a reduction: torch's backward graphs are full of them) is no work for a kernel. A
+// template's epilogue of that kind lets its torch.mm choice write the output itself; any
+// other such copy is dropped and the producer writes the output's memory through a view
+// (docs/gpu-results.md, nineteenth session: each was a launch and a pass over the data).
+TEST(TritonKernels, KernelsThatOnlyCopyIntoAnOutputAreDropped) {
+  const std::string mm = "input x: f32[64, 96]\ninput w: f32[96, 80]\nm = matmul(x, w)\n";
+  TritonModule t = triton_of(
+      mm + "u = transpose(m) {dim0=0, dim1=1}\ny = transpose(u) {dim0=0, dim1=1}\noutput y\n");
+  ASSERT_EQ(kernel_names(t), std::vector<std::string>{"triton_tem_fused_matmul_0"}) << t.source;
+  EXPECT_TRUE(contains(t.source,
+                       "# triton_tem_fused_matmul_0's other choice: cuBLAS through "
+                       "torch, into out0 itself\n"))
+      << t.source;
+  EXPECT_TRUE(contains(t.source, "        torch.mm(arg0_1, arg1_1, out=out0)\n")) << t.source;
+  EXPECT_TRUE(contains(t.source, ".attach_externs(extern_0)\n")) << t.source;
+
+  TritonModule r = triton_of(mm + "y = reshape(m) {shape=[2, 32, 80]}\noutput y\n");
+  EXPECT_TRUE(r.kernels.empty()) << r.source;
+  EXPECT_TRUE(contains(r.source,
+                       "    out0 = runtime.empty_strided((2, 32, 80), (2560, 80, 1), "
+                       "torch.float32)\n    buf2 = out0.view((64, 80))\n"))
+      << r.source;
+  EXPECT_TRUE(contains(r.source, "torch.mm(arg0_1, arg1_1, out=buf2)")) << r.source;
+
+  TritonModule s = triton_of(
+      "input x: f32[2048, 512]\ns = sum(x) {axes=[0], keepdim=true}\n"
+      "y = reshape(s) {shape=[512]}\noutput y\n");
+  ASSERT_EQ(s.kernels.size(), 1u) << s.source;
+  EXPECT_TRUE(contains(s.source, "    buf1 = out0.view((1, 512))\n    " + s.kernels[0].name +
+                                     ".run(arg0_1, buf1, 512, 2048)\n"))
+      << s.source;
+
+  // A copy into another dtype, one that also negates, or an output that is an input's copy
+  // (the caller's tensor is not the module's to write through): the kernel stays.
+  for (const std::string& text :
+       {mm + "y = cast(m) {dtype=bf16}\noutput y\n", mm + "y = neg(m)\noutput y\n",
+        std::string("input x: f32[64, 80]\ny = reshape(x) {shape=[5120]}\noutput y\n")}) {
+    SCOPED_TRACE(text);
+    TritonModule k = triton_of(text);
+    EXPECT_EQ(k.kernels.size(), text.find("matmul") != std::string::npos ? 2u : 1u) << k.source;
+    EXPECT_FALSE(contains(k.source, ".view((")) << k.source;
+  }
+}
+
 TEST(TritonKernels, MatmulWhoseProductIsAlsoAnOutputStaysALibraryCall) {
   TritonModule m = triton_of(
       "input x: f32[64, 96]\ninput w: f32[96, 80]\nm = matmul(x, w)\ny = relu(m)\n"

@@ -265,6 +265,11 @@ class ModulePrinter {
       for (int b : writes) {
         if (returns_new || allocated.count(b)) continue;
         allocated.insert(b);
+        auto alias = plan_.storage_of.find(b);
+        if (alias != plan_.storage_of.end()) {  // written in place of a copy into an output
+          w_.linef("{} = {}", name(b), view(alias->second, buf(b).sizes));
+          continue;
+        }
         w_.linef("{} = runtime.empty_strided({}, {}, {})", name(b), sizes(b), strides(b),
                  torch_dtype(buf(b).dtype));
       }
@@ -466,9 +471,8 @@ class ModulePrinter {
   void emit_template_choices(const TritonModule& m) {
     int index = 0;
     for (const TritonStep& st : plan_.steps) {
-      if (st.fallback < 0) continue;
+      if (st.fallback < 0 && st.extern_out < 0) continue;
       const TritonKernelSource& tem = m.kernels[static_cast<size_t>(st.kernel)];
-      const TritonKernelSource& epi = m.kernels[static_cast<size_t>(st.fallback)];
       const ComputedBuffer& c = p_.computations[static_cast<size_t>(st.computation)];
       const MatmulSpec& ms = *c.matmul;
       std::vector<std::string> params;
@@ -478,25 +482,38 @@ class ModulePrinter {
       w_.line();
       w_.linef("def {}(*args):", fn);
       w_.indent();
-      w_.linef("# {}'s other choice: cuBLAS through torch, then {}", tem.name, epi.name);
+      if (st.extern_out >= 0)
+        w_.linef("# {}'s other choice: cuBLAS through torch, into {} itself", tem.name,
+                 name(st.extern_out));
+      else
+        w_.linef("# {}'s other choice: cuBLAS through torch, then {}", tem.name,
+                 m.kernels[static_cast<size_t>(st.fallback)].name);
       w_.linef("{}{} = args", fmt::join(params, ", "), params.size() == 1 ? "," : "");
       DType out = buf(c.buffer).dtype;
       std::vector<int64_t> out_sizes = ms.batch;
       out_sizes.insert(out_sizes.end(), {ms.m, ms.n});
-      w_.linef("{} = runtime.empty_strided({}, {}, {})", name(c.buffer),
-               py_tuple(buf(c.buffer).sizes), py_tuple(buf(c.buffer).strides), torch_dtype(out));
       std::string a = operand(ms.a, ms.batch, ms.m, ms.k, out);
       std::string b = operand(ms.b, ms.batch, ms.k, ms.n, out);
-      library_call(fmt::format("torch.{}({}, {}, out={})", ms.batch.empty() ? "mm" : "matmul", a, b,
-                               view(c.buffer, out_sizes)));
-      std::vector<std::string> args;
-      for (const auto& a2 : epi.args) args.push_back(name(a2.buffer));
-      for (int64_t n : epi.numels) args.push_back(std::to_string(n));
-      w_.linef("{}.run({})", epi.name, fmt::join(args, ", "));
+      if (st.extern_out >= 0) {
+        library_call(fmt::format("torch.{}({}, {}, out={})", ms.batch.empty() ? "mm" : "matmul", a,
+                                 b, view(st.extern_out, out_sizes)));
+      } else {
+        const TritonKernelSource& epi = m.kernels[static_cast<size_t>(st.fallback)];
+        w_.linef("{} = runtime.empty_strided({}, {}, {})", name(c.buffer),
+                 py_tuple(buf(c.buffer).sizes), py_tuple(buf(c.buffer).strides), torch_dtype(out));
+        library_call(fmt::format("torch.{}({}, {}, out={})", ms.batch.empty() ? "mm" : "matmul", a,
+                                 b, view(c.buffer, out_sizes)));
+        std::vector<std::string> args;
+        for (const auto& a2 : epi.args) args.push_back(name(a2.buffer));
+        for (int64_t n : epi.numels) args.push_back(std::to_string(n));
+        w_.linef("{}.run({})", epi.name, fmt::join(args, ", "));
+      }
       w_.dedent();
       std::vector<std::string> choices{fn};
-      const TritonKernelPlan& epi_plan = plan_.kernels[static_cast<size_t>(st.fallback)];
-      if (auto lt = match_lt_epilogue(epi_plan, ms, c.buffer)) {
+      std::optional<LtEpilogue> lt;
+      if (st.fallback >= 0)
+        lt = match_lt_epilogue(plan_.kernels[static_cast<size_t>(st.fallback)], ms, c.buffer);
+      if (lt) {
         choices.push_back(fn + "_lt");
         w_.line();
         w_.line();

@@ -258,6 +258,7 @@ class Planner {
       out_.buffers.push_back(std::move(tb));
     }
     for (const KernelGroup& g : s_.kernels) plan_group(g);
+    elide_output_copies();
     mark_in_memory();
     return std::move(out_);
   }
@@ -384,11 +385,41 @@ class Planner {
     TritonStep st;
     st.kernel = static_cast<int>(out_.kernels.size());
     st.computation = mm;
-    st.fallback = st.kernel + 1;
+    st.extern_out = copy_destination(*k, head.buffer);
     out_.kernels.push_back(std::move(tem));
-    out_.kernels.push_back(std::move(*k));
+    if (st.extern_out < 0) {
+      st.fallback = st.kernel + 1;
+      out_.kernels.push_back(std::move(*k));
+    }
     out_.steps.push_back(st);
     return true;
+  }
+
+  /// The output a template's epilogue only copies the product into (`out[i] = product[i]` at
+  /// the flat index: one store, nothing computed, the same dtype, both contiguous with as many
+  /// elements), or -1. The torch.mm choice then writes that output itself.
+  int copy_destination(const TritonKernelPlan& epi, int product) const {
+    const LoopBody& b = epi.body;
+    int store = -1;
+    for (size_t i = 0; i < b.ops().size(); ++i) {
+      const BodyOp& o = b.op(static_cast<int>(i));
+      if (o.op == LoopOp::store) {
+        if (store >= 0) return -1;  // one output only
+        store = static_cast<int>(i);
+      } else if (o.op != LoopOp::load || o.buffer != product) {
+        return -1;  // anything but the product's load computes something
+      }
+    }
+    if (store < 0) return -1;
+    const BodyOp& st = b.op(store);
+    const BodyOp& v = b.op(st.args[0]);
+    const TritonBuffer& out = out_.buffers[static_cast<size_t>(st.buffer)];
+    const TritonBuffer& prod = out_.buffers[static_cast<size_t>(product)];
+    bool copy = v.op == LoopOp::load && v.args[0] < 0 && v.index == triton_xindex() &&
+                st.index == triton_xindex() && out.dtype == prod.dtype &&
+                out.numel() == prod.numel() && contiguous(out) && contiguous(prod) &&
+                !any_symbolic(out.size_exprs);
+    return copy ? st.buffer : -1;
   }
 
   /// What decides a kernel's index width for buffer `b`: its element count, or where that is
@@ -669,6 +700,97 @@ class Planner {
       k.kind = TritonKernelKind::Persistent;
   }
 
+  /// A pointwise kernel that only copies an intermediate into a graph output (`out[i] = x[i]`:
+  /// a reshape or a squeeze of a reduction's or a product's result, which the scheduler keeps
+  /// apart because their loops differ in shape) is dropped: the intermediate's producer writes
+  /// the output's memory instead (TritonProgramPlan::storage_of), as Inductor's views do.
+  /// Needs: the same dtype and element count, both contiguous and of static sizes, the output
+  /// written by nothing else, the intermediate written by a kernel or torch.mm (a conv2d's call
+  /// returns a tensor of its own).
+  void elide_output_copies() {
+    std::vector<int> writers(out_.buffers.size(), 0);
+    std::map<int, int> producer;  // buffer -> the step that writes it
+    for (size_t s = 0; s < out_.steps.size(); ++s)
+      for (int b : step_writes(out_.steps[s])) {
+        ++writers[static_cast<size_t>(b)];
+        producer[b] = static_cast<int>(s);
+      }
+    std::vector<bool> drop(out_.steps.size(), false);
+    for (size_t s = 0; s < out_.steps.size(); ++s) {
+      const TritonStep& st = out_.steps[s];
+      if (st.kernel < 0 || st.computation >= 0) continue;
+      const TritonKernelPlan& k = out_.kernels[static_cast<size_t>(st.kernel)];
+      if (k.kind != TritonKernelKind::Pointwise) continue;
+      auto [from, to] = copy_of(k.body);
+      if (from < 0) continue;
+      const TritonBuffer &x = out_.buffers[static_cast<size_t>(from)],
+                         &o = out_.buffers[static_cast<size_t>(to)];
+      if (x.kind != BufferKind::Intermediate || o.kind != BufferKind::Output ||
+          writers[static_cast<size_t>(to)] != 1 || writers[static_cast<size_t>(from)] != 1 ||
+          out_.storage_of.count(from) || x.dtype != o.dtype || x.numel() != o.numel() ||
+          !contiguous(x) || !contiguous(o) || any_symbolic(x.size_exprs) ||
+          any_symbolic(o.size_exprs))
+        continue;
+      const TritonStep& made = out_.steps[static_cast<size_t>(producer.at(from))];
+      if (made.kernel < 0 && !(made.computation >= 0 && comp(made.computation).matmul)) continue;
+      out_.storage_of[from] = to;
+      drop[s] = true;
+    }
+    std::vector<TritonStep> steps;
+    std::vector<TritonKernelPlan> kernels;
+    std::vector<int> renumber(out_.kernels.size(), -1);
+    for (size_t s = 0; s < out_.steps.size(); ++s) {
+      if (drop[s]) continue;
+      TritonStep st = out_.steps[s];
+      for (int* k : {&st.kernel, &st.fallback}) {
+        if (*k < 0) continue;
+        renumber[static_cast<size_t>(*k)] = static_cast<int>(kernels.size());
+        kernels.push_back(std::move(out_.kernels[static_cast<size_t>(*k)]));
+        *k = renumber[static_cast<size_t>(*k)];
+      }
+      steps.push_back(st);
+    }
+    out_.steps = std::move(steps);
+    out_.kernels = std::move(kernels);
+  }
+
+  /// (x, out) where `body` is `out[xindex] = x[xindex]` and nothing else, else (-1, -1).
+  static std::pair<int, int> copy_of(const LoopBody& body) {
+    int load = -1, store = -1;
+    for (size_t i = 0; i < body.ops().size(); ++i) {
+      const BodyOp& o = body.op(static_cast<int>(i));
+      int* slot = o.op == LoopOp::load ? &load : o.op == LoopOp::store ? &store : nullptr;
+      if (slot == nullptr || *slot >= 0) return {-1, -1};
+      *slot = static_cast<int>(i);
+    }
+    if (load < 0 || store < 0) return {-1, -1};
+    const BodyOp &l = body.op(load), &st = body.op(store);
+    if (st.args[0] != load || l.args[0] >= 0 || !(l.index == triton_xindex()) ||
+        !(st.index == triton_xindex()))
+      return {-1, -1};
+    return {l.buffer, st.buffer};
+  }
+
+  static bool contiguous(const TritonBuffer& t) {
+    int64_t stride = 1;
+    for (size_t i = t.sizes.size(); i-- > 0;) {
+      if (t.sizes[i] != 1 && t.strides[i] != stride) return false;
+      stride *= t.sizes[i];
+    }
+    return true;
+  }
+
+  std::vector<int> step_writes(const TritonStep& st) const {
+    std::vector<int> w;
+    if (st.kernel >= 0) {
+      for (const BodyOp& op : out_.kernels[static_cast<size_t>(st.kernel)].body.ops())
+        if (op.op == LoopOp::store) w.push_back(op.buffer);
+    } else if (st.computation >= 0) {
+      w.push_back(comp(st.computation).buffer);
+    }
+    return w;
+  }
+
   void mark_in_memory() {
     out_.in_memory.assign(out_.buffers.size(), false);
     for (size_t b = 0; b < out_.buffers.size(); ++b)
@@ -682,6 +804,7 @@ class Planner {
       out_.in_memory[static_cast<size_t>(c.buffer)] = true;
       for (int b : c.reads()) out_.in_memory[static_cast<size_t>(b)] = true;
     }
+    for (const auto& [x, output] : out_.storage_of) out_.in_memory[static_cast<size_t>(x)] = true;
   }
 
   const IrProgram& p_;

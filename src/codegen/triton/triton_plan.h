@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -131,6 +132,10 @@ struct TritonStep {
   /// matmul): the pointwise epilogue kernel of the other choice (torch.mm + this kernel), which
   /// the runtime's autotuner times against the template.
   int fallback = -1;
+  /// Instead of `fallback`, where the epilogue only copies the product into an output of the
+  /// same dtype and element order (a reshape, a transpose undone): that output, which the
+  /// other choice's torch.mm writes itself (no epilogue kernel, no product buffer).
+  int extern_out = -1;
 };
 
 struct TritonProgramPlan {
@@ -141,6 +146,9 @@ struct TritonProgramPlan {
   /// a graph output. Stores to intermediates that are not are dropped (their values are only
   /// ever forwarded in registers), and the wrapper allocates only these.
   std::vector<bool> in_memory;
+  /// Intermediates whose memory is a graph output's (elide_output_copies: the kernel that only
+  /// copied one into the other is gone); the wrapper makes each a view of its output.
+  std::map<int, int> storage_of;
   /// The f32 dots of matmul templates: IEEE or TF32 (codegen/precision.h).
   Fp32Precision fp32_precision = Fp32Precision::highest;
   /// Size-generic modules: expressions of the size symbols that must stay <= INT32_MAX for the
