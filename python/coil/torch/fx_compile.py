@@ -180,10 +180,13 @@ class CoilGraphCallable:
                 self.plan = []
                 coil_outs = {}
                 for o in outs:
+                    views = _views_of_input(o, L.writes)
                     if not isinstance(o, torch.fx.Node):
                         self.plan.append(("const", o))
                     elif o.op == "placeholder":
                         self.plan.append(("input", self.placeholders.index(o)))
+                    elif views is not None:  # a view of an input: torch's, no copy by coil
+                        self.plan.append(("view", self.placeholders.index(views[0]), views[1]))
                     else:
                         v = env[o]
                         if isinstance(v, SymDim) or type(v) is int:  # a size (for backward)
@@ -282,6 +285,7 @@ class CoilGraphCallable:
             args[i].copy_(outs[j])
         sizes = self._sizes(inputs) if self.size_dims else {}
         result = [p[1] if p[0] == "const" else args[p[1]] if p[0] == "input" else
+                  _apply_views(args[p[1]], p[2]) if p[0] == "view" else
                   p[1].evaluate(sizes) if p[0] == "size" else
                   torch.zeros(p[1], dtype=p[2], device=self.device) if p[0] == "zeros" else
                   torch.view_as_complex(outs[p[1]]) if p[2] else outs[p[1]] for p in self.plan]
@@ -291,6 +295,40 @@ class CoilGraphCallable:
     def _sizes(self, inputs):
         """{symbol: size} of this call (each symbol read from its input dim)."""
         return {name: int(inputs[k].shape[d]) for name, (k, d) in self.size_dims.items()}
+
+
+# aten ops whose result is a view of their first argument (or, for reshape, whatever torch's
+# reshape makes of it): an output that is a chain of them over a graph input is made by torch
+# at each call, as Inductor's reinterpret_tensor of an input, instead of copied by coil.
+_VIEW_OPS = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
+             "aten._reshape_alias.default",
+             "aten.t.default", "aten.transpose.int", "aten.permute.default",
+             "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.dims",
+             "aten.expand.default", "aten.alias.default", "aten.detach.default"}
+
+
+def _views_of_input(node, written):
+    """(placeholder, [(op, args, kwargs), ...]) when `node` is a chain of view ops with constant
+    arguments over a graph input that the graph does not write, else None."""
+    chain = []
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and \
+            str(node.target) in _VIEW_OPS and node.args:
+        rest, kwargs = node.args[1:], dict(node.kwargs)
+        flat = tree_flatten((rest, kwargs))[0]
+        if not all(type(x) in (int, bool) or x is None for x in flat):
+            return None  # a symbolic size, or a tensor argument
+        chain.append((node.target, rest, kwargs))
+        node = node.args[0]
+    if not chain or not isinstance(node, torch.fx.Node) or node.op != "placeholder" or \
+            node in written or not _is_tensor_node(node) or meta_of(node)[1] in REAL_OF:
+        return None
+    return node, chain[::-1]
+
+
+def _apply_views(t, chain):
+    for op, rest, kwargs in chain:
+        t = op(t, *rest, **kwargs)
+    return t
 
 
 def _own_storage(t):
