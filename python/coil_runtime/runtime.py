@@ -161,17 +161,24 @@ class _Fp32Precision:
 
     @staticmethod
     def _new_api():
-        conv = getattr(torch.backends.cudnn, "conv", None)
-        return conv is not None and hasattr(conv, "fp32_precision")
+        global _new_precision_api
+        if _new_precision_api is None:  # (asked once: an extern's call is a hot path)
+            conv = getattr(torch.backends.cudnn, "conv", None)
+            _new_precision_api = conv is not None and hasattr(conv, "fp32_precision")
+        return _new_precision_api
 
     def __enter__(self):
+        # Only what differs is set, and only that is restored: where the caller's settings are
+        # already the module's (the usual case), entering reads two flags and exiting nothing.
         if self._new_api():
             want = "tf32" if self.tf32 else "ieee"
             mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
-            self.saved = ("new", mm.fp32_precision, conv.fp32_precision)
-            if self.saved[1] != want:
+            mm_was, conv_was = mm.fp32_precision, conv.fp32_precision
+            self.saved = ("new", mm_was if mm_was != want else None,
+                          conv_was if conv_was != want else None)
+            if mm_was != want:
                 mm.fp32_precision = want
-            if self.saved[2] != want:
+            if conv_was != want:
                 conv.fp32_precision = want
         else:
             mm, dnn = torch.backends.cuda.matmul, torch.backends.cudnn
@@ -183,15 +190,17 @@ class _Fp32Precision:
     def __exit__(self, *exc):
         api, mm_saved, conv_saved = self.saved
         if api == "new":
-            mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
-            if mm.fp32_precision != mm_saved:
-                mm.fp32_precision = mm_saved
-            if conv.fp32_precision != conv_saved:
-                conv.fp32_precision = conv_saved
+            if mm_saved is not None:
+                torch.backends.cuda.matmul.fp32_precision = mm_saved
+            if conv_saved is not None:
+                torch.backends.cudnn.conv.fp32_precision = conv_saved
         else:
             torch.backends.cuda.matmul.allow_tf32 = mm_saved
             torch.backends.cudnn.allow_tf32 = conv_saved
         return False
+
+
+_new_precision_api = None
 
 
 def fp32_precision(mode):

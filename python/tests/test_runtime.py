@@ -125,3 +125,35 @@ def test_fp32_precision_sets_the_library_flags_and_restores_them(mode, tf32):
 def test_fp32_precision_names_a_bad_mode():
     with pytest.raises(ValueError, match="fp32 precision 'medium'"):
         runtime.fp32_precision("medium")
+
+
+def test_fp32_precision_with_torch_2_9_flags_sets_and_restores_only_what_differs(monkeypatch):
+    """torch >= 2.9's per-backend flags (faked here: torch 1.13 has the legacy ones). Entering
+    sets only the flags that differ from the mode and exiting restores only those, so that the
+    usual call (the caller's flags already the module's) costs two reads."""
+    import types
+
+    class Flags(types.SimpleNamespace):
+        writes = []
+
+        def __setattr__(self, name, value):
+            Flags.writes.append((name, value))
+            super().__setattr__(name, value)
+
+    mm, conv = Flags(fp32_precision="ieee"), Flags(fp32_precision="tf32")
+    Flags.writes.clear()
+    monkeypatch.setattr(runtime, "_new_precision_api", True)
+    monkeypatch.setattr(torch.backends.cuda, "matmul", mm)
+    monkeypatch.setattr(torch.backends.cudnn, "conv", conv, raising=False)
+    with runtime.fp32_precision("highest"):
+        assert (mm.fp32_precision, conv.fp32_precision) == ("ieee", "ieee")
+        with runtime.fp32_precision("highest"):  # nested: nothing to set or restore
+            pass
+        assert (mm.fp32_precision, conv.fp32_precision) == ("ieee", "ieee")
+    assert (mm.fp32_precision, conv.fp32_precision) == ("ieee", "tf32")
+    assert Flags.writes == [("fp32_precision", "ieee"), ("fp32_precision", "tf32")]
+    with pytest.raises(RuntimeError, match="boom"):
+        with runtime.fp32_precision("high"):
+            assert (mm.fp32_precision, conv.fp32_precision) == ("tf32", "tf32")
+            raise RuntimeError("boom")
+    assert (mm.fp32_precision, conv.fp32_precision) == ("ieee", "tf32")
