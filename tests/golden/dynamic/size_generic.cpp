@@ -6,7 +6,7 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 // graph nodes: b (gelu <- mul), m (sum)
 extern "C" void cpp_fused_mul_gelu_sum_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0, float* __restrict__ out_ptr1, const int64_t ks0, const int64_t ks1)
 {
-    #pragma omp parallel for
+    #pragma omp parallel for firstprivate(ks0, ks1)
     for (int64_t x0 = 0; x0 < ks0; x0++)
     {
         for (int64_t x1 = 0; x1 < ks1; x1++)
@@ -83,7 +83,7 @@ extern "C" void cpp_template_matmul_relu_1(const float* __restrict__ in_ptr0, co
 // graph nodes: p__softmax_0 (max), p__softmax_2 (exp <- sub), p__softmax_3 (sum), p__softmax_5 (mul <- reciprocal)
 extern "C" void cpp_fused_softmax_2(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0, const int64_t ks0, const int64_t ks1)
 {
-    #pragma omp parallel
+    #pragma omp parallel firstprivate(ks0, ks1)
     {
         coil::ScratchArray<float> buf7_local_storage(1);
         float* buf7_local = buf7_local_storage.get();
