@@ -339,3 +339,32 @@ def test_a_view_of_an_input_the_graph_writes_is_computed_after_the_write():
     torch.testing.assert_close(x, x0 * 2)
     torch.testing.assert_close(got[1], (x0 * 2).view(-1))
     torch.testing.assert_close(got[0], (x0 * 2).view(-1))
+
+
+def test_large_outputs_are_their_own_mappings_and_stay_valid():
+    """Outputs of 4 MiB and more come from an anonymous mapping advised to use 2 MiB pages
+    (fx_compile._new_output: a 64 MB output in torch.empty's memory took 16,384 page faults a
+    call). They must behave as any tensor: right values, writable, one per call, alive as long
+    as a view of them is."""
+    def f(x):
+        return torch.relu(x) * 2, x.sum(0)
+    x = torch.randn(1100, 1024)  # 4.3 MiB of f32: above the threshold
+    compiled = _compile_fx(f, x)
+    a, s = compiled(x)
+    b, _ = compiled(x + 1)
+    torch.testing.assert_close(a, torch.relu(x) * 2)
+    torch.testing.assert_close(b, torch.relu(x + 1) * 2)
+    torch.testing.assert_close(s, x.sum(0), rtol=1e-5, atol=1e-4)
+    assert a.shape == (1100, 1024) and a.dtype == torch.float32 and a.is_contiguous()
+    assert a.data_ptr() != b.data_ptr()
+    # A mapping of its own starts on a page (torch.empty's large blocks start 64 bytes into
+    # glibc's mapped chunk).
+    assert a.data_ptr() % 4096 == 0 and b.data_ptr() % 4096 == 0
+    view = a[5:7]
+    del a, compiled
+    view.add_(1)  # writable, and its mapping outlives the tensor it came from
+    torch.testing.assert_close(view, torch.relu(x[5:7]) * 2 + 1)
+    from coil.torch import fx_compile
+    for dtype in (torch.float32, torch.int64, torch.bool, torch.bfloat16):
+        t = fx_compile._new_output((3, 700, 1000), dtype)
+        assert t.shape == (3, 700, 1000) and t.dtype == dtype and t.is_contiguous()
