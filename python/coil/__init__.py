@@ -249,8 +249,8 @@ class Model:
         return shapes
 
     def __call__(self, *inputs):
-        import torch
-        outs = [torch.empty(shape, dtype=_torch_dtype(dt))
+        from ._host_memory import new_output  # (torch is imported where it is used)
+        outs = [new_output(shape, _torch_dtype(dt))
                 for shape, (_, dt, _) in zip(self.output_shapes(list(inputs)), self.outputs)]
         self.run_into(list(inputs), outs)
         return tuple(outs)

@@ -343,8 +343,8 @@ def test_a_view_of_an_input_the_graph_writes_is_computed_after_the_write():
 
 def test_large_outputs_are_their_own_mappings_and_stay_valid():
     """Outputs of 4 MiB and more come from an anonymous mapping advised to use 2 MiB pages
-    (fx_compile._new_output: a 64 MB output in torch.empty's memory took 16,384 page faults a
-    call). They must behave as any tensor: right values, writable, one per call, alive as long
+    (coil/_host_memory.py: a 64 MB output in torch.empty's memory took 16,384 page faults a
+    call). coil.Model's outputs too. They must behave as any tensor: right values, writable, one per call, alive as long
     as a view of them is."""
     def f(x):
         return torch.relu(x) * 2, x.sum(0)
@@ -364,7 +364,11 @@ def test_large_outputs_are_their_own_mappings_and_stay_valid():
     del a, compiled
     view.add_(1)  # writable, and its mapping outlives the tensor it came from
     torch.testing.assert_close(view, torch.relu(x[5:7]) * 2 + 1)
-    from coil.torch import fx_compile
+    from coil._host_memory import new_output
     for dtype in (torch.float32, torch.int64, torch.bool, torch.bfloat16):
-        t = fx_compile._new_output((3, 700, 1000), dtype)
+        t = new_output((3, 700, 1000), dtype)
         assert t.shape == (3, 700, 1000) and t.dtype == dtype and t.is_contiguous()
+    m = coil.compile("input x: f32[1100, 1024]\ny = relu(x)\noutput y\n", **OPTIONS)
+    (y,) = m(x)
+    torch.testing.assert_close(y, torch.relu(x))
+    assert y.data_ptr() % 4096 == 0

@@ -15,7 +15,6 @@ each forward and backward graph to:
      A graph that mixes devices runs in eager.
 """
 
-import mmap
 import os
 
 import torch
@@ -23,6 +22,7 @@ import torch.fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .. import Graph, UnsupportedError, compile as coil_compile, coil_dtype
+from .._host_memory import new_output as _new_output
 from coil_runtime import logs
 from . import lowering
 from .lowering import Unsupported, Value, meta_of, symbols_of
@@ -330,28 +330,6 @@ def _apply_views(t, chain):
     for op, rest, kwargs in chain:
         t = op(t, *rest, **kwargs)
     return t
-
-
-# Outputs of at least this many bytes live in memory of their own, advised to use 2 MiB pages.
-_HUGE_OUTPUT_BYTES = 4 << 20
-
-
-def _new_output(shape, dtype):
-    """A new CPU tensor for a coil output. A large one is an anonymous mapping advised to use
-    2 MiB pages (what coil's own Tensor::empty does in C++) rather than torch.empty's: freed
-    and mapped again at every call, a 64 MB output took 16,384 page faults to write, 225 ms
-    here against 5.4 ms on huge pages (docs/torch.md, "CPU outputs")."""
-    numel = 1
-    for d in shape:
-        numel *= d
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    nbytes = numel * itemsize
-    if nbytes < _HUGE_OUTPUT_BYTES or not hasattr(mmap, "MADV_HUGEPAGE"):
-        return torch.empty(shape, dtype=dtype)
-    buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    buf.madvise(mmap.MADV_HUGEPAGE)
-    # The tensor's storage holds the mapping; it is unmapped when the last view goes.
-    return torch.frombuffer(buf, dtype=dtype, count=numel).view(shape)
 
 
 def _own_storage(t):
