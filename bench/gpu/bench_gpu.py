@@ -16,6 +16,10 @@ and for Inductor's recorded time. The overhead case times N calls with a host ti
 synchronize at the end (per-call host cost of a one-kernel graph).
 
     python3 bench/gpu/bench_gpu.py [--only a c ...] [--json FILE] [--budget-s 360]
+
+--size-generic (issue 20) times instead each workload's size-generic module (its leading dim
+the symbol n: tests/gpu/generated/bench_<id>_generic/module.py, written by prepare.sh) against
+its size-specialized one on the same inputs, alternately, and checks that their outputs agree.
 """
 
 import argparse
@@ -208,6 +212,45 @@ def run_workload(wid, title, make, eager_fn, copy_gbps):
     return r  # the inputs and outputs go with this frame (main empties the cache)
 
 
+def run_size_generic(wid, title, make):
+    """(--size-generic) The workload's size-generic module against its specialized one: the
+    same inputs, outputs compared, then ROUNDS + 1 alternating do_bench medians of each."""
+    r = {"id": wid, "workload": title}
+    spec, gen = load_coil(wid), load_coil(wid + "_generic")
+    if spec is None or gen is None:
+        r["error"] = "no module (run tests/gpu/prepare.sh with a coil that has --device cuda)"
+        return r
+    inputs = make()
+    want = as_tuple(spec.call(list(inputs)))
+    got = as_tuple(gen.call(list(inputs)))
+    checks = [testing.compare(g, w) for g, w in zip(got, want)]
+    r["match"] = len(got) == len(want) and all(c["ok"] for c in checks)
+    if not r["match"]:
+        r["mismatch"] = [c.get("message", "") for c in checks if not c["ok"]][:3]
+    spec_ms, gen_ms = [], []
+    for _ in range(ROUNDS + 1):
+        spec_ms.append(bench_ms(lambda: spec.call(list(inputs))))
+        gen_ms.append(bench_ms(lambda: gen.call(list(inputs))))
+    r["specialized_rounds_ms"], r["generic_rounds_ms"] = spec_ms, gen_ms
+    r["specialized_ms"], r["generic_ms"] = statistics.median(spec_ms), statistics.median(gen_ms)
+    r["generic_vs_specialized"] = r["generic_ms"] / r["specialized_ms"] - 1
+    return r
+
+
+def size_generic_table(results):
+    lines = [f"{'wl':<4} {'workload':<44} {'specialized ms':>14} {'generic ms':>11} "
+             f"{'diff':>7}  outputs"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"({r['id']})  ERROR {r['error']}")
+            continue
+        lines.append(f"({r['id']})".ljust(5) + f"{r['workload'][:44]:<44} "
+                     f"{r['specialized_ms']:>14.4f} {r['generic_ms']:>11.4f} "
+                     f"{100 * r['generic_vs_specialized']:>+6.1f}%  "
+                     f"{'match' if r['match'] else 'DIFFER'}")
+    return "\n".join(lines)
+
+
 def host_overhead(calls=20000):
     """Per-call host time of x+1 on [64,256]: N calls, one synchronize."""
     x = randn(64, 256)
@@ -314,6 +357,8 @@ def main(argv=None):
     p.add_argument("--only", nargs="*", help="workload ids (a b c d e1 e0 f i g overhead)")
     p.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "gpu_bench.json"))
     p.add_argument("--budget-s", type=float, default=360, help="skip what starts after this")
+    p.add_argument("--size-generic", action="store_true",
+                   help="size-generic modules against size-specialized ones (issue 20)")
     a = p.parse_args(argv)
     start = time.time()
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -333,6 +378,24 @@ def main(argv=None):
             json.dump(doc, f, indent=1, default=str)
 
     todo = [w for w in WORKLOADS if not a.only or w[0] in a.only]
+    if a.size_generic:
+        doc["mode"] = "size-generic"
+        for wid, title, make, fn in todo:
+            if time.time() - start > a.budget_s:
+                results.append({"id": wid, "workload": title, "error": "skipped: time budget"})
+                continue
+            try:
+                r = run_size_generic(wid, title, make)
+            except Exception as e:  # one broken workload must not hide the others
+                r = {"id": wid, "workload": title, "error": f"{type(e).__name__}: {e}"[:500]}
+            torch.cuda.empty_cache()
+            results.append(r)
+            save()
+        doc["table"] = size_generic_table(results)
+        log("\n" + doc["table"])
+        save()
+        log(f"wrote {a.json}")
+        return 0 if all(r.get("match", False) for r in results) else 1
     for wid, title, make, fn in todo:
         if time.time() - start > a.budget_s:
             results.append({"id": wid, "workload": title, "error": "skipped: time budget"})

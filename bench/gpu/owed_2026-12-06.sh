@@ -11,6 +11,8 @@
 #      build/dyn-models too, made as docs/gpu-results.md's thirteenth session says)
 #   4  issue 24: the Llama decoder (bench/gpu/owed_2026-12-05c.sh)
 #   5  issue 28: the AMX GEMM tests and GFLOP/s at the HEAD bundle
+#   6  issue 20: the GPU suite size-generic against specialized (after `bash tests/gpu/prepare.sh`
+#      here; carry tests/gpu/generated too)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/coil-owed-out}"; mkdir -p "$OUT"
@@ -27,5 +29,7 @@ case "${STEP:-1}" in
        --budget-s 560 --child-timeout-s 270 ;;
   4) bash bench/gpu/owed_2026-12-05c.sh ;;
   5) bash bench/amx/run_device.sh "$OUT" ;;
-  *) echo "STEP must be 1-5"; exit 2 ;;
+  6) timeout 580 python3 bench/gpu/bench_gpu.py --size-generic --budget-s 520 \
+       --json "$OUT/gpu_suite_size_generic.json" 2>&1 | tail -14 ;;
+  *) echo "STEP must be 1-6"; exit 2 ;;
 esac

@@ -258,3 +258,45 @@ def test_generated_modules_follow_the_contract(fake_cuda, tmp_path):
                     assert all(g >= 1 for g in la[1])
         launched += len(tuners)
     assert launched > 0
+
+
+def test_bench_size_generic_dry_run(fake_cuda, monkeypatch, tmp_path):
+    """bench_gpu.main --size-generic (issue 20) on emulated kernels: each workload's generic
+    module against its specialized one on the same inputs; outputs that differ are reported
+    and fail the run, a missing module is named."""
+    bench = load_script(os.path.join(ROOT, "bench", "gpu", "bench_gpu.py"), "bench_generic_dry")
+    gen = tmp_path / "generated"
+    write_bench_module(gen, "a", "triton_poi_fused_add_mul_0", (1000,))
+    write_bench_module(gen, "a_generic", "triton_poi_fused_add_mul_g0", (1000,))
+    write_bench_module(gen, "b", "triton_poi_fused_add_mul_1", (1000,))
+    write_bench_module(gen, "b_generic", "triton_poi_fused_add_mul_g1", (1000,))
+    write_bench_module(gen, "c", "triton_poi_fused_add_mul_2", (1000,))  # no generic twin
+    fake_cuda.EMULATORS["triton_poi_fused_add_mul_0"] = lambda x, out, n: out.copy_(x * 0.5 + 1)
+    fake_cuda.EMULATORS["triton_poi_fused_add_mul_g0"] = lambda x, out, n: out.copy_(x * 0.5 + 1)
+    fake_cuda.EMULATORS["triton_poi_fused_add_mul_1"] = lambda x, out, n: out.copy_(x * 0.5 + 1)
+    fake_cuda.EMULATORS["triton_poi_fused_add_mul_g1"] = lambda x, out, n: out.copy_(x * 0.5)
+    fake_cuda.EMULATORS["triton_poi_fused_add_mul_2"] = lambda x, out, n: out.copy_(x)
+    times = iter([0.010, 0.011] * 20)
+    monkeypatch.setattr(bench, "GENERATED", str(gen))
+    monkeypatch.setattr(bench, "randn", lambda *s, dtype=torch.float32: torch.randn(*s).to(dtype))
+    monkeypatch.setattr(bench, "do_bench", lambda fn, **kw: (fn(), next(times))[1])
+    monkeypatch.setattr(bench, "copy_bandwidth", lambda: 4000.0)
+    monkeypatch.setattr(bench.torch.cuda, "get_device_properties",
+                        lambda i: type("P", (), {"multi_processor_count": 132})())
+    small = lambda: [bench.randn(1000)]  # noqa: E731
+    monkeypatch.setattr(bench, "WORKLOADS", [("a", "x*0.5+1 small", small, None),
+                                             ("b", "wrong generic", small, None),
+                                             ("c", "no generic", small, None)])
+    out_json = tmp_path / "gpu_bench.json"
+    assert bench.main(["--size-generic", "--json", str(out_json)]) == 1  # b differs
+    doc = json.loads(out_json.read_text())
+    res = {r["id"]: r for r in doc["results"]}
+    assert doc["mode"] == "size-generic"
+    assert res["a"]["match"] is True
+    assert res["a"]["specialized_ms"] == 0.010 and res["a"]["generic_ms"] == 0.011
+    assert res["a"]["generic_vs_specialized"] == pytest.approx(0.1)
+    assert len(res["a"]["generic_rounds_ms"]) == bench.ROUNDS + 1
+    assert res["b"]["match"] is False and res["b"]["mismatch"]
+    assert "no module" in res["c"]["error"]
+    assert "+10.0%  match" in doc["table"] and "DIFFER" in doc["table"]
+    assert "(c)  ERROR no module" in doc["table"]

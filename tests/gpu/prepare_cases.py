@@ -6,7 +6,9 @@ For each correctness case tests/gpu/cases/NAME.coil, into tests/gpu/generated/NA
   expected/*.npy   `coil run` on those inputs (coil's CPU backend), after `coil check` has
                    compared that backend with the reference interpreter on the same inputs
   case.json        inputs and outputs in call order, tolerance, extra checks, status
-For each benchmark workload bench/gpu/workloads/W.coil: tests/gpu/generated/bench_W/module.py.
+For each benchmark workload bench/gpu/workloads/W.coil: tests/gpu/generated/bench_W/module.py,
+and bench_W_generic/module.py, the same graph with its leading size the symbol n (GENERIC_DIMS;
+bench_gpu.py --size-generic times the two).
 For each precision workload bench/gpu/precision/W.coil, once per --precision:
 tests/gpu/generated/precision_W_{highest,high}/module.py (bench/gpu/precision_bench.py).
 tests/gpu/generated/MANIFEST.json records the coil commit and every status.
@@ -185,14 +187,46 @@ def prepare_case(coil, name, has_cuda):
     return info
 
 
+# Per benchmark workload, the input dims that become the size symbol n in its size-generic
+# twin (the leading size; f's y is [n', n] against x's [n, n'], as x.t() + y needs).
+GENERIC_DIMS = {"a": {"x": [0]}, "b": {"x": [0]}, "c": {"x": [0]}, "d": {"x": [0]},
+                "e0": {"x": [0]}, "e1": {"x": [0]}, "f": {"x": [0], "y": [1]}, "i": {"x": [0]},
+                "g": {"x": [0]}, "overhead": {"x": [0]}}
+
+
+def generic_text(text, dims):
+    """`text` with the listed dims of its inputs' shapes replaced by the symbol n."""
+    def repl(m):
+        name, dtype, shape = m.group(1), m.group(2), [d.strip() for d in m.group(3).split(",")]
+        for d in dims.get(name, []):
+            shape[d] = "n"
+        return f"input {name}: {dtype}[{', '.join(shape)}]"
+    out = re.sub(r"^input (\w+): (\w+)\[([^\]]*)\]", repl, text, flags=re.M)
+    missing = [k for k in dims if not re.search(rf"^input {k}: \w+\[[^\]]*\bn\b", out, re.M)]
+    if missing:
+        raise SystemExit(f"error: GENERIC_DIMS names inputs the workload lacks: {missing}")
+    return out
+
+
 def prepare_workload(coil, name, has_cuda):
     src = os.path.join(WORKLOADS, name + ".coil")
     out_dir = os.path.join(GENERATED, "bench_" + name)
+    gen_dir = out_dir + "_generic"
     shutil.rmtree(out_dir, ignore_errors=True)
+    shutil.rmtree(gen_dir, ignore_errors=True)
     if not has_cuda:
         return {"status": "no-cuda-codegen"}
     status, log = compile_cuda(coil, src, out_dir)
-    return {"status": status, "log": log}
+    if status != "ok" or name not in GENERIC_DIMS:
+        return {"status": status, "log": log}
+    os.makedirs(gen_dir, exist_ok=True)
+    gen_src = os.path.join(gen_dir, name + "_generic.coil")
+    with open(src) as f, open(gen_src, "w") as g:
+        g.write(generic_text(f.read(), GENERIC_DIMS[name]))
+    status, gen_log = compile_cuda(coil, gen_src, gen_dir)
+    if status == "ok" and "SIZE_SYMBOLS" not in open(os.path.join(gen_dir, "module.py")).read():
+        status, gen_log = "compile-failed", "the generic module is not size-generic\n" + gen_log
+    return {"status": status, "log": log + "\n(generic) " + gen_log}
 
 
 def prepare_precision_workload(coil, name, precision, has_cuda):
