@@ -13,6 +13,10 @@ measurement in a new process of itself, with cache directories of its own per ba
 (COIL_CACHE_DIR, TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR):
   cold   empty caches: the first call (trace, compile, autotune, run) is the compile time;
   warm   a new process on the caches the cold one left: its first call again.
+  ab     (--ab, CUDA configurations by default) one more process on both backends' warm caches,
+         timing eager, coil and Inductor in turn, 7 rounds each: steady-state ratios free of the
+         drift between processes (on the H100 host one configuration's time moved by up to 1.9x
+         from one process to the next, eager's own included).
 Each process also times eager and the compiled model's steady state (median of 5 rounds of a
 few calls, the device synchronized), and compares with eager: the largest absolute difference
 of the output, and for training of every parameter's gradient relative to that gradient's
@@ -258,6 +262,61 @@ def measure(model_name, device, mode, batch, backend):
     return rec
 
 
+def measure_ab(model_name, device, mode, batch):
+    """Eager, coil and Inductor in one process (caches warm), timed in turn: 7 rounds of each,
+    alternated, and each one's median. Same weights and input for the three."""
+    import torch
+    import torch.nn as nn
+    if device == "cpu":
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "16")))
+    if not hasattr(torch, "compile"):
+        raise RuntimeError("the A/B run needs torch.compile (torch 2.x) for Inductor")
+    from coil_runtime import runtime
+    runtime.fp32_precision("highest").__enter__()
+    import coil.torch  # noqa: F401  (registers the backend)
+    make, make_input = _models()[model_name]
+
+    def build():
+        torch.manual_seed(0)
+        m = make()
+        for sub in m.modules():  # as measure(): batch-norm statistics away from 0/1
+            if isinstance(sub, nn.BatchNorm2d):
+                sub.running_mean.uniform_(-0.2, 0.2)
+                sub.running_var.uniform_(0.5, 1.5)
+        m = m.to(device).train(mode == "train")
+        if mode == "train":
+            for sub in m.modules():
+                if isinstance(sub, nn.BatchNorm2d):
+                    sub.eval()
+        return m
+    models = {"eager": build(), "coil": build(), "inductor": build()}
+    models["coil"] = torch.compile(models["coil"], backend="coil")
+    models["inductor"] = torch.compile(models["inductor"], backend="inductor")
+    x = make_input(batch).to(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def step(model):
+        if mode == "infer":
+            with torch.no_grad():
+                return model(x)
+        for p in model.parameters():
+            p.grad = None
+        y = model(x)
+        y.float().square().mean().backward()
+        return y
+    for m in models.values():  # compile (warm caches), then two steady calls
+        for _ in range(3):
+            step(m)
+    sync()
+    times = {k: [] for k in models}
+    for _ in range(7):
+        for k, m in models.items():
+            times[k].append(_time(lambda: step(m), sync, rounds=1) * 1e3)
+    rec = {f"ab_{k}_ms": statistics.median(v) for k, v in times.items()}
+    rec.update({f"ab_{k}_rounds_ms": v for k, v in times.items()})
+    return rec
+
+
 # ---- the driver -------------------------------------------------------------------------------
 
 def _bundle_env():
@@ -286,8 +345,9 @@ def _bundle_env():
 
 def _child(env, caches, args, timeout):
     env = dict(env, COIL_CACHE_DIR=os.path.join(caches, "coil"),
-               TRITON_CACHE_DIR=os.path.join(caches, "triton"),
-               TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"), OMP_NUM_THREADS="16")
+               TRITON_CACHE_DIR=os.path.join(caches, "triton"), OMP_NUM_THREADS="16",
+               TORCHINDUCTOR_CACHE_DIR=env.get("TORCHINDUCTOR_CACHE_DIR_AB") or
+               os.path.join(caches, "inductor"))
     t0 = time.perf_counter()
     try:
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
@@ -312,12 +372,16 @@ def main():
     ap.add_argument("--budget-s", type=float, default=480)
     ap.add_argument("--child-timeout-s", type=float, default=240)
     ap.add_argument("--no-warm", action="store_true", help="cold compiles only")
+    ap.add_argument("--ab", choices=["cuda", "all", "none"], default="cuda",
+                    help="which configurations also get the one-process A/B timing")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."),
                                                    "torch_backend.json"))
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        print("RESULT " + json.dumps(measure(*json.loads(a.child))), flush=True)
+        args = json.loads(a.child)
+        rec = measure_ab(*args[:4]) if args[4] == "ab" else measure(*args)
+        print("RESULT " + json.dumps(rec), flush=True)
         return
     import torch
     configs = [c for c in (QUICK if a.quick else CONFIGS)
@@ -352,6 +416,22 @@ def main():
                 results.append(rec)
                 print(json.dumps(rec), flush=True)
                 _write(a.json, meta, results, skipped)  # after each: a killed run keeps them
+        if a.ab == "none" or (a.ab == "cuda" and device != "cuda") or a.no_warm:
+            continue
+        if time.perf_counter() - start > a.budget_s:
+            skipped.append([model, device, mode, batch, "ab", "ab"])
+            continue
+        # Both backends' warm caches (Triton's is coil's: Inductor compiles its kernels again
+        # there, before anything is timed).
+        rec = _child(dict(env, TORCHINDUCTOR_CACHE_DIR_AB=os.path.join(
+                         root, f"{model}-{device}-{mode}-inductor", "inductor")),
+                     os.path.join(root, f"{model}-{device}-{mode}-coil"),
+                     [model, device, mode, batch, "ab"], a.child_timeout_s)
+        rec.update(model=model, device=device, mode=mode, batch=batch, backend="ab",
+                   phase="ab")
+        results.append(rec)
+        print(json.dumps(rec), flush=True)
+        _write(a.json, meta, results, skipped)
     summary = _write(a.json, meta, results, skipped)
     _print_table(summary)
     print(f"wrote {a.json} ({time.perf_counter() - start:.0f} s)")
@@ -375,6 +455,15 @@ def _summary(results):
         row = rows.setdefault(key, {"model": key[0], "device": key[1], "mode": key[2],
                                     "batch": key[3]})
         b, p = r["backend"], r["phase"]
+        if b == "ab":
+            if "error" in r:
+                row["ab_error"] = r["error"]
+            else:
+                for k in ("eager", "coil", "inductor"):
+                    row[f"ab_{k}_ms"] = round(r[f"ab_{k}_ms"], 3)
+                row["ab_coil_speedup_vs_inductor"] = round(
+                    r["ab_inductor_ms"] / r["ab_coil_ms"], 3)
+            continue
         if "error" in r:
             row[f"{b}_{p}_error"] = r["error"]
             continue
@@ -397,7 +486,8 @@ def _print_table(summary):
     cols = ["model", "device", "mode", "batch", "eager_ms", "coil_ms", "inductor_ms",
             "coil_speedup_vs_inductor", "coil_cold_compile_s", "inductor_cold_compile_s",
             "coil_warm_compile_s", "inductor_warm_compile_s", "coil_max_abs_err",
-            "inductor_max_abs_err", "coil_grad_max_rel_err"]
+            "inductor_max_abs_err", "coil_grad_max_rel_err", "ab_eager_ms", "ab_coil_ms",
+            "ab_inductor_ms", "ab_coil_speedup_vs_inductor"]
     print(" | ".join(cols))
     for row in summary:
         print(" | ".join(str(row.get(c, "-")) for c in cols))
