@@ -94,6 +94,7 @@ class CoilGraphCallable:
         self.placeholders = []
         self.tensor_inputs = []  # the placeholders that are coil inputs (not None)
         self.complex_inputs = set()  # those passed as torch.view_as_real (lowering_complex)
+        self.input_perms = {}  # those passed as t.permute(perm) (_dense_permutation)
         for node in gm.graph.nodes:
             if node.op == "placeholder":
                 self.placeholders.append(node)
@@ -119,6 +120,16 @@ class CoilGraphCallable:
                     env[node] = ComplexPair(g.input(f"in{len(self.tensor_inputs)}",
                                                     _type_text(shape + (2,), REAL_OF[dtype])))
                     self.complex_inputs.add(len(self.placeholders) - 1)
+                elif (perm := _dense_permutation(node)) is not None:
+                    # A permuted dense tensor (a weight read as W.t() by a backward graph): coil
+                    # reads its memory as it is, as the contiguous S = t.permute(perm), and the
+                    # graph permutes it back, a view its kernels read through strides; the
+                    # runtime would otherwise copy it at every call.
+                    stored = Value(g.input(f"in{len(self.tensor_inputs)}",
+                                           _type_text(tuple(shape[p] for p in perm), dtype)))
+                    inverse = [perm.index(d) for d in range(len(perm))]
+                    env[node] = Value(L.op("permute", [stored], {"dims": inverse}))
+                    self.input_perms[len(self.placeholders) - 1] = perm
                 else:
                     env[node] = Value(g.input(f"in{len(self.tensor_inputs)}",
                                               _type_text(shape, dtype)))
@@ -269,7 +280,8 @@ class CoilGraphCallable:
     def __call__(self, *args):
         if not all(_own_storage(args[i]) for i in self.exact_storage):
             return self.gm(*args)  # as_strided of an input whose storage holds more than it
-        inputs = [_as_pairs(args[i]) if i in self.complex_inputs else args[i]
+        inputs = [_as_pairs(args[i]) if i in self.complex_inputs else
+                  _permuted(args[i], self.input_perms[i]) if i in self.input_perms else args[i]
                   for i in self.tensor_inputs]
         if self.gpu is not None:  # the Triton module allocates its outputs on the GPU
             outs = self.gpu.run(inputs)
@@ -330,6 +342,36 @@ def _apply_views(t, chain):
     for op, rest, kwargs in chain:
         t = op(t, *rest, **kwargs)
     return t
+
+
+def _dense_permutation(node):
+    """The dim order `perm` in which a placeholder's example tensor is contiguous
+    (t.permute(perm).is_contiguous()) when it is a permutation of a dense tensor and not
+    contiguous itself; else None (contiguous, overlapping, gapped, symbolic or unknown)."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        shape, strides = tuple(val.shape), tuple(val.stride())
+    else:  # torch 1.13's graphs: ShapeProp's tensor_meta
+        tm = node.meta.get("tensor_meta")
+        shape, strides = tuple(getattr(tm, "shape", ())), tuple(getattr(tm, "stride", ()))
+    if len(shape) < 2 or len(strides) != len(shape) or \
+            not all(type(s) is int for s in shape + strides):
+        return None
+    try:
+        t = torch.empty_strided(shape, strides, device="meta")
+        if t.is_contiguous():
+            return None
+        perm = sorted(range(len(shape)), key=lambda d: (-strides[d], d))
+        return perm if t.permute(perm).is_contiguous() else None
+    except Exception:  # noqa: BLE001 (a layout torch cannot make: the runtime copies)
+        return None
+
+
+def _permuted(t, perm):
+    """t as the graph reads it: t.permute(perm), contiguous (a copy by torch when this call's
+    tensor is laid out otherwise than the example was)."""
+    s = t.permute(perm)
+    return s if s.is_contiguous() else s.contiguous()
 
 
 def _own_storage(t):
