@@ -191,9 +191,41 @@ def _time(fn, sync, rounds=5, min_s=0.05):
     return statistics.median(times)
 
 
-def measure(model_name, device, mode, batch, backend):
+def _build_model(make, device, mode):
+    """The model with seeded weights, on `device`; batch-norm statistics away from 0/1, and in
+    training its batch norms in eval mode (their running statistics are the eval ones, issue
+    18)."""
     import torch
     import torch.nn as nn
+    torch.manual_seed(0)
+    m = make()
+    for sub in m.modules():
+        if isinstance(sub, nn.BatchNorm2d):
+            sub.running_mean.uniform_(-0.2, 0.2)
+            sub.running_var.uniform_(0.5, 1.5)
+    m = m.to(device).train(mode == "train")
+    if mode == "train":
+        for sub in m.modules():
+            if isinstance(sub, nn.BatchNorm2d):
+                sub.eval()
+    return m
+
+
+def _step(model, x, mode):
+    """One inference call, or one training step (forward, a loss, backward); returns the output."""
+    import torch
+    if mode == "infer":
+        with torch.no_grad():
+            return model(x)
+    for p in model.parameters():
+        p.grad = None
+    y = model(x)
+    y.float().square().mean().backward()
+    return y
+
+
+def measure(model_name, device, mode, batch, backend):
+    import torch
     if device == "cpu":
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "16")))
     from coil_runtime import runtime
@@ -210,29 +242,12 @@ def measure(model_name, device, mode, batch, backend):
             real(what, reason)
         fx_compile._log_fallback = record
     make, make_input = _models()[model_name]
-    torch.manual_seed(0)
-    eager = make()
-    for m in eager.modules():  # batch-norm statistics away from 0/1
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.2, 0.2)
-            m.running_var.uniform_(0.5, 1.5)
-    eager = eager.to(device).train(mode == "train")
-    if mode == "train":  # batch norm: its running statistics are the eval ones (issue 18)
-        for m in eager.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.eval()
+    eager = _build_model(make, device, mode)
     x = make_input(batch).to(device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def step(model):
-        if mode == "infer":
-            with torch.no_grad():
-                return model(x)
-        for p in model.parameters():
-            p.grad = None
-        y = model(x)
-        y.float().square().mean().backward()
-        return y
+        return _step(model, x, mode)
 
     y_eager = step(eager).detach()
     grads_eager = [p.grad.detach().clone() for p in eager.parameters()] if mode == "train" else []
@@ -266,7 +281,6 @@ def measure_ab(model_name, device, mode, batch):
     """Eager, coil and Inductor in one process (caches warm), timed in turn: 7 rounds of each,
     alternated, and each one's median. Same weights and input for the three."""
     import torch
-    import torch.nn as nn
     if device == "cpu":
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "16")))
     if not hasattr(torch, "compile"):
@@ -276,34 +290,14 @@ def measure_ab(model_name, device, mode, batch):
     import coil.torch  # noqa: F401  (registers the backend)
     make, make_input = _models()[model_name]
 
-    def build():
-        torch.manual_seed(0)
-        m = make()
-        for sub in m.modules():  # as measure(): batch-norm statistics away from 0/1
-            if isinstance(sub, nn.BatchNorm2d):
-                sub.running_mean.uniform_(-0.2, 0.2)
-                sub.running_var.uniform_(0.5, 1.5)
-        m = m.to(device).train(mode == "train")
-        if mode == "train":
-            for sub in m.modules():
-                if isinstance(sub, nn.BatchNorm2d):
-                    sub.eval()
-        return m
-    models = {"eager": build(), "coil": build(), "inductor": build()}
+    models = {k: _build_model(make, device, mode) for k in ("eager", "coil", "inductor")}
     models["coil"] = torch.compile(models["coil"], backend="coil")
     models["inductor"] = torch.compile(models["inductor"], backend="inductor")
     x = make_input(batch).to(device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def step(model):
-        if mode == "infer":
-            with torch.no_grad():
-                return model(x)
-        for p in model.parameters():
-            p.grad = None
-        y = model(x)
-        y.float().square().mean().backward()
-        return y
+        return _step(model, x, mode)
     for m in models.values():  # compile (warm caches), then two steady calls
         for _ in range(3):
             step(m)

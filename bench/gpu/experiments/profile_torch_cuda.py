@@ -33,21 +33,12 @@ def profile(model_name, mode, batch, backend, steps):
     if backend == "coil":
         import coil.torch  # noqa: F401
     make, make_input = tb._models()[model_name]
-    torch.manual_seed(0)
-    model = make().cuda().train(mode == "train")
+    model_c = torch.compile(tb._build_model(make, "cuda", mode), backend=backend)
     x = make_input(batch).cuda()
 
     def step():
-        if mode == "infer":
-            with torch.no_grad():
-                return model_c(x)
-        for p in model.parameters():
-            p.grad = None
-        y = model_c(x)
-        y.float().square().mean().backward()
-        return y
+        return tb._step(model_c, x, mode)
 
-    model_c = torch.compile(model, backend=backend)
     for _ in range(5):
         step()
     torch.cuda.synchronize()
