@@ -160,11 +160,13 @@ class CompiledModel {
   /// per call's sizes as needed (docs/dynamic-shapes.md).
   bool size_generic() const;
   /// A size-generic model's compiles so far: size tuples seen, distinct modules among their
-  /// variants, modules this process compiled with the C++ compiler (code cache misses), and
+  /// variants, modules this process compiled with the C++ compiler (code cache misses),
   /// variants compiled specialized to their sizes (what the size-generic pipeline cannot do
-  /// yet). All 0 for a model with bound sizes.
+  /// yet), front halves of the pipeline run (code generated; a size that passes an earlier
+  /// module's guards needs none), and modules with explicit guards (the others serve sizes
+  /// that print their source). All 0 for a model with bound sizes.
   struct SizeStats {
-    int sizes = 0, modules = 0, compiled = 0, specialized = 0;
+    int sizes = 0, modules = 0, compiled = 0, specialized = 0, generated = 0, guarded = 0;
   };
   SizeStats size_stats() const;
   /// For a model compiled with a debug directory (CompileOptions::debug_dir): runs it once on

@@ -15,6 +15,7 @@
 #include "driver/dynamic_model.h"
 #include "driver/kernel_repro.h"
 #include "driver/model_cache.h"
+#include "driver/module_build.h"
 #include "driver/pipeline.h"
 #include "graph/text_format.h"
 #include "ir/loop_extents.h"
@@ -136,6 +137,8 @@ void load_module(Impl& impl, const CompileResult& built, std::vector<ValueSpec> 
   report.so_path = built.so_path;
 }
 
+}  // namespace
+
 void write_output_dir(const Graph& graph, const CompileOptions& options,
                       const CompileReport& report) {
   if (options.output_dir.empty()) return;
@@ -150,12 +153,6 @@ void write_output_dir(const Graph& graph, const CompileOptions& options,
         << (options.graph_weights ? to_text(graph) : to_text_without_weights(graph));
 }
 
-}  // namespace
-
-namespace {
-
-// `module` built for options' ISA through the code cache: a large module as several
-// translation units at once (one g++ per core). Returns the flags and the result.
 std::pair<CompileFlags, CompileResult> build_module(const CppModule& module,
                                                     const CompileOptions& options) {
   const IsaInfo& isa = target_isa(options);
@@ -171,8 +168,6 @@ std::pair<CompileFlags, CompileResult> build_module(const CppModule& module,
   CompileResult built = compile_cached(units, flags);
   return {std::move(flags), std::move(built)};
 }
-
-}  // namespace
 
 SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& options,
                                       const std::vector<std::string>& symbols,

@@ -128,7 +128,53 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = variants_.find(sizes);
   if (it != variants_.end()) return *it->second;
-  SizeVariantBuild b = compile_size_variant(graph_, options_, symbols_, sizes);
+  // The 0/1 pattern: which sizes the 0/1 rule binds (a module serves one pattern).
+  std::vector<int64_t> pattern;
+  for (int64_t v : sizes) pattern.push_back(v <= 1 ? v : -1);
+  const GuardedModule* from = nullptr;
+  bool fresh = false;  // `from` compiled for this call
+  std::string failed_guards;
+  for (const auto& g : guarded_) {
+    std::string failed;
+    if (g->bound != pattern) continue;
+    if (g->admits(sizes, &failed)) {
+      from = g.get();
+      break;
+    }
+    failed_guards +=
+        fmt::format("; fails `{}` of module {}", failed, g->build.built.key.substr(0, 12));
+  }
+  if (!from && !unguarded_.count(pattern)) {
+    ++stats_.generated;
+    try {
+      guarded_.push_back(compile_guarded_module(graph_, options_, symbols_, sizes));
+      from = guarded_.back().get();
+      fresh = true;
+      ++stats_.guarded;
+      COIL_LOG(guards, "sizes {}{}: new module {} (generated at {}, checked at {}){}; guards: {}",
+               sizes_str(symbols_, sizes), failed_guards, from->build.built.key.substr(0, 12),
+               sizes_str(symbols_, from->generated_at), sizes_str(symbols_, from->checked_at),
+               from->build.built.cache_hit ? " from the code cache" : " compiled",
+               from->guards_text());
+    } catch (const std::exception& e) {
+      unguarded_[pattern] = e.what();
+      COIL_LOG(guards,
+               "sizes {}: no guarded module ({}); each new size of this kind runs the front half "
+               "and reuses a module that prints the same source",
+               sizes_str(symbols_, sizes), e.what());
+    }
+  } else if (from) {
+    COIL_LOG(guards, "sizes {}: the guards of module {} hold (no code generated)",
+             sizes_str(symbols_, sizes), from->build.built.key.substr(0, 12));
+  }
+  SizeVariantBuild b;
+  if (from) {
+    b = guarded_variant(*from, sizes);
+    if (!fresh) b.built.cache_hit = true;  // nothing compiled for this variant
+  } else {
+    ++stats_.generated;
+    b = compile_size_variant(graph_, options_, symbols_, sizes);
+  }
   auto v = std::make_unique<SizeVariant>();
   v->sizes = sizes;
   v->code_key = b.built.key;
@@ -151,9 +197,11 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
   }
   if (!b.built.cache_hit) ++stats_.compiled;
   if (!b.size_generic) ++stats_.specialized;
-  COIL_LOG(guards, "sizes {}: {} module {}{}", sizes_str(symbols_, sizes),
-           same != modules_.end() ? "the same source as an earlier size: reusing" : "new",
-           b.built.key.substr(0, 12), b.built.cache_hit ? " (from the code cache)" : " (compiled)");
+  if (!from)
+    COIL_LOG(guards, "sizes {}: {} module {}{}", sizes_str(symbols_, sizes),
+             same != modules_.end() ? "the same source as an earlier size: reusing" : "new",
+             b.built.key.substr(0, 12),
+             b.built.cache_hit ? " (from the code cache)" : " (compiled)");
   // The constants (weights) live as long as the model: every variant points into them.
   constants_.insert(constants_.end(), b.constants.begin(), b.constants.end());
   last_report_ = &v->report;

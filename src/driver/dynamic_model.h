@@ -2,25 +2,32 @@
 //
 // A graph whose input shapes hold size symbols that CompileOptions::sizes leaves unbound
 // compiles into a DynamicModel (coil::compile returns one inside its CompiledModel). A call
-// binds the symbols from its inputs' shapes and runs the variant compiled for those sizes,
-// compiling it first when there is none:
+// binds the symbols from its inputs' shapes and runs the module whose guards its sizes pass,
+// compiling one first when there is none:
 //
 //   1. The pipeline runs with the symbols renamed ks0, ks1, ... and kept symbolic (lowering,
 //      scheduling, the C++ printers: loop bounds and index expressions are printed with them,
 //      and the module's entry coil_graph_run_sized takes their values and the arena offsets of
 //      the call's memory plan). Heuristics that need numbers (vector extents, tiles, parallel
-//      depth, template blocking) read the call's sizes as size hints (sym/size_hints.h).
-//   2. The guard: a compiled module serves every size at which step 1 prints the same source,
-//      found through the code cache (keyed by the source's hash). A size whose decisions
-//      differ (a tail loop that was not needed, a different matmul blocking) gets its own
-//      variant, compiled once and cached on disk like any module. So a variant is reused only
-//      where it is exactly the code a compile for those sizes would print: never a wrong answer.
-//   3. What step 1 cannot keep symbolic yet throws, and that call's sizes compile specialized
-//      (bound, as CompileOptions::sizes would), logged with the reason.
+//      depth, template blocking) read size hints (sym/size_hints.h).
+//   2. Explicit guards (GuardedModule): the module is generated at representative sizes near
+//      the call's (primes: no divisibility for a heuristic to lean on), and again at sizes one
+//      above them (even: every residue that a tail or a tile could depend on moves); the two
+//      texts and constants must agree. Its guards are what the text was chosen under: each
+//      symbol >= 2 (Inductor's 0/1 rule: a size of 0 or 1 is bound and gets a module of its
+//      own) and every condition a heuristic recorded (sym::decide_at_least: a large output
+//      streams). A later call whose sizes pass them runs that module with a memory plan made
+//      for its sizes (microseconds: no code generated, no compiler); one that fails a guard
+//      gets another module, compiled once and cached on disk like any.
+//   3. Where the two texts differ (a decision that read a size and is not yet a guard), the
+//      sizes of that 0/1 pattern fall back to the source as the guard: each new size tuple
+//      runs the front half (milliseconds) and reuses a compiled module when it prints the same
+//      source (the code cache, keyed by the source's hash). What the size-generic pipeline
+//      cannot do at all throws, and those sizes compile specialized (bound, as
+//      CompileOptions::sizes would). Both are logged with the reason.
 //
-// Step 1 costs the front half of a compile (milliseconds, no C++ compiler) per new size; its
-// result is remembered per size tuple, so a size seen before costs a map lookup.
-// COIL_LOGS=guards prints each new size, the variant it ran and every compile with its reason.
+// COIL_LOGS=guards prints each module's guards, each new size with the module it ran, and
+// every compile with its reason (the guard that failed).
 #pragma once
 
 #include <map>
@@ -30,8 +37,10 @@
 #include <vector>
 
 #include "coil/coil.h"
+#include "driver/pipeline.h"
 #include "runtime/code_cache.h"
 #include "runtime/model_runner.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
@@ -59,6 +68,35 @@ struct SizeVariantBuild {
 SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& options,
                                       const std::vector<std::string>& symbols,
                                       const std::vector<int64_t>& sizes);
+
+/// A module that serves every size tuple passing its guards (step 2 above).
+struct GuardedModule {
+  /// Per symbol: 0 or 1 where the 0/1 rule bound it, -1 where it is free (and guarded >= 2).
+  std::vector<int64_t> bound;
+  /// The conditions its heuristics recorded (sym::decide_at_least), over ks0, ks1, ...
+  std::vector<sym::SizeGuard> guards;
+  std::vector<int64_t> generated_at, checked_at;  // the two sizes its text was generated at
+  std::shared_ptr<const GeneratedProgram> gen;    // what a variant's memory plan is made from
+  SizeVariantBuild build;                         // at generated_at
+
+  /// Whether `sizes` (the symbols' values) pass: the 0/1 pattern, each free size >= 2, every
+  /// recorded guard. `failed` (optional) gets the first guard that does not hold.
+  bool admits(const std::vector<int64_t>& sizes, std::string* failed = nullptr) const;
+  /// "ks0 >= 2, 4096*ks0 <= 4194303" (the names are the kernels' ks0, ks1, ...).
+  std::string guards_text() const;
+};
+
+/// Compiles the guarded module for `sizes` (guarded_module.cpp): coil::UnsupportedError naming
+/// the first differing line where the text depends on the sizes, or the guard that `sizes`
+/// fail; the pipeline's own error where it cannot keep the sizes symbolic.
+std::unique_ptr<GuardedModule> compile_guarded_module(const Graph& graph,
+                                                      const CompileOptions& options,
+                                                      const std::vector<std::string>& symbols,
+                                                      const std::vector<int64_t>& sizes);
+
+/// The variant of `module` for `sizes`, which it admits: its inputs', outputs' and arena's
+/// sizes and a memory plan made at `sizes`, the module itself shared (nothing generated).
+SizeVariantBuild guarded_variant(const GuardedModule& module, const std::vector<int64_t>& sizes);
 
 class DynamicModel {
  public:
@@ -95,6 +133,9 @@ class DynamicModel {
   std::vector<ValueSpec> inputs_, outputs_;
   mutable std::mutex mutex_;  // held while a variant is looked up or compiled
   mutable std::map<std::vector<int64_t>, std::unique_ptr<SizeVariant>> variants_;
+  mutable std::vector<std::unique_ptr<GuardedModule>> guarded_;
+  /// 0/1 patterns (GuardedModule::bound) whose text depends on the sizes: step 3 serves them.
+  mutable std::map<std::vector<int64_t>, std::string> unguarded_;
   /// Per module (code key): the first variant's runner, whose packed constants the others
   /// read when their constants are the same data.
   struct Module {

@@ -1,5 +1,7 @@
 #include "sym/size_hints.h"
 
+#include <algorithm>
+
 #include "sym/analyzer.h"
 
 namespace coil::sym {
@@ -26,6 +28,38 @@ std::optional<int64_t> hint(const Expr& e) {
     values.emplace(s, Expr(it->second));
   }
   return substitute(e, values).as_const();
+}
+
+std::optional<bool> decide_at_least(const Expr& e, int64_t bound) {
+  std::optional<int64_t> v = hint(e);
+  if (!v) return std::nullopt;
+  const bool yes = *v >= bound;
+  if (!e.is_const() && current) {
+    SizeGuard g{e};
+    if (yes)
+      g.min = bound;
+    else
+      g.max = bound - 1;
+    auto& guards = const_cast<SizeHintScope*>(current)->guards_;
+    if (std::find(guards.begin(), guards.end(), g) == guards.end()) guards.push_back(g);
+  }
+  return yes;
+}
+
+bool SizeGuard::holds(const std::map<Expr, int64_t>& values) const {
+  std::map<Expr, Expr> subs;
+  for (const auto& [s, v] : values) subs.emplace(s, Expr(v));
+  auto v = substitute(expr, subs).as_const();
+  return v && *v >= min && *v <= max;
+}
+
+std::string SizeGuard::to_string() const {
+  const std::string e = sym::to_string(expr);
+  if (min != INT64_MIN && max != INT64_MAX)
+    return min == max ? e + " == " + std::to_string(min)
+                      : std::to_string(min) + " <= " + e + " <= " + std::to_string(max);
+  if (min != INT64_MIN) return e + " >= " + std::to_string(min);
+  return e + " <= " + std::to_string(max);
 }
 
 Expr at_hints(const Expr& e) {

@@ -221,8 +221,15 @@ TEST(DynamicShapes, LargeOutputsStreamAtTheirSizes) {
   CompiledModel m = compile(g);
   ASSERT_TRUE(matches_at(m, g, {{"n", 17}}));
   EXPECT_EQ(m.report().source.find("store_stream"), std::string::npos);
-  ASSERT_TRUE(matches_at(m, g, {{"n", 8191}}));  // 32 MiB out
+  ASSERT_TRUE(matches_at(m, g, {{"n", 8191}}));  // 32 MiB out: fails the first module's guard
   EXPECT_NE(m.report().source.find("store_stream"), std::string::npos);
+  EXPECT_EQ(m.size_stats().modules, 2);
+  // Each later size passes one module's guards: no code generated, streaming as its size asks.
+  ASSERT_TRUE(matches_at(m, g, {{"n", 9000}}));
+  EXPECT_NE(m.report().source.find("store_stream"), std::string::npos);
+  ASSERT_TRUE(matches_at(m, g, {{"n", 100}}));
+  EXPECT_EQ(m.report().source.find("store_stream"), std::string::npos);
+  EXPECT_EQ(m.size_stats().generated, 2);
   EXPECT_EQ(m.size_stats().modules, 2);
   EXPECT_EQ(m.size_stats().specialized, 0);
 }
@@ -360,6 +367,100 @@ TEST(DynamicShapes, DecodeStepOverAGrowingCache) {
   EXPECT_LE(m.size_stats().modules, 4) << m.report().source;
 }
 
+// Explicit guards (driver/dynamic_model.h, step 2): a module generated at primes near the
+// first size (and checked one above them) serves every later size that passes its guards, with
+// no code generated. Each size it serves is checked against the interpreter: sizes below,
+// at and far above the ones it was generated at, with and without vector tails.
+void expect_guarded_sweep(const std::string& text,
+                          const std::vector<std::map<std::string, int64_t>>& sizes) {
+  Graph g = graph_from_text(text);
+  CompiledModel m = compile(g);
+  ASSERT_TRUE(m.size_generic());
+  int served = 0;
+  for (const auto& at : sizes) {
+    const int before = m.size_stats().generated;
+    ASSERT_TRUE(matches_at(m, g, at, 5)) << text;
+    served += m.size_stats().generated == before;
+  }
+  EXPECT_EQ(m.size_stats().guarded, 1) << text;
+  EXPECT_EQ(m.size_stats().generated, 1) << text;
+  EXPECT_EQ(served, static_cast<int>(sizes.size()) - 1) << text;
+  EXPECT_EQ(m.size_stats().specialized, 0) << text;
+}
+
+TEST(DynamicShapesGuards, OneModuleServesEverySizeThatPassesItsGuards) {
+  std::vector<std::map<std::string, int64_t>> one;
+  for (int64_t n : {2, 3, 7, 16, 17, 64, 1000, 1023, 4097}) one.push_back({{"n", n}});
+  expect_guarded_sweep("input x: f32[n, 33]\ny = gelu(x)\noutput y\n", one);
+  expect_guarded_sweep("input x: f32[n]\nh = mul(x, x)\nc = add(h, x)\noutput c\n", one);
+  expect_guarded_sweep("input x: f32[7, n]\ny = sum(x) {axes=[1]}\noutput y\n", one);
+  expect_guarded_sweep("input x: f32[n, 40]\ny = softmax(x) {axis=0}\noutput y\n", one);
+  expect_guarded_sweep(
+      "input x: f32[n, 64]\ninput w: f32[64]\ninput b: f32[64]\n"
+      "y = layer_norm(x, w, b) {dims=1}\noutput y\n",
+      one);
+  expect_guarded_sweep("input x: f32[n, 24]\ny = transpose(x)\noutput y\n", one);
+  expect_guarded_sweep(
+      "input x: f32[n, 48]\ninput w: f32[48, 40]\ninput b: f32[40]\n"
+      "m = matmul(x, w)\na = add(m, b)\ny = relu(a)\noutput y\n",
+      one);
+  std::vector<std::map<std::string, int64_t>> two;
+  for (int64_t b : {2, 3, 5})
+    for (int64_t t : {2, 7, 16, 41, 300}) two.push_back({{"b", b}, {"t", t}});
+  expect_guarded_sweep(
+      "input x: f32[b, t, 6]\n"
+      "a = slice(x) {dim=1, start=0, end=-3}\nc = slice(x) {dim=1, start=2}\n"
+      "d = slice(x) {dim=1, start=-4, step=2}\ns = sum(c) {axes=[1]}\n"
+      "output a\noutput d\noutput s\n",
+      two);
+  expect_guarded_sweep(
+      "input x: f32[b, t, 32]\nr = reshape(x) {sizes=\"b, t, 4, 8\"}\n"
+      "p = permute(r) {dims=[0, 2, 1, 3]}\ne = exp(p)\noutput e\n",
+      two);
+}
+
+// Where the text reads a size (a long column reduction split into chunks of a number of rows,
+// printed), the check's second text differs: no guarded module, and every new size runs the
+// front half and reuses a module only where it prints the same source. Still right.
+TEST(DynamicShapesGuards, ATextThatReadsTheSizeFallsBackToTheSourceAsGuard) {
+  Graph g = graph_from_text("input x: f32[n, 40]\ny = softmax(x) {axis=0}\noutput y\n");
+  CompiledModel m = compile(g);
+  ASSERT_TRUE(matches_at(m, g, {{"n", 4097}}));
+  EXPECT_NE(m.report().source.find("4097 rows"), std::string::npos) << m.report().source;
+  EXPECT_EQ(m.size_stats().guarded, 0);
+  ASSERT_TRUE(matches_at(m, g, {{"n", 5000}}));
+  ASSERT_TRUE(matches_at(m, g, {{"n", 7}}));
+  EXPECT_EQ(m.size_stats().generated, 4);  // the guarded attempt, then one per size
+  EXPECT_EQ(m.size_stats().guarded, 0);
+  EXPECT_EQ(m.size_stats().specialized, 0);
+}
+
+// The decode step of DecodeStepOverAGrowingCache: every length from 2 on is one module, run
+// with no code generated after the first.
+TEST(DynamicShapesGuards, ANewLengthGeneratesNothing) {
+  Graph g = graph_from_text(
+      "input x: f32[1, 1, 32]\ninput ck: f32[1, 2, n, 8]\ninput cv: f32[1, 2, n, 8]\n"
+      "input wq: f32[32, 32]\ninput wk: f32[32, 16]\ninput wv: f32[32, 16]\n"
+      "input wo: f32[32, 32]\n"
+      "q0 = matmul(x, wq)\nq1 = reshape(q0) {shape=[1, 1, 4, 8]}\n"
+      "q = permute(q1) {dims=[0, 2, 1, 3]}\n"
+      "k0 = matmul(x, wk)\nk1 = reshape(k0) {shape=[1, 1, 2, 8]}\n"
+      "k2 = permute(k1) {dims=[0, 2, 1, 3]}\n"
+      "v0 = matmul(x, wv)\nv1 = reshape(v0) {shape=[1, 1, 2, 8]}\n"
+      "v2 = permute(v1) {dims=[0, 2, 1, 3]}\n"
+      "k = concat(ck, k2) {dim=2}\nv = concat(cv, v2) {dim=2}\n"
+      "a = attention(q, k, v) {causal=true}\n"
+      "a1 = permute(a) {dims=[0, 2, 1, 3]}\na2 = reshape(a1) {shape=[1, 1, 32]}\n"
+      "o = matmul(a2, wo)\ny = add(o, x)\noutput y\noutput k\noutput v\n");
+  CompiledModel m = compile(g);
+  for (int64_t n = 2; n <= 300; n += 7) ASSERT_TRUE(matches_at(m, g, {{"n", n}}));
+  EXPECT_EQ(m.size_stats().generated, 1);
+  EXPECT_EQ(m.size_stats().modules, 1);
+  ASSERT_TRUE(matches_at(m, g, {{"n", 1}}));  // 0/1: a module of its own
+  EXPECT_EQ(m.size_stats().generated, 2);
+  EXPECT_EQ(m.size_stats().specialized, 0);
+}
+
 TEST(DynamicShapes, ErrorsNameTheInputAndDim) {
   Graph g = graph_from_text("input x: f32[n, 8]\ninput y: f32[n, 8]\nz = add(x, y)\noutput z\n");
   CompiledModel m = compile(g);
@@ -378,10 +479,11 @@ TEST(DynamicShapes, ErrorsNameTheInputAndDim) {
   EXPECT_EQ(error({Tensor::zeros(DType::F32, {3, 8})}), "the model takes 2 inputs, got 1");
 }
 
-// COIL_DEBUG_DIR (CompileOptions::debug_dir) covers a size-generic model's variants: each
-// gets a folder with its sizes (variant.txt), its passes and its module, whose kernels take
-// the size as an argument. (Before, only size-specialized compiles wrote one.)
-TEST(DynamicShapesDebugDir, EachVariantWritesItsFolder) {
+// COIL_DEBUG_DIR (CompileOptions::debug_dir) covers a size-generic model's modules: each
+// gets a folder named by the sizes it was generated at (variant.txt), with its passes, its
+// module (whose kernels take the size as an argument) and its guards. A size that passes an
+// earlier module's guards generates nothing, so it writes no folder.
+TEST(DynamicShapesDebugDir, EachModuleWritesItsFolder) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / fmt::format("coil-dyn-debug-{}", ::getpid());
   fs::remove_all(dir);
@@ -391,19 +493,25 @@ TEST(DynamicShapesDebugDir, EachVariantWritesItsFolder) {
   CompiledModel m = compile(g, o);
   ASSERT_TRUE(m.size_generic());
   for (int64_t n : {1, 5, 9}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}));
-  std::map<std::string, std::string> variants;  // variant.txt -> module.cpp
+  std::map<std::string, std::pair<std::string, std::string>>
+      modules;  // variant.txt -> code, guards
   for (const auto& e : fs::directory_iterator(dir)) {
-    std::ifstream v(e.path() / "variant.txt"), src(e.path() / "module.cpp");
-    std::string line((std::istreambuf_iterator<char>(v)), {});
-    std::string code((std::istreambuf_iterator<char>(src)), {});
+    auto read = [&](const char* file) {
+      std::ifstream f(e.path() / file);
+      return std::string((std::istreambuf_iterator<char>(f)), {});
+    };
     EXPECT_TRUE(fs::exists(e.path() / "report.json")) << e.path();
-    variants[line] = code;
+    EXPECT_TRUE(fs::exists(e.path() / "03-lower.ir")) << e.path();
+    modules[read("variant.txt")] = {read("module.cpp"), read("guards.txt")};
   }
-  ASSERT_EQ(variants.count("n=1 (a size-generic model's variant)\n"), 1u);
-  ASSERT_EQ(variants.count("n=5 (a size-generic model's variant)\n"), 1u);
-  ASSERT_EQ(variants.count("n=9 (a size-generic model's variant)\n"), 1u);
-  EXPECT_NE(variants["n=5 (a size-generic model's variant)\n"].find("ks0"), std::string::npos);
-  EXPECT_EQ(variants["n=1 (a size-generic model's variant)\n"].find("ks0"), std::string::npos);
+  ASSERT_EQ(modules.size(), 2u);
+  ASSERT_EQ(modules.count("n=1 (a size-generic model's module)\n"), 1u);
+  ASSERT_EQ(modules.count("n=97 (a size-generic model's module)\n"), 1u);
+  EXPECT_EQ(modules["n=1 (a size-generic model's module)\n"].first.find("ks0"), std::string::npos);
+  EXPECT_EQ(modules["n=1 (a size-generic model's module)\n"].second, "ks0 == 1\n");
+  EXPECT_NE(modules["n=97 (a size-generic model's module)\n"].first.find("ks0"), std::string::npos);
+  EXPECT_EQ(modules["n=97 (a size-generic model's module)\n"].second.rfind("ks0 >= 2", 0), 0u);
+  EXPECT_EQ(m.size_stats().generated, 2);
   fs::remove_all(dir);
 }
 

@@ -186,8 +186,9 @@ class KernelPlanner {
     for (const auto& arg : plan_.args) {
       const Buffer& buf = p_.buffer(arg.buffer);
       DType dt = buf.layout.dtype;
-      // At the size hints when sizes are symbolic (the decision shows in the source).
-      auto numel = sym::hint(buf.layout.numel());
+      // Constant sizes only: a widened copy is a stack array of the input's size, and a
+      // size-generic module's inputs have no size to give it.
+      auto numel = buf.layout.numel().as_const();
       if (arg.is_output || (dt != DType::BF16 && dt != DType::F16) || !numel || *numel <= 0 ||
           *numel > kWidenMaxElements || total + *numel > kWidenMaxTotal)
         continue;
@@ -309,10 +310,10 @@ class KernelPlanner {
     if (buffer < 0) return false;
     const Buffer& b = p_.buffer(buffer);
     if (b.kind != BufferKind::Output || plan_.storage_dtype(p_, buffer) != DType::F32) return false;
-    // A symbolic size is read at its hint: a size-generic variant streams when the call it is
-    // compiled for is large, and the source says so (the guard keeps small sizes apart).
-    auto numel = sym::hint(b.layout.numel());
-    return numel && *numel * 4 >= kStreamMinBytes;
+    // A symbolic size is read at its hint: a size-generic module streams when the call it is
+    // compiled for is large, and records the condition as a guard (sym::decide_at_least), so
+    // that sizes on the other side of it get a module of their own.
+    return sym::decide_at_least(b.layout.numel() * sym::Expr(4), kStreamMinBytes).value_or(false);
   }
 
   /// The vector plan's parts that depend on the kernel: streamed stores, a masked head where
