@@ -79,6 +79,22 @@ def test_matmul_epilogue_views_follow_the_size(fake_gpu, n):
     assert args[3:] == (128 * n,)
 
 
+@pytest.mark.parametrize("n", SIZES)
+def test_a_bias_relu_epilogue_is_fused_into_the_library_call(fake_gpu, n):
+    """Size-generic (no matmul template): relu(x @ w + b) is one torch._addmm_activation
+    (cuBLASLt's fused epilogue) into the output, no kernel launched."""
+    mod = _load("matmul_bias_relu", n)
+    assert "torch._addmm_activation(arg2_1, arg0_1, arg1_1, out=out0)" in open(
+        os.path.join(GOLDEN, "matmul_bias_relu.py")).read()
+    g = torch.Generator().manual_seed(n)
+    x, w, b = (torch.randn(n, 256, generator=g), torch.randn(256, 128, generator=g),
+               torch.randn(128, generator=g))
+    start = len(fake_gpu.LAUNCHES)
+    (y,) = mod.call([x, w, b])
+    assert len(fake_gpu.LAUNCHES) == start
+    _close(y, torch.relu(x.double() @ w.double() + b.double()), f"bias relu n={n}")
+
+
 def _emulate(fake, mod, source, kinds=("attention",)):
     for t in heuristics.autotuners_of(mod):
         if t.kind not in kinds:
@@ -239,7 +255,26 @@ def test_layer_norm_and_matmul_epilogue_compute_every_size(fake_gpu):
         x, w, b = (torch.randn(n, 256, generator=g), torch.randn(256, 128, generator=g),
                    torch.randn(128, generator=g))
         (y,) = mm.call([x, w, b])
-        _close(y, torch.relu(x.double() @ w.double() + b.double()), f"matmul n={n}")
+        want = torch.nn.functional.gelu(x.double() @ w.double() + b.double())
+        _close(y, want, f"matmul n={n}")
+
+
+def test_tiled_transpose_and_split_column_sum_compute_every_size(fake_gpu):
+    """The 2-D tiled transpose and the column sum split into chunks of ceil(n / chunks) rows
+    (two kernels), as a bound size would get them, at sizes around and below the chunk count."""
+    path = os.path.join(GOLDEN, "transpose_column_sum.py")
+    source = open(path).read()
+    assert "ynumel" in source and "part0" in source
+    mod, tuners = _emulated(fake_gpu, path, "emu")
+    g = torch.Generator().manual_seed(3)
+    for n in EMULATED_SIZES + [63, 64, 65, 129]:
+        x, y = torch.randn(n, 64, generator=g), torch.randn(64, n, generator=g)
+        for r in (0, -1):
+            for tuner in tuners:
+                tuner.select(r % len(tuner.configs))
+            a, s = mod.call([x, y])
+            _close(a, x.double().t() + y.double(), f"transpose n={n}")
+            _close(s, x.double().sum(0), f"column sum n={n}")
 
 
 def test_a_kernel_with_a_wrong_row_stride_fails(fake_gpu, tmp_path):

@@ -127,7 +127,8 @@ def run_case(name, entry, device, emulate, max_size, log):
                 row["second_call_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
             row["module"] = next(k for k, v in m.calls.items() if v != before.get(k, 0))
             want = c["reference"](env, *[t.double() for t in inputs])
-            row["error"] = compare(outs[0], want)
+            wants = want if isinstance(want, tuple) else (want,)  # one per output
+            row["error"] = next((e for e in (compare(o, w) for o, w in zip(outs, wants)) if e), "")
         except Exception as e:  # reported per size; the run goes on
             row["error"] = f"{type(e).__name__}: {e}"
         row["ok"] = not row["error"]

@@ -55,6 +55,16 @@ CASES = {
         "sizes": [[n] for n in SIZES],
         "reference": lambda s, x: x.sum(1),
     },
+    "transpose_and_column_sum": {
+        # the GPU suite's f and e0 over a symbolic n: 2-D tiles for the transposed read, the
+        # column sum split into a constant number of chunks of ceil(n / chunks) rows
+        "graph": "input x: f32[n, 64]\ninput y: f32[64, n]\nt = transpose(x)\na = add(t, y)\n"
+                 "s = sum(x) {axes=[0]}\noutput a\noutput s\n",
+        "inputs": [("x", ["n", 64]), ("y", [64, "n"])],
+        "symbols": ["n"],
+        "sizes": [[n] for n in SIZES],
+        "reference": lambda s, x, y: (x.t() + y, x.sum(0)),
+    },
     "softmax_symbolic_axis": {
         "graph": "input x: f32[4, n]\ny = softmax(x) {axis=-1}\noutput y\n",
         "inputs": [("x", [4, "n"])],

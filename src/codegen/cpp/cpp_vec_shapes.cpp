@@ -122,56 +122,84 @@ void emit_tile2d_nest(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
       "// 2-D tiles of {0}x{0}{1}: transposed operands are read along x0, transposed in "
       "registers",
       L, blocked ? fmt::format(" in blocks of {}x{}", block_rows, block_cols) : "");
+  // One tile's body: `whole`, all L x L elements with plain vector ops; else `rows` x `cols`
+  // of them, masked.
+  auto emit_tile = [&](bool whole) {
+    for (const auto& [i, tile] : tiles) {
+      const BodyOp& op = n.body.op(i);
+      w.linef("alignas(64) float {}[{}];", tile, L * L);
+      // Source row b: elements (x0_tile + 0..rows, x1_tile + b), contiguous, tp.tiles[i]
+      // apart. coil::transpose_tile loads the cols x rows block as row vectors (masked in the
+      // tails), transposes it in registers and stores tile[a][b].
+      w.open();
+      w.line("const int64_t x0 = x0_tile;");
+      w.line("const int64_t x1 = x1_tile;");
+      w.linef("coil::transpose_tile(&{}, {}, {}, {}, {});", p.access(n, op.buffer, op.index, a),
+              tp.tiles.at(i), tile, L, whole ? fmt::format("{0}, {0}", L) : "cols, rows");
+      w.close();
+    }
+    w.linef("for (int64_t a = 0; a < {}; a++)", whole ? std::to_string(L) : "rows");
+    w.open();
+    w.line("const int64_t x0 = x0_tile + a;");
+    w.line("const int64_t x1 = x1_tile;");
+    VecOpPrinter(p, n, a, vp, whole ? "" : "cols", tiles).emit([](int) { return true; });
+    w.close();
+  };
+  // Where L may not divide an extent (a size symbol's, or a constant's), the loops below run
+  // the whole tiles only, unmasked (the code a divisible size gets: GCC keeps such a tile in
+  // registers, where one loop with a masked edge case made it spill the tile to the stack and
+  // ran 15-25% slower), and two more loops after them the masked edge tiles.
+  auto whole_part = [&](const std::string& text) {
+    const std::string l = std::to_string(L);
+    if (full) return text;
+    if (text.find_first_not_of("0123456789") == std::string::npos)
+      return std::to_string(std::stoll(text) / L * L);
+    return fmt::format("({} / {} * {})", text, l, l);
+  };
+  const std::string rows_whole = whole_part(rows_text), cols_whole = whole_part(cols_text);
   if (blocked) {
     if (parallel) w.line("#pragma omp parallel for collapse(2)");
-    w.linef("for (int64_t x0_block = 0; x0_block < {}; x0_block += {})", rows_text, block_rows);
-    w.linef("for (int64_t x1_block = 0; x1_block < {}; x1_block += {})", cols_text, block_cols);
+    w.linef("for (int64_t x0_block = 0; x0_block < {}; x0_block += {})", rows_whole, block_rows);
+    w.linef("for (int64_t x1_block = 0; x1_block < {}; x1_block += {})", cols_whole, block_cols);
     w.open();
     w.linef(
         "for (int64_t x0_tile = x0_block; x0_tile < std::min<int64_t>(x0_block + {}, {}); "
         "x0_tile += {})",
-        block_rows, rows_text, L);
+        block_rows, rows_whole, L);
     w.open();
     w.linef(
         "for (int64_t x1_tile = x1_block; x1_tile < std::min<int64_t>(x1_block + {}, {}); "
         "x1_tile += {})",
-        block_cols, cols_text, L);
+        block_cols, cols_whole, L);
     w.open();
   } else {
     if (parallel) w.line("#pragma omp parallel for");
-    w.linef("for (int64_t x0_tile = 0; x0_tile < {}; x0_tile += {})", rows_text, L);
+    w.linef("for (int64_t x0_tile = 0; x0_tile < {}; x0_tile += {})", rows_whole, L);
     w.open();
-    w.linef("for (int64_t x1_tile = 0; x1_tile < {}; x1_tile += {})", cols_text, L);
+    w.linef("for (int64_t x1_tile = 0; x1_tile < {}; x1_tile += {})", cols_whole, L);
     w.open();
   }
-  if (full) {
-    w.linef("constexpr int64_t rows = {0}, cols = {0};", L);
-  } else {
-    w.linef("const int64_t rows = std::min<int64_t>({}, {} - x0_tile);", L, rows_text);
-    w.linef("const int64_t cols = std::min<int64_t>({}, {} - x1_tile);", L, cols_text);
-  }
-  for (const auto& [i, tile] : tiles) {
-    const BodyOp& op = n.body.op(i);
-    w.linef("alignas(64) float {}[{}];", tile, L * L);
-    // Source row b: elements (x0_tile + 0..rows, x1_tile + b), contiguous, tp.tiles[i] apart.
-    // coil::transpose_tile loads the cols x rows block as row vectors (masked in the tails),
-    // transposes it in registers and stores tile[a][b].
-    w.open();
-    w.line("const int64_t x0 = x0_tile;");
-    w.line("const int64_t x1 = x1_tile;");
-    w.linef("coil::transpose_tile(&{}, {}, {}, {}, cols, rows);",
-            p.access(n, op.buffer, op.index, a), tp.tiles.at(i), tile, L);
-    w.close();
-  }
-  w.line("for (int64_t a = 0; a < rows; a++)");
-  w.open();
-  w.line("const int64_t x0 = x0_tile + a;");
-  w.line("const int64_t x1 = x1_tile;");
-  VecOpPrinter(p, n, a, vp, full ? "" : "cols", tiles).emit([](int) { return true; });
-  w.close();
+  emit_tile(true);
   w.close();
   w.close();
   if (blocked) w.close();
+  if (full) return;
+  // The edge tiles: the columns past the last whole tile (every row), then the rows past it.
+  auto edge = [&](const std::string& x0_from, const std::string& x0_to, const std::string& x1_from,
+                  const std::string& x1_to) {
+    if (parallel) w.line("#pragma omp parallel for");
+    w.linef("for (int64_t x0_tile = {}; x0_tile < {}; x0_tile += {})", x0_from, x0_to, L);
+    w.open();
+    w.linef("for (int64_t x1_tile = {}; x1_tile < {}; x1_tile += {})", x1_from, x1_to, L);
+    w.open();
+    w.linef("const int64_t rows = std::min<int64_t>({}, {} - x0_tile);", L, rows_text);
+    w.linef("const int64_t cols = std::min<int64_t>({}, {} - x1_tile);", L, cols_text);
+    emit_tile(false);
+    w.close();
+    w.close();
+  };
+  if (cols_whole != cols_text) edge("0", rows_text, cols_whole, cols_text);
+  if (rows_whole != rows_text) edge(rows_whole, rows_text, "0", cols_whole);
 }
 
 }  // namespace coil

@@ -205,6 +205,7 @@ class TritonKernelPrinter {
     if (row_mask_) {
       collect_atoms(k_.row_index);
       collect_sizes(k_.row_index, &sizes);
+      if (k_.row_numel_expr.defined()) collect_sizes(k_.row_numel_expr, &sizes);
     }
     size_args_.assign(sizes.begin(), sizes.end());
     // ks10 after ks9: numeric order, not the names' (sizes are few; a stable sort by length).
@@ -304,6 +305,15 @@ class TritonKernelPrinter {
     std::string extra = k_.kind == TritonKernelKind::Tiled ? ", tile_hint='TILE'" : "";
     if (k_.is_reduction())
       extra = fmt::format(", reduction_hint='{}'", reduction_hint_name(k_.hint));
+    // The numels that are size symbols' (a size-generic module's): the runtime fits configs
+    // to their nominal hint and to a large size, and picks per size bucket among both.
+    std::vector<std::string> dynamic;
+    if (k_.kind == TritonKernelKind::Tiled && is_symbolic(k_.ynumel_expr)) dynamic.push_back("'y'");
+    if (is_symbolic(k_.xnumel_expr)) dynamic.push_back("'x'");
+    if (k_.is_reduction() && is_symbolic(k_.r0_numel_expr)) dynamic.push_back("'r0_'");
+    if (!dynamic.empty())
+      extra +=
+          fmt::format(", dynamic=({}{})", fmt::join(dynamic, ", "), dynamic.size() == 1 ? "," : "");
     return fmt::format("@heuristics.{}(size_hints={{{}}}{}, name='{}', kernel_hash='{}')", what,
                        hints, extra, s.name, s.hash);
   }
@@ -476,7 +486,10 @@ class TritonKernelPrinter {
     if (row_mask_) {
       // The row index mixes x and r variables, which are defined by now.
       std::string row = triton_index(k_.row_index, ka_);
-      parts.push_back(fmt::format("({} < {})", row, k_.row_numel));
+      const bool symbolic = k_.row_numel_expr.defined() && is_symbolic(k_.row_numel_expr);
+      parts.push_back(fmt::format(
+          "({} < {})", row,
+          symbolic ? triton_index(k_.row_numel_expr, ka_) : std::to_string(k_.row_numel)));
     }
     if (!parts.empty()) w_.linef("r0_mask = {}", fmt::join(parts, " & "));
   }

@@ -262,6 +262,33 @@ class ModulePrinter {
       step_buffers(st, m, &reads, &writes);
       bool returns_new = st.computation >= 0 &&
                          p_.computations[static_cast<size_t>(st.computation)].conv != nullptr;
+      // A size-generic module's product whose only reader is a bias (+ ReLU) epilogue: one
+      // cuBLASLt call with the epilogue fused, into the epilogue's output (the two steps as
+      // one; the specialized module's template times this choice against the others).
+      std::optional<LtEpilogue> lt = generic_ ? fused_lt_epilogue(s, m, last_read) : std::nullopt;
+      if (lt) {
+        const TritonStep& next = plan_.steps[s + 1];
+        std::vector<int> next_reads, next_writes;
+        step_buffers(next, m, &next_reads, &next_writes);
+        const int product = p_.computations[static_cast<size_t>(st.computation)].buffer;
+        if (!allocated.count(lt->out)) {
+          allocated.insert(lt->out);
+          w_.linef("{} = runtime.empty_strided({}, {}, {})", name(lt->out), sizes(lt->out),
+                   strides(lt->out), torch_dtype(buf(lt->out).dtype));
+        }
+        m.externs.push_back(emit_lt_extern(st.computation, *lt, extern_count++));
+        std::vector<std::string> freed;
+        for (size_t t : {s, s + 1})
+          for (int b : t == s ? reads : next_reads) {
+            if (b == product || buf(b).kind != BufferKind::Intermediate || last_read.at(b) != t)
+              continue;
+            if (std::find(freed.begin(), freed.end(), name(b)) == freed.end())
+              freed.push_back(name(b));
+          }
+        if (!freed.empty()) w_.linef("del {}", fmt::join(freed, ", "));
+        ++s;  // the epilogue kernel's step is done
+        continue;
+      }
       for (int b : writes) {
         if (returns_new || allocated.count(b)) continue;
         allocated.insert(b);
@@ -461,6 +488,50 @@ class ModulePrinter {
       return std::nullopt;
     }
     return lt;
+  }
+
+  /// For step `s` of a size-generic module: its cuBLASLt epilogue when it is a 2-D matmul
+  /// whose product only the next step reads, that step a bias (+ ReLU) epilogue kernel
+  /// (match_lt_epilogue) writing a buffer the wrapper allocates itself.
+  std::optional<LtEpilogue> fused_lt_epilogue(size_t s, const TritonModule& m,
+                                              const std::map<int, size_t>& last_read) const {
+    const TritonStep& st = plan_.steps[s];
+    if (st.kernel >= 0 || st.computation < 0 || s + 1 >= plan_.steps.size()) return std::nullopt;
+    const ComputedBuffer& c = p_.computations[static_cast<size_t>(st.computation)];
+    const TritonStep& next = plan_.steps[s + 1];
+    if (!c.matmul || next.kernel < 0 || buf(c.buffer).kind != BufferKind::Intermediate)
+      return std::nullopt;
+    auto read = last_read.find(c.buffer);
+    if (read == last_read.end() || read->second != s + 1) return std::nullopt;
+    for (size_t t = s + 2; t < plan_.steps.size(); ++t) {
+      std::vector<int> reads, writes;
+      step_buffers(plan_.steps[t], m, &reads, &writes);
+      if (std::count(reads.begin(), reads.end(), c.buffer)) return std::nullopt;
+    }
+    auto lt =
+        match_lt_epilogue(plan_.kernels[static_cast<size_t>(next.kernel)], *c.matmul, c.buffer);
+    if (!lt || plan_.storage_of.count(lt->out)) return std::nullopt;
+    return lt;
+  }
+
+  /// The cuBLASLt call of fused_lt_epilogue: torch.addmm / torch._addmm_activation.
+  TritonExternCall emit_lt_extern(int computation, const LtEpilogue& lt, int index) {
+    const ComputedBuffer& c = p_.computations[static_cast<size_t>(computation)];
+    const MatmulSpec& ms = *c.matmul;
+    TritonExternCall call;
+    call.origins = c.origin_names;
+    for (int b : c.reads()) call.bytes_read += buf(b).nbytes();
+    call.bytes_read += buf(lt.bias).nbytes();
+    call.bytes_written = buf(lt.out).nbytes();
+    w_.linef("# graph nodes: {}, with its bias{} epilogue fused (cuBLASLt)",
+             fmt::join(c.origin_names, ", "), lt.relu ? " and ReLU" : "");
+    DType out = buf(c.buffer).dtype;
+    library_call(fmt::format("torch.{}({}, {}, {}, out={})",
+                             lt.relu ? "_addmm_activation" : "addmm", name(lt.bias),
+                             operand(ms.a, ms.batch, ms.m, ms.k, out),
+                             operand(ms.b, ms.batch, ms.k, ms.n, out), name(lt.out)));
+    call.name = fmt::format("extern_mm_{}", index);
+    return call;
   }
 
   /// For each triton_tem kernel, its extern choices: `extern_<n>(*args)`, the same outputs from

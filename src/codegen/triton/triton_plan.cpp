@@ -448,9 +448,9 @@ class Planner {
   }
 
   void add_kernel(TritonKernelPlan k) {
-    // A split's chunk count is chosen from the row length: not for a symbolic one.
-    bool symbolic = is_symbolic(k.xnumel_expr) || is_symbolic(k.r0_numel_expr);
-    if (auto split = symbolic ? std::nullopt : split_reduction(k, out_.buffers)) {
+    // A split's chunk count is chosen from the output count, which must be constant; a
+    // symbolic row is split as a long one (triton_split.h).
+    if (auto split = is_symbolic(k.xnumel_expr) ? std::nullopt : split_reduction(k, out_.buffers)) {
       out_.steps.push_back({static_cast<int>(out_.kernels.size()), -1});
       out_.kernels.push_back(std::move(split->first));
       out_.steps.push_back({static_cast<int>(out_.kernels.size()), -1});
@@ -550,28 +550,34 @@ class Planner {
     }
     // The flat index of each loop variable, per nest.
     size_t tile_y = 0;
-    // 2-D tiles are chosen by the extents' values: not where they are symbolic.
-    if (k.r0_numel == 1 && nests.size() == 1 && nests[0]->reindex.empty() &&
-        !any_symbolic(loops[0].eranges)) {
+    // 2-D tiles are chosen by the extents' values; a symbolic extent counts as its nominal
+    // size (triton_plan.h), so that the choice, which the text shows, is the same at every
+    // size (a transposed read of a symbolic batch of rows is tiled at all of them).
+    if (k.r0_numel == 1 && nests.size() == 1 && nests[0]->reindex.empty()) {
       std::vector<BodyOp> accesses;
       for (int c : nests[0]->computations)
         for (const BodyOp& op : comp(c).body.ops())
           if (op.op == LoopOp::load || op.op == LoopOp::store) accesses.push_back(op);
-      tile_y = choose_tiling(accesses, loops[0].ranges);
+      std::vector<int64_t> deciding = loops[0].ranges;
+      for (size_t i = 0; i < deciding.size(); ++i)
+        deciding[i] = index_extent(loops[0].eranges[i], deciding[i]);
+      tile_y = choose_tiling(accesses, deciding);
     }
     sym::Analyzer ka;
     std::vector<std::map<sym::Expr, sym::Expr>> var_map(nests.size());
     if (tile_y > 0) {
       k.kind = TritonKernelKind::Tiled;
       const auto& r = loops[0].ranges;
-      std::vector<int64_t> ys(r.begin(), r.begin() + static_cast<long>(tile_y));
-      std::vector<int64_t> xs(r.begin() + static_cast<long>(tile_y), r.end());
+      const auto& er = loops[0].eranges;
+      const auto split = static_cast<long>(tile_y);
+      std::vector<int64_t> ys(r.begin(), r.begin() + split), xs(r.begin() + split, r.end());
+      std::vector<sym::Expr> eys(er.begin(), er.begin() + split), exs(er.begin() + split, er.end());
       k.ynumel = product(ys);
       k.xnumel = product(xs);
-      k.ynumel_expr = k.ynumel;
-      k.xnumel_expr = k.xnumel;
-      auto yv = decompose(triton_yindex(), {ys.begin(), ys.end()}, ys);
-      auto xv = decompose(triton_xindex(), {xs.begin(), xs.end()}, xs);
+      k.ynumel_expr = product_expr(eys);
+      k.xnumel_expr = product_expr(exs);
+      auto yv = decompose(triton_yindex(), eys, ys);
+      auto xv = decompose(triton_xindex(), exs, xs);
       for (size_t i = 0; i < r.size(); ++i)
         var_map[0][loop_var(static_cast<int>(i))] = i < tile_y ? yv[i] : xv[i - tile_y];
     } else if (flat) {

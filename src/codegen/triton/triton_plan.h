@@ -106,6 +106,7 @@ struct TritonKernelPlan {
   /// lane is inside.
   sym::Expr row_index;
   int64_t row_numel = 0;
+  sym::Expr row_numel_expr;  // the same as an expression of the size symbols (ks0) or constant
   ReductionHint hint = ReductionHint::Default;
   bool int64_index = false;          // some index may exceed int32
   std::vector<std::string> origins;  // graph nodes, "t3 (add)", for the comment

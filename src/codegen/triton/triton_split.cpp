@@ -1,6 +1,8 @@
 #include "codegen/triton/triton_split.h"
 
 #include "support/check.h"
+#include "sym/analyzer.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
@@ -125,9 +127,15 @@ std::optional<std::pair<TritonKernelPlan, TritonKernelPlan>> split_reduction(
       cone[static_cast<size_t>(a)] = true;
     }
   }
-  auto shape = choose_split(k.xnumel, k.r0_numel, k.hint);
+  const bool symbolic_row = is_symbolic(k.r0_numel_expr);
+  auto shape = choose_split(k.xnumel, symbolic_row ? kSymbolicSplitRow : k.r0_numel, k.hint);
   if (!shape) return std::nullopt;
   const int64_t X = k.xnumel, S = shape->splits, C = shape->chunk;
+  // The chunk length: C, or for a symbolic row ceil(row / S) (its value at the hints in
+  // r0_numel, the expression in r0_numel_expr).
+  const sym::Expr chunk =
+      symbolic_row ? sym::floordiv(k.r0_numel_expr + sym::Expr(S - 1), sym::Expr(S)) : sym::Expr(C);
+  const int64_t chunk_value = symbolic_row ? (k.r0_numel + S - 1) / S : C;
   const sym::Expr& xi = triton_xindex();
   const sym::Expr& ri = triton_rindex();
 
@@ -147,22 +155,27 @@ std::optional<std::pair<TritonKernelPlan, TritonKernelPlan>> split_reduction(
 
   // Stage 1: lane x' of X*S covers output x, chunk s; partial element x' (either layout).
   TritonKernelPlan s1 = empty_like(k);
-  s1.xnumel = X * S;
-  s1.r0_numel = C;
-  s1.xnumel_expr = s1.xnumel;  // splits are for constant sizes only (triton_plan.cpp)
-  s1.r0_numel_expr = s1.r0_numel;
+  s1.xnumel = X * S;  // the output count is constant (triton_plan.cpp)
+  s1.r0_numel = chunk_value;
+  s1.xnumel_expr = s1.xnumel;
+  s1.r0_numel_expr = chunk;
   s1.hint = k.hint;
-  s1.kind =
-      use_persistent_reduction(C, k.hint) ? TritonKernelKind::Persistent : TritonKernelKind::Looped;
+  s1.kind = !symbolic_row && use_persistent_reduction(C, k.hint) ? TritonKernelKind::Persistent
+                                                                 : TritonKernelKind::Looped;
   sym::Expr x_of = shape->outputs_contiguous ? sym::mod(xi, X) : sym::floordiv(xi, S);
   sym::Expr s_of = shape->outputs_contiguous ? sym::floordiv(xi, X) : sym::mod(xi, S);
   sym::Analyzer a1;
+  sym::bind_size_hints(a1, /*exact=*/false);  // a size symbol is >= 1, nothing more
   a1.bind(xi, 0, X * S - 1);
-  a1.bind(ri, 0, C - 1);
-  sym::Expr row_index = a1.simplify(shape->interleaved ? ri * S + s_of : s_of * C + ri);
-  if (S * C != k.r0_numel) {
+  if (symbolic_row)
+    a1.bind(ri, 0, sym::Range::kPosInf);
+  else
+    a1.bind(ri, 0, C - 1);
+  sym::Expr row_index = a1.simplify(shape->interleaved ? ri * S + s_of : s_of * chunk + ri);
+  if (symbolic_row || S * C != k.r0_numel) {
     s1.row_index = row_index;
     s1.row_numel = k.r0_numel;
+    s1.row_numel_expr = k.r0_numel_expr;
   }
   std::map<sym::Expr, sym::Expr> map1{{xi, x_of}, {ri, row_index}};
   std::vector<int> at =

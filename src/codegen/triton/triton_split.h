@@ -29,6 +29,11 @@ constexpr int64_t kSplitChunkInner = 2048;  // target elements per chunk
 // 75.5 us; 64 interleaved chunks at 74.0 us).
 constexpr int64_t kSplitChunkOuter = 1024;
 
+// A row whose length is a size symbol (a size-generic module's) is split as a row of this
+// length would be: the text may not depend on the sizes, so the chunk count is a constant and
+// the chunk length the expression ceil(row / chunks); a short row then has mostly masked lanes.
+constexpr int64_t kSymbolicSplitRow = 65536;
+
 struct SplitShape {
   int64_t splits = 1, chunk = 1;
   /// Partials laid out [splits, outputs] (outputs contiguous: strided rows, whose neighbouring

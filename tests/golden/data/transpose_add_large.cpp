@@ -16,14 +16,13 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0, const float* 
         {
             for (int64_t x1_tile = x1_block; x1_tile < std::min<int64_t>(x1_block + 64, 4096); x1_tile += 16)
             {
-                constexpr int64_t rows = 16, cols = 16;
                 alignas(64) float tmp0_tile[256];
                 {
                     const int64_t x0 = x0_tile;
                     const int64_t x1 = x1_tile;
-                    coil::transpose_tile(&in_ptr0[x0 + 4096*x1], 4096, tmp0_tile, 16, cols, rows);
+                    coil::transpose_tile(&in_ptr0[x0 + 4096*x1], 4096, tmp0_tile, 16, 16, 16);
                 }
-                for (int64_t a = 0; a < rows; a++)
+                for (int64_t a = 0; a < 16; a++)
                 {
                     const int64_t x0 = x0_tile + a;
                     const int64_t x1 = x1_tile;

@@ -9,9 +9,55 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0, const float* 
     // nest 0: pointwise over x0, x1 (tile2d): z (add <- transpose)
     // 2-D tiles of 16x16: transposed operands are read along x0, transposed in registers
     #pragma omp parallel for
+    for (int64_t x0_tile = 0; x0_tile < 192; x0_tile += 16)
+    {
+        for (int64_t x1_tile = 0; x1_tile < 144; x1_tile += 16)
+        {
+            alignas(64) float tmp0_tile[256];
+            {
+                const int64_t x0 = x0_tile;
+                const int64_t x1 = x1_tile;
+                coil::transpose_tile(&in_ptr0[x0 + 200*x1], 200, tmp0_tile, 16, 16, 16);
+            }
+            for (int64_t a = 0; a < 16; a++)
+            {
+                const int64_t x0 = x0_tile + a;
+                const int64_t x1 = x1_tile;
+                auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16]);
+                auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[150*x0 + x1]);
+                auto tmp2 = tmp0 + tmp1;
+                tmp2.store(&out_ptr0[150*x0 + x1]);
+            }
+        }
+    }
+    #pragma omp parallel for
     for (int64_t x0_tile = 0; x0_tile < 200; x0_tile += 16)
     {
-        for (int64_t x1_tile = 0; x1_tile < 150; x1_tile += 16)
+        for (int64_t x1_tile = 144; x1_tile < 150; x1_tile += 16)
+        {
+            const int64_t rows = std::min<int64_t>(16, 200 - x0_tile);
+            const int64_t cols = std::min<int64_t>(16, 150 - x1_tile);
+            alignas(64) float tmp0_tile[256];
+            {
+                const int64_t x0 = x0_tile;
+                const int64_t x1 = x1_tile;
+                coil::transpose_tile(&in_ptr0[x0 + 200*x1], 200, tmp0_tile, 16, cols, rows);
+            }
+            for (int64_t a = 0; a < rows; a++)
+            {
+                const int64_t x0 = x0_tile + a;
+                const int64_t x1 = x1_tile;
+                auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16], cols);
+                auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[150*x0 + x1], cols);
+                auto tmp2 = tmp0 + tmp1;
+                tmp2.store(&out_ptr0[150*x0 + x1], cols);
+            }
+        }
+    }
+    #pragma omp parallel for
+    for (int64_t x0_tile = 192; x0_tile < 200; x0_tile += 16)
+    {
+        for (int64_t x1_tile = 0; x1_tile < 144; x1_tile += 16)
         {
             const int64_t rows = std::min<int64_t>(16, 200 - x0_tile);
             const int64_t cols = std::min<int64_t>(16, 150 - x1_tile);

@@ -10,7 +10,7 @@ SIZE_SYMBOLS = {'ks0': 'n'}  # kernel argument -> the graph's size symbol
 
 
 # graph nodes: y__layer_norm_13 (sum <- slice, sub), y__layer_norm_16 (sum <- slice, div, add, sub, mul), y__layer_norm_12 (add <- slice, div, add, sub, rsqrt, mul)
-@heuristics.persistent_reduction(size_hints={'x': 1024, 'r0_': 1024}, reduction_hint='INNER', name='triton_per_fused_layer_norm_0', kernel_hash='33d6a886ab2508aa2282bb7e4396bc72')
+@heuristics.persistent_reduction(size_hints={'x': 1024, 'r0_': 1024}, reduction_hint='INNER', dynamic=('x',), name='triton_per_fused_layer_norm_0', kernel_hash='33d6a886ab2508aa2282bb7e4396bc72')
 @triton.jit
 def triton_per_fused_layer_norm_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     r0_numel = 1024

@@ -9,10 +9,10 @@ from coil_runtime import heuristics, runtime
 SIZE_SYMBOLS = {'ks0': 'n'}  # kernel argument -> the graph's size symbol
 
 
-# graph nodes: y (relu <- add)
-@heuristics.pointwise(size_hints={'x': 131072}, name='triton_poi_fused_add_relu_0', kernel_hash='000133f5514383dee9f9bb5b25598712')
+# graph nodes: y (gelu <- add)
+@heuristics.pointwise(size_hints={'x': 131072}, dynamic=('x',), name='triton_poi_fused_add_gelu_0', kernel_hash='7e4ad56fcacaf25be48445c510e80d5f')
 @triton.jit
-def triton_poi_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+def triton_poi_fused_add_gelu_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:]
     xmask = xindex < xnumel
@@ -21,8 +21,15 @@ def triton_poi_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.
     tmp0 = tl.load(in_ptr0 + (x0), xmask)
     tmp1 = tl.load(in_ptr1 + (x1), xmask, eviction_policy='evict_last')
     tmp2 = tmp0 + tmp1
-    tmp3 = tl.where(tmp2 < 0, 0, tmp2)
-    tl.store(out_ptr0 + (x0), tmp3, xmask)
+    tmp3 = 0.5
+    tmp4 = tmp2 * tmp3
+    tmp5 = 0.70710677
+    tmp6 = tmp2 * tmp5
+    tmp7 = libdevice.erf(tmp6)
+    tmp8 = 1.0
+    tmp9 = tmp7 + tmp8
+    tmp10 = tmp4 * tmp9
+    tl.store(out_ptr0 + (x0), tmp10, xmask)
 
 
 def call(args):
@@ -41,7 +48,7 @@ def call(args):
     with runtime.fp32_precision('highest'):
         torch.mm(arg0_1, arg1_1, out=buf3)
     out0 = runtime.empty_strided((ks0, 128), (128, 1), torch.float32)
-    triton_poi_fused_add_relu_0.run(buf3, arg2_1, out0, 128*ks0)
+    triton_poi_fused_add_gelu_0.run(buf3, arg2_1, out0, 128*ks0)
     del buf3
     return (out0, )
 

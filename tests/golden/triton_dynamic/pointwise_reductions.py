@@ -16,7 +16,7 @@ def _coil_maximum(a, b):
 
 
 # graph nodes: b (gelu <- mul), m (sum)
-@heuristics.persistent_reduction(size_hints={'x': 1048576, 'r0_': 64}, reduction_hint='INNER', name='triton_per_fused_mul_gelu_sum_0', kernel_hash='34b87d16f3f983fc2577fd3d27678e5c')
+@heuristics.persistent_reduction(size_hints={'x': 1048576, 'r0_': 64}, reduction_hint='INNER', dynamic=('x',), name='triton_per_fused_mul_gelu_sum_0', kernel_hash='34b87d16f3f983fc2577fd3d27678e5c')
 @triton.jit
 def triton_per_fused_mul_gelu_sum_0(in_ptr0, in_ptr1, out_ptr0, out_ptr1, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     r0_numel = 64
@@ -46,7 +46,7 @@ def triton_per_fused_mul_gelu_sum_0(in_ptr0, in_ptr1, out_ptr0, out_ptr1, xnumel
 
 
 # graph nodes: p__softmax_0 (max), p__softmax_2 (exp <- sub), p__softmax_3 (sum), p__softmax_5 (mul <- reciprocal)
-@heuristics.reduction(size_hints={'x': 1024, 'r0_': 1024}, reduction_hint='INNER', name='triton_red_fused_softmax_1', kernel_hash='6177b04e55090c06f07d17d1ef031266')
+@heuristics.reduction(size_hints={'x': 1024, 'r0_': 1024}, reduction_hint='INNER', dynamic=('x', 'r0_'), name='triton_red_fused_softmax_1', kernel_hash='6177b04e55090c06f07d17d1ef031266')
 @triton.jit
 def triton_red_fused_softmax_1(in_ptr0, out_ptr0, ks1, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
