@@ -10,6 +10,8 @@
 #      then the CPU suite (a-k) size-generic against specialized at 1 and 16 threads. Carry
 #      device-bundle (`bash scripts/device_bundle.sh` here) and build/dyn-models (with a fresh
 #      copy of build/bin/coil_dynamic_trace).
+#   3  host CPU (16 cores): the CPU suite size-generic against specialized again, 9 rounds (the
+#      3 of step 2 moved both ways at 1 thread). Carry device-bundle.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/coil-owed-out}"; mkdir -p "$OUT"
@@ -30,6 +32,11 @@ case "${STEP:-1}" in
      left=$(( 570 - ($(date +%s) - t0) ))
      timeout $left $B/bin/coil_cpu_bench --size-generic --threads 1,16 --runs 10 --warmup 3 \
        --rounds 3 --json $OUT/cpu_suite_size_generic.json 2>&1 | tail -26 ;;
-  *) echo "STEP must be 1 or 2"; exit 2 ;;
+  3) B=/tmp/cb; mkdir -p $B && tar xJf device-bundle/coil-bundle.tar.xz -C $B
+     echo "bundle $(cat $B/REVISION)"
+     export LD_LIBRARY_PATH=$B/lib LIBRARY_PATH=$B/lib CPATH=$B/include COIL_CACHE_DIR=$(mktemp -d)
+     timeout 400 $B/bin/coil_cpu_bench --size-generic --threads 1,16 --runs 10 --warmup 3 \
+       --rounds 9 --json $OUT/cpu_suite_size_generic_r9.json 2>&1 | tail -26 ;;
+  *) echo "STEP must be 1, 2 or 3"; exit 2 ;;
 esac
 echo "elapsed $(( $(date +%s) - t0 )) s"
