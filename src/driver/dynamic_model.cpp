@@ -4,6 +4,7 @@
 
 #include "graph/graph_copy.h"
 #include "support/check.h"
+#include "support/env.h"
 #include "support/log.h"
 
 namespace coil {
@@ -144,10 +145,24 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
     failed_guards +=
         fmt::format("; fails `{}` of module {}", failed, g->build.built.key.substr(0, 12));
   }
+  const std::string guards_setting = env(EnvVar::size_guards);
+  COIL_USER_CHECK(guards_setting.empty() || guards_setting == "on" || guards_setting == "off",
+                  "COIL_SIZE_GUARDS='{}': expected on or off", guards_setting);
+  if (!from && guards_setting == "off" && !unguarded_.count(pattern)) {
+    unguarded_[pattern] = "COIL_SIZE_GUARDS=off";
+    COIL_LOG(guards,
+             "sizes {}: COIL_SIZE_GUARDS=off: each new size of this kind runs the front "
+             "half",
+             sizes_str(symbols_, sizes));
+  }
   if (!from && !unguarded_.count(pattern)) {
     ++stats_.generated;
+    std::string why;
     try {
-      guarded_.push_back(compile_guarded_module(graph_, options_, symbols_, sizes));
+      std::unique_ptr<GuardedModule> made =
+          compile_guarded_module(graph_, options_, symbols_, sizes, &why);
+      if (!made) throw UnsupportedError(why);
+      guarded_.push_back(std::move(made));
       from = guarded_.back().get();
       fresh = true;
       ++stats_.guarded;
@@ -157,7 +172,8 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
                from->build.built.cache_hit ? " from the code cache" : " compiled",
                from->guards_text());
     } catch (const std::exception& e) {
-      unguarded_[pattern] = e.what();
+      // No sizes near these gave guards they pass: these sizes alone run the front half.
+      if (why.empty()) unguarded_[pattern] = e.what();
       COIL_LOG(guards,
                "sizes {}: no guarded module ({}); each new size of this kind runs the front half "
                "and reuses a module that prints the same source",

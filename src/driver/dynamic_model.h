@@ -87,12 +87,15 @@ struct GuardedModule {
 };
 
 /// Compiles the guarded module for `sizes` (guarded_module.cpp): coil::UnsupportedError naming
-/// the first differing line where the text depends on the sizes, or the guard that `sizes`
-/// fail; the pipeline's own error where it cannot keep the sizes symbolic.
+/// the first differing line where the text depends on the sizes (every size of that 0/1
+/// pattern then runs the front half), the pipeline's own error where it cannot keep the sizes
+/// symbolic; null, with `why`, where no sizes it tried to generate at gave guards that `sizes`
+/// pass (these sizes alone then run the front half).
 std::unique_ptr<GuardedModule> compile_guarded_module(const Graph& graph,
                                                       const CompileOptions& options,
                                                       const std::vector<std::string>& symbols,
-                                                      const std::vector<int64_t>& sizes);
+                                                      const std::vector<int64_t>& sizes,
+                                                      std::string* why = nullptr);
 
 /// The variant of `module` for `sizes`, which it admits: its inputs', outputs' and arena's
 /// sizes and a memory plan made at `sizes`, the module itself shared (nothing generated).

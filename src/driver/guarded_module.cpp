@@ -45,13 +45,16 @@ std::set<int64_t> constant_dims(const Graph& graph) {
 // max(its size, floor) that is no constant dim and no other symbol's; 0 and 1 stay (bound).
 // Primes leave no divisibility for a tail or tile decision to lean on, and sizes near the
 // call's keep the heuristics (vector plans, autotuning buckets) at its scale.
+// `below`: the largest such prime at most the size instead (a size just under a guard's
+// threshold, 1023 under 1024, whose next prime is above it); empty when there is none.
 std::vector<int64_t> generation_sizes(const std::vector<int64_t>& sizes, std::set<int64_t> taken,
-                                      int64_t floor) {
+                                      int64_t floor, bool below = false) {
   std::vector<int64_t> out = sizes;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] <= 1) continue;
-    int64_t v = std::max(sizes[i], floor);
-    while (!is_prime(v) || taken.count(v)) ++v;
+    int64_t v = below ? sizes[i] : std::max(sizes[i], floor);
+    while (v >= 2 && (!is_prime(v) || taken.count(v))) v += below ? -1 : 1;
+    if (v < 2) return {};
     out[i] = v;
     taken.insert(v);
   }
@@ -156,7 +159,8 @@ std::string GuardedModule::guards_text() const {
 std::unique_ptr<GuardedModule> compile_guarded_module(const Graph& graph,
                                                       const CompileOptions& options,
                                                       const std::vector<std::string>& symbols,
-                                                      const std::vector<int64_t>& sizes) {
+                                                      const std::vector<int64_t>& sizes,
+                                                      std::string* why) {
   RemoteCacheScope remote_scope(options.remote_cache);
   ProgressScope progress;
   auto m = std::make_unique<GuardedModule>();
@@ -183,8 +187,16 @@ std::unique_ptr<GuardedModule> compile_guarded_module(const Graph& graph,
   std::unique_ptr<DebugDir> debug;
   GeneratedProgram gen, other;
   std::vector<sym::SizeGuard> other_guards;
-  for (int64_t floor : {int64_t{97}, int64_t{2}}) {
-    m->generated_at = generation_sizes(sizes, taken, floor);
+  // Where the call's sizes fail the guards recorded at the primes above them (a threshold
+  // between), the primes at their own scale, then the primes just below them.
+  const std::vector<std::vector<int64_t>> candidates = {
+      generation_sizes(sizes, taken, 97), generation_sizes(sizes, taken, 2),
+      generation_sizes(sizes, taken, 2, /*below=*/true)};
+  for (size_t attempt = 0; attempt < candidates.size(); ++attempt) {
+    if (candidates[attempt].empty() ||
+        (attempt > 0 && candidates[attempt] == candidates[attempt - 1]))
+      continue;
+    m->generated_at = candidates[attempt];
     m->checked_at = check_sizes(m->generated_at, taken);
     if (free_symbols)
       std::tie(other, other_guards) =
@@ -195,12 +207,15 @@ std::unique_ptr<GuardedModule> compile_guarded_module(const Graph& graph,
     std::tie(gen, m->guards) =
         generate_at(graph, generic_options, symbols, m->generated_at, &timer);
     if (m->admits(sizes)) break;
-    std::string failed;
-    m->admits(sizes, &failed);
-    COIL_SUPPORTED_CHECK(floor != 2,
-                         "size-generic module: the sizes {} fail its guard {} at the sizes it "
-                         "was generated at ({})",
-                         sizes_text(symbols, sizes), failed, sizes_text(symbols, m->generated_at));
+    if (attempt + 1 == candidates.size()) {
+      std::string failed;
+      m->admits(sizes, &failed);
+      if (why)
+        *why =
+            fmt::format("the sizes {} fail its guard {} at the sizes it was generated at ({})",
+                        sizes_text(symbols, sizes), failed, sizes_text(symbols, m->generated_at));
+      return nullptr;
+    }
   }
   if (free_symbols) {
     // The check: the same text, constants and guards at sizes that differ in every residue.

@@ -42,6 +42,8 @@ enum class EnvScope { coil, python, scripts };
   X(testing_inject_bug, "COIL_TESTING_INJECT_BUG", coil,                                           \
     "testing only: relu, relu_compile_error or relu_crash breaks generated relu")                  \
   X(debug_dir, "COIL_DEBUG_DIR", coil, "write every compile's stages and kernel repros here")      \
+  X(size_guards, "COIL_SIZE_GUARDS", coil,                                                         \
+    "off: size-generic models run the front half per new size (no explicit guards)")               \
   X(python, "COIL_PYTHON", coil, "the Python that --device cuda runs modules with")                \
   X(cublas, "COIL_CUBLAS", coil, "the libcublas.so a GPU export's matmuls load (a path)")          \
   X(cudnn, "COIL_CUDNN", coil, "the libcudnn.so a GPU export's convolutions load (a path)")        \

@@ -372,7 +372,8 @@ TEST(DynamicShapes, DecodeStepOverAGrowingCache) {
 // no code generated. Each size it serves is checked against the interpreter: sizes below,
 // at and far above the ones it was generated at, with and without vector tails.
 void expect_guarded_sweep(const std::string& text,
-                          const std::vector<std::map<std::string, int64_t>>& sizes) {
+                          const std::vector<std::map<std::string, int64_t>>& sizes,
+                          int modules = 1) {
   Graph g = graph_from_text(text);
   CompiledModel m = compile(g);
   ASSERT_TRUE(m.size_generic());
@@ -382,9 +383,9 @@ void expect_guarded_sweep(const std::string& text,
     ASSERT_TRUE(matches_at(m, g, at, 5)) << text;
     served += m.size_stats().generated == before;
   }
-  EXPECT_EQ(m.size_stats().guarded, 1) << text;
-  EXPECT_EQ(m.size_stats().generated, 1) << text;
-  EXPECT_EQ(served, static_cast<int>(sizes.size()) - 1) << text;
+  EXPECT_EQ(m.size_stats().guarded, modules) << text;
+  EXPECT_EQ(m.size_stats().generated, modules) << text;
+  EXPECT_EQ(served, static_cast<int>(sizes.size()) - modules) << text;
   EXPECT_EQ(m.size_stats().specialized, 0) << text;
 }
 
@@ -394,7 +395,8 @@ TEST(DynamicShapesGuards, OneModuleServesEverySizeThatPassesItsGuards) {
   expect_guarded_sweep("input x: f32[n, 33]\ny = gelu(x)\noutput y\n", one);
   expect_guarded_sweep("input x: f32[n]\nh = mul(x, x)\nc = add(h, x)\noutput c\n", one);
   expect_guarded_sweep("input x: f32[7, n]\ny = sum(x) {axes=[1]}\noutput y\n", one);
-  expect_guarded_sweep("input x: f32[n, 40]\ny = softmax(x) {axis=0}\noutput y\n", one);
+  // Two modules: 4097 rows and more are reduced in 64 chunks of rows (a guard, ks0 >= 1024).
+  expect_guarded_sweep("input x: f32[n, 40]\ny = softmax(x) {axis=0}\noutput y\n", one, 2);
   expect_guarded_sweep(
       "input x: f32[n, 64]\ninput w: f32[64]\ninput b: f32[64]\n"
       "y = layer_norm(x, w, b) {dims=1}\noutput y\n",
@@ -419,20 +421,47 @@ TEST(DynamicShapesGuards, OneModuleServesEverySizeThatPassesItsGuards) {
       two);
 }
 
-// Where the text reads a size (a long column reduction split into chunks of a number of rows,
-// printed), the check's second text differs: no guarded module, and every new size runs the
-// front half and reuses a module only where it prints the same source. Still right.
-TEST(DynamicShapesGuards, ATextThatReadsTheSizeFallsBackToTheSourceAsGuard) {
-  Graph g = graph_from_text("input x: f32[n, 40]\ny = softmax(x) {axis=0}\noutput y\n");
+// Decisions that follow the size are guards: a column reduction over at least 1024 rows is
+// split into 64 chunks of ceil(n / 64) rows (the chunk length printed as an expression of
+// ks0), over fewer it is not; each side gets a module, and later sizes run the one whose
+// guard they pass.
+TEST(DynamicShapesGuards, AColumnReductionSplitsOnOneSideOfItsGuard) {
+  Graph g = graph_from_text("input x: f32[n, 40]\ny = sum(x) {axes=[0]}\noutput y\n");
   CompiledModel m = compile(g);
   ASSERT_TRUE(matches_at(m, g, {{"n", 4097}}));
-  EXPECT_NE(m.report().source.find("4097 rows"), std::string::npos) << m.report().source;
-  EXPECT_EQ(m.size_stats().guarded, 0);
-  ASSERT_TRUE(matches_at(m, g, {{"n", 5000}}));
-  ASSERT_TRUE(matches_at(m, g, {{"n", 7}}));
-  EXPECT_EQ(m.size_stats().generated, 4);  // the guarded attempt, then one per size
+  EXPECT_NE(m.report().source.find("ks0 rows in 64 chunks of ((ks0 + 63) / 64)"), std::string::npos)
+      << m.report().source;
+  for (int64_t n : {1024, 1025, 5000, 100000}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}));
+  EXPECT_EQ(m.size_stats().generated, 1);
+  ASSERT_TRUE(matches_at(m, g, {{"n", 1023}}));  // the other side: a module without chunks
+  EXPECT_EQ(m.report().source.find("chunks"), std::string::npos);
+  for (int64_t n : {2, 17, 700}) ASSERT_TRUE(matches_at(m, g, {{"n", n}}));
+  EXPECT_EQ(m.size_stats().generated, 2);
+  EXPECT_EQ(m.size_stats().guarded, 2);
+}
+
+// COIL_SIZE_GUARDS=off: the source is the guard (each new size runs the front half and reuses
+// a module that prints the same source), as before explicit guards. Still right.
+TEST(DynamicShapesGuards, OffRunsTheFrontHalfPerSize) {
+  ASSERT_EQ(setenv("COIL_SIZE_GUARDS", "off", 1), 0);
+  Graph g = graph_from_text("input x: f32[n, 40]\ny = softmax(x) {axis=0}\noutput y\n");
+  CompiledModel m = compile(g);
+  for (int64_t n : {4097, 5000, 7}) EXPECT_TRUE(matches_at(m, g, {{"n", n}}));
+  EXPECT_EQ(m.size_stats().generated, 3);
   EXPECT_EQ(m.size_stats().guarded, 0);
   EXPECT_EQ(m.size_stats().specialized, 0);
+  ASSERT_EQ(setenv("COIL_SIZE_GUARDS", "sometimes", 1), 0);
+  CompiledModel bad = compile(g);
+  std::vector<Tensor> in = inputs_at(g, {{"n", 3}}, 1);
+  try {
+    bad.run(in);
+    ADD_FAILURE() << "COIL_SIZE_GUARDS=sometimes was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("COIL_SIZE_GUARDS='sometimes': expected on or off"),
+              std::string::npos)
+        << e.what();
+  }
+  unsetenv("COIL_SIZE_GUARDS");
 }
 
 // The decode step of DecodeStepOverAGrowingCache: every length from 2 on is one module, run

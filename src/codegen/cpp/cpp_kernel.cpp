@@ -422,7 +422,7 @@ class KernelPrinter final : public NestPrinter {
   void emit_widened_inputs() {
     for (const CppWidenedInput& wi : plan_.widened) {
       w_.linef("// {} ({}[{}], read {}x per element): widened to f32 once per call", wi.arg,
-               dtype_name(wi.dtype), wi.elements, wi.reads / wi.elements);
+               dtype_name(wi.dtype), wi.elements, wi.reads_per_element);
       w_.linef("alignas(64) float {}[{}];", wi.name, wi.elements);
       w_.linef("coil::widen({}, {}, {});", wi.arg, wi.name, wi.elements);
     }

@@ -22,6 +22,9 @@ struct Nest {
   /// The same extents as the C++ the loops print: the number, or in a size-generic module
   /// the expression of its size symbols (ks0, ...) that has that value here (extent_text).
   std::vector<std::string> range_text, red_range_text;
+  /// The same extents as expressions (constants, or of ks0, ...): what a decision that follows
+  /// the size records its guard on (sym::decide_at_least).
+  std::vector<sym::Expr> range_expr, red_range_expr;
   LoopBody body;
   std::vector<int> reductions;  // body positions of reduction ops
   std::vector<bool> after;      // per op: depends on a reduction (runs after the r loops)

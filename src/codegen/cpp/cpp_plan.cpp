@@ -96,6 +96,8 @@ class KernelPlanner {
       n.red_ranges = static_extents(first.reduction_ranges);
       n.range_text = extent_texts(first.ranges, n.ranges);
       n.red_range_text = extent_texts(first.reduction_ranges, n.red_ranges);
+      n.range_expr = first.ranges;
+      n.red_range_expr = first.reduction_ranges;
       // Merge bodies; a load of a value stored earlier in this body at the same index is
       // forwarded; a store of a local buffer that nothing else reads is dropped later.
       std::map<std::pair<int, const void*>, int> stored;
@@ -193,14 +195,27 @@ class KernelPlanner {
           *numel > kWidenMaxElements || total + *numel > kWidenMaxTotal)
         continue;
       int64_t reads = 0;
+      sym::Expr reads_expr(0);
       for (const Nest& n : plan_.nests) {
         bool loads = false;
         for (const BodyOp& op : n.body.ops())
           loads = loads || (op.op == LoopOp::load && op.buffer == arg.buffer);
-        if (loads) reads += product(n.ranges) * std::max<int64_t>(product(n.red_ranges), 1);
+        if (!loads) continue;
+        reads += product(n.ranges) * std::max<int64_t>(product(n.red_ranges), 1);
+        sym::Expr red(1);
+        for (const sym::Expr& e : n.red_range_expr) red = red * e;
+        sym::Expr all = red.is_const() && red.const_value() == 0 ? sym::Expr(1) : red;
+        for (const sym::Expr& e : n.range_expr) all = all * e;
+        reads_expr = reads_expr + all;
       }
-      if (reads < kWidenMinReuse * *numel) continue;
-      plan_.widened.push_back({arg.buffer, arg.name, arg.name + "_f32", dt, *numel, reads});
+      // Whether the input is read often enough follows the sizes: a guard where they are
+      // symbolic (sym::decide_at_least).
+      if (!sym::decide_at_least(reads_expr, kWidenMinReuse * *numel).value_or(false)) continue;
+      const sym::Expr per_element = sym::floordiv(reads_expr, sym::Expr(*numel));
+      plan_.widened.push_back({arg.buffer, arg.name, arg.name + "_f32", dt, *numel, reads,
+                               per_element.is_const()
+                                   ? std::to_string(per_element.const_value())
+                                   : fmt::format("({})", sym::to_string(per_element))});
       total += *numel;
     }
   }

@@ -130,6 +130,9 @@ struct CppTilePlan {
 /// A row-split column reduction.
 struct CppRowSplitPlan {
   int64_t chunks = 0, rows_per_chunk = 0;
+  /// rows_per_chunk as the loops print it: the number, or for a row count that is a size
+  /// symbol's the expression ((ks0 + 63) / 64).
+  std::string rows_per_chunk_text;
 };
 
 /// A split reduction: r0 in `chunks` chunks of `chunk` iterations.
@@ -164,6 +167,9 @@ struct CppWidenedInput {
   std::string arg, name;  // in_ptr1, in_ptr1_f32
   DType dtype = DType::BF16;
   int64_t elements = 0, reads = 0;
+  /// Reads per element as the source comment prints it: "16", or "(ks0)" where the reads
+  /// follow a size symbol.
+  std::string reads_per_element;
 };
 
 struct CppKernelPlan {

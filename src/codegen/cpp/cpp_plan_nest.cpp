@@ -2,6 +2,7 @@
 // along, how a horizontal reduction accumulates, and whether the nest is a 2-D tile, a
 // row-split column reduction or a split reduction.
 #include "codegen/cpp/cpp_plan.h"
+#include "sym/size_hints.h"
 
 #include "ir/ir.h"
 #include "support/check.h"
@@ -255,11 +256,21 @@ std::optional<CppRowSplitPlan> plan_row_split(const Nest& n, int lanes) {
   auto vl = choose_vec_loop(n, 0, lanes);
   if (!vl || vl->reduction) return std::nullopt;
   const int64_t cols = n.ranges[0], rows = n.red_ranges[0];
-  if (cols > kRowSplitMaxColumns || rows < kRowSplitMinRows) return std::nullopt;
-  // Chunks depend on the sizes only: about 256 rows each, at most 64.
+  if (cols > kRowSplitMaxColumns) return std::nullopt;
+  // Whether the rows are many enough follows a symbolic row count: a guard of the module.
+  const sym::Expr erows = n.red_range_expr.empty() ? sym::Expr(rows) : n.red_range_expr[0];
+  if (!sym::decide_at_least(erows, kRowSplitMinRows).value_or(rows >= kRowSplitMinRows))
+    return std::nullopt;
+  // Chunks depend on the sizes only: about 256 rows each, at most 64. A symbolic row count
+  // (at least kRowSplitMinRows, by the guard) always gets 64, so that the text holds for every
+  // size, and chunks of ceil(rows / 64).
   CppRowSplitPlan r;
-  r.chunks = std::min<int64_t>(64, (rows + 255) / 256);
+  const bool symbolic = !erows.is_const();
+  r.chunks = symbolic ? 64 : std::min<int64_t>(64, (rows + 255) / 256);
   r.rows_per_chunk = (rows + r.chunks - 1) / r.chunks;
+  r.rows_per_chunk_text =
+      symbolic ? fmt::format("(({} + {}) / {})", n.red_range_text[0], r.chunks - 1, r.chunks)
+               : std::to_string(r.rows_per_chunk);
   return r;
 }
 

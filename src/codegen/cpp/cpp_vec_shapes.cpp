@@ -9,8 +9,8 @@ namespace coil {
 
 void emit_row_split_reduction(NestPrinter& p, const Nest& n, const CppNestPlan& np) {
   const CppVecPlan& vp = *np.vec;
-  const int64_t cols = n.ranges[0], rows = n.red_ranges[0], lanes = p.plan().lanes;
-  const int64_t chunks = np.row_split.chunks, rows_per_chunk = np.row_split.rows_per_chunk;
+  const int64_t cols = n.ranges[0], lanes = p.plan().lanes;
+  const int64_t chunks = np.row_split.chunks;
   CodeWriter& w = p.writer();
   sym::Analyzer a = nest_analyzer(n);
   auto inside = [&](int i) { return !n.after[static_cast<size_t>(i)]; };
@@ -60,8 +60,10 @@ void emit_row_split_reduction(NestPrinter& p, const Nest& n, const CppNestPlan& 
     w.linef("float* const {0} = {0}_storage.get();", parts.back());
     streams.push_back(parts.back());
   }
-  w.linef("// {} rows in {} chunks of {}: partial column results, combined in chunk order", rows,
-          chunks, rows_per_chunk);
+  const std::string& rows_text = n.red_range_text[0];
+  const std::string& chunk_text = np.row_split.rows_per_chunk_text;
+  w.linef("// {} rows in {} chunks of {}: partial column results, combined in chunk order",
+          rows_text, chunks, chunk_text);
   w.line("#pragma omp parallel for");
   w.linef("for (int64_t c = 0; c < {}; c++)", chunks);
   w.open();
@@ -72,7 +74,7 @@ void emit_row_split_reduction(NestPrinter& p, const Nest& n, const CppNestPlan& 
     }
   });
   w.linef("for (int64_t r0 = c * {0}; r0 < std::min<int64_t>(c * {0} + {0}, {1}); r0++)",
-          rows_per_chunk, rows);
+          chunk_text, rows_text);
   w.open();
   over_columns([&](const std::string& count) {
     VecOpPrinter(p, n, a, vp, count).emit(inside);
