@@ -75,13 +75,24 @@ bool report_comparison(const std::vector<ValueSpec>& outputs, const std::vector<
 
 namespace {
 
-/// `coil compile` with sizes left unbound (CPU): one variant compiled at representative sizes,
-/// its module taking the sizes as arguments (ks0, ks1, ... in the symbols' name order), written
-/// to out_dir with sizes.json saying which symbol each argument is.
+/// `coil compile` with sizes left unbound (CPU): one module generated at representative sizes
+/// and checked at others, as a size-generic model's first module is (driver/dynamic_model.h),
+/// its kernels taking the sizes as arguments (ks0, ks1, ... in the symbols' name order),
+/// written to out_dir with sizes.json saying which symbol each argument is and the module's
+/// guards. Where the check fails, the module printed at the representative sizes (the source
+/// is then its only guard); where the pipeline cannot keep the sizes symbolic, a specialized one.
 int compile_size_generic(const Prepared& p, const std::vector<std::string>& symbols,
                          const std::string& out_dir) {
   const std::vector<int64_t> at = representative_sizes(p.graph, symbols);
-  SizeVariantBuild v = compile_size_variant(p.graph, p.options, symbols, at);
+  std::unique_ptr<GuardedModule> guarded;
+  std::string why;
+  try {
+    guarded = compile_guarded_module(p.graph, p.options, symbols, at, &why);
+  } catch (const std::exception& e) {  // compile_size_variant says it again, or specializes
+    why = e.what();
+  }
+  SizeVariantBuild v =
+      guarded ? guarded->build : compile_size_variant(p.graph, p.options, symbols, at);
   print_kernels(v.report);
   nlohmann::ordered_json j;
   j["size_generic"] = v.size_generic;
@@ -89,18 +100,31 @@ int compile_size_generic(const Prepared& p, const std::vector<std::string>& symb
   std::vector<std::string> shown;
   for (size_t i = 0; i < symbols.size(); ++i) {
     args[fmt::format("ks{}", i)] = symbols[i];
-    hints[symbols[i]] = at[i];
+    hints[symbols[i]] = guarded ? guarded->generated_at[i] : at[i];
     shown.push_back(fmt::format("ks{} = {}", i, symbols[i]));
   }
   j["size_arguments"] = args;
   j["compiled_at"] = hints;
+  if (guarded) {
+    nlohmann::ordered_json checked = nlohmann::json::object();
+    for (size_t i = 0; i < symbols.size(); ++i) checked[symbols[i]] = guarded->checked_at[i];
+    j["checked_at"] = checked;
+    j["guards"] = guarded->guards_text();
+  } else {
+    j["guards"] = nullptr;
+    j["no_guards_because"] = why;
+  }
   std::ofstream(std::filesystem::path(out_dir) / "sizes.json") << j.dump(2) << "\n";
-  if (v.size_generic)
+  if (guarded)
     fmt::print(
         "size-generic: the kernels take the sizes as arguments ({}); this module serves every "
-        "size at which coil prints the same code (sizes 0 and 1, and sizes equal to another "
-        "size or a constant dim, get variants of their own when the model runs)\n",
-        fmt::join(shown, ", "));
+        "size that passes its guards: {}\n",
+        fmt::join(shown, ", "), guarded->guards_text());
+  else if (v.size_generic)
+    fmt::print(
+        "size-generic: the kernels take the sizes as arguments ({}), but the code depends on "
+        "the sizes ({}): this module serves the sizes at which coil prints the same code\n",
+        fmt::join(shown, ", "), why);
   else
     fmt::print(
         "specialized: the size-generic pipeline cannot compile this model yet (COIL_LOGS=guards "

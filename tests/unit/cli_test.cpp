@@ -71,20 +71,24 @@ TEST_F(Cli, CompileWritesSourceObjectAndReport) {
 }
 
 // `coil compile` with a size left unbound writes one size-generic module: its kernels take the
-// size as an argument (ks0), sizes.json says which symbol that is and where it was compiled
-// (a prime above 1 that is no constant dim), and the source is the same each time. With
+// size as an argument (ks0), sizes.json says which symbol that is, where it was compiled (a
+// prime above 1 that is no constant dim) and checked, and its guards; the source is the same
+// each time. With
 // --size the module has no size argument.
 TEST_F(Cli, CompileWithoutSizeIsSizeGeneric) {
   std::string out, model = (dir / "model.coil").string();
   ASSERT_EQ(coil(fmt::format("compile '{}' -o '{}'", model, (dir / "g1").string()), &out), 0)
       << out;
-  EXPECT_NE(out.find("size-generic: the kernels take the sizes as arguments (ks0 = s0)"),
+  EXPECT_NE(out.find("size-generic: the kernels take the sizes as arguments (ks0 = s0); this "
+                     "module serves every size that passes its guards: ks0 >= 2"),
             std::string::npos)
       << out;
   auto sizes = nlohmann::json::parse(std::ifstream(dir / "g1/sizes.json"));
   EXPECT_EQ(sizes["size_generic"], true);
   EXPECT_EQ(sizes["size_arguments"]["ks0"], "s0");
   EXPECT_EQ(sizes["compiled_at"]["s0"], 97);
+  EXPECT_EQ(sizes["checked_at"]["s0"], 98);
+  EXPECT_EQ(sizes["guards"].get<std::string>().rfind("ks0 >= 2", 0), 0u) << sizes.dump();
   auto read = [](const fs::path& p) {
     std::stringstream ss;
     ss << std::ifstream(p).rdbuf();
