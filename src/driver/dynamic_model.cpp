@@ -1,6 +1,8 @@
 #include "driver/dynamic_model.h"
 
+#include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "graph/graph_copy.h"
 #include "support/check.h"
@@ -21,25 +23,57 @@ std::vector<std::string> unbound_size_symbols(const Graph& graph,
   return {names.begin(), names.end()};
 }
 
-std::vector<int64_t> representative_sizes(const Graph& graph,
-                                          const std::vector<std::string>& symbols) {
+std::set<int64_t> constant_dims(const Graph& graph) {
   std::set<int64_t> taken;
   for (const auto& n : graph.nodes())
     if (n)
       for (const sym::Expr& d : n->type.shape)
         if (auto c = d.as_const()) taken.insert(*c);
-  // Primes from 97 up: not a multiple of a vector width or tile, so a size-generic variant
-  // keeps its tail loops, as it must for the sizes it will serve.
-  std::vector<int64_t> out;
-  for (int64_t v = 97; out.size() < symbols.size(); ++v) {
-    bool prime = true;
-    for (int64_t q = 2; q * q <= v && prime; ++q) prime = v % q != 0;
-    if (prime && !taken.count(v)) {
-      out.push_back(v);
-      taken.insert(v);
-    }
+  return taken;
+}
+
+namespace {
+
+bool is_prime(int64_t v) {
+  if (v < 2) return false;
+  for (int64_t q = 2; q * q <= v; ++q)
+    if (v % q == 0) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<int64_t> prime_sizes(const std::vector<int64_t>& sizes, std::set<int64_t> taken,
+                                 int64_t floor, bool below) {
+  std::vector<int64_t> out = sizes;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] <= 1) continue;
+    int64_t v = below ? sizes[i] : std::max(sizes[i], floor);
+    while (v >= 2 && (!is_prime(v) || taken.count(v))) v += below ? -1 : 1;
+    if (v < 2) return {};
+    out[i] = v;
+    taken.insert(v);
   }
   return out;
+}
+
+std::pair<std::string, std::string> first_differing_lines(const std::string& a,
+                                                          const std::string& b) {
+  std::istringstream sa(a), sb(b);
+  std::string la, lb;
+  while (true) {
+    const bool ga = static_cast<bool>(std::getline(sa, la));
+    const bool gb = static_cast<bool>(std::getline(sb, lb));
+    if (!ga || !gb) return {ga ? la : "(end)", gb ? lb : "(end)"};
+    if (la != lb) return {la, lb};
+  }
+}
+
+std::vector<int64_t> representative_sizes(const Graph& graph,
+                                          const std::vector<std::string>& symbols) {
+  // Primes from 97 up: not a multiple of a vector width or tile, so a size-generic variant
+  // keeps its tail loops, as it must for the sizes it will serve.
+  return prime_sizes(std::vector<int64_t>(symbols.size(), 97), constant_dims(graph), 97);
 }
 
 namespace {

@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,19 @@ class DynamicModel {
 /// enough that the heuristics read them as ordinary sizes. In `symbols` order.
 std::vector<int64_t> representative_sizes(const Graph& graph,
                                           const std::vector<std::string>& symbols);
+
+/// The constant dims of `graph`'s nodes: a size equal to one could print as that constant.
+std::set<int64_t> constant_dims(const Graph& graph);
+
+/// Per size of `sizes` above 1 (0 and 1 stay): the smallest prime at least max(size, floor),
+/// or with `below` the largest prime at most the size, that is not in `taken` and not chosen
+/// for an earlier size. Empty when `below` finds none.
+std::vector<int64_t> prime_sizes(const std::vector<int64_t>& sizes, std::set<int64_t> taken,
+                                 int64_t floor, bool below = false);
+
+/// The first line where `a` and `b` differ, each side's ("(end)" past a text's last line).
+std::pair<std::string, std::string> first_differing_lines(const std::string& a,
+                                                          const std::string& b);
 
 /// The size symbols of `graph`'s inputs that `sizes` does not bind, sorted by name.
 std::vector<std::string> unbound_size_symbols(const Graph& graph,

@@ -24,43 +24,6 @@ namespace coil {
 
 namespace {
 
-bool is_prime(int64_t v) {
-  if (v < 2) return false;
-  for (int64_t q = 2; q * q <= v; ++q)
-    if (v % q == 0) return false;
-  return true;
-}
-
-// The constant dims of `graph`: a size equal to one could print as that constant.
-std::set<int64_t> constant_dims(const Graph& graph) {
-  std::set<int64_t> taken;
-  for (const auto& n : graph.nodes())
-    if (n)
-      for (const sym::Expr& d : n->type.shape)
-        if (auto c = d.as_const()) taken.insert(*c);
-  return taken;
-}
-
-// The sizes to generate at for `sizes`: each free symbol the smallest prime at least
-// max(its size, floor) that is no constant dim and no other symbol's; 0 and 1 stay (bound).
-// Primes leave no divisibility for a tail or tile decision to lean on, and sizes near the
-// call's keep the heuristics (vector plans, autotuning buckets) at its scale.
-// `below`: the largest such prime at most the size instead (a size just under a guard's
-// threshold, 1023 under 1024, whose next prime is above it); empty when there is none.
-std::vector<int64_t> generation_sizes(const std::vector<int64_t>& sizes, std::set<int64_t> taken,
-                                      int64_t floor, bool below = false) {
-  std::vector<int64_t> out = sizes;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] <= 1) continue;
-    int64_t v = below ? sizes[i] : std::max(sizes[i], floor);
-    while (v >= 2 && (!is_prime(v) || taken.count(v))) v += below ? -1 : 1;
-    if (v < 2) return {};
-    out[i] = v;
-    taken.insert(v);
-  }
-  return out;
-}
-
 // The check's sizes: each free symbol the next even number above its generation size that
 // is no constant dim (nor taken). An odd prime and an even number differ in every power-of-two
 // residue, so a decision that read a residue (a tail elided because a size divides) or a
@@ -90,18 +53,6 @@ std::string sizes_text(const std::vector<std::string>& symbols, const std::vecto
   for (size_t i = 0; i < symbols.size(); ++i)
     parts.push_back(fmt::format("{}={}", symbols[i], v[i]));
   return fmt::format("{}", fmt::join(parts, ", "));
-}
-
-// The first line where `a` and `b` differ, each side's.
-std::pair<std::string, std::string> first_difference(const std::string& a, const std::string& b) {
-  std::istringstream sa(a), sb(b);
-  std::string la, lb;
-  while (true) {
-    const bool ga = static_cast<bool>(std::getline(sa, la));
-    const bool gb = static_cast<bool>(std::getline(sb, lb));
-    if (!ga || !gb) return {ga ? la : "(end)", gb ? lb : "(end)"};
-    if (la != lb) return {la, lb};
-  }
 }
 
 bool same_constant(const Tensor& a, const Tensor& b) {
@@ -187,11 +138,14 @@ std::unique_ptr<GuardedModule> compile_guarded_module(const Graph& graph,
   std::unique_ptr<DebugDir> debug;
   GeneratedProgram gen, other;
   std::vector<sym::SizeGuard> other_guards;
-  // Where the call's sizes fail the guards recorded at the primes above them (a threshold
-  // between), the primes at their own scale, then the primes just below them.
+  // Generated at primes near the call's sizes (prime_sizes): primes leave no divisibility for
+  // a tail or tile decision to lean on, and sizes near the call's keep the heuristics (vector
+  // plans, autotuning buckets) at its scale. Where the call's sizes fail the guards recorded
+  // at the primes above them (a threshold between), the primes at their own scale, then the
+  // primes just below them.
   const std::vector<std::vector<int64_t>> candidates = {
-      generation_sizes(sizes, taken, 97), generation_sizes(sizes, taken, 2),
-      generation_sizes(sizes, taken, 2, /*below=*/true)};
+      prime_sizes(sizes, taken, 97), prime_sizes(sizes, taken, 2),
+      prime_sizes(sizes, taken, 2, /*below=*/true)};
   for (size_t attempt = 0; attempt < candidates.size(); ++attempt) {
     if (candidates[attempt].empty() ||
         (attempt > 0 && candidates[attempt] == candidates[attempt - 1]))
@@ -224,7 +178,7 @@ std::unique_ptr<GuardedModule> compile_guarded_module(const Graph& graph,
                          "size-generic module: the check's sizes {} fail its guard {}",
                          sizes_text(symbols, m->checked_at), failed);
     if (gen.module.source != other.module.source) {
-      auto [la, lb] = first_difference(gen.module.source, other.module.source);
+      auto [la, lb] = first_differing_lines(gen.module.source, other.module.source);
       COIL_SUPPORTED_CHECK(false,
                            "size-generic module: the generated code depends on the sizes: `{}` "
                            "at {}, `{}` at {}",

@@ -156,22 +156,6 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
 
 namespace {
 
-/// Primes from `from` up that are no constant dim of `graph`, one per symbol.
-std::vector<int64_t> primes_from(const Graph& graph, size_t count, int64_t from) {
-  std::set<int64_t> taken;
-  for (const auto& n : graph.nodes())
-    if (n)
-      for (const sym::Expr& d : n->type.shape)
-        if (auto c = d.as_const()) taken.insert(*c);
-  std::vector<int64_t> out;
-  for (int64_t v = from; out.size() < count; ++v) {
-    bool prime = true;
-    for (int64_t q = 2; q * q <= v && prime; ++q) prime = v % q != 0;
-    if (prime && !taken.count(v)) out.push_back(v);
-  }
-  return out;
-}
-
 /// The module's text without its SIZE_HINTS line (the sizes it was generated at).
 std::string without_size_hints(const std::string& source) {
   std::string out;
@@ -205,14 +189,12 @@ GeneratedProgram generate_gpu_program(const Graph& graph, const CompileOptions& 
     return generate_program(graph, options, t, &size_generic);
   };
   GeneratedProgram gen = at(representative_sizes(graph, symbols), timer);
-  GeneratedProgram other = at(primes_from(graph, symbols.size(), 157), nullptr);
+  GeneratedProgram other = at(
+      prime_sizes(std::vector<int64_t>(symbols.size(), 157), constant_dims(graph), 157), nullptr);
   const std::string a = without_size_hints(gen.triton.source);
   const std::string b = without_size_hints(other.triton.source);
   if (a != b) {
-    std::istringstream sa(a), sb(b);
-    std::string la, lb;
-    while (std::getline(sa, la) && std::getline(sb, lb) && la == lb) {
-    }
+    auto [la, lb] = first_differing_lines(a, b);
     COIL_SUPPORTED_CHECK(false,
                          "size-generic Triton module: the generated code depends on the sizes "
                          "({}): `{}` at some sizes, `{}` at others; bind them "
