@@ -114,6 +114,55 @@ def empty_strided(size, stride, dtype):
     return t
 
 
+# ---------------------------------------------------------------------------------------------
+# Gathers at run-time indices
+
+_index_checks = {}  # device -> its flag buffer
+_sync_index_checks = os.environ.get("COIL_SYNC_INDEX_CHECKS", "") not in ("", "0") or \
+    os.environ.get("CUDA_LAUNCH_BLOCKING", "") == "1"
+
+
+def index_check(like):
+    """The flag buffer of gathers at run-time indices on `like`'s device (a tensor, or None for
+    the current CUDA device): [1, -1, 0] while every index was in range. A kernel that finds one
+    out of range stores 0, the gather's site and the index, and reads the clamped index (no
+    lane reads out of bounds); check_indices raises it."""
+    device = like.device if isinstance(like, torch.Tensor) else torch.device(
+        "cuda", torch.cuda.current_device())
+    flag = _index_checks.get(device)
+    if flag is None:
+        flag = torch.tensor([1, -1, 0], dtype=torch.int64, device=device)
+        _index_checks[device] = flag
+    return flag
+
+
+def index_error_message(what, index, size):
+    """As the C++ kernels' run checks word it (support/run_check.h)."""
+    return (f"{what}: index {index} is out of range for a dim of size {size} "
+            f"(valid: {-size} to {size - 1})")
+
+
+def check_indices(flag, sites):
+    """Raises the index out of range that a gather of this call found; `sites`: {site: (what,
+    dim size)}. On the CPU (tests) and with COIL_SYNC_INDEX_CHECKS=1 or CUDA_LAUNCH_BLOCKING=1:
+    an IndexError naming the op, the index and the size, read back at once. Otherwise on CUDA
+    without synchronizing: torch._assert_async, so that an index out of range is a device-side
+    assert at the next synchronization, as in torch's own CUDA gathers (embedding, index)."""
+    if flag.device.type == "cuda" and not _sync_index_checks:
+        try:
+            torch._assert_async(flag[0], "coil: a gather's index is out of range (rerun with "
+                                "COIL_SYNC_INDEX_CHECKS=1 for which one)")
+        except TypeError:  # torch 1.x: no message
+            torch._assert_async(flag[0])
+        return
+    ok, site, index = (int(v) for v in flag.tolist())
+    if ok:
+        return
+    flag.copy_(torch.tensor([1, -1, 0], dtype=torch.int64))  # the next call starts clean
+    what, size = sites.get(site, ("a gather", None))
+    raise IndexError(index_error_message(what, index, size))
+
+
 def set_poison(enabled):
     """Fill every buffer empty_strided returns with NaN (or a sentinel for integers), so a test
     sees elements a kernel never wrote. Also COIL_POISON_OUTPUTS=1."""

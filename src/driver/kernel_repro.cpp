@@ -238,6 +238,10 @@ std::string triton_repro(const TritonKernelSource& k) {
     w.linef("    args.append({}{})  # {}{}", make, fill, k.args[i].name,
             k.args[i].is_output ? " (written)" : "");
   }
+  if (!k.index_sites.empty())  // the flag buffer of its gathers (coil_runtime.runtime)
+    w.line(
+        "    args.append(torch.tensor([1, -1, 0], dtype=torch.int64, device='cuda'))  # "
+        "index_check");
   w.line("    return args");
   w.line();
   w.line();

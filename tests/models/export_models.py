@@ -104,7 +104,8 @@ class LnGeluMlp(nn.Module):
 class GptBlock(nn.Module):
     """A GPT-style decoder block (also bench/gpu/compile_latency_models.py's, at other sizes).
     embed=True: int64 tokens [B, T] in; embed=False: their embeddings [B, T, d] (the lookup
-    outside the graph, for --device cuda, which has no gather with dynamic indices)."""
+    outside the graph, as the GPU suite's compile-latency rows measure it; --device cuda had no
+    gather at run-time indices before the twenty-first session)."""
 
     def __init__(self, vocab=1024, d=256, heads=4, seq=128, embed=True):
         super().__init__()

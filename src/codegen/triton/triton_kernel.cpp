@@ -70,6 +70,9 @@ class TritonKernelPrinter {
     }
     std::vector<std::string> params;
     for (const auto& a : args_) params.push_back(a.name);
+    // Gathers at run-time indices record an index out of range here (index_check below).
+    out.index_sites = index_sites_;
+    if (!index_sites_.empty()) params.push_back("index_check");
     // Size symbols the index expressions read (Inductor's ks0, ...), after the pointers.
     out.size_args = size_args_;
     for (const std::string& a : size_args_)
@@ -160,6 +163,13 @@ class TritonKernelPrinter {
       for (int a : o.args)
         if (a >= 0) live_[static_cast<size_t>(a)] = true;
     }
+    for (int i = 0; i < n(); ++i)
+      if (live_[static_cast<size_t>(i)] && op(i).op == LoopOp::indirect_index) {
+        COIL_SUPPORTED_CHECK(k_.kind != TritonKernelKind::Template,
+                             "--device cuda: a gather at run-time indices inside a matmul "
+                             "template's prologue or epilogue");
+        index_sites_.push_back({op(i).site, op(i).ivalue});
+      }
     // Arguments: loaded buffers in first-use order, then stored ones.
     std::map<int, std::string> names;
     int n_in = 0, n_out = 0;
@@ -615,6 +625,7 @@ class TritonKernelPrinter {
         break;
       }
       case LoopOp::indirect_index:
+        return emit_indirect_index(i);
         COIL_LOOP_MATH_OPS(COIL_LOOP_OP_CASE) {
           std::vector<std::string> args;
           std::vector<DType> dts;
@@ -630,6 +641,33 @@ class TritonKernelPrinter {
     printed_.insert(i);
   }
 
+  /// An integer value as an index into a dim of o.ivalue elements (a gather at run-time
+  /// indices): wrapped once where negative (numpy/ONNX), then an index still out of range is
+  /// recorded in index_check (0, its site, the index: the wrapper raises it, as the C++ kernels'
+  /// coil::checked_index does) and clamped, so that no lane reads out of bounds.
+  void emit_indirect_index(int i) {
+    const BodyOp& o = op(i);
+    const std::string v = value(o.args[0]);
+    const std::string name = define(i);
+    const int64_t size = o.ivalue;
+    w_.linef("{0} = tl.where({1} < 0, {1} + {2}, {1})", name, v, size);
+    // Only the lanes the value is computed for: a masked-off lane's index is undefined.
+    std::vector<std::string> lanes;
+    if (rdep_[static_cast<size_t>(o.args[0])] && (rmask_ || row_mask_)) lanes.push_back("r0_mask");
+    if (xmask_) lanes.push_back("xmask");
+    if (ymask_) lanes.push_back("ymask");
+    lanes.push_back(fmt::format("(({0} < 0) | ({0} >= {1}))", name, size));
+    const std::string bad = name + "_bad";
+    w_.linef("{} = {}", bad, fmt::join(lanes, " & "));
+    // A pointer per lane (one address): tl.store's mask keeps the lanes that are out of range.
+    const std::string at = fmt::format("index_check + {}.to(tl.int32) * 0", bad);
+    w_.linef("tl.store({}, 0, {})", at, bad);
+    w_.linef("tl.store({} + 1, {}, {})", at, o.site, bad);
+    w_.linef("tl.store({} + 2, {}.to(tl.int64), {})", at, v, bad);
+    w_.linef("{0} = tl.minimum(tl.maximum({0}, 0), {1}).to({2})", name, size - 1, index_dtype());
+    printed_.insert(i);
+  }
+
   void emit_load(int i) {
     const BodyOp& o = op(i);
     const TritonBuffer& b = plan_.buffers[static_cast<size_t>(o.buffer)];
@@ -642,8 +680,13 @@ class TritonKernelPrinter {
       printed_.insert(i);
       return;
     }
-    std::string mask = mask_for(o.index);
-    std::string call = fmt::format("tl.load({} + ({})", ptr_.at(o.buffer), index(o.index));
+    // A gather's index names its indirect_index's value (already clamped in range).
+    const sym::Expr at =
+        is_indirect_load(o)
+            ? sym::substitute(o.index, {{indirect_var(), sym::make_symbol(value(o.args[0]))}})
+            : o.index;
+    std::string mask = mask_for(at);
+    std::string call = fmt::format("tl.load({} + ({})", ptr_.at(o.buffer), index(at));
     std::string policy = eviction_policy(i);
     if (!mask.empty() || !policy.empty()) call += ", " + (mask.empty() ? "None" : mask);
     if (!policy.empty()) call += fmt::format(", eviction_policy='{}'", policy);
@@ -893,8 +936,9 @@ class TritonKernelPrinter {
   std::map<int, std::string> ptr_;  // buffer -> in_ptrN / out_ptrN
   bool xmask_ = false, ymask_ = false, rmask_ = false, row_mask_ = false;
   std::vector<std::string> size_args_;  // ks0, ... the kernel reads (size-generic modules)
-  sym::Analyzer ka_;                    // kernel index symbols
-  sym::Analyzer pa_;                    // index variables (for printing)
+  std::vector<std::pair<int, int64_t>> index_sites_;  // gathers: (run-check site, dim size)
+  sym::Analyzer ka_;                                  // kernel index symbols
+  sym::Analyzer pa_;                                  // index variables (for printing)
   std::map<sym::Expr, sym::Expr> atom_of_;
   std::vector<IndexAtom> atoms_;
   int nx_ = 0, ny_ = 0, nr_ = 0;

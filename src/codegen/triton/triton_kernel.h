@@ -42,8 +42,11 @@ struct TritonKernelSource {
   /// kernel's index expressions read them).
   std::vector<std::string> size_args;
   std::vector<int64_t> size_arg_values;  // their values at the sizes generated at (repros)
-  std::vector<std::string> helpers;      // module-level @triton.jit helpers the kernel calls
-  std::vector<std::string> origins;      // graph nodes, "t3 (add)"
+  /// Gathers at run-time indices: (IrProgram::run_checks site, dim size) of each. The kernel
+  /// then takes `index_check` after the pointers (coil_runtime.runtime.index_check).
+  std::vector<std::pair<int, int64_t>> index_sites;
+  std::vector<std::string> helpers;  // module-level @triton.jit helpers the kernel calls
+  std::vector<std::string> origins;  // graph nodes, "t3 (add)"
   int64_t bytes_read = 0, bytes_written = 0;
 };
 

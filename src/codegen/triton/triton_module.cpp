@@ -234,6 +234,13 @@ class ModulePrinter {
                input_name(static_cast<int>(i)), sizes(b), strides(b), torch_dtype(buf(b).dtype));
     }
     if (generic_) emit_guards();
+    // Gathers at run-time indices: one flag buffer on the inputs' device, which a kernel
+    // that finds an index out of range writes (TritonKernelSource::index_sites).
+    std::map<int, int64_t> index_sites;
+    for (const TritonKernelSource& k : m.kernels)
+      for (const auto& [site, size] : k.index_sites) index_sites[site] = size;
+    if (!index_sites.empty())
+      w_.linef("index_check = runtime.index_check({})", inputs.empty() ? "None" : inputs[0]);
     // Last reader of each intermediate, to free it right after (Inductor's `del buf`).
     std::map<int, size_t> last_read;
     for (size_t s = 0; s < plan_.steps.size(); ++s) {
@@ -304,6 +311,7 @@ class ModulePrinter {
         const TritonKernelSource& k = m.kernels[static_cast<size_t>(st.kernel)];
         std::vector<std::string> args;
         for (const auto& a : k.args) args.push_back(name(a.buffer));
+        if (!k.index_sites.empty()) args.push_back("index_check");
         for (const std::string& s : k.size_args) args.push_back(s);
         for (size_t i = 0; i < k.numels.size(); ++i)
           args.push_back(i < k.numel_exprs.size() ? triton_size_text(k.numel_exprs[i], k.numels[i])
@@ -318,6 +326,17 @@ class ModulePrinter {
         if (std::find(freed.begin(), freed.end(), name(b)) == freed.end()) freed.push_back(name(b));
       }
       if (!freed.empty()) w_.linef("del {}", fmt::join(freed, ", "));
+    }
+    if (!index_sites.empty()) {
+      // {site: (what, dim size)}: the message of an index out of range (run_check_message).
+      std::vector<std::string> entries;
+      for (const auto& [site, size] : index_sites) {
+        std::string what = p_.run_checks.at(static_cast<size_t>(site)).op;
+        for (size_t at = 0; (at = what.find_first_of("\\'", at)) != std::string::npos; at += 2)
+          what.insert(at, "\\");
+        entries.push_back(fmt::format("{}: ('{}', {})", site, what, size));
+      }
+      w_.linef("runtime.check_indices(index_check, {{{}}})", fmt::join(entries, ", "));
     }
     std::vector<std::string> outs;
     for (int b : p_.output_buffers) outs.push_back(name(b));
@@ -673,13 +692,6 @@ class ModulePrinter {
 
 TritonModule generate_triton_module(const IrProgram& program, const Schedule& schedule,
                                     const TritonModuleOptions& options) {
-  for (const ComputedBuffer& c : program.computations)
-    for (const BodyOp& op : c.body.ops())
-      COIL_SUPPORTED_CHECK(
-          op.op != LoopOp::indirect_index,
-          "--device cuda does not support gather with dynamic indices (an indirect "
-          "load of buffer {}); compile it for the CPU",
-          program.buffer(c.buffer).name);
   return ModulePrinter(program, schedule, options).generate();
 }
 
