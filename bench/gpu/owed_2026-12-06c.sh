@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device runs of the twenty-first session (docs/gpu-results.md), one call from the repository
 # root with `device-bundle` carried (after `bash scripts/device_bundle.sh` here):
-#   1  issue 20: f's kernels alone (bench/experiments/f_tile, 2 MiB pages) and f through
+#   1  issue 20: f's kernels alone (bench/experiments/f_tile, 2 MiB pages; generic is what coil
+#      prints, generic_before the kernel before 2a414b1) and f through
 #      coil_cpu_bench --size-generic at 1 and 16 threads, three runs of 9 rounds;
 #      issue 18: the Triton gather on the GPU (tests/golden/triton/embedding_gather.py against
 #      torch, an index out of range), the GPT block on CUDA against Inductor
@@ -16,7 +17,7 @@ B=/tmp/cb; mkdir -p $B && tar xJf device-bundle/coil-bundle.tar.xz -C $B
 echo "bundle $(cat $B/REVISION)"
 t0=$(date +%s)
 case "${STEP:-1}" in
-  1) V="spec generic generic_opaque_index"
+  1) V="spec generic_before generic"
      CPATH=$B/include HUGE=1 ROUNDS=5 THREADS="1 16" VARIANTS="$V" INC=$PWD/src/kernels \
        bash bench/experiments/f_tile/run.sh > $OUT/f_tile.txt 2>&1
      for t in 1 16; do for v in $V; do

@@ -10,6 +10,7 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0,
 // nest 0: pointwise over x0, x1 (tile2d): z (add <- transpose)
 // 2-D tiles of 16x16 in blocks of 512x64: transposed operands are read along x0, transposed in
 // registers
+// (rows are a size apart: coil::opaque_index keeps GCC from a pointer per row)
 #pragma omp parallel for collapse(2) firstprivate(ks0)
   for (int64_t x0_block = 0; x0_block < 4096; x0_block += 512)
     for (int64_t x1_block = 0; x1_block < (ks0 / 16 * 16); x1_block += 64) {
@@ -24,7 +25,7 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0,
             coil::transpose_tile(&in_ptr0[x0 + 4096 * x1], 4096, tmp0_tile, 16, 16, 16);
           }
           for (int64_t a = 0; a < 16; a++) {
-            const int64_t x0 = x0_tile + a;
+            const int64_t x0 = coil::opaque_index(x0_tile + a);
             const int64_t x1 = x1_tile;
             auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16]);
             auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[x1 + ks0 * x0]);
@@ -46,7 +47,7 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0,
         coil::transpose_tile(&in_ptr0[x0 + 4096 * x1], 4096, tmp0_tile, 16, cols, rows);
       }
       for (int64_t a = 0; a < rows; a++) {
-        const int64_t x0 = x0_tile + a;
+        const int64_t x0 = coil::opaque_index(x0_tile + a);
         const int64_t x1 = x1_tile;
         auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16], cols);
         auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[x1 + ks0 * x0], cols);

@@ -2,7 +2,7 @@
 # f's kernel, size-specialized against size-generic variants, on this machine's g++ (the GPU
 # host: g++ 13), 1 and 16 threads. INC: the directory holding coil_vec.h (the bundle's include).
 set -u
-VARIANTS="${VARIANTS:-spec generic generic_row_offset generic_row_pointers generic_unroll4 generic_aligned_rows}"
+VARIANTS="${VARIANTS:-spec generic_before generic generic_rows_opaque}"
 cd "$(dirname "$0")"
 INC="${INC:?set INC to the kernel headers}"
 FL="-O3 -DNDEBUG -shared -fPIC -std=c++17 -march=native -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math -Wno-unused-variable -Wno-unknown-pragmas -fno-tree-sink -mavx512f -mavx512dq -mavx512vl -mavx512bw -mfma -mprefer-vector-width=512 -mavx512bf16 -DCOIL_CPU_AVX512 -I$INC"

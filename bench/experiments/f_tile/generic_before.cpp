@@ -24,7 +24,7 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0,
             coil::transpose_tile(&in_ptr0[x0 + 4096 * x1], 4096, tmp0_tile, 16, 16, 16);
           }
           for (int64_t a = 0; a < 16; a++) {
-            const int64_t x0 = coil::opaque_index(x0_tile + a);
+            const int64_t x0 = x0_tile + a;
             const int64_t x1 = x1_tile;
             auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16]);
             auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[x1 + ks0 * x0]);
@@ -46,7 +46,7 @@ extern "C" void cpp_fused_add_0(const float* __restrict__ in_ptr0,
         coil::transpose_tile(&in_ptr0[x0 + 4096 * x1], 4096, tmp0_tile, 16, cols, rows);
       }
       for (int64_t a = 0; a < rows; a++) {
-        const int64_t x0 = coil::opaque_index(x0_tile + a);
+        const int64_t x0 = x0_tile + a;
         const int64_t x1 = x1_tile;
         auto tmp0 = coil::Vec<float>::loadu(&tmp0_tile[a * 16], cols);
         auto tmp1 = coil::Vec<float>::loadu(&in_ptr1[x1 + ks0 * x0], cols);
