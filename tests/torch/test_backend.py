@@ -396,3 +396,60 @@ def test_a_permuted_input_is_read_in_place_not_copied():
     torch.testing.assert_close(compiled(x, w, v), f(x, w, v), rtol=1e-5, atol=1e-5)
     w2, v2 = torch.randn(70, 33), torch.randn(3, 9, 33)  # contiguous this time
     torch.testing.assert_close(compiled(x, w2, v2), f(x, w2, v2), rtol=1e-5, atol=1e-5)
+
+
+def _relu_and_weighted_sum(a, b):
+    return a.relu(), (a * b).sum(0)
+
+
+def _weighted_sum_and_relu(b, a):  # the same graph, inputs and outputs in another order
+    x = a.relu()
+    return (a * b).sum(0), x
+
+
+def test_an_fx_graph_with_permuted_inputs_and_outputs_is_the_same_coil_graph():
+    """AOTAutograd orders a forward graph's saved tensors, and so the backward graph's inputs,
+    differently in each process (under the same names): coil orders its inputs by name and
+    its outputs by the FX nodes that make them, so that the coil graph, and its cache key,
+    are the same, and the call still maps each argument and result where it belongs."""
+    from functorch import make_fx
+    from coil.torch import fx_compile
+    a, b = torch.randn(5, 7), torch.randn(5, 7)
+    one = make_fx(_relu_and_weighted_sum)(a, b)
+    other = make_fx(_weighted_sum_and_relu)(b, a)
+    assert [n.name for n in one.graph.nodes if n.op == "placeholder"] == ["a_1", "b_1"]
+    assert [n.name for n in other.graph.nodes if n.op == "placeholder"] == ["b_1", "a_1"]
+    c1 = fx_compile.CoilGraphCallable(one, OPTIONS)
+    c2 = fx_compile.CoilGraphCallable(other, OPTIONS)
+    assert c1.graph.to_text() == c2.graph.to_text()
+    for got, want in [(c1(a, b), _relu_and_weighted_sum(a, b)),
+                      (c2(b, a), _weighted_sum_and_relu(b, a))]:
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_second_process_compiles_nothing_for_a_training_step(tmp_path):
+    """issue 18's cache across processes, through functorch's aot_module (forward and
+    backward): the second process finds both graphs in the cache (no `miss` in COIL_LOGS=cache)
+    and matches the first's loss and gradients bit for bit."""
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"""
+import sys; sys.path[:0] = [{os.path.join(os.path.dirname(os.path.dirname(here)), 'python')!r}, {here!r}]
+import torch, coil.torch as ct
+from test_backend import LnGeluMlp
+torch.manual_seed(0)
+m = LnGeluMlp()
+y = ct.compile(m, options={{"autotune": False}})(torch.randn(16, 64))
+y.square().sum().backward()
+print(repr(float(y.square().sum())), repr(float(m.fc1.weight.grad.abs().sum())))
+"""
+    env = dict(os.environ, COIL_CACHE_DIR=str(tmp_path / "cache"), COIL_LOGS="cache")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    misses = [r.stderr.count("[coil:cache] miss") for r in runs]
+    assert misses[0] >= 2 and misses[1] == 0, [r.stderr for r in runs]
+    assert runs[0].stdout == runs[1].stdout

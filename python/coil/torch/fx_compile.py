@@ -91,13 +91,21 @@ class CoilGraphCallable:
         L.writes_ok = whole
         L.order = {n: i for i, n in enumerate(gm.graph.nodes)}
         L.symbols = symbols_of(gm.graph)
-        self.placeholders = []
+        # The placeholders in calling order; coil's inputs are made in the order of their names.
+        # AOTAutograd's partitioner orders a forward graph's saved tensors (extra outputs) and
+        # so the backward graph's placeholders differently in each process (it collects them
+        # in sets), under the same names: in calling order, the same graph would be a new
+        # coil graph, a new cache key, a compile in every process.
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        position_of = {n: i for i, n in enumerate(self.placeholders)}
+        visit = sorted(self.placeholders, key=lambda n: n.name) + \
+            [n for n in gm.graph.nodes if n.op != "placeholder"]
         self.tensor_inputs = []  # the placeholders that are coil inputs (not None)
         self.complex_inputs = set()  # those passed as torch.view_as_real (lowering_complex)
         self.input_perms = {}  # those passed as t.permute(perm) (_dense_permutation)
-        for node in gm.graph.nodes:
+        for node in visit:
             if node.op == "placeholder":
-                self.placeholders.append(node)
+                pi = position_of[node]
                 size = _size_node_value(node, L.symbols)
                 if size is not None:  # a size Dynamo passes (coil binds it from a tensor)
                     env[node] = size
@@ -108,10 +116,9 @@ class CoilGraphCallable:
                 if not _is_tensor_node(node):
                     # None (an absent optional tensor, e.g. a bias) passes through; other
                     # values would need guards on them
-                    i = len(self.placeholders) - 1
                     if not node.users or ("val" in node.meta and node.meta["val"] is None) or (
-                            example_inputs is not None and i < len(example_inputs) and
-                            example_inputs[i] is None):
+                            example_inputs is not None and pi < len(example_inputs) and
+                            example_inputs[pi] is None):
                         env[node] = None
                         continue
                     raise Unsupported(f"input {node.name} is not a tensor")
@@ -119,7 +126,7 @@ class CoilGraphCallable:
                 if dtype in REAL_OF:  # complex: coil reads torch.view_as_real of it
                     env[node] = ComplexPair(g.input(f"in{len(self.tensor_inputs)}",
                                                     _type_text(shape + (2,), REAL_OF[dtype])))
-                    self.complex_inputs.add(len(self.placeholders) - 1)
+                    self.complex_inputs.add(pi)
                 elif (perm := _dense_permutation(node)) is not None:
                     # A permuted dense tensor (a weight read as W.t() by a backward graph): coil
                     # reads its memory as it is, as the contiguous S = t.permute(perm), and the
@@ -129,11 +136,11 @@ class CoilGraphCallable:
                                            _type_text(tuple(shape[p] for p in perm), dtype)))
                     inverse = [perm.index(d) for d in range(len(perm))]
                     env[node] = Value(L.op("permute", [stored], {"dims": inverse}))
-                    self.input_perms[len(self.placeholders) - 1] = perm
+                    self.input_perms[pi] = perm
                 else:
                     env[node] = Value(g.input(f"in{len(self.tensor_inputs)}",
                                               _type_text(shape, dtype)))
-                self.tensor_inputs.append(len(self.placeholders) - 1)
+                self.tensor_inputs.append(pi)
             elif node.op == "get_attr":  # a tensor make_fx captured: a coil constant
                 t = gm
                 for part in node.target.split("."):
@@ -190,7 +197,7 @@ class CoilGraphCallable:
                 outs, self.out_tree = tree_flatten(node.args[0])
                 # per flat output: ("const", v), ("input", i), ("coil", j, complex?)
                 self.plan = []
-                coil_outs = {}
+                coil_outs, out_key = {}, {}  # coil output index and its sort key, per Value
                 for o in outs:
                     views = _views_of_input(o, L.writes)
                     if not isinstance(o, torch.fx.Node):
@@ -210,28 +217,31 @@ class CoilGraphCallable:
                             continue
                         if not isinstance(v, Value):
                             raise Unsupported(f"output {o.name} is not a tensor")
-                        if v not in coil_outs:
-                            coil_outs[v] = len(coil_outs)
-                            g.output(v, f"out{coil_outs[v]}")
+                        out_key.setdefault(v, (0, L.order[o]))
                         # a complex output: coil writes its pairs, the caller gets
                         # torch.view_as_complex of them (zero-copy)
-                        self.plan.append(("coil", coil_outs[v], is_complex(v)))
+                        self.plan.append(("coil", v, is_complex(v)))
                 # graph inputs written in place (mutation.py): their final values are extra
                 # outputs, copied into the caller's tensors after each run
                 self.write_backs = []
                 for ph, v in L.writes.items():
-                    if v not in coil_outs:
-                        coil_outs[v] = len(coil_outs)
-                        g.output(v, f"out{coil_outs[v]}")
-                    self.write_backs.append((coil_outs[v], self.placeholders.index(ph)))
+                    out_key.setdefault(v, (1, ph.name))
+                    self.write_backs.append((v, position_of[ph]))
                 # torch's error checks on factorizations' info (lowering_linalg.py): info is an
                 # extra output, checked after each run
                 self.checks = []
-                for v, api, is_matrix in L.checks:
-                    if v not in coil_outs:
-                        coil_outs[v] = len(coil_outs)
-                        g.output(v, f"out{coil_outs[v]}")
-                    self.checks.append((coil_outs[v], api, is_matrix))
+                for k, (v, api, is_matrix) in enumerate(L.checks):
+                    out_key.setdefault(v, (2, k))
+                    self.checks.append((v, api, is_matrix))
+                # coil's outputs in the order of the FX nodes that make them, not of the output
+                # tuple (a forward graph's saved tensors come in any order; see above)
+                for k, v in enumerate(sorted(out_key, key=out_key.get)):
+                    coil_outs[v] = k
+                    g.output(v, f"out{k}")
+                self.plan = [(p[0], coil_outs[p[1]], p[2]) if p[0] == "coil" else p
+                             for p in self.plan]
+                self.write_backs = [(coil_outs[v], i) for v, i in self.write_backs]
+                self.checks = [(coil_outs[v], a, m) for v, a, m in self.checks]
             else:
                 raise Unsupported(f"FX node kind {node.op} ({node.name})")
         self.graph = g

@@ -15,9 +15,20 @@ without a guard.
 
 import re
 
-import sympy
-
 from .lowering import Unsupported
+
+
+class _LazySympy:
+    """sympy, imported at first use: only symbolic graphs need it, and on torch 1.13 (which
+    does not import it itself) it added half a second to `import coil.torch`."""
+
+    def __getattr__(self, name):
+        import sympy as module
+        globals()["sympy"] = module
+        return getattr(module, name)
+
+
+sympy = _LazySympy()
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 _BIG = 2**62  # coil's bound on any size (docs/text-format.md)
