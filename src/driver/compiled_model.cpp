@@ -169,6 +169,52 @@ std::pair<CompileFlags, CompileResult> build_module(const CppModule& module,
   return {std::move(flags), std::move(built)};
 }
 
+CompileFlags finish_size_variant(const Graph& graph, const CompileOptions& options,
+                                 const GeneratedProgram& gen, bool static_shapes, StageTimer& timer,
+                                 SizeVariantBuild& out, DebugDir* debug,
+                                 const std::map<std::string, std::string>& extra) {
+  auto [flags, built] = build_module(gen.module, options);
+  out.built = std::move(built);
+  timer.mark("compile");
+  const Graph& g = gen.graph;
+  ModelRunner::Parts& parts = out.parts;
+  auto shape_of = [&](const Node& n) {
+    return static_shapes ? static_extents(n.type.shape) : std::vector<int64_t>{};
+  };
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const Node& n = g.node(g.inputs()[i]);
+    parts.inputs.push_back(
+        {n.name, n.type.dtype, shape_of(n), graph.node(graph.inputs()[i]).source_name});
+  }
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const Node& n = g.node(g.outputs()[i].node);
+    parts.outputs.push_back(
+        {g.outputs()[i].name, n.type.dtype, shape_of(n), graph.outputs()[i].source_name});
+  }
+  parts.run_checks = gen.program.run_checks;
+  out.constants = gen.program.constants;
+  for (const auto& c : out.constants) parts.constants.push_back(c->data());
+  CompileReport& report = out.report;
+  KernelCallPlan kernel_calls = kernel_call_plan(gen.program, gen.schedule, gen.module);
+  for (const KernelCallPlan::Kernel& k : kernel_calls.kernels)
+    report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written, k.ops});
+  report.arena_bytes = parts.arena_bytes;
+  report.cache_hit = out.built.cache_hit;
+  report.cache_key = out.built.key;
+  report.so_path = out.built.so_path;
+  report.source = gen.module.source;
+  timer.finish();
+  write_output_dir(graph, options, report);
+  if (debug) {
+    debug->write("module.cpp", gen.module.source);
+    debug->write("compile_command.txt", out.built.command + "\n");
+    for (const auto& [name, text] : extra) debug->write(name, text);
+    debug->write("report.json", report.to_json());
+    debug->write_logs();
+  }
+  return flags;
+}
+
 SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& options,
                                       const std::vector<std::string>& symbols,
                                       const std::vector<int64_t>& sizes) {
@@ -208,52 +254,20 @@ SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& 
              e.what());
     gen = generate_program(graph, bound, &timer);
   }
-  const IrProgram& program = gen.program;
-  const CppModule& module = gen.module;
-  auto [flags, built] = build_module(module, options);
-  out.built = std::move(built);
-  timer.mark("compile");
-  const Graph& g = gen.graph;
   ModelRunner::Parts& parts = out.parts;
-  for (size_t i = 0; i < g.inputs().size(); ++i) {
-    const Node& n = g.node(g.inputs()[i]);
-    parts.inputs.push_back({n.name, n.type.dtype, static_extents(n.type.shape),
-                            graph.node(graph.inputs()[i]).source_name});
-  }
-  for (size_t i = 0; i < g.outputs().size(); ++i) {
-    const Node& n = g.node(g.outputs()[i].node);
-    parts.outputs.push_back({g.outputs()[i].name, n.type.dtype, static_extents(n.type.shape),
-                             graph.outputs()[i].source_name});
-  }
-  parts.run_checks = program.run_checks;
-  out.constants = program.constants;
-  for (const auto& c : out.constants) parts.constants.push_back(c->data());
   parts.arena_bytes = gen.schedule.memory.arena_bytes;
   parts.sized = out.size_generic;
   if (out.size_generic) {
     parts.sizes = sizes;
-    parts.arena_offsets = arena_offsets(program, gen.schedule);
+    parts.arena_offsets = arena_offsets(gen.program, gen.schedule);
   }
-  KernelCallPlan kernel_calls = kernel_call_plan(program, gen.schedule, module);
-  for (const KernelCallPlan::Kernel& k : kernel_calls.kernels)
-    report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written, k.ops});
-  report.arena_bytes = parts.arena_bytes;
-  report.cache_hit = out.built.cache_hit;
-  report.cache_key = out.built.key;
-  report.so_path = out.built.so_path;
-  report.source = module.source;
-  timer.finish();
   // A size-generic model's output directory holds its latest variant (`coil compile` without
   // --size compiles one, at representative_sizes()).
-  write_output_dir(graph, options, report);
-  if (debug) {
-    debug->write("module.cpp", module.source);
-    debug->write("compile_command.txt", out.built.command + "\n");
-    debug->write("report.json", report.to_json());
-    debug->write_logs();
-    // Standalone kernel repros need every size bound (their main() allocates the buffers).
-    if (!out.size_generic) write_cpu_kernel_repros(*debug, program, gen.schedule, module, flags);
-  }
+  CompileFlags flags =
+      finish_size_variant(graph, options, gen, /*static_shapes=*/true, timer, out, debug.get());
+  // Standalone kernel repros need every size bound (their main() allocates the buffers).
+  if (debug && !out.size_generic)
+    write_cpu_kernel_repros(*debug, gen.program, gen.schedule, gen.module, flags);
   return out;
 }
 

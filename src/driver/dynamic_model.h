@@ -70,6 +70,17 @@ SizeVariantBuild compile_size_variant(const Graph& graph, const CompileOptions& 
                                       const std::vector<std::string>& symbols,
                                       const std::vector<int64_t>& sizes);
 
+class DebugDir;
+
+/// How compile_size_variant and compile_guarded_module end once `gen` is generated: the module
+/// compiled through the code cache, `out`'s parts (inputs and outputs named; with their shapes
+/// where `static_shapes`, else each call gives them), the kernel report, options.output_dir,
+/// and the debug directory's files (`extra`: more of them, name -> text). Returns the flags.
+CompileFlags finish_size_variant(const Graph& graph, const CompileOptions& options,
+                                 const GeneratedProgram& gen, bool static_shapes, StageTimer& timer,
+                                 SizeVariantBuild& out, DebugDir* debug,
+                                 const std::map<std::string, std::string>& extra = {});
+
 /// A module that serves every size tuple passing its guards (step 2 above).
 struct GuardedModule {
   /// Per symbol: 0 or 1 where the 0/1 rule bound it, -1 where it is free (and guarded >= 2).

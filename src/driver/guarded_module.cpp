@@ -201,41 +201,10 @@ std::unique_ptr<GuardedModule> compile_guarded_module(const Graph& graph,
                        sizes_text(symbols, m->checked_at));
   // The report's kernel traffic and the arena at the sizes the module was generated at.
   sym::SizeHintScope scope(hints_of(m->generated_at));
-  auto [flags, built] = build_module(gen.module, options);
-  out.built = std::move(built);
-  timer.mark("compile");
   out.size_generic = true;
-  out.constants = gen.program.constants;
-  for (const auto& c : out.constants) out.parts.constants.push_back(c->data());
-  out.parts.run_checks = gen.program.run_checks;
   out.parts.sized = true;
-  // The inputs' and outputs' names (guarded_variant gives them each call's shapes).
-  for (size_t i = 0; i < gen.graph.inputs().size(); ++i) {
-    const Node& n = gen.graph.node(gen.graph.inputs()[i]);
-    out.parts.inputs.push_back(
-        {n.name, n.type.dtype, {}, graph.node(graph.inputs()[i]).source_name});
-  }
-  for (size_t i = 0; i < gen.graph.outputs().size(); ++i) {
-    const Node& n = gen.graph.node(gen.graph.outputs()[i].node);
-    out.parts.outputs.push_back(
-        {gen.graph.outputs()[i].name, n.type.dtype, {}, graph.outputs()[i].source_name});
-  }
-  KernelCallPlan kernel_calls = kernel_call_plan(gen.program, gen.schedule, gen.module);
-  for (const KernelCallPlan::Kernel& k : kernel_calls.kernels)
-    report.kernels.push_back({k.name, "cpu", k.origins, k.bytes_read, k.bytes_written, k.ops});
-  report.cache_hit = out.built.cache_hit;
-  report.cache_key = out.built.key;
-  report.so_path = out.built.so_path;
-  report.source = gen.module.source;
-  timer.finish();
-  write_output_dir(graph, options, report);
-  if (debug) {
-    debug->write("module.cpp", gen.module.source);
-    debug->write("compile_command.txt", out.built.command + "\n");
-    debug->write("guards.txt", m->guards_text() + "\n");
-    debug->write("report.json", report.to_json());
-    debug->write_logs();
-  }
+  finish_size_variant(graph, options, gen, /*static_shapes=*/false, timer, out, debug.get(),
+                      {{"guards.txt", m->guards_text() + "\n"}});
   m->gen = std::make_shared<const GeneratedProgram>(std::move(gen));
   return m;
 }
