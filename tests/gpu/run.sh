@@ -6,7 +6,8 @@
 #
 # 1. what is there (nvidia-smi, torch, triton, the generated modules' manifest);
 # 2. the runtime's unit tests (python/tests, fake triton);
-# 3. the correctness suite (tests/gpu/test_ops.py) -> $OUT/gpu_tests.txt and .json, then a second
+# 3. the correctness suite (tests/gpu/test_ops.py) -> $OUT/gpu_tests.txt and .json (3a: the
+#    Triton gather at run-time indices, tests/gpu/check_gather.py), then a second
 #    process that must find every autotuned config in the disk cache, and one whose every
 #    Triton compile must be a disk cache hit of what the compile process pool compiled;
 #    3c. if device-bundle/coil-bundle.tar.xz is there (scripts/device_bundle.sh; carry it), the
@@ -42,6 +43,9 @@ step() { echo; echo "== $* ($(( $(date +%s) - start )) s)"; }
   step "3. correctness suite"
   timeout 220 python3 tests/gpu/test_ops.py --report "$OUT/gpu_tests.txt" --cli-smoke
   echo "test_ops exit code $?"
+
+  step "3a. gathers at run-time indices (tests/gpu/check_gather.py)"
+  PYTHONPATH=python timeout 60 python3 tests/gpu/check_gather.py 2>&1 | tail -6
 
   step "3b. autotune disk cache, second process (COIL_LOGS=autotune)"
   COIL_LOGS=autotune timeout 45 python3 tests/gpu/test_ops.py --cases runtime_sample \
