@@ -148,7 +148,9 @@ def check_indices(flag, sites):
     an IndexError naming the op, the index and the size, read back at once. Otherwise on CUDA
     without synchronizing: torch._assert_async, so that an index out of range is a device-side
     assert at the next synchronization, as in torch's own CUDA gathers (embedding, index)."""
-    if flag.device.type == "cuda" and not _sync_index_checks:
+    # (a CUDA graph being captured cannot read back: its replays assert on the device)
+    if flag.device.type == "cuda" and (not _sync_index_checks or
+                                       torch.cuda.is_current_stream_capturing()):
         try:
             torch._assert_async(flag[0], "coil: a gather's index is out of range (rerun with "
                                 "COIL_SYNC_INDEX_CHECKS=1 for which one)")
