@@ -124,14 +124,14 @@ _sync_index_checks = os.environ.get("COIL_SYNC_INDEX_CHECKS", "") not in ("", "0
 
 def index_check(like):
     """The flag buffer of gathers at run-time indices on `like`'s device (a tensor, or None for
-    the current CUDA device): [1, -1, 0] while every index was in range. A kernel that finds one
-    out of range stores 0, the gather's site and the index, and reads the clamped index (no
-    lane reads out of bounds); check_indices raises it."""
+    the current CUDA device): [1, -1, 0, 0] while every index was in range. A kernel that finds
+    one out of range stores 0, the gather's site, the index and the dim's size, and reads the
+    clamped index (no lane reads out of bounds); check_indices raises it."""
     device = like.device if isinstance(like, torch.Tensor) else torch.device(
         "cuda", torch.cuda.current_device())
     flag = _index_checks.get(device)
     if flag is None:
-        flag = torch.tensor([1, -1, 0], dtype=torch.int64, device=device)
+        flag = torch.tensor([1, -1, 0, 0], dtype=torch.int64, device=device)
         _index_checks[device] = flag
     return flag
 
@@ -144,7 +144,7 @@ def index_error_message(what, index, size):
 
 def check_indices(flag, sites):
     """Raises the index out of range that a gather of this call found; `sites`: {site: (what,
-    dim size)}. On the CPU (tests) and with COIL_SYNC_INDEX_CHECKS=1 or CUDA_LAUNCH_BLOCKING=1:
+    dim size at the sizes generated at)}; the message gives the size the kernel saw. On the CPU (tests) and with COIL_SYNC_INDEX_CHECKS=1 or CUDA_LAUNCH_BLOCKING=1:
     an IndexError naming the op, the index and the size, read back at once. Otherwise on CUDA
     without synchronizing: torch._assert_async, so that an index out of range is a device-side
     assert at the next synchronization, as in torch's own CUDA gathers (embedding, index)."""
@@ -157,11 +157,11 @@ def check_indices(flag, sites):
         except TypeError:  # torch 1.x: no message
             torch._assert_async(flag[0])
         return
-    ok, site, index = (int(v) for v in flag.tolist())
+    ok, site, index, size = (int(v) for v in flag.tolist())
     if ok:
         return
-    flag.copy_(torch.tensor([1, -1, 0], dtype=torch.int64))  # the next call starts clean
-    what, size = sites.get(site, ("a gather", None))
+    flag.copy_(torch.tensor([1, -1, 0, 0], dtype=torch.int64))  # the next call starts clean
+    what, _ = sites.get(site, ("a gather", None))
     raise IndexError(index_error_message(what, index, size))
 
 

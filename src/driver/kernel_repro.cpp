@@ -240,7 +240,7 @@ std::string triton_repro(const TritonKernelSource& k) {
   }
   if (!k.index_sites.empty())  // the flag buffer of its gathers (coil_runtime.runtime)
     w.line(
-        "    args.append(torch.tensor([1, -1, 0], dtype=torch.int64, device='cuda'))  # "
+        "    args.append(torch.tensor([1, -1, 0, 0], dtype=torch.int64, device='cuda'))  # "
         "index_check");
   w.line("    return args");
   w.line();

@@ -98,7 +98,7 @@ bool BodyOp::operator==(const BodyOp& o) const {
   // NaN constants compare by bits so that CSE still merges them.
   return op == o.op && dtype == o.dtype && args == o.args && buffer == o.buffer &&
          index == o.index && std::memcmp(&fvalue, &o.fvalue, sizeof fvalue) == 0 &&
-         ivalue == o.ivalue && reduction == o.reduction && site == o.site;
+         ivalue == o.ivalue && reduction == o.reduction && site == o.site && extent == o.extent;
 }
 
 static size_t hash_op(const BodyOp& b) {
@@ -106,6 +106,7 @@ static size_t hash_op(const BodyOp& b) {
   for (int a : b.args) h = h * 31u + static_cast<size_t>(a + 1);
   h = h * 31u + static_cast<size_t>(b.buffer + 1);
   if (b.index.defined()) h = h * 31u + b.index.hash();
+  if (b.extent.defined()) h = h * 31u + b.extent.hash();
   uint64_t bits;
   std::memcpy(&bits, &b.fvalue, sizeof bits);
   h = h * 31u + std::hash<uint64_t>()(bits) + std::hash<int64_t>()(b.ivalue);
@@ -159,7 +160,7 @@ int LoopBody::load_indirect(int buffer, sym::Expr index, DType compute_dtype, in
   return add(std::move(b));
 }
 
-int LoopBody::indirect_index(int value, int64_t size, int site) {
+int LoopBody::indirect_index(int value, int64_t size, int site, sym::Expr extent) {
   COIL_ASSERT(size > 0, "indirect_index into an empty dim");
   BodyOp b;
   b.op = LoopOp::indirect_index;
@@ -167,6 +168,7 @@ int LoopBody::indirect_index(int value, int64_t size, int site) {
   b.args[0] = value;
   b.ivalue = size;
   b.site = site;
+  if (extent.defined() && !extent.is_const()) b.extent = extent;
   return add(std::move(b));
 }
 

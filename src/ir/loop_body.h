@@ -35,6 +35,9 @@ struct BodyOp {
   int64_t ivalue = 0;                      // constant (integer and bool dtypes)
   ReductionType reduction = ReductionType::sum;  // reduction
   int site = -1;  // indirect_index, integer fmod/pow: its IrProgram::run_checks entry, or -1
+  /// indirect_index: the dim's size where it is a size symbol's (ks0; ivalue is then its value
+  /// at the size hints), else undefined.
+  sym::Expr extent;
 
   bool operator==(const BodyOp& o) const;
 };
@@ -46,7 +49,9 @@ class LoopBody {
   int index_expr(sym::Expr index, DType dtype);
   /// An i64 index into a dim of `size` elements from the integer `value` (loop_ops.h);
   /// `site` is its IrProgram::run_checks entry.
-  int indirect_index(int value, int64_t size, int site);
+  /// `size`: the dim's extent; `extent`: the same as an expression where it is a size
+  /// symbol's (a size-generic gather checks and clamps against the call's size).
+  int indirect_index(int value, int64_t size, int site, sym::Expr extent = sym::Expr());
   /// A load whose `index` may use indirect_var(), standing for the indirect_index `ind`.
   int load_indirect(int buffer, sym::Expr index, DType compute_dtype, int ind);
   /// `value` converted to `dtype`; to f16/bf16 it is rounded and stays f32 (loop_ops.h).

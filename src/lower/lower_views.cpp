@@ -7,6 +7,7 @@
 #include "graph/type_rules.h"
 #include "lower/lower_ops.h"
 #include "support/check.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 
@@ -186,22 +187,27 @@ TensorBox lower_gather(LowerContext& ctx, const Node& node, const std::vector<Te
   // The data is read at a computed position, so it must be a buffer (one load per element).
   TensorBox data = ctx.realize(in[0]);
   const Layout layout = ctx.program.buffer(data.buffer).layout;
-  auto size = layout.sizes[axis].as_const();
+  // A dim that is a size symbol's (a size-generic compile) is checked and clamped against the
+  // call's size; its value at the size hints stands for it where a number is needed.
+  const sym::Expr dim = layout.sizes[axis];
+  std::optional<int64_t> size = dim.as_const();
+  if (!size) size = sym::hint(dim);
   COIL_USER_CHECK(size.has_value(), "gather: dim {} of the data must have a known size", axis);
   TensorBox indices = in[1];
   const size_t k = indices.sizes.size();
   const int buffer = data.buffer;
   const int64_t n = *size;
+  const sym::Expr extent = dim.as_const() ? sym::Expr() : dim;
   const int site = static_cast<int>(ctx.program.run_checks.size());
   ctx.program.run_checks.push_back(
       {RunCheck::Kind::index_in_range,
        fmt::format("{} (node {}), dim {}", node.op_name(), node.name, axis)});
   return TensorBox{
       node.type.dtype, node.type.shape,
-      [indices, layout, axis, k, buffer, n, site](LoopBody& b, const Index& idx) {
+      [indices, layout, axis, k, buffer, n, extent, site](LoopBody& b, const Index& idx) {
         Index at(idx.begin() + static_cast<std::ptrdiff_t>(axis),
                  idx.begin() + static_cast<std::ptrdiff_t>(axis + k));
-        int ind = b.indirect_index(indices.load(b, at), n, site);
+        int ind = b.indirect_index(indices.load(b, at), n, site, extent);
         Index src(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(axis));
         src.push_back(indirect_var());
         src.insert(src.end(), idx.begin() + static_cast<std::ptrdiff_t>(axis + k), idx.end());

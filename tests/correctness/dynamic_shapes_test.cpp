@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "support/check_graph.h"
+#include "support/error_of.h"
 
 namespace coil {
 namespace {
@@ -422,6 +423,31 @@ TEST(DynamicShapesGuards, OneModuleServesEverySizeThatPassesItsGuards) {
       "input x: f32[b, t, 32]\nr = reshape(x) {sizes=\"b, t, 4, 8\"}\n"
       "p = permute(r) {dims=[0, 2, 1, 3]}\ne = exp(p)\noutput e\n",
       two);
+}
+
+// A gather from a table whose length is a size symbol: one module for every length, the index
+// checked against the length of each call (the error names it), never read out of bounds.
+TEST(DynamicShapesGuards, AGatherFromASymbolicTableIsOneModule) {
+  Graph g = graph_from_text(
+      "input x: f32[n, 16]\ninput i: i64[5]\ny = gather(x, i)\nz = mul(y, y)\noutput z\n");
+  CompiledModel m = compile(g);
+  for (int64_t n : {2, 3, 7, 16, 17, 1000, 1023, 4097}) {
+    std::vector<Tensor> in = inputs_at(g, {{"n", n}}, 3);
+    const int64_t idx[] = {0, n - 1, -n, n / 2, -1};
+    for (int64_t k = 0; k < 5; ++k) in[1].set_from_double(k, static_cast<double>(idx[k]));
+    std::vector<Tensor> got = m.run(in), want = interpret(g, in);
+    ASSERT_TRUE(compare_tensors(got[0], want[0], default_tolerance(DType::F32)).ok) << "n=" << n;
+    in[1].set_from_double(2, static_cast<double>(n));  // one past the end of this call's table
+    std::string error = testing::error_of([&] { m.run(in); });
+    EXPECT_NE(error.find(fmt::format("index {} is out of range for a dim of size {}", n, n)),
+              std::string::npos)
+        << error;
+  }
+  EXPECT_EQ(m.size_stats().generated, 1);
+  EXPECT_EQ(m.size_stats().specialized, 0);
+  EXPECT_NE(m.report().source.find("coil::checked_index(static_cast<int64_t>("), std::string::npos);
+  EXPECT_NE(m.report().source.find(", ks0, coil_run_error"), std::string::npos)
+      << m.report().source;
 }
 
 // Decisions that follow the size are guards: a column reduction over at least 1024 rows is

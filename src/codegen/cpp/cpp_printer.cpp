@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/cpp/cpp_nest.h"
 #include "codegen/inject_bug.h"
 #include "support/check.h"
 
@@ -152,8 +153,11 @@ std::string cpp_scalar_op(const BodyOp& op, const std::vector<std::string>& args
     case LoopOp::indirect_index:
       // Wraps a negative index once; one still out of range is recorded for the run's error
       // and clamped, so nothing is read out of bounds (coil_kernel.h).
-      return fmt::format("coil::checked_index(static_cast<int64_t>({}), {}, coil_run_error, {})",
-                         a(0), op.ivalue, op.site);
+      // (a size-generic gather's dim prints as its size expression, ks0)
+      return fmt::format(
+          "coil::checked_index(static_cast<int64_t>({}), {}, coil_run_error, {})", a(0),
+          op.extent.defined() ? extent_text(op.extent, op.ivalue) : std::to_string(op.ivalue),
+          op.site);
     case LoopOp::to_dtype:
       // int -> float through coil::int_to_float: g++ folds (float)(int)x into trunc(x), -0.0
       // for x in (-1, 0] (coil_kernel.h).

@@ -211,6 +211,8 @@ class TritonKernelPrinter {
       if (live_[static_cast<size_t>(i)] && op(i).index.defined()) {
         collect_atoms(op(i).index);
         collect_sizes(op(i).index, &sizes);
+      } else if (live_[static_cast<size_t>(i)] && op(i).extent.defined()) {
+        collect_sizes(op(i).extent, &sizes);  // a size-generic gather's dim
       }
     if (row_mask_) {
       collect_atoms(k_.row_index);
@@ -643,13 +645,15 @@ class TritonKernelPrinter {
 
   /// An integer value as an index into a dim of o.ivalue elements (a gather at run-time
   /// indices): wrapped once where negative (numpy/ONNX), then an index still out of range is
-  /// recorded in index_check (0, its site, the index: the wrapper raises it, as the C++ kernels'
-  /// coil::checked_index does) and clamped, so that no lane reads out of bounds.
+  /// recorded in index_check (0, its site, the index, the dim's size: the wrapper raises it, as
+  /// the C++ kernels' coil::checked_index does) and clamped, so that no lane reads out of
+  /// bounds.
   void emit_indirect_index(int i) {
     const BodyOp& o = op(i);
     const std::string v = value(o.args[0]);
     const std::string name = define(i);
-    const int64_t size = o.ivalue;
+    // A size-generic gather's dim is its size expression (ks0), a kernel argument.
+    const std::string size = o.extent.defined() ? index(o.extent) : std::to_string(o.ivalue);
     w_.linef("{0} = tl.where({1} < 0, {1} + {2}, {1})", name, v, size);
     // Only the lanes the value is computed for: a masked-off lane's index is undefined.
     std::vector<std::string> lanes;
@@ -664,7 +668,9 @@ class TritonKernelPrinter {
     w_.linef("tl.store({}, 0, {})", at, bad);
     w_.linef("tl.store({} + 1, {}, {})", at, o.site, bad);
     w_.linef("tl.store({} + 2, {}.to(tl.int64), {})", at, v, bad);
-    w_.linef("{0} = tl.minimum(tl.maximum({0}, 0), {1}).to({2})", name, size - 1, index_dtype());
+    w_.linef("tl.store({} + 3, {}, {})", at, size, bad);
+    const std::string last = o.extent.defined() ? size + " - 1" : std::to_string(o.ivalue - 1);
+    w_.linef("{0} = tl.minimum(tl.maximum({0}, 0), {1}).to({2})", name, last, index_dtype());
     printed_.insert(i);
   }
 

@@ -8,7 +8,7 @@ from coil_runtime import heuristics, runtime
 
 
 # graph nodes: y (add <- gather)
-@heuristics.pointwise(size_hints={'x': 16384}, name='triton_poi_fused_gather_add_0', kernel_hash='5d3f0e2f32f0df9e4693bcb94f2610a1')
+@heuristics.pointwise(size_hints={'x': 16384}, name='triton_poi_fused_gather_add_0', kernel_hash='bd46c5713eb61717d71cd4668b7e75c4')
 @triton.jit
 def triton_poi_fused_gather_add_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, index_check, xnumel, XBLOCK : tl.constexpr):
     xnumel = 9472
@@ -26,6 +26,7 @@ def triton_poi_fused_gather_add_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, index_che
     tl.store(index_check + tmp1_bad.to(tl.int32) * 0, 0, tmp1_bad)
     tl.store(index_check + tmp1_bad.to(tl.int32) * 0 + 1, 0, tmp1_bad)
     tl.store(index_check + tmp1_bad.to(tl.int32) * 0 + 2, tmp0.to(tl.int64), tmp1_bad)
+    tl.store(index_check + tmp1_bad.to(tl.int32) * 0 + 3, 1000, tmp1_bad)
     tmp1 = tl.minimum(tl.maximum(tmp1, 0), 999).to(tl.int32)
     tmp2 = tl.load(in_ptr1 + (64*tmp1 + x2), xmask, eviction_policy='evict_last')
     tmp3 = tl.load(in_ptr2 + (x3), xmask, eviction_policy='evict_last')
