@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import tl_emulator
-from coil_runtime import heuristics, runtime
+from coil_runtime import heuristics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "triton")
@@ -36,19 +36,9 @@ SUITE = _gpu_suite()
 
 
 def _emulate(fake, path, name):
-    """Loads the module with every kernel emulated on its launch's grid and blocks."""
-    source = open(path).read()
-    mod = runtime.load_module(path, name=name)
-    for t in heuristics.autotuners_of(mod):
-        if t.kind != "attention":
-            continue  # a written-out attention's kernels (D > 256): launched, not emulated
-        fn = tl_emulator.kernel_function(source, t.name)
-
-        def run(*args, fn=fn):
-            _, grid, _, _, consts, _ = fake.LAUNCHES[-1]
-            tl_emulator.launch(fn, grid, args, consts)
-        fake.EMULATORS[t.name] = run
-    return mod
+    """Loads the module with its attention kernels emulated (a written-out attention's
+    kernels, D > 256, are launched, not emulated)."""
+    return tl_emulator.emulate_module(fake, path, name, kinds={"attention"})
 
 
 def _check_every_config(fake, path, name, cases, seed):

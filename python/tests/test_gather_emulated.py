@@ -10,23 +10,13 @@ import pytest
 import torch
 
 import tl_emulator
-from coil_runtime import heuristics, runtime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "triton", "embedding_gather.py")
 
 
 def _emulated(fake, tag):
-    source = open(GOLDEN).read()
-    mod = runtime.load_module(GOLDEN, name=f"embedding_gather_{tag}")
-    for t in heuristics.autotuners_of(mod):
-        fn = tl_emulator.kernel_function(source, t.name)
-
-        def run(*args, fn=fn):
-            _, grid, _, _, consts, _ = fake.LAUNCHES[-1]
-            tl_emulator.launch(fn, grid, args, consts)
-        fake.EMULATORS[t.name] = run
-    return mod
+    return tl_emulator.emulate_module(fake, GOLDEN, f"embedding_gather_{tag}")
 
 
 def _inputs(ids):

@@ -96,15 +96,7 @@ def test_a_bias_relu_epilogue_is_fused_into_the_library_call(fake_gpu, n):
 
 
 def _emulate(fake, mod, source, kinds=("attention",)):
-    for t in heuristics.autotuners_of(mod):
-        if t.kind not in kinds:
-            continue
-        fn = tl_emulator.kernel_function(source, t.name)
-
-        def run(*args, fn=fn):
-            _, grid, _, _, consts, _ = fake.LAUNCHES[-1]
-            tl_emulator.launch(fn, grid, args, consts)
-        fake.EMULATORS[t.name] = run
+    tl_emulator.emulate_kernels(fake, mod, source, kinds)
 
 
 def _attention_reference(q, k, v):

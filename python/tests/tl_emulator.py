@@ -145,3 +145,27 @@ def launch(fn, grid, tensors, consts):
             for x in range(grid[0]):
                 _pid[:] = [x, y, z]
                 fn(*ptrs, **consts)
+
+
+def emulate_kernels(fake, mod, source, kinds=None):
+    """Has this emulator run the kernels of loaded module `mod` (its `source`), those of the
+    autotuner kinds in `kinds` (all when None), on each launch's grid and constants through the
+    fake triton (fake_triton.EMULATORS)."""
+    from coil_runtime import heuristics
+    for t in heuristics.autotuners_of(mod):
+        if kinds is not None and t.kind not in kinds:
+            continue
+        fn = kernel_function(source, t.name)
+
+        def run(*args, fn=fn):
+            _, grid, _, _, consts, _ = fake.LAUNCHES[-1]
+            launch(fn, grid, args, consts)
+        fake.EMULATORS[t.name] = run
+
+
+def emulate_module(fake, path, name, kinds=None):
+    """The generated module at `path`, loaded as `name`, with emulate_kernels' kernels."""
+    from coil_runtime import runtime
+    mod = runtime.load_module(path, name=name)
+    emulate_kernels(fake, mod, open(path).read(), kinds)
+    return mod
