@@ -134,6 +134,9 @@ constexpr AttrSpec kConcatAttrs[] = {
 constexpr AttrSpec kGatherAttrs[] = {
     attr("axis", K::Int, "0", "the indexed dim of data"),
 };
+constexpr AttrSpec kIndexAddAttrs[] = {
+    attr("axis", K::Int, "0", "the dim of x that index addresses"),
+};
 constexpr AttrSpec kAxes = optional_attr("axes", K::Ints, "the reduced dims; absent or []: all");
 constexpr AttrSpec kAxis = optional_attr("axis", K::Int, "one reduced dim, instead of axes");
 constexpr AttrSpec kKeepdim = attr("keepdim", K::Bool, "false", "keep the reduced dims as size 1");
@@ -273,6 +276,12 @@ const OpDef kOps[] = {
      "negative ones count from the end; out of range: an error in the reference, clamped in "
      "compiled code",
      kGatherAttrs},
+    {"index_add", OpKind::Other, 3, 3, R::Same, infer_index_add, ref_index_add, nullptr,
+     "(x, index, src): x with src's slice j added to x's slice index[j] along axis, j in order "
+     "(torch.index_add; an embedding's gradient); index 1-D i32 or i64, negative entries count "
+     "from the end, duplicates add up; src is x's shape with len(index) at axis; out of range: "
+     "an error in the reference, a run-time error in compiled code (the slice is skipped)",
+     kIndexAddAttrs},
 
     // Reductions over any set of axes (no axes = all).
     reduction("sum", infer_reduction, ref_reduction, nullptr, "sum", kReduceAttrs),

@@ -492,6 +492,32 @@ TensorType infer_gather(const Node& node, const std::vector<const TensorType*>& 
   return TensorType{data.dtype, out};
 }
 
+TensorType infer_index_add(const Node& node, const std::vector<const TensorType*>& in) {
+  const TensorType& x = *in[0];
+  const TensorType& index = *in[1];
+  const TensorType& src = *in[2];
+  COIL_USER_CHECK(x.rank() > 0, "index_add: x must have at least one dim");
+  COIL_USER_CHECK(x.dtype != DType::Bool, "index_add: x is bool (a sum of bools is no bool)");
+  COIL_USER_CHECK(index.dtype == DType::I32 || index.dtype == DType::I64,
+                  "index_add: index must be i32 or i64, got {}", dtype_name(index.dtype));
+  COIL_USER_CHECK(index.rank() == 1, "index_add: index must be 1-D, got rank {}", index.rank());
+  COIL_USER_CHECK(src.dtype == x.dtype, "index_add: src is {}, x is {} (they must match)",
+                  dtype_name(src.dtype), dtype_name(x.dtype));
+  COIL_USER_CHECK(src.rank() == x.rank(), "index_add: src has rank {}, x has rank {}", src.rank(),
+                  x.rank());
+  auto axis = static_cast<size_t>(
+      normalize_axis("index_add", node.attrs.get_int_or("index_add", "axis", 0), x.rank()));
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    const sym::Expr& want = d == axis ? index.shape[0] : x.shape[d];
+    COIL_USER_CHECK(src.shape[d] == want, "index_add: src dim {} is {}, expected {} ({})", d,
+                    sym::to_string(src.shape[d]), sym::to_string(want),
+                    d == axis ? "the index's length" : "x's size");
+  }
+  COIL_USER_CHECK(index.shape[0] == sym::Expr(0) || x.shape[axis] != sym::Expr(0),
+                  "index_add: cannot add into dim {} of size 0", axis);
+  return x;
+}
+
 static Shape reduced_shape(const Node& node, const Shape& s, const std::vector<int64_t>& axes) {
   bool keepdim = node.attrs.get_bool_or(node.op_name(), "keepdim", false);
   Shape out;

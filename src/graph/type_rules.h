@@ -78,6 +78,7 @@ TensorType infer_unsqueeze(const Node& node, const std::vector<const TensorType*
 TensorType infer_flatten(const Node& node, const std::vector<const TensorType*>& in);
 TensorType infer_concat(const Node& node, const std::vector<const TensorType*>& in);
 TensorType infer_gather(const Node& node, const std::vector<const TensorType*>& in);
+TensorType infer_index_add(const Node& node, const std::vector<const TensorType*>& in);
 TensorType infer_reduction(const Node& node, const std::vector<const TensorType*>& in);
 TensorType infer_arg_reduction(const Node& node, const std::vector<const TensorType*>& in);
 TensorType infer_softmax(const Node& node, const std::vector<const TensorType*>& in);

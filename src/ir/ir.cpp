@@ -180,6 +180,11 @@ std::string to_string(const IrProgram& p) {
                          a.kv_heads, a.q_len, a.kv_len, a.head_dim, a.value_dim,
                          a.causal ? " causal" : "", a.mask >= 0 ? " masked" : "");
     }
+    if (c.index_add) {
+      const IndexAddSpec& a = *c.index_add;
+      out += fmt::format(" index_add outer={} n={} k={} inner={}", a.outer, a.n, a.k, a.inner);
+      if (a.x < 0) out += fmt::format(" x=fill({})", a.fill);
+    }
     if (c.is_reduction()) out += fmt::format(" reduction_ranges {}", shape_str(c.reduction_ranges));
     out += fmt::format("  # from {}\n", fmt::join(c.origin_names, ", "));
     // Print buffer ids with their names for readability.

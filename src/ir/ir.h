@@ -141,6 +141,19 @@ struct AttentionSpec {
   DType dtype = DType::F32;  // of q, k, v and the result: f32, bf16 or f16
 };
 
+/// y = index_add(x, index, src) {axis} (the graph op) over contiguous buffers seen as
+/// x [outer, n, inner], index [k], src [outer, k, inner]: y = x, then row (o, index[j]) of y
+/// gains row (o, j) of src, j in order. The CPU prints the loops itself (each element sums in
+/// order j: the same result at any thread count); the GPU calls torch.index_add (atomics).
+struct IndexAddSpec {
+  int x = -1;         // buffer of x; -1: x is `fill` everywhere (the zeros of a gradient)
+  double fill = 0.0;  // x's value when x is -1
+  int index = -1, src = -1;
+  int64_t outer = 1, n = 1, k = 0, inner = 1;
+  int site = -1;  // IrProgram::run_checks entry: an index out of range (that slice is skipped)
+  DType dtype = DType::F32;
+};
+
 /// A graph node a computation came from (structured provenance: kernel names and the "graph
 /// nodes:" comments of generated code are built from these, codegen/kernel_names.h).
 struct Origin {
@@ -168,6 +181,7 @@ struct ComputedBuffer {
   std::shared_ptr<const MatmulSpec> matmul;        // Template, or Extern with a matmul
   std::shared_ptr<const Conv2dSpec> conv;          // Extern conv2d
   std::shared_ptr<const AttentionSpec> attention;  // Extern attention (a kernel-header call)
+  std::shared_ptr<const IndexAddSpec> index_add;   // Extern index_add (loops / torch call)
 
   bool is_reduction() const { return kind == LoopKind::Reduction; }
   /// Template or Extern: computed by a template or library call, not by its body.

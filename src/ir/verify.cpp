@@ -510,17 +510,23 @@ class ComputationChecker {
     for (const BodyOp& o : c_.body.ops())
       if (o.op == LoopOp::load) loads.push_back(o.buffer);
     const Buffer& out = p_.buffer(c_.buffer);
-    if (c_.kind == LoopKind::Template && (!c_.matmul || c_.conv || c_.attention)) {
-      fail("a Template computes one matmul (and no conv2d or attention)");
+    if (c_.kind == LoopKind::Template && (!c_.matmul || c_.conv || c_.attention || c_.index_add)) {
+      fail("a Template computes one matmul (and no conv2d, attention or index_add)");
       return;
     }
-    if (c_.kind == LoopKind::Extern &&
-        int(c_.matmul != nullptr) + int(c_.conv != nullptr) + int(c_.attention != nullptr) != 1) {
-      fail("an Extern calls exactly one library function (a matmul, a conv2d or attention)");
+    if (c_.kind == LoopKind::Extern && int(c_.matmul != nullptr) + int(c_.conv != nullptr) +
+                                               int(c_.attention != nullptr) +
+                                               int(c_.index_add != nullptr) !=
+                                           1) {
+      fail(
+          "an Extern calls exactly one library function (a matmul, a conv2d, attention or "
+          "index_add)");
       return;
     }
     if (c_.attention) {
       check_attention(out, expected);
+    } else if (c_.index_add) {
+      check_index_add(out, expected);
     } else if (c_.matmul) {
       const MatmulSpec& m = *c_.matmul;
       if (c_.kind == LoopKind::Template && m.impl != MatmulImpl::Template)
@@ -594,6 +600,39 @@ class ComputationChecker {
     if (loads != expected)
       fail("the body loads [{}], the spec's operands are [{}]", fmt::join(loads, ", "),
            fmt::join(expected, ", "));
+  }
+
+  // C9 for index_add: contiguous operands of the spec's sizes; the index an integer, x and src
+  // of the result's dtype; a run check of the right kind.
+  void check_index_add(const Buffer& out, std::vector<int>& expected) {
+    const IndexAddSpec& a = *c_.index_add;
+    if (a.x >= 0) expected.push_back(a.x);
+    expected.push_back(a.index);
+    expected.push_back(a.src);
+    auto operand = [&](int id, const char* what, int64_t numel, bool integer) {
+      if (!valid_buffer(id)) {
+        fail("index_add operand {} is no buffer", what);
+        return;
+      }
+      const Buffer& b = p_.buffer(id);
+      const DType t = b.layout.dtype;
+      if (integer ? t != DType::I32 && t != DType::I64 : t != a.dtype)
+        fail("index_add operand {} ({}) is {}", what, b.name, dtype_name(t));
+      if (b.layout.strides != contiguous_layout(t, b.layout.sizes).strides)
+        fail("index_add operand {} ({}) is not contiguous", what, b.name);
+      auto bn = numel_of(b);
+      if (bn && *bn != numel)
+        fail("index_add operand {} ({}) has {} elements, the spec says {}", what, b.name, *bn,
+             numel);
+    };
+    if (a.x >= 0) operand(a.x, "x", a.outer * a.n * a.inner, false);
+    operand(a.index, "index", a.k, true);
+    operand(a.src, "src", a.outer * a.k * a.inner, false);
+    operand(c_.buffer, "result", a.outer * a.n * a.inner, false);
+    if (a.site < 0 || a.site >= static_cast<int>(p_.run_checks.size()) ||
+        p_.run_checks[static_cast<size_t>(a.site)].kind != RunCheck::Kind::index_in_range)
+      fail("index_add: run check {} is no index check", a.site);
+    (void)out;
   }
 
   // C9 for attention: operands are buffers of the spec's dtype and sizes.

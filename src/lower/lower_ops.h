@@ -26,6 +26,7 @@ TensorBox lower_view(LowerContext& ctx, const Node& node, const std::vector<Tens
 TensorBox lower_concat(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 /// gather: data realized into a buffer, read through an indirect_index of the loaded index.
 TensorBox lower_gather(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+TensorBox lower_index_add(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 TensorBox lower_reduction(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 TensorBox lower_arg_reduction(LowerContext& ctx, const Node& node,
                               const std::vector<TensorBox>& in);

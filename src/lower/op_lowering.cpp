@@ -79,6 +79,7 @@ const OpLowering kLowerings[] = {
     // Joins and lookups.
     {"concat", lower_concat},
     {"gather", lower_gather},
+    {"index_add", lower_index_add},
 
     // Reductions.
     {"sum", lower_reduction},

@@ -13,12 +13,13 @@ namespace coil::testing {
 
 /// The values the samples read: x f32[4, 3], m bool[4, 1, 3], k i32[4, 3], b f32[2, 3, 3],
 /// q f32[3, 3], c f32[1, 3, 5, 5] (an image), cw f32[4, 3, 3, 3], cb f32[4], w f32[3], gi
-/// (constant in-range indices), and attention's aq f32[1, 2, 3, 4], ak f32[1, 1, 5, 4], am
-/// bool[3, 5].
+/// (constant in-range indices), index_add's sources ur f32[2, 3] and uc f32[4, 2], and
+/// attention's aq f32[1, 2, 3, 4], ak f32[1, 1, 5, 4], am bool[3, 5].
 inline const char* kSampleHeader =
     "input x: f32[4, 3]\ninput m: bool[4, 1, 3]\ninput k: i32[4, 3]\ninput b: f32[2, 3, 3]\n"
     "input q: f32[3, 3]\ninput c: f32[1, 3, 5, 5]\ninput cw: f32[4, 3, 3, 3]\ninput cb: f32[4]\n"
     "input aq: f32[1, 2, 3, 4]\ninput ak: f32[1, 1, 5, 4]\ninput am: bool[3, 5]\n"
+    "input ur: f32[2, 3]\ninput uc: f32[4, 2]\n"
     "const w: f32[3] = [0.5, -1.0, 2.0]\nconst gi: i64[2] = [0, 2]\n";
 
 /// Right-hand sides of `r = ...` for ops that take attributes or particular inputs; the other
@@ -43,6 +44,7 @@ inline const std::map<std::string, std::vector<std::string>> kSpecialSamples = {
     {"flatten", {"flatten(b) {start_dim=1, end_dim=2}", "flatten(b)"}},
     {"concat", {"concat(x, x) {dim=1}", "concat(x, x)"}},
     {"gather", {"gather(x, gi) {axis=1}", "gather(x, gi)"}},
+    {"index_add", {"index_add(x, gi, uc) {axis=1}", "index_add(x, gi, ur)"}},
     {"sum", {"sum(x) {axes=[0], keepdim=true}", "sum(x) {axis=1}", "sum(x)"}},
     {"prod", {"prod(k) {axes=[1], keepdim=true}", "prod(k) {axis=0}", "prod(k)"}},
     {"max", {"max(x) {axes=[0], keepdim=true}", "max(x) {axis=1}", "max(x)"}},

@@ -1,6 +1,6 @@
-// The generator's shaped ops: views, concat, gather, reductions, composites, linear algebra,
-// convolution and pooling, sources. Each builds its attributes from the operand's shape, and
-// the type rule has the last word (an invalid attempt throws coil::Error).
+// The generator's shaped ops: views, concat, gather and index_add, reductions, composites, linear
+// algebra, convolution and pooling, sources. Each builds its attributes from the operand's shape,
+// and the type rule has the last word (an invalid attempt throws coil::Error).
 #include <algorithm>
 
 #include "fuzz/generator_internal.h"
@@ -177,6 +177,17 @@ int Generator::make_gather() {
   }
   Attrs attrs;
   if (axis != 0 || chance(0.5)) attrs.set("axis", axis);
+  // index_add along the same dim, now and then: src a new input of data's shape with the
+  // index's length there (duplicates likely; indices in range, as for gather).
+  bool plain_dims = true;
+  for (const sym::Expr& d : shape(data)) plain_dims = plain_dims && input_dim(d);
+  if (dtype(data) != DType::Bool && rank(idx) == 1 && plain_dims && chance(0.3)) {
+    Shape s = shape(data);
+    s[static_cast<size_t>(axis)] = shape(idx)[0];
+    int src = add_input(dtype(data), s);
+    if (chance(0.3)) attrs.set("axis", axis - rank(data));
+    return add("index_add", {data, idx, src}, attrs);
+  }
   return add("gather", {data, idx}, attrs);
 }
 

@@ -254,6 +254,11 @@ Facts Generator::derive(const Node& n) const {
     f.nan = a(1).nan || a(2).nan;
   } else if (op == "gather") {
     f = a(0);
+  } else if (op == "index_add") {
+    const double k = static_cast<double>(sym::evaluate(node(n.inputs[1]).type.shape[0], sizes_));
+    f.mag = a(0).mag + mul_mag(a(2).mag, k);
+    f.nonneg = a(0).nonneg && a(2).nonneg;
+    f.nan = a(0).nan || a(2).nan;
   } else if (op == "sum") {
     f.mag = mul_mag(a(0).mag, static_cast<double>(count));
     f.nonneg = a(0).nonneg;
@@ -286,7 +291,8 @@ Facts Generator::derive(const Node& n) const {
   if (is_low_precision(t)) {
     bool exact = is_exact(op) || op == "full" || op == "cast";
     for (size_t k = op == "where" ? 1 : 0; k < n.inputs.size(); ++k)
-      if (op != "gather" || k == 0) exact = exact && node(n.inputs[k]).type.dtype == t;
+      if ((op != "gather" && op != "index_add") || k != 1)
+        exact = exact && node(n.inputs[k]).type.dtype == t;
     if (op == "full") exact = representable(t, at.get_float(op, "value"));
     if (op == "clamp")
       for (const char* b : {"min", "max"})

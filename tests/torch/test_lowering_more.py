@@ -23,7 +23,8 @@ def _values():
                       torch.randn(200, generator=g) * 100]).float()
 
 
-def _run(f, *inputs):
+def _compile_no_fallback(f, *inputs):
+    """f traced with coil.torch's decompositions and compiled; no op may fall back."""
     from torch.fx.experimental.proxy_tensor import make_fx
     gm = make_fx(f, decomposition_table=lowering.DECOMPOSITIONS)(*inputs)
     fx_compile._ensure_shapes(gm, list(inputs))
@@ -35,7 +36,11 @@ def _run(f, *inputs):
     finally:
         fx_compile._log_fallback = real
     assert not fallbacks, fallbacks
-    return compiled(*inputs)
+    return gm, compiled
+
+
+def _run(f, *inputs):
+    return _compile_no_fallback(f, *inputs)[1](*inputs)
 
 
 def _check(f, *inputs, rtol=1e-5, atol=1e-6, exact=False, ref64=False):
@@ -206,6 +211,62 @@ def test_index_family(dim):
         for include_self in [True, False]:
             _check(lambda a, s: a.index_reduce(dim, pos, s, reduce, include_self=include_self),
                    x, src)
+
+
+@pytest.mark.parametrize("vocab,dim,idx_shape,dtype", [
+    (8192, 64, (8, 256), torch.float32),   # the bench GPT block's embedding gradient, narrower
+    (50, 7, (3, 5, 4), torch.float32),     # an index of rank 3, odd row width
+    (1, 3, (6,), torch.float32),           # every index the same row
+    (33, 129, (17,), torch.float64),       # f64 (the one-hot matmul refused it)
+    (10, 16, (40,), torch.bfloat16),       # bf16: sums rounded at each add, as torch's
+    (12, 5, (9, 2), torch.int64),          # integers
+])
+def test_embedding_gradient_is_index_add_in_order(vocab, dim, idx_shape, dtype):
+    """index_put(accumulate=True) with an index of any rank on dim 0 (embedding_dense_backward)
+    is coil's index_add: each element sums its rows in index order, as torch's CPU kernel
+    does, so the result equals eager's bit for bit (f32, bf16, f64) at any thread count; over
+    2^24 one-hot elements, which ran in eager before (the GPT block's vocabulary of 8192)."""
+    g = _gen(11)
+    idx = torch.randint(0, vocab, idx_shape, generator=g)
+    if dtype.is_floating_point:
+        grad = (torch.randn(*idx_shape, dim, generator=g) * 3).to(dtype)
+    else:
+        grad = torch.randint(-50, 50, (*idx_shape, dim), generator=g)
+
+    put = getattr(torch.ops.aten, "_unsafe_index_put", torch.ops.aten.index_put)  # 2.x / 1.13
+
+    def f(gr, i):
+        return put(gr.new_zeros(vocab, dim), [i], gr, True)
+
+    _, compiled = _compile_no_fallback(f, grad, idx)
+    assert torch.equal(compiled(grad, idx), f(grad, idx))
+    # the gradient of an embedding lookup through autograd's own decomposition
+    if dtype == torch.float32:
+        def emb_grad(gr, i):
+            return torch.ops.aten.embedding_dense_backward(gr, i, vocab, -1, False)
+        _, c2 = _compile_no_fallback(emb_grad, grad, idx)
+        assert torch.equal(c2(grad, idx), emb_grad(grad, idx))
+
+
+def test_index_add_rows_negative_and_out_of_range():
+    g = _gen(12)
+    x = torch.randn(6, 4, 5, generator=g)
+    src = torch.randn(6, 7, 5, generator=g)
+    idx = torch.tensor([3, 0, 3, 1, 1, 3, 0])
+    # along dim 1, against eager in order: exact
+    got, want = _check(lambda a, s: a.index_add(1, idx, s), x, src, exact=True)
+    # index_put(accumulate) with negative indices counts from the end, as torch's
+    neg = torch.tensor([-1, 0, -4, 2, -1])
+    v = torch.randn(5, 4, 5, generator=g)
+    _check(lambda a, b: torch.index_put(a, (neg,), b, accumulate=True), x, v, exact=True)
+    # an index out of range is a run-time error naming the op, never a silent result
+    bad = torch.tensor([0, 6, 1])
+
+    def f(a, b, i):
+        return torch.index_put(a, (i,), b, accumulate=True)
+    _, compiled = _compile_no_fallback(f, x, v[:3], torch.tensor([0, 5, 1]))
+    with pytest.raises(Exception, match=r"index_add.*index 6 is out of range"):
+        compiled(x, v[:3], bad)
 
 
 def test_index_put_and_put():

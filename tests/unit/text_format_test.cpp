@@ -459,6 +459,7 @@ TEST(TextFormat, EveryOpRoundTrips) {
       {"flatten", "flatten(x) {start_dim=0, end_dim=1}"},
       {"concat", "concat(x, x, x) {dim=1}"},
       {"gather", "gather(x, k) {axis=1}"},
+      {"index_add", "index_add(x, ix, x) {axis=0}"},
       {"sum", "sum(x) {axes=[0], keepdim=true}"},
       {"prod", "prod(k)"},
       {"max", "max(x) {axis=1}"},
@@ -496,7 +497,7 @@ TEST(TextFormat, EveryOpRoundTrips) {
     std::string src =
         "input x: f32[4, 3]\ninput m: bool[4, 1, 3]\ninput k: i32[4, 3]\n"
         "input b: f32[2, 3, 3]\ninput q: f32[3, 3]\ninput c: f32[1, 3, 5, 5]\n"
-        "input cw: f32[4, 3, 3, 3]\ninput cb: f32[4]\n"
+        "input cw: f32[4, 3, 3, 3]\ninput cb: f32[4]\ninput ix: i64[4]\n"
         "const w: f32[3] = [0.5, -1.0, 2.0]\nr = " +
         it->second + "\noutput r\n";
     SCOPED_TRACE(src);

@@ -14,8 +14,7 @@ Everything here lowers through coil's existing ops:
     per tap, the gradient of the outputs whose index is that tap, placed back on the input;
   - native_batch_norm: inference (running statistics) and training (running statistics, when
     given, updated in place through mutation.py); its backward is torch's decomposition;
-  - index_put with accumulate=True on dim 0 (embedding backward) as a one-hot matmul (exact
-    zeros, deterministic), index.Tensor / index_select as gather.
+  - index.Tensor / index_select as gather (index_put is lowering_scatter.py's).
 """
 
 import torch
@@ -407,34 +406,10 @@ def _one_index(node_indices, indices):
     return pos, v
 
 
-@lowers("aten.index_put.default", "aten._unsafe_index_put.default", "aten.index_put_.default")
-def _index_put(L, node, args, kwargs):
-    if str(node.target) == "aten.index_put_.default":
-        raise Unsupported("in-place index_put_")
-    x, indices, values = args[0], args[1], args[2]
-    accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
-    if not accumulate:
-        raise Unsupported("index_put without accumulate (duplicate indices: no defined order)")
-    pos, idx = _one_index(node.args[1], indices)
-    xs = shape(L, x)
-    dt = _out_dtype(node)
-    if not dt.is_floating_point or dt == torch.float64:
-        raise Unsupported(f"index_put with accumulate in {dt} (coil sums through a "
-                          "one-hot f32/f16/bf16 matmul)")
-    if pos != 0 or L.rank(idx) != 1:
-        raise Unsupported("index_put with accumulate other than a 1-D index on dim 0")
-    v_rows, k = xs[0], shape(L, idx)[0]
-    rest = 1
-    for s in xs[1:]:
-        rest *= s
-    vals = Value(L.op("expand", [L.cast(values, dt)], {"shape": [k] + list(xs[1:])}))
-    vals = reshape(L, vals, [k, rest])
-    idx = _wrap_index(L, idx, v_rows)
-    rows = Value(L.op("iota", [], {"size": v_rows, "dtype": DTypeName(coil_dt(L, idx))}))
-    onehot = Value(L.op("eq", [reshape(L, rows, [v_rows, 1]), reshape(L, idx, [1, k])]))
-    onehot = L.cast(onehot, dt)  # [V, K]: exact 0/1, so the matmul's sums are the scatter's
-    summed = Value(L.op("matmul", [onehot, vals]))
-    return Value(L.op("add", [x, reshape(L, summed, xs)]))
+@lowers("aten.index_put_.default")
+def _index_put_inplace(L, node, args, kwargs):
+    # index_put and _unsafe_index_put are lowering_scatter.py's rows
+    raise Unsupported("in-place index_put_")
 
 
 def _adjacent_indices(L, node, x, indices):

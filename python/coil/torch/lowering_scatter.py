@@ -1,7 +1,9 @@
 """Rows of the aten table for scatters, scans and sorting, through coil's existing ops
 (imported by lowering.py, which holds the table and the conventions).
 
-  - scatters (scatter, scatter_add, scatter_reduce, index_add, index_copy, index_fill,
+  - index_add and index_put with accumulate (an embedding's gradient) are coil's index_add op
+    (the slices added in index order: deterministic on the CPU, torch.index_add on CUDA);
+  - the other scatters (scatter, scatter_add, scatter_reduce, index_copy, index_fill,
     index_reduce, index_put without accumulate, put, masked_scatter) are one-hot comparisons:
     for target position j along the scattered dim, E[i, j] = (index[i] == j); sums, products,
     maxima and minima are reductions over i of where(E, src, identity) (exact: never a
@@ -210,6 +212,13 @@ def _index_to_scatter(L, x, dim, index, source):
     return full, source
 
 
+def _index_add_op(L, x, dim, index, source):
+    """x with source's slices added at `index` (1-D) along dim, in index order: coil's
+    index_add (a loop over the index, not a one-hot comparison: any size). Negative indices
+    count from the end; one out of range is a run-time error."""
+    return Value(L.op("index_add", [x, index, source], {"axis": dim}))
+
+
 @lowers("aten.index_add.default")
 def _index_add(L, node, args, kwargs):
     x, dim, index, source = args[:4]
@@ -219,6 +228,13 @@ def _index_add(L, node, args, kwargs):
     source = L.cast(source, dt)
     if alpha != 1:
         source = Value(L.op("mul", [source, _operand(L, alpha, dt)]))
+    if dt != torch.bool and L.rank(x) > 0:
+        k = _numel(shape(L, index))
+        ss = list(shape(L, x))
+        ss[dim] = k
+        source = Value(L.op("expand", [reshape(L, source, [1] * len(ss)) if L.rank(source) == 0
+                                       else source], {"shape": ss}))
+        return _index_add_op(L, x, dim, reshape(L, index, [k]), source)
     idx, source = _index_to_scatter(L, x, dim, index, source)
     return _scatter(L, x, dim, idx, source, "sum")
 
@@ -294,11 +310,6 @@ def _index_put_any(L, node, args, kwargs):
             raise Unsupported("index_put with a boolean mask and other indices")
         return _index_put_mask(L, x, present[0], L.cast(indices[present[0]], torch.bool),
                                L.cast(values, dt), accumulate, shp)
-    if accumulate and dt.is_floating_point and dt != torch.float64 and len(present) == 1 \
-            and present[0] == 0 and L.rank(indices[0]) == 1:
-        # embedding backward's form: the one-hot matmul (lowering_nn), cheap at any vocabulary
-        from .lowering_nn import _index_put
-        return _index_put(L, node, args, kwargs)
     p, k = present[0], len(present)
     if present != list(range(p, p + k)):
         raise Unsupported("index_put with index tensors on non-adjacent dims")
@@ -307,6 +318,15 @@ def _index_put_any(L, node, args, kwargs):
     from .lowering_nn import _strides
     ishapes = [shape(L, indices[i]) for i in present]
     bshape = list(torch.broadcast_shapes(*ishapes))
+    if accumulate and dt != torch.bool and k == 1:
+        # embedding backward's form (any vocabulary): coil's index_add, the slices added in
+        # index order; it wraps a negative index once and checks the range itself
+        K = _numel(bshape)
+        before, after = list(shp[:p]), list(shp[p + 1:])
+        vals = Value(L.op("expand", [L.cast(values, dt)], {"shape": before + bshape + after}))
+        out = _index_add_op(L, x, p, reshape(L, indices[p], [K]),
+                            reshape(L, vals, before + [K] + after))
+        return out
     st = _strides(list(shp[p:p + k]))
     lin = None
     for jj, i in enumerate(present):
@@ -321,9 +341,13 @@ def _index_put_any(L, node, args, kwargs):
     res_shape = before + bshape + after
     vals = Value(L.op("expand", [L.cast(values, dt)], {"shape": res_shape}))
     vals = reshape(L, vals, before + [K] + after)
-    full = Value(L.op("expand", [_along(L, reshape(L, lin, [K]), len(before) + 1 + len(after),
-                                        p)], {"shape": before + [K] + after}))
-    out = _scatter(L, xm, p, full, vals, "sum" if accumulate else None)
+    if accumulate and dt != torch.bool:  # several index tensors: their flat index
+        out = _index_add_op(L, xm, p, reshape(L, lin, [K]), vals)
+    else:
+        full = Value(L.op("expand", [_along(L, reshape(L, lin, [K]),
+                                            len(before) + 1 + len(after), p)],
+                          {"shape": before + [K] + after}))
+        out = _scatter(L, xm, p, full, vals, "sum" if accumulate else None)
     return reshape(L, out, list(shp))
 
 

@@ -125,6 +125,8 @@ class KernelPrinter final : public NestPrinter {
       w_.linef("// {}: oneDNN convolution (extern call)", out.name);
     } else if (head.attention) {
       w_.linef("// {}: flash attention (coil_attention.h)", out.name);
+    } else if (head.index_add) {
+      w_.linef("// {}: index_add: rows of src added at rows index[j] of x, j in order", out.name);
     } else {
       w_.linef("// {}: {} loop nest(s){}", out.name, nests().size(),
                g_.nests.size() > 1 ? fmt::format(" sharing {} outer loop(s)", g_.outer_depth) : "");
@@ -147,6 +149,9 @@ class KernelPrinter final : public NestPrinter {
         break;
       case CppNestKind::ExternAttention:
         emit_extern_attention(*this, head);
+        break;
+      case CppNestKind::ExternIndexAdd:
+        emit_extern_index_add(*this, head);
         break;
       case CppNestKind::LibraryMatmul:
         emit_library_matmul(*this, head);

@@ -54,6 +54,7 @@ class KernelPlanner {
     } else if (lead.kind == LoopKind::Extern) {
       np0.kind = lead.conv        ? CppNestKind::ExternConv
                  : lead.attention ? CppNestKind::ExternAttention
+                 : lead.index_add ? CppNestKind::ExternIndexAdd
                                   : CppNestKind::LibraryMatmul;
     } else if (auto split = lone ? plan_split_reduction(n0) : std::nullopt) {
       np0.kind = CppNestKind::SplitReduction;
@@ -485,6 +486,8 @@ std::string_view cpp_nest_kind_name(CppNestKind k) {
       return "extern_conv";
     case CppNestKind::ExternAttention:
       return "extern_attention";
+    case CppNestKind::ExternIndexAdd:
+      return "extern_index_add";
   }
   COIL_UNREACHABLE("bad nest kind");
 }

@@ -80,6 +80,7 @@ enum class CppNestKind {
   LibraryMatmul,
   ExternConv,
   ExternAttention,
+  ExternIndexAdd,
 };
 std::string_view cpp_nest_kind_name(CppNestKind k);  // "vector", "tile2d", ...
 

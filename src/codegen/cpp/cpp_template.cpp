@@ -416,6 +416,58 @@ void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t) {
           at(a.k, a.k_offset), at(a.v, a.v_offset), mask, p.plan().pointer(t.buffer));
 }
 
+void emit_extern_index_add(NestPrinter& p, const ComputedBuffer& t) {
+  CodeWriter& w = p.writer();
+  const IndexAddSpec& a = *t.index_add;
+  const SizeNames n(p.program(), {a.x, a.index, a.src, t.buffer});
+  const std::string ty(dtype_cpp_type(a.dtype));
+  // Each task owns a slice of columns of one outer index and adds the rows in order j: every
+  // element sums in the same order at any thread count (deterministic, as torch's CPU kernel).
+  // Slices are whole cache lines, about 16 per row, so a row of 512 f32 gives 16 tasks.
+  const int64_t line = std::max<int64_t>(1, 64 / dtype_size(a.dtype));
+  const int64_t chunk = std::max<int64_t>(line, (a.inner / 16 + line - 1) / line * line);
+  const std::string outer = n(a.outer), rows = n(a.n), k = n(a.k), inner = n(a.inner);
+  w.linef("const int64_t chunks = ({} + {}) / {};  // column slices of {} elements", inner,
+          chunk - 1, chunk, chunk);
+  w.linef("#pragma omp parallel for if ({} * ({} + {}) * {} > 32768)", outer, rows, k, inner);
+  w.linef("for (int64_t task = 0; task < {} * chunks; task++)", outer);
+  w.open();
+  w.line("const int64_t o = task / chunks;");
+  w.linef("const int64_t c0 = task % chunks * {};", chunk);
+  w.linef("const int64_t c1 = std::min<int64_t>(c0 + {}, {});", chunk, inner);
+  w.linef("{}* __restrict__ y = {} + o * {} * {};", ty, p.plan().pointer(t.buffer), rows, inner);
+  w.linef("for (int64_t i = 0; i < {}; i++)", rows);
+  w.open();
+  if (a.x >= 0) {
+    w.linef("const {}* __restrict__ x = {} + (o * {} + i) * {};", ty, p.plan().pointer(a.x), rows,
+            inner);
+    w.line("for (int64_t c = c0; c < c1; c++) y[i * " + inner + " + c] = x[c];");
+  } else {
+    w.linef("for (int64_t c = c0; c < c1; c++) y[i * {} + c] = static_cast<{}>({});", inner, ty,
+            cpp_literal(a.fill, static_cast<int64_t>(a.fill), DType::F64));
+  }
+  w.close();
+  w.linef("for (int64_t j = 0; j < {}; j++)", k);
+  w.open();
+  w.linef("const int64_t at = static_cast<int64_t>({}[j]);", p.plan().pointer(a.index));
+  w.linef("const int64_t row = at < 0 ? at + {} : at;  // negative indices count from the end",
+          rows);
+  w.linef("if (__builtin_expect(row < 0 || row >= {}, 0))", rows);
+  w.open();
+  w.linef("coil_run_error.record({}, at, {});  // this slice is skipped", a.site, rows);
+  w.line("continue;");
+  w.close();
+  w.linef("const {}* __restrict__ s = {} + (o * {} + j) * {};", ty, p.plan().pointer(a.src), k,
+          inner);
+  w.line("#pragma omp simd");
+  w.linef(
+      "for (int64_t c = c0; c < c1; c++) y[row * {} + c] = static_cast<{}>(y[row * {} + c] + "
+      "s[c]);",
+      inner, ty, inner);
+  w.close();
+  w.close();
+}
+
 void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
   CodeWriter& w = p.writer();
   const Conv2dSpec& c = *t.conv;

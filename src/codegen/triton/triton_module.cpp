@@ -1,5 +1,6 @@
 #include "codegen/triton/triton_module.h"
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -405,6 +406,15 @@ class ModulePrinter {
     return sizes == b.sizes ? b.name : fmt::format("{}.view({})", b.name, names_tuple(sizes));
   }
 
+  /// index_add's fill as a Python number (an integer for integer dtypes).
+  static std::string fill_text(const IndexAddSpec& a) {
+    if (!is_floating(a.dtype)) return std::to_string(static_cast<int64_t>(a.fill));
+    if (std::isnan(a.fill)) return "float('nan')";
+    if (std::isinf(a.fill)) return a.fill > 0 ? "float('inf')" : "float('-inf')";
+    std::string t = fmt::format("{:.17g}", a.fill);
+    return t.find_first_of(".e") == std::string::npos ? t + ".0" : t;
+  }
+
   TritonExternCall emit_extern(int computation, int index) {
     const ComputedBuffer& c = p_.computations[static_cast<size_t>(computation)];
     TritonExternCall call;
@@ -423,6 +433,26 @@ class ModulePrinter {
       library_call(fmt::format("torch.{}({}, {}, out={})", ms.batch.empty() ? "mm" : "matmul", a, b,
                                view(c.buffer, out_sizes)));
       call.name = fmt::format("extern_mm_{}", index);
+      return call;
+    }
+    if (c.index_add) {
+      // torch's index_add (atomic adds: the order of the sums may differ between runs) on the
+      // operands seen as [outer, n, inner]. A negative index counts from the end, as in coil's
+      // reference, so it is wrapped first; one still out of range is torch's device-side assert.
+      const IndexAddSpec& a = *c.index_add;
+      const std::string rows = names(a.n);
+      const std::string out = view(c.buffer, {a.outer, a.n, a.inner});
+      const std::string i = fmt::format("index{}", index);
+      w_.linef("{} = {}", i, view(a.index, {a.k}));
+      const std::string at = fmt::format("{0}.where({0} >= 0, {0} + {1})", i, rows);
+      const std::string src = view(a.src, {a.outer, a.k, a.inner});
+      if (a.x >= 0)
+        w_.linef("torch.index_add({}, 1, {}, {}, out={})", view(a.x, {a.outer, a.n, a.inner}), at,
+                 src, out);
+      else
+        w_.linef("{}.fill_({}).index_add_(1, {}, {})", out, fill_text(a), at, src);
+      w_.linef("del {}", i);
+      call.name = fmt::format("extern_index_add_{}", index);
       return call;
     }
     COIL_ASSERT(c.conv != nullptr, "extern computation {} is neither a matmul nor a conv2d",

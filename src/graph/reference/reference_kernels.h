@@ -20,6 +20,7 @@ Tensor ref_input(const Node& node,
 Tensor ref_view(const Node& node, const std::vector<Tensor>& in);  // reshape .. flatten
 Tensor ref_concat(const Node& node, const std::vector<Tensor>& in);
 Tensor ref_gather(const Node& node, const std::vector<Tensor>& in);
+Tensor ref_index_add(const Node& node, const std::vector<Tensor>& in);
 Tensor ref_reduction(const Node& node, const std::vector<Tensor>& in);  // sum mean max min prod var
 Tensor ref_arg_reduction(const Node& node, const std::vector<Tensor>& in);  // argmax argmin
 Tensor ref_softmax(const Node& node, const std::vector<Tensor>& in);        // softmax log_softmax

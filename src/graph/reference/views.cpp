@@ -167,6 +167,20 @@ Tensor ref_concat(const Node& node, const std::vector<Tensor>& in) {
   return out;
 }
 
+/// `indices` as positions in a dim of size n: negative ones count from the end (ONNX, numpy);
+/// anything else out of range is an error naming `op`.
+static std::vector<int64_t> wrapped_indices(std::string_view op, const Tensor& indices, size_t axis,
+                                            int64_t n) {
+  std::vector<int64_t> idx = ref::read_ints(indices);
+  for (int64_t& i : idx) {
+    int64_t w = i < 0 ? i + n : i;
+    COIL_USER_CHECK(w >= 0 && w < n, "{}: index {} is out of range for dim {} of size {}", op, i,
+                    axis, n);
+    i = w;
+  }
+  return idx;
+}
+
 Tensor ref_gather(const Node& node, const std::vector<Tensor>& in) {
   const Tensor& data = in[0];
   const Tensor& indices = in[1];
@@ -177,14 +191,7 @@ Tensor ref_gather(const Node& node, const std::vector<Tensor>& in) {
       normalize_axis("gather", node.attrs.get_int_or("gather", "axis", 0), data.dim()));
   const std::vector<int64_t>& ds = data.shape();
   const int64_t n = ds[axis];
-  std::vector<int64_t> idx = ref::read_ints(indices);
-  for (int64_t& i : idx) {
-    // Negative indices count from the end (ONNX, numpy); anything else out of range is an error.
-    int64_t w = i < 0 ? i + n : i;
-    COIL_USER_CHECK(w >= 0 && w < n, "gather: index {} is out of range for dim {} of size {}", i,
-                    axis, n);
-    i = w;
-  }
+  const std::vector<int64_t> idx = wrapped_indices("gather", indices, axis, n);
   int64_t outer = 1, inner = 1;
   for (size_t d = 0; d < axis; ++d) outer *= ds[d];
   for (size_t d = axis + 1; d < ds.size(); ++d) inner *= ds[d];
@@ -209,6 +216,49 @@ Tensor ref_gather(const Node& node, const std::vector<Tensor>& in) {
       for (int64_t j = 0; j < k; ++j)
         for (int64_t r = 0; r < inner; ++r)
           ref::set_int(out, (o * k + j) * inner + r, v[static_cast<size_t>(source(o, j, r))]);
+  }
+  return out;
+}
+
+Tensor ref_index_add(const Node& node, const std::vector<Tensor>& in) {
+  ref::check_inputs(node, in);
+  const Tensor& x = in[0];
+  const Tensor& index = in[1];
+  const Tensor& src = in[2];
+  auto axis = static_cast<size_t>(
+      normalize_axis("index_add", node.attrs.get_int_or("index_add", "axis", 0), x.dim()));
+  const std::vector<int64_t>& xs = x.shape();
+  const int64_t n = xs[axis];
+  const std::vector<int64_t> idx = wrapped_indices("index_add", index, axis, n);
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  const auto k = static_cast<int64_t>(idx.size());
+  Tensor out = Tensor::empty(node.type.dtype, xs);
+  // Row (o, idx[j]) of the result gains row (o, j) of src, j in order (the sums in double,
+  // rounded once; integers wrap).
+  auto target = [&](int64_t o, int64_t j, int64_t r) {
+    return (o * n + idx[static_cast<size_t>(j)]) * inner + r;
+  };
+  if (is_floating(x.dtype())) {
+    std::vector<double> v = ref::read_doubles(x), s = ref::read_doubles(src);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t r = 0; r < inner; ++r)
+          v[static_cast<size_t>(target(o, j, r))] +=
+              s[static_cast<size_t>((o * k + j) * inner + r)];
+    for (size_t i = 0; i < v.size(); ++i) ref::set_double(out, static_cast<int64_t>(i), v[i]);
+  } else {
+    std::vector<int64_t> v = ref::read_ints(x), s = ref::read_ints(src);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t r = 0; r < inner; ++r) {
+          auto& t = v[static_cast<size_t>(target(o, j, r))];
+          t = static_cast<int64_t>(
+              static_cast<uint64_t>(t) +
+              static_cast<uint64_t>(s[static_cast<size_t>((o * k + j) * inner + r)]));
+        }
+    for (size_t i = 0; i < v.size(); ++i) ref::set_int(out, static_cast<int64_t>(i), v[i]);
   }
   return out;
 }
