@@ -614,6 +614,7 @@ class Planner {
     for (const LoopNest* n : nests)
       for (int c : n->computations) written.insert(comp(c).buffer);
     std::map<std::pair<int, const void*>, int> stored;
+    std::set<int> done;  // computations merged so far
     // A computation over no element (a pointwise prologue of a reduction over an empty dim)
     // writes nothing: its store would go through an empty buffer's null pointer.
     auto writes_nothing = [&](int c) { return product(static_extents(comp(c).ranges)) == 0; };
@@ -626,9 +627,11 @@ class Planner {
           for (int& a : op.args)
             if (a >= 0) a = remap[static_cast<size_t>(a)];
           bool reused = false;
+          sym::Expr raw_index;  // in the nest's own loop variables
           if (op.index.defined()) {
             sym::Expr idx = op.index;
             if (re != nests[n]->reindex.end()) idx = sym::substitute(idx, re->second);
+            raw_index = idx;
             reused = op.op == LoopOp::load && reads_repeatedly(idx, loops[n].ranges, loops[n].red);
             op.index = ka.simplify(sym::substitute(idx, var_map[n]));
           }
@@ -654,6 +657,11 @@ class Planner {
               continue;
             }
             if (written.count(op.buffer)) {
+              if (auto v =
+                      recompute_stored(op.buffer, raw_index, done, nests, d, var_map, k, ka, n)) {
+                remap.push_back(*v);
+                continue;
+              }
               *why = fmt::format("{} is read at another element than the one stored",
                                  p_.buffer(op.buffer).name);
               return std::nullopt;
@@ -672,6 +680,7 @@ class Planner {
         }
       }
       for (int c : nests[n]->computations) {
+        done.insert(c);
         if (writes_nothing(c)) continue;
         for (const auto& o : comp(c).origin_names) k.origins.push_back(o);
         k.provenance.insert(k.provenance.end(), comp(c).origins.begin(), comp(c).origins.end());
@@ -679,6 +688,114 @@ class Planner {
     }
     finish(k, ka);
     return k;
+  }
+
+  /// A load, in nest `reader`, of buffer `b` at an element this kernel's program does not hold
+  /// in registers (another lane's: the first element of the row a layer norm's shifted sums
+  /// read), where a pointwise computation merged before stores `b` from loads of buffers this
+  /// kernel does not write: that computation's body again at the element (its inner loop
+  /// variables at the constants that address it), appended to `k`. The value the load would
+  /// read back, or nullopt. (A load of another lane's store is a race in a Triton program;
+  /// recomputing keeps the group one kernel, where splitting it cost a launch per nest: a
+  /// training layer norm took 8.)
+  std::optional<int> recompute_stored(int b, const sym::Expr& index, const std::set<int>& done,
+                                      const std::vector<const LoopNest*>& nests, size_t outer_depth,
+                                      const std::vector<std::map<sym::Expr, sym::Expr>>& var_map,
+                                      TritonKernelPlan& k, const sym::Analyzer& ka, size_t reader) {
+    if (!index.defined()) return std::nullopt;
+    int producer = -1;
+    for (int c : done)
+      if (comp(c).buffer == b) producer = c;
+    if (producer < 0) return std::nullopt;
+    const ComputedBuffer& c = comp(producer);
+    if (c.kind != LoopKind::Pointwise || c.body.ops().empty()) return std::nullopt;
+    const BodyOp& store = c.body.ops().back();
+    if (store.op != LoopOp::store || store.buffer != b) return std::nullopt;
+    for (const BodyOp& op : c.body.ops()) {
+      if (op.op == LoopOp::store && &op != &store) return std::nullopt;
+      if (op.op == LoopOp::load)
+        for (int w : done)
+          if (comp(w).buffer == op.buffer) return std::nullopt;
+    }
+    // The producer's indices in its nest's variables (a prologue of a reduction is renamed to
+    // the reduction's), and the extents of those variables.
+    const LoopNest* home = nullptr;
+    for (const LoopNest* nest : nests)
+      for (int x : nest->computations)
+        if (x == producer) home = nest;
+    if (home == nullptr) return std::nullopt;
+    std::map<sym::Expr, sym::Expr> rename;
+    if (auto re = home->reindex.find(producer); re != home->reindex.end()) rename = re->second;
+    auto own = [&](const sym::Expr& e) { return rename.empty() ? e : sym::substitute(e, rename); };
+    const ComputedBuffer& head = comp(home->computations.back());
+    std::vector<std::pair<sym::Expr, int64_t>> inner;  // the variables past the shared loops
+    const std::vector<int64_t> ranges = static_extents(head.ranges),
+                               red = static_extents(head.reduction_ranges);
+    if (ranges.size() < outer_depth) return std::nullopt;
+    sym::Analyzer sa;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      sa.bind_loop_var(loop_var(static_cast<int>(i)), ranges[i]);
+      if (i >= outer_depth) inner.push_back({loop_var(static_cast<int>(i)), ranges[i]});
+    }
+    for (size_t i = 0; i < red.size(); ++i) {
+      sa.bind_loop_var(reduction_var(static_cast<int>(i)), red[i]);
+      inner.push_back({reduction_var(static_cast<int>(i)), red[i]});
+    }
+    // Those variables at constants: the offset of the element read from the row's first,
+    // decomposed by their strides (largest first).
+    const sym::Expr stored_at = own(store.index);
+    std::map<sym::Expr, sym::Expr> sigma;
+    std::vector<std::tuple<int64_t, sym::Expr, int64_t>> strides;  // (stride, variable, extent)
+    for (const auto& [v, extent] : inner) {
+      sigma[v] = 0;
+      auto st = sa.linear_stride(stored_at, v);
+      if (!st || !st->is_const() || st->const_value() < 0) return std::nullopt;
+      if (st->const_value() > 0) strides.push_back({st->const_value(), v, extent});
+    }
+    auto offset = sa.simplify(index - sym::substitute(stored_at, sigma)).as_const();
+    if (!offset || *offset < 0) return std::nullopt;
+    std::sort(strides.begin(), strides.end(),
+              [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+    int64_t rest = *offset;
+    for (const auto& [st, v, extent] : strides) {
+      const int64_t at = rest / st;
+      if (at >= extent) return std::nullopt;
+      sigma[v] = at;
+      rest -= at * st;
+    }
+    if (rest != 0 || !sa.statically_known_equal(sa.simplify(sym::substitute(stored_at, sigma)),
+                                                sa.simplify(index)))
+      return std::nullopt;
+    // The body at that element; the outer variables are the reader's (the same flat index).
+    std::vector<int> remap;
+    auto append = [&](BodyOp op) {
+      const size_t before = k.body.ops().size();
+      const int id = k.body.append(std::move(op));
+      for (size_t j = before; j < k.body.ops().size(); ++j) {
+        k.op_nest.push_back(static_cast<int>(reader));
+        k.reused.push_back(false);
+      }
+      return id;
+    };
+    for (BodyOp op : c.body.ops()) {
+      if (op.op == LoopOp::store) break;
+      for (int& a : op.args)
+        if (a >= 0) a = remap[static_cast<size_t>(a)];
+      if (op.index.defined())
+        op.index =
+            ka.simplify(sym::substitute(sym::substitute(own(op.index), sigma), var_map[reader]));
+      remap.push_back(append(std::move(op)));
+    }
+    COIL_LOG(fusion, "triton: {} read at another element is recomputed from its loads",
+             p_.buffer(b).name);
+    const int value = remap[static_cast<size_t>(store.args[0])];
+    const size_t before = k.body.ops().size();
+    const int read = k.body.stored_value(value, p_.buffer(b).layout.dtype);
+    for (size_t j = before; j < k.body.ops().size(); ++j) {
+      k.op_nest.push_back(static_cast<int>(reader));
+      k.reused.push_back(false);
+    }
+    return read;
   }
 
   /// Reduction hint, persistent or looped, index width.

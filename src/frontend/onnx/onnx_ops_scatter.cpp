@@ -6,6 +6,8 @@
 // do not leak), a scatter reduces the updates that hit each position. This works for any index
 // values at run time and on every device, at the cost of (indices x positions) comparisons. An
 // index outside [-size, size) selects nothing: a gather gives 0, a scatter leaves the element.
+// ScatterND with reduction "add" (rows of updates added at their positions) is coil's
+// index_add instead: no one-hot, any size, and an index out of range is a run-time error.
 #include <algorithm>
 #include <limits>
 
@@ -57,8 +59,10 @@ int as_number(OnnxNode& n, int x) {
 }
 
 // Component j of the last dim of `idx` ([..., k], i64) made non-negative with sizes[j], and
-// combined into a row-major linear index over those sizes: [...].
-int linear_index(OnnxNode& n, int idx, const std::vector<int64_t>& sizes) {
+// combined into a row-major linear index over those sizes: [...]. A row with a component out of
+// range becomes `bad_value` (-1 by default: no one-hot position is hit; index_add's own check
+// catches the number of positions).
+int linear_index(OnnxNode& n, int idx, const std::vector<int64_t>& sizes, int64_t bad_value = -1) {
   auto k = static_cast<int64_t>(sizes.size());
   Tensor sz = Tensor::empty(DType::I64, {k}), stride = Tensor::empty(DType::I64, {k});
   int64_t s = 1;
@@ -77,7 +81,7 @@ int linear_index(OnnxNode& n, int idx, const std::vector<int64_t>& sizes) {
       n.add("gt", {reduce(n, "sum", n.cast(bad, DType::I64), {n.rank(idx) - 1}, false), zero});
   int lin =
       reduce(n, "sum", n.add("mul", {fixed, n.add_constant(stride)}), {n.rank(idx) - 1}, false);
-  return n.add("where", {any_bad, n.scalar(-1, DType::I64), lin});
+  return n.add("where", {any_bad, n.scalar(static_cast<double>(bad_value), DType::I64), lin});
 }
 
 }  // namespace
@@ -245,6 +249,19 @@ void map_scatter_nd(OnnxNode& n) {
   auto uk = static_cast<size_t>(k);
   int64_t lookups = product(is, 0, is.size() - 1), positions = product(ds, 0, uk),
           rest = product(ds, uk);
+  const std::string reduction = n.attr_string("reduction", "none");
+  if (reduction == "add" && n.dtype(data) != DType::Bool) {
+    // Rows of updates added at their flat positions in order: index_add, any size (an index
+    // row out of range becomes `positions`, which index_add reports as out of range).
+    std::vector<int64_t> sizes(ds.begin(), ds.begin() + k);
+    int lin = linear_index(n, n.cast(idx, DType::I64), sizes, positions);
+    lin = n.add("reshape", {lin}, Attrs{{"shape", std::vector<int64_t>{lookups}}});
+    int u = n.add("reshape", {upd}, Attrs{{"shape", std::vector<int64_t>{lookups, rest}}});
+    int d2 = n.add("reshape", {data}, Attrs{{"shape", std::vector<int64_t>{positions, rest}}});
+    int y = n.add("index_add", {d2, lin, u});
+    n.set_output(0, n.add("reshape", {y}, Attrs{{"shape", ds}}));
+    return;
+  }
   check_one_hot_size(n, lookups * rest, positions);
   std::vector<int64_t> sizes(ds.begin(), ds.begin() + k);
   int lin = linear_index(n, n.cast(idx, DType::I64), sizes);
@@ -252,7 +269,7 @@ void map_scatter_nd(OnnxNode& n) {
   int hit = n.add("eq", {lin, iota_along(n, positions, 1, 3)});
   int u = n.add("reshape", {upd}, Attrs{{"shape", std::vector<int64_t>{lookups, 1, rest}}});
   int d2 = n.add("reshape", {data}, Attrs{{"shape", std::vector<int64_t>{positions, rest}}});
-  int y = scatter_reduce(n, d2, hit, u, 0, n.attr_string("reduction", "none"));
+  int y = scatter_reduce(n, d2, hit, u, 0, reduction);
   n.set_output(0, n.add("reshape", {y}, Attrs{{"shape", ds}}));
 }
 
