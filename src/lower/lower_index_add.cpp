@@ -2,7 +2,7 @@
 // computation (ir.h IndexAddSpec) over contiguous operands seen as x [outer, n, inner],
 // index [k] and src [outer, k, inner]. The loop IR has no store at a computed position, so
 // the backends print it themselves: the C++ backend as loops that add the rows in order j
-// (one thread per slice of columns: deterministic at any thread count), the Triton backend
+// (each thread its range of result rows: deterministic at any thread count), the Triton backend
 // as torch.index_add (atomic adds). An x that is one value everywhere (the zeros a gradient
 // starts from) is not stored: the kernel fills the result instead.
 #include <optional>

@@ -421,32 +421,27 @@ void emit_extern_index_add(NestPrinter& p, const ComputedBuffer& t) {
   const IndexAddSpec& a = *t.index_add;
   const SizeNames n(p.program(), {a.x, a.index, a.src, t.buffer});
   const std::string ty(dtype_cpp_type(a.dtype));
-  // Each task owns a slice of columns of one outer index and adds the rows in order j: every
-  // element sums in the same order at any thread count (deterministic, as torch's CPU kernel).
-  // Slices are whole cache lines, about 16 per row, so a row of 512 f32 gives 16 tasks.
-  const int64_t line = std::max<int64_t>(1, 64 / dtype_size(a.dtype));
-  const int64_t chunk = std::max<int64_t>(line, (a.inner / 16 + line - 1) / line * line);
   const std::string outer = n(a.outer), rows = n(a.n), k = n(a.k), inner = n(a.inner);
-  w.linef("const int64_t chunks = ({} + {}) / {};  // column slices of {} elements", inner,
-          chunk - 1, chunk, chunk);
-  w.linef("#pragma omp parallel for if ({} * ({} + {}) * {} > 32768)", outer, rows, k, inner);
-  w.linef("for (int64_t task = 0; task < {} * chunks; task++)", outer);
+  // Each thread owns a range of the result's rows: it writes them from x (or the fill), then
+  // scans the whole index and adds the src rows that land in its range, in index order. So
+  // every element sums in the same order at any thread count (deterministic, torch's CPU
+  // order), each thread writes contiguous rows, and no two threads touch one element. Rows
+  // of a few elements do not pay every thread's scan of the index: one thread.
+  w.linef("#pragma omp parallel if ({0} >= 8 && {1} * ({2} + {3}) * {0} > 32768)", inner, outer,
+          rows, k);
   w.open();
-  w.line("const int64_t o = task / chunks;");
-  w.linef("const int64_t c0 = task % chunks * {};", chunk);
-  w.linef("const int64_t c1 = std::min<int64_t>(c0 + {}, {});", chunk, inner);
+  w.line("const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();");
+  w.linef("const int64_t lo = {0} * me / threads, hi = {0} * (me + 1) / threads;", rows);
+  w.linef("for (int64_t o = 0; o < {}; o++)", outer);
+  w.open();
   w.linef("{}* __restrict__ y = {} + o * {} * {};", ty, p.plan().pointer(t.buffer), rows, inner);
-  w.linef("for (int64_t i = 0; i < {}; i++)", rows);
-  w.open();
   if (a.x >= 0) {
-    w.linef("const {}* __restrict__ x = {} + (o * {} + i) * {};", ty, p.plan().pointer(a.x), rows,
-            inner);
-    w.line("for (int64_t c = c0; c < c1; c++) y[i * " + inner + " + c] = x[c];");
+    w.linef("const {}* __restrict__ x = {} + o * {} * {};", ty, p.plan().pointer(a.x), rows, inner);
+    w.linef("for (int64_t e = lo * {0}; e < hi * {0}; e++) y[e] = x[e];", inner);
   } else {
-    w.linef("for (int64_t c = c0; c < c1; c++) y[i * {} + c] = static_cast<{}>({});", inner, ty,
-            cpp_literal(a.fill, static_cast<int64_t>(a.fill), DType::F64));
+    w.linef("for (int64_t e = lo * {0}; e < hi * {0}; e++) y[e] = static_cast<{1}>({2});", inner,
+            ty, cpp_literal(a.fill, static_cast<int64_t>(a.fill), DType::F64));
   }
-  w.close();
   w.linef("for (int64_t j = 0; j < {}; j++)", k);
   w.open();
   w.linef("const int64_t at = static_cast<int64_t>({}[j]);", p.plan().pointer(a.index));
@@ -454,16 +449,16 @@ void emit_extern_index_add(NestPrinter& p, const ComputedBuffer& t) {
           rows);
   w.linef("if (__builtin_expect(row < 0 || row >= {}, 0))", rows);
   w.open();
-  w.linef("coil_run_error.record({}, at, {});  // this slice is skipped", a.site, rows);
+  w.linef("if (me == 0) coil_run_error.record({}, at, {});  // the slice is skipped", a.site, rows);
   w.line("continue;");
   w.close();
+  w.line("if (row < lo || row >= hi) continue;  // another thread's row");
+  w.linef("{0}* __restrict__ dst = y + row * {1};", ty, inner);
   w.linef("const {}* __restrict__ s = {} + (o * {} + j) * {};", ty, p.plan().pointer(a.src), k,
           inner);
   w.line("#pragma omp simd");
-  w.linef(
-      "for (int64_t c = c0; c < c1; c++) y[row * {} + c] = static_cast<{}>(y[row * {} + c] + "
-      "s[c]);",
-      inner, ty, inner);
+  w.linef("for (int64_t c = 0; c < {}; c++) dst[c] = static_cast<{}>(dst[c] + s[c]);", inner, ty);
+  w.close();
   w.close();
   w.close();
 }

@@ -41,7 +41,8 @@ void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t);
 void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t);
 /// attention through coil_attention.h's flash kernel.
 void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t);
-/// index_add as loops over column slices, rows added in order (deterministic).
+/// index_add as loops, each thread over its range of result rows, src rows added in index
+/// order (deterministic).
 void emit_extern_index_add(NestPrinter& p, const ComputedBuffer& t);
 
 }  // namespace coil

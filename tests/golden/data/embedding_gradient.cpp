@@ -20,30 +20,29 @@ extern "C" int coil_graph_run_error(int64_t* value, int64_t* limit)
 // graph nodes: y (index_add <- reshape)
 extern "C" void cpp_extern_index_add_0(const int64_t* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0, coil::RunError& coil_run_error)
 {
-    const int64_t chunks = (64 + 15) / 16;  // column slices of 16 elements
-    #pragma omp parallel for if (1 * (1000 + 148) * 64 > 32768)
-    for (int64_t task = 0; task < 1 * chunks; task++)
+    #pragma omp parallel if (64 >= 8 && 1 * (1000 + 148) * 64 > 32768)
     {
-        const int64_t o = task / chunks;
-        const int64_t c0 = task % chunks * 16;
-        const int64_t c1 = std::min<int64_t>(c0 + 16, 64);
-        float* __restrict__ y = out_ptr0 + o * 1000 * 64;
-        for (int64_t i = 0; i < 1000; i++)
+        const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+        const int64_t lo = 1000 * me / threads, hi = 1000 * (me + 1) / threads;
+        for (int64_t o = 0; o < 1; o++)
         {
-            for (int64_t c = c0; c < c1; c++) y[i * 64 + c] = static_cast<float>(0.0);
-        }
-        for (int64_t j = 0; j < 148; j++)
-        {
-            const int64_t at = static_cast<int64_t>(in_ptr0[j]);
-            const int64_t row = at < 0 ? at + 1000 : at;  // negative indices count from the end
-            if (__builtin_expect(row < 0 || row >= 1000, 0))
+            float* __restrict__ y = out_ptr0 + o * 1000 * 64;
+            for (int64_t e = lo * 64; e < hi * 64; e++) y[e] = static_cast<float>(0.0);
+            for (int64_t j = 0; j < 148; j++)
             {
-                coil_run_error.record(0, at, 1000);  // this slice is skipped
-                continue;
+                const int64_t at = static_cast<int64_t>(in_ptr0[j]);
+                const int64_t row = at < 0 ? at + 1000 : at;  // negative indices count from the end
+                if (__builtin_expect(row < 0 || row >= 1000, 0))
+                {
+                    if (me == 0) coil_run_error.record(0, at, 1000);  // the slice is skipped
+                    continue;
+                }
+                if (row < lo || row >= hi) continue;  // another thread's row
+                float* __restrict__ dst = y + row * 64;
+                const float* __restrict__ s = in_ptr1 + (o * 148 + j) * 64;
+                #pragma omp simd
+                for (int64_t c = 0; c < 64; c++) dst[c] = static_cast<float>(dst[c] + s[c]);
             }
-            const float* __restrict__ s = in_ptr1 + (o * 148 + j) * 64;
-            #pragma omp simd
-            for (int64_t c = c0; c < c1; c++) y[row * 64 + c] = static_cast<float>(y[row * 64 + c] + s[c]);
         }
     }
 }
