@@ -162,6 +162,35 @@ static bool should_realize(const Node& node, const TensorBox& box, int readers,
   return readers > kRealizeReadsThreshold || loader_cost(box) > kRealizeCostThreshold;
 }
 
+/// A reshape (keeping the last dim) of a computed value only the reshape reads and that costs
+/// more than a few ops (kRealizeCostThreshold: cheap values gain nothing, and a cheap one
+/// fused beside an output's copy kept that copy from being dropped), when the reshape must be
+/// stored (a matmul operand, or a value with several readers): the value is
+/// stored in its own shape instead and the reshape is a view of that buffer. The stored
+/// computation then has its producers' loops and fuses with them: a layer norm's output
+/// [B, T, D] is written by the layer norm's own kernel, where stored as the reshape [B*T, D] it
+/// was a kernel of its own that read the input and the statistics again (loops of another
+/// shape share no outer loop: fusion.cpp). Returns whether it did.
+static bool store_before_reshape(LowerContext& ctx, const Graph& g, std::vector<TensorBox>& boxes,
+                                 const std::vector<int>& uses, int r, TensorBox& view) {
+  const Node& rn = g.node(r);
+  const std::string_view op = rn.op_name();
+  if (op != "reshape" && op != "flatten" && op != "unsqueeze" && op != "squeeze") return false;
+  const int s = rn.inputs[0];
+  TensorBox& source = boxes[static_cast<size_t>(s)];
+  if (view.buffer >= 0 || source.buffer >= 0 || uses[static_cast<size_t>(s)] != 1 ||
+      g.node(s).op->kind != OpKind::Elementwise || loader_cost(source) <= kRealizeCostThreshold ||
+      source.sizes.empty() || view.sizes.empty() || !(source.sizes.back() == view.sizes.back()))
+    return false;
+  source = ctx.realize(source);
+  TensorBox viewed = find_lowering(op)->lower(ctx, rn, {source});
+  viewed.dtype = rn.type.dtype;
+  viewed.inline_depth = 1;
+  viewed.nodes = {r};
+  view = viewed;
+  return true;
+}
+
 IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
   LowerContext ctx{g, options, {}, {}, {}};
   std::vector<TensorBox> boxes(static_cast<size_t>(g.num_nodes()));
@@ -208,6 +237,9 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
         for (const sym::Expr& d : x.sizes) empty = empty || (d.is_const() && d.const_value() == 0);
         if (x.buffer < 0 && x.dtype == DType::F32 && !empty) x = ctx.realize(x);
       }
+      if (node.op->name == "matmul" || node.op->name == "bmm")
+        for (int i : node.inputs)
+          store_before_reshape(ctx, g, boxes, uses, i, boxes[static_cast<size_t>(i)]);
       std::vector<TensorBox> in;
       int depth = 0;
       for (int i : node.inputs) {
@@ -245,7 +277,7 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
       }
       out_buffer[static_cast<size_t>(out_k)] = box.buffer;
     } else if (should_realize(node, box, uses[static_cast<size_t>(node.id)], options)) {
-      box = ctx.realize(box);
+      if (!store_before_reshape(ctx, g, boxes, uses, node.id, box)) box = ctx.realize(box);
     }
     boxes[static_cast<size_t>(node.id)] = box;
   }

@@ -15,6 +15,7 @@ rtol 1e-3 / atol 1e-5.
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -171,6 +172,40 @@ def test_a_cuda_graph_becomes_a_cached_triton_module(name, stand_in, fallbacks):
         for name_, dtype, shape in s.model.inputs:
             assert f"runtime.check_input(arg{name_[2:]}_1, '{name_}', {shape}" in source
     assert cuda.stats["generated"] == len({s.path for s in stand_in})
+
+
+def _launches(source):
+    """(Triton kernel launches, library calls) in a module's call()."""
+    body = source[source.index("def call(args):"):source.index("def get_args():")]
+    kernels = len(re.findall(r"^    \w+\.run\(", body, re.M))
+    library = len(re.findall(r"^        torch\.|^    torch\.index_add|\.index_add_\(", body, re.M))
+    return kernels, library
+
+
+# Launches of the forward-and-backward module (one graph: make_fx of the loss's gradients), as
+# Inductor's tests count kernels: a regression shows as more launches. A training layer norm is
+# one Triton kernel (its first element of each row recomputed from its loads: triton_plan.cpp
+# recompute_stored; it was 8) that also writes its output (lowering.cpp store_before_reshape:
+# the [B*T, D] matmul operand is a view of it), the embedding's gradient one index_add call.
+# Before those: gpt_block 49 kernels, transformer_encoder_layer 34.
+LAUNCH_BOUNDS = {"mlp": (10, 1), "gpt_block": (32, 18), "transformer_encoder_layer": (24, 13)}
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCH_BOUNDS))
+def test_training_graphs_launch_no_more_kernels_than_before(name, stand_in, fallbacks):
+    model, inputs, _ = _models()[name]
+    gm, fake = _traced(model, inputs, True)
+    fx_compile.compile_fx(gm, fake, {})
+    assert not fallbacks, fallbacks
+    (s,) = stand_in
+    source = open(s.path).read()
+    kernels, library = _launches(source)
+    most_kernels, most_library = LAUNCH_BOUNDS[name]
+    assert kernels <= most_kernels and library <= most_library, (kernels, library)
+    # the forward layer norm is one kernel: its statistics and output together, no kernel of
+    # only a mean, a variance or a shifted sum (the split one's triton_per_fused_var_2, ...)
+    assert re.search(r"def triton_per_fused_\w*mean_var_layer_norm", source)
+    assert not re.search(r"def triton_per_fused_(mean|var|layer_norm)_\d+\(", source)
 
 
 def _run_claimed(fn, inputs, monkeypatch):
