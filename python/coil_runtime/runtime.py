@@ -165,6 +165,22 @@ def check_indices(flag, sites):
     raise IndexError(index_error_message(what, index, size))
 
 
+def wrap_rows(index, size, what):
+    """index_add's row indices (generated wrappers call it before torch.index_add): a negative
+    one counts from the end, once. One still out of range is, on the CPU (tests) and with
+    COIL_SYNC_INDEX_CHECKS=1 or CUDA_LAUNCH_BLOCKING=1, an IndexError in check_indices' words
+    naming `what` (the op and its node); otherwise on CUDA nothing is read back and
+    torch.index_add's own device-side assert catches it at the next synchronization."""
+    wrapped = index.where(index >= 0, index + size)
+    if index.device.type == "cuda" and (not _sync_index_checks or
+                                        torch.cuda.is_current_stream_capturing()):
+        return wrapped
+    bad = (wrapped < 0) | (wrapped >= size)
+    if bool(bad.any()):
+        raise IndexError(index_error_message(what, int(index[bad][0]), size))
+    return wrapped
+
+
 def set_poison(enabled):
     """Fill every buffer empty_strided returns with NaN (or a sentinel for integers), so a test
     sees elements a kernel never wrote. Also COIL_POISON_OUTPUTS=1."""

@@ -2,7 +2,7 @@
 torch.index_add in the wrapper): the golden module tests/golden/triton/embedding_gradient.py run
 on the CPU through the fake triton (the wrapper's library calls are torch's, on CPU tensors),
 against torch's own embedding gradient. Negative token ids count from the end, as in coil's
-reference; duplicates add up."""
+reference; duplicates add up; an id out of range is an IndexError naming the op."""
 
 import os
 
@@ -27,3 +27,15 @@ def test_embedding_gradient_matches_torch(fake_gpu, seed):
     want = torch.ops.aten.embedding_dense_backward(grad, wrapped, 1000, -1, False)
     torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
     assert y.shape == (1000, 64) and y[wrapped.flatten()].abs().sum() > 0
+
+
+@pytest.mark.parametrize("bad", [1000, -1001])
+def test_an_id_out_of_range_is_an_error_naming_the_op(fake_gpu, bad):
+    """runtime.wrap_rows checks the ids where the wrapper may read back (the CPU here; on CUDA
+    with COIL_SYNC_INDEX_CHECKS=1), in the words of the CPU kernels' run check."""
+    mod = tl_emulator.emulate_module(fake_gpu, GOLDEN, f"embedding_gradient_bad{abs(bad)}")
+    ids = torch.zeros(4, 37, dtype=torch.int64)
+    ids[1, 2] = bad
+    with pytest.raises(IndexError, match=rf"index_add \(node y\), dim 0: index {bad} is out of "
+                                         r"range for a dim of size 1000 \(valid: -1000 to 999\)"):
+        mod.call([torch.randn(4, 37, 64), ids])

@@ -53,7 +53,7 @@ enum class EnvScope { coil, python, scripts };
   X(compile_pool, "COIL_COMPILE_POOL", python, "Triton config compiles: auto, process, thread")    \
   X(triton_launcher, "COIL_TRITON_LAUNCHER", python, "how modules launch kernels: direct, jit")    \
   X(poison_outputs, "COIL_POISON_OUTPUTS", python, "1: fill new buffers with NaN")                 \
-  X(sync_index_checks, "COIL_SYNC_INDEX_CHECKS", python, "1: raise a Triton gather's bad index")   \
+  X(sync_index_checks, "COIL_SYNC_INDEX_CHECKS", python, "1: raise a CUDA module's bad index")     \
   X(library, "COIL_LIBRARY", python, "the libcoil_c.so (or its directory) python/coil loads")      \
   X(skip_apt, "COIL_SKIP_APT", scripts, "1: scripts/setup.sh installs no packages")                \
   X(build_dir, "COIL_BUILD_DIR", scripts, "the CMake build directory of the scripts")              \

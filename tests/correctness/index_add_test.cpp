@@ -211,8 +211,8 @@ TEST(IndexAdd, BadOperandsAreErrorsNamingTheOp) {
   EXPECT_NE(err.find("dim"), std::string::npos) << err;
 }
 
-// CUDA: torch.index_add in the wrapper (atomic adds), the index wrapped where negative; an x
-// that is a fill is filled in place first.
+// CUDA: torch.index_add in the wrapper (atomic adds), the index wrapped where negative and
+// checked by runtime.wrap_rows; an x that is a fill is filled in place first.
 TEST(IndexAdd, CudaWrapperCallsTorchIndexAdd) {
   CompileOptions cuda;
   cuda.device = "cuda";
@@ -225,8 +225,9 @@ output y
 )"),
                                        cuda)
                        .source;
-  EXPECT_NE(py.find("index0 = arg1_1\n    torch.index_add(arg0_1.view((1, 7, 5)), 1, "
-                    "index0.where(index0 >= 0, index0 + 7), arg2_1.view((1, 12, 5)), out="),
+  EXPECT_NE(py.find("index0 = runtime.wrap_rows(arg1_1, 7, 'index_add (node y), dim 0')\n"
+                    "    torch.index_add(arg0_1.view((1, 7, 5)), 1, index0, "
+                    "arg2_1.view((1, 12, 5)), out="),
             std::string::npos)
       << py;
   py = generate_gpu_module(graph_from_text(R"(

@@ -438,20 +438,22 @@ class ModulePrinter {
     if (c.index_add) {
       // torch's index_add (atomic adds: the order of the sums may differ between runs) on the
       // operands seen as [outer, n, inner]. A negative index counts from the end, as in coil's
-      // reference, so it is wrapped first; one still out of range is torch's device-side assert.
+      // reference, so runtime.wrap_rows wraps it first; one still out of range is an IndexError
+      // naming the op where the wrapper may read back (COIL_SYNC_INDEX_CHECKS=1), else torch's
+      // device-side assert.
       const IndexAddSpec& a = *c.index_add;
       const std::string rows = names(a.n);
       const std::string out = view(c.buffer, {a.outer, a.n, a.inner});
-      const std::string i = fmt::format("index{}", index);
-      w_.linef("{} = {}", i, view(a.index, {a.k}));
-      const std::string at = fmt::format("{0}.where({0} >= 0, {0} + {1})", i, rows);
+      const std::string at = fmt::format("index{}", index);
+      w_.linef("{} = runtime.wrap_rows({}, {}, '{}')", at, view(a.index, {a.k}), rows,
+               p_.run_checks[static_cast<size_t>(a.site)].op);
       const std::string src = view(a.src, {a.outer, a.k, a.inner});
       if (a.x >= 0)
         w_.linef("torch.index_add({}, 1, {}, {}, out={})", view(a.x, {a.outer, a.n, a.inner}), at,
                  src, out);
       else
         w_.linef("{}.fill_({}).index_add_(1, {}, {})", out, fill_text(a), at, src);
-      w_.linef("del {}", i);
+      w_.linef("del {}", at);
       call.name = fmt::format("extern_index_add_{}", index);
       return call;
     }

@@ -14,8 +14,8 @@ def call(args):
     runtime.check_input(arg1_1, 'ids', (4, 37), (37, 1), torch.int64)
     out0 = runtime.empty_strided((1000, 64), (64, 1), torch.float32)
     # graph nodes: y (index_add <- reshape)
-    index0 = arg1_1.view((148,))
-    out0.view((1, 1000, 64)).fill_(0.0).index_add_(1, index0.where(index0 >= 0, index0 + 1000), arg0_1.view((1, 148, 64)))
+    index0 = runtime.wrap_rows(arg1_1.view((148,)), 1000, 'index_add (node y), dim 0')
+    out0.view((1, 1000, 64)).fill_(0.0).index_add_(1, index0, arg0_1.view((1, 148, 64)))
     del index0
     return (out0, )
 
