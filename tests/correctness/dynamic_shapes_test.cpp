@@ -450,6 +450,34 @@ TEST(DynamicShapesGuards, AGatherFromASymbolicTableIsOneModule) {
       << m.report().source;
 }
 
+// An embedding's gradient with the token count and the table's rows symbolic (a dynamic batch
+// of a training step): one size-generic module, its loops over ks0/ks1, right at every size,
+// and an index out of range at one of them is the run check's error with that call's size.
+TEST(DynamicShapesGuards, AnIndexAddOverSymbolicTokensAndRowsIsOneModule) {
+  Graph g = graph_from_text(
+      "input x: f32[v, 24]\ninput i: i64[t]\ninput s: f32[t, 24]\n"
+      "y = index_add(x, i, s)\nz = mul(y, y)\noutput z\n");
+  CompiledModel m = compile(g);
+  for (auto [v, t] :
+       {std::pair<int64_t, int64_t>{2, 3}, {7, 1}, {16, 40}, {100, 17}, {1000, 513}, {3, 4097}}) {
+    std::vector<Tensor> in = inputs_at(g, {{"v", v}, {"t", t}}, 5);
+    for (int64_t k = 0; k < t; ++k)
+      in[1].set_from_double(k, static_cast<double>((k * 7919) % (2 * v) - v));  // [-v, v)
+    std::vector<Tensor> got = m.run(in), want = interpret(g, in);
+    ASSERT_TRUE(compare_tensors(got[0], want[0], default_tolerance(DType::F32)).ok)
+        << "v=" << v << " t=" << t;
+    in[1].set_from_double(t - 1, static_cast<double>(v));  // one past this call's table
+    std::string error = testing::error_of([&] { m.run(in); });
+    EXPECT_NE(error.find(fmt::format("index_add (node y), dim 0: index {} is out of range for a "
+                                     "dim of size {}",
+                                     v, v)),
+              std::string::npos)
+        << error;
+  }
+  EXPECT_EQ(m.size_stats().specialized, 0);
+  EXPECT_LE(m.size_stats().generated, 2);  // (a guard of t >= 2 or v >= 2 may split one off)
+}
+
 // Decisions that follow the size are guards: a column reduction over at least 1024 rows is
 // split into 64 chunks of ceil(n / 64) rows (the chunk length printed as an expression of
 // ks0), over fewer it is not; each side gets a module, and later sizes run the one whose
