@@ -1,6 +1,5 @@
 #include "codegen/triton/triton_module.h"
 
-#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -408,11 +407,8 @@ class ModulePrinter {
 
   /// index_add's fill as a Python number (an integer for integer dtypes).
   static std::string fill_text(const IndexAddSpec& a) {
-    if (!is_floating(a.dtype)) return std::to_string(static_cast<int64_t>(a.fill));
-    if (std::isnan(a.fill)) return "float('nan')";
-    if (std::isinf(a.fill)) return a.fill > 0 ? "float('inf')" : "float('-inf')";
-    std::string t = fmt::format("{:.17g}", a.fill);
-    return t.find_first_of(".e") == std::string::npos ? t + ".0" : t;
+    return is_floating(a.dtype) ? python_float_literal(a.fill, a.dtype)
+                                : std::to_string(static_cast<int64_t>(a.fill));
   }
 
   TritonExternCall emit_extern(int computation, int index) {

@@ -650,10 +650,7 @@ class Planner {
               // What the load would read back: the value converted to the buffer's dtype.
               size_t known = k.body.ops().size();
               remap.push_back(k.body.stored_value(it->second, p_.buffer(op.buffer).layout.dtype));
-              for (size_t j = known; j < k.body.ops().size(); ++j) {
-                k.op_nest.push_back(static_cast<int>(n));
-                k.reused.push_back(false);
-              }
+              tag_new_ops(k, known, n);
               continue;
             }
             if (written.count(op.buffer)) {
@@ -688,6 +685,15 @@ class Planner {
     }
     finish(k, ka);
     return k;
+  }
+
+  /// The ops appended to `k`'s body since it had `before`: they belong to nest `nest` and are
+  /// no broadcast loads.
+  static void tag_new_ops(TritonKernelPlan& k, size_t before, size_t nest) {
+    for (size_t j = before; j < k.body.ops().size(); ++j) {
+      k.op_nest.push_back(static_cast<int>(nest));
+      k.reused.push_back(false);
+    }
   }
 
   /// A load, in nest `reader`, of buffer `b` at an element this kernel's program does not hold
@@ -771,10 +777,7 @@ class Planner {
     auto append = [&](BodyOp op) {
       const size_t before = k.body.ops().size();
       const int id = k.body.append(std::move(op));
-      for (size_t j = before; j < k.body.ops().size(); ++j) {
-        k.op_nest.push_back(static_cast<int>(reader));
-        k.reused.push_back(false);
-      }
+      tag_new_ops(k, before, reader);
       return id;
     };
     for (BodyOp op : c.body.ops()) {
@@ -791,10 +794,7 @@ class Planner {
     const int value = remap[static_cast<size_t>(store.args[0])];
     const size_t before = k.body.ops().size();
     const int read = k.body.stored_value(value, p_.buffer(b).layout.dtype);
-    for (size_t j = before; j < k.body.ops().size(); ++j) {
-      k.op_nest.push_back(static_cast<int>(reader));
-      k.reused.push_back(false);
-    }
+    tag_new_ops(k, before, reader);
     return read;
   }
 
