@@ -1,6 +1,7 @@
 #include "driver/kernel_repro.h"
 
 #include <fstream>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -284,7 +285,9 @@ std::string triton_repro(const TritonKernelSource& k) {
 }  // namespace
 
 void write_triton_kernel_repros(const DebugDir& dir, const TritonModule& module) {
+  std::set<std::string> written;  // kernels of the same code share a name (and a repro)
   for (const TritonKernelSource& k : module.kernels) {
+    if (!written.insert(k.name).second) continue;
     fs::path folder = fs::path("kernels") / k.name;
     dir.write(folder / "kernel.py", triton_repro(k));
     for (const EmbeddedFile& f : embedded_python_runtime())
