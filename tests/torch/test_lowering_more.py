@@ -858,3 +858,59 @@ def test_cross_entropy_2d():
                rtol=1e-5, atol=1e-5)
         _check(lambda a, b: F.nll_loss(a, b, reduction=red), x[:1, :, :1], t[:1, :1],
                rtol=1e-5, atol=1e-5)
+
+
+def test_shapes_come_from_fake_tensors_without_running_the_graph(monkeypatch):
+    """torch 1.13's graphs carry no shapes: _ensure_shapes propagates fake tensors (the same
+    metadata as ShapeProp on the real inputs, which ran the whole graph), and falls back to the
+    real run for a graph a fake tensor cannot take (a shape that depends on the data)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    def f(x, w):
+        y = torch.nn.functional.layer_norm(x @ w, (6,)).transpose(0, 1)
+        return y.softmax(-1), y.sum(0, keepdim=True).to(torch.float64)
+
+    def traced(f, *inputs):  # as functorch's AOT graphs come: no shapes
+        gm = make_fx(f)(*inputs)
+        for n in gm.graph.nodes:
+            n.meta.clear()
+        return gm
+
+    inputs = [torch.randn(5, 4), torch.randn(4, 6)]
+    fake, real = traced(f, *inputs), traced(f, *inputs)
+    ran = []
+    real_run = ShapeProp.run_node
+    monkeypatch.setattr(ShapeProp, "run_node", lambda self, n: ran.append(n) or real_run(self, n))
+    fx_compile._ensure_shapes(fake, inputs)
+    assert not ran  # the real ShapeProp did not run
+    ShapeProp(real).propagate(*inputs)
+    got = [repr(n.meta.get("tensor_meta")) for n in fake.graph.nodes]
+    want = [repr(n.meta.get("tensor_meta")) for n in real.graph.nodes]
+    assert got == want and any(g != "None" for g in got)
+
+    ran.clear()
+    x = torch.tensor([1.0, -1.0, 2.0, 0.0, 3.0, -2.0, 4.0])
+    data_dependent = traced(lambda x: torch.nonzero(x > 0), x)
+    fx_compile._ensure_shapes(data_dependent, [x])
+    assert ran  # the real run after the fake one failed
+    out = [n for n in data_dependent.graph.nodes if n.op == "call_function"][-1]  # nonzero
+    assert tuple(out.meta["tensor_meta"].shape) == (4, 1)
+
+
+def test_fake_shapes_of_an_eval_batch_norm_are_its_kernels():
+    """torch 1.13's meta native_batch_norm says the saved statistics are [C] in eval mode, where
+    the kernels return empty tensors (the OpInfo sweep's native_batch_norm sample 1)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, m, v):
+        return torch.ops.aten.native_batch_norm.default(x, None, None, m, v, False, 0.1, 1e-5)
+
+    inputs = [torch.randn(3, 2, 4), torch.randn(2), torch.rand(2) + 0.5]
+    gm = make_fx(f)(*inputs)
+    for n in gm.graph.nodes:
+        n.meta.clear()
+    fx_compile._ensure_shapes(gm, inputs)
+    got = [tuple(n.meta["tensor_meta"].shape) for n in gm.graph.nodes
+           if n.op == "call_function" and "getitem" in str(n.target)]
+    assert got == [tuple(t.shape) for t in f(*inputs)] == [(3, 2, 4), (0,), (0,)]
