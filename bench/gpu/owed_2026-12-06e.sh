@@ -8,6 +8,9 @@
 #      s and 3.46 / 1.67 s, coil / Inductor).
 #   2  issue 18: why BERT-base and the ResNets trail Inductor on the host CPU at 16 threads
 #      (bench/gpu/host_cpu_profile.sh).
+#   3  issue 18: where GPT-2 small's inference step (0.92x of Inductor) and the GPT block's
+#      training step (0.88-0.96x) lose on CUDA: torch.profiler over both backends' steps, the
+#      kernels side by side (bench/gpu/experiments/profile_torch_cuda.py).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/coil-owed-out}"; mkdir -p "$OUT"
@@ -18,6 +21,10 @@ case "${STEP:-1}" in
   1) timeout 570 python3 bench/gpu/torch_backend.py --devices cuda --only bert_base gpt2_small \
        --budget-s 540 --child-timeout-s 150 --json "$OUT/torch_backend.json" 2>&1 | tail -14 ;;
   2) OUT="$OUT" timeout 570 bash bench/gpu/host_cpu_profile.sh 2>&1 | tail -60 ;;
-  *) echo "STEP must be 1 or 2"; exit 2 ;;
+  3) for m in "gpt2_small infer 4" "gpt_block train 8"; do set -- $m
+       timeout 280 python3 bench/gpu/experiments/profile_torch_cuda.py --model $1 --mode $2 \
+         --batch $3 2>&1 | tail -45
+     done ;;
+  *) echo "STEP must be 1, 2 or 3"; exit 2 ;;
 esac
 echo "elapsed $(( $(date +%s) - t0 )) s"
