@@ -128,6 +128,37 @@ def test_mlp_forward_and_backward_match_eager(batch):
         torch.testing.assert_close(g, ge, rtol=1e-3, atol=1e-5)
 
 
+def test_a_call_with_other_shapes_traces_again():
+    """AOTAutograd traces once and reuses that trace for every call; coil.torch.compile keeps
+    one per call signature, so another batch size (or back to the first) is right."""
+    fn = ct.compile(lambda x, w: torch.nn.functional.gelu(x @ w).sum(-1), options=OPTIONS)
+    w = torch.randn(8, 5)
+    for rows in (4, 7, 4, 1):
+        x = torch.randn(rows, 8)
+        torch.testing.assert_close(fn(x, w), torch.nn.functional.gelu(x @ w).sum(-1),
+                                   rtol=1e-4, atol=1e-5)
+    assert len(fn.per_signature.traces) == 3
+    x = torch.randn(3, 8, dtype=torch.float64)  # another dtype: its own trace too
+    torch.testing.assert_close(fn(x, w.double()), torch.nn.functional.gelu(x @ w.double()).sum(-1))
+
+
+def test_a_module_first_called_without_grad_trains_later():
+    """The first call under no_grad traced an inference graph; a later call with grad must
+    trace the forward and backward pair (it returned an output without a grad_fn)."""
+    torch.manual_seed(3)
+    eager, mine = LnGeluMlp(), LnGeluMlp()
+    mine.load_state_dict(eager.state_dict())
+    compiled = ct.compile(mine, options=OPTIONS)
+    x = torch.randn(6, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), eager(x), rtol=1e-4, atol=1e-5)
+    (compiled(x) ** 2).sum().backward()
+    (eager(x) ** 2).sum().backward()
+    for g, ge in zip(_grads(mine), _grads(eager)):
+        torch.testing.assert_close(g, ge, rtol=1e-3, atol=1e-5)
+    assert len(list(compiled.parameters())) == len(list(mine.parameters()))
+
+
 def test_mlp_sgd_loss_curve_matches_eager():
     torch.manual_seed(1)
     eager = LnGeluMlp()

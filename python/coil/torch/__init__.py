@@ -55,41 +55,83 @@ def math_attention(args, options=None):
     return contextlib.nullcontext()
 
 
-class _Traced(torch.nn.Module):
-    """An aot_module whose calls run under math_attention (it traces at its first call)."""
+def _call_signature(args, kwargs):
+    """What a trace of AOTAutograd depends on: the structure of the arguments, each tensor's
+    shape, dtype, device and requires_grad, each other leaf's value, and the grad mode."""
+    if not kwargs and all(isinstance(a, torch.Tensor) for a in args):  # the usual call, fast
+        return (torch.is_grad_enabled(), len(args)) + tuple(
+            (a.shape, a.dtype, a.device, a.requires_grad) for a in args)
+    from torch.utils._pytree import tree_flatten
+    flat, spec = tree_flatten((args, kwargs))
+    key = [torch.is_grad_enabled(), str(spec)]
+    for a in flat:
+        if isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), a.dtype, a.device, a.requires_grad))
+        else:
+            key.append((type(a).__name__, repr(a)))
+    return tuple(key)
 
-    def __init__(self, compiled, options=None):
+
+class _PerSignature:
+    """functorch's aot_function / aot_module (torch 1.13, and torch 2.x's) trace at their first
+    call and reuse that trace for every later call, with no guard: a call with another shape
+    reached the compiled model and failed (`input in0: expected f32[2048, 2048], got f32[64]`),
+    and a module first called under no_grad had no backward later. One trace per call
+    signature (_call_signature), the most recent MAX_SIGNATURES kept; each call runs under
+    math_attention."""
+
+    MAX_SIGNATURES = 64
+
+    def __init__(self, make, options):
+        import collections
+        self.make, self.options = make, options
+        self.traces = collections.OrderedDict()
+
+    def __call__(self, *args, **kwargs):
+        key = _call_signature(args, kwargs)
+        fn = self.traces.get(key)
+        if fn is None:
+            while len(self.traces) >= self.MAX_SIGNATURES:
+                self.traces.popitem(last=False)
+            fn = self.traces[key] = self.make()
+        else:
+            self.traces.move_to_end(key)
+        with math_attention((args, kwargs), self.options):
+            return fn(*args, **kwargs)
+
+
+class _Traced(torch.nn.Module):
+    """A module whose calls go through aot_module, one trace per call signature; the original
+    module is its submodule (parameters(), state_dict(), train() and eval() reach it)."""
+
+    def __init__(self, module, make, options=None):
         super().__init__()
-        self.compiled = compiled
-        self.options = options
+        self.orig_module = module
+        self.per_signature = _PerSignature(make, options)
 
     def forward(self, *args, **kwargs):
-        with math_attention((args, kwargs), self.options):
-            return self.compiled(*args, **kwargs)
+        return self.per_signature(*args, **kwargs)
 
 
 def compile(model_or_fn, options=None):
     """`model_or_fn` with its forward and backward graphs compiled by coil (through
     AOTAutograd, which needs no Dynamo: it works on torch 1.13). `options` are coil's compile
     options (coil.compile), e.g. {"autotune": False}. Returns a module for a module, a function
-    for a function; the graphs are traced and compiled at the first call."""
+    for a function; the graphs are traced and compiled at the first call, and again at a call
+    with other shapes, dtypes, devices, requires_grad or grad mode (_PerSignature)."""
     try:
         from functorch.compile import aot_function, aot_module
     except ImportError:
         from torch._functorch.aot_autograd import aot_function, aot_module
     compiler = _compilers(options)
     kwargs = dict(fw_compiler=compiler, bw_compiler=compiler, decompositions=DECOMPOSITIONS)
-    has_sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
     if isinstance(model_or_fn, torch.nn.Module):
-        compiled = aot_module(model_or_fn, **kwargs)
-        return _Traced(compiled, options) if has_sdpa else compiled
-    compiled = aot_function(model_or_fn, **kwargs)
-    if not has_sdpa:
-        return compiled
+        return _Traced(model_or_fn, lambda: aot_module(model_or_fn, **kwargs), options)
+    per_signature = _PerSignature(lambda: aot_function(model_or_fn, **kwargs), options)
 
     def call(*args, **kwargs):
-        with math_attention((args, kwargs), options):
-            return compiled(*args, **kwargs)
+        return per_signature(*args, **kwargs)
+    call.per_signature = per_signature
     return call
 
 
