@@ -1,7 +1,9 @@
 """Kernels of the same code share one definition (triton_module.cpp, share_identical_kernels):
 tests/golden/triton/repeated_layers.py, three residual layers of the same shapes, defines its
-layer norm kernel once and launches it for each layer. Run on the CPU through the fake triton
-and tl_emulator against torch: each launch reads its own arguments."""
+layer norm, its matmul template (with the template's cuBLAS choice, extern_0) and the
+template's epilogue kernel once each and launches them for each layer. Run on the CPU through
+the fake triton and tl_emulator against torch, with the cuBLAS choice (the default mode) and
+with the Triton template (max-autotune): each launch reads its own arguments."""
 
 import ast
 import os
@@ -19,14 +21,18 @@ def test_the_module_defines_each_kernel_once():
     tree = ast.parse(open(GOLDEN).read())
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("triton_")]
     assert len(defs) == len(set(defs))
-    assert "triton_per_fused_layer_norm_0" in defs
-    assert not any(d.startswith("triton_per_fused_layer_norm_") and d != "triton_per_fused_layer_norm_0"
-                   for d in defs)
+    assert defs == ["triton_per_fused_layer_norm_0", "triton_tem_fused_matmul_gelu_add_1",
+                    "triton_poi_fused_gelu_add_2"]
+    externs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and
+               n.name.startswith("extern_")]
+    assert externs == ["extern_0"]
 
 
+@pytest.mark.parametrize("mode", ["1", "max"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_shared_kernels_match_torch(fake_gpu, seed):
-    mod = tl_emulator.emulate_module(fake_gpu, GOLDEN, f"repeated_layers_{seed}")
+def test_shared_kernels_match_torch(fake_gpu, monkeypatch, seed, mode):
+    monkeypatch.setenv("COIL_TRITON_AUTOTUNE", mode)
+    mod = tl_emulator.emulate_module(fake_gpu, GOLDEN, f"repeated_layers_{seed}_{mode}")
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(8, 32, generator=g)
     ws = [torch.randn(32, 32, generator=g) / 6 for _ in range(3)]
@@ -38,6 +44,8 @@ def test_shared_kernels_match_torch(fake_gpu, seed):
         ln = torch.nn.functional.layer_norm(a, (32,), gam.double(), bet.double(), 1e-5)
         a = a + torch.nn.functional.gelu(ln @ w.double())
     torch.testing.assert_close(y, a.float(), rtol=1e-4, atol=1e-4)
-    # one kernel compiled (and autotuned) for the three layer norms
+    # one kernel compiled (and autotuned) for the three layer norms, one for the epilogues; the
+    # template only where its configs are timed
     compiled = {n for n, *_ in fake_gpu.COMPILES}
-    assert {n for n in compiled if "layer_norm" in n} == {"triton_per_fused_layer_norm_0"}
+    assert compiled == {"triton_per_fused_layer_norm_0", "triton_poi_fused_gelu_add_2"} | (
+        {"triton_tem_fused_matmul_gelu_add_1"} if mode == "max" else set())

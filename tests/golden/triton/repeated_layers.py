@@ -45,6 +45,7 @@ def triton_per_fused_layer_norm_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, r
 
 
 # graph nodes: m0 (matmul), a0 (add <- gelu)
+# launched 2 more times, the same code for: m1 (matmul); m2 (matmul)
 @heuristics.template(mm={'m': 8, 'n': 32, 'k': 32, 'batch': 1}, dtype='float32', name='triton_tem_fused_matmul_gelu_add_1', kernel_hash='02f7f4b098464755e2a93d7a3f9b1d23')
 @triton.jit
 def triton_tem_fused_matmul_gelu_add_1(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
@@ -95,153 +96,10 @@ def triton_tem_fused_matmul_gelu_add_1(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M 
 
 
 # graph nodes: a0 (add <- gelu)
+# launched 2 more times, the same code for: a1 (add <- gelu); a2 (add <- gelu)
 @heuristics.pointwise(size_hints={'x': 256}, name='triton_poi_fused_gelu_add_2', kernel_hash='a44b3d38d2a81753c63471166047b6ec')
 @triton.jit
 def triton_poi_fused_gelu_add_2(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
-    xnumel = 256
-    xoffset = tl.program_id(0) * XBLOCK
-    xindex = xoffset + tl.arange(0, XBLOCK)[:]
-    x0 = xindex
-    tmp0 = tl.load(in_ptr0 + (x0))
-    tmp1 = tl.load(in_ptr1 + (x0))
-    tmp2 = 0.5
-    tmp3 = tmp1 * tmp2
-    tmp4 = 0.70710677
-    tmp5 = tmp1 * tmp4
-    tmp6 = libdevice.erf(tmp5)
-    tmp7 = 1.0
-    tmp8 = tmp6 + tmp7
-    tmp9 = tmp3 * tmp8
-    tmp10 = tmp0 + tmp9
-    tl.store(out_ptr0 + (x0), tmp10, None)
-
-
-# graph nodes: m1 (matmul), a1 (add <- gelu)
-@heuristics.template(mm={'m': 8, 'n': 32, 'k': 32, 'batch': 1}, dtype='float32', name='triton_tem_fused_matmul_gelu_add_4', kernel_hash='21f8b7977694da08d6d8bdf5c5067bd8')
-@triton.jit
-def triton_tem_fused_matmul_gelu_add_4(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
-    M = 8
-    N = 32
-    K = 32
-    # program id with GROUP_M swizzle: GROUP_M row blocks share the B tiles in L2
-    pid = tl.program_id(0)
-    grid_m = (M + BLOCK_M - 1) // BLOCK_M
-    grid_n = (N + BLOCK_N - 1) // BLOCK_N
-    width = GROUP_M * grid_n
-    group_id = pid // width
-    group_size = min(grid_m - group_id * GROUP_M, GROUP_M)
-    pid_m = group_id * GROUP_M + (pid % group_size)
-    pid_n = (pid % width) // (group_size)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ram = rm % M
-    rbn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    A = arg_A + (ram[:, None] * 32 + rk[None, :])
-    B = arg_B + (rk[:, None] * 32 + rbn[None, :])
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(K, 0, -BLOCK_K):
-        a = tl.load(A)
-        b = tl.load(B)
-        acc = tl.dot(a, b, acc, input_precision='ieee')
-        A += BLOCK_K
-        B += BLOCK_K * 32
-    # the epilogue on the accumulator tile: xindex = the flat output index
-    idx_m = rm[:, None]
-    idx_n = rn[None, :]
-    xmask = (idx_m < M) & (idx_n < N)
-    xindex = idx_n + N * idx_m
-    x0 = xindex
-    tmp0 = tl.load(in_ptr0 + (x0), xmask)
-    tmp1 = acc
-    tmp2 = 0.5
-    tmp3 = tmp1 * tmp2
-    tmp4 = 0.70710677
-    tmp5 = tmp1 * tmp4
-    tmp6 = libdevice.erf(tmp5)
-    tmp7 = 1.0
-    tmp8 = tmp6 + tmp7
-    tmp9 = tmp3 * tmp8
-    tmp10 = tmp0 + tmp9
-    tl.store(out_ptr0 + (x0), tmp10, xmask)
-
-
-# graph nodes: a1 (add <- gelu)
-@heuristics.pointwise(size_hints={'x': 256}, name='triton_poi_fused_gelu_add_5', kernel_hash='9afb588a84ab34854627459db0f9692d')
-@triton.jit
-def triton_poi_fused_gelu_add_5(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
-    xnumel = 256
-    xoffset = tl.program_id(0) * XBLOCK
-    xindex = xoffset + tl.arange(0, XBLOCK)[:]
-    x0 = xindex
-    tmp0 = tl.load(in_ptr0 + (x0))
-    tmp1 = tl.load(in_ptr1 + (x0))
-    tmp2 = 0.5
-    tmp3 = tmp1 * tmp2
-    tmp4 = 0.70710677
-    tmp5 = tmp1 * tmp4
-    tmp6 = libdevice.erf(tmp5)
-    tmp7 = 1.0
-    tmp8 = tmp6 + tmp7
-    tmp9 = tmp3 * tmp8
-    tmp10 = tmp0 + tmp9
-    tl.store(out_ptr0 + (x0), tmp10, None)
-
-
-# graph nodes: m2 (matmul), a2 (add <- gelu)
-@heuristics.template(mm={'m': 8, 'n': 32, 'k': 32, 'batch': 1}, dtype='float32', name='triton_tem_fused_matmul_gelu_add_7', kernel_hash='f501fa2c94c402b7b07e94a3a4d1a820')
-@triton.jit
-def triton_tem_fused_matmul_gelu_add_7(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
-    M = 8
-    N = 32
-    K = 32
-    # program id with GROUP_M swizzle: GROUP_M row blocks share the B tiles in L2
-    pid = tl.program_id(0)
-    grid_m = (M + BLOCK_M - 1) // BLOCK_M
-    grid_n = (N + BLOCK_N - 1) // BLOCK_N
-    width = GROUP_M * grid_n
-    group_id = pid // width
-    group_size = min(grid_m - group_id * GROUP_M, GROUP_M)
-    pid_m = group_id * GROUP_M + (pid % group_size)
-    pid_n = (pid % width) // (group_size)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ram = rm % M
-    rbn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    A = arg_A + (ram[:, None] * 32 + rk[None, :])
-    B = arg_B + (rk[:, None] * 32 + rbn[None, :])
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(K, 0, -BLOCK_K):
-        a = tl.load(A)
-        b = tl.load(B)
-        acc = tl.dot(a, b, acc, input_precision='ieee')
-        A += BLOCK_K
-        B += BLOCK_K * 32
-    # the epilogue on the accumulator tile: xindex = the flat output index
-    idx_m = rm[:, None]
-    idx_n = rn[None, :]
-    xmask = (idx_m < M) & (idx_n < N)
-    xindex = idx_n + N * idx_m
-    x0 = xindex
-    tmp0 = tl.load(in_ptr0 + (x0), xmask)
-    tmp1 = acc
-    tmp2 = 0.5
-    tmp3 = tmp1 * tmp2
-    tmp4 = 0.70710677
-    tmp5 = tmp1 * tmp4
-    tmp6 = libdevice.erf(tmp5)
-    tmp7 = 1.0
-    tmp8 = tmp6 + tmp7
-    tmp9 = tmp3 * tmp8
-    tmp10 = tmp0 + tmp9
-    tl.store(out_ptr0 + (x0), tmp10, xmask)
-
-
-# graph nodes: a2 (add <- gelu)
-@heuristics.pointwise(size_hints={'x': 256}, name='triton_poi_fused_gelu_add_8', kernel_hash='64e76d4b19abec6b6dfae96a77867e98')
-@triton.jit
-def triton_poi_fused_gelu_add_8(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xnumel = 256
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:]
@@ -272,30 +130,6 @@ def extern_0(*args):
 triton_tem_fused_matmul_gelu_add_1.attach_externs(extern_0)
 
 
-def extern_1(*args):
-    # triton_tem_fused_matmul_gelu_add_4's other choice: cuBLAS through torch, then triton_poi_fused_gelu_add_5
-    buf17, arg2_1, buf14, buf19 = args
-    buf18 = runtime.empty_strided((8, 32), (32, 1), torch.float32)
-    with runtime.fp32_precision('highest'):
-        torch.mm(buf17, arg2_1, out=buf18)
-    triton_poi_fused_gelu_add_5.run(buf14, buf18, buf19, 256)
-
-
-triton_tem_fused_matmul_gelu_add_4.attach_externs(extern_1)
-
-
-def extern_2(*args):
-    # triton_tem_fused_matmul_gelu_add_7's other choice: cuBLAS through torch, then triton_poi_fused_gelu_add_8
-    buf22, arg3_1, buf19, out0 = args
-    buf23 = runtime.empty_strided((8, 32), (32, 1), torch.float32)
-    with runtime.fp32_precision('highest'):
-        torch.mm(buf22, arg3_1, out=buf23)
-    triton_poi_fused_gelu_add_8.run(buf19, buf23, out0, 256)
-
-
-triton_tem_fused_matmul_gelu_add_7.attach_externs(extern_2)
-
-
 def call(args):
     arg0_1, arg1_1, arg2_1, arg3_1, arg4_1, arg5_1, arg6_1, arg7_1, arg8_1, arg9_1 = args
     args.clear()
@@ -317,12 +151,12 @@ def call(args):
     buf17 = runtime.empty_strided((8, 32), (32, 1), torch.float32)
     triton_per_fused_layer_norm_0.run(buf14, arg6_1, arg7_1, buf17, 8, 32)
     buf19 = runtime.empty_strided((8, 32), (32, 1), torch.float32)
-    triton_tem_fused_matmul_gelu_add_4.run(buf17, arg2_1, buf14, buf19)
+    triton_tem_fused_matmul_gelu_add_1.run(buf17, arg2_1, buf14, buf19)
     del buf17, buf14
     buf22 = runtime.empty_strided((8, 32), (32, 1), torch.float32)
     triton_per_fused_layer_norm_0.run(buf19, arg8_1, arg9_1, buf22, 8, 32)
     out0 = runtime.empty_strided((8, 32), (32, 1), torch.float32)
-    triton_tem_fused_matmul_gelu_add_7.run(buf22, arg3_1, buf19, out0)
+    triton_tem_fused_matmul_gelu_add_1.run(buf22, arg3_1, buf19, out0)
     del buf22, buf19
     return (out0, )
 
