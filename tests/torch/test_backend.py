@@ -159,6 +159,33 @@ def test_a_module_first_called_without_grad_trains_later():
     assert len(list(compiled.parameters())) == len(list(mine.parameters()))
 
 
+def test_batch_norm_statistics_and_eval_after_training_match_eager():
+    """torch 1.13's AOTAutograd runs the module for real while it traces: a BatchNorm's
+    running statistics were updated three times by the first call, and after eval() the
+    training trace (batch statistics) was reused. The statistics now match eager's after
+    every training step, and eval() traces again."""
+    torch.manual_seed(4)
+
+    def make():
+        return nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3))
+
+    eager, mine = make(), make()
+    mine.load_state_dict(eager.state_dict())
+    compiled = ct.compile(mine, options=OPTIONS)
+    for step in range(3):
+        x = torch.randn(8, 4)
+        torch.testing.assert_close(compiled(x), eager(x), rtol=1e-4, atol=1e-5)
+        for name in ("running_mean", "running_var"):
+            torch.testing.assert_close(getattr(mine[1], name), getattr(eager[1], name),
+                                       rtol=1e-5, atol=1e-6, msg=f"{name} after step {step}")
+    mine.eval()
+    eager.eval()
+    x = torch.randn(8, 4)  # the training calls' signature: only the mode differs
+    torch.testing.assert_close(compiled(x), eager(x), rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), eager(x), rtol=1e-4, atol=1e-5)
+
+
 def test_mlp_sgd_loss_curve_matches_eager():
     torch.manual_seed(1)
     eager = LnGeluMlp()

@@ -76,19 +76,29 @@ class _PerSignature:
     """functorch's aot_function / aot_module (torch 1.13, and torch 2.x's) trace at their first
     call and reuse that trace for every later call, with no guard: a call with another shape
     reached the compiled model and failed (`input in0: expected f32[2048, 2048], got f32[64]`),
-    and a module first called under no_grad had no backward later. One trace per call
-    signature (_call_signature), the most recent MAX_SIGNATURES kept; each call runs under
-    math_attention."""
+    a module first called under no_grad had no backward later, and one first called in
+    training mode kept its batch statistics after eval(). One trace per call signature
+    (_call_signature, and `state()`), the most recent MAX_SIGNATURES kept; each call runs
+    under math_attention."""
 
     MAX_SIGNATURES = 64
 
-    def __init__(self, make, options):
+    def __init__(self, make, options, state=None):
         import collections
         self.make, self.options = make, options
+        self.state = state  # a callable: what else the trace depends on (a module's mode)
         self.traces = collections.OrderedDict()
 
-    def __call__(self, *args, **kwargs):
+    def _key(self, args, kwargs):
         key = _call_signature(args, kwargs)
+        return key if self.state is None else (self.state(),) + key
+
+    def traced(self, args, kwargs):
+        """Whether a call with these arguments has its trace already."""
+        return self._key(args, kwargs) in self.traces
+
+    def __call__(self, *args, **kwargs):
+        key = self._key(args, kwargs)
         fn = self.traces.get(key)
         if fn is None:
             while len(self.traces) >= self.MAX_SIGNATURES:
@@ -101,16 +111,40 @@ class _PerSignature:
 
 
 class _Traced(torch.nn.Module):
-    """A module whose calls go through aot_module, one trace per call signature; the original
-    module is its submodule (parameters(), state_dict(), train() and eval() reach it)."""
+    """A module whose calls go through aot_module, one trace per call signature and training
+    mode (the module's `training`: a trace in training mode has BatchNorm's batch statistics
+    and dropout; after eval() the same call reused it); the original module is its submodule
+    (parameters(), state_dict(), train() and eval() reach it)."""
 
     def __init__(self, module, make, options=None):
         super().__init__()
         self.orig_module = module
-        self.per_signature = _PerSignature(make, options)
+        self.per_signature = _PerSignature(make, options, state=lambda: module.training)
 
     def forward(self, *args, **kwargs):
-        return self.per_signature(*args, **kwargs)
+        per_signature = self.per_signature
+        if per_signature.traced(args, kwargs):
+            return per_signature(*args, **kwargs)
+        # A call that traces: torch 1.13's AOTAutograd runs the module for real while it traces
+        # (to collect metadata, and make_fx on real tensors), so a BatchNorm in training mode
+        # updated its running statistics three times in that call (num_batches_tracked 3
+        # against eager's 1) and eval() later read them. When the call changed a buffer, the
+        # buffers and the RNG state go back to what they were and the call runs again, on its
+        # trace: one update, as eager.
+        buffers = list(self.orig_module.buffers())
+        saved = [b.clone() for b in buffers]
+        rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        out = per_signature(*args, **kwargs)
+        if all(torch.equal(b, s) for b, s in zip(buffers, saved)):
+            return out
+        with torch.no_grad():
+            for b, s in zip(buffers, saved):
+                b.copy_(s)
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        return per_signature(*args, **kwargs)
 
 
 def compile(model_or_fn, options=None):
