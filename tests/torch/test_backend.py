@@ -186,6 +186,23 @@ def test_batch_norm_statistics_and_eval_after_training_match_eager():
         torch.testing.assert_close(compiled(x), eager(x), rtol=1e-4, atol=1e-5)
 
 
+def test_a_function_writing_its_input_writes_it_once_per_call():
+    """The tracing call ran `x.add_(1)` once more while torch 1.13 traced it (x 2 and the
+    result 4 after the first call, where eager gives 1 and 2)."""
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    compiled = ct.compile(f, options=OPTIONS)
+    x = torch.zeros(3)
+    for step in (1, 2, 3):
+        y = compiled(x)
+        torch.testing.assert_close(x, torch.full((3,), float(step)))
+        torch.testing.assert_close(y, torch.full((3,), 2.0 * step))
+    with torch.inference_mode():  # no version counters: runs, unchecked
+        compiled(torch.zeros(2))
+
+
 def test_mlp_sgd_loss_curve_matches_eager():
     torch.manual_seed(1)
     eager = LnGeluMlp()

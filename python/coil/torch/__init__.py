@@ -79,33 +79,58 @@ class _PerSignature:
     a module first called under no_grad had no backward later, and one first called in
     training mode kept its batch statistics after eval(). One trace per call signature
     (_call_signature, and `state()`), the most recent MAX_SIGNATURES kept; each call runs
-    under math_attention."""
+    under math_attention.
+
+    A call that traces: torch 1.13's AOTAutograd runs the function for real while it traces
+    (to collect metadata, and make_fx on real tensors), so in-place writes happened more than
+    once in that call: a BatchNorm in training mode updated its running statistics three times
+    (eval() later read them), `x.add_(1)` added 2. When the tracing call wrote a tensor
+    argument or one of `held()` (a module's buffers), those tensors and the RNG state go back
+    to what they were and the call runs again on its trace: one write, as eager."""
 
     MAX_SIGNATURES = 64
 
-    def __init__(self, make, options, state=None):
+    def __init__(self, make, options, state=None, held=None):
         import collections
         self.make, self.options = make, options
         self.state = state  # a callable: what else the trace depends on (a module's mode)
+        self.held = held  # a callable: tensors the function may write besides its arguments
         self.traces = collections.OrderedDict()
 
     def _key(self, args, kwargs):
         key = _call_signature(args, kwargs)
         return key if self.state is None else (self.state(),) + key
 
-    def traced(self, args, kwargs):
-        """Whether a call with these arguments has its trace already."""
-        return self._key(args, kwargs) in self.traces
-
     def __call__(self, *args, **kwargs):
         key = self._key(args, kwargs)
         fn = self.traces.get(key)
-        if fn is None:
-            while len(self.traces) >= self.MAX_SIGNATURES:
-                self.traces.popitem(last=False)
-            fn = self.traces[key] = self.make()
-        else:
+        if fn is not None:
             self.traces.move_to_end(key)
+            with math_attention((args, kwargs), self.options):
+                return fn(*args, **kwargs)
+        while len(self.traces) >= self.MAX_SIGNATURES:
+            self.traces.popitem(last=False)
+        fn = self.traces[key] = self.make()
+        from torch.utils._pytree import tree_flatten
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        tensors += list(self.held()) if self.held is not None else []
+        # (inference tensors have no version counter; what is written under inference_mode
+        # is not checked)
+        tensors = [t for t in tensors if not (hasattr(t, "is_inference") and t.is_inference())]
+        versions = [t._version for t in tensors]
+        saved = [t.detach().clone() for t in tensors]
+        rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        with math_attention((args, kwargs), self.options):
+            out = fn(*args, **kwargs)
+        if all(t._version == v for t, v in zip(tensors, versions)):
+            return out
+        with torch.no_grad():
+            for t, s in zip(tensors, saved):
+                t.copy_(s)
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
         with math_attention((args, kwargs), self.options):
             return fn(*args, **kwargs)
 
@@ -113,38 +138,18 @@ class _PerSignature:
 class _Traced(torch.nn.Module):
     """A module whose calls go through aot_module, one trace per call signature and training
     mode (the module's `training`: a trace in training mode has BatchNorm's batch statistics
-    and dropout; after eval() the same call reused it); the original module is its submodule
-    (parameters(), state_dict(), train() and eval() reach it)."""
+    and dropout; after eval() the same call reused it), its buffers restored after a tracing
+    call that wrote them (_PerSignature); the original module is its submodule (parameters(),
+    state_dict(), train() and eval() reach it)."""
 
     def __init__(self, module, make, options=None):
         super().__init__()
         self.orig_module = module
-        self.per_signature = _PerSignature(make, options, state=lambda: module.training)
+        self.per_signature = _PerSignature(make, options, state=lambda: module.training,
+                                           held=module.buffers)
 
     def forward(self, *args, **kwargs):
-        per_signature = self.per_signature
-        if per_signature.traced(args, kwargs):
-            return per_signature(*args, **kwargs)
-        # A call that traces: torch 1.13's AOTAutograd runs the module for real while it traces
-        # (to collect metadata, and make_fx on real tensors), so a BatchNorm in training mode
-        # updated its running statistics three times in that call (num_batches_tracked 3
-        # against eager's 1) and eval() later read them. When the call changed a buffer, the
-        # buffers and the RNG state go back to what they were and the call runs again, on its
-        # trace: one update, as eager.
-        buffers = list(self.orig_module.buffers())
-        saved = [b.clone() for b in buffers]
-        rng = torch.get_rng_state()
-        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-        out = per_signature(*args, **kwargs)
-        if all(torch.equal(b, s) for b, s in zip(buffers, saved)):
-            return out
-        with torch.no_grad():
-            for b, s in zip(buffers, saved):
-                b.copy_(s)
-        torch.set_rng_state(rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state_all(cuda_rng)
-        return per_signature(*args, **kwargs)
+        return self.per_signature(*args, **kwargs)
 
 
 def compile(model_or_fn, options=None):
