@@ -202,6 +202,17 @@ def test_a_function_writing_its_input_writes_it_once_per_call():
     with torch.inference_mode():  # no version counters: runs, unchecked
         compiled(torch.zeros(2))
 
+    def g(x, view):  # the expanded view shares x's version counter; it is not written back
+        s = view.sum(0)  # (read before the write: the trace takes arguments as unaliased)
+        x.add_(1)
+        return x * 2 + s
+
+    compiled = ct.compile(g, options=OPTIONS)
+    x = torch.full((4,), 3.0)
+    y = compiled(x, x[None].expand(2, 4))
+    torch.testing.assert_close(x, torch.full((4,), 4.0))
+    torch.testing.assert_close(y, torch.full((4,), 14.0))
+
 
 def test_mlp_sgd_loss_curve_matches_eager():
     torch.manual_seed(1)

@@ -126,8 +126,13 @@ class _PerSignature:
         if all(t._version == v for t, v in zip(tensors, versions)):
             return out
         with torch.no_grad():
-            for t, s in zip(tensors, saved):
-                t.copy_(s)
+            for t, s, v in zip(tensors, saved, versions):
+                if t._version == v:
+                    continue
+                try:
+                    t.copy_(s)
+                except RuntimeError:  # an expanded view: its memory is its base's, restored
+                    pass
         torch.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
