@@ -101,13 +101,16 @@ class _PerSignature:
         key = _call_signature(args, kwargs)
         return key if self.state is None else (self.state(),) + key
 
+    def _run(self, fn, args, kwargs):
+        with math_attention((args, kwargs), self.options):
+            return fn(*args, **kwargs)
+
     def __call__(self, *args, **kwargs):
         key = self._key(args, kwargs)
         fn = self.traces.get(key)
         if fn is not None:
             self.traces.move_to_end(key)
-            with math_attention((args, kwargs), self.options):
-                return fn(*args, **kwargs)
+            return self._run(fn, args, kwargs)
         while len(self.traces) >= self.MAX_SIGNATURES:
             self.traces.popitem(last=False)
         fn = self.traces[key] = self.make()
@@ -121,8 +124,7 @@ class _PerSignature:
         saved = [t.detach().clone() for t in tensors]
         rng = torch.get_rng_state()
         cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-        with math_attention((args, kwargs), self.options):
-            out = fn(*args, **kwargs)
+        out = self._run(fn, args, kwargs)
         if all(t._version == v for t, v in zip(tensors, versions)):
             return out
         with torch.no_grad():
@@ -136,8 +138,7 @@ class _PerSignature:
         torch.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
-        with math_attention((args, kwargs), self.options):
-            return fn(*args, **kwargs)
+        return self._run(fn, args, kwargs)
 
 
 class _Traced(torch.nn.Module):

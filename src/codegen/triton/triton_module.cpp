@@ -706,66 +706,64 @@ class ModulePrinter {
   std::string template_choices(const TritonStep& st, const TritonModule& m, int index) {
     CodeWriter saved = std::move(w_);
     w_ = CodeWriter();
-    {
-      const TritonKernelSource& tem = m.kernels[static_cast<size_t>(st.kernel)];
-      const ComputedBuffer& c = p_.computations[static_cast<size_t>(st.computation)];
-      const MatmulSpec& ms = *c.matmul;
-      std::vector<std::string> params;
-      for (const auto& a : tem.args) params.push_back(name(a.buffer));
-      std::string fn = fmt::format("extern_{}", index);
-      w_.line();
-      w_.line();
-      w_.linef("def {}(*args):", fn);
-      w_.indent();
-      if (st.extern_out >= 0)
-        w_.linef("# {}'s other choice: cuBLAS through torch, into {} itself", tem.name,
-                 name(st.extern_out));
-      else
-        w_.linef("# {}'s other choice: cuBLAS through torch, then {}", tem.name,
-                 m.kernels[static_cast<size_t>(st.fallback)].name);
-      w_.linef("{}{} = args", fmt::join(params, ", "), params.size() == 1 ? "," : "");
-      DType out = buf(c.buffer).dtype;
-      std::vector<int64_t> out_sizes = ms.batch;
-      out_sizes.insert(out_sizes.end(), {ms.m, ms.n});
-      std::string a = operand(ms.a, ms.batch, ms.m, ms.k, out);
-      std::string b = operand(ms.b, ms.batch, ms.k, ms.n, out);
-      if (st.extern_out >= 0) {
-        library_call(fmt::format("torch.{}({}, {}, out={})", ms.batch.empty() ? "mm" : "matmul", a,
-                                 b, view(st.extern_out, out_sizes)));
-      } else {
-        const TritonKernelSource& epi = m.kernels[static_cast<size_t>(st.fallback)];
-        w_.linef("{} = runtime.empty_strided({}, {}, {})", name(c.buffer),
-                 py_tuple(buf(c.buffer).sizes), py_tuple(buf(c.buffer).strides), torch_dtype(out));
-        library_call(fmt::format("torch.{}({}, {}, out={})", ms.batch.empty() ? "mm" : "matmul", a,
-                                 b, view(c.buffer, out_sizes)));
-        std::vector<std::string> args;
-        for (const auto& a2 : epi.args) args.push_back(name(a2.buffer));
-        for (int64_t n : epi.numels) args.push_back(std::to_string(n));
-        w_.linef("{}.run({})", epi.name, fmt::join(args, ", "));
-      }
-      w_.dedent();
-      std::vector<std::string> choices{fn};
-      std::optional<LtEpilogue> lt;
-      if (st.fallback >= 0)
-        lt = match_lt_epilogue(plan_.kernels[static_cast<size_t>(st.fallback)], ms, c.buffer);
-      if (lt) {
-        choices.push_back(fn + "_lt");
-        w_.line();
-        w_.line();
-        w_.linef("def {}(*args):", choices.back());
-        w_.indent();
-        w_.linef("# {}'s other extern choice: cuBLASLt, the bias{} fused", tem.name,
-                 lt->relu ? " and ReLU" : "");
-        w_.linef("{}{} = args", fmt::join(params, ", "), params.size() == 1 ? "," : "");
-        library_call(fmt::format("torch.{}({}, {}, {}, out={})",
-                                 lt->relu ? "_addmm_activation" : "addmm", name(lt->bias), a, b,
-                                 name(lt->out)));
-        w_.dedent();
-      }
-      w_.line();
-      w_.line();
-      w_.linef("{}.attach_externs({})", tem.name, fmt::join(choices, ", "));
+    const TritonKernelSource& tem = m.kernels[static_cast<size_t>(st.kernel)];
+    const ComputedBuffer& c = p_.computations[static_cast<size_t>(st.computation)];
+    const MatmulSpec& ms = *c.matmul;
+    std::vector<std::string> params;
+    for (const auto& a : tem.args) params.push_back(name(a.buffer));
+    std::string fn = fmt::format("extern_{}", index);
+    w_.line();
+    w_.line();
+    w_.linef("def {}(*args):", fn);
+    w_.indent();
+    if (st.extern_out >= 0)
+      w_.linef("# {}'s other choice: cuBLAS through torch, into {} itself", tem.name,
+               name(st.extern_out));
+    else
+      w_.linef("# {}'s other choice: cuBLAS through torch, then {}", tem.name,
+               m.kernels[static_cast<size_t>(st.fallback)].name);
+    w_.linef("{}{} = args", fmt::join(params, ", "), params.size() == 1 ? "," : "");
+    DType out = buf(c.buffer).dtype;
+    std::vector<int64_t> out_sizes = ms.batch;
+    out_sizes.insert(out_sizes.end(), {ms.m, ms.n});
+    std::string a = operand(ms.a, ms.batch, ms.m, ms.k, out);
+    std::string b = operand(ms.b, ms.batch, ms.k, ms.n, out);
+    if (st.extern_out >= 0) {
+      library_call(fmt::format("torch.{}({}, {}, out={})", ms.batch.empty() ? "mm" : "matmul", a, b,
+                               view(st.extern_out, out_sizes)));
+    } else {
+      const TritonKernelSource& epi = m.kernels[static_cast<size_t>(st.fallback)];
+      w_.linef("{} = runtime.empty_strided({}, {}, {})", name(c.buffer),
+               py_tuple(buf(c.buffer).sizes), py_tuple(buf(c.buffer).strides), torch_dtype(out));
+      library_call(fmt::format("torch.{}({}, {}, out={})", ms.batch.empty() ? "mm" : "matmul", a, b,
+                               view(c.buffer, out_sizes)));
+      std::vector<std::string> args;
+      for (const auto& a2 : epi.args) args.push_back(name(a2.buffer));
+      for (int64_t n : epi.numels) args.push_back(std::to_string(n));
+      w_.linef("{}.run({})", epi.name, fmt::join(args, ", "));
     }
+    w_.dedent();
+    std::vector<std::string> choices{fn};
+    std::optional<LtEpilogue> lt;
+    if (st.fallback >= 0)
+      lt = match_lt_epilogue(plan_.kernels[static_cast<size_t>(st.fallback)], ms, c.buffer);
+    if (lt) {
+      choices.push_back(fn + "_lt");
+      w_.line();
+      w_.line();
+      w_.linef("def {}(*args):", choices.back());
+      w_.indent();
+      w_.linef("# {}'s other extern choice: cuBLASLt, the bias{} fused", tem.name,
+               lt->relu ? " and ReLU" : "");
+      w_.linef("{}{} = args", fmt::join(params, ", "), params.size() == 1 ? "," : "");
+      library_call(fmt::format("torch.{}({}, {}, {}, out={})",
+                               lt->relu ? "_addmm_activation" : "addmm", name(lt->bias), a, b,
+                               name(lt->out)));
+      w_.dedent();
+    }
+    w_.line();
+    w_.line();
+    w_.linef("{}.attach_externs({})", tem.name, fmt::join(choices, ", "));
     std::string text = w_.str();
     w_ = std::move(saved);
     return text;
