@@ -10,6 +10,12 @@ For each T in --lengths (default 512,2048) and causal off/on: q, k, v f32 [B, H,
 Prints one row per case with milliseconds and GFLOP/s (4 * B * H * Tq * Tk * D flops, halved
 for causal), and the worst difference between the two results.
 
+--backward times a training step's attention instead, forward and backward given a random
+dL/dy: torch eager's written-out forward then autograd's backward (dq, dk, dv), against one
+coil model of attention, attention_lse and three attention_grad nodes (the CPU's flash
+backward). GFLOP/s count 3.5x the forward's flops (the forward's 2 matmuls and the
+backward's 5, FlashAttention's convention), the difference is dq's.
+
 The torch side pins OpenBLAS's own pool to --threads as bench/eager_gemm.py does.
 
   PYTHONPATH=python /usr/bin/python3 bench/attention_bench.py [--threads 2] [--runs 10]
@@ -46,6 +52,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--backward", action="store_true", help="time forward + backward")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     coil.set_num_threads(a.threads)
@@ -56,7 +63,8 @@ def main():
     if blas is not None:
         blas.openblas_set_num_threads(a.threads)
     B, H, D = a.batch, a.heads, a.dim
-    print(f"torch {torch.__version__}, {a.threads} threads, B={B} H={H} D={D}")
+    print(f"torch {torch.__version__}, {a.threads} threads, B={B} H={H} D={D}"
+          + (", forward + backward" if a.backward else ""))
     print(f"{'T':>6} {'causal':>6} {'torch ms':>9} {'coil ms':>9} {'torch GF/s':>10} "
           f"{'coil GF/s':>9} {'speedup':>7} {'max diff':>9}")
     for T in [int(t) for t in a.lengths.split(",")]:
@@ -72,17 +80,41 @@ def main():
                     s = s + mask
                 return torch.matmul(torch.softmax(s, dim=-1), v)
 
-            graph = coil.Graph.parse(
-                f"input q: f32[{B}, {H}, {T}, {D}]\ninput k: f32[{B}, {H}, {T}, {D}]\n"
-                f"input v: f32[{B}, {H}, {T}, {D}]\n"
-                f"y = attention(q, k, v) {{causal={'true' if causal else 'false'}}}\noutput y\n")
-            model = coil.compile(graph)
-            out = torch.empty(B, H, T, D)
-            with torch.no_grad():
-                t_torch = timed(eager, a.runs, a.warmup)
-                t_coil = timed(lambda: model.run_into([q, k, v], [out]), a.runs, a.warmup)
-                diff = (eager() - out).abs().max().item()
-            flops = 4 * B * H * T * T * D / (2 if causal else 1)
+            c = "true" if causal else "false"
+            text = (f"input q: f32[{B}, {H}, {T}, {D}]\ninput k: f32[{B}, {H}, {T}, {D}]\n"
+                    f"input v: f32[{B}, {H}, {T}, {D}]\ny = attention(q, k, v) {{causal={c}}}\n")
+            if a.backward:
+                text += (f"input dy: f32[{B}, {H}, {T}, {D}]\n"
+                         f"l = attention_lse(q, k) {{causal={c}}}\n" +
+                         "".join(f"d{w} = attention_grad(q, k, v, y, dy, l) "
+                                 f"{{wrt=\"{w}\", causal={c}}}\n" for w in "qkv") +
+                         "output dq\noutput dk\noutput dv\n")
+            model = coil.compile(coil.Graph.parse(text + "output y\n"))
+            if a.backward:
+                dy = torch.randn(B, H, T, D, generator=g)
+                leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+
+                def step():
+                    for t in leaves:
+                        t.grad = None
+                    qq, kk, vv = leaves
+                    s = torch.matmul(qq, kk.transpose(-2, -1)) * scale
+                    if mask is not None:
+                        s = s + mask
+                    torch.matmul(torch.softmax(s, dim=-1), vv).backward(dy)
+
+                outs = [torch.empty(B, H, T, D) for _ in range(4)]
+                t_torch = timed(step, a.runs, a.warmup)
+                t_coil = timed(lambda: model.run_into([q, k, v, dy], outs), a.runs, a.warmup)
+                step()
+                diff = (leaves[0].grad - outs[0]).abs().max().item()
+            else:
+                out = torch.empty(B, H, T, D)
+                with torch.no_grad():
+                    t_torch = timed(eager, a.runs, a.warmup)
+                    t_coil = timed(lambda: model.run_into([q, k, v], [out]), a.runs, a.warmup)
+                    diff = (eager() - out).abs().max().item()
+            flops = 4 * B * H * T * T * D / (2 if causal else 1) * (3.5 if a.backward else 1)
             print(f"{T:>6} {str(causal):>6} {t_torch * 1e3:>9.2f} {t_coil * 1e3:>9.2f} "
                   f"{flops / t_torch / 1e9:>10.1f} {flops / t_coil / 1e9:>9.1f} "
                   f"{t_torch / t_coil:>6.2f}x {diff:>9.2e}")

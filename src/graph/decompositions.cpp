@@ -219,58 +219,149 @@ int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<in
   return b.op("mean", {in[0]}, Attrs{{"axes", last_axes(r, 2)}, {"keepdim", true}});
 }
 
-// attention(q, k, v[, mask]) {causal, scale} written out: softmax((q @ k^T) * scale [+ mask])
-// @ v, f16/bf16 computed in f32 and rounded once. Grouped-query k and v are broadcast to q's
-// heads (head h reads kv head h / (H / Hkv)); a bool mask and causal turn scores into -inf
-// (causal keeps key j <= i + Tk - Tq: bottom-right aligned). f64, and on cuda head dims
-// above the flash template's 256, compile this form.
-int decompose_attention(Graph& g, const Node& node, const std::vector<int>& in) {
-  Builder b(g, node);
-  const Shape& qs = b.type(in[0]).shape;
-  const Shape& ks = b.type(in[1]).shape;
-  const int64_t heads = *qs[1].as_const(), kv_heads = *ks[1].as_const();
-  const int64_t q_len = *qs[2].as_const(), kv_len = *ks[2].as_const();
-  const int64_t head_dim = *qs[3].as_const();
-  const double scale =
-      node.attrs.get_float_or("attention", "scale", 1.0 / std::sqrt(static_cast<double>(head_dim)));
+namespace {
+
+/// attention's written-out scores and the operands its backward needs: q in its compute
+/// dtype, k and v broadcast to q's heads (head h reads kv head h / (H / Hkv)), and
+/// s = (q @ k^T) * scale with the mask applied (a bool mask's false and causal's hidden keys
+/// -inf; a floating mask added). Causal keeps key j <= i + Tk - Tq (bottom-right aligned).
+struct WrittenOutScores {
+  int q, k, v, s;
+  int64_t heads, kv_heads, q_len, kv_len, head_dim;
+  double scale;
+};
+
+WrittenOutScores written_out_scores(Builder& b, const Node& node, int q_in, int k_in, int v_in,
+                                    int mask_in) {
+  WrittenOutScores w;
+  const Shape& qs = b.type(q_in).shape;
+  const Shape& ks = b.type(k_in).shape;
+  w.heads = *qs[1].as_const(), w.kv_heads = *ks[1].as_const();
+  w.q_len = *qs[2].as_const(), w.kv_len = *ks[2].as_const();
+  w.head_dim = *qs[3].as_const();
+  const std::string op(node.op_name());
+  w.scale = node.attrs.get_float_or(op, "scale", 1.0 / std::sqrt(static_cast<double>(w.head_dim)));
   auto to_heads = [&](int x) {
     x = b.to_compute(x);
-    if (kv_heads == heads) return x;
+    if (w.kv_heads == w.heads) return x;
     std::vector<int64_t> s;
     for (const auto& d : b.type(x).shape) s.push_back(*d.as_const());
     int u = b.op("unsqueeze", {x}, Attrs{{"dim", int64_t{2}}});
-    int e = b.op("expand", {u},
-                 Attrs{{"shape", std::vector<int64_t>{s[0], s[1], heads / kv_heads, s[2], s[3]}}});
-    return b.op("reshape", {e}, Attrs{{"shape", std::vector<int64_t>{s[0], heads, s[2], s[3]}}});
+    int e =
+        b.op("expand", {u},
+             Attrs{{"shape", std::vector<int64_t>{s[0], s[1], w.heads / w.kv_heads, s[2], s[3]}}});
+    return b.op("reshape", {e}, Attrs{{"shape", std::vector<int64_t>{s[0], w.heads, s[2], s[3]}}});
   };
-  int q = b.to_compute(in[0]);
-  int k = to_heads(in[1]), v = to_heads(in[2]);
-  int kt = b.op("transpose", {k}, Attrs{{"dim0", int64_t{2}}, {"dim1", int64_t{3}}});
-  int s = b.op("mul", {b.op("matmul", {q, kt}), b.scalar(scale, q)});
+  w.q = b.to_compute(q_in);
+  w.k = to_heads(k_in);
+  w.v = v_in >= 0 ? to_heads(v_in) : -1;
+  int kt = b.op("transpose", {w.k}, Attrs{{"dim0", int64_t{2}}, {"dim1", int64_t{3}}});
+  int s = b.op("mul", {b.op("matmul", {w.q, kt}), b.scalar(w.scale, w.q)});
   auto minus_inf = [&] { return b.scalar(-std::numeric_limits<double>::infinity(), s); };
-  if (in.size() > 3) {
-    const bool is_bool = b.type(in[3]).dtype == DType::Bool;
-    s = is_bool ? b.op("where", {in[3], s, minus_inf()}) : b.op("add", {s, b.to_compute(in[3])});
+  if (mask_in >= 0) {
+    const bool is_bool = b.type(mask_in).dtype == DType::Bool;
+    s = is_bool ? b.op("where", {mask_in, s, minus_inf()})
+                : b.op("add", {s, b.to_compute(mask_in)});
   }
-  if (node.attrs.get_bool_or("attention", "causal", false)) {
+  if (node.attrs.get_bool_or(op, "causal", false)) {
     auto iota = [&](int64_t size, int64_t start, std::vector<int64_t> shape) {
       int r = b.op("iota", {}, Attrs{{"size", size}, {"start", start}});
       return b.op("reshape", {r}, Attrs{{"shape", std::move(shape)}});
     };
-    int last_key = iota(q_len, kv_len - q_len, {q_len, 1});  // i + Tk - Tq
-    int key = iota(kv_len, 0, {1, kv_len});
+    int last_key = iota(w.q_len, w.kv_len - w.q_len, {w.q_len, 1});  // i + Tk - Tq
+    int key = iota(w.kv_len, 0, {1, w.kv_len});
     s = b.op("where", {b.op("le", {key, last_key}), s, minus_inf()});
   }
-  int p = b.op("softmax", {s}, Attrs{{"axis", int64_t{-1}}});
-  return b.cast_back(b.op("matmul", {p, v}), node.type.dtype);
+  w.s = s;
+  return w;
+}
+
+/// x [B, H, T, E] summed over the query heads of each kv head: [B, Hkv, T, E].
+int sum_over_group(Builder& b, int x, const WrittenOutScores& w) {
+  if (w.heads == w.kv_heads) return x;
+  std::vector<int64_t> s;
+  for (const auto& d : b.type(x).shape) s.push_back(*d.as_const());
+  int r = b.op(
+      "reshape", {x},
+      Attrs{{"shape", std::vector<int64_t>{s[0], w.kv_heads, w.heads / w.kv_heads, s[2], s[3]}}});
+  return b.op("sum", {r}, Attrs{{"axes", std::vector<int64_t>{2}}, {"keepdim", false}});
+}
+
+int transpose_last(Builder& b, int x) {
+  return b.op("transpose", {x}, Attrs{{"dim0", int64_t{2}}, {"dim1", int64_t{3}}});
+}
+
+}  // namespace
+
+// attention(q, k, v[, mask]) {causal, scale} written out: softmax(scores) @ v, f16/bf16
+// computed in f32 and rounded once. f64, and on cuda head dims above the flash template's 256,
+// compile this form.
+int decompose_attention(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  const WrittenOutScores w =
+      written_out_scores(b, node, in[0], in[1], in[2], in.size() > 3 ? in[3] : -1);
+  int p = b.op("softmax", {w.s}, Attrs{{"axis", int64_t{-1}}});
+  return b.cast_back(b.op("matmul", {p, w.v}), node.type.dtype);
+}
+
+// attention_lse(q, k[, mask]) written out: m + log(sum(exp(s - m))) with m the row's max
+// taken as 0 where it is -inf (a row that sees no key: exp gives 0s, log(0) = -inf, not
+// exp(-inf - -inf) = NaN). No keys (Tk = 0): -inf everywhere.
+int decompose_attention_lse(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  const WrittenOutScores w =
+      written_out_scores(b, node, in[0], in[1], -1, in.size() > 2 ? in[2] : -1);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (w.kv_len == 0) {
+    std::vector<int64_t> shape;
+    for (const auto& d : node.type.shape) shape.push_back(*d.as_const());
+    return b.op("full", {}, Attrs{{"shape", shape}, {"value", -inf}, {"dtype", node.type.dtype}});
+  }
+  Attrs keep{{"axes", std::vector<int64_t>{3}}, {"keepdim", true}};
+  int m = b.op("max", {w.s}, keep);
+  m = b.op("where", {b.op("eq", {m, b.scalar(-inf, m)}), b.scalar(0.0, m), m});
+  int sum = b.op("sum", {b.op("exp", {b.op("sub", {w.s, m})})}, keep);
+  int lse = b.op("add", {m, b.op("log", {sum})});
+  lse = b.op("squeeze", {lse}, Attrs{{"dims", std::vector<int64_t>{3}}});
+  return b.cast_back(lse, node.type.dtype);
+}
+
+// attention_grad(q, k, v, out, grad_out, lse[, mask]) {wrt} written out, in f32 (f64 for f64):
+// P = exp(s - lse) (a row whose lse is -inf contributes nothing), dV = P^T dO, dS = P * (dO V^T -
+// rowsum(dO * out)), dQ = scale * dS K, dK = scale * dS^T Q; k's and v's summed over the query
+// heads of their group.
+int decompose_attention_grad(Graph& g, const Node& node, const std::vector<int>& in) {
+  Builder b(g, node);
+  const WrittenOutScores w =
+      written_out_scores(b, node, in[0], in[1], in[2], in.size() > 6 ? in[6] : -1);
+  const std::string wrt = node.attrs.get_string("attention_grad", "wrt");
+  const double inf = std::numeric_limits<double>::infinity();
+  int dout = b.to_compute(in[4]);
+  int lse = b.op("unsqueeze", {in[5]}, Attrs{{"dim", int64_t{3}}});  // f32, or f64 as s
+  int no_key = b.op("eq", {lse, b.scalar(-inf, lse)});
+  int p = b.op("where", {no_key, b.scalar(0.0, w.s), b.op("exp", {b.op("sub", {w.s, lse})})});
+  if (wrt == "v")
+    return b.cast_back(sum_over_group(b, b.op("matmul", {transpose_last(b, p), dout}), w),
+                       node.type.dtype);
+  Attrs keep{{"axes", std::vector<int64_t>{3}}, {"keepdim", true}};
+  // A row with no visible key contributes nothing, whatever its out (NaN: softmax of all -inf).
+  int delta = b.op("sum", {b.op("mul", {dout, b.to_compute(in[3])})}, keep);
+  delta = b.op("where", {no_key, b.scalar(0.0, delta), delta});
+  int dp = b.op("matmul", {dout, transpose_last(b, w.v)});
+  int ds = b.op("mul", {b.op("mul", {p, b.op("sub", {dp, delta})}), b.scalar(w.scale, p)});
+  if (wrt == "q") return b.cast_back(b.op("matmul", {ds, w.k}), node.type.dtype);
+  return b.cast_back(sum_over_group(b, b.op("matmul", {transpose_last(b, ds), w.q}), w),
+                     node.type.dtype);
 }
 
 // An op lowered on some targets and decomposed on the others (its registry row has both).
 // `g` holds n's inputs. A head dim not known yet (a symbol before binding) is checked again on
 // the bound graph (decompose_and_bind's second pass).
 static bool decomposed_here(const Graph& g, const Node& n, const DecomposeOptions& options) {
-  if (n.op->name != "attention") return false;
-  if (options.decompose_attention || n.type.dtype == DType::F64) return true;
+  const std::string_view op = n.op->name;
+  if (op != "attention" && op != "attention_lse" && op != "attention_grad") return false;
+  if (options.decompose_attention || g.node(n.inputs[0]).type.dtype == DType::F64) return true;
+  if (op != "attention") return options.decompose_attention_backward;
   if (options.attention_max_head_dim <= 0) return false;
   const auto head_dim = g.node(n.inputs[0]).type.shape[3].as_const();
   const auto value_dim = n.type.shape[3].as_const();

@@ -19,6 +19,8 @@ int decompose_linear(Graph& g, const Node& node, const std::vector<int>& in);
 int decompose_addmm(Graph& g, const Node& node, const std::vector<int>& in);
 int decompose_global_avg_pool2d(Graph& g, const Node& node, const std::vector<int>& in);
 int decompose_attention(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_attention_lse(Graph& g, const Node& node, const std::vector<int>& in);
+int decompose_attention_grad(Graph& g, const Node& node, const std::vector<int>& in);
 
 struct DecomposeOptions {
   /// Write attention out (matmul, scale, mask, softmax, matmul) instead of keeping the node for
@@ -29,6 +31,9 @@ struct DecomposeOptions {
   /// flash template holds a [BLOCK_M, D] tile per operand in registers and shared memory, up to
   /// 256 (triton_attention.h).
   int64_t attention_max_head_dim = 0;
+  /// Write out attention_lse and attention_grad (attention's backward): cuda has no kernel for
+  /// them yet, the CPU has coil_attention.h's.
+  bool decompose_attention_backward = false;
   /// A size-generic compile (driver/dynamic_model.h): each size symbol of the graph is renamed
   /// as this map says (to ks0, ks1, ...) and stays symbolic, instead of being bound.
   std::map<std::string, std::string> rename_symbols;

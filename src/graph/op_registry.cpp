@@ -202,6 +202,13 @@ constexpr AttrSpec kAttentionAttrs[] = {
          "needs; torch's is_causal=True is top-left aligned: pass a mask for that)"),
     optional_attr("scale", K::Float, "the factor of q @ k^T; absent: 1 / sqrt(D)"),
 };
+constexpr std::string_view kAttentionGradWrt[] = {"q", "k", "v"};
+constexpr AttrSpec kAttentionGradAttrs[] = {
+    required_attr("wrt", K::String, "the input differentiated: \"q\", \"k\" or \"v\"")
+        .one_of(kAttentionGradWrt),
+    kAttentionAttrs[0],
+    kAttentionAttrs[1],
+};
 
 const OpDef kOps[] = {
     // Sources.
@@ -341,6 +348,20 @@ const OpDef kOps[] = {
      "(added); a row with every key masked is NaN, as softmax of all -inf; f16/bf16 compute in "
      "f32",
      kAttentionAttrs},
+    {"attention_lse", OpKind::Other, 2, 3, R::Same, infer_attention_lse, ref_attention_lse,
+     decompose_attention_lse,
+     "(q, k, mask?): the logsumexp of each row of attention's scaled, masked scores, [B, H, Tq] "
+     "f32 (f64 for f64 q); -inf for a row that sees no key. What attention_grad takes (torch's "
+     "flash forward returns it)",
+     kAttentionAttrs},
+    {"attention_grad", OpKind::Other, 6, 7, R::Same, infer_attention_grad, ref_attention_grad,
+     decompose_attention_grad,
+     "(q, k, v, out, grad_out, lse, mask?): the gradient of out = attention(q, k, v, mask) with "
+     "respect to q, k or v given grad_out = dL/dout and lse = attention_lse(q, k, mask): "
+     "P = exp(scores - lse) (0 where lse is -inf), dS = P * (grad_out v^T - rowsum(grad_out * "
+     "out)); dq = scale * dS k, dk = scale * dS^T q, dv = P^T grad_out (k's and v's summed over "
+     "each kv head's query heads); the shape of the input it differentiates",
+     kAttentionGradAttrs},
     composite("global_avg_pool2d", 1, 1, infer_global_pool2d, ref_global_avg_pool2d,
               decompose_global_avg_pool2d, "mean over the last two dims, kept as [..., 1, 1]"),
 };

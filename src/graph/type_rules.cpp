@@ -821,50 +821,97 @@ TensorType infer_global_pool2d(const Node& node, const std::vector<const TensorT
   return TensorType{in[0]->dtype, out};
 }
 
+namespace {
+
+// The operands attention and its backward ops share: q [B, H, Tq, D], k [B, Hkv, Tk, D], v
+// [B, Hkv, Tk, Dv] (null for attention_lse) of one floating dtype, Hkv dividing H, and a mask
+// (null: none) that is bool or floating and broadcasts to [B, H, Tq, Tk]. `op` names the op in
+// the messages.
+void check_attention_operands(std::string_view op, const std::vector<const TensorType*>& in,
+                              const TensorType& q, const TensorType& k, const TensorType* v,
+                              const TensorType* mask) {
+  const bool ranks = q.rank() == 4 && k.rank() == 4 && (v == nullptr || v->rank() == 4);
+  COIL_USER_CHECK(ranks, "{}: q, k{} must be 4-D [B, H, T, D], got {}", op, v ? " and v" : "",
+                  types_str(in));
+  DType t = q.dtype;
+  COIL_USER_CHECK(is_floating(t) && k.dtype == t && (v == nullptr || v->dtype == t),
+                  "{}: q, k{} must have one floating dtype (f32, f64, f16, bf16), got {}", op,
+                  v ? " and v" : "", types_str(in));
+  COIL_USER_CHECK(k.shape[0] == q.shape[0] && (v == nullptr || v->shape[0] == q.shape[0]),
+                  "{}: batch sizes differ: q {}, k {}{}", op, shape_str(q.shape),
+                  shape_str(k.shape), v ? fmt::format(", v {}", shape_str(v->shape)) : "");
+  COIL_USER_CHECK(k.shape[3] == q.shape[3], "{}: k's head dim {} differs from q's {} (q {}, k {})",
+                  op, sym::to_string(k.shape[3]), sym::to_string(q.shape[3]), shape_str(q.shape),
+                  shape_str(k.shape));
+  if (v != nullptr)
+    COIL_USER_CHECK(v->shape[1] == k.shape[1] && v->shape[2] == k.shape[2],
+                    "{}: v {} must have k's heads and length {} (k {})", op, shape_str(v->shape),
+                    shape_str(Shape{k.shape[1], k.shape[2]}), shape_str(k.shape));
+  auto heads = q.shape[1].as_const(), kv_heads = k.shape[1].as_const();
+  if (heads && kv_heads)
+    COIL_USER_CHECK(*kv_heads > 0 ? *heads % *kv_heads == 0 : *heads == 0,
+                    "{}: k{} {} heads, which does not divide q's {} (grouped-query "
+                    "attention needs H % Hkv == 0)",
+                    op, v ? " and v have" : " has", *kv_heads, *heads);
+  if (mask == nullptr) return;
+  const TensorType& m = *mask;
+  COIL_USER_CHECK(m.dtype == DType::Bool || is_floating(m.dtype),
+                  "{}: the mask must be bool (true: attend) or floating (added to the "
+                  "scores), got {}",
+                  op, type_str(m));
+  COIL_USER_CHECK(m.rank() <= 4, "{}: the mask {} has more than 4 dims", op, type_str(m));
+  Shape scores{q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
+  const size_t lead = 4 - static_cast<size_t>(m.rank());
+  for (size_t d = 0; d < m.shape.size(); ++d)
+    COIL_USER_CHECK(m.shape[d] == scores[d + lead] || m.shape[d] == sym::Expr(1),
+                    "{}: the mask {} does not broadcast to the scores [B, H, Tq, Tk] = {}", op,
+                    shape_str(m.shape), shape_str(scores));
+}
+
+/// The dtype of attention's logsumexp: f32 (f64 for f64 attention).
+DType lse_dtype(DType t) {
+  return t == DType::F64 ? DType::F64 : DType::F32;
+}
+
+}  // namespace
+
 // attention(q, k, v[, mask]): q [B, H, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] ->
 // [B, H, Tq, Dv]; Hkv divides H (grouped-query attention); the mask is bool or floating and
 // broadcasts to [B, H, Tq, Tk].
 TensorType infer_attention(const Node& node, const std::vector<const TensorType*>& in) {
+  (void)node;
+  const TensorType &q = *in[0], &v = *in[2];
+  check_attention_operands("attention", in, q, *in[1], &v, in.size() > 3 ? in[3] : nullptr);
+  return TensorType{q.dtype, Shape{q.shape[0], q.shape[1], q.shape[2], v.shape[3]}};
+}
+
+// attention_lse(q, k[, mask]) -> [B, H, Tq], f32 (f64 for f64 q): the logsumexp of each row
+// of attention's scaled, masked scores.
+TensorType infer_attention_lse(const Node& node, const std::vector<const TensorType*>& in) {
+  (void)node;
+  const TensorType& q = *in[0];
+  check_attention_operands("attention_lse", in, q, *in[1], nullptr,
+                           in.size() > 2 ? in[2] : nullptr);
+  return TensorType{lse_dtype(q.dtype), Shape{q.shape[0], q.shape[1], q.shape[2]}};
+}
+
+// attention_grad(q, k, v, out, grad_out, lse[, mask]) {wrt}: out and grad_out [B, H, Tq, Dv]
+// of q's dtype, lse [B, H, Tq] as attention_lse gives it -> the shape of q, k or v.
+TensorType infer_attention_grad(const Node& node, const std::vector<const TensorType*>& in) {
   const TensorType &q = *in[0], &k = *in[1], &v = *in[2];
-  COIL_USER_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4,
-                  "attention: q, k and v must be 4-D [B, H, T, D], got {}", types_str(in));
-  DType t = q.dtype;
-  COIL_USER_CHECK(
-      is_floating(t) && k.dtype == t && v.dtype == t,
-      "attention: q, k and v must have one floating dtype (f32, f64, f16, bf16), got {}",
-      types_str(in));
-  COIL_USER_CHECK(k.shape[0] == q.shape[0] && v.shape[0] == q.shape[0],
-                  "attention: batch sizes differ: q {}, k {}, v {}", shape_str(q.shape),
-                  shape_str(k.shape), shape_str(v.shape));
-  COIL_USER_CHECK(k.shape[3] == q.shape[3],
-                  "attention: k's head dim {} differs from q's {} (q {}, k {})",
-                  sym::to_string(k.shape[3]), sym::to_string(q.shape[3]), shape_str(q.shape),
-                  shape_str(k.shape));
-  COIL_USER_CHECK(v.shape[1] == k.shape[1] && v.shape[2] == k.shape[2],
-                  "attention: v {} must have k's heads and length {} (k {})", shape_str(v.shape),
-                  shape_str(Shape{k.shape[1], k.shape[2]}), shape_str(k.shape));
-  auto heads = q.shape[1].as_const(), kv_heads = k.shape[1].as_const();
-  if (heads && kv_heads)
-    COIL_USER_CHECK(*kv_heads > 0 ? *heads % *kv_heads == 0 : *heads == 0,
-                    "attention: k and v have {} heads, which does not divide q's {} (grouped-query "
-                    "attention needs H % Hkv == 0)",
-                    *kv_heads, *heads);
-  Shape out{q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
-  if (in.size() > 3) {
-    const TensorType& m = *in[3];
-    COIL_USER_CHECK(m.dtype == DType::Bool || is_floating(m.dtype),
-                    "attention: the mask must be bool (true: attend) or floating (added to the "
-                    "scores), got {}",
-                    type_str(m));
-    COIL_USER_CHECK(m.rank() <= 4, "attention: the mask {} has more than 4 dims", type_str(m));
-    Shape scores{q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
-    const size_t lead = 4 - static_cast<size_t>(m.rank());
-    for (size_t d = 0; d < m.shape.size(); ++d)
-      COIL_USER_CHECK(m.shape[d] == scores[d + lead] || m.shape[d] == sym::Expr(1),
-                      "attention: the mask {} does not broadcast to the scores [B, H, Tq, Tk] = {}",
-                      shape_str(m.shape), shape_str(scores));
-  }
-  return TensorType{t, out};
+  check_attention_operands("attention_grad", in, q, k, &v, in.size() > 6 ? in[6] : nullptr);
+  const Shape y{q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
+  for (int i : {3, 4})
+    COIL_USER_CHECK(in[i]->dtype == q.dtype && in[i]->shape == y,
+                    "attention_grad: {} must be {}{} (attention's result), got {}",
+                    i == 3 ? "out" : "grad_out", dtype_name(q.dtype), shape_str(y),
+                    type_str(*in[i]));
+  const Shape rows{q.shape[0], q.shape[1], q.shape[2]};
+  COIL_USER_CHECK(in[5]->dtype == lse_dtype(q.dtype) && in[5]->shape == rows,
+                  "attention_grad: lse must be {}{} (attention_lse's result), got {}",
+                  dtype_name(lse_dtype(q.dtype)), shape_str(rows), type_str(*in[5]));
+  const std::string wrt = node.attrs.get_string("attention_grad", "wrt");
+  return TensorType{q.dtype, wrt == "q" ? q.shape : wrt == "k" ? k.shape : v.shape};
 }
 
 }  // namespace coil

@@ -91,5 +91,7 @@ TensorType infer_pool2d(const Node& node,
                         const std::vector<const TensorType*>& in);  // max_pool2d avg_pool2d
 TensorType infer_global_pool2d(const Node& node, const std::vector<const TensorType*>& in);
 TensorType infer_attention(const Node& node, const std::vector<const TensorType*>& in);
+TensorType infer_attention_lse(const Node& node, const std::vector<const TensorType*>& in);
+TensorType infer_attention_grad(const Node& node, const std::vector<const TensorType*>& in);
 
 }  // namespace coil

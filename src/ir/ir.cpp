@@ -176,9 +176,12 @@ std::string to_string(const IrProgram& p) {
     }
     if (c.attention) {
       const AttentionSpec& a = *c.attention;
-      out += fmt::format(" attention heads={}/{} q_len={} kv_len={} d={}/{}{}{}", a.heads,
-                         a.kv_heads, a.q_len, a.kv_len, a.head_dim, a.value_dim,
-                         a.causal ? " causal" : "", a.mask >= 0 ? " masked" : "");
+      constexpr const char* kKernels[] = {"attention", "attention_lse", "attention_grad_q",
+                                          "attention_grad_k", "attention_grad_v"};
+      out += fmt::format(" {} heads={}/{} q_len={} kv_len={} d={}/{}{}{}",
+                         kKernels[static_cast<int>(a.kernel)], a.heads, a.kv_heads, a.q_len,
+                         a.kv_len, a.head_dim, a.value_dim, a.causal ? " causal" : "",
+                         a.mask >= 0 ? " masked" : "");
     }
     if (c.index_add) {
       const IndexAddSpec& a = *c.index_add;

@@ -121,11 +121,21 @@ inline bool runs_on_coil_conv(const Conv2dSpec& c) {
   return runs_on_coil_depthwise(c) || runs_on_coil_direct(c);
 }
 
+/// Which function of kernels/coil_attention.h an attention Extern calls: the graph ops
+/// attention (forward), attention_lse (logsumexp) and attention_grad (backward with wrt q, k
+/// or v).
+enum class AttentionKernel { forward, logsumexp, grad_q, grad_k, grad_v };
+
 /// y = attention(q, k, v[, mask]) (the graph op): q [B, H, Tq, D], k [B, Hkv, Tk, D],
 /// v [B, Hkv, Tk, Dv] read through strides (rows contiguous), y [B, H, Tq, Dv] contiguous; the
-/// CPU's flash kernel (kernels/coil_attention.h).
+/// CPU's flash kernel (kernels/coil_attention.h). Its backward ops (`kernel`) write the
+/// logsumexp [B, H, Tq] f32 (v unused) or one gradient, contiguous in q's, k's or v's shape.
 struct AttentionSpec {
-  int q = -1, k = -1, v = -1, mask = -1;  // buffers (mask -1: none)
+  AttentionKernel kernel = AttentionKernel::forward;
+  int q = -1, k = -1, v = -1, mask = -1;  // buffers (mask -1: none; v -1 for logsumexp)
+  /// The backward's operands: attention's result, its gradient (contiguous [B, H, Tq, Dv], the
+  /// spec's dtype) and the logsumexp (contiguous [B, H, Tq] f32); -1 for forward/logsumexp.
+  int out = -1, grad_out = -1, lse = -1;
   /// Element (b, h, t, d) of q is q + q_offset + b * q_strides[0] + h * q_strides[1] +
   /// t * q_strides[2] + d (k and v alike): views such as the heads of a qkv projection are
   /// read in place.

@@ -638,8 +638,10 @@ class ComputationChecker {
   // C9 for attention: operands are buffers of the spec's dtype and sizes.
   void check_attention(const Buffer& out, std::vector<int>& expected) {
     const AttentionSpec& a = *c_.attention;
-    expected = {a.q, a.k, a.v};
-    if (a.mask >= 0) expected.push_back(a.mask);
+    const bool lse_only = a.kernel == AttentionKernel::logsumexp;
+    const bool grad = !lse_only && a.kernel != AttentionKernel::forward;
+    for (int b : {a.q, a.k, a.v, a.out, a.grad_out, a.lse, a.mask})
+      if (b >= 0) expected.push_back(b);
     // Every element an operand's strides address lies inside its buffer.
     auto operand = [&](int id, const char* what, int64_t offset,
                        const std::array<int64_t, 3>& strides, const std::vector<int64_t>& sizes) {
@@ -664,7 +666,32 @@ class ComputationChecker {
     };
     operand(a.q, "q", a.q_offset, a.q_strides, {a.batch, a.heads, a.q_len, a.head_dim});
     operand(a.k, "k", a.k_offset, a.k_strides, {a.batch, a.kv_heads, a.kv_len, a.head_dim});
-    operand(a.v, "v", a.v_offset, a.v_strides, {a.batch, a.kv_heads, a.kv_len, a.value_dim});
+    if (!lse_only)
+      operand(a.v, "v", a.v_offset, a.v_strides, {a.batch, a.kv_heads, a.kv_len, a.value_dim});
+    if (lse_only != (a.v < 0))
+      fail("attention's {} kernel {} v", lse_only ? "logsumexp" : "other",
+           lse_only ? "reads" : "lacks");
+    if (grad != (a.out >= 0 && a.grad_out >= 0 && a.lse >= 0))
+      fail("attention_grad, and only it, reads out, grad_out and lse");
+    // The backward's out, grad_out and lse are contiguous buffers of their sizes.
+    auto contiguous = [&](int id, const char* what, DType t, const std::vector<int64_t>& sizes) {
+      if (!valid_buffer(id)) {
+        fail("attention operand {} is no buffer", what);
+        return;
+      }
+      const Buffer& b = p_.buffer(id);
+      if (hinted_sizes(b.layout.sizes) != sizes || b.layout.dtype != t ||
+          b.layout.strides != contiguous_layout(t, b.layout.sizes).strides)
+        fail("attention operand {} ({}) is {}{} strides {}, expected contiguous {}{}", what, b.name,
+             dtype_name(b.layout.dtype), shape_str(b.layout.sizes), shape_str(b.layout.strides),
+             dtype_name(t), shape_str(sizes));
+    };
+    if (grad) {
+      const std::vector<int64_t> y{a.batch, a.heads, a.q_len, a.value_dim};
+      contiguous(a.out, "out", a.dtype, y);
+      contiguous(a.grad_out, "grad_out", a.dtype, y);
+      contiguous(a.lse, "lse", DType::F32, {a.batch, a.heads, a.q_len});
+    }
     if (a.kv_heads > 0 && a.heads % a.kv_heads != 0)
       fail("attention: {} kv heads do not divide {} heads", a.kv_heads, a.heads);
     if (a.mask >= 0 && valid_buffer(a.mask)) {
@@ -673,14 +700,32 @@ class ComputationChecker {
         fail("attention mask {} is {}, the spec says {}", p_.buffer(a.mask).name, dtype_name(t),
              a.bool_mask ? "bool" : "f32");
     }
-    if (hinted_sizes(out.layout.sizes) !=
-            std::vector<int64_t>{a.batch, a.heads, a.q_len, a.value_dim} ||
-        out.layout.dtype != a.dtype ||
-        out.layout.strides != contiguous_layout(a.dtype, out.layout.sizes).strides)
-      fail("attention output {} is {}{} strides {}, expected contiguous {}[{}, {}, {}, {}]",
-           out.name, dtype_name(out.layout.dtype), shape_str(out.layout.sizes),
-           shape_str(out.layout.strides), dtype_name(a.dtype), a.batch, a.heads, a.q_len,
-           a.value_dim);
+    // The result: y [B, H, Tq, Dv], the logsumexp [B, H, Tq] f32, or a gradient in its input's
+    // shape.
+    std::vector<int64_t> sizes{a.batch, a.heads, a.q_len, a.value_dim};
+    DType dtype = a.dtype;
+    switch (a.kernel) {
+      case AttentionKernel::forward:
+        break;
+      case AttentionKernel::logsumexp:
+        sizes = {a.batch, a.heads, a.q_len};
+        dtype = DType::F32;
+        break;
+      case AttentionKernel::grad_q:
+        sizes = {a.batch, a.heads, a.q_len, a.head_dim};
+        break;
+      case AttentionKernel::grad_k:
+        sizes = {a.batch, a.kv_heads, a.kv_len, a.head_dim};
+        break;
+      case AttentionKernel::grad_v:
+        sizes = {a.batch, a.kv_heads, a.kv_len, a.value_dim};
+        break;
+    }
+    if (hinted_sizes(out.layout.sizes) != sizes || out.layout.dtype != dtype ||
+        out.layout.strides != contiguous_layout(dtype, out.layout.sizes).strides)
+      fail("attention output {} is {}{} strides {}, expected contiguous {}{}", out.name,
+           dtype_name(out.layout.dtype), shape_str(out.layout.sizes), shape_str(out.layout.strides),
+           dtype_name(dtype), shape_str(sizes));
   }
 
   // C10

@@ -1,8 +1,10 @@
-// The attention kernel of generated CPU code (an `attention` node; lower/lower_attention.cpp):
-// y = softmax(q @ k^T * scale [+ mask]) @ v computed as a blocked "flash" forward pass, so that
-// the [Tq, Tk] score matrix never exists: memory is O(T) (the inputs and the output) plus a
-// few small blocks per thread. Real code, compiled and tested for every ISA by
-// tests/correctness/attention_test.cpp, embedded into libcoil like coil_gemm.h. C++17.
+// The attention kernels of generated CPU code (an `attention` node and its gradient;
+// lower/lower_attention.cpp): y = softmax(q @ k^T * scale [+ mask]) @ v computed as a blocked
+// "flash" forward pass, the rows' logsumexp, and the blocked backward (FlashAttention-2's) for
+// q, k or v, so that the [Tq, Tk] score matrix never exists: memory is O(T) (the inputs and the
+// output) plus a few small blocks per thread. Real code, compiled and tested for every ISA by
+// tests/correctness/attention_test.cpp and attention_backward_kernel_test.cpp, embedded into
+// libcoil like coil_gemm.h. C++17.
 //
 // Usage (q [B, H, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] through (batch, head, row)
 // strides with contiguous rows, y [B, H, Tq, Dv] contiguous; a mask M is bool (false: -inf) or
@@ -12,6 +14,11 @@
 //                             {H * Tq * D, Tq * D, D}, {Hkv * Tk * D, Tk * D, D},
 //                             {Hkv * Tk * Dv, Tk * Dv, Dv}};
 //   coil::attention::forward(p, q, k, v, static_cast<const float*>(nullptr), y);
+// and for training, with lse [B, H, Tq] f32 and dout = dL/dy [B, H, Tq, Dv] contiguous, each
+// gradient dense (dq like q, dk like k, dv like v, contiguous):
+//   coil::attention::logsumexp(p, q, k, mask, lse);
+//   coil::attention::backward(p, coil::attention::Grad::q, q, k, v, y, dout, lse, mask, dq);
+//   (Grad::k into dk, Grad::v into dv: one call per gradient; Grad::v does not read y)
 //
 // How it works (FlashAttention-2's forward loop order, one thread per query block):
 //   - Tasks are (batch, head, block of kBlockRows query rows), spread over OpenMP threads
@@ -31,8 +38,35 @@
 //   - bf16/f16 inputs are widened to f32 while packing; everything accumulates in f32.
 //   - Scratch per thread: Q, K^T, V blocks, the score block and the output block: about
 //     (kBlockRows + kBlockKeys) * (D + Dv) floats, allocated once per call per thread.
-//   - Modules of the avx512/avx2 ISAs link forward's instances from libcoil_vmath
-//     (src/kernels/vmath/attention_*.cpp) rather than compile them.
+//   - Modules of the avx512/avx2 ISAs link the instances of forward, logsumexp and backward
+//     from libcoil_vmath (src/kernels/vmath/attention_*.cpp) rather than compile them.
+//
+// logsumexp is the forward's query loop without the values: lse = m + log(l) of the same
+// running max and sum (-inf for a row that sees no key).
+//
+// How backward works (FlashAttention-2's backward: P is recomputed from lse block by block):
+//   P = exp(S - lse), dP = dO V^T, dS = P (dP - delta) with delta = rowsum(dO * O) (computed
+//   once per call, [B, H, Tq] f32), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO (s already
+//   holds the scale, so dL/dq and dL/dk take it once more; a float mask has none).
+//   - Grad::q: tasks (batch, head, block of kBlockRows query rows), as forward. For each key
+//     block the row sees (causal blocks past the last visible key skipped): K^T and V^T packed
+//     as forward packs K^T, S = Q K^T and dP = dO V^T with the same score micro-kernel, then
+//     per row finish_scores, P and dS, and dQ += dS K with the values micro-kernel over K's
+//     block widened by rows.
+//   - Grad::k and Grad::v: tasks (batch, kv head, block of kBlockKeys keys), K^T (and V^T for
+//     dK) packed once; for each query head of the group, query rows kBlockKeys at a time
+//     (causal: from the first row that sees the block's first key): S, P (and dP, dS) as
+//     above, then P or dS transposed in registers into [key][query] rows so that the values
+//     micro-kernel accumulates dV += P^T dO or dK += dS^T Q. Grad::v skips dP and delta.
+//   - Each gradient row is summed by one thread in a fixed order (no atomics): results do not
+//     depend on the thread count. The gradients accumulate in f32 and are rounded once.
+//   - A row that sees no key (lse = -inf) has P = 0 and no gradient: its dq row is zero and
+//     it adds nothing to dk and dv, whatever its dout and its (NaN) output hold. Any other NaN
+//     or inf propagates.
+//   - Scratch per thread, allocated once per call: q and dO rows, K^T and V^T blocks, K's
+//     block, the S/P and dP/dS blocks, one transposed block and the task's gradient rows: five
+//     blocks of 64 rows of D or Dv floats and three of 64 x kBlockKeys (120 KiB at D = Dv = 64
+//     on AVX-512).
 #pragma once
 
 #include <algorithm>
@@ -51,6 +85,9 @@
 namespace coil::attention {
 
 enum class MaskKind { none, boolean, additive };
+
+/// Which input attention's backward differentiates.
+enum class Grad { q, k, v };
 
 /// The sizes and options of one attention call.
 struct Params {
@@ -113,15 +150,15 @@ inline int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
 
-/// s[r][0..kBlockKeys) = sum_d q[r][d] * kt[d][.] for R rows (q rows D apart).
+/// s[r][0..kBlockKeys) = sum_{d < D} q[r][d] * kt[d][.] for R rows (q rows ldq apart).
 template <int R>
-inline void block_scores(const float* q, int64_t D, const float* kt, float* s) {
+inline void block_scores(const float* q, int64_t ldq, int64_t D, const float* kt, float* s) {
   V acc[R][4];
   for (int64_t d = 0; d < D; ++d) {
     V kv[4];
     for (int c = 0; c < 4; ++c) kv[c] = V::loadu(kt + d * kBlockKeys + c * kL);
     for (int r = 0; r < R; ++r) {
-      const V qv(q[r * D + d]);
+      const V qv(q[r * ldq + d]);
       for (int c = 0; c < 4; ++c) acc[r][c] = fmadd(qv, kv[c], acc[r][c]);
     }
   }
@@ -177,6 +214,41 @@ inline void for_row_groups(int64_t rows, FR&& group, F1&& single) {
   for (; r < rows; ++r) single(r);
 }
 
+/// S = Q K^T: s[r][0..kBlockKeys) for `rows` rows of q (ldq apart) against a packed K^T block.
+inline void scores_of_rows(const float* q, int64_t ldq, int64_t D, int64_t rows, const float* kt,
+                           float* s) {
+  for_row_groups(
+      rows,
+      [&](int64_t r) { block_scores<kMicroRows>(q + r * ldq, ldq, D, kt, s + r * kBlockKeys); },
+      [&](int64_t r) { block_scores<1>(q + r * ldq, ldq, D, kt, s + r * kBlockKeys); });
+}
+
+/// O += P V: o[r] += sum_{j < nk} p[r][j] * v[j] for `rows` rows (p rows kBlockKeys apart; o
+/// rows ldo apart, ldo a multiple of the lanes; v rows ldv apart, readable up to ldo).
+inline void values_of_rows(const float* p, const float* v, int64_t ldv, int64_t nk, int64_t rows,
+                           float* o, int64_t ldo) {
+  for_row_groups(
+      rows,
+      [&](int64_t r) {
+        block_values_row_group<kMicroRows>(p + r * kBlockKeys, v, ldv, nk, o + r * ldo, ldo);
+      },
+      [&](int64_t r) {
+        block_values_row_group<1>(p + r * kBlockKeys, v, ldv, nk, o + r * ldo, ldo);
+      });
+}
+
+/// kt[D][kBlockKeys] = the transpose of nk rows of src (ld apart), widened to f32 (the ISA's
+/// register transpose), keys past nk zero; rows [D, round_up(D, kL)) of kt are scratch.
+template <typename T>
+inline void pack_transposed(const T* src, int64_t ld, int64_t nk, int64_t D, float* kt) {
+  for (int64_t jj = 0; jj < nk; jj += kL)
+    for (int64_t d = 0; d < D; d += kL)
+      transpose_tile(src + jj * ld + d, ld, kt + d * kBlockKeys + jj, kBlockKeys,
+                     std::min<int64_t>(kL, nk - jj), std::min<int64_t>(kL, D - d));
+  for (int64_t jj = round_up(nk, kL); jj < kBlockKeys; jj += kL)
+    for (int64_t d = 0; d < D; ++d) V().store(kt + d * kBlockKeys + jj);
+}
+
 /// One thread's blocks, sized for the call.
 struct Scratch {
   int64_t ldq, ldv;  // row lengths of q and of v/o (Dv rounded up to the lanes)
@@ -200,6 +272,13 @@ inline void widen_row(const T* src, int64_t n, float* dst, int64_t padded) {
   int64_t d = 0;
   for (; d < n; d += kL) V::loadu(src + d, n - d).store(dst + d, padded - d);
   for (; d < padded; d += kL) V().store(dst + d, padded - d);
+}
+
+/// Row i of head h of batch b of the mask (null without one).
+template <typename M>
+inline const M* mask_row(const Params& p, const M* mask, int64_t b, int64_t h, int64_t i) {
+  if (mask == nullptr) return nullptr;
+  return mask + b * p.mask_strides[0] + h * p.mask_strides[1] + i * p.mask_strides[2];
 }
 
 /// The scores of row r (query i) against keys [j0, j0 + nk): scale, mask, causal; -inf past nk.
@@ -287,45 +366,21 @@ void query_block(const Params& p, const T* q, const T* k, const T* v, const M* m
   for (int64_t j0 = key_lo; j0 < key_end; j0 += kBlockKeys) {
     const int64_t nk = std::min<int64_t>(kBlockKeys, key_end - j0);
     // K^T block [D][kBlockKeys] (keys past nk zero) and V block [nk][ldv] in f32.
-    for (int64_t jj = 0; jj < nk; jj += kL)
-      for (int64_t d = 0; d < D; d += kL)
-        transpose_tile(kb + (j0 + jj) * ldk + d, ldk, w.kt.data() + d * kBlockKeys + jj, kBlockKeys,
-                       std::min<int64_t>(kL, nk - jj), std::min<int64_t>(kL, D - d));
-    for (int64_t jj = round_up(nk, kL); jj < kBlockKeys; jj += kL)
-      for (int64_t d = 0; d < D; ++d) V().store(w.kt.data() + d * kBlockKeys + jj);
+    pack_transposed(kb + j0 * ldk, ldk, nk, D, w.kt.data());
     for (int64_t j = 0; j < nk; ++j)
       widen_row(vb + (j0 + j) * ldv, Dv, w.v.data() + j * w.ldv, w.ldv);
-    for_row_groups(
-        rows,
-        [&](int64_t r) {
-          block_scores<kMicroRows>(w.q.data() + r * D, D, w.kt.data(), w.s.data() + r * kBlockKeys);
-        },
-        [&](int64_t r) {
-          block_scores<1>(w.q.data() + r * D, D, w.kt.data(), w.s.data() + r * kBlockKeys);
-        });
+    scores_of_rows(w.q.data(), D, D, rows, w.kt.data(), w.s.data());
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
-      const M* mask_row = mask == nullptr ? nullptr
-                                          : mask + b * p.mask_strides[0] + h * p.mask_strides[1] +
-                                                i * p.mask_strides[2];
       float* s = w.s.data() + r * kBlockKeys;
-      finish_scores(p, mask_row, i, j0, nk, s);
+      finish_scores(p, mask_row(p, mask, b, h, i), i, j0, nk, s);
       alpha[r] = online_softmax(s, w.m[static_cast<size_t>(r)], w.l[static_cast<size_t>(r)]);
       if (alpha[r] != 1.0f) {
         float* o = w.o.data() + r * w.ldv;
         for (int64_t d = 0; d < w.ldv; d += kL) (V::loadu(o + d) * V(alpha[r])).store(o + d);
       }
     }
-    for_row_groups(
-        rows,
-        [&](int64_t r) {
-          block_values_row_group<kMicroRows>(w.s.data() + r * kBlockKeys, w.v.data(), w.ldv, nk,
-                                             w.o.data() + r * w.ldv, w.ldv);
-        },
-        [&](int64_t r) {
-          block_values_row_group<1>(w.s.data() + r * kBlockKeys, w.v.data(), w.ldv, nk,
-                                    w.o.data() + r * w.ldv, w.ldv);
-        });
+    values_of_rows(w.s.data(), w.v.data(), w.ldv, nk, rows, w.o.data(), w.ldv);
   }
   if (part != nullptr) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -351,6 +406,17 @@ void query_block(const Params& p, const T* q, const T* k, const T* v, const M* m
 }  // namespace detail
 
 namespace detail {
+
+/// Task t of the (batch, head, block of kBlockRows query rows) tasks, `blocks` blocks per head:
+/// sets b, h and the block's first row i0; returns its rows.
+inline int64_t query_task(const Params& p, int64_t blocks, int64_t t, int64_t& b, int64_t& h,
+                          int64_t& i0) {
+  const int64_t blk = t % blocks, bh = t / blocks;
+  b = bh / p.heads;
+  h = bh % p.heads;
+  i0 = blk * kBlockRows;
+  return std::min<int64_t>(kBlockRows, p.q_len - i0);
+}
 
 /// Keys per chunk when the keys are split (kv_len when not).
 inline int64_t key_chunk(int64_t tasks, int64_t kv_len) {
@@ -404,11 +470,7 @@ void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask,
   const int64_t chunk = key_chunk(tasks, p.kv_len);
   const int64_t splits = std::max<int64_t>((p.kv_len + chunk - 1) / chunk, 1);
   auto task_rows = [&](int64_t t, int64_t& b, int64_t& h, int64_t& i0) {
-    const int64_t blk = t % blocks, bh = t / blocks;
-    b = bh / p.heads;
-    h = bh % p.heads;
-    i0 = blk * kBlockRows;
-    return std::min<int64_t>(kBlockRows, p.q_len - i0);
+    return query_task(p, blocks, t, b, h, i0);
   };
   if (splits == 1) {
 #pragma omp parallel if (tasks > 1)
@@ -447,6 +509,293 @@ void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask,
   }
 }
 
+namespace detail {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+/// One task of logsumexp: query_block's loop without the values. The running max m and sum l
+/// are the forward's (online_softmax), so lse = m + log(l) is the log of the very sum the
+/// forward divides by; a row that sees no key keeps m = -inf, l = 0 and gets -inf + -inf.
+template <typename T, typename M>
+void lse_block(const Params& p, const T* q, const T* k, const M* mask, float* lse, int64_t b,
+               int64_t h, int64_t i0, int64_t rows, Scratch& w) {
+  const int64_t D = p.head_dim, Tk = p.kv_len;
+  const int64_t hk = h / (p.heads / p.kv_heads);
+  const int64_t ldq = p.q_strides[2], ldk = p.k_strides[2];
+  const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1] + i0 * ldq;
+  const T* kb = k + b * p.k_strides[0] + hk * p.k_strides[1];
+  for (int64_t r = 0; r < rows; ++r) widen_row(qb + r * ldq, D, w.q.data() + r * D, D);
+  std::fill(w.m.begin(), w.m.begin() + rows, kMinusInf);
+  std::fill(w.l.begin(), w.l.begin() + rows, 0.0f);
+  int64_t key_end = Tk;
+  if (p.causal) key_end = std::clamp<int64_t>(i0 + rows + Tk - p.q_len, 0, key_end);
+  for (int64_t j0 = 0; j0 < key_end; j0 += kBlockKeys) {
+    const int64_t nk = std::min<int64_t>(kBlockKeys, key_end - j0);
+    pack_transposed(kb + j0 * ldk, ldk, nk, D, w.kt.data());
+    scores_of_rows(w.q.data(), D, D, rows, w.kt.data(), w.s.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      float* s = w.s.data() + r * kBlockKeys;
+      finish_scores(p, mask_row(p, mask, b, h, i0 + r), i0 + r, j0, nk, s);
+      online_softmax(s, w.m[static_cast<size_t>(r)], w.l[static_cast<size_t>(r)]);
+    }
+  }
+  float* out = lse + (b * p.heads + h) * p.q_len + i0;
+  for (int64_t r = 0; r < rows; ++r)
+    out[r] = w.m[static_cast<size_t>(r)] + std::log(w.l[static_cast<size_t>(r)]);
+}
+
+/// out[r] = sum_d a[r][d] * b[r][d] in f32 for `rows` contiguous rows of n elements (delta =
+/// rowsum(dO * O)): once per call, so that the k/v tasks, which visit every query row of their
+/// heads once per key block, do not recompute it.
+template <typename T>
+void row_dots(const T* a, const T* b, int64_t rows, int64_t n, float* out) {
+#pragma omp parallel for schedule(static) if (rows * n > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    V acc;
+    for (int64_t d = 0; d < n; d += kL)
+      acc = fmadd(V::loadu(a + r * n + d, n - d), V::loadu(b + r * n + d, n - d), acc);
+    out[r] = acc.reduce_add();
+  }
+}
+
+/// One thread's blocks for backward. Rows of q/k are widened to ldd floats and rows of dO/v to
+/// ldv (zero-padded to the lanes), the layout block_values reads its "v" in.
+struct GradScratch {
+  int64_t ldd, ldv;
+  // q / dO rows of a task, K^T and V^T blocks, K's block by rows (dQ), the scores / P and dP /
+  // dS of the rows, P^T or dS^T (dK, dV), and the task's f32 gradient rows.
+  std::vector<float> q, dout, kt, vt, k, s, dp, t, acc;
+  static constexpr int64_t kRows = std::max(kBlockRows, kBlockKeys);
+  GradScratch(int64_t D, int64_t Dv)
+      : ldd(round_up(std::max<int64_t>(D, 1), kL)),
+        ldv(round_up(std::max<int64_t>(Dv, 1), kL)),
+        q(static_cast<size_t>(kRows * ldd)),
+        dout(static_cast<size_t>(kRows * ldv)),
+        kt(static_cast<size_t>(ldd * kBlockKeys)),
+        vt(static_cast<size_t>(ldv * kBlockKeys)),
+        k(static_cast<size_t>(kBlockKeys * ldd)),
+        s(static_cast<size_t>(kRows * kBlockKeys)),
+        dp(static_cast<size_t>(kRows * kBlockKeys)),
+        t(static_cast<size_t>(kBlockKeys * kBlockKeys)),
+        acc(static_cast<size_t>(kRows * std::max(ldd, ldv))) {}
+};
+
+/// P = exp(S - lse) in place over a row's block of finished scores (keys past the block are
+/// -inf: 0). A row that sees no key (lse = -inf) has P = 0, not exp(-inf + inf) = NaN.
+inline void probabilities(float* s, float lse) {
+  if (lse == kMinusInf) {
+    for (int c = 0; c < 4; ++c) V().store(s + c * kL);
+    return;
+  }
+  for (int c = 0; c < 4; ++c) (V::loadu(s + c * kL) - V(lse)).exp().store(s + c * kL);
+}
+
+/// s: finished scores -> P; dp: dP = dO V^T -> dS = P (dP - delta). A row that sees no key has
+/// dS = 0 whatever delta is (its forward output, and so delta, is NaN).
+inline void softmax_grad(float* s, float* dp, float lse, float delta) {
+  probabilities(s, lse);
+  if (lse == kMinusInf) {
+    for (int c = 0; c < 4; ++c) V().store(dp + c * kL);
+    return;
+  }
+  for (int c = 0; c < 4; ++c) {
+    const V dpv = V::loadu(dp + c * kL) - V(delta);
+    (V::loadu(s + c * kL) * dpv).store(dp + c * kL);
+  }
+}
+
+/// dst[j][r] = src[r][j] for r < rows, j < nk (both kBlockKeys-strided): P or dS of a chunk of
+/// query rows turned into the [key][query] rows values_of_rows multiplies.
+inline void transpose_block(const float* src, int64_t rows, int64_t nk, float* dst) {
+  for (int64_t r = 0; r < rows; r += kL)
+    for (int64_t c = 0; c < nk; c += kL)
+      transpose_tile(src + r * kBlockKeys + c, kBlockKeys, dst + c * kBlockKeys + r, kBlockKeys,
+                     std::min<int64_t>(kL, rows - r), std::min<int64_t>(kL, nk - c));
+}
+
+/// Rows of a task's f32 gradient times `factor`, rounded once into T (n elements a row, dense).
+template <typename T>
+void store_rows(const float* acc, int64_t ld, int64_t rows, int64_t n, float factor, T* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < n; d += kL)
+      (V::loadu(acc + r * ld + d) * V(factor)).store(out + r * n + d, n - d);
+}
+
+/// Widens a q or dO row, or zeros it for a row that sees no key (lse = -inf): such a row is left
+/// out of the gradients, and NaN or inf in it must not leak through P = 0 (0 * inf = NaN).
+template <typename T>
+void widen_live_row(const T* src, int64_t n, float lse, float* dst, int64_t padded) {
+  if (lse == kMinusInf) {
+    std::fill(dst, dst + padded, 0.0f);
+  } else {
+    widen_row(src, n, dst, padded);
+  }
+}
+
+/// One Grad::q task: rows [i0, i0 + rows) of head h of batch b, over the key blocks they see.
+template <typename T, typename M>
+void dq_block(const Params& p, const T* q, const T* k, const T* v, const T* dout, const float* lse,
+              const float* delta, const M* mask, T* grad, int64_t b, int64_t h, int64_t i0,
+              int64_t rows, GradScratch& w) {
+  const int64_t D = p.head_dim, Dv = p.value_dim, Tk = p.kv_len, ldd = w.ldd, ldv = w.ldv;
+  const int64_t hk = h / (p.heads / p.kv_heads);
+  const int64_t ldq = p.q_strides[2], ldk = p.k_strides[2], ldvv = p.v_strides[2];
+  const int64_t row0 = (b * p.heads + h) * p.q_len + i0;  // row i0 in lse, delta, dout, grad
+  const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1] + i0 * ldq;
+  const T* kb = k + b * p.k_strides[0] + hk * p.k_strides[1];
+  const T* vb = v + b * p.v_strides[0] + hk * p.v_strides[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    widen_live_row(qb + r * ldq, D, lse[row0 + r], w.q.data() + r * ldd, ldd);
+    widen_live_row(dout + (row0 + r) * Dv, Dv, lse[row0 + r], w.dout.data() + r * ldv, ldv);
+  }
+  std::fill(w.acc.begin(), w.acc.begin() + rows * ldd, 0.0f);
+  int64_t key_end = Tk;
+  if (p.causal) key_end = std::clamp<int64_t>(i0 + rows + Tk - p.q_len, 0, key_end);
+  for (int64_t j0 = 0; j0 < key_end; j0 += kBlockKeys) {
+    const int64_t nk = std::min<int64_t>(kBlockKeys, key_end - j0);
+    pack_transposed(kb + j0 * ldk, ldk, nk, D, w.kt.data());
+    pack_transposed(vb + j0 * ldvv, ldvv, nk, Dv, w.vt.data());
+    for (int64_t j = 0; j < nk; ++j) widen_row(kb + (j0 + j) * ldk, D, w.k.data() + j * ldd, ldd);
+    scores_of_rows(w.q.data(), ldd, D, rows, w.kt.data(), w.s.data());
+    scores_of_rows(w.dout.data(), ldv, Dv, rows, w.vt.data(), w.dp.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      float* s = w.s.data() + r * kBlockKeys;
+      finish_scores(p, mask_row(p, mask, b, h, i0 + r), i0 + r, j0, nk, s);
+      softmax_grad(s, w.dp.data() + r * kBlockKeys, lse[row0 + r], delta[row0 + r]);
+    }
+    values_of_rows(w.dp.data(), w.k.data(), ldd, nk, rows, w.acc.data(), ldd);  // dQ += dS K
+  }
+  // A row that sees no key: zeros (dS = 0 times a masked key's inf would be NaN).
+  for (int64_t r = 0; r < rows; ++r)
+    if (lse[row0 + r] == kMinusInf) std::fill_n(w.acc.data() + r * ldd, ldd, 0.0f);
+  store_rows(w.acc.data(), ldd, rows, D, p.scale, grad + row0 * D);
+}
+
+/// One Grad::k or Grad::v task: keys [j0, j0 + nk) of kv head hk of batch b, over every query
+/// row of the heads that read it, kBlockKeys rows at a time (P and dS blocks are square).
+template <typename T, typename M>
+void dkv_block(const Params& p, Grad wrt, const T* q, const T* k, const T* v, const T* dout,
+               const float* lse, const float* delta, const M* mask, T* grad, int64_t b, int64_t hk,
+               int64_t j0, int64_t nk, GradScratch& w) {
+  const int64_t D = p.head_dim, Dv = p.value_dim, Tq = p.q_len, Tk = p.kv_len;
+  const int64_t ldd = w.ldd, ldv = w.ldv, ldq = p.q_strides[2];
+  const bool dk = wrt == Grad::k;
+  const int64_t ldo = dk ? ldd : ldv;  // the gradient's rows in acc
+  pack_transposed(k + b * p.k_strides[0] + hk * p.k_strides[1] + j0 * p.k_strides[2],
+                  p.k_strides[2], nk, D, w.kt.data());
+  if (dk)
+    pack_transposed(v + b * p.v_strides[0] + hk * p.v_strides[1] + j0 * p.v_strides[2],
+                    p.v_strides[2], nk, Dv, w.vt.data());
+  std::fill(w.acc.begin(), w.acc.begin() + nk * ldo, 0.0f);
+  // Causal: rows before the first one that sees key j0 see none of the block.
+  const int64_t first = p.causal ? std::clamp<int64_t>(j0 + Tq - Tk, 0, Tq) : 0;
+  const int64_t group = p.heads / p.kv_heads;
+  for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+    const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1];
+    const int64_t row0 = (b * p.heads + h) * Tq;  // row 0 in lse, delta, dout
+    for (int64_t i0 = first; i0 < Tq; i0 += kBlockKeys) {
+      const int64_t rows = std::min<int64_t>(kBlockKeys, Tq - i0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float l = lse[row0 + i0 + r];
+        widen_live_row(qb + (i0 + r) * ldq, D, l, w.q.data() + r * ldd, ldd);
+        widen_live_row(dout + (row0 + i0 + r) * Dv, Dv, l, w.dout.data() + r * ldv, ldv);
+      }
+      scores_of_rows(w.q.data(), ldd, D, rows, w.kt.data(), w.s.data());
+      if (dk) scores_of_rows(w.dout.data(), ldv, Dv, rows, w.vt.data(), w.dp.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        float* s = w.s.data() + r * kBlockKeys;
+        finish_scores(p, mask_row(p, mask, b, h, i), i, j0, nk, s);
+        if (dk) {
+          softmax_grad(s, w.dp.data() + r * kBlockKeys, lse[row0 + i], delta[row0 + i]);
+        } else {
+          probabilities(s, lse[row0 + i]);
+        }
+      }
+      // dK += dS^T Q, dV += P^T dO: the transposed block's rows are keys, its columns queries.
+      transpose_block(dk ? w.dp.data() : w.s.data(), rows, nk, w.t.data());
+      values_of_rows(w.t.data(), dk ? w.q.data() : w.dout.data(), ldo, rows, nk, w.acc.data(), ldo);
+    }
+  }
+  store_rows(w.acc.data(), ldo, nk, dk ? D : Dv, dk ? p.scale : 1.0f,
+             grad + ((b * p.kv_heads + hk) * Tk + j0) * (dk ? D : Dv));
+}
+
+}  // namespace detail
+
+/// lse[(b * H + h) * Tq + i] = log(sum_j exp(s[b, h, i, j])) of the scaled, masked,
+/// causal-limited scores (natural log, computed with a running max as the forward does);
+/// -inf for a row that sees no key (every key masked, causal with Tq > Tk, or Tk == 0).
+/// lse is f32, contiguous [B, H, Tq]. p.value_dim is ignored (v is not read).
+template <typename T, typename M>
+void logsumexp(const Params& p, const T* q, const T* k, const M* mask, float* lse) {
+  using namespace detail;
+  const int64_t blocks = (p.q_len + kBlockRows - 1) / kBlockRows;
+  const int64_t tasks = p.batch * p.heads * blocks;
+  if (tasks == 0) return;
+  const M* m = p.mask == MaskKind::none ? nullptr : mask;
+#pragma omp parallel if (tasks > 1)
+  {
+    Scratch w(p.head_dim, 0);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      int64_t b, h, i0;
+      const int64_t rows = query_task(p, blocks, t, b, h, i0);
+      lse_block(p, q, k, m, lse, b, h, i0, rows, w);
+    }
+  }
+}
+
+/// The gradient of y = attention(q, k, v, mask) with respect to q, k or v (`wrt`), given
+/// o = y and dout = dL/dy (both contiguous [B, H, Tq, Dv] of dtype T) and lse as logsumexp
+/// writes it. grad is contiguous and dense: [B, H, Tq, D] (q), [B, Hkv, Tk, D] (k) or
+/// [B, Hkv, Tk, Dv] (v), of dtype T, every element written (zeros where nothing
+/// contributes). o is not read when wrt == Grad::v (may be null then).
+template <typename T, typename M>
+void backward(const Params& p, Grad wrt, const T* q, const T* k, const T* v, const T* o,
+              const T* dout, const float* lse, const M* mask, T* grad) {
+  using namespace detail;
+  const int64_t bh_rows = p.batch * p.heads * p.q_len;
+  const int64_t width = wrt == Grad::v ? p.value_dim : p.head_dim;
+  const int64_t rows_out = wrt == Grad::q ? bh_rows : p.batch * p.kv_heads * p.kv_len;
+  if (rows_out == 0 || width == 0) return;
+  const M* m = p.mask == MaskKind::none ? nullptr : mask;
+  std::vector<float> delta;  // rowsum(dO * O) per query row: dS = P (dP - delta)
+  if (wrt != Grad::v) {
+    delta.resize(static_cast<size_t>(bh_rows));
+    row_dots(dout, o, bh_rows, p.value_dim, delta.data());
+  }
+  if (wrt == Grad::q) {
+    const int64_t blocks = (p.q_len + kBlockRows - 1) / kBlockRows;
+    const int64_t tasks = p.batch * p.heads * blocks;
+#pragma omp parallel if (tasks > 1)
+    {
+      GradScratch w(p.head_dim, p.value_dim);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < tasks; ++t) {
+        int64_t b, h, i0;
+        const int64_t rows = query_task(p, blocks, t, b, h, i0);
+        dq_block(p, q, k, v, dout, lse, delta.data(), m, grad, b, h, i0, rows, w);
+      }
+    }
+    return;
+  }
+  // dK and dV: one task per (batch, kv head, block of kBlockKeys keys), each key's gradient
+  // summed by one thread over the heads of its group and the query rows in a fixed order.
+  const int64_t blocks = (p.kv_len + kBlockKeys - 1) / kBlockKeys;
+  const int64_t tasks = p.batch * p.kv_heads * blocks;
+#pragma omp parallel if (tasks > 1)
+  {
+    GradScratch w(p.head_dim, p.value_dim);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t bh = t / blocks, j0 = t % blocks * kBlockKeys;
+      dkv_block(p, wrt, q, k, v, dout, lse, delta.data(), m, grad, bh / p.kv_heads, bh % p.kv_heads,
+                j0, std::min<int64_t>(kBlockKeys, p.kv_len - j0), w);
+    }
+  }
+}
+
 // Every (dtype, mask) pair generated code calls; modules of the avx512/avx2 ISAs link them
 // from libcoil_vmath instead of compiling them (0.7 s of g++ per module with attention).
 #define COIL_ATTENTION_INSTANCES(X) \
@@ -457,8 +806,11 @@ void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask,
   X(half, float)                    \
   X(half, bool)
 #ifdef COIL_GEMM_PRECOMPILED
-#define COIL_ATTENTION_DECLARE(T, M) \
-  extern template void forward<T, M>(const Params&, const T*, const T*, const T*, const M*, T*);
+#define COIL_ATTENTION_DECLARE(T, M)                                                               \
+  extern template void forward<T, M>(const Params&, const T*, const T*, const T*, const M*, T*);   \
+  extern template void logsumexp<T, M>(const Params&, const T*, const T*, const M*, float*);       \
+  extern template void backward<T, M>(const Params&, Grad, const T*, const T*, const T*, const T*, \
+                                      const T*, const float*, const M*, T*);
 COIL_ATTENTION_INSTANCES(COIL_ATTENTION_DECLARE)
 #undef COIL_ATTENTION_DECLARE
 #endif

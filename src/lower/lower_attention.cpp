@@ -1,6 +1,7 @@
-// Lowering of attention on the CPU: an Extern computation (ir.h AttentionSpec) that the C++
-// backend prints as a call of coil::attention::forward (kernels/coil_attention.h), the blocked
-// flash kernel. q, k and v are read in their dtype (f32, bf16, f16; f64 attention never gets
+// Lowering of attention and its backward ops (attention_lse, attention_grad) on the CPU: an
+// Extern computation (ir.h AttentionSpec) that the C++ backend prints as a call of
+// coil::attention::forward, logsumexp or backward (kernels/coil_attention.h), the blocked
+// flash kernels. q, k and v are read in their dtype (f32, bf16, f16; f64 attention never gets
 // here: decompose_and_bind writes it out) through (batch, head, row) strides with contiguous
 // rows: buffers and views of them (heads sliced out of a qkv projection) in place, computed
 // operands stored first. The mask is stored in its
@@ -51,60 +52,91 @@ int contiguous_buffer(LowerContext& ctx, const TensorBox& box, DType dtype) {
 
 }  // namespace
 
+namespace {
+
+/// The kernel a node of attention, attention_lse or attention_grad calls.
+AttentionKernel kernel_of(const Node& node) {
+  if (node.op->name == "attention") return AttentionKernel::forward;
+  if (node.op->name == "attention_lse") return AttentionKernel::logsumexp;
+  const std::string wrt = node.attrs.get_string("attention_grad", "wrt");
+  return wrt == "q"   ? AttentionKernel::grad_q
+         : wrt == "k" ? AttentionKernel::grad_k
+                      : AttentionKernel::grad_v;
+}
+
+/// The mask input (stored in its own shape, bool or f32) and its broadcast strides.
+void set_mask(LowerContext& ctx, const TensorBox& mask, AttentionSpec& spec) {
+  spec.bool_mask = mask.dtype == DType::Bool;
+  spec.mask = contiguous_buffer(ctx, mask, spec.bool_mask ? DType::Bool : DType::F32);
+  // Contiguous strides of the mask's own shape, right-aligned to [B, H, Tq, Tk]; 0 where it
+  // broadcasts (size 1 or a missing leading dim).
+  const auto ms = static_sizes_of(mask.sizes);
+  int64_t stride = 1;
+  for (size_t d = ms.size(); d-- > 0;) {
+    spec.mask_strides[d + 4 - ms.size()] = ms[d] == 1 ? 0 : stride;
+    stride *= ms[d];
+  }
+}
+
+}  // namespace
+
+// attention, attention_lse and attention_grad: one Extern each (the inputs are q, k[, v, out,
+// grad_out, lse][, mask]).
 TensorBox lower_attention(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
-  const DType dtype = node.type.dtype;
+  const DType dtype = in[0].dtype;
   COIL_ASSERT(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-              "attention {}: dtype {} reaches the kernel (f64 is decomposed)", node.name,
+              "{} {}: dtype {} reaches the kernel (f64 is decomposed)", node.op->name, node.name,
               dtype_name(dtype));
   auto spec = std::make_shared<AttentionSpec>();
+  spec->kernel = kernel_of(node);
+  const bool lse_only = spec->kernel == AttentionKernel::logsumexp;
+  const bool grad = !lse_only && spec->kernel != AttentionKernel::forward;
+  const std::string op(node.op->name);
   spec->dtype = dtype;
   strided_operand(ctx, in[0], dtype, spec->q, spec->q_offset, spec->q_strides);
   strided_operand(ctx, in[1], dtype, spec->k, spec->k_offset, spec->k_strides);
-  strided_operand(ctx, in[2], dtype, spec->v, spec->v_offset, spec->v_strides);
-  const auto qs = static_sizes_of(in[0].sizes), ks = static_sizes_of(in[1].sizes),
-             vs = static_sizes_of(in[2].sizes);
+  const auto qs = static_sizes_of(in[0].sizes), ks = static_sizes_of(in[1].sizes);
   spec->batch = qs[0];
   spec->heads = qs[1];
   spec->q_len = qs[2];
   spec->head_dim = qs[3];
   spec->kv_heads = ks[1];
   spec->kv_len = ks[2];
-  spec->value_dim = vs[3];
-  spec->scale = node.attrs.get_float_or("attention", "scale",
-                                        1.0 / std::sqrt(static_cast<double>(spec->head_dim)));
-  spec->causal = node.attrs.get_bool_or("attention", "causal", false);
-  if (in.size() > 3) {
-    const TensorBox& mask = in[3];
-    spec->bool_mask = mask.dtype == DType::Bool;
-    spec->mask = contiguous_buffer(ctx, mask, spec->bool_mask ? DType::Bool : DType::F32);
-    // Contiguous strides of the mask's own shape, right-aligned to [B, H, Tq, Tk]; 0 where it
-    // broadcasts (size 1 or a missing leading dim).
-    const auto ms = static_sizes_of(mask.sizes);
-    int64_t stride = 1;
-    for (size_t d = ms.size(); d-- > 0;) {
-      spec->mask_strides[d + 4 - ms.size()] = ms[d] == 1 ? 0 : stride;
-      stride *= ms[d];
-    }
+  if (!lse_only) {
+    strided_operand(ctx, in[2], dtype, spec->v, spec->v_offset, spec->v_strides);
+    spec->value_dim = static_sizes_of(in[2].sizes)[3];
   }
+  if (grad) {
+    spec->out = contiguous_buffer(ctx, in[3], dtype);
+    spec->grad_out = contiguous_buffer(ctx, in[4], dtype);
+    spec->lse = contiguous_buffer(ctx, in[5], DType::F32);
+  }
+  spec->scale =
+      node.attrs.get_float_or(op, "scale", 1.0 / std::sqrt(static_cast<double>(spec->head_dim)));
+  spec->causal = node.attrs.get_bool_or(op, "causal", false);
+  const size_t mask_at = lse_only ? 2 : grad ? 6 : 3;
+  if (in.size() > mask_at) set_mask(ctx, in[mask_at], *spec);
   const Shape& out_shape = node.type.shape;
-  int id = ctx.program.add_buffer(BufferKind::Intermediate, contiguous_layout(dtype, out_shape));
+  const DType out_dtype = lse_only ? DType::F32 : dtype;
+  int id =
+      ctx.program.add_buffer(BufferKind::Intermediate, contiguous_layout(out_dtype, out_shape));
   ComputedBuffer c;
   c.buffer = id;
   c.kind = LoopKind::Extern;
   c.ranges = out_shape;
   c.attention = spec;
   // The body only names the operands (read whole by the kernel) and the result.
-  int vq = c.body.load(spec->q, sym::Expr(0), compute_dtype(dtype));
-  c.body.load(spec->k, sym::Expr(0), compute_dtype(dtype));
-  c.body.load(spec->v, sym::Expr(0), compute_dtype(dtype));
-  if (spec->mask >= 0) {
-    DType mt = ctx.program.buffer(spec->mask).layout.dtype;
-    c.body.load(spec->mask, sym::Expr(0), compute_dtype(mt));
+  int first = -1;
+  for (int buffer : {spec->q, spec->k, spec->v, spec->out, spec->grad_out, spec->lse, spec->mask}) {
+    if (buffer < 0) continue;
+    int v =
+        c.body.load(buffer, sym::Expr(0), compute_dtype(ctx.program.buffer(buffer).layout.dtype));
+    if (first < 0) first = v;
   }
   Index idx;
   for (size_t i = 0; i < out_shape.size(); ++i) idx.push_back(loop_var(static_cast<int>(i)));
-  c.body.store(id, ctx.program.buffer(id).layout.offset_of(idx), vq);
-  COIL_LOG(ir, "attention {}: B={} H={}/{} Tq={} Tk={} D={} Dv={}{}{}", node.name, spec->batch,
+  c.body.store(id, ctx.program.buffer(id).layout.offset_of(idx), first);
+  COIL_LOG(ir, "{} {}: B={} H={}/{} Tq={} Tk={} D={} Dv={}{}{}", op, node.name, spec->batch,
            spec->heads, spec->kv_heads, spec->q_len, spec->kv_len, spec->head_dim, spec->value_dim,
            spec->causal ? " causal" : "", spec->mask >= 0 ? " masked" : "");
   ctx.add_computation(std::move(c));

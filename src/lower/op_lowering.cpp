@@ -94,6 +94,8 @@ const OpLowering kLowerings[] = {
     {"bmm", lower_matmul},
     {"conv2d", lower_conv2d},
     {"attention", lower_attention},
+    {"attention_lse", lower_attention},
+    {"attention_grad", lower_attention},
     {"max_pool2d", lower_pool2d},
     {"avg_pool2d", lower_pool2d},
 };

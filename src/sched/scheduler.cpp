@@ -26,7 +26,18 @@ int64_t computation_ops(const ComputedBuffer& c) {
   }
   if (c.attention) {
     const AttentionSpec& a = *c.attention;
-    return 2 * a.batch * a.heads * a.q_len * a.kv_len * (a.head_dim + a.value_dim);
+    const int64_t pairs = 2 * a.batch * a.heads * a.q_len * a.kv_len;
+    switch (a.kernel) {
+      case AttentionKernel::forward:
+        return pairs * (a.head_dim + a.value_dim);
+      case AttentionKernel::logsumexp:
+        return pairs * a.head_dim;
+      case AttentionKernel::grad_q:
+      case AttentionKernel::grad_k:  // scores, dO V^T and the product into the gradient
+        return pairs * (2 * a.head_dim + a.value_dim);
+      case AttentionKernel::grad_v:  // scores and P^T dO
+        return pairs * (a.head_dim + a.value_dim);
+    }
   }
   if (c.is_opaque()) return 0;
   int64_t iterations = 1;

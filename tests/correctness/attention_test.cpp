@@ -4,18 +4,15 @@
 // every key masked (NaN), grouped-query heads, Dv != D, odd batch and head counts, bf16/f16 and
 // f64 (written out), the AVX2 and scalar ISAs; peak memory at T = 8192 in a child process.
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "support/check_graph.h"
+#include "support/child_test.h"
 
 namespace coil {
 namespace {
@@ -314,27 +311,10 @@ TEST(Attention, LongSequenceRunsInLinearMemory) {
     return;
   }
   compile(g);  // compiled here: the child finds it in the cache and only loads and runs it
-  const std::string result_path =
-      fmt::format("{}/attention-memory-{}.txt", std::getenv("COIL_CACHE_DIR"), getpid());
-  const std::string env_var = "ATTENTION_TEST_MEMORY_CHILD=" + result_path;
-  std::vector<char*> env;
-  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
-  env.push_back(const_cast<char*>(env_var.c_str()));
-  env.push_back(nullptr);
-  std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::string filter = "--gtest_filter=Attention.LongSequenceRunsInLinearMemory";
-  char* argv[] = {exe.data(), filter.data(), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, env.data()), 0);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child failed";
+  const std::string result = testing::run_test_in_child("Attention.LongSequenceRunsInLinearMemory",
+                                                        "ATTENTION_TEST_MEMORY_CHILD");
   double rss_mib = 0, worst = 1;
-  std::FILE* f = std::fopen(result_path.c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(std::fscanf(f, "%lf %lf", &rss_mib, &worst), 2);
-  std::fclose(f);
-  std::remove(result_path.c_str());
+  ASSERT_EQ(std::sscanf(result.c_str(), "%lf %lf", &rss_mib, &worst), 2) << result;
   std::printf("attention T=%lld H=%lld D=%lld: child peak RSS %.1f MiB, worst error %.2e\n",
               static_cast<long long>(T), static_cast<long long>(H), static_cast<long long>(D),
               rss_mib, worst);

@@ -14,11 +14,13 @@ namespace coil::testing {
 /// The values the samples read: x f32[4, 3], m bool[4, 1, 3], k i32[4, 3], b f32[2, 3, 3],
 /// q f32[3, 3], c f32[1, 3, 5, 5] (an image), cw f32[4, 3, 3, 3], cb f32[4], w f32[3], gi
 /// (constant in-range indices), index_add's sources ur f32[2, 3] and uc f32[4, 2], and
-/// attention's aq f32[1, 2, 3, 4], ak f32[1, 1, 5, 4], am bool[3, 5].
+/// attention's aq f32[1, 2, 3, 4], ak f32[1, 1, 5, 4], am bool[3, 5] (and al f32[1, 2, 3], a
+/// logsumexp of aq's rows).
 inline const char* kSampleHeader =
     "input x: f32[4, 3]\ninput m: bool[4, 1, 3]\ninput k: i32[4, 3]\ninput b: f32[2, 3, 3]\n"
     "input q: f32[3, 3]\ninput c: f32[1, 3, 5, 5]\ninput cw: f32[4, 3, 3, 3]\ninput cb: f32[4]\n"
     "input aq: f32[1, 2, 3, 4]\ninput ak: f32[1, 1, 5, 4]\ninput am: bool[3, 5]\n"
+    "input al: f32[1, 2, 3]\n"
     "input ur: f32[2, 3]\ninput uc: f32[4, 2]\n"
     "const w: f32[3] = [0.5, -1.0, 2.0]\nconst gi: i64[2] = [0, 2]\n";
 
@@ -72,6 +74,11 @@ inline const std::map<std::string, std::vector<std::string>> kSpecialSamples = {
       "avg_pool2d(c) {kernel=[2, 2]}"}},
     {"global_avg_pool2d", {"global_avg_pool2d(c)"}},
     {"attention", {"attention(aq, ak, ak) {causal=true, scale=0.5}", "attention(aq, ak, ak, am)"}},
+    {"attention_lse",
+     {"attention_lse(aq, ak) {causal=true, scale=0.5}", "attention_lse(aq, ak, am)"}},
+    {"attention_grad",
+     {"attention_grad(aq, ak, ak, aq, aq, al) {wrt=\"q\"}",
+      "attention_grad(aq, ak, ak, aq, aq, al, am) {wrt=\"k\", causal=true, scale=0.5}"}},
 };
 
 /// The samples of `op` (empty for input and constant, which are not nodes of add_node).

@@ -483,6 +483,8 @@ TEST(TextFormat, EveryOpRoundTrips) {
       {"avg_pool2d", "avg_pool2d(c) {kernel=3, padding=1, count_include_pad=false}"},
       {"global_avg_pool2d", "global_avg_pool2d(c)"},
       {"attention", "attention(cw, cw, cw) {causal=true, scale=0.5}"},
+      {"attention_lse", "attention_lse(cw, cw) {causal=true, scale=0.5}"},
+      {"attention_grad", "attention_grad(cw, cw, cw, cw, cw, ls) {wrt=\"v\", scale=0.5}"},
   };
   std::set<std::string> covered;
   for (const OpDef& op : all_ops()) {
@@ -497,7 +499,7 @@ TEST(TextFormat, EveryOpRoundTrips) {
     std::string src =
         "input x: f32[4, 3]\ninput m: bool[4, 1, 3]\ninput k: i32[4, 3]\n"
         "input b: f32[2, 3, 3]\ninput q: f32[3, 3]\ninput c: f32[1, 3, 5, 5]\n"
-        "input cw: f32[4, 3, 3, 3]\ninput cb: f32[4]\ninput ix: i64[4]\n"
+        "input cw: f32[4, 3, 3, 3]\ninput cb: f32[4]\ninput ix: i64[4]\ninput ls: f32[4, 3, 3]\n"
         "const w: f32[3] = [0.5, -1.0, 2.0]\nr = " +
         it->second + "\noutput r\n";
     SCOPED_TRACE(src);

@@ -12,9 +12,9 @@ the rows bridge:
     mask (and-ed with a bool mask, or as -inf where a float mask is added). The CUDA flash and
     cuDNN kernels align non-square causal attention their own way: those stay in eager.
   - dropout_p != 0 is random: Unsupported (eager).
-  - logsumexp (f32, over the keys of the scaled, masked scores, natural log) is written out
-    with coil ops (lowering_sdpa_backward.scores) only when a later node reads it: the forward
-    of a training step, whose backward reads it. Shapes as torch's meta functions give them:
+  - logsumexp (f32, over the keys of the scaled, masked scores, natural log) is coil's
+    `attention_lse` node, made only when a later node reads it: the forward of a training
+    step, whose backward (lowering_sdpa_backward.py: `attention_grad`) reads it. Shapes as torch's meta functions give them:
     [B, H, Tq] (the CUDA efficient kernel pads Tq to a multiple of 32 with +inf, cuDNN's is
     [B, H, Tq, 1]).
   - the other outputs (philox seed/offset or rng_state, cum_seq_q/k, debug_attn_mask) exist
@@ -153,12 +153,10 @@ def top_left_triangle(L, tq, tk):
     return Value(L.op("le", [cols, rows]))
 
 
-def attention(L, q, k, v, mask, mask_dtype, causal, scale):
-    """coil's attention node for torch's semantics (is_causal top-left, `mask` bool or floating
-    of `mask_dtype`, scale None: 1/sqrt(D))."""
+def coil_mask(L, q, k, mask, mask_dtype, causal, scale):
+    """(mask or None, attrs) of coil's attention ops for torch's semantics (is_causal top-left,
+    `mask` bool or floating of `mask_dtype`, scale None: 1/sqrt(D))."""
     tq, tk = shape(L, q)[2], shape(L, k)[2]
-    # key and value lengths: one size for eager (checked when it runs), maybe two symbols here
-    require_same("attention's key and value lengths", tk, shape(L, v)[2])
     attrs = {}
     if scale is not None:
         attrs["scale"] = float(scale)
@@ -175,6 +173,14 @@ def attention(L, q, k, v, mask, mask_dtype, causal, scale):
             mask = Value(L.op("where", [tri, L.cast(mask, wide),
                                         zeros(L, "f64" if wide == torch.float64 else "f32", [],
                                               -math.inf)]))
+    return mask, attrs
+
+
+def attention(L, q, k, v, mask, mask_dtype, causal, scale):
+    """coil's attention node for torch's semantics (coil_mask)."""
+    # key and value lengths: one size for eager (checked when it runs), maybe two symbols here
+    require_same("attention's key and value lengths", shape(L, k)[2], shape(L, v)[2])
+    mask, attrs = coil_mask(L, q, k, mask, mask_dtype, causal, scale)
     inputs = [q, k, v] + ([mask] if mask is not None else [])
     return Value(L.op("attention", inputs, attrs))
 

@@ -1,17 +1,16 @@
-"""The backward of torch 2.x's fused attention ops, written out with coil ops, and the
-forward's logsumexp (lowering_sdpa.py).
+"""The backward of torch 2.x's fused attention ops and the forward's logsumexp, as coil's
+`attention_grad` and `attention_lse` nodes (lowering_sdpa.py maps the forward).
 
 With s = scale * Q K^T (+ mask, -inf where masked or past the causal limit) and
 P = softmax(s) = exp(s - lse):
     dV = P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(dO * O));
     dQ = scale * dS K;  dK = scale * dS^T Q;  d(additive mask) = dS.
-Grouped-query attention: K and V are expanded to the H query heads (head h reads kv head
-h / (H / Hkv)) and dK, dV summed back over each group. Computed in f32 (f64 for f64), the
-gradients rounded once to the inputs' dtype.
-
-P is recomputed from q, k and the saved logsumexp (no softmax reductions); the score matrix
-[B, H, Tq, Tk] exists in memory (O(T^2), unlike the forward's flash kernel): coil has no
-flash backward kernel yet (docs/attention.md)."""
+Each gradient is one `attention_grad` node ({wrt: q, k or v}; grouped-query k and v summed
+over each group by the op), computed in f32 (f64 for f64) and rounded once to the inputs'
+dtype: on the CPU the blocked flash backward of coil_attention.h, memory O(T); on cuda (no
+kernel yet) and for f64 written out by coil's decomposition (O(T^2), the score matrix exists).
+The efficient kernel's attn_bias gradient is dS itself ([B, H, Tq, Tk]): when it is asked
+for, the whole backward is written out here (`written_out_backward`)."""
 
 import math
 
@@ -19,7 +18,7 @@ import torch
 
 from .lowering import Unsupported, Value
 from .lowering_nn import reshape, shape, zeros
-from .lowering_sdpa import (Opaque, bind, operand_metas, output_used, register,
+from .lowering_sdpa import (Opaque, bind, coil_mask, operand_metas, output_used, register,
                             top_left_triangle)
 
 
@@ -77,25 +76,44 @@ def scores(L, q, k, mask, mask_dtype, causal, scale, dt):
 
 def logsumexp(L, q, k, mask, mask_dtype, causal, scale):
     """[B, H, Tq] f32: log(sum_j exp(s_ij)) over the keys of the scaled, masked scores; -inf
-    for a row with every key masked (its max is taken as 0 there, so no -inf - -inf)."""
-    dt = _compute_dtype(L, q)
-    s = scores(L, q, k, mask, mask_dtype, causal, scale, dt)
-    b, h, tq, _ = shape(L, s)
-    m = Value(L.op("max", [s], {"axes": [3], "keepdim": True}))
-    m = Value(L.op("where", [Value(L.op("eq", [m, _const(L, dt, -math.inf)])),
-                             _const(L, dt, 0.0), m]))
-    e = Value(L.op("exp", [Value(L.op("sub", [s, m]))]))
-    total = Value(L.op("sum", [e], {"axes": [3], "keepdim": False}))
-    lse = Value(L.op("add", [Value(L.op("log", [total])), reshape(L, m, [b, h, tq])]))
+    for a row with every key masked (coil's attention_lse)."""
+    mask, attrs = coil_mask(L, q, k, mask, mask_dtype, causal, scale)
+    lse = Value(L.op("attention_lse", [q, k] + ([mask] if mask is not None else []), attrs))
     return Value(L.cast(lse, torch.float32))
+
+
+def _lse_for_grad(L, q, k, lse, mask, mask_dtype, causal, scale):
+    """The logsumexp attention_grad reads ([B, H, Tq], f32; f64 for f64 q): torch's saved one
+    (the efficient kernel's padding sliced off), else computed again."""
+    b, h, tq, _ = shape(L, q)
+    dt = _compute_dtype(L, q)
+    if lse is None or len(shape(L, lse)) < 3 or shape(L, lse)[2] < tq:
+        lse = logsumexp(L, q, k, mask, mask_dtype, causal, scale)
+    elif shape(L, lse)[2] > tq:  # the efficient kernel's padding
+        lse = Value(L.op("slice", [lse], {"dim": 2, "start": 0, "end": tq, "step": 1}))
+    return reshape(L, L.cast(lse, dt), [b, h, tq])
 
 
 def backward(L, dout, q, k, v, out, lse, mask, mask_dtype, causal, scale, want_mask_grad):
     """(dq, dk, dv, d mask or None) of attention(q, k, v, mask) with torch's semantics."""
+    if want_mask_grad:
+        return written_out_backward(L, dout, q, k, v, out, lse, mask, mask_dtype, causal, scale)
+    lse = _lse_for_grad(L, q, k, lse, mask, mask_dtype, causal, scale)
+    cmask, attrs = coil_mask(L, q, k, mask, mask_dtype, causal, scale)
+    qt = _torch_dtype_of(L, q)
+    inputs = [q, k, v, L.cast(out, qt), L.cast(dout, qt), lse] + (
+        [cmask] if cmask is not None else [])
+    grads = [Value(L.op("attention_grad", inputs, dict(attrs, wrt=wrt))) for wrt in "qkv"]
+    return grads + [None]
+
+
+def written_out_backward(L, dout, q, k, v, out, lse, mask, mask_dtype, causal, scale):
+    """(dq, dk, dv, dS) written out with coil ops: the score matrix exists (O(T^2)), as the
+    mask's gradient dS does anyway."""
     qdt = torch.float64 if L.g.type_of(q).startswith("f64") else None
     dt = qdt or torch.float32
     b, h, tq, d = shape(L, q)
-    hkv, tk = shape(L, k)[1], shape(L, k)[2]
+    hkv = shape(L, k)[1]
     scale_v = 1.0 / math.sqrt(d) if scale is None else float(scale)
     s = scores(L, q, k, mask, mask_dtype, causal, scale, dt)
     lse_ok = lse is not None and len(shape(L, lse)) >= 3 and shape(L, lse)[2] >= tq
@@ -125,8 +143,7 @@ def backward(L, dout, q, k, v, out, lse, mask, mask_dtype, causal, scale, want_m
     dk, dv = sum_groups(L, dk, hkv), sum_groups(L, dv, hkv)
     qt = _torch_dtype_of(L, q)
     grads = [Value(L.cast(g, qt)) for g in (dq, dk, dv)]
-    dmask = ds if want_mask_grad else None
-    return grads + [dmask]
+    return grads + [ds]
 
 
 def _torch_dtype_of(L, v):

@@ -124,7 +124,13 @@ class KernelPrinter final : public NestPrinter {
     } else if (head.conv) {
       w_.linef("// {}: oneDNN convolution (extern call)", out.name);
     } else if (head.attention) {
-      w_.linef("// {}: flash attention (coil_attention.h)", out.name);
+      const AttentionKernel kernel = head.attention->kernel;
+      w_.linef("// {}: flash attention{} (coil_attention.h)", out.name,
+               kernel == AttentionKernel::forward     ? ""
+               : kernel == AttentionKernel::logsumexp ? "'s logsumexp"
+               : kernel == AttentionKernel::grad_q    ? ", gradient of q"
+               : kernel == AttentionKernel::grad_k    ? ", gradient of k"
+                                                      : ", gradient of v");
     } else if (head.index_add) {
       w_.linef("// {}: index_add: rows of src added at rows index[j] of x, j in order", out.name);
     } else {

@@ -396,7 +396,7 @@ void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t) {
     mask_kind = a.bool_mask ? "boolean" : "additive";
     mask = p.plan().pointer(a.mask);
   }
-  const SizeNames n(p.program(), {a.q, a.k, a.v, a.mask, t.buffer});
+  const SizeNames n(p.program(), {a.q, a.k, a.v, a.mask, a.out, a.grad_out, a.lse, t.buffer});
   auto strides = [&](const std::array<int64_t, 3>& s) {
     return fmt::format("{{{}, {}, {}}}", n(s[0]), n(s[1]), n(s[2]));
   };
@@ -412,8 +412,30 @@ void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t) {
     return offset == 0 ? p.plan().pointer(buffer)
                        : fmt::format("{} + {}", p.plan().pointer(buffer), n(offset));
   };
-  w.linef("coil::attention::forward(params, {}, {}, {}, {}, {});", at(a.q, a.q_offset),
-          at(a.k, a.k_offset), at(a.v, a.v_offset), mask, p.plan().pointer(t.buffer));
+  const std::string q = at(a.q, a.q_offset), k = at(a.k, a.k_offset);
+  const std::string y = p.plan().pointer(t.buffer);
+  switch (a.kernel) {
+    case AttentionKernel::forward:
+      w.linef("coil::attention::forward(params, {}, {}, {}, {}, {});", q, k, at(a.v, a.v_offset),
+              mask, y);
+      return;
+    case AttentionKernel::logsumexp:
+      w.linef("coil::attention::logsumexp(params, {}, {}, {}, {});", q, k, mask, y);
+      return;
+    case AttentionKernel::grad_q:
+    case AttentionKernel::grad_k:
+    case AttentionKernel::grad_v: {
+      const char* wrt = a.kernel == AttentionKernel::grad_q   ? "q"
+                        : a.kernel == AttentionKernel::grad_k ? "k"
+                                                              : "v";
+      w.linef(
+          "coil::attention::backward(params, coil::attention::Grad::{}, {}, {}, {}, {}, {}, "
+          "{}, {}, {});",
+          wrt, q, k, at(a.v, a.v_offset), p.plan().pointer(a.out), p.plan().pointer(a.grad_out),
+          p.plan().pointer(a.lse), mask, y);
+      return;
+    }
+  }
 }
 
 void emit_extern_index_add(NestPrinter& p, const ComputedBuffer& t) {

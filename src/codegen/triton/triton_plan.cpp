@@ -307,6 +307,9 @@ class Planner {
   void plan_attention(int computation) {
     const ComputedBuffer& c = comp(computation);
     const AttentionSpec& a = *c.attention;
+    // attention_lse and attention_grad are written out on cuda (pipeline.cpp).
+    COIL_ASSERT(a.kernel == AttentionKernel::forward,
+                "attention's backward kernels are CPU-only; cuda writes them out");
     TritonKernelPlan k;
     k.kind = TritonKernelKind::Template;
     k.attention = c.attention;

@@ -35,5 +35,7 @@ Tensor ref_pool2d(const Node& node, const std::vector<Tensor>& in);  // max_pool
 Tensor ref_global_avg_pool2d(const Node& node, const std::vector<Tensor>& in);
 // attention.cpp
 Tensor ref_attention(const Node& node, const std::vector<Tensor>& in);
+Tensor ref_attention_lse(const Node& node, const std::vector<Tensor>& in);
+Tensor ref_attention_grad(const Node& node, const std::vector<Tensor>& in);
 
 }  // namespace coil
