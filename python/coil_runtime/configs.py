@@ -525,33 +525,103 @@ def attention_registers(bm, bn, warps, shape):
     return bm * (dv + bn) // (THREADS_PER_WARP * warps)
 
 
-def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_MEMORY):
-    """The attention list for the mode, blocks clamped to the lengths (BLOCK_M to Tq, BLOCK_N
-    to Tk), deduplicated, those over the shared memory or MM_MAX_ACC_REGISTERS dropped before
-    anything compiles; when none is left, the smallest tile (32, 16 keys, one stage). mode '0':
-    the first config only."""
-    table = ATTENTION_CONFIGS_MAX if mode == "max" else ATTENTION_CONFIGS
+# The backward templates (src/codegen/triton/triton_attention_backward.h), by the decorator's
+# `kernel`; BLOCK_M is always the query block, BLOCK_N the key block. 'lse' is the forward's
+# key loop without V: the forward's list. 'grad_q' (a program per query block, a loop over key
+# blocks) starts from FlashAttention-2's Triton tutorial for Hopper (128 x 32 for dq, 4 warps),
+# 'grad_k' and 'grad_v' (a program per key block, loops over the group's query heads and query
+# blocks) from its 32 x 128 for dk/dv; the others are smaller tiles for long head dims and
+# short lengths.
+ATTENTION_KERNELS = ("forward", "lse", "grad_q", "grad_k", "grad_v")
+ATTENTION_BACKWARD_CONFIGS = {
+    "grad_q": ((128, 32, 3, 4), (128, 64, 3, 8), (64, 64, 2, 4), (64, 32, 3, 4), (32, 32, 2, 4)),
+    "grad_k": ((32, 128, 3, 4), (64, 128, 3, 8), (64, 64, 2, 4), (32, 64, 3, 4), (16, 64, 2, 4)),
+}
+ATTENTION_BACKWARD_CONFIGS["grad_v"] = ATTENTION_BACKWARD_CONFIGS["grad_k"]
+ATTENTION_BACKWARD_CONFIGS_MAX = {
+    "grad_q": ATTENTION_BACKWARD_CONFIGS["grad_q"] + (
+        (128, 64, 2, 4), (64, 128, 2, 8), (128, 16, 4, 4), (64, 16, 3, 4)),
+    "grad_k": ATTENTION_BACKWARD_CONFIGS["grad_k"] + (
+        (64, 128, 2, 4), (128, 128, 2, 8), (16, 128, 3, 4), (32, 32, 2, 4)),
+}
+ATTENTION_BACKWARD_CONFIGS_MAX["grad_v"] = ATTENTION_BACKWARD_CONFIGS_MAX["grad_k"]
+
+
+def attention_backward_shared_memory(kernel, bm, bn, stages, shape, dtype="float32"):
+    """Bytes of shared memory of a backward kernel, an upper estimate as the forward's: the
+    pipelined tiles of the loop, the tiles loaded once, and an f32 [BM, BN] layout conversion
+    (p or ds before their second product)."""
+    d, dv = attention_padded_dim(shape["head_dim"]), attention_padded_dim(shape["value_dim"])
+    size = DTYPE_BYTES.get(dtype, 4)
+    if kernel == "lse":  # K stages, the Q tile
+        return (stages * bn * d + bm * d) * size
+    if kernel == "grad_q":  # K and V stages; Q, dO and out
+        return (stages * bn * (d + dv) + bm * (d + 2 * dv)) * size + bm * bn * 4
+    # grad_k / grad_v: Q, dO and out stages; the K and V block
+    return (stages * bm * (d + 2 * dv) + bn * (d + dv)) * size + bm * bn * 4
+
+
+def attention_backward_registers(kernel, bm, bn, warps, shape):
+    """f32 registers per thread of a backward kernel's accumulator and its [BM, BN] tiles
+    (scores and p; dp for the gradients of q and k)."""
+    d, dv = attention_padded_dim(shape["head_dim"]), attention_padded_dim(shape["value_dim"])
+    threads = THREADS_PER_WARP * warps
+    if kernel == "lse":
+        return bm * bn // threads
+    if kernel == "grad_q":
+        return bm * (d + 2 * bn) // threads
+    width = d if kernel == "grad_k" else dv
+    return bn * (width + 2 * bm) // threads
+
+
+def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_MEMORY,
+                      kernel="forward"):
+    """The attention list for the mode and kernel (ATTENTION_KERNELS), blocks clamped to the
+    lengths (BLOCK_M to Tq, BLOCK_N to Tk), deduplicated, those over the shared memory or
+    MM_MAX_ACC_REGISTERS dropped before anything compiles; when none is left, the smallest tile
+    (forward and lse: 32 queries x 16 keys, the gradients 32 x 32; one stage). mode '0': the
+    first config only."""
+    if kernel not in ATTENTION_KERNELS:
+        raise ValueError(f"attention kernel {kernel!r}: expected one of {ATTENTION_KERNELS}")
+    if kernel in ("forward", "lse"):
+        table = ATTENTION_CONFIGS_MAX if mode == "max" else ATTENTION_CONFIGS
+    else:
+        table = (ATTENTION_BACKWARD_CONFIGS_MAX if mode == "max" else
+                 ATTENTION_BACKWARD_CONFIGS)[kernel]
     out = []
     for bm, bn, stages, warps in table:
         bm, bn = attention_block(bm, shape["q_len"]), attention_block(bn, shape["kv_len"])
-        if (attention_shared_memory(bm, bn, stages, shape, dtype) > shared_memory or
-                attention_registers(bm, bn, warps, shape) > MM_MAX_ACC_REGISTERS):
+        if kernel == "forward":
+            smem = attention_shared_memory(bm, bn, stages, shape, dtype)
+            regs = attention_registers(bm, bn, warps, shape)
+        else:
+            smem = attention_backward_shared_memory(kernel, bm, bn, stages, shape, dtype)
+            regs = attention_backward_registers(kernel, bm, bn, warps, shape)
+        if smem > shared_memory or regs > MM_MAX_ACC_REGISTERS:
             continue
         out.append(Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages))
     out = unique_configs(out)
     if not out:
         out = [Config({"BLOCK_M": attention_block(32, shape["q_len"]),
-                       "BLOCK_N": attention_block(16, shape["kv_len"])},
+                       "BLOCK_N": attention_block(16 if kernel in ("forward", "lse") else 32,
+                                                  shape["kv_len"])},
                       num_warps=4, num_stages=1)]
     return out[:1] if mode == "0" else out
 
 
-def attention_grid(config, shape):
-    """(cdiv(Tq, BLOCK_M), B * H, 1): a program per block of query rows and (batch, head)."""
-    bh = shape["batch"] * shape["heads"]
-    if shape["q_len"] == 0 or bh == 0:
+def attention_grid(config, shape, kernel="forward"):
+    """(cdiv(Tq, BLOCK_M), B * H, 1): a program per block of query rows and (batch, head);
+    for grad_k and grad_v (cdiv(Tk, BLOCK_N), B * Hkv, 1): a program per block of keys and
+    (batch, kv head). Tq = 0 still launches those (their gradients are zeros)."""
+    if kernel in ("grad_k", "grad_v"):
+        bh = shape["batch"] * shape["kv_heads"]
+        length, block = shape["kv_len"], config.kwargs["BLOCK_N"]
+    else:
+        bh = shape["batch"] * shape["heads"]
+        length, block = shape["q_len"], config.kwargs["BLOCK_M"]
+    if length == 0 or bh == 0:
         return (0, 1, 1)
-    g = cdiv(shape["q_len"], config.kwargs["BLOCK_M"])
+    g = cdiv(length, block)
     if g > MAX_GRID[0] or bh > MAX_GRID[1]:
         raise ValueError(f"attention grid ({g}, {bh}) exceeds CUDA's limits (batch x heads at "
                          f"most {MAX_GRID[1]}) for {config}")

@@ -201,11 +201,14 @@ def template(mm, dtype="float32", name=None, kernel_hash=None, **meta):
     return wrap
 
 
-def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None, **meta):
+def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None,
+              kernel="forward", **meta):
     """A flash-attention template (triton_tem, src/codegen/triton/triton_attention.h): shape =
     {'batch', 'heads', 'kv_heads', 'q_len', 'kv_len', 'head_dim', 'value_dim'}, baked into the
-    kernel. The configs are configs.attention_configs fitted to the shape; every mode but
-    'none' times them (there is no library choice), per size bucket like the other kernels.
+    kernel; `kernel` is 'forward' or one of the backward's (triton_attention_backward.h):
+    'lse', 'grad_q', 'grad_k', 'grad_v'. The configs are configs.attention_configs fitted to
+    the shape and kernel; every mode but 'none' times them (there is no library choice), per
+    size bucket like the other kernels.
 
     A size-generic module's kernel takes its sizes as arguments (ks0, ...): a symbolic entry is
     their expression as a string ('ks1'), evaluated per call from the launch's arguments; the
@@ -219,10 +222,10 @@ def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None,
     def wrap(fn):
         mode = autotune_policy(fn)
         configs = cfgs.attention_configs(shape, dtype, mode=LIST_MODES[mode],
-                                         shared_memory=device_shared_memory())
+                                         shared_memory=device_shared_memory(), kernel=kernel)
         return AttentionAutotuner(fn, shape, bool(causal), dtype, configs, name=name,
                                   kernel_hash=kernel_hash, meta=meta, mode=mode,
-                                  shape_exprs=exprs)
+                                  shape_exprs=exprs, kernel=kernel)
     return wrap
 
 
@@ -799,15 +802,24 @@ class TemplateAutotuner(CoilAutotuner):
 
 
 class AttentionAutotuner(CoilAutotuner):
-    """A flash-attention kernel (`run(Q, K, V[, mask], out)`): the shape is part of the kernel,
-    so its configs are timed once per kernel (the size bucket is the shape's); `flops` counts
-    the two products (halved when causal, the usual convention) for the autotune table."""
+    """A flash-attention kernel (`run(Q, K, V[, mask], out)`; the backward's take their own
+    operands, `attention_kernel` says which): the shape is part of the kernel, so its configs
+    are timed once per kernel (the size bucket is the shape's); `flops` counts the products
+    (halved when causal, the usual convention) for the autotune table."""
+
+    # Matmul-sized products per kernel, as head dims: q k^T (D), p v (Dv), dO v^T (Dv), ds k or
+    # ds^T q (D), p^T dO (Dv).
+    PRODUCTS = {"forward": ("head_dim", "value_dim"), "lse": ("head_dim",),
+                "grad_q": ("head_dim", "value_dim", "head_dim"),
+                "grad_k": ("head_dim", "value_dim", "head_dim"),
+                "grad_v": ("head_dim", "value_dim")}
 
     def __init__(self, fn, shape, causal, dtype, configs, name=None, kernel_hash=None, meta=None,
-                 mode="default", shape_exprs=None):
+                 mode="default", shape_exprs=None, kernel="forward"):
         self.shape = dict(shape)
         self.causal = causal
         self.dtype = dtype
+        self.attention_kernel = kernel
         super().__init__(fn, "attention", {}, configs, name=name, kernel_hash=kernel_hash,
                          meta=meta, mode=mode)
         # Size-generic: {key: compiled expression of the size arguments}, and where they are.
@@ -833,16 +845,24 @@ class AttentionAutotuner(CoilAutotuner):
     @property
     def flops(self):
         s = self.shape
-        f = 2 * s["batch"] * s["heads"] * s["q_len"] * s["kv_len"] * (s["head_dim"] +
-                                                                     s["value_dim"])
+        f = 2 * s["batch"] * s["heads"] * s["q_len"] * s["kv_len"] * sum(
+            s[d] for d in self.PRODUCTS[self.attention_kernel])
         return f // 2 if self.causal else f
 
     def numels_of(self, args):
         s = self.shape_of(args)
-        return {"q_len": s["q_len"], "kv_len": s["kv_len"], "batch_heads": s["batch"] * s["heads"],
-                "head_dim": max(s["head_dim"], s["value_dim"])}
+        numels = {"q_len": s["q_len"], "kv_len": s["kv_len"],
+                  "batch_heads": s["batch"] * s["heads"],
+                  "head_dim": max(s["head_dim"], s["value_dim"])}
+        if self.attention_kernel in ("grad_k", "grad_v"):
+            numels["batch_kv_heads"] = s["batch"] * s["kv_heads"]
+        return numels
 
     def grid_for(self, config, numels):
         # From the launch's numels: a size-generic kernel's lengths change per call.
+        if self.attention_kernel in ("grad_k", "grad_v"):
+            return cfgs.attention_grid(config, {"batch": numels["batch_kv_heads"], "kv_heads": 1,
+                                                "kv_len": numels["kv_len"]},
+                                       self.attention_kernel)
         return cfgs.attention_grid(config, {"batch": numels["batch_heads"], "heads": 1,
                                             "q_len": numels["q_len"]})

@@ -114,9 +114,12 @@ def test_a_wrong_kernel_fails(fake_gpu, tmp_path):
 def _generated_groups():
     if not os.path.isdir(GENERATED):
         return []
+    # The backward group (kind 'backward') is test_attention_backward_emulated.py's.
     groups = sorted(d[5:] for d in os.listdir(GENERATED) if d.startswith("attn_") and
                     not d.startswith("attn_bench_") and
-                    os.path.exists(os.path.join(GENERATED, d, "attention.json")))
+                    os.path.exists(os.path.join(GENERATED, d, "attention.json")) and
+                    json.load(open(os.path.join(GENERATED, d, "attention.json"))).get(
+                        "kind", "forward") == "forward")
     if os.environ.get("COIL_EMULATE_ATTENTION") == "all":
         return groups
     return [g for g in groups if g in ("masks", "edges", "grid_f16_d64")]

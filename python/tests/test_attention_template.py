@@ -1,6 +1,7 @@
 """The flash-attention template decorator (heuristics.attention): configs fitted to the shape,
 the grid, autotuning over its configs, and the generated module's call() wiring, with the fake
-triton (the kernel itself runs on the GPU: tests/gpu/test_attention.py)."""
+triton (the kernel itself runs on the GPU: tests/gpu/test_attention.py); the backward kernels'
+lists and grids too."""
 
 import math
 import os
@@ -105,3 +106,71 @@ def test_mask_module_passes_the_mask_and_select_forces_configs(fake_gpu):
             assert consts == t.configs[i].kwargs and warps == t.configs[i].num_warps
             assert grid == (math.ceil(128 / consts["BLOCK_M"]), 8, 1)
             assert kernel_args[3].shape in ((2, 1, 1, 96), (128, 96))
+
+
+def test_backward_configs_fit_clamp_and_grids():
+    big = shape(d=128)
+    for kernel in ("lse", "grad_q", "grad_k", "grad_v"):
+        configs = cfgs.attention_configs(big, "bfloat16", kernel=kernel)
+        assert configs, kernel
+        assert len(cfgs.attention_configs(big, "bfloat16", mode="0", kernel=kernel)) == 1
+        assert len(cfgs.attention_configs(big, "bfloat16", mode="max", kernel=kernel)) >= \
+            len(configs)
+        for c in configs:
+            bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+            assert cfgs.attention_backward_shared_memory(kernel, bm, bn, c.num_stages, big,
+                                                         "bfloat16") <= cfgs.MM_SHARED_MEMORY
+            assert cfgs.attention_backward_registers(kernel, bm, bn, c.num_warps, big) <= \
+                cfgs.MM_MAX_ACC_REGISTERS
+    # dq: long query blocks against short key blocks; dk/dv the other way round.
+    assert cfgs.attention_configs(big, "bfloat16", kernel="grad_q")[0].kwargs == \
+        {"BLOCK_M": 128, "BLOCK_N": 32}
+    assert cfgs.attention_configs(big, "bfloat16", kernel="grad_k")[0].kwargs == \
+        {"BLOCK_M": 32, "BLOCK_N": 128}
+    small = cfgs.attention_configs(shape(tq=7, tk=1, d=64), kernel="grad_v")
+    assert all(c.kwargs == {"BLOCK_M": 16, "BLOCK_N": 16} for c in small)
+    assert len({c.key() for c in small}) == len(small)
+    (only,) = cfgs.attention_configs(big, kernel="grad_k", shared_memory=1024)
+    assert only.kwargs == {"BLOCK_M": 32, "BLOCK_N": 32} and only.num_stages == 1
+    try:
+        cfgs.attention_configs(big, kernel="grad_x")
+        raise AssertionError("an unknown kernel was accepted")
+    except ValueError as e:
+        assert "grad_x" in str(e)
+    # Grids: grad_k / grad_v run per key block and (batch, kv head), also when Tq = 0.
+    c = cfgs.Config({"BLOCK_M": 32, "BLOCK_N": 64})
+    assert cfgs.attention_grid(c, shape(tq=0, tk=100, b=2, h=8, hkv=2), "grad_k") == (2, 4, 1)
+    assert cfgs.attention_grid(c, shape(tq=100, tk=0, b=2, h=8, hkv=2), "grad_v")[0] == 0
+    assert cfgs.attention_grid(c, shape(tq=100, tk=0, b=2, h=8, hkv=2), "grad_q") == (4, 16, 1)
+    assert cfgs.attention_grid(c, shape(tq=100, tk=7, b=2, h=8), "lse") == (4, 16, 1)
+
+
+def test_backward_golden_module_launches_each_kernel_on_its_grid(fake_gpu):
+    fake = fake_gpu
+    mod = runtime.load_module(os.path.join(GOLDEN, "attention_backward.py"), name="attn_bw")
+    tuners = {t.attention_kernel: t for t in heuristics.autotuners_of(mod)}
+    assert sorted(tuners) == sorted(cfgs.ATTENTION_KERNELS)
+    assert tuners["grad_v"].runtime_names == ["arg_Q", "arg_K", "arg_DO", "arg_LSE", "arg_mask",
+                                              "out_ptr0"]
+    assert tuners["grad_q"].mutated_pos == [7]  # only the gradient is cloned for benchmarking
+    # flops: q k^T, dO v^T and ds k (grad_q) against q k^T and p^T dO (grad_v), halved (causal)
+    assert tuners["grad_q"].flops == 2 * 2 * 4 * 64 * 64 * (32 * 3) // 2
+    assert tuners["grad_v"].flops == tuners["forward"].flops
+    args = [torch.randn(2, 4, 64, 32), torch.randn(2, 2, 64, 32), torch.randn(2, 2, 64, 32),
+            torch.ones(2, 1, 1, 64, dtype=torch.bool), torch.randn(2, 4, 64, 32)]
+    for r in range(2):
+        for t in tuners.values():
+            t.select(r)
+        n = len(fake.LAUNCHES)
+        outs = mod.call(list(args))
+        assert [tuple(o.shape) for o in outs] == [(2, 4, 64, 32), (2, 4, 64), (2, 4, 64, 32),
+                                                  (2, 2, 64, 32), (2, 2, 64, 32)]
+        launched = {name: (grid, consts) for name, grid, _, _, consts, _ in fake.LAUNCHES[n:]}
+        assert len(launched) == 5
+        for kernel, t in tuners.items():
+            grid, consts = launched[t.name]
+            assert consts == t.configs[min(r, len(t.configs) - 1)].kwargs
+            if kernel in ("grad_k", "grad_v"):
+                assert grid == (64 // consts["BLOCK_N"], 4, 1), (kernel, grid, consts)
+            else:
+                assert grid == (64 // consts["BLOCK_M"], 8, 1), (kernel, grid, consts)

@@ -1,6 +1,6 @@
 """Runs a generated flash-attention kernel's @triton.jit body on the CPU, with torch tensors for
-Triton's blocks: enough of triton.language for what triton_attention.cpp prints (no Triton, no
-GPU here). Pointers are (flat tensor, offsets); a load or store outside the tensor where its
+Triton's blocks: enough of triton.language for what triton_attention.cpp and
+triton_attention_backward.cpp print (no Triton, no GPU here). Pointers are (flat tensor, offsets); a load or store outside the tensor where its
 mask is not false is an error, so a missing bounds mask fails. Dots compute in f32 from the
 operands' values (bf16/f16 products are exact in f32, as on the tensor cores; f32 'ieee').
 
@@ -110,7 +110,7 @@ tl = types.SimpleNamespace(
     broadcast_to=lambda x, shape: _t(x).expand(tuple(shape)),
     exp=lambda x: torch.exp(_t(x)),
     div_rn=lambda a, b: _t(a) / _t(b),
-    math=types.SimpleNamespace(exp2=torch.exp2),
+    math=types.SimpleNamespace(exp2=torch.exp2, log2=torch.log2),
 )
 
 # What pointwise and reduction kernels call from libdevice (extend as kernels need).

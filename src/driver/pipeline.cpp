@@ -88,11 +88,10 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   Graph recognized = recognize_attention(graph);
   after_graph_pass("recognize_attention", recognized, GraphStage::input);
   DecomposeOptions decompose_options;
-  // cuda: the Triton flash template pads head dims to powers of two up to 256 (its Q and
-  // accumulator tiles live in registers); larger ones are written out (matmul, softmax, matmul).
+  // cuda: the Triton flash templates (forward, attention_lse, attention_grad) pad head dims to
+  // powers of two up to 256 (their Q and accumulator tiles live in registers); larger ones are
+  // written out (matmul, softmax, matmul; the backward's matmuls and reductions).
   if (gpu) decompose_options.attention_max_head_dim = 256;
-  // Attention's backward ops have a CPU kernel only (coil_attention.h): written out on cuda.
-  if (gpu) decompose_options.decompose_attention_backward = true;
   if (size_generic) {
     for (size_t i = 0; i < size_generic->symbols.size(); ++i)
       decompose_options.rename_symbols[size_generic->symbols[i]] =

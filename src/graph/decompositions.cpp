@@ -361,10 +361,12 @@ static bool decomposed_here(const Graph& g, const Node& n, const DecomposeOption
   const std::string_view op = n.op->name;
   if (op != "attention" && op != "attention_lse" && op != "attention_grad") return false;
   if (options.decompose_attention || g.node(n.inputs[0]).type.dtype == DType::F64) return true;
-  if (op != "attention") return options.decompose_attention_backward;
+  if (op != "attention" && options.decompose_attention_backward) return true;
   if (options.attention_max_head_dim <= 0) return false;
+  // q's head dim, and v's (input 2) where the op reads v: attention_lse does not.
   const auto head_dim = g.node(n.inputs[0]).type.shape[3].as_const();
-  const auto value_dim = n.type.shape[3].as_const();
+  const auto value_dim =
+      op == "attention_lse" ? decltype(head_dim){} : g.node(n.inputs[2]).type.shape[3].as_const();
   return (head_dim && *head_dim > options.attention_max_head_dim) ||
          (value_dim && *value_dim > options.attention_max_head_dim);
 }

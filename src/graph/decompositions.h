@@ -27,12 +27,13 @@ struct DecomposeOptions {
   /// a flash kernel, always. f64 attention is written out on every device (the kernels compute
   /// in f32).
   bool decompose_attention = false;
-  /// Write out attention whose head dim (D or Dv) exceeds this (0: no limit): cuda's Triton
-  /// flash template holds a [BLOCK_M, D] tile per operand in registers and shared memory, up to
-  /// 256 (triton_attention.h).
+  /// Write out attention and its backward ops whose head dim (D or Dv) exceeds this (0: no
+  /// limit): cuda's Triton flash templates hold a [BLOCK_M, D] tile per operand in registers
+  /// and shared memory, up to 256 (triton_attention.h, triton_attention_backward.h).
   int64_t attention_max_head_dim = 0;
-  /// Write out attention_lse and attention_grad (attention's backward): cuda has no kernel for
-  /// them yet, the CPU has coil_attention.h's.
+  /// Write out attention_lse and attention_grad (attention's backward) whatever the device
+  /// (both have kernels: coil_attention.h on the CPU, the Triton backward templates on cuda,
+  /// which attention_max_head_dim limits as the forward's).
   bool decompose_attention_backward = false;
   /// A size-generic compile (driver/dynamic_model.h): each size symbol of the graph is renamed
   /// as this map says (to ks0, ks1, ...) and stays symbolic, instead of being bound.

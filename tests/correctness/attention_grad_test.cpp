@@ -3,7 +3,7 @@
 // interpreter, over query/key lengths {1, 7, 64, 127, 300}, head dims {16, 64, 80}, causal
 // (bottom-right, Tq > Tk included), bool and additive masks of broadcast shapes, rows with every
 // key masked (lse -inf: they contribute nothing), grouped-query heads, Dv != D, bf16 and f64
-// (written out by the decomposition, as cuda compiles these ops); and a training step's
+// (written out by the decomposition on every device); and a training step's
 // backward at T = 8192 in linear memory (a child process). The kernel's own tests, against
 // double loops and at every ISA: attention_backward_kernel_test.cpp.
 #include <gtest/gtest.h>

@@ -15,6 +15,11 @@ Groups (the issue's grid, as tests/correctness/attention_test.cpp walks it on th
   masks                     bool and additive masks of broadcast shapes, with and without causal,
                             rows with every key masked (NaN), Tk = 0 (zeros), Dv != D, odd D
   edges                     causal with Tq > Tk (NaN rows), D = 256 and D = 300 (written out)
+  backward                  training steps (attention, attention_lse, attention_grad wrt q, k
+                            and v: the backward templates), checked against torch autograd in
+                            float64: f32/bf16/f16, causal with Tq < Tk and Tq > Tk, GQA 2:1 and
+                            4:1, odd lengths, Dv != D, masks with rows masked whole, Tk = 0,
+                            Tq = 0, D = 256, D = 300 (written out)
 
     python3 tests/gpu/prepare_attention.py [--coil build/bin/coil] [--only GROUP ...]
 """
@@ -67,6 +72,20 @@ def groups():
         case(33, 0, 32, "bf16"),
         case(5, 40, 24, dv=40, scale=0.3),
     ]
+    out["backward"] = [
+        case(64, 64, 64, causal=True),
+        case(127, 1000, 64, causal=True, hkv=2),
+        case(1000, 127, 80, dv=48, causal=True, hkv=1),  # 873 rows see no key
+        case(1000, 1000, 128, "bf16", causal=True),
+        case(1000, 1000, 64, "bf16", hkv=1, mask=("bool", [2, 1, 1000, 1000], "rows_masked")),
+        case(7, 1000, 128, "f16", mask=("f32", [2, 1, 1, 1000], "random")),
+        case(100, 300, 80, "bf16", causal=True, h=8, hkv=2, dv=64, scale=0.125),
+        case(33, 0, 16),
+        case(0, 33, 16, hkv=2),
+        case(200, 200, 256, "bf16", causal=True),
+        case(64, 64, 300),                                # D > 256: written out
+        case(1, 1, 1, b=1, h=1),
+    ]
     out["edges"] = [
         case(1000, 7, 64, causal=True),            # the first 993 queries see no key: NaN
         case(127, 64, 64, "bf16", causal=True),    # 63 NaN rows, a partial first block
@@ -101,6 +120,36 @@ def graph_text(cases):
     return "\n".join(lines) + "\n"
 
 
+def backward_graph_text(cases):
+    """A training step per case: y = attention, l = attention_lse, and attention_grad wrt q, k
+    and v over a gradient input dy; outputs y, l, dq, dk, dv of each case in order."""
+    lines = ["# tests/gpu/prepare_attention.py: attention's forward and backward per case"]
+    body, outputs = [], []
+    for i, c in enumerate(cases):
+        lines.append(f"input q{i}: {coil_type(c['dtype'], [c['b'], c['h'], c['tq'], c['d']])}")
+        lines.append(f"input k{i}: {coil_type(c['dtype'], [c['b'], c['hkv'], c['tk'], c['d']])}")
+        lines.append(f"input v{i}: {coil_type(c['dtype'], [c['b'], c['hkv'], c['tk'], c['dv']])}")
+        mask = ""
+        if c["mask"]:
+            lines.append(f"input m{i}: {coil_type(c['mask'][0], c['mask'][1])}")
+            mask = f", m{i}"
+        lines.append(f"input dy{i}: {coil_type(c['dtype'], [c['b'], c['h'], c['tq'], c['dv']])}")
+        attrs = [f"causal={'true' if c['causal'] else 'false'}"]
+        if c["scale"] is not None:
+            attrs.append(f"scale={c['scale']}")
+        a = ", ".join(attrs)
+        body.append(f"y{i} = attention(q{i}, k{i}, v{i}{mask}) {{{a}}}")
+        body.append(f"l{i} = attention_lse(q{i}, k{i}{mask}) {{{a}}}")
+        for wrt in "qkv":
+            body.append(f"d{wrt}{i} = attention_grad(q{i}, k{i}, v{i}, y{i}, dy{i}, l{i}{mask}) "
+                        f"{{wrt=\"{wrt}\", {a}}}")
+        outputs += [f"output {n}{i}" for n in ("y", "l", "dq", "dk", "dv")]
+    return "\n".join(lines + body + outputs) + "\n"
+
+
+BACKWARD_GROUPS = ("backward",)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,13 +164,15 @@ def main():
         shutil.rmtree(out_dir, ignore_errors=True)
         os.makedirs(out_dir)
         src = os.path.join(out_dir, "graph_in.coil")
+        backward = name in BACKWARD_GROUPS
         with open(src, "w") as f:
-            f.write(graph_text(cases))
+            f.write(backward_graph_text(cases) if backward else graph_text(cases))
         r = subprocess.run([a.coil, "compile", src, "--device", "cuda", "-o", out_dir],
                            capture_output=True, text=True, cwd=ROOT)
         status = "ok" if r.returncode == 0 else "compile-failed"
         with open(os.path.join(out_dir, "attention.json"), "w") as f:
             json.dump({"group": name, "status": status, "cases": cases,
+                       "kind": "backward" if backward else "forward",
                        "log": (r.stdout + r.stderr)[-2000:]}, f, indent=1)
         kernels = sum(1 for line in r.stdout.splitlines() if "triton_tem_fused_attention" in line)
         print(f"  attn_{name:<18} {status:<15} {len(cases):3d} attentions, "

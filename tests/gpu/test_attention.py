@@ -17,6 +17,11 @@ The grid groups run with the no-tuning config (COIL_TRITON_AUTOTUNE=0: one compi
 the masks and edges groups autotune, then run once per config (--every-config, on by default)
 so that every block size and mask path is checked.
 
+The backward group (attention.json kind "backward": training steps of attention, attention_lse
+and attention_grad wrt q, k, v) checks y, lse, dq, dk and dv per case against torch autograd of
+the written-out attention in float64 (backward_reference: a row that sees no key has lse -inf,
+y NaN, dq 0 and adds nothing to dk and dv; compare_backward), autotuned and under every config.
+
     python3 tests/gpu/test_attention.py [--groups NAME ...] [--report FILE] [--no-every-config]
 
 Exit code 0 when every case passed.
@@ -103,6 +108,89 @@ def compare(got, want, dtype):
     return ""
 
 
+# --- the backward (group `backward`: attention_lse, attention_grad) ---------------------------
+
+BACKWARD_OUTPUTS = ("y", "lse", "dq", "dk", "dv")  # per case, the module's outputs in order
+LSE_TOLERANCE = (1e-4, 1e-4)  # f32 whatever the inputs (the scores accumulate in f32)
+
+
+def make_backward_inputs(c, seed, device="cuda"):
+    """q, k, v[, mask] as make_inputs, then dy (the gradient of y) in the inputs' dtype. A bool
+    mask filled 'first_key_masked' hides key 0 from batch 0 (causal: its first row sees no
+    key)."""
+    args = make_inputs(c, seed, device)
+    if c["mask"] and c["mask"][2] == "first_key_masked":
+        args[3][0, ..., 0] = False
+    g = torch.Generator(device=device).manual_seed(seed + 7919)
+    dy = torch.randn(c["b"], c["h"], c["tq"], c["dv"], generator=g, device=device)
+    return args + [dy.to(DTYPES[c["dtype"]])]
+
+
+def backward_reference(c, args):
+    """(y, lse, dq, dk, dv) in float64: torch autograd of the written-out attention on the
+    (rounded) inputs. A row that sees no key has lse -inf, p = 0 (it contributes nothing: dq 0,
+    nothing to dk and dv) and y NaN, as the forward gives it; Tk = 0 gives y = 0."""
+    q, k, v = (a.double().requires_grad_() for a in args[:3])
+    dy = args[-1].double()
+    group = c["h"] // c["hkv"]
+    kk, vv = (k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)) if group > 1 else (k, v)
+    scale = c["scale"] if c["scale"] is not None else 1 / math.sqrt(c["d"])
+    s = (q @ kk.transpose(-1, -2)) * scale
+    if c["mask"]:
+        m = args[3]
+        s = s.masked_fill(~m, -math.inf) if m.dtype == torch.bool else s + m.double()
+    if c["causal"]:
+        i = torch.arange(c["tq"], device=q.device)[:, None]
+        j = torch.arange(c["tk"], device=q.device)[None, :]
+        s = s.masked_fill(j > i + (c["tk"] - c["tq"]), -math.inf)
+    if c["tk"] == 0:
+        lse = torch.full(s.shape[:-1], -math.inf, dtype=torch.float64, device=q.device)
+    else:
+        lse = torch.logsumexp(s.detach(), -1)
+    no_key = (lse == -math.inf)[..., None]
+    p = torch.softmax(s.masked_fill(no_key, 0.0), -1).masked_fill(no_key, 0.0)
+    out = p @ vv
+    grads = torch.autograd.grad(out, (q, k, v), dy, allow_unused=True)
+    dq, dk, dv = (torch.zeros_like(x) if gx is None else gx for x, gx in zip((q, k, v), grads))
+    y = out.detach()
+    if c["tk"] > 0:
+        y = y.masked_fill(no_key, math.nan)
+    return y, lse, dq.detach(), dk.detach(), dv.detach()
+
+
+def compare_backward(name, got, want, dtype):
+    """'' when output `name` (BACKWARD_OUTPUTS) matches, else what differs. y as compare();
+    lse: -inf exactly where the reference's, else within LSE_TOLERANCE; gradients: no NaN, and
+    |got - ref| <= atol * max(1, max |ref|) + rtol |ref| with the dtype's tolerance (a gradient
+    sums over the other length: its error scales with its largest elements)."""
+    if name == "y":
+        return compare(got, want, dtype)
+    if tuple(got.shape) != tuple(want.shape):
+        return f"shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    got = got.double()
+    if bool(torch.isnan(got).any()):
+        return f"NaN at {int(torch.isnan(got).sum())} elements"
+    if name == "lse":
+        inf_got, inf_want = torch.isinf(got), torch.isinf(want)
+        if not torch.equal(inf_got, inf_want) or not torch.equal(got[inf_got], want[inf_want]):
+            return (f"-inf at {int(inf_got.sum())} elements, the reference at "
+                    f"{int(inf_want.sum())}")
+        rtol, atol = LSE_TOLERANCE
+        got, want = got[~inf_want], want[~inf_want]
+    else:
+        rtol, atol = TOLERANCE[dtype]
+        if want.numel():
+            atol *= max(1.0, float(want.abs().max()))
+    err = (got - want).abs()
+    bound = atol + rtol * want.abs()
+    if err.numel() and bool((err > bound).any()):
+        worst = int((err - bound).argmax())
+        return (f"max abs err {float(err.max()):.3g} (at flat {worst}: "
+                f"{float(got.reshape(-1)[worst]):.6g} vs {float(want.reshape(-1)[worst]):.6g}; "
+                f"rtol {rtol}, atol {atol:.3g})")
+    return ""
+
+
 def describe(c):
     m = ""
     if c["mask"]:
@@ -120,19 +208,21 @@ def run_group(name, every_config, results):
     if info["status"] != "ok":
         results.append({"name": name, "status": "SKIP", "detail": [info["status"]]})
         return
-    tuned = name in TUNED_GROUPS
+    backward = info.get("kind") == "backward"
+    tuned = name in TUNED_GROUPS or backward
     os.environ["COIL_TRITON_AUTOTUNE"] = "1" if tuned else "0"
     start = time.time()
     mod = runtime.load_module(os.path.join(d, "module.py"), name=f"coil_attn_{name}")
     cases = info["cases"]
-    inputs = []
+    inputs, refs = [], []
     for i, c in enumerate(cases):
-        inputs += make_inputs(c, seed=1000 * len(name) + i)
-    refs, pos = [], 0
-    for c in cases:
-        n = 4 if c["mask"] else 3
-        refs.append(reference(c, inputs[pos:pos + n]))
-        pos += n
+        if backward:
+            args = make_backward_inputs(c, seed=1000 * len(name) + i)
+            refs.append(backward_reference(c, args))
+        else:
+            args = make_inputs(c, seed=1000 * len(name) + i)
+            refs.append(reference(c, args))
+        inputs += args
     tuners = heuristics.autotuners_of(mod)
     rounds = [None] + (list(range(max(len(t.configs) for t in tuners))) if every_config and tuned
                        and tuners else [])
@@ -142,10 +232,16 @@ def run_group(name, every_config, results):
             t.select(r)
         outs = mod.call(list(inputs))
         torch.cuda.synchronize()
-        for i, (c, got, want) in enumerate(zip(cases, outs, refs)):
-            why = compare(got, want, c["dtype"])
+        label = "autotuned" if r is None else f"config #{r}"
+        for i, (c, want) in enumerate(zip(cases, refs)):
+            if backward:
+                for n, got, w in zip(BACKWARD_OUTPUTS, outs[5 * i:5 * i + 5], want):
+                    why = compare_backward(n, got, w, c["dtype"])
+                    if why:
+                        problems[i].append(f"[{label}] {n}: {why}")
+                continue
+            why = compare(outs[i], want, c["dtype"])
             if why:
-                label = "autotuned" if r is None else f"config #{r}"
                 problems[i].append(f"[{label}] {why}")
     for t in tuners:
         t.select(None)

@@ -487,8 +487,8 @@ def _cuda_probe(gm):
                                          ("cudnn", torch.bfloat16)])
 def test_cuda_codegen_takes_forward_and_backward(kind, dtype):
     """The graphs the CUDA rows build (the attention op with masks and the top-left triangle,
-    attention_lse and attention_grad with grouped heads, written out on cuda) generate Triton
-    modules."""
+    attention_lse and attention_grad with grouped heads) generate Triton modules: the flash
+    templates, forward and backward (one attention_grad kernel per gradient)."""
     b, h, hkv, tq, tk, d = 2, 4, 2, 7, 40, 16
     if kind in ("flash", "cudnn"):
         tk = tq
@@ -530,8 +530,12 @@ def test_cuda_codegen_takes_forward_and_backward(kind, dtype):
         gm, _ = build(CPU_BW, binputs, ["do", "q", "k", "v", "o", "lse", 0.0, True],
                       {"attn_mask": "m"}, [0, 1, 2])
     src = _cuda_probe(gm)
-    # cuda writes attention_grad out (no flash backward template yet): pointwise and matmul
-    # kernels named after it, never the forward's flash template.
     assert "@triton.jit" in src and not re.search(r"tem_fused_attention_\d", src)
-    if kind != "efficient":  # (the attn_bias gradient writes the whole backward out itself)
-        assert "fused_attention_grad" in src
+    if kind != "efficient":
+        # The backward templates: three attention_grad kernels (wrt q, k, v), no matmul.
+        grads = re.findall(r"kernel='(grad_[qkv])'", src)
+        assert sorted(grads) == ["grad_k", "grad_q", "grad_v"], grads
+        assert len(re.findall(r"def triton_tem_fused_attention_grad\w*\(", src)) == 3
+        assert "torch.mm" not in src and "torch.matmul" not in src
+    else:  # the bridge writes the whole backward out for the attn_bias gradient (dS itself)
+        assert "kernel='grad_" not in src

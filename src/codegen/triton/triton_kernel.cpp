@@ -8,6 +8,7 @@
 #include "codegen/code_writer.h"
 #include "codegen/kernel_names.h"
 #include "codegen/triton/triton_attention.h"
+#include "codegen/triton/triton_attention_backward.h"
 #include "codegen/triton/triton_printer.h"
 #include "ir/loop_extents.h"
 #include "support/check.h"
@@ -960,7 +961,11 @@ class TritonKernelPrinter {
 }  // namespace
 
 TritonKernelSource generate_triton_kernel(const TritonProgramPlan& plan, size_t k, int index) {
-  if (plan.kernels[k].attention) return generate_triton_attention_kernel(plan, k, index);
+  if (const auto& a = plan.kernels[k].attention) {
+    if (a->kernel != AttentionKernel::forward)
+      return generate_triton_attention_backward_kernel(plan, k, index);
+    return generate_triton_attention_kernel(plan, k, index);
+  }
   return TritonKernelPrinter(plan, k, index).generate();
 }
 

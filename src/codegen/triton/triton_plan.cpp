@@ -302,14 +302,14 @@ class Planner {
   }
 
   /// An attention computation as a flash-attention triton_tem kernel: q, k, v (and the mask)
-  /// read through the spec's strides, the result stored contiguously. Its body (loads of the
-  /// operands, the store of the result) makes the planner keep those buffers in memory.
+  /// read through the spec's strides, the result stored contiguously; attention_lse and
+  /// attention_grad (a backward `kernel`) as the backward templates
+  /// (triton_attention_backward.h), which also read out, grad_out and lse contiguously. Its body
+  /// (loads of the operands, the store of the result) makes the planner keep those buffers in
+  /// memory.
   void plan_attention(int computation) {
     const ComputedBuffer& c = comp(computation);
     const AttentionSpec& a = *c.attention;
-    // attention_lse and attention_grad are written out on cuda (pipeline.cpp).
-    COIL_ASSERT(a.kernel == AttentionKernel::forward,
-                "attention's backward kernels are CPU-only; cuda writes them out");
     TritonKernelPlan k;
     k.kind = TritonKernelKind::Template;
     k.attention = c.attention;
@@ -320,7 +320,7 @@ class Planner {
     k.origins = c.origin_names;
     k.provenance = c.origins;
     int64_t biggest = 0;
-    for (int b : {a.q, a.k, a.v, a.mask, c.buffer})
+    for (int b : {a.q, a.k, a.v, a.mask, a.out, a.grad_out, a.lse, c.buffer})
       if (b >= 0) {
         biggest = std::max(biggest, index_extent(b));
         int32_guard(b);

@@ -21,7 +21,8 @@
 // Extern calls (matmul, conv2d) are library calls through torch in the wrapper. A matmul
 // template with a pointwise epilogue becomes a triton_tem kernel (tl.dot K loop, the epilogue on
 // the accumulator tile) plus that epilogue as its own kernel for the torch.mm choice. An
-// attention Extern becomes a triton_tem flash-attention kernel (triton_attention.h).
+// attention Extern becomes a triton_tem flash-attention kernel (triton_attention.h; its backward
+// ops attention_lse and attention_grad, triton_attention_backward.h).
 #pragma once
 
 #include <cstdint>
@@ -116,7 +117,8 @@ struct TritonKernelPlan {
   std::shared_ptr<const MatmulSpec> matmul;
   int acc_buffer = -1;
   /// Flash-attention template kernels (kind Template, no matmul): the attention they compute
-  /// (triton_attention.h prints them; `body` only names the operands and the result).
+  /// (triton_attention.h prints the forward, triton_attention_backward.h the backward kernels;
+  /// `body` only names the operands and the result).
   std::shared_ptr<const AttentionSpec> attention;
   int attention_out = -1;      // the result buffer
   std::string prefix() const;  // triton_poi / triton_per / triton_red / triton_tem
