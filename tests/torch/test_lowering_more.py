@@ -779,6 +779,73 @@ def test_copy_into_inputs_and_intermediates():
                                                 eager=True)[0]
 
 
+def test_in_place_ops_with_a_functional_row():
+    """An in-place op whose functional twin has a row (mutation.inplace_row) is that row plus a
+    write into its first argument: index_put_ (x[:, i] = v, as 1.13 traces it: a write into a
+    full slice of the input), index_copy_, add_ with a dtype kept, masked_fill_, an
+    intermediate's mul_; a write into part of an input is still refused."""
+    g = _gen(34)
+    x, y = torch.randn(3, 6, 4, generator=g), torch.randn(3, 2, 4, generator=g)
+    idx = torch.tensor([4, 1])
+
+    def put(a, b, i):
+        a[:, i] = b
+        return a.sum(1)
+
+    _check_writes(put, x, y, idx)
+    _check_writes(lambda a, b, i: a.index_copy_(1, i, b) * 2, x, y, idx)
+    _check_writes(lambda a, b, i: (a.index_put_((i,), a[i] * 3, accumulate=True), a)[1] - 1,
+                  x, y, torch.tensor([2, 0, 2]))
+    n = torch.arange(12).reshape(3, 4)
+    _check_writes(lambda a, b: a.add_(b[0, 0].round().long()) + b.sum(0), n,
+                  torch.randn(2, 4, generator=g) * 4)
+    _check_writes(lambda a, b: a.masked_fill_(a > 0.5, -1.0).exp() + b.sum(), x, y)
+
+    def intermediate(a, b):
+        t = a * 2
+        t.mul_(b.mean())
+        return t.sum(0)
+
+    _check_writes(intermediate, x, y)
+    assert "part of the input" in _check_writes(lambda a, b: a[1].add_(b[0, 0]) * 2, x, y,
+                                                eager=True)[0]
+
+
+def test_kv_cache_written_in_place_at_each_step():
+    """A decode step that writes its new key and value into preallocated caches at a position
+    tensor (index_copy_, the in-place KV cache of issue 24) compiles whole: every step's output
+    and both caches after it equal eager's."""
+    B, H, T, D = 1, 2, 16, 8
+    g = _gen(35)
+    wq, wk, wv = (torch.randn(H * D, H * D, generator=g) * 0.2 for _ in range(3))
+
+    def step(x, kc, vc, pos):
+        q, k, v = ((x @ w).view(B, 1, H, D).transpose(1, 2) for w in (wq, wk, wv))
+        kc.index_copy_(2, pos, k)
+        vc.index_copy_(2, pos, v)
+        s = (q @ kc.transpose(2, 3)) / D ** 0.5
+        s = s.masked_fill(torch.arange(T).view(1, 1, 1, T) > pos, float("-inf"))
+        return (s.softmax(-1) @ vc).transpose(1, 2).reshape(B, 1, H * D)
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+    kc, vc = torch.zeros(B, H, T, D), torch.zeros(B, H, T, D)
+    x0 = torch.randn(B, 1, H * D, generator=g)
+    args = [x0, kc, vc, torch.tensor([0])]
+    gm = make_fx(step, decomposition_table=lowering.DECOMPOSITIONS)(*[a.clone() for a in args])
+    fx_compile._ensure_shapes(gm, [a.clone() for a in args])
+    compiled = fx_compile.compile_fx(gm, [a.clone() for a in args], OPTIONS)
+    assert compiled is not gm  # not left to eager
+    mine = [kc.clone(), vc.clone()]
+    theirs = [kc.clone(), vc.clone()]
+    for p in range(5):
+        x = torch.randn(B, 1, H * D, generator=g)
+        pos = torch.tensor([p])
+        torch.testing.assert_close(compiled(x, *mine, pos), step(x, *theirs, pos), rtol=1e-5,
+                                   atol=1e-6)
+        for a, b in zip(mine, theirs):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def _stale_view(a, b):
     t = a * 2
     v = t.view(20)

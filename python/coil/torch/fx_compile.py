@@ -628,10 +628,11 @@ def compile_fx(gm, example_inputs, options=None):
         return _compile_symbolic(gm, example_inputs, options, device)
     mutating = [n for n in gm.graph.nodes if n.op == "call_function" and _mutates(n)]
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _supported(n)]
-    # copy_ and copy_to (rows: mutation.py) are taken in a graph coil compiles whole; other
-    # in-place ops, or a copy in a graph that must be partitioned, leave the graph to eager
-    from .mutation import COPY_OPS
-    writers = [n for n in mutating if str(n.target) not in COPY_OPS or unsupported]
+    # copy_, copy_to and in-place ops with a functional row (mutation.py) are taken in a graph
+    # coil compiles whole; other in-place ops, or a write in a graph that must be partitioned,
+    # leave the graph to eager
+    from .mutation import takes_write
+    writers = [n for n in mutating if not takes_write(n, lowering.ROWS) or unsupported]
     if writers:
         _log_fallback("the graph", f"{writers[0].target} writes its input in place (coil "
                       "compiles functional graphs)")

@@ -533,7 +533,11 @@ def row_for(node):
     """The row of an FX call_function node, or None."""
     if node.target is operator.getitem:
         return ROWS["<built-in function getitem>"]
-    return ROWS.get(str(node.target))
+    row = ROWS.get(str(node.target))
+    if row is None:  # an in-place op whose functional twin has a row (mutation.py)
+        from .mutation import inplace_row
+        row = inplace_row(node, ROWS)
+    return row
 
 
 def supported_ops():

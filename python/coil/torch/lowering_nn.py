@@ -406,12 +406,6 @@ def _one_index(node_indices, indices):
     return pos, v
 
 
-@lowers("aten.index_put_.default")
-def _index_put_inplace(L, node, args, kwargs):
-    # index_put and _unsafe_index_put are lowering_scatter.py's rows
-    raise Unsupported("in-place index_put_")
-
-
 def _adjacent_indices(L, node, x, indices):
     """x[..., i0, i1, ..., ik-1, ...] for integer index tensors of adjacent dims p..p+k-1
     (broadcast together; None, i.e. a full slice, elsewhere): one gather along dim p of x with

@@ -1,6 +1,9 @@
 """In-place writes inside a graph coil compiles whole: copy_ into a graph input or an
 intermediate (torch's decompositions of instance norm, functionalization's write-back of
-mutated inputs) and batch norm's running statistics in training mode.
+mutated inputs), batch norm's running statistics in training mode, and any in-place aten op
+whose functional form has a row (`inplace_row`: index_put_, index_copy_, add_, fill_, ...: a
+KV cache written at a position, as torch 1.13 traces `cache[:, :, pos] = k` or
+`cache.index_copy_(2, pos, k)` without functionalizing).
 
 coil's values are never views, so a write is made functional while the graph is lowered, in
 node order: the written node (and the nodes that are the same tensor under another name:
@@ -25,8 +28,9 @@ import torch
 from .lowering import Unsupported, Value, lowers, meta_of
 
 _SAME_TENSOR_OPS = {"aten.alias.default", "aten.detach.default"}
+# (a slice to the same shape is the whole tensor: `x[:, :]`, as 1.13 traces `x[:, :, i] = v`)
 _SAME_SHAPE_VIEWS = {"aten.view.default", "aten._reshape_alias.default", "aten.reshape.default",
-                     "aten._unsafe_view.default", "aten.expand.default"}
+                     "aten._unsafe_view.default", "aten.expand.default", "aten.slice.Tensor"}
 
 
 def _is_view(node):
@@ -136,3 +140,40 @@ def _copy_(L, node, args, kwargs):
         new = Value(L.op("expand", [new], {"shape": list(shp)}))
     write(L, node, node.args[0], new)
     return new
+
+
+def _functional_name(node):
+    """aten.X_.overload's functional twin aten.X.overload, when the op writes its first argument
+    and nothing else (the in-place convention: it returns that argument); else None."""
+    name = str(node.target)
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not name.startswith("aten.") or name.count(".") != 2:
+        return None
+    _, op, overload = name.split(".")
+    if not op.endswith("_") or op.startswith("_") or name in COPY_OPS:
+        return None
+    written = [i for i, a in enumerate(schema.arguments)
+               if a.alias_info is not None and a.alias_info.is_write]
+    return f"aten.{op[:-1]}.{overload}" if written == [0] else None
+
+
+def inplace_row(node, rows):
+    """The row of an in-place op (`rows`: lowering.ROWS): its functional twin's row, the
+    result cast to the written tensor's dtype (as in-place ops keep it) and written into the
+    first argument (`write`); None when the op has no twin with a row."""
+    twin = _functional_name(node)
+    fn = rows.get(twin) if twin else None
+    if fn is None:
+        return None
+
+    def row(L, node, args, kwargs):
+        shp, dt = meta_of(node.args[0])
+        new = L.cast(fn(L, node, args, kwargs), dt)
+        write(L, node, node.args[0], new)
+        return new
+    return row
+
+
+def takes_write(node, rows):
+    """Whether coil lowers the in-place node (in a graph it compiles whole)."""
+    return str(node.target) in COPY_OPS or inplace_row(node, rows) is not None
