@@ -113,6 +113,7 @@ class Generator {
   int make_composite();
   int make_linalg();
   int make_conv_pool();
+  int make_attention();
   int make_source();
   int step();
 

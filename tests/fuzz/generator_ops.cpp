@@ -358,4 +358,60 @@ int Generator::make_source() {
   return add("iota", {}, attrs);
 }
 
+// attention and its backward ops: q [B, H, Tq, D] (a 4-D floating value of static sizes, or a
+// new input), k and v inputs with Hkv dividing H (Tk may be 0), maybe a bool or additive mask
+// of a broadcast shape, causal and scale; then attention itself, its logsumexp, or one of its
+// gradients (out = attention(...), grad_out an input, lse = attention_lse(...)).
+int Generator::make_attention() {
+  int q = pick([&](int v) {
+    if (!floating(v) || rank(v) != 4) return false;
+    for (const sym::Expr& d : shape(v))
+      if (!d.is_const()) return false;
+    return dim_value(v, 3) <= 40 && dim_value(v, 2) <= 80 && numel(shape(v)) <= 8192;
+  });
+  if (q < 0)
+    q = add_input(pick_float_dtype(),
+                  Shape{sym::Expr(uniform(1, 2)), sym::Expr(pick<int64_t>({1, 2, 3, 4, 6})),
+                        sym::Expr(chance(0.8) ? uniform(1, 40) : pick<int64_t>({64, 65, 80})),
+                        sym::Expr(pick<int64_t>({1, 4, 8, 16, 24, 32}))});
+  const DType t = dtype(q);
+  const int64_t b = dim_value(q, 0), h = dim_value(q, 1), tq = dim_value(q, 2), d = dim_value(q, 3);
+  std::vector<int64_t> hs = divisors(h);
+  const int64_t hkv = hs.empty() ? h : hs[static_cast<size_t>(uniform(0, ssize(hs) - 1))];
+  const int64_t tk = chance(0.05) ? 0 : chance(0.8) ? uniform(1, 50) : pick<int64_t>({64, 100});
+  const int64_t dv = chance(0.5) ? d : uniform(1, 32);
+  COIL_USER_CHECK(b * h * std::max<int64_t>(tq, 1) * std::max<int64_t>(tk, 1) * std::max(d, dv) <=
+                      (int64_t{1} << 20),
+                  "fuzz: too big");
+  auto sz = [](std::vector<int64_t> dims) {
+    Shape s;
+    for (int64_t x : dims) s.push_back(sym::Expr(x));
+    return s;
+  };
+  int k = add_input(t, sz({b, hkv, tk, d})), v = add_input(t, sz({b, hkv, tk, dv}));
+  int mask = -1;
+  if (chance(0.35)) {
+    const std::vector<std::vector<int64_t>> shapes = {
+        {tk}, {tq, tk}, {b, 1, tq, tk}, {1, h, tq, 1}, {b, h, tq, tk}};
+    DType mt = weighted({50, 35, 15}) == 0 ? DType::Bool : chance(0.7) ? DType::F32 : t;
+    mask = add_input(mt, sz(shapes[static_cast<size_t>(uniform(0, ssize(shapes) - 1))]));
+  }
+  Attrs attrs;
+  if (chance(0.4)) attrs.set("causal", true);
+  if (chance(0.2)) attrs.set("scale", pick<double>({0.3, 1.0}));
+  auto with_mask = [&](std::vector<int> in) {
+    if (mask >= 0) in.push_back(mask);
+    return in;
+  };
+  const size_t which = weighted({50, 15, 35});
+  if (which == 0) return add("attention", with_mask({q, k, v}), attrs);
+  int lse = add("attention_lse", with_mask({q, k}), attrs);
+  if (which == 1) return lse;
+  int out = add("attention", with_mask({q, k, v}), attrs);
+  int grad_out = add_input(t, sz({b, h, tq, dv}));
+  Attrs grad_attrs = attrs;
+  grad_attrs.set("wrt", std::string(pick<const char*>({"q", "k", "v"})));
+  return add("attention_grad", with_mask({q, k, v, out, grad_out, lse}), grad_attrs);
+}
+
 }  // namespace coil::fuzz

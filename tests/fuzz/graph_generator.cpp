@@ -449,7 +449,7 @@ int Generator::make_clamp() {
 }
 
 int Generator::step() {
-  switch (weighted({16, 20, 5, 7, 3, 18, 2, 2, 10, 7, 7, 4, 2})) {
+  switch (weighted({16, 20, 5, 7, 3, 18, 2, 2, 10, 7, 7, 4, 2, 2})) {
     case 0:
       return make_unary();
     case 1:
@@ -474,6 +474,8 @@ int Generator::step() {
       return make_linalg();
     case 11:
       return make_conv_pool();
+    case 13:
+      return make_attention();
     default:
       return make_source();
   }
