@@ -811,6 +811,19 @@ def test_in_place_ops_with_a_functional_row():
                                                 eager=True)[0]
 
 
+def test_in_place_ops_listed_and_metadata_ops_refused():
+    """`python -m coil.torch --ops` lists the in-place overloads taken through their functional
+    row; ops that change a tensor's metadata (transpose_, squeeze_, as_strided_) or storage
+    (resize_as_) are not among them, and a graph with one runs in eager."""
+    listed = set(lowering.supported_inplace_ops())
+    assert {"aten.index_put_.default", "aten.index_copy_.default", "aten.add_.Tensor",
+            "aten.masked_fill_.Scalar"} <= listed
+    assert not {"aten.transpose_.default", "aten.squeeze_.dim", "aten.as_strided_.default",
+                "aten.resize_as_.default", "aten.t_.default"} & listed
+    x = torch.randn(4, 4, generator=_gen(36))
+    assert "writes its input in place" in _check_writes(lambda a: a.t_() + 1, x, eager=True)[0]
+
+
 def test_kv_cache_written_in_place_at_each_step():
     """A decode step that writes its new key and value into preallocated caches at a position
     tensor (index_copy_, the in-place KV cache of issue 24) compiles whole: every step's output

@@ -15,6 +15,10 @@ def main():
     print("# lowered by coil (python/coil/torch/lowering*.py)")
     for name in lowering.supported_ops():
         print(name)
+    print("# in place, as their functional form plus a write into the first argument "
+          "(python/coil/torch/mutation.py), in graphs coil compiles whole")
+    for name in lowering.supported_inplace_ops():
+        print(name)
     print("# decomposed by torch._decomp before lowering (what they become may still fall back)")
     for op in sorted({str(k) for k in lowering.DECOMPOSITIONS}):
         print(op)

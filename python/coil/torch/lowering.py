@@ -545,6 +545,27 @@ def supported_ops():
     return sorted(k for k in ROWS if not k.startswith("<"))
 
 
+def supported_inplace_ops():
+    """The in-place aten overloads (X_) whose functional form has a row (mutation.inplace_row),
+    sorted: those this torch has."""
+    from .mutation import inplace_row
+    found = set()
+    for name in supported_ops():
+        parts = name.split(".")
+        if len(parts) != 3 or parts[0] != "aten":
+            continue
+        packet = getattr(torch.ops.aten, parts[1] + "_", None)
+        op = getattr(packet, parts[2], None) if packet is not None else None
+        if op is None:
+            continue
+
+        class _Node:  # what inplace_row reads of an FX node
+            target = op
+        if inplace_row(_Node, ROWS) is not None:
+            found.add(str(op))
+    return sorted(found)
+
+
 from . import lowering_nn  # noqa: E402,F401  (registers its rows)
 from . import lowering_math  # noqa: E402,F401
 from . import lowering_bessel  # noqa: E402,F401

@@ -150,11 +150,19 @@ def _functional_name(node):
     if schema is None or not name.startswith("aten.") or name.count(".") != 2:
         return None
     _, op, overload = name.split(".")
-    if not op.endswith("_") or op.startswith("_") or name in COPY_OPS:
-        return None
+    if not op.endswith("_") or op.startswith("_") or name in COPY_OPS or op.startswith("resize"):
+        return None  # (resize_, resize_as_: storage, not values)
     written = [i for i, a in enumerate(schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]
-    return f"aten.{op[:-1]}.{overload}" if written == [0] else None
+    if written != [0]:
+        return None
+    # A twin that returns a view (transpose, squeeze, as_strided, ...) means the in-place op
+    # changes the tensor's metadata, not its data: not a write of values.
+    twin = getattr(getattr(torch.ops.aten, op[:-1], None), overload, None)
+    twin_schema = getattr(twin, "_schema", None)
+    if twin_schema is None or any(r.alias_info is not None for r in twin_schema.returns):
+        return None
+    return f"aten.{op[:-1]}.{overload}"
 
 
 def inplace_row(node, rows):
@@ -168,6 +176,8 @@ def inplace_row(node, rows):
 
     def row(L, node, args, kwargs):
         shp, dt = meta_of(node.args[0])
+        if tuple(meta_of(node)[0]) != tuple(shp):
+            raise Unsupported(f"{node.target} changes its input's shape")
         new = L.cast(fn(L, node, args, kwargs), dt)
         write(L, node, node.args[0], new)
         return new
