@@ -225,6 +225,31 @@ static ReductionType reduction_type_of(std::string_view op) {
 
 TensorBox lower_reduction(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in) {
   auto axes = reduction_axes(node, static_cast<int64_t>(in[0].sizes.size()));
+  // max or min over size-1 dims only is its one element (NaN included): a view that fuses into
+  // its readers, where a reduction kernel would store a buffer. torch's index_put at one
+  // position reduces over its one index this way (a KV cache written per decode step: 16 such
+  // buffers of the cache's size per step, 42% of a decoder's time). sum and prod keep their
+  // kernel (0 + -0.0 is +0.0: the view would keep the sign).
+  const std::string_view op = node.op_name();
+  const bool single = !axes.empty() && std::all_of(axes.begin(), axes.end(), [&](int64_t a) {
+    return in[0].sizes[static_cast<size_t>(a)] == sym::Expr(1);
+  });
+  if (single && (op == "max" || op == "min") && node.type.dtype == in[0].dtype) {
+    const TensorBox src = in[0];
+    const bool keepdim = node.type.shape.size() == src.sizes.size();
+    return TensorBox{
+        node.type.dtype, node.type.shape, [src, axes, keepdim](LoopBody& b, const Index& idx) {
+          Index at;
+          size_t k = 0;
+          for (size_t d = 0; d < src.sizes.size(); ++d) {
+            const bool reduced =
+                std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+            at.push_back(reduced ? sym::Expr(0) : idx[keepdim ? d : k]);
+            if (!reduced || keepdim) ++k;
+          }
+          return src.load(b, at);
+        }};
+  }
   return ctx.reduce(in[0], axes, reduction_type_of(node.op_name()), node.type.dtype,
                     node.type.shape);
 }

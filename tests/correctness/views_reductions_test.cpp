@@ -217,6 +217,24 @@ TEST(Reductions, LongAndOddSizes) {
   }
 }
 
+// max or min over size-1 dims only (torch's index_put of one position reduces over its one
+// index so) lowers to a view of its input, fused into its reader: no reduction computation;
+// NaN and -inf pass through, keepdim or not; sum keeps its kernel (0 + -0.0 is +0.0).
+TEST(Reductions, MaxOverSizeOneDimsIsAView) {
+  Graph g = graph_from_text(
+      "input x: f32[3, 1, 4]\ninput y: i32[1, 1, 5]\na = max(x) {axes=[1]}\n"
+      "b = min(x) {axes=[1], keepdim=true}\nc = max(y) {axes=[0, 1]}\nd = relu(a)\n"
+      "s = sum(x) {axes=[1]}\noutput b\noutput c\noutput d\noutput s\n");
+  IrProgram p = lower_graph(decompose_and_bind(g, {}));
+  int reductions = 0;
+  for (const ComputedBuffer& c : p.computations) reductions += c.is_reduction() ? 1 : 0;
+  EXPECT_EQ(reductions, 1);  // the sum's
+  std::vector<Tensor> in = random_inputs(g, 3);
+  in[0].data_as<float>()[0] = NAN;
+  in[0].data_as<float>()[5] = -INFINITY;
+  EXPECT_TRUE(matches_reference(g, in));
+}
+
 TEST(Reductions, LongSumsAreAccurate) {
   // 0.1f summed 2^24 times: one running f32 accumulator per lane drifts by ~2.5e-4 relative;
   // the cascade keeps the error near 1e-5 (Inductor issue #154703).
