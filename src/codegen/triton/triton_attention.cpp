@@ -27,12 +27,7 @@ class AttentionPrinter : public triton_attention::AttentionTextBase {
     out.args.push_back({a_.v, false, "arg_V"});
     if (a_.mask >= 0) out.args.push_back({a_.mask, false, "arg_mask"});
     out.args.push_back({k_.attention_out, true, "out_ptr0"});
-    std::vector<std::string> params = add_arg_layouts(out);
-    w_.line("@triton.jit");
-    // The size arguments (ks0, ...) are known once the body is printed: a placeholder.
-    w_.linef("def {}({}{}BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):", out.name,
-             fmt::join(params, ", "), kSizeArgs);
-    w_.indent();
+    open_kernel(out);
     emit_body();
     w_.dedent();
     finish(out);
@@ -49,11 +44,6 @@ class AttentionPrinter : public triton_attention::AttentionTextBase {
  private:
   void emit_body() {
     const int64_t bd = padded_dim(a_.head_dim), bdv = padded_dim(a_.value_dim);
-    // A symbolic length may be any: masked.
-    even_m_ = !symbolic(a_.q_len) && every_block_divides(a_.q_len);
-    even_n_ = !symbolic(a_.kv_len) && every_block_divides(a_.kv_len);
-    pad_d_ = bd != a_.head_dim;
-    pad_dv_ = bdv != a_.value_dim;
     const std::string wide = k_.int64_index ? ".to(tl.int64)" : "";
     w_.linef("# flash attention: q [{}, {}, {}, {}], k [{}, {}, {}, {}], v [..., {}]{}{}",
              names(a_.batch), names(a_.heads), names(a_.q_len), a_.head_dim, names(a_.batch),

@@ -53,19 +53,9 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
     }
     if (a_.mask >= 0) out.args.push_back({a_.mask, false, "arg_mask"});
     out.args.push_back({k_.attention_out, true, "out_ptr0"});
-    std::vector<std::string> params = add_arg_layouts(out);
-    w_.line("@triton.jit");
-    // The size arguments (ks0, ...) are known once the body is printed: a placeholder.
-    w_.linef("def {}({}{}BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):", out.name,
-             fmt::join(params, ", "), kSizeArgs);
-    w_.indent();
+    open_kernel(out);
     bd_ = padded_dim(a_.head_dim);
     bdv_ = padded_dim(a_.value_dim);
-    // A symbolic length may be any: masked.
-    even_m_ = !symbolic(a_.q_len) && every_block_divides(a_.q_len);
-    even_n_ = !symbolic(a_.kv_len) && every_block_divides(a_.kv_len);
-    pad_d_ = bd_ != a_.head_dim;
-    pad_dv_ = bdv_ != a_.value_dim;
     wide_ = k_.int64_index ? ".to(tl.int64)" : "";
     group_ = a_.kv_heads > 0 ? a_.heads / a_.kv_heads : 1;
     emit_header();

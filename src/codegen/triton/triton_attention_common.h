@@ -159,6 +159,22 @@ class AttentionTextBase {
                        plan_.fp32_precision == Fp32Precision::highest ? "ieee" : "tf32");
   }
 
+  /// Prints `@triton.jit` and the kernel's def line for out.args (their layouts added to
+  /// `out`), indents into the body, and sets the block flags every body reads.
+  void open_kernel(TritonKernelSource& out) {
+    std::vector<std::string> params = add_arg_layouts(out);
+    w_.line("@triton.jit");
+    // The size arguments (ks0, ...) are known once the body is printed: a placeholder.
+    w_.linef("def {}({}{}BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):", out.name,
+             fmt::join(params, ", "), kSizeArgs);
+    w_.indent();
+    // A symbolic length may be any: masked.
+    even_m_ = !symbolic(a_.q_len) && every_block_divides(a_.q_len);
+    even_n_ = !symbolic(a_.kv_len) && every_block_divides(a_.kv_len);
+    pad_d_ = padded_dim(a_.head_dim) != a_.head_dim;
+    pad_dv_ = padded_dim(a_.value_dim) != a_.value_dim;
+  }
+
   /// "rd[None, :] < D" where the head dim is padded (empty otherwise); pad_dv for Dv.
   std::string pad_d(const std::string& rd = "rd[None, :]") const {
     return pad_d_ ? fmt::format("{} < {}", rd, a_.head_dim) : "";
