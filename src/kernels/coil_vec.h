@@ -51,6 +51,7 @@
 #include "coil_vec_reduce.h"
 
 namespace coil {
+inline namespace COIL_VEC_ISA {
 
 /// Scalar math that is the vector kernels' math: lane 0 of the Vectorized function on a
 /// broadcast value. Scalar loops print these (cpp_printer.cpp), not <cmath>'s, because one
@@ -99,4 +100,5 @@ inline T pow(T x, T y) {
 }
 
 }  // namespace lane
+}  // namespace COIL_VEC_ISA
 }  // namespace coil

@@ -35,6 +35,7 @@ __m256 _ZGVdN8v_cosf(__m256 x) noexcept __attribute__((const));
 #endif
 
 namespace coil {
+inline namespace COIL_VEC_ISA {
 namespace vec_detail {
 
 /// All-ones in the first n 32-bit (64-bit) lanes, 0 <= n <= 8 (4).
@@ -500,6 +501,7 @@ inline void transpose_tile(const float* src, int64_t src_stride, float* dst, int
   for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * dst_stride, t[i]);
 }
 
+}  // namespace COIL_VEC_ISA
 }  // namespace coil
 
 #undef COIL_MVEC_OR_SLEEF  // only the Ops above choose with it

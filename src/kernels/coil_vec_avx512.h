@@ -45,6 +45,7 @@ __m512 _ZGVeN16v_cosf(__m512 x) noexcept __attribute__((const));
 #endif
 
 namespace coil {
+inline namespace COIL_VEC_ISA {
 namespace vec_detail {
 
 /// The first n lanes (0 <= n <= 16).
@@ -527,6 +528,7 @@ inline void transpose_tile(const float* src, int64_t src_stride, float* dst, int
   for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * dst_stride, t[i]);
 }
 
+}  // namespace COIL_VEC_ISA
 }  // namespace coil
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -13,7 +13,25 @@
 #include "coil_kernel.h"
 #include "coil_types.h"
 
+// Everything of the vector headers lives in an inline namespace named after the ISA
+// (coil::vec_avx512::Vectorized, written coil::Vectorized as before). One library may link
+// kernels of several ISAs (libcoil_vmath: the avx512 and avx2 attention and GEMM instances),
+// and an inline function that one translation unit emits out of line is a weak symbol the
+// linker merges with another ISA's copy of the same name: the avx2 attention kernel once got
+// the avx512 transpose_tile (16 lanes for its 8) and overran its buffers. Distinct names keep
+// each ISA's copies apart.
+#if defined(COIL_CPU_AVX512)
+#define COIL_VEC_ISA vec_avx512
+#elif defined(COIL_CPU_AVX2)
+#define COIL_VEC_ISA vec_avx2
+#elif defined(COIL_CPU_NEON)
+#define COIL_VEC_ISA vec_neon
+#else
+#define COIL_VEC_ISA vec_scalar
+#endif
+
 namespace coil {
+inline namespace COIL_VEC_ISA {
 
 /// One SIMD register of T, T in {float, double, int32_t, int64_t} (coil_vec_core.h).
 template <typename T>
@@ -246,4 +264,5 @@ struct VecMembers {
   }
 };
 
+}  // namespace COIL_VEC_ISA
 }  // namespace coil

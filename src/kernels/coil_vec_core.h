@@ -15,6 +15,7 @@
 #endif
 
 namespace coil {
+inline namespace COIL_VEC_ISA {
 
 /// Orders this thread's non-temporal stores (Vectorized::store_stream) before its later
 /// stores. Other threads see them after an OpenMP barrier or fork, whose locked instructions
@@ -404,4 +405,5 @@ inline void transpose_tile(const U* src, int64_t src_stride, float* dst, int64_t
   transpose_tile(wide, kLanes, dst, dst_stride, kLanes, kLanes);
 }
 
+}  // namespace COIL_VEC_ISA
 }  // namespace coil

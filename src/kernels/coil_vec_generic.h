@@ -11,6 +11,7 @@
 #include "coil_vec_base.h"
 
 namespace coil {
+inline namespace COIL_VEC_ISA {
 namespace vec_detail {
 
 #if defined(COIL_CPU_NEON)
@@ -270,6 +271,7 @@ inline void transpose_tile(const float* src, int64_t src_stride, float* dst, int
   }
 }
 
+}  // namespace COIL_VEC_ISA
 }  // namespace coil
 
 #endif  // !defined(COIL_CPU_AVX512) && !defined(COIL_CPU_AVX2)

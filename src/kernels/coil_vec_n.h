@@ -6,6 +6,7 @@
 #include "coil_vec_core.h"
 
 namespace coil {
+inline namespace COIL_VEC_ISA {
 
 // One list of the vector ops that exist as members and as free functions (coil::exp(v) is
 // v.exp()). Unary ops return a vector, binary ops take a second vector, reductions a scalar.
@@ -325,4 +326,5 @@ inline V load_mask(const bool* p, int64_t count = V::size()) {
   return V::loadu(p, count) != V(typename V::value_type(0));
 }
 
+}  // namespace COIL_VEC_ISA
 }  // namespace coil

@@ -7,6 +7,7 @@
 #include "coil_vec_n.h"
 
 namespace coil {
+inline namespace COIL_VEC_ISA {
 
 // ---- tails: combine only lanes i < count ---------------------------------------------------
 
@@ -216,4 +217,5 @@ class CascadeSum {
   int64_t count_[kLevels]{};
 };
 
+}  // namespace COIL_VEC_ISA
 }  // namespace coil
