@@ -72,8 +72,11 @@ def run(only, json_path):
         torch.manual_seed(0)
         q, k, v = (torch.randn(b, h, t, d, device="cuda", dtype=torch.bfloat16,
                                requires_grad=True) for _ in range(3))
-        flash = torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
-        with flash:
+        # sdpa_kernel is a generator-based context manager: a new one for each `with`.
+        def flash():
+            return torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+
+        with flash():
             out, lse = torch.ops.aten._scaled_dot_product_flash_attention(
                 q.detach(), k.detach(), v.detach(), 0.0, causal)[:2]
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -82,11 +85,11 @@ def run(only, json_path):
         mod = runtime.load_module(path, name=os.path.basename(path)[:-3])
         args = [q.detach(), k.detach(), v.detach(), out, dy, lse.float().contiguous()]
         dq, dk, dv = mod.call(list(args))
-        with flash:
+        with flash():
             want = torch.autograd.grad(y, (q, k, v), dy, retain_graph=True)
         err = [float((a.float() - w.float()).abs().max()) for a, w in zip((dq, dk, dv), want)]
         ms_coil = do_bench(lambda: mod.call(list(args)))
-        with flash:
+        with flash():
             ms_torch = do_bench(lambda: torch.autograd.grad(y, (q, k, v), dy, retain_graph=True))
         flops = 4 * b * h * t * t * d * 2.5 * (0.5 if causal else 1)
         configs = {tu.attention_kernel: str(next(iter(tu.chosen.values()), None))

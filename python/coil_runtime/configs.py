@@ -532,7 +532,10 @@ def attention_registers(bm, bn, warps, shape):
 # 'grad_k' and 'grad_v' (a program per key block, loops over the group's query heads and query
 # blocks) from its 32 x 128 for dk/dv; the others are smaller tiles for long head dims and
 # short lengths.
-ATTENTION_KERNELS = ("forward", "lse", "grad_q", "grad_k", "grad_v")
+# The split decoding path (src/codegen/triton/triton_attention_decode.h): 'decode_partial' is the
+# forward's program over one chunk of the keys, 'decode_combine' merges each row's chunks.
+ATTENTION_KERNELS = ("forward", "lse", "grad_q", "grad_k", "grad_v", "decode_partial",
+                     "decode_combine")
 ATTENTION_BACKWARD_CONFIGS = {
     "grad_q": ((128, 32, 3, 4), (128, 64, 3, 8), (64, 64, 2, 4), (64, 32, 3, 4), (32, 32, 2, 4)),
     "grad_k": ((32, 128, 3, 4), (64, 128, 3, 8), (64, 64, 2, 4), (32, 64, 3, 4), (16, 64, 2, 4)),
@@ -545,6 +548,21 @@ ATTENTION_BACKWARD_CONFIGS_MAX = {
         (64, 128, 2, 4), (128, 128, 2, 8), (16, 128, 3, 4), (32, 32, 2, 4)),
 }
 ATTENTION_BACKWARD_CONFIGS_MAX["grad_v"] = ATTENTION_BACKWARD_CONFIGS_MAX["grad_k"]
+
+
+# decode_partial: BLOCK_M is 16, the few query rows of a decoding step (the code generator counts
+# the programs it splits for by 16-row blocks), so the tuning is over the key block, the stages
+# and the warps; flash-decoding kernels use 16 x 64 to 16 x 128 tiles with 4 warps.
+ATTENTION_DECODE_PARTIAL_CONFIGS = (
+    (16, 64, 3, 4), (16, 128, 3, 4), (16, 32, 3, 4), (16, 64, 4, 4), (16, 128, 2, 8),
+)
+ATTENTION_DECODE_PARTIAL_CONFIGS_MAX = ATTENTION_DECODE_PARTIAL_CONFIGS + (
+    (16, 32, 4, 2), (16, 64, 2, 2), (16, 128, 4, 4), (16, 32, 2, 4), (16, 64, 5, 4),
+)
+# decode_combine: (BLOCK_M rows a program, num_warps); a program reads its rows' S chunks
+# (S * BLOCK_M * Dv f32): few rows a program give a decoding step's few rows more programs.
+ATTENTION_DECODE_COMBINE_CONFIGS = ((1, 4), (4, 4), (16, 8))
+ATTENTION_DECODE_COMBINE_CONFIGS_MAX = ATTENTION_DECODE_COMBINE_CONFIGS + ((2, 4), (8, 4), (32, 8))
 
 
 def attention_backward_shared_memory(kernel, bm, bn, stages, shape, dtype="float32"):
@@ -579,19 +597,28 @@ def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_
     """The attention list for the mode and kernel (ATTENTION_KERNELS), blocks clamped to the
     lengths (BLOCK_M to Tq, BLOCK_N to Tk), deduplicated, those over the shared memory or
     MM_MAX_ACC_REGISTERS dropped before anything compiles; when none is left, the smallest tile
-    (forward and lse: 32 queries x 16 keys, the gradients 32 x 32; one stage). mode '0': the
-    first config only."""
+    (forward and lse: 32 queries x 16 keys, decode_partial 16 x 16, the gradients 32 x 32; one
+    stage). decode_combine: its rows per program. mode '0': the first config only."""
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(f"attention kernel {kernel!r}: expected one of {ATTENTION_KERNELS}")
+    if kernel == "decode_combine":
+        table = (ATTENTION_DECODE_COMBINE_CONFIGS_MAX if mode == "max" else
+                 ATTENTION_DECODE_COMBINE_CONFIGS)
+        out = unique_configs([Config({"BLOCK_M": bm}, num_warps=warps, num_stages=1)
+                              for bm, warps in table])
+        return out[:1] if mode == "0" else out
     if kernel in ("forward", "lse"):
         table = ATTENTION_CONFIGS_MAX if mode == "max" else ATTENTION_CONFIGS
+    elif kernel == "decode_partial":
+        table = (ATTENTION_DECODE_PARTIAL_CONFIGS_MAX if mode == "max" else
+                 ATTENTION_DECODE_PARTIAL_CONFIGS)
     else:
         table = (ATTENTION_BACKWARD_CONFIGS_MAX if mode == "max" else
                  ATTENTION_BACKWARD_CONFIGS)[kernel]
     out = []
     for bm, bn, stages, warps in table:
         bm, bn = attention_block(bm, shape["q_len"]), attention_block(bn, shape["kv_len"])
-        if kernel == "forward":
+        if kernel in ("forward", "decode_partial"):
             smem = attention_shared_memory(bm, bn, stages, shape, dtype)
             regs = attention_registers(bm, bn, warps, shape)
         else:
@@ -602,9 +629,11 @@ def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_
         out.append(Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages))
     out = unique_configs(out)
     if not out:
-        out = [Config({"BLOCK_M": attention_block(32, shape["q_len"]),
-                       "BLOCK_N": attention_block(16 if kernel in ("forward", "lse") else 32,
-                                                  shape["kv_len"])},
+        out = [Config({"BLOCK_M": attention_block(16 if kernel == "decode_partial" else 32,
+                                                  shape["q_len"]),
+                       "BLOCK_N": attention_block(
+                           16 if kernel in ("forward", "lse", "decode_partial") else 32,
+                           shape["kv_len"])},
                       num_warps=4, num_stages=1)]
     return out[:1] if mode == "0" else out
 
@@ -612,7 +641,12 @@ def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_
 def attention_grid(config, shape, kernel="forward"):
     """(cdiv(Tq, BLOCK_M), B * H, 1): a program per block of query rows and (batch, head);
     for grad_k and grad_v (cdiv(Tk, BLOCK_N), B * Hkv, 1): a program per block of keys and
-    (batch, kv head). Tq = 0 still launches those (their gradients are zeros)."""
+    (batch, kv head). Tq = 0 still launches those (their gradients are zeros). decode_partial:
+    the forward's grid per chunk of keys, (cdiv(Tq, BLOCK_M), B * H, shape['splits']);
+    decode_combine: (cdiv(B * H * Tq, BLOCK_M), 1, 1), BLOCK_M rows a program."""
+    if kernel == "decode_combine":
+        rows = shape["batch"] * shape["heads"] * shape["q_len"]
+        return (cdiv(rows, config.kwargs["BLOCK_M"]), 1, 1) if rows else (0, 1, 1)
     if kernel in ("grad_k", "grad_v"):
         bh = shape["batch"] * shape["kv_heads"]
         length, block = shape["kv_len"], config.kwargs["BLOCK_N"]
@@ -622,7 +656,8 @@ def attention_grid(config, shape, kernel="forward"):
     if length == 0 or bh == 0:
         return (0, 1, 1)
     g = cdiv(length, block)
-    if g > MAX_GRID[0] or bh > MAX_GRID[1]:
-        raise ValueError(f"attention grid ({g}, {bh}) exceeds CUDA's limits (batch x heads at "
-                         f"most {MAX_GRID[1]}) for {config}")
-    return (g, bh, 1)
+    splits = shape.get("splits", 1) if kernel == "decode_partial" else 1
+    if g > MAX_GRID[0] or bh > MAX_GRID[1] or splits > MAX_GRID[2]:
+        raise ValueError(f"attention grid ({g}, {bh}, {splits}) exceeds CUDA's limits (batch x "
+                         f"heads at most {MAX_GRID[1]}) for {config}")
+    return (g, bh, splits)

@@ -202,13 +202,15 @@ def template(mm, dtype="float32", name=None, kernel_hash=None, **meta):
 
 
 def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None,
-              kernel="forward", **meta):
+              kernel="forward", splits=1, **meta):
     """A flash-attention template (triton_tem, src/codegen/triton/triton_attention.h): shape =
     {'batch', 'heads', 'kv_heads', 'q_len', 'kv_len', 'head_dim', 'value_dim'}, baked into the
     kernel; `kernel` is 'forward' or one of the backward's (triton_attention_backward.h):
-    'lse', 'grad_q', 'grad_k', 'grad_v'. The configs are configs.attention_configs fitted to
-    the shape and kernel; every mode but 'none' times them (there is no library choice), per
-    size bucket like the other kernels.
+    'lse', 'grad_q', 'grad_k', 'grad_v', or the split decoding path's
+    (triton_attention_decode.h): 'decode_partial' (a grid dimension of `splits` chunks of keys)
+    and 'decode_combine'. The configs are configs.attention_configs fitted to the shape and
+    kernel; every mode but 'none' times them (there is no library choice), per size bucket like
+    the other kernels.
 
     A size-generic module's kernel takes its sizes as arguments (ks0, ...): a symbolic entry is
     their expression as a string ('ks1'), evaluated per call from the launch's arguments; the
@@ -225,7 +227,7 @@ def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None,
                                          shared_memory=device_shared_memory(), kernel=kernel)
         return AttentionAutotuner(fn, shape, bool(causal), dtype, configs, name=name,
                                   kernel_hash=kernel_hash, meta=meta, mode=mode,
-                                  shape_exprs=exprs, kernel=kernel)
+                                  shape_exprs=exprs, kernel=kernel, splits=splits)
     return wrap
 
 
@@ -802,8 +804,8 @@ class TemplateAutotuner(CoilAutotuner):
 
 
 class AttentionAutotuner(CoilAutotuner):
-    """A flash-attention kernel (`run(Q, K, V[, mask], out)`; the backward's take their own
-    operands, `attention_kernel` says which): the shape is part of the kernel, so its configs
+    """A flash-attention kernel (`run(Q, K, V[, mask], out)`; the backward's and the split
+    decoding path's take their own operands, `attention_kernel` says which): the shape is part of the kernel, so its configs
     are timed once per kernel (the size bucket is the shape's); `flops` counts the products
     (halved when causal, the usual convention) for the autotune table."""
 
@@ -812,11 +814,13 @@ class AttentionAutotuner(CoilAutotuner):
     PRODUCTS = {"forward": ("head_dim", "value_dim"), "lse": ("head_dim",),
                 "grad_q": ("head_dim", "value_dim", "head_dim"),
                 "grad_k": ("head_dim", "value_dim", "head_dim"),
-                "grad_v": ("head_dim", "value_dim")}
+                "grad_v": ("head_dim", "value_dim"),
+                "decode_partial": ("head_dim", "value_dim"), "decode_combine": ()}
 
     def __init__(self, fn, shape, causal, dtype, configs, name=None, kernel_hash=None, meta=None,
-                 mode="default", shape_exprs=None, kernel="forward"):
+                 mode="default", shape_exprs=None, kernel="forward", splits=1):
         self.shape = dict(shape)
+        self.splits = int(splits)  # decode_partial's chunks of keys (its grid's z)
         self.causal = causal
         self.dtype = dtype
         self.attention_kernel = kernel
@@ -865,4 +869,5 @@ class AttentionAutotuner(CoilAutotuner):
                                                 "kv_len": numels["kv_len"]},
                                        self.attention_kernel)
         return cfgs.attention_grid(config, {"batch": numels["batch_heads"], "heads": 1,
-                                            "q_len": numels["q_len"]})
+                                            "q_len": numels["q_len"], "splits": self.splits},
+                                   self.attention_kernel)

@@ -110,9 +110,11 @@ def _check_every_config(mod, cases, seed, label):
 def test_backward_kernels_match_autograd(fake_gpu, tmp_path, group):
     cases = GROUPS[group]
     mod, src = _module(fake_gpu, tmp_path, group, cases)
-    # Every case is the templates' (nothing written out): 5 flash kernels per case.
+    # Every case is the templates' (nothing written out): 4 flash kernels per case, the forward
+    # storing the logsumexp too (attention_lse shares its kernel).
     kinds = sorted(t.attention_kernel for t in heuristics.autotuners_of(mod))
-    assert kinds == sorted(["forward", "lse", "grad_q", "grad_k", "grad_v"] * len(cases)), kinds
+    assert kinds == sorted(["forward", "grad_q", "grad_k", "grad_v"] * len(cases)), kinds
+    assert src.count("triton_tem_fused_attention_attention_lse_") >= len(cases)
     assert "matmul" not in src
     rounds = _check_every_config(mod, cases, 100 * len(group), group)
     assert rounds >= 2  # more than one config was run
@@ -194,7 +196,8 @@ def test_views_of_a_packed_projection_are_read_in_place(fake_gpu, tmp_path):
                     for w in "qkv") +
             "output y\noutput l\noutput dq\noutput dk\noutput dv\n")
     src, _ = coil.Graph.parse(text, "<views>").generate_gpu_module()
-    assert src.count("kernel='grad_") == 3 and src.count("@triton.jit") == 5  # no copies
+    # No copies: the forward (with the logsumexp) and three gradient kernels.
+    assert src.count("kernel='grad_") == 3 and src.count("@triton.jit") == 4
     path = tmp_path / "views.py"
     path.write_text(src)
     mod = tl_emulator.emulate_module(fake_gpu, str(path), "emu_bw_views", kinds={"attention"})
@@ -223,7 +226,7 @@ def test_size_generic_module_takes_the_lengths_at_run_time(fake_gpu, tmp_path):
                     for w in "qkv") +
             "output y\noutput l\noutput dq\noutput dk\noutput dv\n")
     src, _ = coil.Graph.parse(text, "<generic>").generate_gpu_module()
-    assert "'q_len': 'ks0', 'kv_len': 'ks1'" in src and src.count("kernel='") == 4
+    assert "'q_len': 'ks0', 'kv_len': 'ks1'" in src and src.count("kernel='") == 3
     path = tmp_path / "generic.py"
     path.write_text(src)
     mod = tl_emulator.emulate_module(fake_gpu, str(path), "emu_bw_generic", kinds={"attention"})
@@ -233,3 +236,33 @@ def test_size_generic_module_takes_the_lengths_at_run_time(fake_gpu, tmp_path):
         want = SUITE.backward_reference(c, args)
         for name, got, w in zip(SUITE.BACKWARD_OUTPUTS, mod.call(list(args)), want):
             assert not SUITE.compare_backward(name, got, w, "f32"), (tq, tk, name)
+
+
+def test_logsumexp_alone(fake_gpu, tmp_path):
+    """attention_lse without a forward over the same scores (the bridge computes it again when a
+    graph saved none; another causal flag or scale than the forward's) keeps its own kernel:
+    causal (Tq > Tk: rows that see no key, -inf) and not, 2:1 grouped-query heads, odd lengths,
+    against torch.logsumexp in float64 under every config."""
+    import coil
+    text = ("input q: f32[2, 4, 37, 24]\ninput k: f32[2, 2, 29, 24]\n"
+            "a = attention_lse(q, k) {causal=true}\nb = attention_lse(q, k) {scale=0.3}\n"
+            "output a\noutput b\n")
+    src, _ = coil.Graph.parse(text, "<lse>").generate_gpu_module()
+    assert src.count("kernel='lse'") == 2
+    path = tmp_path / "lse.py"
+    path.write_text(src)
+    mod = tl_emulator.emulate_module(fake_gpu, str(path), "emu_lse_alone", kinds={"attention"})
+    g = torch.Generator().manual_seed(11)
+    q, k = torch.randn(2, 4, 37, 24, generator=g), torch.randn(2, 2, 29, 24, generator=g)
+    s = q.double() @ k.double().repeat_interleave(2, dim=1).transpose(-1, -2)
+    causal = torch.ones(37, 29, dtype=torch.bool).tril(29 - 37)  # bottom-right aligned
+    want = [torch.logsumexp((s * 24 ** -0.5).masked_fill(~causal, float("-inf")), -1),
+            torch.logsumexp(s * 0.3, -1)]
+    tuners = heuristics.autotuners_of(mod)
+    for r in range(max(len(t.configs) for t in tuners)):
+        for t in tuners:
+            t.select(r)
+        for got, w in zip(mod.call([q, k]), want):
+            assert torch.equal(torch.isinf(got), torch.isinf(w)), r
+            fin = ~torch.isinf(w)
+            assert torch.allclose(got.double()[fin], w[fin], rtol=1e-5, atol=1e-5), r

@@ -145,11 +145,66 @@ def test_backward_configs_fit_clamp_and_grids():
     assert cfgs.attention_grid(c, shape(tq=100, tk=7, b=2, h=8), "lse") == (4, 16, 1)
 
 
+def test_decode_configs_and_grids():
+    """The split decoding path's lists (the partial kernel: BLOCK_M 16, pruned like the
+    forward's; the combine: rows per program) and grids (a z dimension of chunks for the
+    partial kernel, blocks of (batch, head, query) rows for the combine)."""
+    dec = shape(tq=1, tk=8192, d=128, h=32, hkv=8)
+    partial = cfgs.attention_configs(dec, "bfloat16", kernel="decode_partial")
+    assert partial[0].kwargs == {"BLOCK_M": 16, "BLOCK_N": 64} and len(partial) > 2
+    assert all(c.kwargs["BLOCK_M"] == 16 for c in partial)
+    assert len(cfgs.attention_configs(dec, "bfloat16", mode="max", kernel="decode_partial")) > \
+        len(partial)
+    # D = 256 in f32: the K/V stages leave only the small tiles; nothing fits a tiny shared
+    # memory: 16 x 16, one stage.
+    for c in cfgs.attention_configs(shape(tq=1, tk=8192, d=256), kernel="decode_partial"):
+        assert cfgs.attention_shared_memory(16, c.kwargs["BLOCK_N"], c.num_stages,
+                                            shape(d=256)) <= cfgs.MM_SHARED_MEMORY
+    (only,) = cfgs.attention_configs(dec, shared_memory=1024, kernel="decode_partial")
+    assert only.kwargs == {"BLOCK_M": 16, "BLOCK_N": 16} and only.num_stages == 1
+    combine = cfgs.attention_configs(dec, kernel="decode_combine")
+    assert [c.kwargs for c in combine] == [{"BLOCK_M": 1}, {"BLOCK_M": 4}, {"BLOCK_M": 16}]
+    assert len(cfgs.attention_configs(dec, mode="0", kernel="decode_combine")) == 1
+    c = cfgs.Config({"BLOCK_M": 16, "BLOCK_N": 64})
+    assert cfgs.attention_grid(c, dict(dec, splits=8), "decode_partial") == (1, 32, 8)
+    assert cfgs.attention_grid(c, dict(dec, q_len=0, splits=8), "decode_partial")[0] == 0
+    assert cfgs.attention_grid(cfgs.Config({"BLOCK_M": 4}), dict(dec, q_len=3),
+                               "decode_combine") == (24, 1, 1)
+    assert cfgs.attention_grid(cfgs.Config({"BLOCK_M": 4}), dict(dec, q_len=0),
+                               "decode_combine")[0] == 0
+
+
+def test_decode_golden_module_launches_both_kernels(fake_gpu):
+    fake = fake_gpu
+    mod = runtime.load_module(os.path.join(GOLDEN, "attention_decode.py"), name="attn_decode")
+    tuners = {t.attention_kernel: t for t in heuristics.autotuners_of(mod)}
+    assert sorted(tuners) == ["decode_combine", "decode_partial"]
+    assert tuners["decode_partial"].splits == 8
+    assert tuners["decode_partial"].mutated_pos == [3, 4, 5]  # the partial buffers
+    assert tuners["decode_combine"].flops == 0
+    args = [torch.randn(1, 32, 1, 128).bfloat16(), torch.randn(1, 8, 8192, 128).bfloat16(),
+            torch.randn(1, 8, 8192, 128).bfloat16()]
+    for r in range(2):
+        for t in tuners.values():
+            t.select(r)
+        n = len(fake.LAUNCHES)
+        (y,) = mod.call(list(args))
+        assert tuple(y.shape) == (1, 32, 1, 128)
+        launched = [(name, grid, consts) for name, grid, _, _, consts, _ in fake.LAUNCHES[n:]]
+        assert [name for name, _, _ in launched] == [tuners["decode_partial"].name,
+                                                     tuners["decode_combine"].name]
+        (_, grid, consts), (_, cgrid, cconsts) = launched
+        assert grid == (1, 32, 8) and consts["BLOCK_M"] == 16
+        assert cgrid == (-(-32 // cconsts["BLOCK_M"]), 1, 1)
+
+
 def test_backward_golden_module_launches_each_kernel_on_its_grid(fake_gpu):
     fake = fake_gpu
     mod = runtime.load_module(os.path.join(GOLDEN, "attention_backward.py"), name="attn_bw")
     tuners = {t.attention_kernel: t for t in heuristics.autotuners_of(mod)}
-    assert sorted(tuners) == sorted(cfgs.ATTENTION_KERNELS)
+    # The forward stores attention_lse's logsumexp too (one kernel for both nodes).
+    assert sorted(tuners) == sorted(["forward", "grad_q", "grad_k", "grad_v"])
+    assert tuners["forward"].runtime_names[-2:] == ["out_ptr0", "out_ptr1"]
     assert tuners["grad_v"].runtime_names == ["arg_Q", "arg_K", "arg_DO", "arg_LSE", "arg_mask",
                                               "out_ptr0"]
     assert tuners["grad_q"].mutated_pos == [7]  # only the gradient is cloned for benchmarking
@@ -166,7 +221,7 @@ def test_backward_golden_module_launches_each_kernel_on_its_grid(fake_gpu):
         assert [tuple(o.shape) for o in outs] == [(2, 4, 64, 32), (2, 4, 64), (2, 4, 64, 32),
                                                   (2, 2, 64, 32), (2, 2, 64, 32)]
         launched = {name: (grid, consts) for name, grid, _, _, consts, _ in fake.LAUNCHES[n:]}
-        assert len(launched) == 5
+        assert len(launched) == 4
         for kernel, t in tuners.items():
             grid, consts = launched[t.name]
             assert consts == t.configs[min(r, len(t.configs) - 1)].kwargs

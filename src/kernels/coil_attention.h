@@ -16,7 +16,8 @@
 //   coil::attention::forward(p, q, k, v, static_cast<const float*>(nullptr), y);
 // and for training, with lse [B, H, Tq] f32 and dout = dL/dy [B, H, Tq, Dv] contiguous, each
 // gradient dense (dq like q, dk like k, dv like v, contiguous):
-//   coil::attention::logsumexp(p, q, k, mask, lse);
+//   coil::attention::logsumexp(p, q, k, mask, lse);  (or forward(p, q, k, v, mask, y, lse):
+//                                                      y and lse from one pass)
 //   coil::attention::backward(p, coil::attention::Grad::q, q, k, v, y, dout, lse, mask, dq);
 //   (Grad::k into dk, Grad::v into dv: one call per gradient; Grad::v does not read y)
 //
@@ -341,13 +342,14 @@ inline float online_softmax(float* s, float& m, float& l) {
 }
 
 /// One task: query rows [i0, i0 + rows) of head h of batch b over keys [key_lo, key_hi)
-/// (key_lo a multiple of kBlockKeys). With `part` null the rows are finished into y; else
-/// (split keys) each row leaves its unnormalized output, running max and sum in `part`
-/// (kPartExtra floats after ldv outputs per row) for combine_parts.
+/// (key_lo a multiple of kBlockKeys). With `part` null the rows are finished into y (and their
+/// logsumexp m + log(l) into `lse_rows` when not null); else (split keys) each row leaves its
+/// unnormalized output, running max and sum in `part` (kPartExtra floats after ldv outputs per
+/// row) for combine_parts.
 template <typename T, typename M>
 void query_block(const Params& p, const T* q, const T* k, const T* v, const M* mask, T* y,
                  int64_t b, int64_t h, int64_t i0, int64_t rows, Scratch& w, int64_t key_lo,
-                 int64_t key_hi, float* part) {
+                 int64_t key_hi, float* part, float* lse_rows) {
   const int64_t D = p.head_dim, Dv = p.value_dim, Tk = p.kv_len;
   const int64_t hk = h / (p.heads / p.kv_heads);
   const int64_t ldq = p.q_strides[2], ldk = p.k_strides[2], ldv = p.v_strides[2];
@@ -391,6 +393,9 @@ void query_block(const Params& p, const T* q, const T* k, const T* v, const M* m
     }
     return;
   }
+  if (lse_rows != nullptr)  // lse_block's expression: the same bits as logsumexp's
+    for (int64_t r = 0; r < rows; ++r)
+      lse_rows[r] = w.m[static_cast<size_t>(r)] + std::log(w.l[static_cast<size_t>(r)]);
   for (int64_t r = 0; r < rows; ++r) {
     const float* o = w.o.data() + r * w.ldv;
     T* out = yb + r * Dv;
@@ -428,10 +433,11 @@ inline int64_t key_chunk(int64_t tasks, int64_t kv_len) {
 }
 
 /// Rows [0, rows) of one task from its `splits` partial results (`part`, each `rows_cap`
-/// rows of ldv + kPartExtra floats): the softmax's rescaling across chunks, then y = O / L.
+/// rows of ldv + kPartExtra floats): the softmax's rescaling across chunks, then y = O / L
+/// (and the rows' logsumexp M + log(L) into `lse_rows` when not null).
 template <typename T>
 void combine_parts(const float* part, int64_t splits, int64_t rows_cap, int64_t ldv, int64_t rows,
-                   int64_t Dv, T* yb) {
+                   int64_t Dv, T* yb, float* lse_rows) {
   const int64_t row_len = ldv + kPartExtra, split_len = rows_cap * row_len;
   std::vector<float> o(static_cast<size_t>(ldv));
   for (int64_t r = 0; r < rows; ++r) {
@@ -450,6 +456,7 @@ void combine_parts(const float* part, int64_t splits, int64_t rows_cap, int64_t 
       for (int64_t d = 0; d < ldv; d += kL)
         fmadd(V::loadu(src + d), V(f), V::loadu(o.data() + d)).store(o.data() + d);
     }
+    if (lse_rows != nullptr) lse_rows[r] = m + std::log(l);  // -inf for a row that sees no key
     const V inv_l(1.0f / l);
     for (int64_t d = 0; d < Dv; d += kL)
       (V::loadu(o.data() + d) * inv_l).store(yb + r * Dv + d, Dv - d);
@@ -459,13 +466,24 @@ void combine_parts(const float* part, int64_t splits, int64_t rows_cap, int64_t 
 }  // namespace detail
 
 /// y = attention(q, k, v, mask) as Params says; `mask` null when p.mask is none (M: bool for
-/// a boolean mask, float for an additive one).
+/// a boolean mask, float for an additive one). With `lse` not null, each row's logsumexp
+/// ([B, H, Tq] f32, as logsumexp writes it: the same bits unless the keys are split) is
+/// stored too, from the running max and sum the pass has anyway: a training forward needs no
+/// second pass over the scores.
 template <typename T, typename M>
-void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask, T* y) {
+void logsumexp(const Params& p, const T* q, const T* k, const M* mask, float* lse);
+
+template <typename T, typename M>
+void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask, T* y,
+             float* lse = nullptr) {
   using namespace detail;
   const int64_t blocks = (p.q_len + kBlockRows - 1) / kBlockRows;
   const int64_t tasks = p.batch * p.heads * blocks;
-  if (tasks == 0 || p.value_dim == 0) return;
+  if (tasks == 0) return;
+  if (p.value_dim == 0) {  // y is empty, its logsumexp is not
+    if (lse != nullptr) logsumexp(p, q, k, mask, lse);
+    return;
+  }
   const M* m = p.mask == MaskKind::none ? nullptr : mask;
   const int64_t chunk = key_chunk(tasks, p.kv_len);
   const int64_t splits = std::max<int64_t>((p.kv_len + chunk - 1) / chunk, 1);
@@ -480,7 +498,8 @@ void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask,
       for (int64_t t = 0; t < tasks; ++t) {
         int64_t b, h, i0;
         const int64_t rows = task_rows(t, b, h, i0);
-        query_block(p, q, k, v, m, y, b, h, i0, rows, w, 0, p.kv_len, nullptr);
+        query_block(p, q, k, v, m, y, b, h, i0, rows, w, 0, p.kv_len, nullptr,
+                    lse == nullptr ? nullptr : lse + (b * p.heads + h) * p.q_len + i0);
       }
     }
     return;
@@ -497,14 +516,15 @@ void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask,
       int64_t b, h, i0;
       const int64_t rows = task_rows(u / splits, b, h, i0), c = u % splits;
       query_block(p, q, k, v, m, y, b, h, i0, rows, w, c * chunk,
-                  std::min(p.kv_len, (c + 1) * chunk), part.data() + u * split_len);
+                  std::min(p.kv_len, (c + 1) * chunk), part.data() + u * split_len, nullptr);
     }
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tasks; ++t) {
       int64_t b, h, i0;
       const int64_t rows = task_rows(t, b, h, i0);
+      const int64_t row0 = (b * p.heads + h) * p.q_len + i0;
       combine_parts(part.data() + t * splits * split_len, splits, rows_cap, ldv, rows, p.value_dim,
-                    y + ((b * p.heads + h) * p.q_len + i0) * p.value_dim);
+                    y + row0 * p.value_dim, lse == nullptr ? nullptr : lse + row0);
     }
   }
 }
@@ -807,7 +827,8 @@ void backward(const Params& p, Grad wrt, const T* q, const T* k, const T* v, con
   X(half, bool)
 #ifdef COIL_GEMM_PRECOMPILED
 #define COIL_ATTENTION_DECLARE(T, M)                                                               \
-  extern template void forward<T, M>(const Params&, const T*, const T*, const T*, const M*, T*);   \
+  extern template void forward<T, M>(const Params&, const T*, const T*, const T*, const M*, T*,    \
+                                     float*);                                                      \
   extern template void logsumexp<T, M>(const Params&, const T*, const T*, const M*, float*);       \
   extern template void backward<T, M>(const Params&, Grad, const T*, const T*, const T*, const T*, \
                                       const T*, const float*, const M*, T*);

@@ -43,6 +43,20 @@ bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
   return true;
 }
 
+bool attention_pairs_with_logsumexp(const ComputedBuffer& forward, const ComputedBuffer& lse) {
+  if (!forward.attention || !lse.attention || forward.kind != LoopKind::Extern ||
+      lse.kind != LoopKind::Extern)
+    return false;
+  const AttentionSpec &f = *forward.attention, &l = *lse.attention;
+  return f.kernel == AttentionKernel::forward && l.kernel == AttentionKernel::logsumexp &&
+         f.q == l.q && f.k == l.k && f.mask == l.mask && f.q_offset == l.q_offset &&
+         f.k_offset == l.k_offset && f.q_strides == l.q_strides && f.k_strides == l.k_strides &&
+         f.mask_strides == l.mask_strides && f.bool_mask == l.bool_mask && f.batch == l.batch &&
+         f.heads == l.heads && f.kv_heads == l.kv_heads && f.q_len == l.q_len &&
+         f.kv_len == l.kv_len && f.head_dim == l.head_dim && f.scale == l.scale &&
+         f.causal == l.causal && f.dtype == l.dtype;
+}
+
 namespace {
 
 class Fuser {
@@ -265,8 +279,28 @@ class Fuser {
     return true;
   }
 
+  /// An attention forward and its logsumexp (either may come first: both read only q, k, the
+  /// mask and, for the forward, v, all computed by now) become one call, the forward first.
+  bool try_attention_logsumexp(KernelGroup& g, int c) {
+    if (g.nests.size() != 1 || g.nests[0].computations.size() != 1) return false;
+    const int head = g.nests[0].computations[0];
+    if (attention_pairs_with_logsumexp(comp(head), comp(c))) {
+      g.nests.push_back(LoopNest{{c}, {}});
+    } else if (attention_pairs_with_logsumexp(comp(c), comp(head))) {
+      g.nests.insert(g.nests.begin(), LoopNest{{c}, {}});
+    } else {
+      return false;
+    }
+    // The call runs no loops of its own; the nests share what both have ([B, H, Tq]).
+    g.outer_depth = std::min(g.outer_depth, static_cast<int>(comp(c).ranges.size()));
+    COIL_LOG(fusion, "fuse {} into kernel of [{}]: one attention pass writes y and its logsumexp",
+             name(c), group_names(g));
+    return true;
+  }
+
   bool try_add(KernelGroup& g, int c) {
     if (!shares_data(g, c)) return false;  // unrelated: not a candidate, not logged
+    if (try_attention_logsumexp(g, c)) return true;
     LoopKind first = comp(g.nests[0].computations[0]).kind;
     if (first == LoopKind::Extern)
       return refuse(c, g, "nothing fuses into an extern call (it gets its own kernel)");

@@ -20,7 +20,9 @@
 //     nests (softmax, layer_norm: reductions with their pointwise prologue and epilogue);
 //   * epilogue: pointwise computations over a matmul template's output join it as its epilogue
 //     (nests[0] is the template, nests[1] the merged epilogue body), applied to each output
-//     tile while it is in cache. Extern calls (library kernels) fuse with nothing;
+//     tile while it is in cache. Extern calls (library kernels) fuse with nothing, except an
+//     attention's logsumexp over the same scores, which joins its forward's call as a second
+//     result (attention_pairs_with_logsumexp; a training forward makes one pass, not two);
 //   * and intermediates read only inside one kernel become per-row local buffers that never
 //     touch memory.
 // Legality: only a computation whose inputs are all computed may join (so no cycle and no
@@ -71,6 +73,13 @@ struct FusionOptions {
 
 std::vector<KernelGroup> fuse_computations(const IrProgram& program, const DependencyGraph& deps,
                                            const FusionOptions& options = {});
+
+/// Whether `lse` (an attention_lse computation) is the logsumexp of the rows of `forward` (an
+/// attention forward): the same q, k, mask, sizes, scale and causal flag, so the forward's
+/// running max and sum are lse's. Such a pair shares one kernel: nests[0] the forward,
+/// nests[1] the logsumexp, one call writing both (kernels/coil_attention.h `forward(..., lse)`,
+/// the Triton forward template's lse store).
+bool attention_pairs_with_logsumexp(const ComputedBuffer& forward, const ComputedBuffer& lse);
 
 /// Whether `index`, an access to `layout` in the loop variables of a computation with `ranges`,
 /// touches only the row selected by the first `depth` loop variables: index =

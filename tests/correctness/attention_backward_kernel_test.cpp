@@ -5,7 +5,8 @@
 // that see no key), Dv != D, grouped-query heads 2:1 and 4:1, odd B and H, bool and float masks
 // of broadcast shapes with rows masked whole (lse -inf, no gradient), Tk = 0, Tq = 0 and other
 // empty sizes, bf16 and f16, heads sliced from a packed [B, T, 3, H, D] buffer, NaN
-// propagation, the same bits at 1 and 2 threads, and T = 4096 (no [T, T] buffer).
+// propagation, the same bits at 1 and 2 threads, and T = 4096 (no [T, T] buffer). The forward's
+// own logsumexp (forward(..., lse)) is checked in every case, split keys included.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -260,11 +261,12 @@ Expected reference(const Problem<T, M>& pr) {
   return e;
 }
 
-/// The kernels' outputs: y (forward), lse, and the three gradients.
+/// The kernels' outputs: y (forward), lse, and the three gradients; y_with_lse and
+/// lse_of_forward from one more forward call that writes the logsumexp too.
 template <typename T>
 struct Results {
-  std::vector<T> y, dq, dk, dv;
-  std::vector<float> lse;
+  std::vector<T> y, dq, dk, dv, y_with_lse;
+  std::vector<float> lse, lse_of_forward;
 };
 
 template <typename T, typename M>
@@ -280,6 +282,11 @@ Results<T> run_kernels(const Problem<T, M>& pr) {
   const M* m = pr.mask_ptr();
   forward(p, pr.q, pr.k, pr.v, m, r.y.data());
   logsumexp(p, pr.q, pr.k, m, r.lse.data());
+  r.y_with_lse = r.y;
+  r.lse_of_forward = r.lse;
+  std::fill(r.y_with_lse.begin(), r.y_with_lse.end(), sentinel);
+  std::fill(r.lse_of_forward.begin(), r.lse_of_forward.end(), std::nanf(""));
+  forward(p, pr.q, pr.k, pr.v, m, r.y_with_lse.data(), r.lse_of_forward.data());
   backward(p, Grad::q, pr.q, pr.k, pr.v, r.y.data(), pr.dout.data(), r.lse.data(), m, r.dq.data());
   backward(p, Grad::k, pr.q, pr.k, pr.v, r.y.data(), pr.dout.data(), r.lse.data(), m, r.dk.data());
   // o is not read for Grad::v.
@@ -328,6 +335,17 @@ void check_case(const Case& c, double rtol) {
   const Expected e = reference(pr);
   expect_close("y", r.y, e.y, rtol);
   expect_close("lse", r.lse, e.lse, rtol, 1.0);
+  // The forward's own logsumexp: its y is the same bits, and so is lse unless the keys were
+  // split (then chunks combine in another order: within the tolerance).
+  expect_close("lse of forward", r.lse_of_forward, e.lse, rtol, 1.0);
+  EXPECT_EQ(0, std::memcmp(r.y.data(), r.y_with_lse.data(), r.y.size() * sizeof(T)))
+      << "y differs when the forward writes lse too";
+  const Params& p = pr.p;
+  const int64_t tasks =
+      p.batch * p.heads * ((p.q_len + detail::kBlockRows - 1) / detail::kBlockRows);
+  if (detail::key_chunk(tasks, p.kv_len) >= p.kv_len)
+    EXPECT_EQ(0, std::memcmp(r.lse.data(), r.lse_of_forward.data(), r.lse.size() * sizeof(float)))
+        << "the forward's lse differs from logsumexp's bits";
   expect_close("dq", r.dq, e.dq, rtol, e.dq_terms);
   expect_close("dk", r.dk, e.dk, rtol, e.dk_terms);
   expect_close("dv", r.dv, e.dv, rtol, e.dv_terms);
@@ -410,6 +428,25 @@ TEST(AttentionBackwardKernel, MasksOfBroadcastShapes) {
     EXPECT_TRUE(std::isnan(r.y[static_cast<size_t>((h * 40 + 3) * 8)]));
     for (int64_t d = 0; d < 16; ++d)
       EXPECT_EQ(r.dq[static_cast<size_t>((h * 40 + 3) * 16 + d)], 0.0f);
+  }
+}
+
+// Decoding shapes, where the forward splits the keys into chunks (few query blocks, long
+// keys) and combines them: y and the forward's logsumexp against the double loops, with a
+// causal row block, a bool mask with a row masked whole and 4:1 grouped-query heads.
+TEST(AttentionBackwardKernel, ForwardWritesLogsumexpWhenItSplitsTheKeys) {
+  std::vector<Case> cases = {
+      {1, 2, 2, 1, 3000, 64, 64},
+      {1, 4, 1, 3, 2100, 32, 48, true},
+      {1, 2, 2, 5, 1500, 16, 16, false, MaskShape::rows, {2}},
+  };
+  for (const Case& c : cases) {
+    const int64_t tasks = c.B * c.H * ((c.Tq + detail::kBlockRows - 1) / detail::kBlockRows);
+    ASSERT_LT(detail::key_chunk(tasks, c.Tk), c.Tk) << describe(c) << " does not split";
+    if (c.mask == MaskShape::none)
+      check_case<float, float>(c, kF32Tol);
+    else
+      check_case<float, bool>(c, kF32Tol);
   }
 }
 

@@ -82,7 +82,8 @@ TEST_P(AttentionGradSizes, MatchReference) {
   Graph g = graph_from_text(grad_graph(cases));
   CompiledModel m = compile(g);
   const std::string names = kernel_names(m);
-  for (const char* kernel : {"cpp_extern_attention_lse", "cpp_extern_attention_grad"})
+  // The forward writes the logsumexp in its own pass (cpp_extern_attention_attention_lse).
+  for (const char* kernel : {"cpp_extern_attention_attention_lse", "cpp_extern_attention_grad"})
     EXPECT_NE(names.find(kernel), std::string::npos) << names;
   EXPECT_EQ(names.find("matmul"), std::string::npos) << "written out: " << names;
   EXPECT_TRUE(matches_reference(g, random_inputs(g, 11, -1.0, 1.0)));
@@ -134,6 +135,34 @@ TEST(AttentionGrad, EveryKeyMaskedContributesNothing) {
     for (int64_t e = 0; e < out[o].numel(); ++e) ASSERT_TRUE(std::isfinite(x[e])) << o << " " << e;
   }
   EXPECT_TRUE(matches_reference(g, in));
+}
+
+// A training forward: attention and attention_lse over the same q, k, mask, scale and causal
+// flag share one call (the forward stores each row's logsumexp from its own running max and
+// sum: one pass over the scores, not two), with y and lse both outputs, at every ISA; an
+// attention_lse of another causal flag or scale stays a kernel of its own. A decoding shape
+// (one query row, 3000 keys) splits the keys and combines the chunks' logsumexps.
+TEST(AttentionGrad, ForwardAndItsLogsumexpShareOnePass) {
+  Graph g = graph_from_text(
+      "input q: f32[2, 4, 37, 32]\ninput k: f32[2, 2, 90, 32]\ninput v: f32[2, 2, 90, 24]\n"
+      "input m: bool[37, 90]\n"
+      "y = attention(q, k, v, m) {causal=true}\nl = attention_lse(q, k, m) {causal=true}\n"
+      "l2 = attention_lse(q, k, m)\nl3 = attention_lse(q, k, m) {causal=true, scale=0.5}\n"
+      "input qd: f32[1, 2, 1, 64]\ninput kd: f32[1, 2, 3000, 64]\ninput vd: f32[1, 2, 3000, 64]\n"
+      "ld = attention_lse(qd, kd)\nyd = attention(qd, kd, vd)\n"
+      "output y\noutput l\noutput l2\noutput l3\noutput yd\noutput ld\n");
+  for (const char* isa : {"avx512", "avx2", "scalar"}) {
+    SCOPED_TRACE(isa);
+    CompileOptions options;
+    options.isa = isa;
+    CompiledModel m = compile(g, options);
+    // y with l, l2, l3, yd with ld (whose node comes first): four calls, not six.
+    int attention_calls = 0;
+    for (const auto& k : m.report().kernels)
+      attention_calls += k.name.find("cpp_extern_attention") != std::string::npos;
+    EXPECT_EQ(attention_calls, 4) << kernel_names(m);
+    EXPECT_TRUE(matches_reference(g, random_inputs(g, 12, -1.0, 1.0), options));
+  }
 }
 
 // The modules of every ISA (avx512 and avx2 link the kernels from libcoil_vmath, scalar

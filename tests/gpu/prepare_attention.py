@@ -15,6 +15,9 @@ Groups (the issue's grid, as tests/correctness/attention_test.cpp walks it on th
   masks                     bool and additive masks of broadcast shapes, with and without causal,
                             rows with every key masked (NaN), Tk = 0 (zeros), Dv != D, odd D
   edges                     causal with Tq > Tk (NaN rows), D = 256 and D = 300 (written out)
+  decode                    decoding shapes (Tq 1 and 4 against 1000 to 32768 keys, GQA, bf16,
+                            f16 and f32, causal, masks): the split-K path (a partial and a combine
+                            kernel: triton_attention_decode.h); Tk = 1000 stays one kernel
   backward                  training steps (attention, attention_lse, attention_grad wrt q, k
                             and v: the backward templates), checked against torch autograd in
                             float64: f32/bf16/f16, causal with Tq < Tk and Tq > Tk, GQA 2:1 and
@@ -71,6 +74,21 @@ def groups():
         case(7, 0, 64, mask=("f32", [7, 0], "random")),
         case(33, 0, 32, "bf16"),
         case(5, 40, 24, dv=40, scale=0.3),
+    ]
+    # Few programs (B x H x cdiv(Tq, 16) under 132) and long keys: split into chunks of keys.
+    out["decode"] = [
+        case(1, 1000, 128, "bf16", b=1, h=32, hkv=8),      # below 1024 keys: one kernel
+        case(1, 1024, 128, "bf16", b=1, h=32, hkv=8),      # 4 chunks of 256 keys
+        case(1, 4097, 128, "bf16", b=1, h=32, hkv=8, causal=True),
+        case(4, 8192, 128, "bf16", b=2, h=32, hkv=8, causal=True),
+        case(1, 32768, 128, "bf16", b=1, h=32, hkv=8),
+        case(4, 16384, 64, "f16", b=1, h=16, hkv=4, causal=True,
+             mask=("bool", [1, 1, 4, 16384], "random")),
+        case(1, 32768, 64, "f32", b=1, h=8, hkv=1),
+        case(4, 5000, 80, "f32", b=1, h=4, hkv=2, causal=True,
+             mask=("f32", [1, 4, 4, 5000], "random")),
+        case(16, 2000, 128, "bf16", b=1, h=8, causal=True,
+             mask=("bool", [1, 1, 16, 2000], "rows_masked")),
     ]
     out["backward"] = [
         case(64, 64, 64, causal=True),

@@ -14,8 +14,9 @@ dtype's tolerance (f32 IEEE dots: 2e-5 + 1e-4 |ref|; bf16: P is rounded to bf16 
 as every flash kernel does, and the output once: 2e-2 + 2e-2 |ref|; f16: 4e-3 + 4e-3 |ref|).
 
 The grid groups run with the no-tuning config (COIL_TRITON_AUTOTUNE=0: one compile per kernel);
-the masks and edges groups autotune, then run once per config (--every-config, on by default)
-so that every block size and mask path is checked.
+the masks, edges and decode groups autotune, then run once per config (--every-config, on by
+default) so that every block size and mask path is checked (decode: the split path's partial
+and combine kernels, src/codegen/triton/triton_attention_decode.h).
 
 The backward group (attention.json kind "backward": training steps of attention, attention_lse
 and attention_grad wrt q, k, v) checks y, lse, dq, dk and dv per case against torch autograd of
@@ -43,7 +44,7 @@ import torch  # noqa: E402
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
           "bool": torch.bool}
 TOLERANCE = {"f32": (1e-4, 2e-5), "bf16": (2e-2, 2e-2), "f16": (4e-3, 4e-3)}  # (rtol, atol)
-TUNED_GROUPS = ("masks", "edges")
+TUNED_GROUPS = ("masks", "edges", "decode")
 
 
 def make_inputs(c, seed, device="cuda"):

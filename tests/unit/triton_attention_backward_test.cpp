@@ -49,6 +49,23 @@ std::string backward_graph(const std::string& dt, int64_t b, int64_t h, int64_t 
   return text + "output y\noutput l\noutput dq\noutput dk\noutput dv\n";
 }
 
+/// The same step with attention_lse over a copy of q (input q2): not the forward's scores, so
+/// it keeps a kernel of its own instead of sharing the forward's pass.
+std::string lse_apart(std::string text) {
+  const std::string from = "l = attention_lse(q, k";
+  text.replace(text.find(from), from.size(), "l = attention_lse(q2, k");
+  const std::string q = text.substr(0, text.find('\n') + 1);  // "input q: ..."
+  return q + "input q2" + q.substr(q.find(':')) + text.substr(q.size());
+}
+
+/// The forward kernel (its decorator names no backward kernel).
+const TritonKernelSource* forward_of(const TritonModule& m) {
+  for (const auto& k : m.kernels)
+    if (contains(k.decorator, "@heuristics.attention(") && !contains(k.decorator, "kernel='"))
+      return &k;
+  return nullptr;
+}
+
 /// The kernel whose decorator names `kernel` ('lse', 'grad_q', ...).
 const TritonKernelSource* kernel_of(const TritonModule& m, const std::string& kernel) {
   for (const auto& k : m.kernels)
@@ -62,16 +79,33 @@ std::vector<std::string> arg_names(const TritonKernelSource& k) {
   return out;
 }
 
-TEST(TritonAttentionBackward, TrainingStepIsFiveFlashKernels) {
-  TritonModule m = cuda_module(backward_graph("f32", 2, 4, 2, 64, 64, 32, 32, "causal=true"));
-  ASSERT_EQ(m.kernels.size(), 5u) << m.source;
+// A training step is four flash kernels: the forward stores attention_lse's logsumexp from its
+// own running max and sum (the two nodes share a kernel group), then the three gradients.
+TEST(TritonAttentionBackward, TrainingStepIsFourFlashKernels) {
+  const std::string step = backward_graph("f32", 2, 4, 2, 64, 64, 32, 32, "causal=true");
+  TritonModule m = cuda_module(step);
+  ASSERT_EQ(m.kernels.size(), 4u) << m.source;
   EXPECT_TRUE(m.externs.empty());  // no matmul: nothing is written out
   for (const auto& k : m.kernels) EXPECT_TRUE(contains(k.name, "triton_tem_fused_attention"));
-  const TritonKernelSource* lse = kernel_of(m, "lse");
+  const TritonKernelSource* fwd = forward_of(m);
+  ASSERT_TRUE(fwd) << m.source;
+  EXPECT_EQ(fwd->name, "triton_tem_fused_attention_attention_lse_0");
+  EXPECT_EQ(arg_names(*fwd),
+            (std::vector<std::string>{"arg_Q", "arg_K", "arg_V", "out_ptr0", "out_ptr1"}));
+  EXPECT_TRUE(contains(fwd->code, "lse = (m_i + tl.math.log2(l_i)) * 0.69314718055994529"))
+      << fwd->code;
+  EXPECT_TRUE(contains(fwd->code, "tl.store(out_ptr1 + (bh * 64 + rm), lse)"));
+  EXPECT_EQ(kernel_of(m, "lse"), nullptr);
+  // An attention_lse over other scores (here another buffer for q) keeps its own kernel.
+  TritonModule apart = cuda_module(lse_apart(step));
+  ASSERT_EQ(apart.kernels.size(), 5u) << apart.source;
+  const TritonKernelSource* lse = kernel_of(apart, "lse");
   const TritonKernelSource* dq = kernel_of(m, "grad_q");
   const TritonKernelSource* dk = kernel_of(m, "grad_k");
   const TritonKernelSource* dv = kernel_of(m, "grad_v");
   ASSERT_TRUE(lse && dq && dk && dv) << m.source;
+  ASSERT_TRUE(forward_of(apart));
+  EXPECT_FALSE(contains(forward_of(apart)->code, "lse"));
   EXPECT_TRUE(contains(dq->decorator,
                        "@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, "
                        "'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, "
@@ -172,14 +206,21 @@ TEST(TritonAttentionBackward, MasksTf32AndEmptyLengths) {
   EXPECT_TRUE(contains(keep, "st = tl.where(mv != 0, st, float(\"-inf\"))"));
   EXPECT_TRUE(contains(keep, "s = tl.where(mv != 0, s, float(\"-inf\"))"));
 
-  // Tk = 0: lse -inf and dq 0 without a loop; Tq = 0: dk and dv 0 without a loop.
-  TritonModule no_key = cuda_module(backward_graph("f32", 1, 2, 2, 5, 0, 16, 16, ""));
-  const TritonKernelSource* lse = kernel_of(no_key, "lse");
+  // Tk = 0: lse -inf and dq 0 without a loop, in the forward and in a logsumexp kernel of its
+  // own; Tq = 0: dk and dv 0 without a loop.
+  const std::string no_key_step = backward_graph("f32", 1, 2, 2, 5, 0, 16, 16, "");
+  TritonModule no_key = cuda_module(no_key_step);
+  const TritonKernelSource* fwd = forward_of(no_key);
   const TritonKernelSource* dq = kernel_of(no_key, "grad_q");
-  ASSERT_TRUE(lse && dq) << no_key.source;
+  ASSERT_TRUE(fwd && dq) << no_key.source;
+  EXPECT_FALSE(contains(fwd->code, "for start_n"));
+  EXPECT_TRUE(contains(fwd->code, "lse = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)"));
+  EXPECT_FALSE(contains(dq->code, "for start_n"));
+  TritonModule no_key_apart = cuda_module(lse_apart(no_key_step));
+  const TritonKernelSource* lse = kernel_of(no_key_apart, "lse");
+  ASSERT_TRUE(lse) << no_key_apart.source;
   EXPECT_FALSE(contains(lse->code, "for start_n"));
   EXPECT_TRUE(contains(lse->code, "lse = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)"));
-  EXPECT_FALSE(contains(dq->code, "for start_n"));
   TritonModule no_query = cuda_module(backward_graph("f32", 1, 2, 2, 0, 7, 16, 16, ""));
   const TritonKernelSource* dk = kernel_of(no_query, "grad_k");
   ASSERT_TRUE(dk) << no_query.source;

@@ -126,7 +126,9 @@ class KernelPrinter final : public NestPrinter {
     } else if (head.attention) {
       const AttentionKernel kernel = head.attention->kernel;
       w_.linef("// {}: flash attention{} (coil_attention.h)", out.name,
-               kernel == AttentionKernel::forward     ? ""
+               kernel == AttentionKernel::forward && g_.nests.size() == 2
+                   ? " and its logsumexp, one pass"
+               : kernel == AttentionKernel::forward   ? ""
                : kernel == AttentionKernel::logsumexp ? "'s logsumexp"
                : kernel == AttentionKernel::grad_q    ? ", gradient of q"
                : kernel == AttentionKernel::grad_k    ? ", gradient of k"
@@ -154,7 +156,12 @@ class KernelPrinter final : public NestPrinter {
         emit_extern_conv2d(*this, head);
         break;
       case CppNestKind::ExternAttention:
-        emit_extern_attention(*this, head);
+        // nests[1], when there is one, is the forward's logsumexp (sched/fusion.h).
+        emit_extern_attention(
+            *this, head,
+            g_.nests.size() == 2
+                ? p_.computations[static_cast<size_t>(g_.nests[1].computations[0])].buffer
+                : -1);
         break;
       case CppNestKind::ExternIndexAdd:
         emit_extern_index_add(*this, head);

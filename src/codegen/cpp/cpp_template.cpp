@@ -387,7 +387,7 @@ void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t) {
   w.close();
 }
 
-void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t) {
+void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t, int lse_buffer) {
   CodeWriter& w = p.writer();
   const AttentionSpec& a = *t.attention;
   const char* mask_kind = "none";
@@ -416,8 +416,8 @@ void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t) {
   const std::string y = p.plan().pointer(t.buffer);
   switch (a.kernel) {
     case AttentionKernel::forward:
-      w.linef("coil::attention::forward(params, {}, {}, {}, {}, {});", q, k, at(a.v, a.v_offset),
-              mask, y);
+      w.linef("coil::attention::forward(params, {}, {}, {}, {}, {}{});", q, k, at(a.v, a.v_offset),
+              mask, y, lse_buffer < 0 ? "" : ", " + p.plan().pointer(lse_buffer));
       return;
     case AttentionKernel::logsumexp:
       w.linef("coil::attention::logsumexp(params, {}, {}, {}, {});", q, k, mask, y);

@@ -13,8 +13,6 @@ using triton_attention::every_block_divides;
 using triton_attention::padded_dim;
 using triton_attention::py_float;
 
-constexpr double kLn2 = 0.69314718055994530942;
-
 const char* kernel_label(AttentionKernel k) {
   switch (k) {
     case AttentionKernel::logsumexp:
@@ -67,13 +65,7 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
       emit_grad_kv(kind == AttentionKernel::grad_k);
     w_.dedent();
     finish(out);
-    out.decorator = fmt::format(
-        "@heuristics.attention(shape={{'batch': {}, 'heads': {}, 'kv_heads': {}, 'q_len': {}, "
-        "'kv_len': {}, 'head_dim': {}, 'value_dim': {}}}, causal={}, dtype='{}', kernel='{}', "
-        "name='{}', kernel_hash='{}')",
-        shape_text(a_.batch), shape_text(a_.heads), shape_text(a_.kv_heads), shape_text(a_.q_len),
-        shape_text(a_.kv_len), a_.head_dim, a_.value_dim, a_.causal ? "True" : "False",
-        torch_dtype(a_.dtype).substr(6), kernel_label(a_.kernel), out.name, out.hash);
+    out.decorator = attention_decorator(out, fmt::format(", kernel='{}'", kernel_label(a_.kernel)));
     return out;
   }
 
@@ -95,51 +87,6 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
   }
 
   // --- per query block: attention_lse and grad_q ---------------------------------------------
-
-  /// pid_m, (b, h, kvh), the row and column ranges, and the Q, K (V, mask) bases.
-  void emit_query_block_start(bool with_v) {
-    if (a_.causal) {
-      // The last query blocks see the most keys: launched first, the short ones fill the tail.
-      w_.line("# causal: the last query blocks (the most keys) first");
-      w_.linef("pid_m = (TQ + BLOCK_M - 1) // BLOCK_M - 1 - tl.program_id(0){}", wide_);
-    } else {
-      w_.linef("pid_m = tl.program_id(0){}", wide_);
-    }
-    w_.linef("bh = tl.program_id(1){}", wide_);
-    w_.linef("b = bh // {}", names(a_.heads));
-    w_.linef("h = bh % {}", names(a_.heads));
-    kvh_ = "h";
-    if (group_ > 1) {
-      w_.linef("kvh = h // {}  # grouped-query: {} query heads per kv head", group_, group_);
-      kvh_ = "kvh";
-    }
-    w_.line("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)");
-    w_.linef("rn0 = tl.arange(0, BLOCK_N){}", wide_);
-    w_.linef("rd = tl.arange(0, {})", bd_);
-    if (with_v) w_.linef("rdv = tl.arange(0, {})", bdv_);
-    base("Q", "arg_Q",
-         {a_.q_offset ? names(a_.q_offset) : "", term("b", a_.q_strides[0]),
-          term("h", a_.q_strides[1])});
-    base("K", "arg_K",
-         {a_.k_offset ? names(a_.k_offset) : "", term("b", a_.k_strides[0]),
-          term(kvh_, a_.k_strides[1])});
-    if (with_v)
-      base("V", "arg_V",
-           {a_.v_offset ? names(a_.v_offset) : "", term("b", a_.v_strides[0]),
-            term(kvh_, a_.v_strides[1])});
-    if (a_.mask >= 0)
-      base("M", "arg_mask", {term("b", a_.mask_strides[0]), term("h", a_.mask_strides[1])});
-  }
-
-  void emit_q_load() {
-    std::string qmask = mask_of({even_m_ ? "" : "rm[:, None] < TQ", pad_d()});
-    w_.linef("q = tl.load(Q + ({}){})",
-             sum({term("rm[:, None]", a_.q_strides[2], true), "rd[None, :]"}),
-             masked(qmask, "0.0"));
-    // exp2 instead of exp: the scores are kept in log2 units (scale * log2(e)).
-    w_.linef("qk_scale = {}  # scale {} * log2(e)", py_float(a_.scale * M_LOG2E),
-             py_float(a_.scale));
-  }
 
   /// lse and delta of the rows `rm` (lse -inf past Tq: those rows add nothing), `lse2` in log2
   /// units with +inf for a row that sees no key (exp2(s - inf) = 0, not the NaN of
@@ -181,14 +128,8 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
         w_.line("m_i = m_new");
         w_.dedent();
       });
-      w_.line("# natural log: (m + log2(l)) * ln(2); a row that saw no key has m = -inf, l = 0:");
-      w_.line("# -inf");
-      w_.linef("lse = (m_i + tl.math.log2(l_i)) * {}", py_float(kLn2));
-    } else {
-      w_.line("lse = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)  # no key: log(0)");
     }
-    w_.linef("tl.store(out_ptr0 + ({}), lse{})", sum({term("bh", a_.q_len), "rm"}),
-             even_m_ ? "" : ", mask=rm < TQ");
+    emit_lse_store("out_ptr0");
   }
 
   void emit_grad_q() {
@@ -377,7 +318,7 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
   }
 
   int64_t bd_ = 16, bdv_ = 16, group_ = 1;
-  std::string wide_, kvh_ = "h";
+  std::string wide_;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codegen/code_writer.h"
+#include "codegen/kernel_names.h"
 #include "codegen/triton/triton_kernel.h"
 #include "codegen/triton/triton_printer.h"
 #include "support/hash.h"
@@ -103,6 +104,19 @@ class AttentionTextBase {
     return t == std::to_string(v) ? t : "'" + t + "'";
   }
 
+  /// The kernel's `@heuristics.attention(...)` line: the spec's shape, causal flag and dtype,
+  /// `extra` (", kernel='grad_q'"), the kernel's name and hash. Call it after finish().
+  std::string attention_decorator(const TritonKernelSource& out,
+                                  const std::string& extra = "") const {
+    return fmt::format(
+        "@heuristics.attention(shape={{'batch': {}, 'heads': {}, 'kv_heads': {}, 'q_len': {}, "
+        "'kv_len': {}, 'head_dim': {}, 'value_dim': {}}}, causal={}, dtype='{}'{}, name='{}', "
+        "kernel_hash='{}')",
+        shape_text(a_.batch), shape_text(a_.heads), shape_text(a_.kv_heads), shape_text(a_.q_len),
+        shape_text(a_.kv_len), a_.head_dim, a_.value_dim, a_.causal ? "True" : "False",
+        torch_dtype(a_.dtype).substr(6), extra, out.name, out.hash);
+  }
+
   /// A number of the spec as printed: the size expression with its value in a size-generic
   /// module (parenthesized unless a lone symbol), else the number.
   std::string names(int64_t v) const {
@@ -183,6 +197,130 @@ class AttentionTextBase {
     return pad_dv_ ? fmt::format("rdv[None, :] < {}", a_.value_dim) : "";
   }
 
+  /// After a query block's key loops: the rows' logsumexp from the running max m_i and sum l_i
+  /// (log2 units) stored into `ptr` ([B * H, Tq] f32), as the natural log torch's logsumexp
+  /// is; a row that saw no key has m = -inf, l = 0 and stores -inf.
+  void emit_lse_store(const std::string& ptr) {
+    if (a_.kv_len > 0) {
+      w_.line("# natural log: (m + log2(l)) * ln(2); a row that saw no key has m = -inf, l = 0:");
+      w_.line("# -inf");
+      w_.linef("lse = (m_i + tl.math.log2(l_i)) * {}", py_float(0.69314718055994530942));
+    } else {
+      w_.line("lse = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)  # no key: log(0)");
+    }
+    w_.linef("tl.store({} + ({}), lse{})", ptr, sum({term("bh", a_.q_len), "rm"}),
+             even_m_ ? "" : ", mask=rm < TQ");
+  }
+
+  /// A kernel's source named after the plan kernel's graph nodes (triton_tem_fused_...).
+  TritonKernelSource named_source() const {
+    TritonKernelSource out;
+    out.name = fused_kernel_name("triton_tem_fused", k_.provenance, index_);
+    out.origins = k_.origins;
+    return out;
+  }
+
+  /// The forward's operands as arguments: q, k, v and the mask.
+  void add_forward_operands(TritonKernelSource& out) const {
+    out.args.push_back({a_.q, false, "arg_Q"});
+    out.args.push_back({a_.k, false, "arg_K"});
+    out.args.push_back({a_.v, false, "arg_V"});
+    if (a_.mask >= 0) out.args.push_back({a_.mask, false, "arg_mask"});
+  }
+
+  /// pid_m, (b, h, kvh), the row and column ranges, and the Q, K (V, mask) bases.
+  void emit_query_block_start(bool with_v) {
+    const std::string wide = k_.int64_index ? ".to(tl.int64)" : "";
+    const int64_t group = a_.kv_heads > 0 ? a_.heads / a_.kv_heads : 1;
+    if (a_.causal) {
+      // The last query blocks see the most keys: launched first, the short ones fill the tail.
+      w_.line("# causal: the last query blocks (the most keys) first");
+      w_.linef("pid_m = (TQ + BLOCK_M - 1) // BLOCK_M - 1 - tl.program_id(0){}", wide);
+    } else {
+      w_.linef("pid_m = tl.program_id(0){}", wide);
+    }
+    w_.linef("bh = tl.program_id(1){}", wide);
+    w_.linef("b = bh // {}", names(a_.heads));
+    w_.linef("h = bh % {}", names(a_.heads));
+    const std::string kvh = group > 1 ? "kvh" : "h";
+    if (group > 1)
+      w_.linef("kvh = h // {}  # grouped-query: {} query heads per kv head", group, group);
+    w_.line("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)");
+    w_.linef("rn0 = tl.arange(0, BLOCK_N){}", wide);
+    w_.linef("rd = tl.arange(0, {})", padded_dim(a_.head_dim));
+    if (with_v) w_.linef("rdv = tl.arange(0, {})", padded_dim(a_.value_dim));
+    base("Q", "arg_Q",
+         {a_.q_offset ? names(a_.q_offset) : "", term("b", a_.q_strides[0]),
+          term("h", a_.q_strides[1])});
+    base("K", "arg_K",
+         {a_.k_offset ? names(a_.k_offset) : "", term("b", a_.k_strides[0]),
+          term(kvh, a_.k_strides[1])});
+    if (with_v)
+      base("V", "arg_V",
+           {a_.v_offset ? names(a_.v_offset) : "", term("b", a_.v_strides[0]),
+            term(kvh, a_.v_strides[1])});
+    if (a_.mask >= 0)
+      base("M", "arg_mask", {term("b", a_.mask_strides[0]), term("h", a_.mask_strides[1])});
+  }
+
+  /// The query block's Q tile and the scale in log2 units.
+  void emit_q_load() {
+    std::string qmask = mask_of({even_m_ ? "" : "rm[:, None] < TQ", pad_d()});
+    w_.linef("q = tl.load(Q + ({}){})",
+             sum({term("rm[:, None]", a_.q_strides[2], true), "rd[None, :]"}),
+             masked(qmask, "0.0"));
+    // exp2 instead of exp: the scores are kept in log2 units (scale * log2(e)).
+    w_.linef("qk_scale = {}  # scale {} * log2(e)", py_float(a_.scale * M_LOG2E),
+             py_float(a_.scale));
+  }
+
+  /// The forward's program up to its key loops (the forward template, and the partial kernel of
+  /// the split decoding path: triton_attention_decode.h): `title` in the header comment, TQ and
+  /// TK, the query block (causal: the last blocks first), batch, head and kv head, the ranges,
+  /// the Q, K, V (mask) bases, the Q tile, and the running max, sum and accumulator.
+  void emit_forward_prologue(const std::string& title) {
+    w_.linef("# {}: q [{}, {}, {}, {}], k [{}, {}, {}, {}], v [..., {}]{}{}", title,
+             names(a_.batch), names(a_.heads), names(a_.q_len), a_.head_dim, names(a_.batch),
+             names(a_.kv_heads), names(a_.kv_len), a_.head_dim, a_.value_dim,
+             a_.causal ? ", causal (bottom-right)" : "",
+             a_.mask < 0    ? ""
+             : a_.bool_mask ? ", bool mask"
+                            : ", additive mask");
+    w_.linef("TQ = {}", names(a_.q_len));
+    w_.linef("TK = {}", names(a_.kv_len));
+    emit_query_block_start(true);
+    emit_q_load();
+    w_.line("m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
+    w_.line("l_i = tl.zeros([BLOCK_M], dtype=tl.float32)");
+    w_.linef("acc = tl.zeros([BLOCK_M, {}], dtype=tl.float32)", padded_dim(a_.value_dim));
+    w_.line("# online softmax in log2 units: m_i the running max, l_i the running sum; a row with");
+    w_.line(
+        "# no visible key so far keeps m = -inf and subtracts 0 instead (m_safe: exp2 gives 0,");
+    w_.line("# not the NaN of -inf - -inf)");
+  }
+
+  /// One block of BLOCK_N keys of the forward: scores, mask, online softmax, P V.
+  void emit_forward_step(bool causal, bool bound) {
+    w_.indent();
+    emit_scores_of_key_block(causal, bound);
+    w_.line("m_new = tl.maximum(m_i, tl.max(s, 1))");
+    w_.line("m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)");
+    w_.line("alpha = tl.math.exp2(m_i - m_safe)");
+    w_.line("p = tl.math.exp2(s - m_safe[:, None])");
+    w_.line("l_i = l_i * alpha + tl.sum(p, 1)");
+    std::string vmask = mask_of({bound ? "rn[:, None] < TK" : "",
+                                 pad_dv_ ? fmt::format("rdv[None, :] < {}", a_.value_dim) : ""});
+    w_.linef("v = tl.load(V + ({}){})",
+             sum({term("rn[:, None]", a_.v_strides[2], true), "rdv[None, :]"}),
+             masked(vmask, "0.0"));
+    if (a_.dtype == DType::F32)
+      w_.linef("acc = acc * alpha[:, None] + tl.dot(p, v{})", dot_precision());
+    else
+      w_.line("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)");
+    w_.line("m_i = m_new");
+    w_.dedent();
+  }
+
   /// In a key loop of a query block: rn, the K block, and the scores s [BLOCK_M, BLOCK_N] in
   /// log2 units with the mask, the bound and the causal limit applied.
   void emit_scores_of_key_block(bool causal, bool bound) {
@@ -212,9 +350,12 @@ class AttentionTextBase {
 
   /// The key loops of a query block: causal blocks split into those every row sees (no mask),
   /// the diagonal ones (masked) and the skipped ones past `hi`; otherwise whole blocks, then the
-  /// partial last one. `step(causal, bound)` prints one block's body.
+  /// partial last one. `step(causal, bound)` prints one block's body. With `chunk`, only the
+  /// keys in [chunk_lo, chunk_hi) (the split decoding path's partial kernel: chunk_lo a multiple
+  /// of BLOCK_N, chunk_hi one or TK, so that only TK's partial last block needs a bound).
   template <typename Step>
-  void emit_key_loops(Step step) {
+  void emit_key_loops(Step step, bool chunk = false) {
+    const std::string lo = chunk ? "chunk_lo" : "0";
     if (a_.causal) {
       w_.line("# causal: row i sees keys j <= i + TK - TQ. Keys below `full` are seen by every");
       w_.line("# row of the block (no mask); the block's last row sees keys below `hi`; the");
@@ -222,21 +363,30 @@ class AttentionTextBase {
       w_.line("hi = tl.minimum((pid_m + 1) * BLOCK_M + (TK - TQ), TK)");
       w_.line("full = tl.minimum(tl.maximum(pid_m * BLOCK_M + (TK - TQ) + 1, 0), TK)");
       w_.line("full = (full // BLOCK_N) * BLOCK_N");
-      w_.line("for start_n in range(0, full, BLOCK_N):");
+      if (chunk) {
+        w_.line("# only this program's chunk of keys");
+        w_.line("hi = tl.minimum(hi, chunk_hi)");
+        w_.line("full = tl.minimum(tl.maximum(full, chunk_lo), chunk_hi)");
+      }
+      w_.linef("for start_n in range({}, full, BLOCK_N):", lo);
       step(false, false);
       w_.line("for start_n in range(full, hi, BLOCK_N):");
       step(true, !even_n_);
       return;
     }
+    const std::string end = chunk ? "chunk_hi" : "TK";
     if (even_n_) {
-      w_.line("for start_n in range(0, TK, BLOCK_N):");
+      w_.linef("for start_n in range({}, {}, BLOCK_N):", lo, end);
       step(false, false);
       return;
     }
+    const std::string whole = "(TK // BLOCK_N) * BLOCK_N";
     w_.line("# whole key blocks without masks, then the partial last block");
-    w_.line("for start_n in range(0, (TK // BLOCK_N) * BLOCK_N, BLOCK_N):");
+    w_.linef("for start_n in range({}, {}, BLOCK_N):", lo,
+             chunk ? "tl.minimum(chunk_hi, " + whole + ")" : whole);
     step(false, false);
-    w_.line("for start_n in range((TK // BLOCK_N) * BLOCK_N, TK, BLOCK_N):");
+    w_.linef("for start_n in range({}, {}, BLOCK_N):",
+             chunk ? "tl.maximum(chunk_lo, " + whole + ")" : whole, end);
     step(false, true);
   }
 

@@ -9,6 +9,7 @@
 #include "codegen/kernel_names.h"
 #include "codegen/triton/triton_attention.h"
 #include "codegen/triton/triton_attention_backward.h"
+#include "codegen/triton/triton_attention_decode.h"
 #include "codegen/triton/triton_printer.h"
 #include "ir/loop_extents.h"
 #include "support/check.h"
@@ -962,6 +963,8 @@ class TritonKernelPrinter {
 
 TritonKernelSource generate_triton_kernel(const TritonProgramPlan& plan, size_t k, int index) {
   if (const auto& a = plan.kernels[k].attention) {
+    if (plan.kernels[k].attention_split.splits > 0)
+      return generate_triton_attention_decode_kernel(plan, k, index);
     if (a->kernel != AttentionKernel::forward)
       return generate_triton_attention_backward_kernel(plan, k, index);
     return generate_triton_attention_kernel(plan, k, index);

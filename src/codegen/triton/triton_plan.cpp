@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "codegen/triton/triton_attention_decode.h"
 #include "codegen/triton/triton_printer.h"
 #include "codegen/triton/triton_split.h"
 #include "ir/loop_extents.h"
@@ -113,6 +114,19 @@ std::string TritonKernelPlan::prefix() const {
 }
 
 namespace {
+
+/// `a`'s ops, then `b`'s (loads of what `a` already loads are shared by the body's CSE): one
+/// kernel's body naming what two computations load and store.
+LoopBody merged_bodies(const LoopBody& a, const LoopBody& b) {
+  LoopBody out = a;
+  std::vector<int> remap;
+  for (BodyOp op : b.ops()) {
+    for (int& x : op.args)
+      if (x >= 0) x = remap[static_cast<size_t>(x)];
+    remap.push_back(out.append(std::move(op)));
+  }
+  return out;
+}
 
 /// Row-major decomposition of `flat` over `sizes` (their values at the hints: `values`): the
 /// value of each loop variable. A symbolic size is never 0 or 1 in a size-generic module (the
@@ -277,7 +291,10 @@ class Planner {
     }
     if (head.is_opaque()) {
       if (head.attention) {
-        plan_attention(g.nests[0].computations[0]);
+        // nests[1] of an attention group is the forward's logsumexp: the same kernel stores it.
+        plan_attention(g.nests[0].computations[0],
+                       g.nests.size() == 2 ? g.nests[1].computations[0] : -1);
+        return;
       } else if (plan_template(g, nests)) {
         return;
       } else {
@@ -307,7 +324,7 @@ class Planner {
   /// (triton_attention_backward.h), which also read out, grad_out and lse contiguously. Its body
   /// (loads of the operands, the store of the result) makes the planner keep those buffers in
   /// memory.
-  void plan_attention(int computation) {
+  void plan_attention(int computation, int lse_computation) {
     const ComputedBuffer& c = comp(computation);
     const AttentionSpec& a = *c.attention;
     TritonKernelPlan k;
@@ -315,17 +332,35 @@ class Planner {
     k.attention = c.attention;
     k.attention_out = c.buffer;
     k.body = c.body;
-    k.op_nest.assign(c.body.ops().size(), 0);
-    k.reused.assign(c.body.ops().size(), false);
     k.origins = c.origin_names;
     k.provenance = c.origins;
+    if (lse_computation >= 0) {
+      // The logsumexp's body (its loads and its store) joins, so that the planner keeps its
+      // buffer in memory as the forward's.
+      const ComputedBuffer& l = comp(lse_computation);
+      k.attention_lse_out = l.buffer;
+      k.body = merged_bodies(c.body, l.body);
+      k.origins.insert(k.origins.end(), l.origin_names.begin(), l.origin_names.end());
+      k.provenance.insert(k.provenance.end(), l.origins.begin(), l.origins.end());
+    }
+    k.op_nest.assign(k.body.ops().size(), 0);
+    k.reused.assign(k.body.ops().size(), false);
     int64_t biggest = 0;
-    for (int b : {a.q, a.k, a.v, a.mask, a.out, a.grad_out, a.lse, c.buffer})
+    for (int b : {a.q, a.k, a.v, a.mask, a.out, a.grad_out, a.lse, c.buffer, k.attention_lse_out})
       if (b >= 0) {
         biggest = std::max(biggest, index_extent(b));
         int32_guard(b);
       }
     k.int64_index = biggest > INT32_MAX;
+    // A decoding shape (few query rows, long keys): the keys split over more programs, a
+    // partial and a combine kernel (triton_attention_decode.h).
+    if (auto split = split_attention_decode(k, out_.buffers)) {
+      for (TritonKernelPlan* part : {&split->first, &split->second}) {
+        out_.steps.push_back({static_cast<int>(out_.kernels.size()), computation});
+        out_.kernels.push_back(std::move(*part));
+      }
+      return;
+    }
     out_.steps.push_back({static_cast<int>(out_.kernels.size()), computation});
     out_.kernels.push_back(std::move(k));
   }

@@ -87,6 +87,15 @@ struct TritonBuffer {
   int64_t nbytes() const { return numel() * dtype_size(dtype); }
 };
 
+/// The split decoding path of a forward attention (triton_attention_decode.h): the keys cut
+/// into `splits` chunks, a partial kernel storing each chunk's unnormalized output and running
+/// max and sum, and a combine kernel (`combine`) that merges them into the result.
+struct AttentionSplitPlan {
+  int64_t splits = 0;  // 0: not split
+  bool combine = false;
+  int acc = -1, max = -1, sum = -1;  // partial buffers: [S, B*H, Tq, Dv], [S, B*H, Tq] f32
+};
+
 /// One Triton kernel, its body in the symbols of triton_xindex/yindex/rindex.
 struct TritonKernelPlan {
   TritonKernelKind kind = TritonKernelKind::Pointwise;
@@ -120,7 +129,13 @@ struct TritonKernelPlan {
   /// (triton_attention.h prints the forward, triton_attention_backward.h the backward kernels;
   /// `body` only names the operands and the result).
   std::shared_ptr<const AttentionSpec> attention;
-  int attention_out = -1;      // the result buffer
+  int attention_out = -1;  // the result buffer
+  /// A forward's logsumexp [B, H, Tq] f32 stored by the same kernel (its attention_lse
+  /// computation shares the kernel group: sched/fusion.h), or -1.
+  int attention_lse_out = -1;
+  /// A forward split along the keys for decoding shapes (triton_attention_decode.h): splits > 0
+  /// in both of its kernels.
+  AttentionSplitPlan attention_split;
   std::string prefix() const;  // triton_poi / triton_per / triton_red / triton_tem
   bool is_reduction() const {
     return kind == TritonKernelKind::Persistent || kind == TritonKernelKind::Looped;

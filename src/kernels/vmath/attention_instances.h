@@ -16,10 +16,10 @@
 #include "kernels/coil_attention.h"
 
 namespace coil::attention {
-#define COIL_ATTENTION_DEFINE(T, M)                                                         \
-  template void forward<T, M>(const Params&, const T*, const T*, const T*, const M*, T*);   \
-  template void logsumexp<T, M>(const Params&, const T*, const T*, const M*, float*);       \
-  template void backward<T, M>(const Params&, Grad, const T*, const T*, const T*, const T*, \
+#define COIL_ATTENTION_DEFINE(T, M)                                                               \
+  template void forward<T, M>(const Params&, const T*, const T*, const T*, const M*, T*, float*); \
+  template void logsumexp<T, M>(const Params&, const T*, const T*, const M*, float*);             \
+  template void backward<T, M>(const Params&, Grad, const T*, const T*, const T*, const T*,       \
                                const T*, const float*, const M*, T*);
 COIL_ATTENTION_INSTANCES(COIL_ATTENTION_DEFINE)
 #undef COIL_ATTENTION_DEFINE

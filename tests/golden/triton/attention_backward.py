@@ -7,11 +7,11 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: y (attention)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', name='triton_tem_fused_attention_0', kernel_hash='9f229056d44791f2134982255b968b19')
+# graph nodes: y (attention), l (attention_lse)
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', name='triton_tem_fused_attention_attention_lse_0', kernel_hash='615e87c6f7dc0634e710494a32ba51dc')
 @triton.jit
-def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash attention: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right), bool mask
+def triton_tem_fused_attention_attention_lse_0(arg_Q, arg_K, arg_V, arg_mask, out_ptr0, out_ptr1, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+    # flash attention and its logsumexp: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right), bool mask
     TQ = 64
     TK = 64
     # causal: the last query blocks (the most keys) first
@@ -75,71 +75,16 @@ def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, arg_mask, out_ptr0, BLOCK_
     # give 0 / 0 = NaN, what coil's reference gives (softmax over all -inf)
     o = acc / l_i[:, None]
     tl.store(out_ptr0 + (bh * 2048 + rm[:, None] * 32 + rdv[None, :]), o.to(tl.float32))
-
-
-# graph nodes: l (attention_lse)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 0}, causal=True, dtype='float32', kernel='lse', name='triton_tem_fused_attention_lse_1', kernel_hash='a3597a0433c882df46b4d3d05b1900c6')
-@triton.jit
-def triton_tem_fused_attention_lse_1(arg_Q, arg_K, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash attention_lse: q [2, 4, 64, 32], k [2, 2, 64, 32], causal (bottom-right), bool mask
-    TQ = 64
-    TK = 64
-    # causal: the last query blocks (the most keys) first
-    pid_m = (TQ + BLOCK_M - 1) // BLOCK_M - 1 - tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // 4
-    h = bh % 4
-    kvh = h // 2  # grouped-query: 2 query heads per kv head
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn0 = tl.arange(0, BLOCK_N)
-    rd = tl.arange(0, 32)
-    Q = arg_Q + (b * 8192 + h * 2048)
-    K = arg_K + (b * 4096 + kvh * 2048)
-    M = arg_mask + (b * 64)
-    q = tl.load(Q + (rm[:, None] * 32 + rd[None, :]))
-    qk_scale = 0.25503486164919736  # scale 0.17677669529663687 * log2(e)
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    # online max and sum in log2 units, as the forward's; a row with no visible key
-    # so far keeps m = -inf and subtracts 0 instead (m_safe: exp2 gives 0, not the
-    # NaN of -inf - -inf)
-    # causal: row i sees keys j <= i + TK - TQ. Keys below `full` are seen by every
-    # row of the block (no mask); the block's last row sees keys below `hi`; the
-    # blocks past it are skipped
-    hi = tl.minimum((pid_m + 1) * BLOCK_M + (TK - TQ), TK)
-    full = tl.minimum(tl.maximum(pid_m * BLOCK_M + (TK - TQ) + 1, 0), TK)
-    full = (full // BLOCK_N) * BLOCK_N
-    for start_n in range(0, full, BLOCK_N):
-        rn = start_n + rn0
-        k = tl.load(K + (rn[:, None] * 32 + rd[None, :]))
-        s = tl.dot(q, tl.trans(k), input_precision='ieee') * qk_scale
-        mv = tl.load(M + (rm[:, None] * 0 + rn[None, :]))
-        s = tl.where(mv != 0, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        l_i = l_i * tl.math.exp2(m_i - m_safe) + tl.sum(tl.math.exp2(s - m_safe[:, None]), 1)
-        m_i = m_new
-    for start_n in range(full, hi, BLOCK_N):
-        rn = start_n + rn0
-        k = tl.load(K + (rn[:, None] * 32 + rd[None, :]))
-        s = tl.dot(q, tl.trans(k), input_precision='ieee') * qk_scale
-        mv = tl.load(M + (rm[:, None] * 0 + rn[None, :]))
-        s = tl.where(mv != 0, s, float("-inf"))
-        s = tl.where(rn[None, :] <= rm[:, None] + (TK - TQ), s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        l_i = l_i * tl.math.exp2(m_i - m_safe) + tl.sum(tl.math.exp2(s - m_safe[:, None]), 1)
-        m_i = m_new
     # natural log: (m + log2(l)) * ln(2); a row that saw no key has m = -inf, l = 0:
     # -inf
     lse = (m_i + tl.math.log2(l_i)) * 0.69314718055994529
-    tl.store(out_ptr0 + (bh * 64 + rm), lse)
+    tl.store(out_ptr1 + (bh * 64 + rm), lse)
 
 
 # graph nodes: dq (attention_grad)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_q', name='triton_tem_fused_attention_grad_2', kernel_hash='e1e85f8c749c0b382aefce12c6fadf91')
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_q', name='triton_tem_fused_attention_grad_1', kernel_hash='573a6e9705f6bc58c42ad1cdf2702b0a')
 @triton.jit
-def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+def triton_tem_fused_attention_grad_1(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention_grad wrt q: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right), bool mask
     TQ = 64
     TK = 64
@@ -205,9 +150,9 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
 
 
 # graph nodes: dk (attention_grad)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_k', name='triton_tem_fused_attention_grad_3', kernel_hash='3c86255baaf6149b35fd58dd11c9d935')
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_k', name='triton_tem_fused_attention_grad_2', kernel_hash='9cff698907fe219e6c5801a0be3c04e0')
 @triton.jit
-def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention_grad wrt k: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right), bool mask
     TQ = 64
     TK = 64
@@ -282,9 +227,9 @@ def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
 
 
 # graph nodes: dv (attention_grad)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_v', name='triton_tem_fused_attention_grad_4', kernel_hash='02d4b45a6993447082be9e6ab9f327ac')
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_v', name='triton_tem_fused_attention_grad_3', kernel_hash='b90ab06364ea81eea8ad4dd6c774c108')
 @triton.jit
-def triton_tem_fused_attention_grad_4(arg_Q, arg_K, arg_DO, arg_LSE, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_DO, arg_LSE, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention_grad wrt v: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right), bool mask
     TQ = 64
     TK = 64
@@ -354,15 +299,14 @@ def call(args):
     runtime.check_input(arg3_1, 'm', (2, 1, 1, 64), (64, 64, 64, 1), torch.bool)
     runtime.check_input(arg4_1, 'dy', (2, 4, 64, 32), (8192, 2048, 32, 1), torch.float32)
     out0 = runtime.empty_strided((2, 4, 64, 32), (8192, 2048, 32, 1), torch.float32)
-    triton_tem_fused_attention_0.run(arg0_1, arg1_1, arg2_1, arg3_1, out0)
     out1 = runtime.empty_strided((2, 4, 64), (256, 64, 1), torch.float32)
-    triton_tem_fused_attention_lse_1.run(arg0_1, arg1_1, arg3_1, out1)
+    triton_tem_fused_attention_attention_lse_0.run(arg0_1, arg1_1, arg2_1, arg3_1, out0, out1)
     out2 = runtime.empty_strided((2, 4, 64, 32), (8192, 2048, 32, 1), torch.float32)
-    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg4_1, out1, arg3_1, out2)
+    triton_tem_fused_attention_grad_1.run(arg0_1, arg1_1, arg2_1, out0, arg4_1, out1, arg3_1, out2)
     out3 = runtime.empty_strided((2, 2, 64, 32), (4096, 2048, 32, 1), torch.float32)
-    triton_tem_fused_attention_grad_3.run(arg0_1, arg1_1, arg2_1, out0, arg4_1, out1, arg3_1, out3)
+    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg4_1, out1, arg3_1, out3)
     out4 = runtime.empty_strided((2, 2, 64, 32), (4096, 2048, 32, 1), torch.float32)
-    triton_tem_fused_attention_grad_4.run(arg0_1, arg1_1, arg4_1, out1, arg3_1, out4)
+    triton_tem_fused_attention_grad_3.run(arg0_1, arg1_1, arg4_1, out1, arg3_1, out4)
     return (out0, out1, out2, out3, out4, )
 
 

@@ -7,11 +7,11 @@ from triton.language.extra import libdevice
 from coil_runtime import heuristics, runtime
 
 
-# graph nodes: y (attention)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', name='triton_tem_fused_attention_0', kernel_hash='c14fac726c6ab57b8b02bdfdf7855790')
+# graph nodes: y (attention), l (attention_lse)
+@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', name='triton_tem_fused_attention_attention_lse_0', kernel_hash='f094671d4e487bdde3b6eb7d6121b2dc')
 @triton.jit
-def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash attention: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
+def triton_tem_fused_attention_attention_lse_0(arg_Q, arg_K, arg_V, out_ptr0, out_ptr1, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+    # flash attention and its logsumexp: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
     TQ = 100
     TK = 300
     # causal: the last query blocks (the most keys) first
@@ -70,66 +70,16 @@ def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, BLOCK_M : tl.con
     # give 0 / 0 = NaN, what coil's reference gives (softmax over all -inf)
     o = acc / l_i[:, None]
     tl.store(out_ptr0 + (bh * 6400 + rm[:, None] * 64 + rdv[None, :]), o.to(tl.bfloat16), mask=(rm[:, None] < TQ))
-
-
-# graph nodes: l (attention_lse)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 0}, causal=True, dtype='bfloat16', kernel='lse', name='triton_tem_fused_attention_lse_1', kernel_hash='be5725376cbe5ab373fec91b3f30a832')
-@triton.jit
-def triton_tem_fused_attention_lse_1(arg_Q, arg_K, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash attention_lse: q [1, 8, 100, 80], k [1, 2, 300, 80], causal (bottom-right)
-    TQ = 100
-    TK = 300
-    # causal: the last query blocks (the most keys) first
-    pid_m = (TQ + BLOCK_M - 1) // BLOCK_M - 1 - tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // 8
-    h = bh % 8
-    kvh = h // 4  # grouped-query: 4 query heads per kv head
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn0 = tl.arange(0, BLOCK_N)
-    rd = tl.arange(0, 128)
-    Q = arg_Q + (h * 8000)
-    K = arg_K + (kvh * 24000)
-    q = tl.load(Q + (rm[:, None] * 80 + rd[None, :]), mask=(rm[:, None] < TQ) & (rd[None, :] < 80), other=0.0)
-    qk_scale = 0.18033688011112042  # scale 0.125 * log2(e)
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    # online max and sum in log2 units, as the forward's; a row with no visible key
-    # so far keeps m = -inf and subtracts 0 instead (m_safe: exp2 gives 0, not the
-    # NaN of -inf - -inf)
-    # causal: row i sees keys j <= i + TK - TQ. Keys below `full` are seen by every
-    # row of the block (no mask); the block's last row sees keys below `hi`; the
-    # blocks past it are skipped
-    hi = tl.minimum((pid_m + 1) * BLOCK_M + (TK - TQ), TK)
-    full = tl.minimum(tl.maximum(pid_m * BLOCK_M + (TK - TQ) + 1, 0), TK)
-    full = (full // BLOCK_N) * BLOCK_N
-    for start_n in range(0, full, BLOCK_N):
-        rn = start_n + rn0
-        k = tl.load(K + (rn[:, None] * 80 + rd[None, :]), mask=(rd[None, :] < 80), other=0.0)
-        s = tl.dot(q, tl.trans(k)) * qk_scale
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        l_i = l_i * tl.math.exp2(m_i - m_safe) + tl.sum(tl.math.exp2(s - m_safe[:, None]), 1)
-        m_i = m_new
-    for start_n in range(full, hi, BLOCK_N):
-        rn = start_n + rn0
-        k = tl.load(K + (rn[:, None] * 80 + rd[None, :]), mask=(rn[:, None] < TK) & (rd[None, :] < 80), other=0.0)
-        s = tl.dot(q, tl.trans(k)) * qk_scale
-        s = tl.where(rn[None, :] <= rm[:, None] + (TK - TQ), s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        l_i = l_i * tl.math.exp2(m_i - m_safe) + tl.sum(tl.math.exp2(s - m_safe[:, None]), 1)
-        m_i = m_new
     # natural log: (m + log2(l)) * ln(2); a row that saw no key has m = -inf, l = 0:
     # -inf
     lse = (m_i + tl.math.log2(l_i)) * 0.69314718055994529
-    tl.store(out_ptr0 + (bh * 100 + rm), lse, mask=rm < TQ)
+    tl.store(out_ptr1 + (bh * 100 + rm), lse, mask=rm < TQ)
 
 
 # graph nodes: dq (attention_grad)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_q', name='triton_tem_fused_attention_grad_2', kernel_hash='d5d09c5e8e261cdda9894a067e9222f9')
+@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_q', name='triton_tem_fused_attention_grad_1', kernel_hash='3e81718e88fdd910efc8618483435df5')
 @triton.jit
-def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+def triton_tem_fused_attention_grad_1(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention_grad wrt q: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
     TQ = 100
     TK = 300
@@ -190,9 +140,9 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
 
 
 # graph nodes: dk (attention_grad)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_k', name='triton_tem_fused_attention_grad_3', kernel_hash='c124e93e4d30c1c30da91f840a41336d')
+@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_k', name='triton_tem_fused_attention_grad_2', kernel_hash='a5c2144ba49c6b34b997ac74f5680b95')
 @triton.jit
-def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention_grad wrt k: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
     TQ = 100
     TK = 300
@@ -277,9 +227,9 @@ def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
 
 
 # graph nodes: dv (attention_grad)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_v', name='triton_tem_fused_attention_grad_4', kernel_hash='4271b009421f444c812d147d052852a3')
+@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_v', name='triton_tem_fused_attention_grad_3', kernel_hash='1764788f5fe9216f4fac939c5d83552f')
 @triton.jit
-def triton_tem_fused_attention_grad_4(arg_Q, arg_K, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention_grad wrt v: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
     TQ = 100
     TK = 300
@@ -353,15 +303,14 @@ def call(args):
     runtime.check_input(arg2_1, 'v', (1, 2, 300, 64), (38400, 19200, 64, 1), torch.bfloat16)
     runtime.check_input(arg3_1, 'dy', (1, 8, 100, 64), (51200, 6400, 64, 1), torch.bfloat16)
     out0 = runtime.empty_strided((1, 8, 100, 64), (51200, 6400, 64, 1), torch.bfloat16)
-    triton_tem_fused_attention_0.run(arg0_1, arg1_1, arg2_1, out0)
     out1 = runtime.empty_strided((1, 8, 100), (800, 100, 1), torch.float32)
-    triton_tem_fused_attention_lse_1.run(arg0_1, arg1_1, out1)
+    triton_tem_fused_attention_attention_lse_0.run(arg0_1, arg1_1, arg2_1, out0, out1)
     out2 = runtime.empty_strided((1, 8, 100, 80), (64000, 8000, 80, 1), torch.bfloat16)
-    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg3_1, out1, out2)
+    triton_tem_fused_attention_grad_1.run(arg0_1, arg1_1, arg2_1, out0, arg3_1, out1, out2)
     out3 = runtime.empty_strided((1, 2, 300, 80), (48000, 24000, 80, 1), torch.bfloat16)
-    triton_tem_fused_attention_grad_3.run(arg0_1, arg1_1, arg2_1, out0, arg3_1, out1, out3)
+    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg3_1, out1, out3)
     out4 = runtime.empty_strided((1, 2, 300, 64), (38400, 19200, 64, 1), torch.bfloat16)
-    triton_tem_fused_attention_grad_4.run(arg0_1, arg1_1, arg3_1, out1, out4)
+    triton_tem_fused_attention_grad_3.run(arg0_1, arg1_1, arg3_1, out1, out4)
     return (out0, out1, out2, out3, out4, )
 
 

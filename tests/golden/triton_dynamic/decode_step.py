@@ -10,10 +10,10 @@ SIZE_SYMBOLS = {'ks0': 't'}  # kernel argument -> the graph's size symbol
 
 
 # graph nodes: a (attention <- reshape, permute)
-@heuristics.attention(shape={'batch': 1, 'heads': 4, 'kv_heads': 4, 'q_len': 1, 'kv_len': 'ks0', 'head_dim': 64, 'value_dim': 64}, causal=False, dtype='float32', name='triton_tem_fused_attention_0', kernel_hash='1281860959e8b9d29d69d2d333db06b3')
+@heuristics.attention(shape={'batch': 1, 'heads': 4, 'kv_heads': 4, 'q_len': 1, 'kv_len': 'ks0', 'head_dim': 64, 'value_dim': 64}, causal=False, dtype='float32', kernel='decode_partial', splits=64, name='triton_tem_fused_attention_0', kernel_hash='a2c55d0c1704ff7f7612199cf7f68846')
 @triton.jit
-def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, ks0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash attention: q [1, 4, 1, 64], k [1, 4, ks0, 64], v [..., 64]
+def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, out_ptr1, out_ptr2, ks0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+    # flash-decoding, partial results of 64 chunks of keys: q [1, 4, 1, 64], k [1, 4, ks0, 64], v [..., 64]
     TQ = 1
     TK = ks0
     pid_m = tl.program_id(0)
@@ -35,8 +35,14 @@ def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, ks0, BLOCK_M : t
     # online softmax in log2 units: m_i the running max, l_i the running sum; a row with
     # no visible key so far keeps m = -inf and subtracts 0 instead (m_safe: exp2 gives 0,
     # not the NaN of -inf - -inf)
+    split = tl.program_id(2)
+    # chunks of a multiple of BLOCK_N keys, so that only TK's partial last block needs a
+    # bound; the last chunks may be short or empty (a short TK at run time)
+    chunk = ((TK + 63) // 64 + BLOCK_N - 1) // BLOCK_N * BLOCK_N
+    chunk_lo = split * chunk
+    chunk_hi = tl.minimum(chunk_lo + chunk, TK)
     # whole key blocks without masks, then the partial last block
-    for start_n in range(0, (TK // BLOCK_N) * BLOCK_N, BLOCK_N):
+    for start_n in range(chunk_lo, tl.minimum(chunk_hi, (TK // BLOCK_N) * BLOCK_N), BLOCK_N):
         rn = start_n + rn0
         k = tl.load(K + (rn[:, None] * 64 + rd[None, :]))
         s = tl.dot(q, tl.trans(k), input_precision='ieee') * qk_scale
@@ -48,7 +54,7 @@ def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, ks0, BLOCK_M : t
         v = tl.load(V + (rn[:, None] * 64 + rdv[None, :]))
         acc = acc * alpha[:, None] + tl.dot(p, v, input_precision='ieee')
         m_i = m_new
-    for start_n in range((TK // BLOCK_N) * BLOCK_N, TK, BLOCK_N):
+    for start_n in range(tl.maximum(chunk_lo, (TK // BLOCK_N) * BLOCK_N), chunk_hi, BLOCK_N):
         rn = start_n + rn0
         k = tl.load(K + (rn[:, None] * 64 + rd[None, :]), mask=(rn[:, None] < TK), other=0.0)
         s = tl.dot(q, tl.trans(k), input_precision='ieee') * qk_scale
@@ -61,16 +67,49 @@ def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, ks0, BLOCK_M : t
         v = tl.load(V + (rn[:, None] * 64 + rdv[None, :]), mask=(rn[:, None] < TK), other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p, v, input_precision='ieee')
         m_i = m_new
-    # rows that saw no key (all masked, or causal with Tq > Tk) have l_i = 0 and
-    # give 0 / 0 = NaN, what coil's reference gives (softmax over all -inf)
-    o = acc / l_i[:, None]
-    tl.store(out_ptr0 + (bh * 64 + rm[:, None] * 64 + rdv[None, :]), o.to(tl.float32), mask=(rm[:, None] < TQ))
+    # the chunk's running max and sum (log2 units) and its unnormalized output, for the
+    # combine kernel; an empty chunk stores m = -inf, l = 0, acc = 0 (weight 0 there)
+    prow = split * 4 + bh + rm
+    tl.store(out_ptr1 + prow, m_i, mask=rm < TQ)
+    tl.store(out_ptr2 + prow, l_i, mask=rm < TQ)
+    tl.store(out_ptr0 + (prow[:, None] * 64 + rdv[None, :]), acc, mask=(rm[:, None] < TQ))
+
+
+# graph nodes: a (attention <- reshape, permute)
+@heuristics.attention(shape={'batch': 1, 'heads': 4, 'kv_heads': 4, 'q_len': 1, 'kv_len': 'ks0', 'head_dim': 64, 'value_dim': 64}, causal=False, dtype='float32', kernel='decode_combine', splits=64, name='triton_tem_fused_attention_1', kernel_hash='64c870ab3820ea90c247896c34a22d13')
+@triton.jit
+def triton_tem_fused_attention_1(arg_acc, arg_max, arg_sum, out_ptr0, ks0, BLOCK_M : tl.constexpr):
+    # flash-decoding, combine: the 64 chunks of keys of each row of y [1, 4, 1, 64]
+    TK = ks0
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (batch, head, query)
+    rdv = tl.arange(0, 64)
+    row_mask = rows < 4
+    # M: the largest running max of the row's chunks (log2 units); a row that saw no key
+    # in any chunk keeps -inf and subtracts 0 (m_safe: exp2 gives 0, not the NaN of
+    # -inf - -inf)
+    m_max = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    for s in range(0, 64):
+        m_max = tl.maximum(m_max, tl.load(arg_max + (s * 4 + rows), mask=row_mask, other=float("-inf")))
+    m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
+    # chunk s weighs w = exp2(m_s - M): L = sum l_s w, O = sum acc_s w / L
+    l_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, 64], dtype=tl.float32)
+    for s in range(0, 64):
+        w = tl.math.exp2(tl.load(arg_max + (s * 4 + rows), mask=row_mask, other=float("-inf")) - m_safe)
+        l_sum += tl.load(arg_sum + (s * 4 + rows), mask=row_mask, other=0.0) * w
+        acc += tl.load(arg_acc + (s * 256 + rows[:, None] * 64 + rdv[None, :]), mask=row_mask[:, None], other=0.0) * w[:, None]
+    # a row that saw no key has L = 0: 0 / 0 = NaN, coil's reference (softmax over all
+    # -inf)
+    o = acc / l_sum[:, None]
+    # no key at all (TK = 0 at run time): a sum over no key is 0, as coil's reference
+    o = tl.where(TK == 0, 0.0, o)
+    tl.store(out_ptr0 + (rows[:, None] * 64 + rdv[None, :]), o.to(tl.float32), mask=row_mask[:, None])
 
 
 # graph nodes: o (matmul <- permute, reshape), y (add)
-@heuristics.template(mm={'m': 1, 'n': 256, 'k': 256, 'batch': 1}, dtype='float32', name='triton_tem_fused_matmul_add_1', kernel_hash='52298834cca6e8a5692bd671618cbced')
+@heuristics.template(mm={'m': 1, 'n': 256, 'k': 256, 'batch': 1}, dtype='float32', name='triton_tem_fused_matmul_add_2', kernel_hash='876a49936345912b1c45c3a6151a49f2')
 @triton.jit
-def triton_tem_fused_matmul_add_1(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
+def triton_tem_fused_matmul_add_2(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr, BLOCK_K : tl.constexpr, GROUP_M : tl.constexpr):
     M = 1
     N = 256
     K = 256
@@ -110,9 +149,9 @@ def triton_tem_fused_matmul_add_1(arg_A, arg_B, in_ptr0, out_ptr0, BLOCK_M : tl.
 
 
 # graph nodes: y (add)
-@heuristics.pointwise(size_hints={'x': 256}, name='triton_poi_fused_add_2', kernel_hash='c0fa660f94a5ac2d9bc7df1193baeb83')
+@heuristics.pointwise(size_hints={'x': 256}, name='triton_poi_fused_add_3', kernel_hash='cbbf0d4791be21d9ec968f9f143bff53')
 @triton.jit
-def triton_poi_fused_add_2(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+def triton_poi_fused_add_3(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xnumel = 256
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:]
@@ -124,15 +163,15 @@ def triton_poi_fused_add_2(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.const
 
 
 def extern_0(*args):
-    # triton_tem_fused_matmul_add_1's other choice: cuBLAS through torch, then triton_poi_fused_add_2
+    # triton_tem_fused_matmul_add_2's other choice: cuBLAS through torch, then triton_poi_fused_add_3
     buf6, arg2_1, arg0_1, out0 = args
     buf7 = runtime.empty_strided((1, 1, 256), (256, 256, 1), torch.float32)
     with runtime.fp32_precision('highest'):
         torch.mm(torch.as_strided(buf6, (1, 256), (0, 1), 0), arg2_1, out=buf7.view((1, 256)))
-    triton_poi_fused_add_2.run(buf7, arg0_1, out0, 256)
+    triton_poi_fused_add_3.run(buf7, arg0_1, out0, 256)
 
 
-triton_tem_fused_matmul_add_1.attach_externs(extern_0)
+triton_tem_fused_matmul_add_2.attach_externs(extern_0)
 
 
 def call(args):
@@ -152,11 +191,16 @@ def call(args):
     # graph nodes: q0 (matmul)
     with runtime.fp32_precision('highest'):
         torch.mm(torch.as_strided(arg0_1, (1, 256), (0, 1), 0), arg1_1, out=buf5.view((1, 256)))
-    buf6 = runtime.empty_strided((1, 4, 1, 64), (256, 64, 64, 1), torch.float32)
-    triton_tem_fused_attention_0.run(buf5, arg3_1, arg4_1, buf6, ks0)
+    part0 = runtime.empty_strided((64, 4, 1, 64), (256, 64, 64, 1), torch.float32)
+    part1 = runtime.empty_strided((64, 4, 1), (4, 1, 1), torch.float32)
+    part2 = runtime.empty_strided((64, 4, 1), (4, 1, 1), torch.float32)
+    triton_tem_fused_attention_0.run(buf5, arg3_1, arg4_1, part0, part1, part2, ks0)
     del buf5
+    buf6 = runtime.empty_strided((1, 4, 1, 64), (256, 64, 64, 1), torch.float32)
+    triton_tem_fused_attention_1.run(part0, part1, part2, buf6, ks0)
+    del part0, part1, part2
     out0 = runtime.empty_strided((1, 1, 256), (256, 256, 1), torch.float32)
-    triton_tem_fused_matmul_add_1.run(buf6, arg2_1, arg0_1, out0)
+    triton_tem_fused_matmul_add_2.run(buf6, arg2_1, arg0_1, out0)
     del buf6
     return (out0, )
 
