@@ -12,6 +12,10 @@
 #   3  issue 24 on the host CPU (16 threads, torch 2.11): bench/attention_bench.py against
 #      torch's fused CPU attention (F.scaled_dot_product_attention), forward and forward +
 #      backward (carry device-bundle after `bash scripts/device_bundle.sh`).
+#   4  issue 24: the decoding kernels with a GQA group's heads packed into one tile (the
+#      suite's `decode` group and the decode rows of bench/gpu/attention_bench.py; prepare both
+#      here as for STEP 1), then tests/torch/test_sdpa_torch2.py and test_sdpa_rows.py on torch
+#      2.11 (carry tests/gpu/generated and device-bundle).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-/tmp/coil-owed-out}"; mkdir -p "$OUT"
@@ -42,6 +46,13 @@ case "${STEP:-1}" in
        timeout 270 python3 bench/attention_bench.py --threads 16 --lengths 512,2048,4096 $bw \
          --runs 10 --json "$OUT/attention_cpu16${bw}.json" 2>&1 | tail -10
      done ;;
-  *) echo "STEP must be 1 to 3"; exit 2 ;;
+  4) timeout 80 python3 tests/gpu/test_attention.py --groups decode --no-every-config \
+       --report "$OUT/decode_tests.txt" 2>&1 | tail -3
+     timeout 110 python3 bench/gpu/attention_bench.py --json "$OUT/attention_decode_packed.json" \
+       --only decode_B1_T4096 decode_B1_T16384 decode_B1_T65536 decode_B8_T4096 \
+       decode_B8_T16384 decode_B8_T65536 2>&1 | tail -9
+     TORCH2_TIMEOUT=370 COIL_TRITON_AUTOTUNE=0 bash tests/torch/run_torch2.sh \
+       tests/torch/test_sdpa_torch2.py tests/torch/test_sdpa_rows.py 2>&1 | tail -25 ;;
+  *) echo "STEP must be 1 to 4"; exit 2 ;;
 esac
 echo "elapsed $(( $(date +%s) - t0 )) s"

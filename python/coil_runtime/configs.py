@@ -559,6 +559,11 @@ ATTENTION_DECODE_PARTIAL_CONFIGS = (
 ATTENTION_DECODE_PARTIAL_CONFIGS_MAX = ATTENTION_DECODE_PARTIAL_CONFIGS + (
     (16, 32, 4, 2), (16, 64, 2, 2), (16, 128, 4, 4), (16, 32, 2, 4), (16, 64, 5, 4),
 )
+# A packed kernel (forward or decode_partial with `packed_heads` G: a grouped-query group's G
+# query heads in the rows of one tile, src/codegen/triton/triton_attention_decode.h) has Tq * G
+# rows per (batch, kv head) program, at most 64: every config's BLOCK_M covers them,
+# max(16, next_pow2(Tq * G)), so that K and V are read once per kv head (the code generator
+# counts one row block per program).
 # decode_combine: (BLOCK_M rows a program, num_warps); a program reads its rows' S chunks
 # (S * BLOCK_M * Dv f32): few rows a program give a decoding step's few rows more programs.
 ATTENTION_DECODE_COMBINE_CONFIGS = ((1, 4), (4, 4), (16, 8))
@@ -592,15 +597,23 @@ def attention_backward_registers(kernel, bm, bn, warps, shape):
     return bn * (width + 2 * bm) // threads
 
 
+def attention_packed_block(rows):
+    """BLOCK_M of a packed kernel: its Tq * G rows padded to a power of two >= 16."""
+    return max(ATTENTION_MIN_BLOCK, next_power_of_2(rows))
+
+
 def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_MEMORY,
-                      kernel="forward"):
+                      kernel="forward", packed_heads=1):
     """The attention list for the mode and kernel (ATTENTION_KERNELS), blocks clamped to the
     lengths (BLOCK_M to Tq, BLOCK_N to Tk), deduplicated, those over the shared memory or
     MM_MAX_ACC_REGISTERS dropped before anything compiles; when none is left, the smallest tile
     (forward and lse: 32 queries x 16 keys, decode_partial 16 x 16, the gradients 32 x 32; one
-    stage). decode_combine: its rows per program. mode '0': the first config only."""
+    stage). decode_combine: its rows per program. mode '0': the first config only.
+    packed_heads G > 1 (forward, decode_partial): BLOCK_M is attention_packed_block(Tq * G) in
+    every config."""
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(f"attention kernel {kernel!r}: expected one of {ATTENTION_KERNELS}")
+    packed = packed_heads > 1 and kernel in ("forward", "decode_partial")
     if kernel == "decode_combine":
         table = (ATTENTION_DECODE_COMBINE_CONFIGS_MAX if mode == "max" else
                  ATTENTION_DECODE_COMBINE_CONFIGS)
@@ -618,6 +631,8 @@ def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_
     out = []
     for bm, bn, stages, warps in table:
         bm, bn = attention_block(bm, shape["q_len"]), attention_block(bn, shape["kv_len"])
+        if packed:
+            bm = attention_packed_block(shape["q_len"] * packed_heads)
         if kernel in ("forward", "decode_partial"):
             smem = attention_shared_memory(bm, bn, stages, shape, dtype)
             regs = attention_registers(bm, bn, warps, shape)
@@ -629,8 +644,9 @@ def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_
         out.append(Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages))
     out = unique_configs(out)
     if not out:
-        out = [Config({"BLOCK_M": attention_block(16 if kernel == "decode_partial" else 32,
-                                                  shape["q_len"]),
+        out = [Config({"BLOCK_M": attention_packed_block(shape["q_len"] * packed_heads) if packed
+                       else attention_block(16 if kernel == "decode_partial" else 32,
+                                            shape["q_len"]),
                        "BLOCK_N": attention_block(
                            16 if kernel in ("forward", "lse", "decode_partial") else 32,
                            shape["kv_len"])},
@@ -643,7 +659,9 @@ def attention_grid(config, shape, kernel="forward"):
     for grad_k and grad_v (cdiv(Tk, BLOCK_N), B * Hkv, 1): a program per block of keys and
     (batch, kv head). Tq = 0 still launches those (their gradients are zeros). decode_partial:
     the forward's grid per chunk of keys, (cdiv(Tq, BLOCK_M), B * H, shape['splits']);
-    decode_combine: (cdiv(B * H * Tq, BLOCK_M), 1, 1), BLOCK_M rows a program."""
+    decode_combine: (cdiv(B * H * Tq, BLOCK_M), 1, 1), BLOCK_M rows a program. A packed
+    forward or decode_partial (shape['packed_heads'] G > 1) has a program per row block of the
+    Tq * G rows of each (batch, kv head): (cdiv(Tq * G, BLOCK_M), B * H / G, splits)."""
     if kernel == "decode_combine":
         rows = shape["batch"] * shape["heads"] * shape["q_len"]
         return (cdiv(rows, config.kwargs["BLOCK_M"]), 1, 1) if rows else (0, 1, 1)
@@ -653,6 +671,9 @@ def attention_grid(config, shape, kernel="forward"):
     else:
         bh = shape["batch"] * shape["heads"]
         length, block = shape["q_len"], config.kwargs["BLOCK_M"]
+        packed = shape.get("packed_heads", 1)
+        if packed > 1 and kernel in ("forward", "decode_partial"):
+            bh, length = bh // packed, length * packed
     if length == 0 or bh == 0:
         return (0, 1, 1)
     g = cdiv(length, block)

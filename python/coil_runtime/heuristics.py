@@ -202,13 +202,15 @@ def template(mm, dtype="float32", name=None, kernel_hash=None, **meta):
 
 
 def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None,
-              kernel="forward", splits=1, **meta):
+              kernel="forward", splits=1, packed_heads=1, **meta):
     """A flash-attention template (triton_tem, src/codegen/triton/triton_attention.h): shape =
     {'batch', 'heads', 'kv_heads', 'q_len', 'kv_len', 'head_dim', 'value_dim'}, baked into the
     kernel; `kernel` is 'forward' or one of the backward's (triton_attention_backward.h):
     'lse', 'grad_q', 'grad_k', 'grad_v', or the split decoding path's
     (triton_attention_decode.h): 'decode_partial' (a grid dimension of `splits` chunks of keys)
-    and 'decode_combine'. The configs are configs.attention_configs fitted to the shape and
+    and 'decode_combine'. `packed_heads` G > 1 (forward, decode_partial): a program per (batch,
+    kv head) whose tile's rows are its G query heads' Tq rows (triton_attention_decode.h).
+    The configs are configs.attention_configs fitted to the shape and
     kernel; every mode but 'none' times them (there is no library choice), per size bucket like
     the other kernels.
 
@@ -224,10 +226,12 @@ def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None,
     def wrap(fn):
         mode = autotune_policy(fn)
         configs = cfgs.attention_configs(shape, dtype, mode=LIST_MODES[mode],
-                                         shared_memory=device_shared_memory(), kernel=kernel)
+                                         shared_memory=device_shared_memory(), kernel=kernel,
+                                         packed_heads=packed_heads)
         return AttentionAutotuner(fn, shape, bool(causal), dtype, configs, name=name,
                                   kernel_hash=kernel_hash, meta=meta, mode=mode,
-                                  shape_exprs=exprs, kernel=kernel, splits=splits)
+                                  shape_exprs=exprs, kernel=kernel, splits=splits,
+                                  packed_heads=packed_heads)
     return wrap
 
 
@@ -818,9 +822,11 @@ class AttentionAutotuner(CoilAutotuner):
                 "decode_partial": ("head_dim", "value_dim"), "decode_combine": ()}
 
     def __init__(self, fn, shape, causal, dtype, configs, name=None, kernel_hash=None, meta=None,
-                 mode="default", shape_exprs=None, kernel="forward", splits=1):
+                 mode="default", shape_exprs=None, kernel="forward", splits=1, packed_heads=1):
         self.shape = dict(shape)
         self.splits = int(splits)  # decode_partial's chunks of keys (its grid's z)
+        # A grouped-query group's query heads in one tile's rows: a program per kv head.
+        self.packed_heads = int(packed_heads)
         self.causal = causal
         self.dtype = dtype
         self.attention_kernel = kernel
@@ -869,5 +875,6 @@ class AttentionAutotuner(CoilAutotuner):
                                                 "kv_len": numels["kv_len"]},
                                        self.attention_kernel)
         return cfgs.attention_grid(config, {"batch": numels["batch_heads"], "heads": 1,
-                                            "q_len": numels["q_len"], "splits": self.splits},
+                                            "q_len": numels["q_len"], "splits": self.splits,
+                                            "packed_heads": self.packed_heads},
                                    self.attention_kernel)

@@ -174,12 +174,49 @@ def test_decode_configs_and_grids():
                                "decode_combine")[0] == 0
 
 
+def test_packed_configs_and_grids():
+    """A grouped-query group packed into a tile's rows (packed_heads G: the forward and the
+    partial kernel): every config's BLOCK_M covers the Tq * G rows, padded to a power of two
+    >= 16, and the grid has a program per (batch, kv head) (and chunk)."""
+    dec = shape(tq=3, tk=8192, d=128, b=2, h=32, hkv=4)  # G = 8: 24 rows
+    for kernel in ("decode_partial", "forward"):
+        for mode in ("1", "max"):
+            listed = cfgs.attention_configs(dec, "bfloat16", mode=mode, kernel=kernel,
+                                            packed_heads=8)
+            assert listed and all(c.kwargs["BLOCK_M"] == 32 for c in listed), (kernel, listed)
+            for c in listed:
+                assert cfgs.attention_registers(32, c.kwargs["BLOCK_N"], c.num_warps, dec) <= \
+                    cfgs.MM_MAX_ACC_REGISTERS
+        (only,) = cfgs.attention_configs(dec, shared_memory=1024, kernel=kernel, packed_heads=8)
+        assert only.kwargs["BLOCK_M"] == 32
+    assert {c.kwargs["BLOCK_M"] for c in cfgs.attention_configs(
+        shape(tq=1, tk=8192, h=32, hkv=8), kernel="decode_partial", packed_heads=4)} == {16}
+    assert {c.kwargs["BLOCK_M"] for c in cfgs.attention_configs(
+        shape(tq=16, tk=300, h=8, hkv=2), packed_heads=4)} == {64}
+    # The lse and backward kernels are never packed: their lists ignore it.
+    assert cfgs.attention_configs(dec, kernel="grad_q", packed_heads=8) == \
+        cfgs.attention_configs(dec, kernel="grad_q")
+    c = cfgs.Config({"BLOCK_M": 32, "BLOCK_N": 64})
+    assert cfgs.attention_grid(c, dict(dec, splits=16, packed_heads=8), "decode_partial") == \
+        (1, 8, 16)
+    assert cfgs.attention_grid(c, dict(dec, packed_heads=8)) == (1, 8, 1)
+    # A smaller BLOCK_M (not listed) would still cover the rows with more row blocks.
+    assert cfgs.attention_grid(cfgs.Config({"BLOCK_M": 16, "BLOCK_N": 64}),
+                               dict(dec, packed_heads=8)) == (2, 8, 1)
+    # The combine reads (batch, head, query) rows: unchanged.
+    assert cfgs.attention_grid(cfgs.Config({"BLOCK_M": 4}), dict(dec, packed_heads=8),
+                               "decode_combine") == (48, 1, 1)
+
+
 def test_decode_golden_module_launches_both_kernels(fake_gpu):
     fake = fake_gpu
     mod = runtime.load_module(os.path.join(GOLDEN, "attention_decode.py"), name="attn_decode")
     tuners = {t.attention_kernel: t for t in heuristics.autotuners_of(mod)}
     assert sorted(tuners) == ["decode_combine", "decode_partial"]
-    assert tuners["decode_partial"].splits == 8
+    assert tuners["decode_partial"].splits == 32
+    # 32 query heads on 8 kv heads: a program per kv head, its 4 query heads the tile's rows.
+    assert tuners["decode_partial"].packed_heads == 4
+    assert tuners["decode_combine"].packed_heads == 1
     assert tuners["decode_partial"].mutated_pos == [3, 4, 5]  # the partial buffers
     assert tuners["decode_combine"].flops == 0
     args = [torch.randn(1, 32, 1, 128).bfloat16(), torch.randn(1, 8, 8192, 128).bfloat16(),
@@ -194,7 +231,7 @@ def test_decode_golden_module_launches_both_kernels(fake_gpu):
         assert [name for name, _, _ in launched] == [tuners["decode_partial"].name,
                                                      tuners["decode_combine"].name]
         (_, grid, consts), (_, cgrid, cconsts) = launched
-        assert grid == (1, 32, 8) and consts["BLOCK_M"] == 16
+        assert grid == (1, 8, 32) and consts["BLOCK_M"] == 16
         assert cgrid == (-(-32 // cconsts["BLOCK_M"]), 1, 1)
 
 

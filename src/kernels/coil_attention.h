@@ -27,6 +27,11 @@
 //     fixed order of key blocks, so results do not depend on the thread count. When the tasks
 //     are few and the keys many (decoding), the keys are split into chunks too, each chunk's
 //     rows left unnormalized with their running max and sum, then combined (kSplitMinTasks).
+//   - Few query rows per kv head (decoding: H / Hkv heads x Tq rows <= kDecodeMaxRows) take
+//     the decode path instead (coil_attention_decode.h): one task per (batch, kv head) for
+//     every row of its group, dot products with K's rows and O += P V with V's rows read in
+//     place (no packing, each element of K and V read once per task), then the same per-row
+//     softmax steps, key chunks and combine as below.
 //   - For each block of kBlockKeys keys: K's block is transposed into kt [D][kBlockKeys] (the
 //     ISA's register transpose), so that scores S = Q K^T are broadcast-FMAs along the keys:
 //     a register tile of kMicroRows rows x 4 vectors, the shape of the matmul micro-kernel.
@@ -167,17 +172,19 @@ inline void block_scores(const float* q, int64_t ldq, int64_t D, const float* kt
     for (int c = 0; c < 4; ++c) acc[r][c].store(s + r * kBlockKeys + c * kL);
 }
 
-/// o[r][c0 .. c0 + C * kL) += sum_{j < nk} p[r][j] * v[j][.] for R rows (o rows ldo apart, v
-/// rows ldv apart).
-template <int R, int C>
-inline void block_values(const float* p, const float* v, int64_t ldv, int64_t nk, float* o,
-                         int64_t ldo) {
+/// o[r][0 .. C * kL) += sum_{j < nk} p[r][j] * v[j][.] for R rows (o rows ldo apart, v rows
+/// ldv apart, widened to f32 as they are loaded); only `last` elements of v's last vector are
+/// read (the rest count as zero), so that rows of V read in place need no padding.
+template <int R, int C, typename T>
+inline void block_values(const float* p, const T* v, int64_t ldv, int64_t nk, float* o, int64_t ldo,
+                         int64_t last = kL) {
   V acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = V::loadu(o + r * ldo + c * kL);
   for (int64_t j = 0; j < nk; ++j) {
     V vv[C];
-    for (int c = 0; c < C; ++c) vv[c] = V::loadu(v + j * ldv + c * kL);
+    for (int c = 0; c + 1 < C; ++c) vv[c] = V::loadu(v + j * ldv + c * kL);
+    vv[C - 1] = V::loadu(v + j * ldv + (C - 1) * kL, last);
     for (int r = 0; r < R; ++r) {
       const V pv(p[r * kBlockKeys + j]);
       for (int c = 0; c < C; ++c) acc[r][c] = fmadd(pv, vv[c], acc[r][c]);
@@ -187,22 +194,26 @@ inline void block_values(const float* p, const float* v, int64_t ldv, int64_t nk
     for (int c = 0; c < C; ++c) acc[r][c].store(o + r * ldo + c * kL);
 }
 
-template <int R>
-inline void block_values_row_group(const float* p, const float* v, int64_t ldv, int64_t nk,
-                                   float* o, int64_t ldo) {
+/// block_values over columns [0, n) of R rows, four vectors at a time, then the rest.
+template <int R, typename T>
+inline void block_values_row_group(const float* p, const T* v, int64_t ldv, int64_t nk, float* o,
+                                   int64_t ldo, int64_t n) {
   int64_t c0 = 0;
-  for (; c0 + 4 * kL <= ldo; c0 += 4 * kL) block_values<R, 4>(p, v + c0, ldv, nk, o + c0, ldo);
-  switch ((ldo - c0) / kL) {
+  for (; c0 + 4 * kL <= n; c0 += 4 * kL) block_values<R, 4>(p, v + c0, ldv, nk, o + c0, ldo);
+  if (c0 == n) return;
+  const int64_t vectors = (n - c0 + kL - 1) / kL, last = n - c0 - (vectors - 1) * kL;
+  switch (vectors) {
+    case 4:
+      block_values<R, 4>(p, v + c0, ldv, nk, o + c0, ldo, last);
+      break;
     case 3:
-      block_values<R, 3>(p, v + c0, ldv, nk, o + c0, ldo);
+      block_values<R, 3>(p, v + c0, ldv, nk, o + c0, ldo, last);
       break;
     case 2:
-      block_values<R, 2>(p, v + c0, ldv, nk, o + c0, ldo);
-      break;
-    case 1:
-      block_values<R, 1>(p, v + c0, ldv, nk, o + c0, ldo);
+      block_values<R, 2>(p, v + c0, ldv, nk, o + c0, ldo, last);
       break;
     default:
+      block_values<R, 1>(p, v + c0, ldv, nk, o + c0, ldo, last);
       break;
   }
 }
@@ -224,17 +235,19 @@ inline void scores_of_rows(const float* q, int64_t ldq, int64_t D, int64_t rows,
       [&](int64_t r) { block_scores<1>(q + r * ldq, ldq, D, kt, s + r * kBlockKeys); });
 }
 
-/// O += P V: o[r] += sum_{j < nk} p[r][j] * v[j] for `rows` rows (p rows kBlockKeys apart; o
-/// rows ldo apart, ldo a multiple of the lanes; v rows ldv apart, readable up to ldo).
-inline void values_of_rows(const float* p, const float* v, int64_t ldv, int64_t nk, int64_t rows,
-                           float* o, int64_t ldo) {
+/// O += P V: o[r][0..n) += sum_{j < nk} p[r][j] * v[j][0..n) for `rows` rows (p rows
+/// kBlockKeys apart; o rows ldo apart, ldo a multiple of the lanes; v rows ldv apart, f32 or
+/// widened as loaded; n = ldo for V packed with padding, else V's row length).
+template <typename T>
+inline void values_of_rows(const float* p, const T* v, int64_t ldv, int64_t nk, int64_t rows,
+                           float* o, int64_t ldo, int64_t n) {
   for_row_groups(
       rows,
       [&](int64_t r) {
-        block_values_row_group<kMicroRows>(p + r * kBlockKeys, v, ldv, nk, o + r * ldo, ldo);
+        block_values_row_group<kMicroRows>(p + r * kBlockKeys, v, ldv, nk, o + r * ldo, ldo, n);
       },
       [&](int64_t r) {
-        block_values_row_group<1>(p + r * kBlockKeys, v, ldv, nk, o + r * ldo, ldo);
+        block_values_row_group<1>(p + r * kBlockKeys, v, ldv, nk, o + r * ldo, ldo, n);
       });
 }
 
@@ -250,16 +263,17 @@ inline void pack_transposed(const T* src, int64_t ld, int64_t nk, int64_t D, flo
     for (int64_t d = 0; d < D; ++d) V().store(kt + d * kBlockKeys + jj);
 }
 
-/// One thread's blocks, sized for the call.
+/// One thread's blocks, sized for the call. The decode path (coil_attention_decode.h) reads
+/// K and V in place and needs no kt or v (`packs` false).
 struct Scratch {
-  int64_t ldq, ldv;  // row lengths of q and of v/o (Dv rounded up to the lanes)
+  int64_t ldq, ldv;  // row lengths of q and of v/o (D and Dv rounded up to the lanes)
   std::vector<float> q, kt, v, s, o, m, l;
-  Scratch(int64_t D, int64_t Dv)
-      : ldq(D),
+  Scratch(int64_t D, int64_t Dv, bool packs = true)
+      : ldq(round_up(std::max<int64_t>(D, 1), kL)),
         ldv(round_up(std::max<int64_t>(Dv, 1), kL)),
-        q(static_cast<size_t>(kBlockRows * std::max<int64_t>(D, 1))),
-        kt(static_cast<size_t>(round_up(std::max<int64_t>(D, 1), kL) * kBlockKeys)),
-        v(static_cast<size_t>(kBlockKeys * ldv)),
+        q(static_cast<size_t>(kBlockRows * ldq)),
+        kt(packs ? static_cast<size_t>(ldq * kBlockKeys) : 0),
+        v(packs ? static_cast<size_t>(kBlockKeys * ldv) : 0),
         s(static_cast<size_t>(kBlockRows * kBlockKeys)),
         o(static_cast<size_t>(kBlockRows * ldv)),
         m(static_cast<size_t>(kBlockRows)),
@@ -341,49 +355,37 @@ inline float online_softmax(float* s, float& m, float& l) {
   return alpha;
 }
 
-/// One task: query rows [i0, i0 + rows) of head h of batch b over keys [key_lo, key_hi)
-/// (key_lo a multiple of kBlockKeys). With `part` null the rows are finished into y (and their
-/// logsumexp m + log(l) into `lse_rows` when not null); else (split keys) each row leaves its
-/// unnormalized output, running max and sum in `part` (kPartExtra floats after ldv outputs per
-/// row) for combine_parts.
-template <typename T, typename M>
-void query_block(const Params& p, const T* q, const T* k, const T* v, const M* mask, T* y,
-                 int64_t b, int64_t h, int64_t i0, int64_t rows, Scratch& w, int64_t key_lo,
-                 int64_t key_hi, float* part, float* lse_rows) {
-  const int64_t D = p.head_dim, Dv = p.value_dim, Tk = p.kv_len;
-  const int64_t hk = h / (p.heads / p.kv_heads);
-  const int64_t ldq = p.q_strides[2], ldk = p.k_strides[2], ldv = p.v_strides[2];
-  const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1] + i0 * ldq;
-  const T* kb = k + b * p.k_strides[0] + hk * p.k_strides[1];
-  const T* vb = v + b * p.v_strides[0] + hk * p.v_strides[1];
-  T* yb = y + ((b * p.heads + h) * p.q_len + i0) * Dv;
-  for (int64_t r = 0; r < rows; ++r) widen_row(qb + r * ldq, D, w.q.data() + r * D, D);
+/// A task's rows before its first key block: O = 0, running max m = -inf, running sum l = 0.
+inline void start_rows(Scratch& w, int64_t rows) {
   std::fill(w.o.begin(), w.o.begin() + rows * w.ldv, 0.0f);
   std::fill(w.m.begin(), w.m.begin() + rows, -std::numeric_limits<float>::infinity());
   std::fill(w.l.begin(), w.l.begin() + rows, 0.0f);
-  // Causal: keys past the last row's last visible key are skipped whole.
-  int64_t key_end = std::min(Tk, key_hi);
-  if (p.causal) key_end = std::clamp<int64_t>(i0 + rows + Tk - p.q_len, 0, key_end);
-  float alpha[kBlockRows];
-  for (int64_t j0 = key_lo; j0 < key_end; j0 += kBlockKeys) {
-    const int64_t nk = std::min<int64_t>(kBlockKeys, key_end - j0);
-    // K^T block [D][kBlockKeys] (keys past nk zero) and V block [nk][ldv] in f32.
-    pack_transposed(kb + j0 * ldk, ldk, nk, D, w.kt.data());
-    for (int64_t j = 0; j < nk; ++j)
-      widen_row(vb + (j0 + j) * ldv, Dv, w.v.data() + j * w.ldv, w.ldv);
-    scores_of_rows(w.q.data(), D, D, rows, w.kt.data(), w.s.data());
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = i0 + r;
-      float* s = w.s.data() + r * kBlockKeys;
-      finish_scores(p, mask_row(p, mask, b, h, i), i, j0, nk, s);
-      alpha[r] = online_softmax(s, w.m[static_cast<size_t>(r)], w.l[static_cast<size_t>(r)]);
-      if (alpha[r] != 1.0f) {
-        float* o = w.o.data() + r * w.ldv;
-        for (int64_t d = 0; d < w.ldv; d += kL) (V::loadu(o + d) * V(alpha[r])).store(o + d);
-      }
+}
+
+/// Between a key block's scores and its O += P V: for each row r (query query[r], mask row
+/// mask_rows[r]) scale, mask and causal limit (finish_scores), then the online softmax, which
+/// turns w.s into probabilities, and the row's earlier output rescaled.
+template <typename M>
+inline void softmax_rows(const Params& p, int64_t rows, const int64_t* query,
+                         const M* const* mask_rows, int64_t j0, int64_t nk, Scratch& w) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = w.s.data() + r * kBlockKeys;
+    finish_scores(p, mask_rows[r], query[r], j0, nk, s);
+    const float alpha = online_softmax(s, w.m[static_cast<size_t>(r)], w.l[static_cast<size_t>(r)]);
+    if (alpha != 1.0f) {
+      float* o = w.o.data() + r * w.ldv;
+      for (int64_t d = 0; d < w.ldv; d += kL) (V::loadu(o + d) * V(alpha)).store(o + d);
     }
-    values_of_rows(w.s.data(), w.v.data(), w.ldv, nk, rows, w.o.data(), w.ldv);
   }
+}
+
+/// A task's rows after its last key block. With `part` null they are finished into y's rows
+/// `yb` (Dv apart): O / l rounded once, zeros when Tk = 0, and their logsumexp m + log(l) into
+/// `lse_rows` when not null; else (split keys) each row leaves its unnormalized output, running
+/// max and sum in `part` (kPartExtra floats after ldv outputs per row) for combine_parts.
+template <typename T>
+void finish_rows(const Scratch& w, int64_t rows, int64_t Dv, int64_t Tk, T* yb, float* part,
+                 float* lse_rows) {
   if (part != nullptr) {
     for (int64_t r = 0; r < rows; ++r) {
       float* dst = part + r * (w.ldv + kPartExtra);
@@ -406,6 +408,43 @@ void query_block(const Params& p, const T* q, const T* k, const T* v, const M* m
     const V inv_l(1.0f / w.l[static_cast<size_t>(r)]);
     for (int64_t d = 0; d < Dv; d += kL) (V::loadu(o + d) * inv_l).store(out + d, Dv - d);
   }
+}
+
+/// One task of the blocked path: query rows [i0, i0 + rows) of head h of batch b over keys
+/// [key_lo, key_hi) (key_lo a multiple of kBlockKeys), finished by finish_rows into y's rows
+/// `yb`, `part` or `lse_rows`.
+template <typename T, typename M>
+void query_block(const Params& p, const T* q, const T* k, const T* v, const M* mask, int64_t b,
+                 int64_t h, int64_t i0, int64_t rows, Scratch& w, int64_t key_lo, int64_t key_hi,
+                 T* yb, float* part, float* lse_rows) {
+  const int64_t D = p.head_dim, Dv = p.value_dim, Tk = p.kv_len;
+  const int64_t hk = h / (p.heads / p.kv_heads);
+  const int64_t ldq = p.q_strides[2], ldk = p.k_strides[2], ldv = p.v_strides[2];
+  const T* qb = q + b * p.q_strides[0] + h * p.q_strides[1] + i0 * ldq;
+  const T* kb = k + b * p.k_strides[0] + hk * p.k_strides[1];
+  const T* vb = v + b * p.v_strides[0] + hk * p.v_strides[1];
+  int64_t query[kBlockRows];
+  const M* mask_rows[kBlockRows];
+  for (int64_t r = 0; r < rows; ++r) {
+    widen_row(qb + r * ldq, D, w.q.data() + r * D, D);
+    query[r] = i0 + r;
+    mask_rows[r] = mask_row(p, mask, b, h, i0 + r);
+  }
+  start_rows(w, rows);
+  // Causal: keys past the last row's last visible key are skipped whole.
+  int64_t key_end = std::min(Tk, key_hi);
+  if (p.causal) key_end = std::clamp<int64_t>(i0 + rows + Tk - p.q_len, 0, key_end);
+  for (int64_t j0 = key_lo; j0 < key_end; j0 += kBlockKeys) {
+    const int64_t nk = std::min<int64_t>(kBlockKeys, key_end - j0);
+    // K^T block [D][kBlockKeys] (keys past nk zero) and V block [nk][ldv] in f32.
+    pack_transposed(kb + j0 * ldk, ldk, nk, D, w.kt.data());
+    for (int64_t j = 0; j < nk; ++j)
+      widen_row(vb + (j0 + j) * ldv, Dv, w.v.data() + j * w.ldv, w.ldv);
+    scores_of_rows(w.q.data(), D, D, rows, w.kt.data(), w.s.data());
+    softmax_rows(p, rows, query, mask_rows, j0, nk, w);
+    values_of_rows(w.s.data(), w.v.data(), w.ldv, nk, rows, w.o.data(), w.ldv, w.ldv);
+  }
+  finish_rows(w, rows, Dv, Tk, yb, part, lse_rows);
 }
 
 }  // namespace detail
@@ -464,69 +503,113 @@ void combine_parts(const float* part, int64_t splits, int64_t rows_cap, int64_t 
 }
 
 }  // namespace detail
+}  // namespace COIL_ATTENTION_ABI
+}  // namespace coil::attention
+
+// The decode path: few query rows per kv head (decoding), K and V read in place.
+#include "coil_attention_decode.h"
+
+namespace coil::attention {
+inline namespace COIL_ATTENTION_ABI {
+namespace detail {
+
+/// The forward's tasks before any split of the keys: (batch, kv head) on the decode path,
+/// else (batch, head, block of kBlockRows query rows).
+inline int64_t forward_tasks(const Params& p, bool decode) {
+  if (decode) return p.batch * p.kv_heads;
+  return p.batch * p.heads * ((p.q_len + kBlockRows - 1) / kBlockRows);
+}
+
+/// The forward's passes on the decode path or the blocked one (forward picks by the sizes,
+/// decodes(p); tests and benchmarks may ask for the blocked path where forward decodes, and
+/// `decode` is ignored where the sizes do not allow it). Both cut their tasks' keys into
+/// chunks alike (key_chunk) and combine the chunks' rows alike (combine_parts).
+template <typename T, typename M>
+void run_forward(const Params& p, const T* q, const T* k, const T* v, const M* mask, T* y,
+                 float* lse, bool decode) {
+  decode = decode && decodes(p);  // a decode task holds at most kDecodeMaxRows rows
+  const int64_t Dv = p.value_dim, blocks = (p.q_len + kBlockRows - 1) / kBlockRows;
+  const int64_t tasks = forward_tasks(p, decode);
+  const int64_t rows_cap = decode ? group_rows(p) : std::min<int64_t>(kBlockRows, p.q_len);
+  // Task t's rows: `rows` consecutive rows of y's B * H * Tq from row0 (a decode task's rows,
+  // the Tq rows of each head of its group, are consecutive too).
+  auto task_rows = [&](int64_t t, int64_t& row0) {
+    if (decode) {
+      row0 = t * rows_cap;
+      return rows_cap;
+    }
+    int64_t b, h, i0;
+    const int64_t rows = query_task(p, blocks, t, b, h, i0);
+    row0 = (b * p.heads + h) * p.q_len + i0;
+    return rows;
+  };
+  auto run_task = [&](int64_t t, Scratch& w, int64_t key_lo, int64_t key_hi, float* part) {
+    int64_t row0;
+    const int64_t rows = task_rows(t, row0);
+    float* lse_rows = lse == nullptr ? nullptr : lse + row0;
+    if (decode) {
+      group_block(p, q, k, v, mask, t / p.kv_heads, t % p.kv_heads, w, key_lo, key_hi,
+                  y + row0 * Dv, part, lse_rows);
+    } else {
+      int64_t b, h, i0;
+      query_task(p, blocks, t, b, h, i0);
+      query_block(p, q, k, v, mask, b, h, i0, rows, w, key_lo, key_hi, y + row0 * Dv, part,
+                  lse_rows);
+    }
+  };
+  const int64_t chunk = key_chunk(tasks, p.kv_len);
+  const int64_t splits = std::max<int64_t>((p.kv_len + chunk - 1) / chunk, 1);
+  if (splits == 1) {
+#pragma omp parallel if (tasks > 1)
+    {
+      Scratch w(p.head_dim, Dv, /*packs=*/!decode);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < tasks; ++t) run_task(t, w, 0, p.kv_len, nullptr);
+    }
+    return;
+  }
+  const int64_t ldv = round_up(std::max<int64_t>(Dv, 1), kL);
+  const int64_t split_len = rows_cap * (ldv + kPartExtra);
+  std::vector<float> part(static_cast<size_t>(tasks * splits * split_len));
+#pragma omp parallel
+  {
+    Scratch w(p.head_dim, Dv, /*packs=*/!decode);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < tasks * splits; ++u) {
+      const int64_t c = u % splits;
+      run_task(u / splits, w, c * chunk, std::min(p.kv_len, (c + 1) * chunk),
+               part.data() + u * split_len);
+    }
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) {
+      int64_t row0;
+      const int64_t rows = task_rows(t, row0);
+      combine_parts(part.data() + t * splits * split_len, splits, rows_cap, ldv, rows, Dv,
+                    y + row0 * Dv, lse == nullptr ? nullptr : lse + row0);
+    }
+  }
+}
+
+}  // namespace detail
 
 /// y = attention(q, k, v, mask) as Params says; `mask` null when p.mask is none (M: bool for
 /// a boolean mask, float for an additive one). With `lse` not null, each row's logsumexp
-/// ([B, H, Tq] f32, as logsumexp writes it: the same bits unless the keys are split) is
-/// stored too, from the running max and sum the pass has anyway: a training forward needs no
-/// second pass over the scores.
+/// ([B, H, Tq] f32, as logsumexp writes it: the same bits unless the keys are split or the
+/// decode path runs, whose scores sum in another order) is stored too, from the running max
+/// and sum the pass has anyway: a training forward needs no second pass over the scores.
 template <typename T, typename M>
 void logsumexp(const Params& p, const T* q, const T* k, const M* mask, float* lse);
 
 template <typename T, typename M>
 void forward(const Params& p, const T* q, const T* k, const T* v, const M* mask, T* y,
              float* lse = nullptr) {
-  using namespace detail;
-  const int64_t blocks = (p.q_len + kBlockRows - 1) / kBlockRows;
-  const int64_t tasks = p.batch * p.heads * blocks;
-  if (tasks == 0) return;
+  if (p.batch * p.heads * p.q_len == 0) return;
   if (p.value_dim == 0) {  // y is empty, its logsumexp is not
     if (lse != nullptr) logsumexp(p, q, k, mask, lse);
     return;
   }
-  const M* m = p.mask == MaskKind::none ? nullptr : mask;
-  const int64_t chunk = key_chunk(tasks, p.kv_len);
-  const int64_t splits = std::max<int64_t>((p.kv_len + chunk - 1) / chunk, 1);
-  auto task_rows = [&](int64_t t, int64_t& b, int64_t& h, int64_t& i0) {
-    return query_task(p, blocks, t, b, h, i0);
-  };
-  if (splits == 1) {
-#pragma omp parallel if (tasks > 1)
-    {
-      Scratch w(p.head_dim, p.value_dim);
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t t = 0; t < tasks; ++t) {
-        int64_t b, h, i0;
-        const int64_t rows = task_rows(t, b, h, i0);
-        query_block(p, q, k, v, m, y, b, h, i0, rows, w, 0, p.kv_len, nullptr,
-                    lse == nullptr ? nullptr : lse + (b * p.heads + h) * p.q_len + i0);
-      }
-    }
-    return;
-  }
-  const int64_t rows_cap = std::min<int64_t>(kBlockRows, p.q_len);
-  const int64_t ldv = round_up(std::max<int64_t>(p.value_dim, 1), kL);
-  const int64_t split_len = rows_cap * (ldv + kPartExtra);
-  std::vector<float> part(static_cast<size_t>(tasks * splits * split_len));
-#pragma omp parallel
-  {
-    Scratch w(p.head_dim, p.value_dim);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t u = 0; u < tasks * splits; ++u) {
-      int64_t b, h, i0;
-      const int64_t rows = task_rows(u / splits, b, h, i0), c = u % splits;
-      query_block(p, q, k, v, m, y, b, h, i0, rows, w, c * chunk,
-                  std::min(p.kv_len, (c + 1) * chunk), part.data() + u * split_len, nullptr);
-    }
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) {
-      int64_t b, h, i0;
-      const int64_t rows = task_rows(t, b, h, i0);
-      const int64_t row0 = (b * p.heads + h) * p.q_len + i0;
-      combine_parts(part.data() + t * splits * split_len, splits, rows_cap, ldv, rows, p.value_dim,
-                    y + row0 * p.value_dim, lse == nullptr ? nullptr : lse + row0);
-    }
-  }
+  detail::run_forward(p, q, k, v, p.mask == MaskKind::none ? nullptr : mask, y, lse,
+                      detail::decodes(p));
 }
 
 namespace detail {
@@ -683,7 +766,7 @@ void dq_block(const Params& p, const T* q, const T* k, const T* v, const T* dout
       finish_scores(p, mask_row(p, mask, b, h, i0 + r), i0 + r, j0, nk, s);
       softmax_grad(s, w.dp.data() + r * kBlockKeys, lse[row0 + r], delta[row0 + r]);
     }
-    values_of_rows(w.dp.data(), w.k.data(), ldd, nk, rows, w.acc.data(), ldd);  // dQ += dS K
+    values_of_rows(w.dp.data(), w.k.data(), ldd, nk, rows, w.acc.data(), ldd, ldd);  // dQ += dS K
   }
   // A row that sees no key: zeros (dS = 0 times a masked key's inf would be NaN).
   for (int64_t r = 0; r < rows; ++r)
@@ -734,7 +817,8 @@ void dkv_block(const Params& p, Grad wrt, const T* q, const T* k, const T* v, co
       }
       // dK += dS^T Q, dV += P^T dO: the transposed block's rows are keys, its columns queries.
       transpose_block(dk ? w.dp.data() : w.s.data(), rows, nk, w.t.data());
-      values_of_rows(w.t.data(), dk ? w.q.data() : w.dout.data(), ldo, rows, nk, w.acc.data(), ldo);
+      values_of_rows(w.t.data(), dk ? w.q.data() : w.dout.data(), ldo, rows, nk, w.acc.data(), ldo,
+                     ldo);
     }
   }
   store_rows(w.acc.data(), ldo, nk, dk ? D : Dv, dk ? p.scale : 1.0f,

@@ -6,7 +6,10 @@
 // of broadcast shapes with rows masked whole (lse -inf, no gradient), Tk = 0, Tq = 0 and other
 // empty sizes, bf16 and f16, heads sliced from a packed [B, T, 3, H, D] buffer, NaN
 // propagation, the same bits at 1 and 2 threads, and T = 4096 (no [T, T] buffer). The forward's
-// own logsumexp (forward(..., lse)) is checked in every case, split keys included.
+// own logsumexp (forward(..., lse)) is checked in every case, split keys included. Decoding
+// shapes (few query rows per kv head: the forward's decode path, coil_attention_decode.h):
+// Tq 1-4 over Tk up to 5000, GQA 1:1, 4:1 and 8:1, masks varying per head, k and v heads of one
+// packed KV cache, rows that see no key, Tk = 0, bf16/f16, NaN, the same bits at 1 and 2 threads.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -27,15 +30,23 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// The mask's shape, broadcast to [B, H, Tq, Tk].
-enum class MaskShape { none, keys, rows, batch_rows };  // -, [Tk], [Tq, Tk], [B, 1, Tq, Tk]
+enum class MaskShape {
+  none,
+  keys,        // [Tk]
+  rows,        // [Tq, Tk]
+  batch_rows,  // [B, 1, Tq, Tk]
+  head_rows,   // [1, H, Tq, Tk]: the heads of a kv head's group see different keys
+};
 
 struct Case {
   int64_t B, H, Hkv, Tq, Tk, D, Dv;
   bool causal = false;
   MaskShape mask = MaskShape::none;
-  std::vector<int64_t> dead_rows = {};  // mask rows with every key masked (not for [Tk])
+  std::vector<int64_t> dead_rows = {};  // mask rows with every key masked (not for [Tk]; of
+                                        // batch or head 0 only for [B, 1, ...] or [1, H, ...])
   float scale = 0;                      // 0: 1 / sqrt(D)
-  bool packed = false;  // q, k, v: heads of one [B, T, 3, H, D] buffer (Tq = Tk, H = Hkv, D = Dv)
+  bool packed = false;    // q, k, v: heads of one [B, T, 3, H, D] buffer (Tq = Tk, H = Hkv, D = Dv)
+  bool kv_cache = false;  // k, v: heads of one [B, Tk, 2, Hkv, D] buffer (D = Dv); q [B, Tq, H, D]
   unsigned seed = 1;
 };
 
@@ -44,7 +55,8 @@ std::string describe(const Case& c) {
          " Hkv=" + std::to_string(c.Hkv) + " Tq=" + std::to_string(c.Tq) +
          " Tk=" + std::to_string(c.Tk) + " D=" + std::to_string(c.D) +
          " Dv=" + std::to_string(c.Dv) + (c.causal ? " causal" : "") + " mask " +
-         std::to_string(static_cast<int>(c.mask)) + (c.packed ? " packed" : "");
+         std::to_string(static_cast<int>(c.mask)) + (c.packed ? " packed" : "") +
+         (c.kv_cache ? " kv_cache" : "");
 }
 
 /// The inputs of one call in dtype T with a mask of M, q/k/v read through Params' strides.
@@ -90,6 +102,19 @@ Problem<T, M> make_problem(const Case& c) {
       s[1] = c.D;
       s[2] = row;
     }
+  } else if (c.kv_cache) {
+    // q [B, Tq, H, D] and one cache [B, Tk, 2, Hkv, D] holding k then v per position.
+    const int64_t nq = c.B * c.Tq * c.H * c.D, row = 2 * c.Hkv * c.D;
+    pr.qkv.resize(static_cast<size_t>(nq + c.B * c.Tk * row));
+    for (T& x : pr.qkv) x = random();
+    pr.q = pr.qkv.data();
+    pr.k = pr.q + nq;
+    pr.v = pr.k + c.Hkv * c.D;
+    const int64_t q_strides[3] = {c.Tq * c.H * c.D, c.D, c.H * c.D};
+    const int64_t kv_strides[3] = {c.Tk * row, c.D, row};
+    std::copy(q_strides, q_strides + 3, p.q_strides);
+    std::copy(kv_strides, kv_strides + 3, p.k_strides);
+    std::copy(kv_strides, kv_strides + 3, p.v_strides);
   } else {
     const int64_t nq = c.B * c.H * c.Tq * c.D, nk = c.B * c.Hkv * c.Tk * c.D;
     pr.qkv.resize(static_cast<size_t>(nq + nk + c.B * c.Hkv * c.Tk * c.Dv));
@@ -111,24 +136,25 @@ Problem<T, M> make_problem(const Case& c) {
     return pr;
   }
   p.mask = std::is_same_v<M, bool> ? MaskKind::boolean : MaskKind::additive;
-  int64_t rows = 1, batches = 1;
+  int64_t rows = 1, planes = 1;  // planes: batches of [B, 1, Tq, Tk], heads of [1, H, Tq, Tk]
   if (c.mask == MaskShape::keys) {
     const int64_t strides[4] = {0, 0, 0, 1};
     std::copy(strides, strides + 4, p.mask_strides);
   } else {
     rows = c.Tq;
-    batches = c.mask == MaskShape::batch_rows ? c.B : 1;
-    const int64_t strides[4] = {batches > 1 ? c.Tq * c.Tk : 0, 0, c.Tk, 1};
+    planes = c.mask == MaskShape::batch_rows ? c.B : c.mask == MaskShape::head_rows ? c.H : 1;
+    const int64_t plane = planes > 1 ? c.Tq * c.Tk : 0;
+    const int64_t strides[4] = {c.mask == MaskShape::batch_rows ? plane : 0,
+                                c.mask == MaskShape::head_rows ? plane : 0, c.Tk, 1};
     std::copy(strides, strides + 4, p.mask_strides);
   }
-  const int64_t n = batches * rows * c.Tk;
+  const int64_t n = planes * rows * c.Tk;
   pr.mask.reset(new M[static_cast<size_t>(std::max<int64_t>(n, 1))]);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int64_t e = 0; e < n; ++e) {
     const int64_t i = e / c.Tk % rows;
-    const bool dead =
-        std::find(c.dead_rows.begin(), c.dead_rows.end(), i) != c.dead_rows.end() &&
-        (c.mask == MaskShape::keys || e / (rows * c.Tk) == 0);  // [B, 1, ...]: batch 0 only
+    const bool dead = std::find(c.dead_rows.begin(), c.dead_rows.end(), i) != c.dead_rows.end() &&
+                      (c.mask == MaskShape::keys || e / (rows * c.Tk) == 0);  // plane 0 only
     const double u = unit(rng);
     if constexpr (std::is_same_v<M, bool>) {
       pr.mask[static_cast<size_t>(e)] = !dead && u < 0.8;
@@ -326,6 +352,11 @@ double expect_close(const char* name, const std::vector<T>& got, const std::vect
   return worst;
 }
 
+/// Whether the forward cuts the call's keys into chunks (coil_attention.h, key_chunk).
+bool forward_splits(const Params& p) {
+  return detail::key_chunk(detail::forward_tasks(p, detail::decodes(p)), p.kv_len) < p.kv_len;
+}
+
 /// Runs the kernels on one case and checks every output against the double loops.
 template <typename T, typename M>
 void check_case(const Case& c, double rtol) {
@@ -336,16 +367,15 @@ void check_case(const Case& c, double rtol) {
   expect_close("y", r.y, e.y, rtol);
   expect_close("lse", r.lse, e.lse, rtol, 1.0);
   // The forward's own logsumexp: its y is the same bits, and so is lse unless the keys were
-  // split (then chunks combine in another order: within the tolerance).
+  // split (then chunks combine in another order) or the decode path ran (its scores are sums
+  // in another order): within the tolerance then.
   expect_close("lse of forward", r.lse_of_forward, e.lse, rtol, 1.0);
   EXPECT_EQ(0, std::memcmp(r.y.data(), r.y_with_lse.data(), r.y.size() * sizeof(T)))
       << "y differs when the forward writes lse too";
-  const Params& p = pr.p;
-  const int64_t tasks =
-      p.batch * p.heads * ((p.q_len + detail::kBlockRows - 1) / detail::kBlockRows);
-  if (detail::key_chunk(tasks, p.kv_len) >= p.kv_len)
+  if (!forward_splits(pr.p) && !detail::decodes(pr.p)) {
     EXPECT_EQ(0, std::memcmp(r.lse.data(), r.lse_of_forward.data(), r.lse.size() * sizeof(float)))
         << "the forward's lse differs from logsumexp's bits";
+  }
   expect_close("dq", r.dq, e.dq, rtol, e.dq_terms);
   expect_close("dk", r.dk, e.dk, rtol, e.dk_terms);
   expect_close("dv", r.dv, e.dv, rtol, e.dv_terms);
@@ -441,13 +471,124 @@ TEST(AttentionBackwardKernel, ForwardWritesLogsumexpWhenItSplitsTheKeys) {
       {1, 2, 2, 5, 1500, 16, 16, false, MaskShape::rows, {2}},
   };
   for (const Case& c : cases) {
-    const int64_t tasks = c.B * c.H * ((c.Tq + detail::kBlockRows - 1) / detail::kBlockRows);
-    ASSERT_LT(detail::key_chunk(tasks, c.Tk), c.Tk) << describe(c) << " does not split";
+    ASSERT_TRUE(forward_splits(make_problem<float, float>(c).p))
+        << describe(c) << " does not split";
     if (c.mask == MaskShape::none)
       check_case<float, float>(c, kF32Tol);
     else
       check_case<float, bool>(c, kF32Tol);
   }
+}
+
+/// y of the blocked path (detail::run_forward without the decode path) for a call that forward
+/// sends down the decode path: the two paths within f32 rounding of each other.
+template <typename T, typename M>
+void expect_paths_agree(const Problem<T, M>& pr, const Results<T>& r, double rtol) {
+  const Params& p = pr.p;
+  std::vector<T> blocked(r.y.size());
+  detail::run_forward(p, pr.q, pr.k, pr.v, pr.mask_ptr(), blocked.data(), nullptr,
+                      /*decode=*/false);
+  std::vector<double> want(blocked.size());
+  for (size_t e = 0; e < want.size(); ++e) want[e] = static_cast<float>(blocked[e]);
+  expect_close("y of the decode path against the blocked path's", r.y, want, rtol);
+}
+
+// Decoding shapes: the forward's decode path (coil_attention_decode.h: one task per (batch,
+// kv head) for every query row of its group, K and V read in place) against the double loops
+// and against the blocked path. Tq 1-4 x GQA 1:1, 4:1 and 8:1 x Tk {1, 7, 100, 1000, 5000},
+// head dims 16, 64, 80 and 128 in turn, Dv != D, causal (bottom-right: with Tq > 1 the
+// group's rows see different keys), split keys (few tasks, many keys) and not (B = 3).
+TEST(AttentionBackwardKernel, DecodePathMatchesDoubleLoops) {
+  const int64_t dims[] = {16, 64, 80, 128};
+  int n = 0;
+  for (int64_t tq : {1, 2, 3, 4}) {
+    for (int64_t group : {1, 4, 8}) {
+      for (int64_t tk : {1, 7, 100, 1000, 5000}) {
+        const int64_t d = dims[n % 4], hkv = n % 5 == 2 ? 1 : 2;
+        Case c{n % 7 == 3 ? 3 : 1, group * hkv, hkv, tq, tk, d, n % 3 == 1 ? d / 2 + 3 : d};
+        c.causal = n % 2 == 1;
+        c.seed = static_cast<unsigned>(300 + n);
+        ++n;
+        const Problem<float, float> pr = make_problem<float, float>(c);
+        // The sizes alone pick the path: every group of at most kDecodeMaxRows rows decodes.
+        EXPECT_EQ(detail::decodes(pr.p), group * tq <= detail::kDecodeMaxRows) << describe(c);
+        check_case<float, float>(c, kF32Tol);
+        if (detail::decodes(pr.p)) {
+          SCOPED_TRACE(describe(c));
+          expect_paths_agree(pr, run_kernels(pr), 1e-5);
+        }
+      }
+    }
+  }
+  // Either side of the threshold: 32 rows of a group decode, 33 take the blocked path.
+  for (const Case& c :
+       {Case{1, 8, 1, 4, 300, 64, 64, true}, Case{1, 11, 1, 3, 300, 64, 64, true}}) {
+    EXPECT_EQ(detail::decodes(make_problem<float, float>(c).p), c.H * c.Tq <= 32) << describe(c);
+    check_case<float, float>(c, kF32Tol);
+  }
+}
+
+// Masks at decoding shapes, bool and float, causal and not: [Tk] (padding), [Tq, Tk],
+// [B, 1, Tq, Tk] and [1, H, Tq, Tk] (each head of a group its own keys), with a row that sees
+// no key (NaN y, -inf lse) beside rows of the same group that see keys, split keys and not.
+TEST(AttentionBackwardKernel, DecodePathMasks) {
+  for (MaskShape shape :
+       {MaskShape::keys, MaskShape::rows, MaskShape::batch_rows, MaskShape::head_rows}) {
+    for (bool causal : {false, true}) {
+      for (int64_t tk : {90, 2500}) {
+        Case c{2, 8, 2, 2, tk, 64, 40, causal, shape};
+        if (shape != MaskShape::keys) c.dead_rows = {1};
+        c.seed = 40 + static_cast<unsigned>(shape) * 4 + causal * 2 + (tk > 100);
+        ASSERT_TRUE(detail::decodes(make_problem<float, bool>(c).p));
+        check_case<float, bool>(c, kF32Tol);
+        check_case<float, float>(c, kF32Tol);
+      }
+    }
+  }
+  // Row 1 of head 0 masked whole ([1, H, Tq, Tk]): only that row of its group is NaN.
+  Case c{1, 4, 1, 2, 3000, 32, 32, false, MaskShape::head_rows, {1}};
+  const Problem<float, bool> pr = make_problem<float, bool>(c);
+  const Results<float> r = run_kernels(pr);
+  for (int64_t row = 0; row < 8; ++row) {
+    EXPECT_EQ(std::isnan(r.y[static_cast<size_t>(row * 32)]), row == 1) << row;
+    EXPECT_EQ(r.lse_of_forward[static_cast<size_t>(row)] == -std::numeric_limits<float>::infinity(),
+              row == 1)
+        << row;
+  }
+}
+
+// bf16 and f16 K and V widened as they are loaded, the heads of one packed KV cache
+// [B, Tk, 2, Hkv, D] (rows 2 Hkv D apart, k and v interleaved) with q [B, Tq, H, D], Tk = 0,
+// and NaN: a NaN in one query row reaches that row only, a NaN key every row of its group.
+TEST(AttentionBackwardKernel, DecodePathDtypesStridesAndEdges) {
+  for (int64_t tk : {7, 1000, 4100}) {
+    Case c{1, 8, 2, 1, tk, 128, 128, false};
+    c.seed = 60 + static_cast<unsigned>(tk);
+    check_case<bfloat16, float>(c, kBf16Tol);
+    check_case<half, float>(c, kF16Tol);
+    Case masked{2, 6, 3, 3, tk, 80, 80, true, MaskShape::rows, {0}};
+    check_case<bfloat16, bool>(masked, kBf16Tol);
+    Case cache{2, 12, 3, 2, tk, 64, 64, tk > 100};
+    cache.kv_cache = true;
+    check_case<float, float>(cache, kF32Tol);
+    check_case<bfloat16, float>(cache, kBf16Tol);
+    cache.mask = MaskShape::head_rows;
+    cache.dead_rows = {0};
+    check_case<half, bool>(cache, kF16Tol);
+  }
+  check_case<float, float>({2, 8, 2, 1, 0, 64, 64}, kF32Tol);       // Tk = 0: zeros
+  check_case<float, float>({1, 4, 1, 3, 0, 16, 8, true}, kF32Tol);  // Tk = 0, causal
+  check_case<float, float>({1, 4, 4, 1, 33, 0, 16}, kF32Tol);       // D = 0: uniform P
+  const Case c{1, 4, 1, 2, 2000, 16, 16, false};
+  Problem<float, float> pr = make_problem<float, float>(c);
+  pr.qkv[static_cast<size_t>((2 * 2 + 1) * 16 + 5)] = std::nanf("");  // q row 1 of head 2
+  Results<float> r = run_kernels(pr);
+  for (int64_t row = 0; row < 8; ++row)
+    EXPECT_EQ(std::isnan(r.y[static_cast<size_t>(row * 16)]), row == 5) << row;
+  pr.qkv[static_cast<size_t>((2 * 2 + 1) * 16 + 5)] = 0.5f;
+  pr.qkv[static_cast<size_t>(4 * 2 * 16 + 1500 * 16 + 3)] = std::nanf("");  // key 1500
+  r = run_kernels(pr);
+  for (float y : r.y) EXPECT_TRUE(std::isnan(y));
 }
 
 TEST(AttentionBackwardKernel, EmptySizes) {
@@ -552,24 +693,32 @@ TEST(AttentionBackwardKernel, RowsThatSeeNoKeyAreLeftOut) {
   }
 }
 
-// Each output row is computed by one thread in a fixed order: 1 and 2 threads give the same bits.
+// Each output row is computed by one thread in a fixed order: 1 and 2 threads give the same
+// bits, on the blocked path and on the decode path, whose cut of the keys depends on the sizes
+// only (split keys: 8:1 GQA in one batch; not split: B x Hkv = 32 tasks).
 TEST(AttentionBackwardKernel, ThreadCountInvariant) {
-  Case c{2, 4, 2, 200, 150, 64, 40, true, MaskShape::rows, {3}};
-  const Problem<float, float> pr = make_problem<float, float>(c);
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Results<float> one = run_kernels(pr);
-  omp_set_num_threads(2);
-  const Results<float> two = run_kernels(pr);
-  omp_set_num_threads(threads);
-  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-  };
-  EXPECT_TRUE(same(one.y, two.y));
-  EXPECT_TRUE(same(one.lse, two.lse));
-  EXPECT_TRUE(same(one.dq, two.dq));
-  EXPECT_TRUE(same(one.dk, two.dk));
-  EXPECT_TRUE(same(one.dv, two.dv));
+  for (const Case& c : {Case{2, 4, 2, 200, 150, 64, 40, true, MaskShape::rows, {3}},
+                        Case{1, 16, 2, 1, 5000, 64, 64, false, MaskShape::head_rows, {0}},
+                        Case{16, 4, 2, 2, 700, 80, 48, true, MaskShape::batch_rows}}) {
+    SCOPED_TRACE(describe(c));
+    const Problem<float, float> pr = make_problem<float, float>(c);
+    EXPECT_EQ(detail::decodes(pr.p), c.Tq < 64);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const Results<float> one = run_kernels(pr);
+    omp_set_num_threads(2);
+    const Results<float> two = run_kernels(pr);
+    omp_set_num_threads(threads);
+    auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    EXPECT_TRUE(same(one.y, two.y));
+    EXPECT_TRUE(same(one.lse, two.lse));
+    EXPECT_TRUE(same(one.lse_of_forward, two.lse_of_forward));
+    EXPECT_TRUE(same(one.dq, two.dq));
+    EXPECT_TRUE(same(one.dk, two.dk));
+    EXPECT_TRUE(same(one.dv, two.dv));
+  }
 }
 
 // T = 4096 (a [T, T] f32 score matrix would be 64 MiB per head): the kernels run in blocks;

@@ -2,7 +2,8 @@
 // interpreter: query and key lengths {1, 7, 64, 127, 1000} x head dims {16, 64, 80, 128},
 // causal and not (bottom-right aligned), bool and additive masks of broadcast shapes, rows with
 // every key masked (NaN), grouped-query heads, Dv != D, odd batch and head counts, bf16/f16 and
-// f64 (written out), the AVX2 and scalar ISAs; peak memory at T = 8192 in a child process.
+// f64 (written out), the AVX2 and scalar ISAs; decoding shapes (the decode path) on every ISA;
+// peak memory at T = 8192 in a child process.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -170,8 +171,9 @@ TEST(Attention, ThreadCountInvariant) {
   EXPECT_EQ(std::memcmp(one[0].data(), two[0].data(), static_cast<size_t>(one[0].numel()) * 4), 0);
 }
 
-// Decoding shapes: few (batch, head, query block) tasks over many keys split the keys into
-// chunks (coil_attention.h, kSplitMinTasks) whose rows are combined after; against the
+// Decoding shapes: few tasks over many keys split the keys into chunks (coil_attention.h,
+// kSplitMinTasks) whose rows are combined after (the decode path's (batch, kv head) tasks and,
+// at Tq = 70, the blocked path's (batch, head, query block) tasks); against the
 // reference with causal, GQA, scale, masks (a row masked whole stays NaN), bf16, and the same
 // bits at 1 and 2 threads.
 TEST(Attention, DecodingSplitsTheKeys) {
@@ -202,6 +204,41 @@ TEST(Attention, DecodingSplitsTheKeys) {
   EXPECT_TRUE(std::isfinite(static_cast<const float*>(out[0].data())[24]));
   Graph low = graph_from_text(attention_graph({{1, 2, 1, 1, 4000, 64, 64, ""}}, "bf16"));
   EXPECT_TRUE(matches_reference(low, random_inputs(low, 23)));
+}
+
+// Decoding shapes take the kernel's decode path (few query rows per kv head:
+// kernels/coil_attention_decode.h, K and V read in place, one task per kv head's group) on
+// every ISA: AVX-512's and AVX2's in-register sums of the dot products, the scalar ISA's one
+// lane; GQA 8:1 and 4:1, Tq 1-3, causal, Dv != D and tails in D, Dv and Tk, split keys and
+// not, a bool mask per head with a row masked whole (NaN) and an additive padding mask, bf16.
+TEST(Attention, DecodingEveryIsa) {
+  Graph g = graph_from_text(
+      attention_graph({{1, 16, 2, 1, 1500, 80, 48, ""},
+                       {2, 4, 1, 3, 700, 20, 13, " {causal=true}"},
+                       {1, 2, 2, 2, 33, 128, 128, ""},
+                       {1, 8, 2, 1, 3001, 64, 64, ""}}) +
+      "input mb: bool[1, 8, 1, 3001]\ninput ma: f32[1, 1, 1, 3001]\n"
+      "ym = attention(q3, k3, v3, mb)\nya = attention(q3, k3, v3, ma)\noutput ym\noutput ya\n");
+  std::vector<Tensor> in = random_inputs(g, 24, -1.0, 1.0);
+  bool* mb = static_cast<bool*>(in[12].data());
+  for (int j = 0; j < 3001; ++j) mb[5 * 3001 + j] = false;  // head 5 sees no key
+  for (const std::string& isa : testing::runnable_isas()) {
+    SCOPED_TRACE(isa);
+    CompileOptions options;
+    options.isa = isa;
+    EXPECT_TRUE(matches_reference(g, in, options));
+    const std::vector<Tensor> out = compile(g, options).run(in);
+    const float* ym = static_cast<const float*>(out[4].data());
+    for (int h = 0; h < 8; ++h) EXPECT_EQ(std::isnan(ym[h * 64]), h == 5) << h;
+  }
+  Graph low =
+      graph_from_text(attention_graph({{1, 8, 2, 2, 2100, 64, 64, " {causal=true}"}}, "bf16"));
+  for (const std::string& isa : testing::runnable_isas()) {
+    SCOPED_TRACE(isa);
+    CompileOptions options;
+    options.isa = isa;
+    EXPECT_TRUE(matches_reference(low, random_inputs(low, 25), options));
+  }
 }
 
 TEST(Attention, F64IsWrittenOut) {

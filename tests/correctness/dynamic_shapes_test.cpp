@@ -526,7 +526,10 @@ TEST(DynamicShapesGuards, OffRunsTheFrontHalfPerSize) {
 TEST(DynamicShapesGuards, ANewLengthGeneratesNothing) {
   Graph g = graph_from_text(kDecodeStep);
   CompiledModel m = compile(g);
-  for (int64_t n = 2; n <= 300; n += 7) ASSERT_TRUE(matches_at(m, g, {{"n", n}}));
+  // 4x the default tolerance: inputs in [-2, 2] give scores up to ~50, and y = o + x cancels
+  // (|y| ~ 0.04 where |o| ~ 1), so f32 rounding of the attention (about 2e-5 absolute on either
+  // CPU path, blocked or decode, against the double reference) shows as 7e-4 of y at n = 226.
+  for (int64_t n = 2; n <= 300; n += 7) ASSERT_TRUE(matches_at(m, g, {{"n", n}}, 4));
   EXPECT_EQ(m.size_stats().generated, 1);
   EXPECT_EQ(m.size_stats().modules, 1);
   ASSERT_TRUE(matches_at(m, g, {{"n", 1}}));  // 0/1: a module of its own

@@ -15,9 +15,11 @@ Groups (the issue's grid, as tests/correctness/attention_test.cpp walks it on th
   masks                     bool and additive masks of broadcast shapes, with and without causal,
                             rows with every key masked (NaN), Tk = 0 (zeros), Dv != D, odd D
   edges                     causal with Tq > Tk (NaN rows), D = 256 and D = 300 (written out)
-  decode                    decoding shapes (Tq 1 and 4 against 1000 to 32768 keys, GQA, bf16,
+  decode                    decoding shapes (Tq 1 to 5 against 7 to 32768 keys, GQA, bf16,
                             f16 and f32, causal, masks): the split-K path (a partial and a combine
-                            kernel: triton_attention_decode.h); Tk = 1000 stays one kernel
+                            kernel: triton_attention_decode.h); Tk = 1000 stays one kernel. Most
+                            are grouped-query shapes whose kv head's query heads are packed into
+                            one tile's rows (G 2 to 8, a mask per head, B = 8 split since packed)
   backward                  training steps (attention, attention_lse, attention_grad wrt q, k
                             and v: the backward templates), checked against torch autograd in
                             float64: f32/bf16/f16, causal with Tq < Tk and Tq > Tk, GQA 2:1 and
@@ -89,6 +91,13 @@ def groups():
              mask=("f32", [1, 4, 4, 5000], "random")),
         case(16, 2000, 128, "bf16", b=1, h=8, causal=True,
              mask=("bool", [1, 1, 16, 2000], "rows_masked")),
+        # Grouped-query packing (a program per kv head, Tq * G rows in its tile): G = 8 with 40
+        # rows and a mask per head; B = 8 (64 packed programs: split into 4 chunks); a short
+        # unsplit packed forward with a mask broadcast over heads.
+        case(5, 4097, 128, "bf16", b=1, h=32, hkv=4, causal=True,
+             mask=("bool", [1, 32, 5, 4097], "rows_masked")),
+        case(1, 16384, 128, "bf16", b=8, h=32, hkv=8),
+        case(3, 7, 64, "f32", b=2, h=8, hkv=4, causal=True, mask=("f32", [2, 1, 3, 7], "random")),
     ]
     out["backward"] = [
         case(64, 64, 64, causal=True),

@@ -48,12 +48,11 @@ class AttentionPrinter : public triton_attention::AttentionTextBase {
       w_.line("# give 0 / 0 = NaN, what coil's reference gives (softmax over all -inf)");
       w_.line("o = acc / l_i[:, None]");
     }
-    std::string omask = mask_of({even_m_ ? "" : "rm[:, None] < TQ",
-                                 pad_dv_ ? fmt::format("rdv[None, :] < {}", a_.value_dim) : ""});
-    w_.linef("tl.store(out_ptr0 + ({}), o.to({}){})",
-             sum({term("bh", a_.q_len * a_.value_dim), term("rm[:, None]", a_.value_dim),
-                  "rdv[None, :]"}),
-             triton_dtype(a_.dtype), omask.empty() ? "" : ", mask=" + omask);
+    std::string omask = mask_of({row_mask(), pad_dv()});
+    w_.linef(
+        "tl.store(out_ptr0 + ({}), o.to({}){})",
+        sum({result_rows_base(a_.value_dim), term("rm[:, None]", a_.value_dim), "rdv[None, :]"}),
+        triton_dtype(a_.dtype), omask.empty() ? "" : ", mask=" + omask);
     // A training forward's logsumexp, from this pass's running max and sum (its attention_lse
     // node shares the kernel): the backward kernels read it.
     if (k_.attention_lse_out >= 0) emit_lse_store("out_ptr1");

@@ -5,7 +5,9 @@
 // CompileOptions::precision) and the online softmax in f32 (running max and sum, the earlier
 // output rescaled). The score matrix never exists.
 //
-//   grid  (cdiv(Tq, BLOCK_M), B * H): heuristics.attention's AttentionAutotuner
+//   grid  (cdiv(Tq, BLOCK_M), B * H): heuristics.attention's AttentionAutotuner; a decoding
+//         shape of grouped-query heads packs the group's Tq x G rows into one tile instead:
+//         (cdiv(Tq * G, BLOCK_M), B * Hkv) (triton_attention_decode.h attention_packed_heads)
 //   q, k, v  read through their (batch, head, row) strides; kv head = h / (H / Hkv) (GQA)
 //   mask     bool (false: -inf) or f32 (added), read through broadcast strides (0 on
 //            broadcast dims) of [B, H, Tq, Tk]

@@ -41,7 +41,12 @@ inline std::string py_float(double v) {
 class AttentionTextBase {
  protected:
   AttentionTextBase(const TritonProgramPlan& plan, size_t k, int index)
-      : plan_(plan), k_(plan.kernels[k]), a_(*k_.attention), index_(index) {
+      : plan_(plan),
+        k_(plan.kernels[k]),
+        a_(*k_.attention),
+        index_(index),
+        // The combine kernel of a split forward reads rows, whatever the partial's tile.
+        packed_(k_.attention_split.combine ? 0 : k_.attention_packed_heads) {
     // A size-generic module: the spec's numbers at the hints, printed as the size expressions
     // of the operands that have their values (generate_gpu_program checks the text is the same
     // at other sizes, so a coincidence of values is refused, never trusted).
@@ -105,16 +110,18 @@ class AttentionTextBase {
   }
 
   /// The kernel's `@heuristics.attention(...)` line: the spec's shape, causal flag and dtype,
-  /// `extra` (", kernel='grad_q'"), the kernel's name and hash. Call it after finish().
+  /// `extra` (", kernel='grad_q'"), a packed kernel's group (", packed_heads=4": its grid and
+  /// BLOCK_M), the kernel's name and hash. Call it after finish().
   std::string attention_decorator(const TritonKernelSource& out,
                                   const std::string& extra = "") const {
     return fmt::format(
         "@heuristics.attention(shape={{'batch': {}, 'heads': {}, 'kv_heads': {}, 'q_len': {}, "
-        "'kv_len': {}, 'head_dim': {}, 'value_dim': {}}}, causal={}, dtype='{}'{}, name='{}', "
+        "'kv_len': {}, 'head_dim': {}, 'value_dim': {}}}, causal={}, dtype='{}'{}{}, name='{}', "
         "kernel_hash='{}')",
         shape_text(a_.batch), shape_text(a_.heads), shape_text(a_.kv_heads), shape_text(a_.q_len),
         shape_text(a_.kv_len), a_.head_dim, a_.value_dim, a_.causal ? "True" : "False",
-        torch_dtype(a_.dtype).substr(6), extra, out.name, out.hash);
+        torch_dtype(a_.dtype).substr(6), extra,
+        packed_ > 0 ? fmt::format(", packed_heads={}", packed_) : "", out.name, out.hash);
   }
 
   /// A number of the spec as printed: the size expression with its value in a size-generic
@@ -182,8 +189,9 @@ class AttentionTextBase {
     w_.linef("def {}({}{}BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):", out.name,
              fmt::join(params, ", "), kSizeArgs);
     w_.indent();
-    // A symbolic length may be any: masked.
-    even_m_ = !symbolic(a_.q_len) && every_block_divides(a_.q_len);
+    // A symbolic length may be any: masked. Packed: the tile's rows are the group's Tq * G.
+    even_m_ = packed_ > 0 ? every_block_divides(a_.q_len * packed_)
+                          : !symbolic(a_.q_len) && every_block_divides(a_.q_len);
     even_n_ = !symbolic(a_.kv_len) && every_block_divides(a_.kv_len);
     pad_d_ = padded_dim(a_.head_dim) != a_.head_dim;
     pad_dv_ = padded_dim(a_.value_dim) != a_.value_dim;
@@ -197,6 +205,30 @@ class AttentionTextBase {
     return pad_dv_ ? fmt::format("rdv[None, :] < {}", a_.value_dim) : "";
   }
 
+  /// What the tile's rows rm count up to: TQ, or ROWS (Tq * G) where a grouped-query group's
+  /// heads are packed into the tile.
+  const char* row_bound() const { return packed_ > 0 ? "ROWS" : "TQ"; }
+  /// "rm[:, None] < TQ" where a row block may cross the rows (empty otherwise).
+  std::string row_mask() const {
+    return even_m_ ? "" : fmt::format("rm[:, None] < {}", row_bound());
+  }
+  /// The first of the program's rows in a contiguous [B * H * Tq, per_row] result (the output,
+  /// the logsumexp, the split partials): "bh * Tq * per_row"; packed, the kv head's group of
+  /// rows, which are contiguous there: "bkv * (Tq * G * per_row)".
+  std::string result_rows_base(int64_t per_row) const {
+    if (packed_ > 0) return fmt::format("bkv * {}", a_.q_len * packed_ * per_row);
+    return term("bh", a_.q_len * per_row);
+  }
+  /// The rows' offset in a [B, H, Tq, ...] operand of head and row strides `head_stride` and
+  /// `row_stride`, a [BLOCK_M, 1] column: rm's row term (the head is in the operand's base), or
+  /// packed, each row's query head hq and query row iq (none for Tq = 1).
+  std::string rows_offset(int64_t head_stride, int64_t row_stride) const {
+    if (packed_ == 0) return term("rm[:, None]", row_stride, true);
+    std::string t = sum(
+        {term("hq[:, None]", head_stride), a_.q_len > 1 ? term("iq[:, None]", row_stride) : ""});
+    return t == "0" ? "rm[:, None] * 0" : t;  // broadcast: still a column
+  }
+
   /// After a query block's key loops: the rows' logsumexp from the running max m_i and sum l_i
   /// (log2 units) stored into `ptr` ([B * H, Tq] f32), as the natural log torch's logsumexp
   /// is; a row that saw no key has m = -inf, l = 0 and stores -inf.
@@ -208,8 +240,8 @@ class AttentionTextBase {
     } else {
       w_.line("lse = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)  # no key: log(0)");
     }
-    w_.linef("tl.store({} + ({}), lse{})", ptr, sum({term("bh", a_.q_len), "rm"}),
-             even_m_ ? "" : ", mask=rm < TQ");
+    w_.linef("tl.store({} + ({}), lse{})", ptr, sum({result_rows_base(1), "rm"}),
+             even_m_ ? "" : fmt::format(", mask=rm < {}", row_bound()));
   }
 
   /// A kernel's source named after the plan kernel's graph nodes (triton_tem_fused_...).
@@ -230,6 +262,7 @@ class AttentionTextBase {
 
   /// pid_m, (b, h, kvh), the row and column ranges, and the Q, K (V, mask) bases.
   void emit_query_block_start(bool with_v) {
+    if (packed_ > 0) return emit_packed_block_start(with_v);
     const std::string wide = k_.int64_index ? ".to(tl.int64)" : "";
     const int64_t group = a_.kv_heads > 0 ? a_.heads / a_.kv_heads : 1;
     if (a_.causal) {
@@ -263,11 +296,46 @@ class AttentionTextBase {
       base("M", "arg_mask", {term("b", a_.mask_strides[0]), term("h", a_.mask_strides[1])});
   }
 
+  /// emit_query_block_start of a packed kernel (attention_packed_heads): a program per (batch,
+  /// kv head) whose rows r are the group's (query head hq, query row iq) pairs; q and the mask
+  /// are addressed per row (their bases hold the batch only), K and V per kv head.
+  void emit_packed_block_start(bool with_v) {
+    const std::string wide = k_.int64_index ? ".to(tl.int64)" : "";
+    w_.linef("pid_m = tl.program_id(0){}", wide);
+    w_.linef("bkv = tl.program_id(1){}  # batch x kv head", wide);
+    w_.linef("b = bkv // {}", names(a_.kv_heads));
+    w_.linef("kvh = bkv % {}", names(a_.kv_heads));
+    w_.linef("# grouped-query, packed: the tile's ROWS rows are kv head kvh's {} query heads x TQ",
+             packed_);
+    w_.linef("# query rows: row r is query head hq = kvh * {} + r // TQ, query row iq = r % TQ;",
+             packed_);
+    w_.line("# K and V are read once for the group");
+    w_.line("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)");
+    if (a_.q_len == 1) {
+      w_.linef("hq = kvh * {} + rm", packed_);
+    } else {
+      w_.linef("hq = kvh * {} + rm // TQ", packed_);
+      w_.line("iq = rm % TQ");
+    }
+    w_.linef("rn0 = tl.arange(0, BLOCK_N){}", wide);
+    w_.linef("rd = tl.arange(0, {})", padded_dim(a_.head_dim));
+    if (with_v) w_.linef("rdv = tl.arange(0, {})", padded_dim(a_.value_dim));
+    base("Q", "arg_Q", {a_.q_offset ? names(a_.q_offset) : "", term("b", a_.q_strides[0])});
+    base("K", "arg_K",
+         {a_.k_offset ? names(a_.k_offset) : "", term("b", a_.k_strides[0]),
+          term("kvh", a_.k_strides[1])});
+    if (with_v)
+      base("V", "arg_V",
+           {a_.v_offset ? names(a_.v_offset) : "", term("b", a_.v_strides[0]),
+            term("kvh", a_.v_strides[1])});
+    if (a_.mask >= 0) base("M", "arg_mask", {term("b", a_.mask_strides[0])});
+  }
+
   /// The query block's Q tile and the scale in log2 units.
   void emit_q_load() {
-    std::string qmask = mask_of({even_m_ ? "" : "rm[:, None] < TQ", pad_d()});
+    std::string qmask = mask_of({row_mask(), pad_d()});
     w_.linef("q = tl.load(Q + ({}){})",
-             sum({term("rm[:, None]", a_.q_strides[2], true), "rd[None, :]"}),
+             sum({rows_offset(a_.q_strides[1], a_.q_strides[2]), "rd[None, :]"}),
              masked(qmask, "0.0"));
     // exp2 instead of exp: the scores are kept in log2 units (scale * log2(e)).
     w_.linef("qk_scale = {}  # scale {} * log2(e)", py_float(a_.scale * M_LOG2E),
@@ -288,6 +356,9 @@ class AttentionTextBase {
                             : ", additive mask");
     w_.linef("TQ = {}", names(a_.q_len));
     w_.linef("TK = {}", names(a_.kv_len));
+    if (packed_ > 0)
+      w_.linef("ROWS = {}  # TQ * {} heads: the rows of a kv head's group", a_.q_len * packed_,
+               packed_);
     emit_query_block_start(true);
     emit_q_load();
     w_.line("m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
@@ -332,9 +403,8 @@ class AttentionTextBase {
     w_.linef("s = tl.dot(q, tl.trans(k){}) * qk_scale", dot_precision());
     if (a_.mask >= 0) {
       // Broadcast dims have stride 0; both terms stay so that the address is a full tile.
-      std::string mmask =
-          mask_of({even_m_ ? "" : "rm[:, None] < TQ", bound ? "rn[None, :] < TK" : ""});
-      w_.linef("mv = tl.load(M + ({} + {}){})", term("rm[:, None]", a_.mask_strides[2], true),
+      std::string mmask = mask_of({row_mask(), bound ? "rn[None, :] < TK" : ""});
+      w_.linef("mv = tl.load(M + ({} + {}){})", rows_offset(a_.mask_strides[1], a_.mask_strides[2]),
                term("rn[None, :]", a_.mask_strides[3], true),
                masked(mmask, a_.bool_mask ? "0" : "0.0"));
       if (a_.bool_mask)
@@ -345,7 +415,13 @@ class AttentionTextBase {
     // Causal implies the bound for every stored row (j <= i + Tk - Tq < Tk); padding rows
     // past Tq are never stored.
     if (bound && !causal) w_.line("s = tl.where(rn[None, :] < TK, s, float(\"-inf\"))");
-    if (causal) w_.line("s = tl.where(rn[None, :] <= rm[:, None] + (TK - TQ), s, float(\"-inf\"))");
+    if (causal) {
+      // Packed: each row's own query row (all 0 for Tq = 1).
+      const std::string row = packed_ == 0   ? "rm[:, None] + "
+                              : a_.q_len > 1 ? "iq[:, None] + "
+                                             : "";
+      w_.linef("s = tl.where(rn[None, :] <= {}(TK - TQ), s, float(\"-inf\"))", row);
+    }
   }
 
   /// The key loops of a query block: causal blocks split into those every row sees (no mask),
@@ -360,8 +436,18 @@ class AttentionTextBase {
       w_.line("# causal: row i sees keys j <= i + TK - TQ. Keys below `full` are seen by every");
       w_.line("# row of the block (no mask); the block's last row sees keys below `hi`; the");
       w_.line("# blocks past it are skipped");
-      w_.line("hi = tl.minimum((pid_m + 1) * BLOCK_M + (TK - TQ), TK)");
-      w_.line("full = tl.minimum(tl.maximum(pid_m * BLOCK_M + (TK - TQ) + 1, 0), TK)");
+      if (packed_ > 0) {
+        // The tile's rows hold query rows 0..TQ - 1 of several heads: the first row and the
+        // last see what the group's first and last query rows see.
+        w_.line("hi = TK");
+        if (symbolic(a_.kv_len))
+          w_.line("full = tl.maximum(TK - TQ + 1, 0)");
+        else
+          w_.linef("full = {}  # TK - TQ + 1", std::max<int64_t>(a_.kv_len - a_.q_len + 1, 0));
+      } else {
+        w_.line("hi = tl.minimum((pid_m + 1) * BLOCK_M + (TK - TQ), TK)");
+        w_.line("full = tl.minimum(tl.maximum(pid_m * BLOCK_M + (TK - TQ) + 1, 0), TK)");
+      }
       w_.line("full = (full // BLOCK_N) * BLOCK_N");
       if (chunk) {
         w_.line("# only this program's chunk of keys");
@@ -394,6 +480,8 @@ class AttentionTextBase {
   const TritonKernelPlan& k_;
   const AttentionSpec& a_;
   int index_;
+  /// G where a grouped-query group's heads are packed into the tile's rows (rows_offset), else 0.
+  int64_t packed_ = 0;
   CodeWriter w_;
   /// Lengths every block divides (no bounds masks) and head dims that need padding.
   bool even_m_ = true, even_n_ = true, pad_d_ = false, pad_dv_ = false;

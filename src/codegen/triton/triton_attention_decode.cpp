@@ -17,6 +17,27 @@ int64_t attention_decode_splits(int64_t query_programs, int64_t kv_len, bool kv_
   return splits >= 2 ? splits : 1;
 }
 
+int64_t attention_packed_block(int64_t rows) {
+  return std::max<int64_t>(kDecodeQueryBlock, next_power_of_2(rows));
+}
+
+int64_t attention_packed_heads(const TritonKernelPlan& k,
+                               const std::vector<TritonBuffer>& buffers) {
+  if (!k.attention || k.attention->kernel != AttentionKernel::forward) return 0;
+  const AttentionSpec& a = *k.attention;
+  if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0) return 0;
+  const int64_t group = a.heads / a.kv_heads;
+  if (group < 2 || a.q_len < 1 || a.q_len * group > kPackMaxRows) return 0;
+  // Static B, H and Tq (the result's first dims) and Hkv (k's head dim, where k is a plain
+  // [B, Hkv, Tk, D] buffer; a view's head count comes from H and G, both static).
+  const TritonBuffer& out = buffers[static_cast<size_t>(k.attention_out)];
+  for (size_t d = 0; d < 3 && d < out.size_exprs.size(); ++d)
+    if (is_symbolic(out.size_exprs[d])) return 0;
+  const TritonBuffer& kb = buffers[static_cast<size_t>(a.k)];
+  if (kb.size_exprs.size() == 4 && is_symbolic(kb.size_exprs[1])) return 0;
+  return group;
+}
+
 namespace {
 
 using triton_attention::padded_dim;
@@ -82,11 +103,11 @@ class DecodePartialPrinter : public triton_attention::AttentionTextBase {
     const int64_t rows = a_.batch * a_.heads * a_.q_len;
     w_.line("# the chunk's running max and sum (log2 units) and its unnormalized output, for the");
     w_.line("# combine kernel; an empty chunk stores m = -inf, l = 0, acc = 0 (weight 0 there)");
-    w_.linef("prow = {}", sum({fmt::format("split * {}", rows), term("bh", a_.q_len), "rm"}));
-    const std::string rmask = even_m_ ? "" : ", mask=rm < TQ";
+    w_.linef("prow = {}", sum({fmt::format("split * {}", rows), result_rows_base(1), "rm"}));
+    const std::string rmask = even_m_ ? "" : fmt::format(", mask=rm < {}", row_bound());
     w_.linef("tl.store(out_ptr1 + prow, m_i{})", rmask);
     w_.linef("tl.store(out_ptr2 + prow, l_i{})", rmask);
-    const std::string amask = mask_of({even_m_ ? "" : "rm[:, None] < TQ", pad_dv()});
+    const std::string amask = mask_of({row_mask(), pad_dv()});
     w_.linef("tl.store(out_ptr0 + (prow[:, None] * {} + rdv[None, :]), acc{})", a_.value_dim,
              amask.empty() ? "" : ", mask=" + amask);
   }
@@ -188,8 +209,11 @@ std::optional<std::pair<TritonKernelPlan, TritonKernelPlan>> split_attention_dec
   for (int b : {a.k, a.v, a.mask})
     if (b >= 0)
       symbolic_keys = symbolic_keys || any_symbolic(buffers[static_cast<size_t>(b)].size_exprs);
+  // Packed: a program per (batch, kv head), its tile covering the group's rows.
+  const int64_t G = k.attention_packed_heads;
   const int64_t programs =
-      (a.q_len + kDecodeQueryBlock - 1) / kDecodeQueryBlock * a.batch * a.heads;
+      G > 0 ? a.batch * a.kv_heads
+            : (a.q_len + kDecodeQueryBlock - 1) / kDecodeQueryBlock * a.batch * a.heads;
   const int64_t S = attention_decode_splits(programs, a.kv_len, symbolic_keys);
   if (S < 2) return std::nullopt;
 

@@ -4,8 +4,9 @@
 // each of them walks every key. As FlashDecoding does, the keys are cut into S chunks and the
 // forward becomes two kernels:
 //
-//   partial  grid (cdiv(Tq, BLOCK_M), B * H, S): the forward's program (triton_attention.h: GQA,
-//            masks, causal loops, bounds and padding masks, strided views) over the keys
+//   partial  grid (cdiv(Tq, BLOCK_M), B * H, S) (packed, below: (1, B * Hkv, S)): the forward's
+//            program (triton_attention.h: GQA, masks, causal loops, bounds and padding masks,
+//            strided views) over the keys
 //            [s * chunk, min((s + 1) * chunk, TK)), chunk = cdiv(cdiv(TK, S), BLOCK_N) * BLOCK_N
 //            computed in the kernel (TK may be a size argument), so that every chunk starts on
 //            a block and only TK's partial last block needs a bound. It stores its unnormalized
@@ -19,8 +20,17 @@
 // The edge cases are the forward's: a row that sees no key has L = 0 and gives 0 / 0 = NaN (coil's
 // reference: softmax over all -inf); TK = 0 gives zeros, also a symbolic TK that is 0 at run time
 // (the combine tests it); a NaN score or value reaches the row through its chunk's weight.
-// Not done: packing a GQA group's query heads into one tile's rows (Tq = 1 uses 1 of the 16 rows
-// of the partial kernel's Q tile, and each kv head is read once per query head of its group).
+//
+// Grouped-query packing (attention_packed_heads), in the partial kernel and in the unsplit
+// forward alike: where a kv head's G = H / Hkv query heads have few rows (Tq * G <= 64), the
+// program is per (batch x kv head[, chunk]) and its query tile's rows are the group's
+// (query head, query row) pairs: row r is query head kvh * G + r // Tq, query row r % Tq. The
+// K and V blocks are loaded once per kv head (not once per query head of its group) and the
+// tile's rows are used (Tq = 1 alone filled 1 of 16). q and the mask are addressed per row (head
+// hq, query row iq), the causal limit is per row (j <= iq + Tk - Tq). Those rows are contiguous in
+// the result [B, H, Tq, Dv] (and the partials, the logsumexp): rows (b * Hkv + kvh) * G * Tq + r,
+// so the stores and the combine index them as before. The program count the split rule sees is
+// then B * Hkv.
 #pragma once
 
 #include <optional>
@@ -45,12 +55,27 @@ constexpr int64_t kDecodeMinKeys = 1024;  // a static Tk below this stays one ke
 constexpr int64_t kDecodeMinChunkKeys = 256;
 constexpr int64_t kDecodeMaxSplits = 64;
 
+/// Grouped-query packing: at most this many (query head, query row) pairs in a tile (the
+/// runtime's BLOCK_M covers them: max(16, next_pow2(Tq * G)); the accumulator [64, Dv] stays in
+/// registers).
+constexpr int64_t kPackMaxRows = 64;
+
+/// G = H / Hkv where forward attention kernel `k` packs its kv head's query heads into the rows
+/// of one query tile, else 0. The rule: a forward, G >= 2, 1 <= Tq and Tq * G <= kPackMaxRows,
+/// and B, H, Tq (the result's first dims) and Hkv static numbers (the row mapping and the
+/// program count are printed); a symbolic Tk is fine (a decode step's cache).
+int64_t attention_packed_heads(const TritonKernelPlan& k, const std::vector<TritonBuffer>& buffers);
+
+/// The query tile of a packed kernel (its configs' BLOCK_M): the group's Tq * G rows padded to a
+/// power of two >= 16.
+int64_t attention_packed_block(int64_t rows);
+
 /// The number of key chunks S of a forward attention with `query_programs` = cdiv(Tq, 16) * B * H
-/// programs over `kv_len` keys; 1 where it stays one kernel. A symbolic Tk (a size-generic
-/// module's cache length, `kv_len_symbolic`: the text may not depend on it) splits by the
-/// program count alone, as if the cache were long: the chunk length is computed at run time, and
-/// a short cache leaves the last chunks empty (their programs store m = -inf and exit), the price
-/// kSymbolicSplitRow accepts for split reductions.
+/// programs (packed: B * Hkv, one tile each) over `kv_len` keys; 1 where it stays one kernel. A
+/// symbolic Tk (a size-generic module's cache length, `kv_len_symbolic`: the text may not depend on
+/// it) splits by the program count alone, as if the cache were long: the chunk length is computed
+/// at run time, and a short cache leaves the last chunks empty (their programs store m = -inf and
+/// exit), the price kSymbolicSplitRow accepts for split reductions.
 int64_t attention_decode_splits(int64_t query_programs, int64_t kv_len, bool kv_len_symbolic);
 
 /// The partial and combine kernels replacing forward attention kernel `k` (partial buffers

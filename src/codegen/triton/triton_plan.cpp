@@ -352,6 +352,9 @@ class Planner {
         int32_guard(b);
       }
     k.int64_index = biggest > INT32_MAX;
+    // Few query rows of grouped-query heads: a program per kv head, its group's heads packed
+    // into the rows of one query tile (triton_attention_decode.h).
+    k.attention_packed_heads = attention_packed_heads(k, out_.buffers);
     // A decoding shape (few query rows, long keys): the keys split over more programs, a
     // partial and a combine kernel (triton_attention_decode.h).
     if (auto split = split_attention_decode(k, out_.buffers)) {

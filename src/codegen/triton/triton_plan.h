@@ -136,6 +136,9 @@ struct TritonKernelPlan {
   /// A forward split along the keys for decoding shapes (triton_attention_decode.h): splits > 0
   /// in both of its kernels.
   AttentionSplitPlan attention_split;
+  /// A forward (or split partial) kernel whose query tile packs the G = H / Hkv query heads of
+  /// a grouped-query group (triton_attention_decode.h attention_packed_heads): G, or 0.
+  int64_t attention_packed_heads = 0;
   std::string prefix() const;  // triton_poi / triton_per / triton_red / triton_tem
   bool is_reduction() const {
     return kind == TritonKernelKind::Persistent || kind == TritonKernelKind::Looped;

@@ -8,25 +8,29 @@ from coil_runtime import heuristics, runtime
 
 
 # graph nodes: y (attention)
-@heuristics.attention(shape={'batch': 1, 'heads': 32, 'kv_heads': 8, 'q_len': 1, 'kv_len': 8192, 'head_dim': 128, 'value_dim': 128}, causal=False, dtype='bfloat16', kernel='decode_partial', splits=8, name='triton_tem_fused_attention_0', kernel_hash='a575968b3a77f6276e743ae0e32b9b66')
+@heuristics.attention(shape={'batch': 1, 'heads': 32, 'kv_heads': 8, 'q_len': 1, 'kv_len': 8192, 'head_dim': 128, 'value_dim': 128}, causal=False, dtype='bfloat16', kernel='decode_partial', splits=32, packed_heads=4, name='triton_tem_fused_attention_0', kernel_hash='5a36b30c729dbd354c58c865ade864a6')
 @triton.jit
 def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, out_ptr1, out_ptr2, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash-decoding, partial results of 8 chunks of keys: q [1, 32, 1, 128], k [1, 8, 8192, 128], v [..., 128]
+    # flash-decoding, partial results of 32 chunks of keys: q [1, 32, 1, 128], k [1, 8, 8192, 128], v [..., 128]
     TQ = 1
     TK = 8192
+    ROWS = 4  # TQ * 4 heads: the rows of a kv head's group
     pid_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // 32
-    h = bh % 32
-    kvh = h // 4  # grouped-query: 4 query heads per kv head
+    bkv = tl.program_id(1)  # batch x kv head
+    b = bkv // 8
+    kvh = bkv % 8
+    # grouped-query, packed: the tile's ROWS rows are kv head kvh's 4 query heads x TQ
+    # query rows: row r is query head hq = kvh * 4 + r // TQ, query row iq = r % TQ;
+    # K and V are read once for the group
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    hq = kvh * 4 + rm
     rn0 = tl.arange(0, BLOCK_N)
     rd = tl.arange(0, 128)
     rdv = tl.arange(0, 128)
-    Q = arg_Q + (h * 128)
+    Q = arg_Q
     K = arg_K + (kvh * 1048576)
     V = arg_V + (kvh * 1048576)
-    q = tl.load(Q + (rm[:, None] * 0 + rd[None, :]), mask=(rm[:, None] < TQ), other=0.0)
+    q = tl.load(Q + (hq[:, None] * 128 + rd[None, :]), mask=(rm[:, None] < ROWS), other=0.0)
     qk_scale = 0.12751743082459868  # scale 0.088388347648318433 * log2(e)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -37,7 +41,7 @@ def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, out_ptr1, out_pt
     split = tl.program_id(2)
     # chunks of a multiple of BLOCK_N keys, so that only TK's partial last block needs a
     # bound; the last chunks may be short or empty (a short TK at run time)
-    chunk = ((TK + 7) // 8 + BLOCK_N - 1) // BLOCK_N * BLOCK_N
+    chunk = ((TK + 31) // 32 + BLOCK_N - 1) // BLOCK_N * BLOCK_N
     chunk_lo = split * chunk
     chunk_hi = tl.minimum(chunk_lo + chunk, TK)
     for start_n in range(chunk_lo, chunk_hi, BLOCK_N):
@@ -54,17 +58,17 @@ def triton_tem_fused_attention_0(arg_Q, arg_K, arg_V, out_ptr0, out_ptr1, out_pt
         m_i = m_new
     # the chunk's running max and sum (log2 units) and its unnormalized output, for the
     # combine kernel; an empty chunk stores m = -inf, l = 0, acc = 0 (weight 0 there)
-    prow = split * 32 + bh + rm
-    tl.store(out_ptr1 + prow, m_i, mask=rm < TQ)
-    tl.store(out_ptr2 + prow, l_i, mask=rm < TQ)
-    tl.store(out_ptr0 + (prow[:, None] * 128 + rdv[None, :]), acc, mask=(rm[:, None] < TQ))
+    prow = split * 32 + bkv * 4 + rm
+    tl.store(out_ptr1 + prow, m_i, mask=rm < ROWS)
+    tl.store(out_ptr2 + prow, l_i, mask=rm < ROWS)
+    tl.store(out_ptr0 + (prow[:, None] * 128 + rdv[None, :]), acc, mask=(rm[:, None] < ROWS))
 
 
 # graph nodes: y (attention)
-@heuristics.attention(shape={'batch': 1, 'heads': 32, 'kv_heads': 8, 'q_len': 1, 'kv_len': 8192, 'head_dim': 128, 'value_dim': 128}, causal=False, dtype='bfloat16', kernel='decode_combine', splits=8, name='triton_tem_fused_attention_1', kernel_hash='6d20d159432404ef23f7e4486f97c756')
+@heuristics.attention(shape={'batch': 1, 'heads': 32, 'kv_heads': 8, 'q_len': 1, 'kv_len': 8192, 'head_dim': 128, 'value_dim': 128}, causal=False, dtype='bfloat16', kernel='decode_combine', splits=32, name='triton_tem_fused_attention_1', kernel_hash='8900e8947a0fc7206df5f7c1bc20ac9b')
 @triton.jit
 def triton_tem_fused_attention_1(arg_acc, arg_max, arg_sum, out_ptr0, BLOCK_M : tl.constexpr):
-    # flash-decoding, combine: the 8 chunks of keys of each row of y [1, 32, 1, 128]
+    # flash-decoding, combine: the 32 chunks of keys of each row of y [1, 32, 1, 128]
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (batch, head, query)
     rdv = tl.arange(0, 128)
     row_mask = rows < 32
@@ -72,13 +76,13 @@ def triton_tem_fused_attention_1(arg_acc, arg_max, arg_sum, out_ptr0, BLOCK_M : 
     # in any chunk keeps -inf and subtracts 0 (m_safe: exp2 gives 0, not the NaN of
     # -inf - -inf)
     m_max = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    for s in range(0, 8):
+    for s in range(0, 32):
         m_max = tl.maximum(m_max, tl.load(arg_max + (s * 32 + rows), mask=row_mask, other=float("-inf")))
     m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
     # chunk s weighs w = exp2(m_s - M): L = sum l_s w, O = sum acc_s w / L
     l_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, 128], dtype=tl.float32)
-    for s in range(0, 8):
+    for s in range(0, 32):
         w = tl.math.exp2(tl.load(arg_max + (s * 32 + rows), mask=row_mask, other=float("-inf")) - m_safe)
         l_sum += tl.load(arg_sum + (s * 32 + rows), mask=row_mask, other=0.0) * w
         acc += tl.load(arg_acc + (s * 4096 + rows[:, None] * 128 + rdv[None, :]), mask=row_mask[:, None], other=0.0) * w[:, None]
@@ -94,9 +98,9 @@ def call(args):
     runtime.check_input(arg0_1, 'q', (1, 32, 1, 128), (4096, 128, 128, 1), torch.bfloat16)
     runtime.check_input(arg1_1, 'k', (1, 8, 8192, 128), (8388608, 1048576, 128, 1), torch.bfloat16)
     runtime.check_input(arg2_1, 'v', (1, 8, 8192, 128), (8388608, 1048576, 128, 1), torch.bfloat16)
-    part0 = runtime.empty_strided((8, 32, 1, 128), (4096, 128, 128, 1), torch.float32)
-    part1 = runtime.empty_strided((8, 32, 1), (32, 1, 1), torch.float32)
-    part2 = runtime.empty_strided((8, 32, 1), (32, 1, 1), torch.float32)
+    part0 = runtime.empty_strided((32, 32, 1, 128), (4096, 128, 128, 1), torch.float32)
+    part1 = runtime.empty_strided((32, 32, 1), (32, 1, 1), torch.float32)
+    part2 = runtime.empty_strided((32, 32, 1), (32, 1, 1), torch.float32)
     triton_tem_fused_attention_0.run(arg0_1, arg1_1, arg2_1, part0, part1, part2)
     out0 = runtime.empty_strided((1, 32, 1, 128), (4096, 128, 128, 1), torch.bfloat16)
     triton_tem_fused_attention_1.run(part0, part1, part2, out0)
