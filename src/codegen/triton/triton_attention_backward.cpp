@@ -73,17 +73,8 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
   void emit_header() {
     static const char* what[] = {"", "attention_lse", "attention_grad wrt q",
                                  "attention_grad wrt k", "attention_grad wrt v"};
-    w_.linef(
-        "# flash {}: q [{}, {}, {}, {}], k [{}, {}, {}, {}]{}{}{}", what[int(a_.kernel)],
-        names(a_.batch), names(a_.heads), names(a_.q_len), a_.head_dim, names(a_.batch),
-        names(a_.kv_heads), names(a_.kv_len), a_.head_dim,
-        a_.kernel == AttentionKernel::logsumexp ? "" : fmt::format(", v [..., {}]", a_.value_dim),
-        a_.causal ? ", causal (bottom-right)" : "",
-        a_.mask < 0    ? ""
-        : a_.bool_mask ? ", bool mask"
-                       : ", additive mask");
-    w_.linef("TQ = {}", names(a_.q_len));
-    w_.linef("TK = {}", names(a_.kv_len));
+    emit_shapes_and_lengths(std::string("flash ") + what[int(a_.kernel)],
+                            a_.kernel != AttentionKernel::logsumexp);
   }
 
   // --- per query block: attention_lse and grad_q ---------------------------------------------

@@ -342,20 +342,27 @@ class AttentionTextBase {
              py_float(a_.scale));
   }
 
-  /// The forward's program up to its key loops (the forward template, and the partial kernel of
-  /// the split decoding path: triton_attention_decode.h): `title` in the header comment, TQ and
-  /// TK, the query block (causal: the last blocks first), batch, head and kv head, the ranges,
-  /// the Q, K, V (mask) bases, the Q tile, and the running max, sum and accumulator.
-  void emit_forward_prologue(const std::string& title) {
-    w_.linef("# {}: q [{}, {}, {}, {}], k [{}, {}, {}, {}], v [..., {}]{}{}", title,
-             names(a_.batch), names(a_.heads), names(a_.q_len), a_.head_dim, names(a_.batch),
-             names(a_.kv_heads), names(a_.kv_len), a_.head_dim, a_.value_dim,
+  /// Every attention kernel's first lines: "# `title`: q [..], k [..](, v [.., Dv]), causal,
+  /// mask" and the lengths TQ and TK.
+  void emit_shapes_and_lengths(const std::string& title, bool with_v) {
+    w_.linef("# {}: q [{}, {}, {}, {}], k [{}, {}, {}, {}]{}{}{}", title, names(a_.batch),
+             names(a_.heads), names(a_.q_len), a_.head_dim, names(a_.batch), names(a_.kv_heads),
+             names(a_.kv_len), a_.head_dim,
+             with_v ? fmt::format(", v [..., {}]", a_.value_dim) : std::string(),
              a_.causal ? ", causal (bottom-right)" : "",
              a_.mask < 0    ? ""
              : a_.bool_mask ? ", bool mask"
                             : ", additive mask");
     w_.linef("TQ = {}", names(a_.q_len));
     w_.linef("TK = {}", names(a_.kv_len));
+  }
+
+  /// The forward's program up to its key loops (the forward template, and the partial kernel of
+  /// the split decoding path: triton_attention_decode.h): `title` in the header comment, TQ and
+  /// TK, the query block (causal: the last blocks first), batch, head and kv head, the ranges,
+  /// the Q, K, V (mask) bases, the Q tile, and the running max, sum and accumulator.
+  void emit_forward_prologue(const std::string& title) {
+    emit_shapes_and_lengths(title, true);
     if (packed_ > 0)
       w_.linef("ROWS = {}  # TQ * {} heads: the rows of a kv head's group", a_.q_len * packed_,
                packed_);
