@@ -4,12 +4,15 @@ from the saved output and logsumexp) against torch SDPA's flash backward, bf16 (
 
 Shapes as bench/gpu/attention_bench.py's (16k tokens, hidden 2048): T in {512, 2048, 8192},
 B = 16384 / T, D in {64, 128}, H = 2048 / D, causal and not. TFLOP/s count the backward's five
-products, 2.5x the forward's 4 B H T^2 D (FlashAttention's convention; coil's three kernels do
-eight passes), halved when causal. Times are medians of triton.testing.do_bench.
+products, 2.5x the forward's 4 B H T^2 D (FlashAttention's convention; coil's two kernels, dq and
+grad_kv, do seven), halved when causal. Times are medians of triton.testing.do_bench.
 
   coil    tests/gpu/generated/attn_bw_bench/bw_T<T>_d<D>[_causal].py: the module of one graph
           with inputs q, k, v, out, dout, lse and the three attention_grad nodes (written by
-          --prepare on the build machine), autotuned in its first call (not counted)
+          --prepare on the build machine), autotuned in its first call (not counted): a dq
+          kernel and a grad_kv kernel (dk and dv from one key-block loop)
+  3-kern  the same graph compiled with fusion off (bw_..._apart.py): dq, dk and dv kernels
+          apart (eight products), the A/B of grad_kv in the same run
   torch   torch.autograd.grad of F.scaled_dot_product_attention under
           sdpa_kernel(FLASH_ATTENTION) (its _scaled_dot_product_flash_attention_backward)
 
@@ -53,9 +56,10 @@ def prepare():
         text += "".join(f'd{w} = attention_grad(q, k, v, y, dy, l) {{wrt="{w}", {a}}}\n'
                         for w in "qkv")
         text += "output dq\noutput dk\noutput dv\n"
-        src, _ = coil.Graph.parse(text).generate_gpu_module()
-        with open(os.path.join(OUT_DIR, f"bw_{name(t, d, causal)}.py"), "w") as f:
-            f.write(src)
+        for suffix, options in (("", {}), ("_apart", {"fusion": False})):
+            src, _ = coil.Graph.parse(text).generate_gpu_module(**options)
+            with open(os.path.join(OUT_DIR, f"bw_{name(t, d, causal)}{suffix}.py"), "w") as f:
+                f.write(src)
     print(f"wrote {OUT_DIR}")
 
 
@@ -89,6 +93,12 @@ def run(only, json_path):
             want = torch.autograd.grad(y, (q, k, v), dy, retain_graph=True)
         err = [float((a.float() - w.float()).abs().max()) for a, w in zip((dq, dk, dv), want)]
         ms_coil = do_bench(lambda: mod.call(list(args)))
+        apart_path = path[:-3] + "_apart.py"
+        ms_apart = None
+        if os.path.exists(apart_path):
+            apart = runtime.load_module(apart_path, name=os.path.basename(apart_path)[:-3])
+            apart.call(list(args))  # autotunes
+            ms_apart = round(do_bench(lambda: apart.call(list(args))), 3)
         with flash():
             ms_torch = do_bench(lambda: torch.autograd.grad(y, (q, k, v), dy, retain_graph=True))
         flops = 4 * b * h * t * t * d * 2.5 * (0.5 if causal else 1)
@@ -98,7 +108,8 @@ def run(only, json_path):
                "torch_flash_ms": round(ms_torch, 3),
                "coil_TFLOPs": round(flops / ms_coil / 1e9, 1),
                "torch_TFLOPs": round(flops / ms_torch / 1e9, 1),
-               "ratio": round(ms_torch / ms_coil, 3), "max_abs_diff": err, "configs": configs}
+               "ratio": round(ms_torch / ms_coil, 3), "coil_3kernels_ms": ms_apart,
+               "max_abs_diff": err, "configs": configs}
         print(json.dumps(row), flush=True)
         rows.append(row)
     if json_path:

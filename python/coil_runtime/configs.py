@@ -534,13 +534,18 @@ def attention_registers(bm, bn, warps, shape):
 # short lengths.
 # The split decoding path (src/codegen/triton/triton_attention_decode.h): 'decode_partial' is the
 # forward's program over one chunk of the keys, 'decode_combine' merges each row's chunks.
-ATTENTION_KERNELS = ("forward", "lse", "grad_q", "grad_k", "grad_v", "decode_partial",
-                     "decode_combine")
+ATTENTION_KERNELS = ("forward", "lse", "grad_q", "grad_k", "grad_v", "grad_kv",
+                     "decode_partial", "decode_combine")
 ATTENTION_BACKWARD_CONFIGS = {
     "grad_q": ((128, 32, 3, 4), (128, 64, 3, 8), (64, 64, 2, 4), (64, 32, 3, 4), (32, 32, 2, 4)),
     "grad_k": ((32, 128, 3, 4), (64, 128, 3, 8), (64, 64, 2, 4), (32, 64, 3, 4), (16, 64, 2, 4)),
 }
 ATTENTION_BACKWARD_CONFIGS["grad_v"] = ATTENTION_BACKWARD_CONFIGS["grad_k"]
+# grad_kv (dK and dV from one key-block loop): two [BLOCK_N, D] accumulators, so 8 warps for
+# 128-key blocks at D = 128 (FlashAttention-2's Triton kernels use 32 queries x 128 keys).
+ATTENTION_BACKWARD_CONFIGS["grad_kv"] = (
+    (32, 128, 3, 8), (32, 128, 3, 4), (64, 128, 2, 8), (64, 64, 2, 4), (32, 64, 3, 4),
+    (16, 64, 2, 4))
 ATTENTION_BACKWARD_CONFIGS_MAX = {
     "grad_q": ATTENTION_BACKWARD_CONFIGS["grad_q"] + (
         (128, 64, 2, 4), (64, 128, 2, 8), (128, 16, 4, 4), (64, 16, 3, 4)),
@@ -548,6 +553,8 @@ ATTENTION_BACKWARD_CONFIGS_MAX = {
         (64, 128, 2, 4), (128, 128, 2, 8), (16, 128, 3, 4), (32, 32, 2, 4)),
 }
 ATTENTION_BACKWARD_CONFIGS_MAX["grad_v"] = ATTENTION_BACKWARD_CONFIGS_MAX["grad_k"]
+ATTENTION_BACKWARD_CONFIGS_MAX["grad_kv"] = ATTENTION_BACKWARD_CONFIGS["grad_kv"] + (
+    (32, 128, 4, 8), (64, 128, 3, 8), (16, 128, 3, 4), (128, 128, 2, 8), (32, 32, 2, 4))
 
 
 # decode_partial: BLOCK_M is 16, the few query rows of a decoding step (the code generator counts
@@ -580,12 +587,12 @@ def attention_backward_shared_memory(kernel, bm, bn, stages, shape, dtype="float
         return (stages * bn * d + bm * d) * size
     if kernel == "grad_q":  # K and V stages; Q, dO and out
         return (stages * bn * (d + dv) + bm * (d + 2 * dv)) * size + bm * bn * 4
-    # grad_k / grad_v: Q, dO and out stages; the K and V block
+    # grad_k / grad_v / grad_kv: Q, dO and out stages; the K and V block
     return (stages * bm * (d + 2 * dv) + bn * (d + dv)) * size + bm * bn * 4
 
 
 def attention_backward_registers(kernel, bm, bn, warps, shape):
-    """f32 registers per thread of a backward kernel's accumulator and its [BM, BN] tiles
+    """f32 registers per thread of a backward kernel's accumulator(s) and its [BM, BN] tiles
     (scores and p; dp for the gradients of q and k)."""
     d, dv = attention_padded_dim(shape["head_dim"]), attention_padded_dim(shape["value_dim"])
     threads = THREADS_PER_WARP * warps
@@ -593,7 +600,7 @@ def attention_backward_registers(kernel, bm, bn, warps, shape):
         return bm * bn // threads
     if kernel == "grad_q":
         return bm * (d + 2 * bn) // threads
-    width = d if kernel == "grad_k" else dv
+    width = {"grad_k": d, "grad_v": dv, "grad_kv": d + dv}[kernel]
     return bn * (width + 2 * bm) // threads
 
 
@@ -656,7 +663,7 @@ def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_
 
 def attention_grid(config, shape, kernel="forward"):
     """(cdiv(Tq, BLOCK_M), B * H, 1): a program per block of query rows and (batch, head);
-    for grad_k and grad_v (cdiv(Tk, BLOCK_N), B * Hkv, 1): a program per block of keys and
+    for grad_k, grad_v and grad_kv (cdiv(Tk, BLOCK_N), B * Hkv, 1): a program per block of keys and
     (batch, kv head). Tq = 0 still launches those (their gradients are zeros). decode_partial:
     the forward's grid per chunk of keys, (cdiv(Tq, BLOCK_M), B * H, shape['splits']);
     decode_combine: (cdiv(B * H * Tq, BLOCK_M), 1, 1), BLOCK_M rows a program. A packed
@@ -665,7 +672,7 @@ def attention_grid(config, shape, kernel="forward"):
     if kernel == "decode_combine":
         rows = shape["batch"] * shape["heads"] * shape["q_len"]
         return (cdiv(rows, config.kwargs["BLOCK_M"]), 1, 1) if rows else (0, 1, 1)
-    if kernel in ("grad_k", "grad_v"):
+    if kernel in ("grad_k", "grad_v", "grad_kv"):
         bh = shape["batch"] * shape["kv_heads"]
         length, block = shape["kv_len"], config.kwargs["BLOCK_N"]
     else:

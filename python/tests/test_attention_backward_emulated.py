@@ -1,5 +1,5 @@
 """The generated flash-attention backward kernels (attention_lse and attention_grad wrt q, k and
-v: src/codegen/triton/triton_attention_backward.cpp), executed on the CPU (tl_emulator.py runs
+v, and grad_kv, k's and v's from one loop: src/codegen/triton/triton_attention_backward.cpp), executed on the CPU (tl_emulator.py runs
 their @triton.jit bodies with torch tensors) through the modules' own call() (fake triton),
 under every config of their lists, against torch autograd of the written-out attention in
 float64: lse, dq, dk, dv (and the forward's y, which the gradients read).
@@ -67,10 +67,10 @@ GROUPS = {
 }
 
 
-def _module(fake, tmp_path, name, cases):
+def _module(fake, tmp_path, name, cases, **options):
     import coil
     text = PREPARE.backward_graph_text(cases)
-    src, _ = coil.Graph.parse(text, f"<{name}>").generate_gpu_module()
+    src, _ = coil.Graph.parse(text, f"<{name}>").generate_gpu_module(**options)
     path = tmp_path / f"{name}.py"
     path.write_text(src)
     return tl_emulator.emulate_module(fake, str(path), f"emu_bw_{name}", kinds={"attention"}), src
@@ -110,14 +110,24 @@ def _check_every_config(mod, cases, seed, label):
 def test_backward_kernels_match_autograd(fake_gpu, tmp_path, group):
     cases = GROUPS[group]
     mod, src = _module(fake_gpu, tmp_path, group, cases)
-    # Every case is the templates' (nothing written out): 4 flash kernels per case, the forward
-    # storing the logsumexp too (attention_lse shares its kernel).
+    # Every case is the templates' (nothing written out): 3 flash kernels per case, the forward
+    # storing the logsumexp too (attention_lse shares its kernel), dK's storing dV.
     kinds = sorted(t.attention_kernel for t in heuristics.autotuners_of(mod))
-    assert kinds == sorted(["forward", "grad_q", "grad_k", "grad_v"] * len(cases)), kinds
+    assert kinds == sorted(["forward", "grad_q", "grad_kv"] * len(cases)), kinds
     assert src.count("triton_tem_fused_attention_attention_lse_") >= len(cases)
     assert "matmul" not in src
     rounds = _check_every_config(mod, cases, 100 * len(group), group)
     assert rounds >= 2  # more than one config was run
+
+
+@pytest.mark.parametrize("group", ["lengths", "bf16"])
+def test_kernels_of_one_node_each_match_autograd(fake_gpu, tmp_path, group):
+    """Without fusion each node has its own kernel: attention_lse, and dK and dV apart."""
+    cases = GROUPS[group]
+    mod, src = _module(fake_gpu, tmp_path, group + "_apart", cases, fusion=False)
+    kinds = sorted(t.attention_kernel for t in heuristics.autotuners_of(mod))
+    assert kinds == sorted(["forward", "lse", "grad_q", "grad_k", "grad_v"] * len(cases)), kinds
+    _check_every_config(mod, cases, 7 * len(group), group + " apart")
 
 
 GOLDEN_CASES = {
@@ -196,8 +206,8 @@ def test_views_of_a_packed_projection_are_read_in_place(fake_gpu, tmp_path):
                     for w in "qkv") +
             "output y\noutput l\noutput dq\noutput dk\noutput dv\n")
     src, _ = coil.Graph.parse(text, "<views>").generate_gpu_module()
-    # No copies: the forward (with the logsumexp) and three gradient kernels.
-    assert src.count("kernel='grad_") == 3 and src.count("@triton.jit") == 4
+    # No copies: the forward (with the logsumexp) and two gradient kernels (dq; dk and dv).
+    assert src.count("kernel='grad_") == 2 and src.count("@triton.jit") == 3
     path = tmp_path / "views.py"
     path.write_text(src)
     mod = tl_emulator.emulate_module(fake_gpu, str(path), "emu_bw_views", kinds={"attention"})
@@ -226,7 +236,7 @@ def test_size_generic_module_takes_the_lengths_at_run_time(fake_gpu, tmp_path):
                     for w in "qkv") +
             "output y\noutput l\noutput dq\noutput dk\noutput dv\n")
     src, _ = coil.Graph.parse(text, "<generic>").generate_gpu_module()
-    assert "'q_len': 'ks0', 'kv_len': 'ks1'" in src and src.count("kernel='") == 3
+    assert "'q_len': 'ks0', 'kv_len': 'ks1'" in src and src.count("kernel='") == 2
     path = tmp_path / "generic.py"
     path.write_text(src)
     mod = tl_emulator.emulate_module(fake_gpu, str(path), "emu_bw_generic", kinds={"attention"})

@@ -110,7 +110,7 @@ def test_mask_module_passes_the_mask_and_select_forces_configs(fake_gpu):
 
 def test_backward_configs_fit_clamp_and_grids():
     big = shape(d=128)
-    for kernel in ("lse", "grad_q", "grad_k", "grad_v"):
+    for kernel in ("lse", "grad_q", "grad_k", "grad_v", "grad_kv"):
         configs = cfgs.attention_configs(big, "bfloat16", kernel=kernel)
         assert configs, kernel
         assert len(cfgs.attention_configs(big, "bfloat16", mode="0", kernel=kernel)) == 1
@@ -127,6 +127,11 @@ def test_backward_configs_fit_clamp_and_grids():
         {"BLOCK_M": 128, "BLOCK_N": 32}
     assert cfgs.attention_configs(big, "bfloat16", kernel="grad_k")[0].kwargs == \
         {"BLOCK_M": 32, "BLOCK_N": 128}
+    # grad_kv: two accumulators; at D = 128 the 128-key blocks take 8 warps.
+    first = cfgs.attention_configs(big, "bfloat16", kernel="grad_kv")[0]
+    assert first.kwargs == {"BLOCK_M": 32, "BLOCK_N": 128} and first.num_warps == 8
+    assert all(c.num_warps == 8 or c.kwargs["BLOCK_N"] < 128
+               for c in cfgs.attention_configs(big, "bfloat16", kernel="grad_kv"))
     small = cfgs.attention_configs(shape(tq=7, tk=1, d=64), kernel="grad_v")
     assert all(c.kwargs == {"BLOCK_M": 16, "BLOCK_N": 16} for c in small)
     assert len({c.key() for c in small}) == len(small)
@@ -141,6 +146,7 @@ def test_backward_configs_fit_clamp_and_grids():
     c = cfgs.Config({"BLOCK_M": 32, "BLOCK_N": 64})
     assert cfgs.attention_grid(c, shape(tq=0, tk=100, b=2, h=8, hkv=2), "grad_k") == (2, 4, 1)
     assert cfgs.attention_grid(c, shape(tq=100, tk=0, b=2, h=8, hkv=2), "grad_v")[0] == 0
+    assert cfgs.attention_grid(c, shape(tq=5, tk=100, b=2, h=8, hkv=2), "grad_kv") == (2, 4, 1)
     assert cfgs.attention_grid(c, shape(tq=100, tk=0, b=2, h=8, hkv=2), "grad_q") == (4, 16, 1)
     assert cfgs.attention_grid(c, shape(tq=100, tk=7, b=2, h=8), "lse") == (4, 16, 1)
 
@@ -239,15 +245,18 @@ def test_backward_golden_module_launches_each_kernel_on_its_grid(fake_gpu):
     fake = fake_gpu
     mod = runtime.load_module(os.path.join(GOLDEN, "attention_backward.py"), name="attn_bw")
     tuners = {t.attention_kernel: t for t in heuristics.autotuners_of(mod)}
-    # The forward stores attention_lse's logsumexp too (one kernel for both nodes).
-    assert sorted(tuners) == sorted(["forward", "grad_q", "grad_k", "grad_v"])
+    # The forward stores attention_lse's logsumexp too (one kernel for both nodes), and dK's
+    # kernel dV (grad_kv).
+    assert sorted(tuners) == sorted(["forward", "grad_q", "grad_kv"])
     assert tuners["forward"].runtime_names[-2:] == ["out_ptr0", "out_ptr1"]
-    assert tuners["grad_v"].runtime_names == ["arg_Q", "arg_K", "arg_DO", "arg_LSE", "arg_mask",
-                                              "out_ptr0"]
+    assert tuners["grad_kv"].runtime_names == ["arg_Q", "arg_K", "arg_V", "arg_O", "arg_DO",
+                                               "arg_LSE", "arg_mask", "out_ptr0", "out_ptr1"]
     assert tuners["grad_q"].mutated_pos == [7]  # only the gradient is cloned for benchmarking
-    # flops: q k^T, dO v^T and ds k (grad_q) against q k^T and p^T dO (grad_v), halved (causal)
+    assert tuners["grad_kv"].mutated_pos == [7, 8]
+    # flops: q k^T, dO v^T and ds k (grad_q), q k^T, dO v^T, ds^T q and p^T dO (grad_kv),
+    # halved (causal)
     assert tuners["grad_q"].flops == 2 * 2 * 4 * 64 * 64 * (32 * 3) // 2
-    assert tuners["grad_v"].flops == tuners["forward"].flops
+    assert tuners["grad_kv"].flops == 2 * tuners["forward"].flops
     args = [torch.randn(2, 4, 64, 32), torch.randn(2, 2, 64, 32), torch.randn(2, 2, 64, 32),
             torch.ones(2, 1, 1, 64, dtype=torch.bool), torch.randn(2, 4, 64, 32)]
     for r in range(2):
@@ -258,11 +267,11 @@ def test_backward_golden_module_launches_each_kernel_on_its_grid(fake_gpu):
         assert [tuple(o.shape) for o in outs] == [(2, 4, 64, 32), (2, 4, 64), (2, 4, 64, 32),
                                                   (2, 2, 64, 32), (2, 2, 64, 32)]
         launched = {name: (grid, consts) for name, grid, _, _, consts, _ in fake.LAUNCHES[n:]}
-        assert len(launched) == 4
+        assert len(launched) == 3
         for kernel, t in tuners.items():
             grid, consts = launched[t.name]
             assert consts == t.configs[min(r, len(t.configs) - 1)].kwargs
-            if kernel in ("grad_k", "grad_v"):
+            if kernel == "grad_kv":
                 assert grid == (64 // consts["BLOCK_N"], 4, 1), (kernel, grid, consts)
             else:
                 assert grid == (64 // consts["BLOCK_M"], 8, 1), (kernel, grid, consts)

@@ -19,7 +19,9 @@
 //   coil::attention::logsumexp(p, q, k, mask, lse);  (or forward(p, q, k, v, mask, y, lse):
 //                                                      y and lse from one pass)
 //   coil::attention::backward(p, coil::attention::Grad::q, q, k, v, y, dout, lse, mask, dq);
-//   (Grad::k into dk, Grad::v into dv: one call per gradient; Grad::v does not read y)
+//   coil::attention::backward_kv(p, q, k, v, y, dout, lse, mask, dk, dv);  (one pass for both)
+//   (or backward with Grad::k into dk, Grad::v into dv, one call per gradient; Grad::v does not
+//   read y)
 //
 // How it works (FlashAttention-2's forward loop order, one thread per query block):
 //   - Tasks are (batch, head, block of kBlockRows query rows), spread over OpenMP threads
@@ -63,7 +65,8 @@
 //     dK) packed once; for each query head of the group, query rows kBlockKeys at a time
 //     (causal: from the first row that sees the block's first key): S, P (and dP, dS) as
 //     above, then P or dS transposed in registers into [key][query] rows so that the values
-//     micro-kernel accumulates dV += P^T dO or dK += dS^T Q. Grad::v skips dP and delta.
+//     micro-kernel accumulates dV += P^T dO or dK += dS^T Q. Grad::v skips dP and delta;
+//     backward_kv computes P and dS once for both (the scores are not recomputed for dV).
 //   - Each gradient row is summed by one thread in a fixed order (no atomics): results do not
 //     depend on the thread count. The gradients accumulate in f32 and are rounded once.
 //   - A row that sees no key (lse = -inf) has P = 0 and no gradient: its dq row is zero and
@@ -667,9 +670,9 @@ struct GradScratch {
   int64_t ldd, ldv;
   // q / dO rows of a task, K^T and V^T blocks, K's block by rows (dQ), the scores / P and dP /
   // dS of the rows, P^T or dS^T (dK, dV), and the task's f32 gradient rows.
-  std::vector<float> q, dout, kt, vt, k, s, dp, t, acc;
+  std::vector<float> q, dout, kt, vt, k, s, dp, t, acc, acc_v;  // acc_v: dV beside dK's acc
   static constexpr int64_t kRows = std::max(kBlockRows, kBlockKeys);
-  GradScratch(int64_t D, int64_t Dv)
+  GradScratch(int64_t D, int64_t Dv, bool both = false)
       : ldd(round_up(std::max<int64_t>(D, 1), kL)),
         ldv(round_up(std::max<int64_t>(Dv, 1), kL)),
         q(static_cast<size_t>(kRows * ldd)),
@@ -680,7 +683,8 @@ struct GradScratch {
         s(static_cast<size_t>(kRows * kBlockKeys)),
         dp(static_cast<size_t>(kRows * kBlockKeys)),
         t(static_cast<size_t>(kBlockKeys * kBlockKeys)),
-        acc(static_cast<size_t>(kRows * std::max(ldd, ldv))) {}
+        acc(static_cast<size_t>(kRows * std::max(ldd, ldv))),
+        acc_v(both ? static_cast<size_t>(kBlockKeys * ldv) : 0) {}
 };
 
 /// P = exp(S - lse) in place over a row's block of finished scores (keys past the block are
@@ -774,22 +778,26 @@ void dq_block(const Params& p, const T* q, const T* k, const T* v, const T* dout
   store_rows(w.acc.data(), ldd, rows, D, p.scale, grad + row0 * D);
 }
 
-/// One Grad::k or Grad::v task: keys [j0, j0 + nk) of kv head hk of batch b, over every query
-/// row of the heads that read it, kBlockKeys rows at a time (P and dS blocks are square).
+/// One Grad::k and/or Grad::v task: keys [j0, j0 + nk) of kv head hk of batch b, over every
+/// query row of the heads that read it, kBlockKeys rows at a time (P and dS blocks are
+/// square). dk or dv null: that gradient is not computed; with both, P and dS come from one S.
 template <typename T, typename M>
-void dkv_block(const Params& p, Grad wrt, const T* q, const T* k, const T* v, const T* dout,
-               const float* lse, const float* delta, const M* mask, T* grad, int64_t b, int64_t hk,
-               int64_t j0, int64_t nk, GradScratch& w) {
+void dkv_block(const Params& p, const T* q, const T* k, const T* v, const T* dout, const float* lse,
+               const float* delta, const M* mask, T* dk, T* dv, int64_t b, int64_t hk, int64_t j0,
+               int64_t nk, GradScratch& w) {
   const int64_t D = p.head_dim, Dv = p.value_dim, Tq = p.q_len, Tk = p.kv_len;
   const int64_t ldd = w.ldd, ldv = w.ldv, ldq = p.q_strides[2];
-  const bool dk = wrt == Grad::k;
-  const int64_t ldo = dk ? ldd : ldv;  // the gradient's rows in acc
+  // dK in acc (rows of ldd); dV in acc_v when both are computed, else in acc (rows of ldv).
+  float* acc_k = w.acc.data();
+  float* acc_v = dk ? w.acc_v.data() : w.acc.data();
   pack_transposed(k + b * p.k_strides[0] + hk * p.k_strides[1] + j0 * p.k_strides[2],
                   p.k_strides[2], nk, D, w.kt.data());
-  if (dk)
+  if (dk) {
     pack_transposed(v + b * p.v_strides[0] + hk * p.v_strides[1] + j0 * p.v_strides[2],
                     p.v_strides[2], nk, Dv, w.vt.data());
-  std::fill(w.acc.begin(), w.acc.begin() + nk * ldo, 0.0f);
+    std::fill(acc_k, acc_k + nk * ldd, 0.0f);
+  }
+  if (dv) std::fill(acc_v, acc_v + nk * ldv, 0.0f);
   // Causal: rows before the first one that sees key j0 see none of the block.
   const int64_t first = p.causal ? std::clamp<int64_t>(j0 + Tq - Tk, 0, Tq) : 0;
   const int64_t group = p.heads / p.kv_heads;
@@ -815,14 +823,39 @@ void dkv_block(const Params& p, Grad wrt, const T* q, const T* k, const T* v, co
           probabilities(s, lse[row0 + i]);
         }
       }
-      // dK += dS^T Q, dV += P^T dO: the transposed block's rows are keys, its columns queries.
-      transpose_block(dk ? w.dp.data() : w.s.data(), rows, nk, w.t.data());
-      values_of_rows(w.t.data(), dk ? w.q.data() : w.dout.data(), ldo, rows, nk, w.acc.data(), ldo,
-                     ldo);
+      // dV += P^T dO, dK += dS^T Q: the transposed block's rows are keys, its columns queries.
+      if (dv) {
+        transpose_block(w.s.data(), rows, nk, w.t.data());
+        values_of_rows(w.t.data(), w.dout.data(), ldv, rows, nk, acc_v, ldv, ldv);
+      }
+      if (dk) {
+        transpose_block(w.dp.data(), rows, nk, w.t.data());
+        values_of_rows(w.t.data(), w.q.data(), ldd, rows, nk, acc_k, ldd, ldd);
+      }
     }
   }
-  store_rows(w.acc.data(), ldo, nk, dk ? D : Dv, dk ? p.scale : 1.0f,
-             grad + ((b * p.kv_heads + hk) * Tk + j0) * (dk ? D : Dv));
+  if (dk) store_rows(acc_k, ldd, nk, D, p.scale, dk + ((b * p.kv_heads + hk) * Tk + j0) * D);
+  if (dv) store_rows(acc_v, ldv, nk, Dv, 1.0f, dv + ((b * p.kv_heads + hk) * Tk + j0) * Dv);
+}
+
+/// dK and/or dV (either may be null) of every key: one task per (batch, kv head, block of
+/// kBlockKeys keys), each key's gradient summed by one thread over the heads of its group and
+/// the query rows in a fixed order.
+template <typename T, typename M>
+void run_dkv(const Params& p, const T* q, const T* k, const T* v, const T* dout, const float* lse,
+             const float* delta, const M* mask, T* dk, T* dv) {
+  const int64_t blocks = (p.kv_len + kBlockKeys - 1) / kBlockKeys;
+  const int64_t tasks = p.batch * p.kv_heads * blocks;
+#pragma omp parallel if (tasks > 1)
+  {
+    GradScratch w(p.head_dim, p.value_dim, dk && dv);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t bh = t / blocks, j0 = t % blocks * kBlockKeys;
+      dkv_block(p, q, k, v, dout, lse, delta, mask, dk, dv, bh / p.kv_heads, bh % p.kv_heads, j0,
+                std::min<int64_t>(kBlockKeys, p.kv_len - j0), w);
+    }
+  }
 }
 
 }  // namespace detail
@@ -884,20 +917,28 @@ void backward(const Params& p, Grad wrt, const T* q, const T* k, const T* v, con
     }
     return;
   }
-  // dK and dV: one task per (batch, kv head, block of kBlockKeys keys), each key's gradient
-  // summed by one thread over the heads of its group and the query rows in a fixed order.
-  const int64_t blocks = (p.kv_len + kBlockKeys - 1) / kBlockKeys;
-  const int64_t tasks = p.batch * p.kv_heads * blocks;
-#pragma omp parallel if (tasks > 1)
-  {
-    GradScratch w(p.head_dim, p.value_dim);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t bh = t / blocks, j0 = t % blocks * kBlockKeys;
-      dkv_block(p, wrt, q, k, v, dout, lse, delta.data(), m, grad, bh / p.kv_heads, bh % p.kv_heads,
-                j0, std::min<int64_t>(kBlockKeys, p.kv_len - j0), w);
-    }
+  run_dkv(p, q, k, v, dout, lse, delta.data(), m, wrt == Grad::k ? grad : nullptr,
+          wrt == Grad::v ? grad : nullptr);
+}
+
+/// dk and dv of y = attention(q, k, v, mask) in one pass over the scores (each S, P and dS
+/// block computed once for both): the values backward gives with Grad::k and Grad::v, bit for
+/// bit.
+template <typename T, typename M>
+void backward_kv(const Params& p, const T* q, const T* k, const T* v, const T* o, const T* dout,
+                 const float* lse, const M* mask, T* dk, T* dv) {
+  using namespace detail;
+  if (p.batch * p.kv_heads * p.kv_len == 0) return;
+  if (p.head_dim == 0 || p.value_dim == 0) {  // an empty gradient: the other one alone
+    backward(p, Grad::k, q, k, v, o, dout, lse, mask, dk);
+    backward(p, Grad::v, q, k, v, o, dout, lse, mask, dv);
+    return;
   }
+  const M* m = p.mask == MaskKind::none ? nullptr : mask;
+  const int64_t bh_rows = p.batch * p.heads * p.q_len;
+  std::vector<float> delta(static_cast<size_t>(bh_rows));  // rowsum(dO * O) per query row
+  row_dots(dout, o, bh_rows, p.value_dim, delta.data());
+  run_dkv(p, q, k, v, dout, lse, delta.data(), m, dk, dv);
 }
 
 // Every (dtype, mask) pair generated code calls; modules of the avx512/avx2 ISAs link them
@@ -915,7 +956,9 @@ void backward(const Params& p, Grad wrt, const T* q, const T* k, const T* v, con
                                      float*);                                                      \
   extern template void logsumexp<T, M>(const Params&, const T*, const T*, const M*, float*);       \
   extern template void backward<T, M>(const Params&, Grad, const T*, const T*, const T*, const T*, \
-                                      const T*, const float*, const M*, T*);
+                                      const T*, const float*, const M*, T*);                       \
+  extern template void backward_kv<T, M>(const Params&, const T*, const T*, const T*, const T*,    \
+                                         const T*, const float*, const M*, T*, T*);
 COIL_ATTENTION_INSTANCES(COIL_ATTENTION_DECLARE)
 #undef COIL_ATTENTION_DECLARE
 #endif

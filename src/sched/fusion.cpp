@@ -43,18 +43,44 @@ bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
   return true;
 }
 
+namespace {
+
+/// Two attention calls of the same scores: q, k, mask, their layout, sizes, scale, causal flag
+/// and dtype (v, out, grad_out and lse are the callers' to compare).
+bool same_scores(const AttentionSpec& a, const AttentionSpec& b) {
+  return a.q == b.q && a.k == b.k && a.mask == b.mask && a.q_offset == b.q_offset &&
+         a.k_offset == b.k_offset && a.q_strides == b.q_strides && a.k_strides == b.k_strides &&
+         a.mask_strides == b.mask_strides && a.bool_mask == b.bool_mask && a.batch == b.batch &&
+         a.heads == b.heads && a.kv_heads == b.kv_heads && a.q_len == b.q_len &&
+         a.kv_len == b.kv_len && a.head_dim == b.head_dim && a.scale == b.scale &&
+         a.causal == b.causal && a.dtype == b.dtype;
+}
+
+bool both_attention_externs(const ComputedBuffer& a, const ComputedBuffer& b) {
+  return a.attention && b.attention && a.kind == LoopKind::Extern && b.kind == LoopKind::Extern;
+}
+
+}  // namespace
+
 bool attention_pairs_with_logsumexp(const ComputedBuffer& forward, const ComputedBuffer& lse) {
-  if (!forward.attention || !lse.attention || forward.kind != LoopKind::Extern ||
-      lse.kind != LoopKind::Extern)
-    return false;
+  if (!both_attention_externs(forward, lse)) return false;
   const AttentionSpec &f = *forward.attention, &l = *lse.attention;
   return f.kernel == AttentionKernel::forward && l.kernel == AttentionKernel::logsumexp &&
-         f.q == l.q && f.k == l.k && f.mask == l.mask && f.q_offset == l.q_offset &&
-         f.k_offset == l.k_offset && f.q_strides == l.q_strides && f.k_strides == l.k_strides &&
-         f.mask_strides == l.mask_strides && f.bool_mask == l.bool_mask && f.batch == l.batch &&
-         f.heads == l.heads && f.kv_heads == l.kv_heads && f.q_len == l.q_len &&
-         f.kv_len == l.kv_len && f.head_dim == l.head_dim && f.scale == l.scale &&
-         f.causal == l.causal && f.dtype == l.dtype;
+         same_scores(f, l);
+}
+
+bool attention_pairs_with_grad_v(const ComputedBuffer& grad_k, const ComputedBuffer& grad_v) {
+  if (!both_attention_externs(grad_k, grad_v)) return false;
+  const AttentionSpec &k = *grad_k.attention, &v = *grad_v.attention;
+  return k.kernel == AttentionKernel::grad_k && v.kernel == AttentionKernel::grad_v &&
+         same_scores(k, v) && k.v == v.v && k.v_offset == v.v_offset &&
+         k.v_strides == v.v_strides && k.value_dim == v.value_dim && k.out == v.out &&
+         k.grad_out == v.grad_out && k.lse == v.lse;
+}
+
+bool attention_calls_share_a_pass(const ComputedBuffer& first, const ComputedBuffer& second) {
+  return attention_pairs_with_logsumexp(first, second) ||
+         attention_pairs_with_grad_v(first, second);
 }
 
 namespace {
@@ -279,28 +305,39 @@ class Fuser {
     return true;
   }
 
-  /// An attention forward and its logsumexp (either may come first: both read only q, k, the
-  /// mask and, for the forward, v, all computed by now) become one call, the forward first.
-  bool try_attention_logsumexp(KernelGroup& g, int c) {
+  /// Two attention calls of one pass (attention_calls_share_a_pass: a forward and its
+  /// logsumexp, the gradients of k and v; either may come first: both read only inputs computed
+  /// by now) become one call, the leading one (forward, grad_k) first.
+  bool try_attention_pair(KernelGroup& g, int c) {
     if (g.nests.size() != 1 || g.nests[0].computations.size() != 1) return false;
     const int head = g.nests[0].computations[0];
-    if (attention_pairs_with_logsumexp(comp(head), comp(c))) {
+    if (attention_calls_share_a_pass(comp(head), comp(c))) {
       g.nests.push_back(LoopNest{{c}, {}});
-    } else if (attention_pairs_with_logsumexp(comp(c), comp(head))) {
+    } else if (attention_calls_share_a_pass(comp(c), comp(head))) {
       g.nests.insert(g.nests.begin(), LoopNest{{c}, {}});
     } else {
       return false;
     }
-    // The call runs no loops of its own; the nests share what both have ([B, H, Tq]).
-    g.outer_depth = std::min(g.outer_depth, static_cast<int>(comp(c).ranges.size()));
-    COIL_LOG(fusion, "fuse {} into kernel of [{}]: one attention pass writes y and its logsumexp",
-             name(c), group_names(g));
+    // The call runs no loops of its own; the nests share the loops both have ([B, H, Tq] of a
+    // forward and its lse, [B, Hkv, Tk] of dK and dV, whose head dims may differ).
+    const auto& mine = comp(head).ranges;
+    const auto& theirs = comp(c).ranges;
+    int common = 0;
+    while (common < static_cast<int>(std::min(mine.size(), theirs.size())) &&
+           mine[static_cast<size_t>(common)] == theirs[static_cast<size_t>(common)])
+      ++common;
+    g.outer_depth = std::min(g.outer_depth, common);
+    COIL_LOG(fusion, "fuse {} into kernel of [{}]: {}", name(c), group_names(g),
+             comp(c).attention->kernel == AttentionKernel::logsumexp ||
+                     comp(c).attention->kernel == AttentionKernel::forward
+                 ? "one attention pass writes y and its logsumexp"
+                 : "one key-block loop writes the gradients of k and v");
     return true;
   }
 
   bool try_add(KernelGroup& g, int c) {
     if (!shares_data(g, c)) return false;  // unrelated: not a candidate, not logged
-    if (try_attention_logsumexp(g, c)) return true;
+    if (try_attention_pair(g, c)) return true;
     LoopKind first = comp(g.nests[0].computations[0]).kind;
     if (first == LoopKind::Extern)
       return refuse(c, g, "nothing fuses into an extern call (it gets its own kernel)");

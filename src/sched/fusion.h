@@ -20,9 +20,11 @@
 //     nests (softmax, layer_norm: reductions with their pointwise prologue and epilogue);
 //   * epilogue: pointwise computations over a matmul template's output join it as its epilogue
 //     (nests[0] is the template, nests[1] the merged epilogue body), applied to each output
-//     tile while it is in cache. Extern calls (library kernels) fuse with nothing, except an
-//     attention's logsumexp over the same scores, which joins its forward's call as a second
-//     result (attention_pairs_with_logsumexp; a training forward makes one pass, not two);
+//     tile while it is in cache. Extern calls (library kernels) fuse with nothing, except two
+//     attention calls over the same scores: a logsumexp joins its forward's call as a second
+//     result (a training forward makes one pass, not two), and the gradient of v joins the
+//     gradient of k (the backward's key-block loop computes P once for both)
+//     (attention_calls_share_a_pass);
 //   * and intermediates read only inside one kernel become per-row local buffers that never
 //     touch memory.
 // Legality: only a computation whose inputs are all computed may join (so no cycle and no
@@ -80,6 +82,16 @@ std::vector<KernelGroup> fuse_computations(const IrProgram& program, const Depen
 /// nests[1] the logsumexp, one call writing both (kernels/coil_attention.h `forward(..., lse)`,
 /// the Triton forward template's lse store).
 bool attention_pairs_with_logsumexp(const ComputedBuffer& forward, const ComputedBuffer& lse);
+
+/// Whether `grad_v` (an attention_grad wrt v) and `grad_k` (wrt k) differentiate the same
+/// attention call (the same q, k, v, mask, out, grad_out, lse, sizes, scale and causal flag),
+/// so that one key-block loop computes P (for dV = P^T dO) and dS (for dK = dS^T Q) once. Such
+/// a pair shares one kernel: nests[0] the gradient of k, nests[1] that of v
+/// (kernels/coil_attention.h `backward_kv`, the Triton grad_kv template).
+bool attention_pairs_with_grad_v(const ComputedBuffer& grad_k, const ComputedBuffer& grad_v);
+
+/// Either pair above, `first` being the call that leads the kernel (nests[0]).
+bool attention_calls_share_a_pass(const ComputedBuffer& first, const ComputedBuffer& second);
 
 /// Whether `index`, an access to `layout` in the loop variables of a computation with `ranges`,
 /// touches only the row selected by the first `depth` loop variables: index =

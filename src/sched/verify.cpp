@@ -182,11 +182,11 @@ class ScheduleChecker {
         LoopKind kind = comp(c).kind;
         if (kind == LoopKind::Extern && members.size() != 1 &&
             !(members.size() == 2 && g.nests.size() == 2 &&
-              attention_pairs_with_logsumexp(comp(g.nests[0].computations[0]),
-                                             comp(g.nests[1].computations[0]))))
+              attention_calls_share_a_pass(comp(g.nests[0].computations[0]),
+                                           comp(g.nests[1].computations[0]))))
           fail(
               "kernel {}: {} shares its kernel; an Extern is alone (but for an attention "
-              "forward followed by its logsumexp)",
+              "forward followed by its logsumexp, or the gradients of k and v)",
               k, name(c));
         if (kind == LoopKind::Template &&
             (ni != 0 || j != 0 || g.nests[0].computations.size() != 1))

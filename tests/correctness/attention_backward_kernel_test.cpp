@@ -288,10 +288,11 @@ Expected reference(const Problem<T, M>& pr) {
 }
 
 /// The kernels' outputs: y (forward), lse, and the three gradients; y_with_lse and
-/// lse_of_forward from one more forward call that writes the logsumexp too.
+/// lse_of_forward from one more forward call that writes the logsumexp too; dk_kv and dv_kv
+/// from backward_kv (both gradients in one pass).
 template <typename T>
 struct Results {
-  std::vector<T> y, dq, dk, dv, y_with_lse;
+  std::vector<T> y, dq, dk, dv, y_with_lse, dk_kv, dv_kv;
   std::vector<float> lse, lse_of_forward;
 };
 
@@ -318,6 +319,10 @@ Results<T> run_kernels(const Problem<T, M>& pr) {
   // o is not read for Grad::v.
   backward(p, Grad::v, pr.q, pr.k, pr.v, static_cast<const T*>(nullptr), pr.dout.data(),
            r.lse.data(), m, r.dv.data());
+  r.dk_kv.assign(r.dk.size(), sentinel);
+  r.dv_kv.assign(r.dv.size(), sentinel);
+  backward_kv(p, pr.q, pr.k, pr.v, r.y.data(), pr.dout.data(), r.lse.data(), m, r.dk_kv.data(),
+              r.dv_kv.data());
   return r;
 }
 
@@ -379,6 +384,11 @@ void check_case(const Case& c, double rtol) {
   expect_close("dq", r.dq, e.dq, rtol, e.dq_terms);
   expect_close("dk", r.dk, e.dk, rtol, e.dk_terms);
   expect_close("dv", r.dv, e.dv, rtol, e.dv_terms);
+  // backward_kv computes P and dS once for both: the same bits as the separate calls.
+  EXPECT_EQ(0, std::memcmp(r.dk.data(), r.dk_kv.data(), r.dk.size() * sizeof(T)))
+      << "backward_kv's dk differs from backward(Grad::k)";
+  EXPECT_EQ(0, std::memcmp(r.dv.data(), r.dv_kv.data(), r.dv.size() * sizeof(T)))
+      << "backward_kv's dv differs from backward(Grad::v)";
 }
 
 constexpr double kF32Tol = 1e-4;  // errors seen: under 3e-6 of the magnitude

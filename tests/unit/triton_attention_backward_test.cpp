@@ -49,11 +49,16 @@ std::string backward_graph(const std::string& dt, int64_t b, int64_t h, int64_t 
   return text + "output y\noutput l\noutput dq\noutput dk\noutput dv\n";
 }
 
-/// The same step with attention_lse over a copy of q (input q2): not the forward's scores, so
-/// it keeps a kernel of its own instead of sharing the forward's pass.
-std::string lse_apart(std::string text) {
+/// The same step with attention_lse (and, `dv_too`, the gradient of v) over a copy of q (input
+/// q2): not the forward's (dK's) scores, so it keeps a kernel of its own instead of sharing the
+/// forward's (dK's) pass.
+std::string lse_apart(std::string text, bool dv_too = false) {
   const std::string from = "l = attention_lse(q, k";
   text.replace(text.find(from), from.size(), "l = attention_lse(q2, k");
+  if (dv_too) {
+    const std::string dv = "dv = attention_grad(q, k";
+    text.replace(text.find(dv), dv.size(), "dv = attention_grad(q2, k");
+  }
   const std::string q = text.substr(0, text.find('\n') + 1);  // "input q: ..."
   return q + "input q2" + q.substr(q.find(':')) + text.substr(q.size());
 }
@@ -79,12 +84,13 @@ std::vector<std::string> arg_names(const TritonKernelSource& k) {
   return out;
 }
 
-// A training step is four flash kernels: the forward stores attention_lse's logsumexp from its
-// own running max and sum (the two nodes share a kernel group), then the three gradients.
-TEST(TritonAttentionBackward, TrainingStepIsFourFlashKernels) {
+// A training step is three flash kernels: the forward stores attention_lse's logsumexp from its
+// own running max and sum (the two nodes share a kernel group), the gradient of q, and those of
+// k and v from one key-block loop (grad_kv: the two nodes share a kernel group too).
+TEST(TritonAttentionBackward, TrainingStepIsThreeFlashKernels) {
   const std::string step = backward_graph("f32", 2, 4, 2, 64, 64, 32, 32, "causal=true");
   TritonModule m = cuda_module(step);
-  ASSERT_EQ(m.kernels.size(), 4u) << m.source;
+  ASSERT_EQ(m.kernels.size(), 3u) << m.source;
   EXPECT_TRUE(m.externs.empty());  // no matmul: nothing is written out
   for (const auto& k : m.kernels) EXPECT_TRUE(contains(k.name, "triton_tem_fused_attention"));
   const TritonKernelSource* fwd = forward_of(m);
@@ -96,14 +102,19 @@ TEST(TritonAttentionBackward, TrainingStepIsFourFlashKernels) {
       << fwd->code;
   EXPECT_TRUE(contains(fwd->code, "tl.store(out_ptr1 + (bh * 64 + rm), lse)"));
   EXPECT_EQ(kernel_of(m, "lse"), nullptr);
-  // An attention_lse over other scores (here another buffer for q) keeps its own kernel.
-  TritonModule apart = cuda_module(lse_apart(step));
+  // An attention_lse (a gradient of v) over other scores (here another buffer for q) keeps its
+  // own kernel.
+  TritonModule apart = cuda_module(lse_apart(step, true));
   ASSERT_EQ(apart.kernels.size(), 5u) << apart.source;
   const TritonKernelSource* lse = kernel_of(apart, "lse");
   const TritonKernelSource* dq = kernel_of(m, "grad_q");
-  const TritonKernelSource* dk = kernel_of(m, "grad_k");
-  const TritonKernelSource* dv = kernel_of(m, "grad_v");
-  ASSERT_TRUE(lse && dq && dk && dv) << m.source;
+  const TritonKernelSource* dk = kernel_of(apart, "grad_k");
+  const TritonKernelSource* dv = kernel_of(apart, "grad_v");
+  const TritonKernelSource* dkv = kernel_of(m, "grad_kv");
+  ASSERT_TRUE(lse && dq && dk && dv && dkv) << m.source;
+  EXPECT_EQ(kernel_of(m, "grad_k"), nullptr);
+  EXPECT_EQ(kernel_of(m, "grad_v"), nullptr);
+  EXPECT_EQ(kernel_of(apart, "grad_kv"), nullptr);
   ASSERT_TRUE(forward_of(apart));
   EXPECT_FALSE(contains(forward_of(apart)->code, "lse"));
   EXPECT_TRUE(contains(dq->decorator,
@@ -115,6 +126,8 @@ TEST(TritonAttentionBackward, TrainingStepIsFourFlashKernels) {
   EXPECT_EQ(arg_names(*dq), (std::vector<std::string>{"arg_Q", "arg_K", "arg_V", "arg_O", "arg_DO",
                                                       "arg_LSE", "out_ptr0"}));
   EXPECT_EQ(arg_names(*dk), arg_names(*dq));
+  EXPECT_EQ(arg_names(*dkv), (std::vector<std::string>{"arg_Q", "arg_K", "arg_V", "arg_O", "arg_DO",
+                                                       "arg_LSE", "out_ptr0", "out_ptr1"}));
   // dv needs neither V nor out (no dp, no delta).
   EXPECT_EQ(arg_names(*dv),
             (std::vector<std::string>{"arg_Q", "arg_K", "arg_DO", "arg_LSE", "out_ptr0"}));
@@ -137,10 +150,10 @@ TEST(TritonAttentionBackward, TrainingStepIsFourFlashKernels) {
   EXPECT_TRUE(contains(dq->code, "dq += tl.dot(ds, k, input_precision='ieee')"));
   EXPECT_TRUE(contains(dq->code, "(dq * 0.17677669529663687).to(tl.float32)"));
   // Every length and head dim is divided by every block: no mask anywhere.
-  for (const auto* k : {lse, dq, dk, dv}) EXPECT_FALSE(contains(k->code, "mask=")) << k->code;
+  for (const auto* k : {lse, dq, dk, dv, dkv}) EXPECT_FALSE(contains(k->code, "mask=")) << k->code;
 
   // grad_k / grad_v: per key block and kv head, the group's query heads, causal query ranges.
-  for (const auto* k : {dk, dv}) {
+  for (const auto* k : {dk, dv, dkv}) {
     EXPECT_TRUE(contains(k->code, "b = bkv // 2\n"));
     EXPECT_TRUE(contains(k->code, "for g in range(0, 2):"));
     EXPECT_TRUE(contains(k->code, "h = kvh * 2 + g"));
@@ -154,6 +167,20 @@ TEST(TritonAttentionBackward, TrainingStepIsFourFlashKernels) {
   EXPECT_TRUE(contains(dk->code, "(acc * 0.17677669529663687).to(tl.float32)"));
   EXPECT_TRUE(contains(dv->code, "acc += tl.dot(pt, do, input_precision='ieee')"));
   EXPECT_FALSE(contains(dv->code, "delta"));
+  // grad_kv: grad_k's loop, and dv from the same p^T into acc_v, stored into out_ptr1.
+  EXPECT_TRUE(contains(dkv->code, "dst = pt * (dpt - delta[None, :])"));
+  EXPECT_TRUE(contains(dkv->code, "acc += tl.dot(dst, q, input_precision='ieee')"));
+  EXPECT_TRUE(contains(dkv->code, "acc_v += tl.dot(pt, do, input_precision='ieee')"));
+  EXPECT_EQ(count(dkv->code, "st = tl.dot(k, tl.trans(q)"),
+            count(dk->code, "st = tl.dot(k, tl.trans(q)"));
+  EXPECT_TRUE(contains(dkv->code,
+                       "tl.store(out_ptr0 + (bkv * 2048 + rn[:, None] * 32 + rd[None, :]), "
+                       "(acc * 0.17677669529663687).to(tl.float32))"))
+      << dkv->code;
+  EXPECT_TRUE(contains(dkv->code,
+                       "tl.store(out_ptr1 + (bkv * 2048 + rn[:, None] * 32 + "
+                       "rdv[None, :]), acc_v.to(tl.float32))"))
+      << dkv->code;
   EXPECT_TRUE(contains(dv->code,
                        "tl.store(out_ptr0 + (bkv * 2048 + rn[:, None] * 32 + "
                        "rdv[None, :]), acc.to(tl.float32))"))
@@ -162,11 +189,23 @@ TEST(TritonAttentionBackward, TrainingStepIsFourFlashKernels) {
 
 TEST(TritonAttentionBackward, LowPrecisionOddLengthsAndPaddedHeadDims) {
   // bf16, Tq = 100, Tk = 300 (partial blocks), D = 80 (padded to 128), Dv = 64, 4:1 GQA.
-  TritonModule m = cuda_module(backward_graph("bf16", 1, 8, 2, 100, 300, 80, 64, "causal=true"));
+  // The gradients of k and v apart (dv over another q), and together (grad_kv).
+  TritonModule m = cuda_module(
+      lse_apart(backward_graph("bf16", 1, 8, 2, 100, 300, 80, 64, "causal=true"), true));
   const TritonKernelSource* dq = kernel_of(m, "grad_q");
   const TritonKernelSource* dk = kernel_of(m, "grad_k");
   const TritonKernelSource* dv = kernel_of(m, "grad_v");
   ASSERT_TRUE(dq && dk && dv) << m.source;
+  TritonModule both = cuda_module(backward_graph("bf16", 1, 8, 2, 100, 300, 80, 64, "causal=true"));
+  const TritonKernelSource* dkv = kernel_of(both, "grad_kv");
+  ASSERT_TRUE(dkv) << both.source;
+  EXPECT_TRUE(contains(dkv->code, "acc_v += tl.dot(pt.to(do.dtype), do)"));
+  EXPECT_TRUE(contains(dkv->code, "acc_v = tl.zeros([BLOCK_N, 64], dtype=tl.float32)"));
+  EXPECT_TRUE(contains(dkv->code, "acc = tl.zeros([BLOCK_N, 128], dtype=tl.float32)"));
+  EXPECT_TRUE(contains(dkv->code, "acc_v.to(tl.bfloat16), mask=(rn[:, None] < TK))")) << dkv->code;
+  EXPECT_TRUE(
+      contains(dkv->code, ".to(tl.bfloat16), mask=(rn[:, None] < TK) & (rd[None, :] < 80))"))
+      << dkv->code;
   EXPECT_FALSE(contains(dq->code, "input_precision"));
   EXPECT_TRUE(contains(dq->code, "dq += tl.dot(ds.to(k.dtype), k)"));
   EXPECT_TRUE(contains(dq->code, "rd = tl.arange(0, 128)"));
@@ -222,8 +261,9 @@ TEST(TritonAttentionBackward, MasksTf32AndEmptyLengths) {
   EXPECT_FALSE(contains(lse->code, "for start_n"));
   EXPECT_TRUE(contains(lse->code, "lse = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)"));
   TritonModule no_query = cuda_module(backward_graph("f32", 1, 2, 2, 0, 7, 16, 16, ""));
-  const TritonKernelSource* dk = kernel_of(no_query, "grad_k");
+  const TritonKernelSource* dk = kernel_of(no_query, "grad_kv");
   ASSERT_TRUE(dk) << no_query.source;
+  EXPECT_TRUE(contains(dk->code, "tl.store(out_ptr1"));
   EXPECT_FALSE(contains(dk->code, "for start_m"));
   EXPECT_TRUE(contains(dk->code, "# no query"));
 }
@@ -242,7 +282,7 @@ TEST(TritonAttentionBackward, F64AndHeadDimsAbove256AreWrittenOut) {
   EXPECT_FALSE(kernel_of(cuda_module(backward_graph("f64", 1, 2, 2, 16, 16, 16, 16, "")), "lse"));
   // D = 256 is the template's.
   TritonModule at_limit = cuda_module(backward_graph("bf16", 1, 2, 2, 16, 16, 256, 256, ""));
-  EXPECT_TRUE(kernel_of(at_limit, "grad_k") != nullptr);
+  EXPECT_TRUE(kernel_of(at_limit, "grad_kv") != nullptr);
 }
 
 TEST(TritonAttentionBackward, LargeTensorsIndexWith64Bits) {

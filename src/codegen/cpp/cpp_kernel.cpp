@@ -131,8 +131,10 @@ class KernelPrinter final : public NestPrinter {
                : kernel == AttentionKernel::forward   ? ""
                : kernel == AttentionKernel::logsumexp ? "'s logsumexp"
                : kernel == AttentionKernel::grad_q    ? ", gradient of q"
-               : kernel == AttentionKernel::grad_k    ? ", gradient of k"
-                                                      : ", gradient of v");
+               : kernel == AttentionKernel::grad_k && g_.nests.size() == 2
+                   ? ", gradients of k and v, one pass"
+               : kernel == AttentionKernel::grad_k ? ", gradient of k"
+                                                   : ", gradient of v");
     } else if (head.index_add) {
       w_.linef("// {}: index_add: rows of src added at rows index[j] of x, j in order", out.name);
     } else {
@@ -156,7 +158,8 @@ class KernelPrinter final : public NestPrinter {
         emit_extern_conv2d(*this, head);
         break;
       case CppNestKind::ExternAttention:
-        // nests[1], when there is one, is the forward's logsumexp (sched/fusion.h).
+        // nests[1], when there is one, is the forward's logsumexp or the gradient of v beside
+        // that of k (sched/fusion.h attention_calls_share_a_pass).
         emit_extern_attention(
             *this, head,
             g_.nests.size() == 2

@@ -387,7 +387,7 @@ void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t) {
   w.close();
 }
 
-void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t, int lse_buffer) {
+void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t, int second_buffer) {
   CodeWriter& w = p.writer();
   const AttentionSpec& a = *t.attention;
   const char* mask_kind = "none";
@@ -417,7 +417,7 @@ void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t, int lse_buff
   switch (a.kernel) {
     case AttentionKernel::forward:
       w.linef("coil::attention::forward(params, {}, {}, {}, {}, {}{});", q, k, at(a.v, a.v_offset),
-              mask, y, lse_buffer < 0 ? "" : ", " + p.plan().pointer(lse_buffer));
+              mask, y, second_buffer < 0 ? "" : ", " + p.plan().pointer(second_buffer));
       return;
     case AttentionKernel::logsumexp:
       w.linef("coil::attention::logsumexp(params, {}, {}, {}, {});", q, k, mask, y);
@@ -425,6 +425,12 @@ void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t, int lse_buff
     case AttentionKernel::grad_q:
     case AttentionKernel::grad_k:
     case AttentionKernel::grad_v: {
+      if (second_buffer >= 0) {  // grad_k with the gradient of v: one pass for both
+        w.linef("coil::attention::backward_kv(params, {}, {}, {}, {}, {}, {}, {}, {}, {});", q, k,
+                at(a.v, a.v_offset), p.plan().pointer(a.out), p.plan().pointer(a.grad_out),
+                p.plan().pointer(a.lse), mask, y, p.plan().pointer(second_buffer));
+        return;
+      }
       const char* wrt = a.kernel == AttentionKernel::grad_q   ? "q"
                         : a.kernel == AttentionKernel::grad_k ? "k"
                                                               : "v";

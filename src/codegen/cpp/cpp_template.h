@@ -39,9 +39,10 @@ std::string matmul_shape_text(const IrProgram& p, const ComputedBuffer& t);
 void emit_library_matmul(NestPrinter& p, const ComputedBuffer& t);
 /// conv2d through oneDNN.
 void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t);
-/// attention through coil_attention.h's flash kernel; `lse_buffer` (or -1) the logsumexp that
-/// a forward writes in the same pass (its attention_lse computation shares the kernel).
-void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t, int lse_buffer = -1);
+/// attention through coil_attention.h's flash kernel; `second_buffer` (or -1) the logsumexp
+/// that a forward writes in the same pass (its attention_lse computation shares the kernel), or
+/// the gradient of v that a gradient of k writes (backward_kv).
+void emit_extern_attention(NestPrinter& p, const ComputedBuffer& t, int second_buffer = -1);
 /// index_add as loops, each thread over its range of result rows, src rows added in index
 /// order (deterministic).
 void emit_extern_index_add(NestPrinter& p, const ComputedBuffer& t);

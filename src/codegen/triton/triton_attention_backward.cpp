@@ -51,6 +51,9 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
     }
     if (a_.mask >= 0) out.args.push_back({a_.mask, false, "arg_mask"});
     out.args.push_back({k_.attention_out, true, "out_ptr0"});
+    // grad_kv: the gradient of v from the same key-block loop as k's (sched/fusion.h).
+    const bool both = kind == AttentionKernel::grad_k && k_.attention_grad_v_out >= 0;
+    if (both) out.args.push_back({k_.attention_grad_v_out, true, "out_ptr1"});
     open_kernel(out);
     bd_ = padded_dim(a_.head_dim);
     bdv_ = padded_dim(a_.value_dim);
@@ -62,10 +65,11 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
     else if (kind == AttentionKernel::grad_q)
       emit_grad_q();
     else
-      emit_grad_kv(kind == AttentionKernel::grad_k);
+      emit_grad_kv(kind == AttentionKernel::grad_k, both);
     w_.dedent();
     finish(out);
-    out.decorator = attention_decorator(out, fmt::format(", kernel='{}'", kernel_label(a_.kernel)));
+    out.decorator = attention_decorator(
+        out, fmt::format(", kernel='{}'", both ? "grad_kv" : kernel_label(a_.kernel)));
     return out;
   }
 
@@ -73,8 +77,10 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
   void emit_header() {
     static const char* what[] = {"", "attention_lse", "attention_grad wrt q",
                                  "attention_grad wrt k", "attention_grad wrt v"};
-    emit_shapes_and_lengths(std::string("flash ") + what[int(a_.kernel)],
-                            a_.kernel != AttentionKernel::logsumexp);
+    const bool both = k_.attention_grad_v_out >= 0;
+    emit_shapes_and_lengths(
+        std::string("flash ") + (both ? "attention_grad wrt k and v" : what[int(a_.kernel)]),
+        a_.kernel != AttentionKernel::logsumexp);
   }
 
   // --- per query block: attention_lse and grad_q ---------------------------------------------
@@ -165,7 +171,8 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
 
   // --- per key block: grad_k and grad_v ------------------------------------------------------
 
-  void emit_grad_kv(bool wrt_k) {
+  /// dK (wrt_k) or dV, or both (`both`: dK into out_ptr0, dV into out_ptr1, P computed once).
+  void emit_grad_kv(bool wrt_k, bool both) {
     const int64_t width = wrt_k ? bd_ : bdv_;
     w_.linef("pid_n = tl.program_id(0){}", wide_);
     w_.linef("bkv = tl.program_id(1){}", wide_);
@@ -176,6 +183,7 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
     w_.linef("rd = tl.arange(0, {})", bd_);
     w_.linef("rdv = tl.arange(0, {})", bdv_);
     w_.linef("acc = tl.zeros([BLOCK_N, {}], dtype=tl.float32)", width);
+    if (both) w_.linef("acc_v = tl.zeros([BLOCK_N, {}], dtype=tl.float32)", bdv_);
     if (a_.q_len > 0) {
       base("K", "arg_K",
            {a_.k_offset ? names(a_.k_offset) : "", term("b", a_.k_strides[0]),
@@ -224,24 +232,30 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
       base("LSE", "arg_LSE", {term("bh", a_.q_len)});
       if (a_.mask >= 0)
         base("M", "arg_mask", {term("b", a_.mask_strides[0]), term("h", a_.mask_strides[1])});
-      emit_query_loops(wrt_k);
+      emit_query_loops(wrt_k, both);
       if (group_ > 1) w_.dedent();
     } else {
       w_.line("# no query: the gradient is 0 (a sum over no query)");
     }
+    emit_grad_kv_store(wrt_k, "acc", "out_ptr0");
+    if (both) emit_grad_kv_store(false, "acc_v", "out_ptr1");
+  }
+
+  /// Stores a key block's rows of dK (times the scale) or dV from `acc` into `ptr`.
+  void emit_grad_kv_store(bool wrt_k, const std::string& acc, const std::string& ptr) {
     std::string smask = mask_of({even_n_ ? "" : "rn[:, None] < TK", wrt_k ? pad_d() : pad_dv()});
     const int64_t dim = wrt_k ? a_.head_dim : a_.value_dim;
-    w_.linef("tl.store(out_ptr0 + ({}), {}.to({}){})",
+    w_.linef("tl.store({} + ({}), {}.to({}){})", ptr,
              sum({term("bkv", a_.kv_len * dim), term("rn[:, None]", dim),
                   wrt_k ? "rd[None, :]" : "rdv[None, :]"}),
-             wrt_k ? fmt::format("(acc * {})", py_float(a_.scale)) : std::string("acc"),
+             wrt_k ? fmt::format("({} * {})", acc, py_float(a_.scale)) : acc,
              triton_dtype(a_.dtype), smask.empty() ? "" : ", mask=" + smask);
   }
 
-  void emit_query_loops(bool wrt_k) {
+  void emit_query_loops(bool wrt_k, bool both) {
     auto step = [&](bool causal, bool bound) {
       w_.indent();
-      emit_kv_step(wrt_k, causal, bound);
+      emit_kv_step(wrt_k, both, causal, bound);
       w_.dedent();
     };
     const std::string whole = even_m_ ? "TQ" : "(TQ // BLOCK_M) * BLOCK_M";
@@ -268,8 +282,9 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
     step(false, true);
   }
 
-  /// One query block of a key block's program: s^T, p^T, and dv += p^T dO or dk += ds^T q.
-  void emit_kv_step(bool wrt_k, bool causal, bool bound) {
+  /// One query block of a key block's program: s^T, p^T, and dv += p^T dO or dk += ds^T q
+  /// (both: dv into acc_v, dk into acc).
+  void emit_kv_step(bool wrt_k, bool both, bool causal, bool bound) {
     w_.line("rm = start_m + rm0");
     std::string qmask = mask_of({bound ? "rm[:, None] < TQ" : "", pad_d()});
     w_.linef("q = tl.load(Q + ({}){})",
@@ -291,15 +306,15 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
     if (causal)
       w_.line("st = tl.where(rn[:, None] <= rm[None, :] + (TK - TQ), st, float(\"-inf\"))");
     w_.line("pt = tl.math.exp2(st - lse2[None, :])");
-    if (!wrt_k) {
-      emit_row_grad_out(bound, false);
+    emit_row_grad_out(bound, wrt_k);
+    if (!wrt_k || both) {
+      const char* acc = both ? "acc_v" : "acc";
       if (a_.dtype == DType::F32)
-        w_.linef("acc += tl.dot(pt, do{})", dot_precision());
+        w_.linef("{} += tl.dot(pt, do{})", acc, dot_precision());
       else
-        w_.line("acc += tl.dot(pt.to(do.dtype), do)");
-      return;
+        w_.linef("{} += tl.dot(pt.to(do.dtype), do)", acc);
+      if (!wrt_k) return;
     }
-    emit_row_grad_out(bound, true);
     w_.linef("dpt = tl.dot(v, tl.trans(do){})", dot_precision());
     w_.line("dst = pt * (dpt - delta[None, :])");
     if (a_.dtype == DType::F32)

@@ -17,6 +17,9 @@
 //           causal mask), the transposed scores s^T = k q^T, p^T, and dv += p^T dO (grad_v) or
 //           dp^T = v dO^T, ds^T = p^T (dp^T - delta), dk += ds^T q (grad_k, delta recomputed
 //           per query block); dk * scale or dv stored in k's or v's dtype
+//   grad_kv grad_k's kernel when the gradient of v of the same call shares its kernel group
+//           (sched/fusion.h attention_pairs_with_grad_v): dv += p^T dO from the same p^T, into
+//           out_ptr1 (dK out_ptr0): 4 products per (key block, query block), not 3 + 2
 //
 // A row with lse = -inf (it sees no key; its out is NaN) contributes nothing: it subtracts +inf
 // (p = exp2(s - inf) = 0) and its delta is 0. Query rows past Tq load q = dO = out = 0 and

@@ -291,7 +291,8 @@ class Planner {
     }
     if (head.is_opaque()) {
       if (head.attention) {
-        // nests[1] of an attention group is the forward's logsumexp: the same kernel stores it.
+        // nests[1] of an attention group is the forward's logsumexp or the gradient of v of a
+        // gradient of k: the same kernel stores it.
         plan_attention(g.nests[0].computations[0],
                        g.nests.size() == 2 ? g.nests[1].computations[0] : -1);
         return;
@@ -324,7 +325,7 @@ class Planner {
   /// (triton_attention_backward.h), which also read out, grad_out and lse contiguously. Its body
   /// (loads of the operands, the store of the result) makes the planner keep those buffers in
   /// memory.
-  void plan_attention(int computation, int lse_computation) {
+  void plan_attention(int computation, int second_computation) {
     const ComputedBuffer& c = comp(computation);
     const AttentionSpec& a = *c.attention;
     TritonKernelPlan k;
@@ -334,11 +335,12 @@ class Planner {
     k.body = c.body;
     k.origins = c.origin_names;
     k.provenance = c.origins;
-    if (lse_computation >= 0) {
-      // The logsumexp's body (its loads and its store) joins, so that the planner keeps its
-      // buffer in memory as the forward's.
-      const ComputedBuffer& l = comp(lse_computation);
-      k.attention_lse_out = l.buffer;
+    if (second_computation >= 0) {
+      // The logsumexp's (or dV's) body (its loads and its store) joins, so that the planner
+      // keeps its buffer in memory as the forward's (dK's).
+      const ComputedBuffer& l = comp(second_computation);
+      (a.kernel == AttentionKernel::grad_k ? k.attention_grad_v_out : k.attention_lse_out) =
+          l.buffer;
       k.body = merged_bodies(c.body, l.body);
       k.origins.insert(k.origins.end(), l.origin_names.begin(), l.origin_names.end());
       k.provenance.insert(k.provenance.end(), l.origins.begin(), l.origins.end());
@@ -346,7 +348,8 @@ class Planner {
     k.op_nest.assign(k.body.ops().size(), 0);
     k.reused.assign(k.body.ops().size(), false);
     int64_t biggest = 0;
-    for (int b : {a.q, a.k, a.v, a.mask, a.out, a.grad_out, a.lse, c.buffer, k.attention_lse_out})
+    for (int b : {a.q, a.k, a.v, a.mask, a.out, a.grad_out, a.lse, c.buffer, k.attention_lse_out,
+                  k.attention_grad_v_out})
       if (b >= 0) {
         biggest = std::max(biggest, index_extent(b));
         int32_guard(b);

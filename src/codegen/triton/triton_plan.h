@@ -133,6 +133,9 @@ struct TritonKernelPlan {
   /// A forward's logsumexp [B, H, Tq] f32 stored by the same kernel (its attention_lse
   /// computation shares the kernel group: sched/fusion.h), or -1.
   int attention_lse_out = -1;
+  /// A gradient of k's kernel that also stores the gradient of v (its grad_v computation shares
+  /// the kernel group, sched/fusion.h: one key-block loop, kernel 'grad_kv'), or -1.
+  int attention_grad_v_out = -1;
   /// A forward split along the keys for decoding shapes (triton_attention_decode.h): splits > 0
   /// in both of its kernels.
   AttentionSplitPlan attention_split;

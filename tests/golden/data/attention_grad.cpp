@@ -19,20 +19,12 @@ extern "C" void cpp_extern_attention_grad_1(const float* __restrict__ in_ptr0, c
     coil::attention::backward(params, coil::attention::Grad::q, in_ptr0, in_ptr1, in_ptr2, in_ptr3, in_ptr4, in_ptr5, in_ptr6, out_ptr0);
 }
 
-// cpp_extern_attention_grad_2: flash attention, gradient of k (coil_attention.h)
-// graph nodes: dk (attention_grad)
-extern "C" void cpp_extern_attention_grad_2(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, const float* __restrict__ in_ptr3, const float* __restrict__ in_ptr4, const float* __restrict__ in_ptr5, const bool* __restrict__ in_ptr6, float* __restrict__ out_ptr0)
+// cpp_extern_attention_grad_2: flash attention, gradients of k and v, one pass (coil_attention.h)
+// graph nodes: dk (attention_grad), dv (attention_grad)
+extern "C" void cpp_extern_attention_grad_2(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, const float* __restrict__ in_ptr3, const float* __restrict__ in_ptr4, const float* __restrict__ in_ptr5, const bool* __restrict__ in_ptr6, float* __restrict__ out_ptr0, float* __restrict__ out_ptr1)
 {
     const coil::attention::Params params{2, 4, 2, 96, 96, 64, 64, 0.125f, true, coil::attention::MaskKind::boolean, {96, 0, 0, 1}, {24576, 6144, 64}, {12288, 6144, 64}, {12288, 6144, 64}};
-    coil::attention::backward(params, coil::attention::Grad::k, in_ptr0, in_ptr1, in_ptr2, in_ptr3, in_ptr4, in_ptr5, in_ptr6, out_ptr0);
-}
-
-// cpp_extern_attention_grad_3: flash attention, gradient of v (coil_attention.h)
-// graph nodes: dv (attention_grad)
-extern "C" void cpp_extern_attention_grad_3(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, const float* __restrict__ in_ptr3, const float* __restrict__ in_ptr4, const float* __restrict__ in_ptr5, const bool* __restrict__ in_ptr6, float* __restrict__ out_ptr0)
-{
-    const coil::attention::Params params{2, 4, 2, 96, 96, 64, 64, 0.125f, true, coil::attention::MaskKind::boolean, {96, 0, 0, 1}, {24576, 6144, 64}, {12288, 6144, 64}, {12288, 6144, 64}};
-    coil::attention::backward(params, coil::attention::Grad::v, in_ptr0, in_ptr1, in_ptr2, in_ptr3, in_ptr4, in_ptr5, in_ptr6, out_ptr0);
+    coil::attention::backward_kv(params, in_ptr0, in_ptr1, in_ptr2, in_ptr3, in_ptr4, in_ptr5, in_ptr6, out_ptr0, out_ptr1);
 }
 
 // No constant is packed at load time.
@@ -53,6 +45,5 @@ extern "C" void coil_graph_run(void* const* inputs, void* const* outputs, void* 
     auto* out3 = static_cast<float*>(outputs[3]);
     cpp_extern_attention_attention_lse_0(arg0, arg1, arg2, arg3, out0, buf6);
     cpp_extern_attention_grad_1(arg0, arg1, arg2, out0, arg4, buf6, arg3, out1);
-    cpp_extern_attention_grad_2(arg0, arg1, arg2, out0, arg4, buf6, arg3, out2);
-    cpp_extern_attention_grad_3(arg0, arg1, arg2, out0, arg4, buf6, arg3, out3);
+    cpp_extern_attention_grad_2(arg0, arg1, arg2, out0, arg4, buf6, arg3, out2, out3);
 }

@@ -149,11 +149,11 @@ def triton_tem_fused_attention_grad_1(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
     tl.store(out_ptr0 + (bh * 2048 + rm[:, None] * 32 + rd[None, :]), (dq * 0.17677669529663687).to(tl.float32))
 
 
-# graph nodes: dk (attention_grad)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_k', name='triton_tem_fused_attention_grad_2', kernel_hash='9cff698907fe219e6c5801a0be3c04e0')
+# graph nodes: dk (attention_grad), dv (attention_grad)
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_kv', name='triton_tem_fused_attention_grad_2', kernel_hash='c221058e9b30296b8e826c166e4dd6ba')
 @triton.jit
-def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash attention_grad wrt k: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right), bool mask
+def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, arg_mask, out_ptr0, out_ptr1, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+    # flash attention_grad wrt k and v: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right), bool mask
     TQ = 64
     TK = 64
     pid_n = tl.program_id(0)
@@ -165,6 +165,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
     rd = tl.arange(0, 32)
     rdv = tl.arange(0, 32)
     acc = tl.zeros([BLOCK_N, 32], dtype=tl.float32)
+    acc_v = tl.zeros([BLOCK_N, 32], dtype=tl.float32)
     K = arg_K + (b * 4096 + kvh * 2048)
     k = tl.load(K + (rn[:, None] * 32 + rd[None, :]))
     V = arg_V + (b * 4096 + kvh * 2048)
@@ -203,6 +204,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             o = tl.load(O + (rm[:, None] * 32 + rdv[None, :]))
             delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
             delta = tl.where(no_key, 0.0, delta)
+            acc_v += tl.dot(pt, do, input_precision='ieee')
             dpt = tl.dot(v, tl.trans(do), input_precision='ieee')
             dst = pt * (dpt - delta[None, :])
             acc += tl.dot(dst, q, input_precision='ieee')
@@ -220,74 +222,12 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             o = tl.load(O + (rm[:, None] * 32 + rdv[None, :]))
             delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
             delta = tl.where(no_key, 0.0, delta)
+            acc_v += tl.dot(pt, do, input_precision='ieee')
             dpt = tl.dot(v, tl.trans(do), input_precision='ieee')
             dst = pt * (dpt - delta[None, :])
             acc += tl.dot(dst, q, input_precision='ieee')
     tl.store(out_ptr0 + (bkv * 2048 + rn[:, None] * 32 + rd[None, :]), (acc * 0.17677669529663687).to(tl.float32))
-
-
-# graph nodes: dv (attention_grad)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_v', name='triton_tem_fused_attention_grad_3', kernel_hash='b90ab06364ea81eea8ad4dd6c774c108')
-@triton.jit
-def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_DO, arg_LSE, arg_mask, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash attention_grad wrt v: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right), bool mask
-    TQ = 64
-    TK = 64
-    pid_n = tl.program_id(0)
-    bkv = tl.program_id(1)
-    b = bkv // 2
-    kvh = bkv % 2
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rm0 = tl.arange(0, BLOCK_M)
-    rd = tl.arange(0, 32)
-    rdv = tl.arange(0, 32)
-    acc = tl.zeros([BLOCK_N, 32], dtype=tl.float32)
-    K = arg_K + (b * 4096 + kvh * 2048)
-    k = tl.load(K + (rn[:, None] * 32 + rd[None, :]))
-    qk_scale = 0.25503486164919736  # scale 0.17677669529663687 * log2(e)
-    # the transposed scores s^T [BLOCK_N keys, BLOCK_M queries] of each query block;
-    # key rows past TK are never stored (each key's gradient is its own row), query
-    # rows past TQ load q = dO = 0 and lse = -inf and add exactly 0
-    # causal: query i sees key j if j <= i + TK - TQ. Query blocks below `lo` see
-    # none of the block's keys (skipped); from `full` on every row sees all of
-    # them (no causal mask)
-    lo = tl.maximum(pid_n * BLOCK_N - (TK - TQ), 0)
-    lo = (lo // BLOCK_M) * BLOCK_M
-    full = tl.maximum(tl.minimum((pid_n + 1) * BLOCK_N, TK) - 1 - (TK - TQ), 0)
-    full = ((full + BLOCK_M - 1) // BLOCK_M) * BLOCK_M
-    for g in range(0, 2):  # grouped-query: the kv head's 2 query heads
-        h = kvh * 2 + g
-        bh = b * 4 + h
-        Q = arg_Q + (b * 8192 + h * 2048)
-        DO = arg_DO + (bh * 2048)
-        LSE = arg_LSE + (bh * 64)
-        M = arg_mask + (b * 64)
-        for start_m in range(lo, tl.minimum(full, TQ), BLOCK_M):
-            rm = start_m + rm0
-            q = tl.load(Q + (rm[:, None] * 32 + rd[None, :]))
-            lse = tl.load(LSE + rm)
-            no_key = lse == float("-inf")
-            lse2 = tl.where(no_key, float("inf"), lse * 1.4426950408889634)
-            st = tl.dot(k, tl.trans(q), input_precision='ieee') * qk_scale
-            mv = tl.load(M + (rn[:, None] + rm[None, :] * 0))
-            st = tl.where(mv != 0, st, float("-inf"))
-            st = tl.where(rn[:, None] <= rm[None, :] + (TK - TQ), st, float("-inf"))
-            pt = tl.math.exp2(st - lse2[None, :])
-            do = tl.load(DO + (rm[:, None] * 32 + rdv[None, :]))
-            acc += tl.dot(pt, do, input_precision='ieee')
-        for start_m in range(full, TQ, BLOCK_M):
-            rm = start_m + rm0
-            q = tl.load(Q + (rm[:, None] * 32 + rd[None, :]))
-            lse = tl.load(LSE + rm)
-            no_key = lse == float("-inf")
-            lse2 = tl.where(no_key, float("inf"), lse * 1.4426950408889634)
-            st = tl.dot(k, tl.trans(q), input_precision='ieee') * qk_scale
-            mv = tl.load(M + (rn[:, None] + rm[None, :] * 0))
-            st = tl.where(mv != 0, st, float("-inf"))
-            pt = tl.math.exp2(st - lse2[None, :])
-            do = tl.load(DO + (rm[:, None] * 32 + rdv[None, :]))
-            acc += tl.dot(pt, do, input_precision='ieee')
-    tl.store(out_ptr0 + (bkv * 2048 + rn[:, None] * 32 + rdv[None, :]), acc.to(tl.float32))
+    tl.store(out_ptr1 + (bkv * 2048 + rn[:, None] * 32 + rdv[None, :]), acc_v.to(tl.float32))
 
 
 def call(args):
@@ -304,9 +244,8 @@ def call(args):
     out2 = runtime.empty_strided((2, 4, 64, 32), (8192, 2048, 32, 1), torch.float32)
     triton_tem_fused_attention_grad_1.run(arg0_1, arg1_1, arg2_1, out0, arg4_1, out1, arg3_1, out2)
     out3 = runtime.empty_strided((2, 2, 64, 32), (4096, 2048, 32, 1), torch.float32)
-    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg4_1, out1, arg3_1, out3)
     out4 = runtime.empty_strided((2, 2, 64, 32), (4096, 2048, 32, 1), torch.float32)
-    triton_tem_fused_attention_grad_3.run(arg0_1, arg1_1, arg4_1, out1, arg3_1, out4)
+    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg4_1, out1, arg3_1, out3, out4)
     return (out0, out1, out2, out3, out4, )
 
 

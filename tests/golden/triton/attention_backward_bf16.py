@@ -139,11 +139,11 @@ def triton_tem_fused_attention_grad_1(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
     tl.store(out_ptr0 + (bh * 8000 + rm[:, None] * 80 + rd[None, :]), (dq * 0.125).to(tl.bfloat16), mask=(rm[:, None] < TQ) & (rd[None, :] < 80))
 
 
-# graph nodes: dk (attention_grad)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_k', name='triton_tem_fused_attention_grad_2', kernel_hash='a5c2144ba49c6b34b997ac74f5680b95')
+# graph nodes: dk (attention_grad), dv (attention_grad)
+@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_kv', name='triton_tem_fused_attention_grad_2', kernel_hash='9c1a752bf04b8edd85a61589b04251e6')
 @triton.jit
-def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash attention_grad wrt k: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
+def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, out_ptr0, out_ptr1, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+    # flash attention_grad wrt k and v: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
     TQ = 100
     TK = 300
     pid_n = tl.program_id(0)
@@ -155,6 +155,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
     rd = tl.arange(0, 128)
     rdv = tl.arange(0, 64)
     acc = tl.zeros([BLOCK_N, 128], dtype=tl.float32)
+    acc_v = tl.zeros([BLOCK_N, 64], dtype=tl.float32)
     K = arg_K + (kvh * 24000)
     k = tl.load(K + (rn[:, None] * 80 + rd[None, :]), mask=(rn[:, None] < TK) & (rd[None, :] < 80), other=0.0)
     V = arg_V + (kvh * 19200)
@@ -190,6 +191,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             o = tl.load(O + (rm[:, None] * 64 + rdv[None, :]), mask=(rm[:, None] < TQ), other=0.0)
             delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
             delta = tl.where(no_key, 0.0, delta)
+            acc_v += tl.dot(pt.to(do.dtype), do)
             dpt = tl.dot(v, tl.trans(do))
             dst = pt * (dpt - delta[None, :])
             acc += tl.dot(dst.to(q.dtype), q)
@@ -205,6 +207,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             o = tl.load(O + (rm[:, None] * 64 + rdv[None, :]))
             delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
             delta = tl.where(no_key, 0.0, delta)
+            acc_v += tl.dot(pt.to(do.dtype), do)
             dpt = tl.dot(v, tl.trans(do))
             dst = pt * (dpt - delta[None, :])
             acc += tl.dot(dst.to(q.dtype), q)
@@ -220,79 +223,12 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             o = tl.load(O + (rm[:, None] * 64 + rdv[None, :]), mask=(rm[:, None] < TQ), other=0.0)
             delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
             delta = tl.where(no_key, 0.0, delta)
+            acc_v += tl.dot(pt.to(do.dtype), do)
             dpt = tl.dot(v, tl.trans(do))
             dst = pt * (dpt - delta[None, :])
             acc += tl.dot(dst.to(q.dtype), q)
     tl.store(out_ptr0 + (bkv * 24000 + rn[:, None] * 80 + rd[None, :]), (acc * 0.125).to(tl.bfloat16), mask=(rn[:, None] < TK) & (rd[None, :] < 80))
-
-
-# graph nodes: dv (attention_grad)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_v', name='triton_tem_fused_attention_grad_3', kernel_hash='1764788f5fe9216f4fac939c5d83552f')
-@triton.jit
-def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
-    # flash attention_grad wrt v: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
-    TQ = 100
-    TK = 300
-    pid_n = tl.program_id(0)
-    bkv = tl.program_id(1)
-    b = bkv // 2
-    kvh = bkv % 2
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rm0 = tl.arange(0, BLOCK_M)
-    rd = tl.arange(0, 128)
-    rdv = tl.arange(0, 64)
-    acc = tl.zeros([BLOCK_N, 64], dtype=tl.float32)
-    K = arg_K + (kvh * 24000)
-    k = tl.load(K + (rn[:, None] * 80 + rd[None, :]), mask=(rn[:, None] < TK) & (rd[None, :] < 80), other=0.0)
-    qk_scale = 0.18033688011112042  # scale 0.125 * log2(e)
-    # the transposed scores s^T [BLOCK_N keys, BLOCK_M queries] of each query block;
-    # key rows past TK are never stored (each key's gradient is its own row), query
-    # rows past TQ load q = dO = 0 and lse = -inf and add exactly 0
-    # causal: query i sees key j if j <= i + TK - TQ. Query blocks below `lo` see
-    # none of the block's keys (skipped); from `full` on every row sees all of
-    # them (no causal mask)
-    lo = tl.maximum(pid_n * BLOCK_N - (TK - TQ), 0)
-    lo = (lo // BLOCK_M) * BLOCK_M
-    full = tl.maximum(tl.minimum((pid_n + 1) * BLOCK_N, TK) - 1 - (TK - TQ), 0)
-    full = ((full + BLOCK_M - 1) // BLOCK_M) * BLOCK_M
-    for g in range(0, 4):  # grouped-query: the kv head's 4 query heads
-        h = kvh * 4 + g
-        bh = b * 8 + h
-        Q = arg_Q + (h * 8000)
-        DO = arg_DO + (bh * 6400)
-        LSE = arg_LSE + (bh * 100)
-        for start_m in range(lo, tl.minimum(full, TQ), BLOCK_M):
-            rm = start_m + rm0
-            q = tl.load(Q + (rm[:, None] * 80 + rd[None, :]), mask=(rm[:, None] < TQ) & (rd[None, :] < 80), other=0.0)
-            lse = tl.load(LSE + rm, mask=rm < TQ, other=float("-inf"))
-            no_key = lse == float("-inf")
-            lse2 = tl.where(no_key, float("inf"), lse * 1.4426950408889634)
-            st = tl.dot(k, tl.trans(q)) * qk_scale
-            st = tl.where(rn[:, None] <= rm[None, :] + (TK - TQ), st, float("-inf"))
-            pt = tl.math.exp2(st - lse2[None, :])
-            do = tl.load(DO + (rm[:, None] * 64 + rdv[None, :]), mask=(rm[:, None] < TQ), other=0.0)
-            acc += tl.dot(pt.to(do.dtype), do)
-        for start_m in range(full, (TQ // BLOCK_M) * BLOCK_M, BLOCK_M):
-            rm = start_m + rm0
-            q = tl.load(Q + (rm[:, None] * 80 + rd[None, :]), mask=(rd[None, :] < 80), other=0.0)
-            lse = tl.load(LSE + rm)
-            no_key = lse == float("-inf")
-            lse2 = tl.where(no_key, float("inf"), lse * 1.4426950408889634)
-            st = tl.dot(k, tl.trans(q)) * qk_scale
-            pt = tl.math.exp2(st - lse2[None, :])
-            do = tl.load(DO + (rm[:, None] * 64 + rdv[None, :]))
-            acc += tl.dot(pt.to(do.dtype), do)
-        for start_m in range(tl.maximum(full, (TQ // BLOCK_M) * BLOCK_M), TQ, BLOCK_M):
-            rm = start_m + rm0
-            q = tl.load(Q + (rm[:, None] * 80 + rd[None, :]), mask=(rm[:, None] < TQ) & (rd[None, :] < 80), other=0.0)
-            lse = tl.load(LSE + rm, mask=rm < TQ, other=float("-inf"))
-            no_key = lse == float("-inf")
-            lse2 = tl.where(no_key, float("inf"), lse * 1.4426950408889634)
-            st = tl.dot(k, tl.trans(q)) * qk_scale
-            pt = tl.math.exp2(st - lse2[None, :])
-            do = tl.load(DO + (rm[:, None] * 64 + rdv[None, :]), mask=(rm[:, None] < TQ), other=0.0)
-            acc += tl.dot(pt.to(do.dtype), do)
-    tl.store(out_ptr0 + (bkv * 19200 + rn[:, None] * 64 + rdv[None, :]), acc.to(tl.bfloat16), mask=(rn[:, None] < TK))
+    tl.store(out_ptr1 + (bkv * 19200 + rn[:, None] * 64 + rdv[None, :]), acc_v.to(tl.bfloat16), mask=(rn[:, None] < TK))
 
 
 def call(args):
@@ -308,9 +244,8 @@ def call(args):
     out2 = runtime.empty_strided((1, 8, 100, 80), (64000, 8000, 80, 1), torch.bfloat16)
     triton_tem_fused_attention_grad_1.run(arg0_1, arg1_1, arg2_1, out0, arg3_1, out1, out2)
     out3 = runtime.empty_strided((1, 2, 300, 80), (48000, 24000, 80, 1), torch.bfloat16)
-    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg3_1, out1, out3)
     out4 = runtime.empty_strided((1, 2, 300, 64), (38400, 19200, 64, 1), torch.bfloat16)
-    triton_tem_fused_attention_grad_3.run(arg0_1, arg1_1, arg3_1, out1, out4)
+    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg3_1, out1, out3, out4)
     return (out0, out1, out2, out3, out4, )
 
 
