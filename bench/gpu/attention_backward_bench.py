@@ -12,7 +12,8 @@ grad_kv, do seven), halved when causal. Times are medians of triton.testing.do_b
           --prepare on the build machine), autotuned in its first call (not counted): a dq
           kernel and a grad_kv kernel (dk and dv from one key-block loop)
   3-kern  the same graph compiled with fusion off (bw_..._apart.py): dq, dk and dv kernels
-          apart (eight products), the A/B of grad_kv in the same run
+          apart (eight products), the A/B of grad_kv in the same run; any other variant found
+          beside (bw_..._<name>.py, e.g. a module of an earlier build kept by hand) is timed too
   torch   torch.autograd.grad of F.scaled_dot_product_attention under
           sdpa_kernel(FLASH_ATTENTION) (its _scaled_dot_product_flash_attention_backward)
 
@@ -93,12 +94,15 @@ def run(only, json_path):
             want = torch.autograd.grad(y, (q, k, v), dy, retain_graph=True)
         err = [float((a.float() - w.float()).abs().max()) for a, w in zip((dq, dk, dv), want)]
         ms_coil = do_bench(lambda: mod.call(list(args)))
-        apart_path = path[:-3] + "_apart.py"
-        ms_apart = None
-        if os.path.exists(apart_path):
-            apart = runtime.load_module(apart_path, name=os.path.basename(apart_path)[:-3])
-            apart.call(list(args))  # autotunes
-            ms_apart = round(do_bench(lambda: apart.call(list(args))), 3)
+        variants = {}
+        for other in sorted(os.listdir(OUT_DIR)):
+            stem = f"bw_{name(t, d, causal)}_"
+            if not other.startswith(stem) or not other.endswith(".py") or \
+                    other[len(stem):-3].startswith("causal"):
+                continue
+            mod2 = runtime.load_module(os.path.join(OUT_DIR, other), name=other[:-3])
+            mod2.call(list(args))  # autotunes
+            variants[other[len(stem):-3]] = round(do_bench(lambda: mod2.call(list(args))), 3)
         with flash():
             ms_torch = do_bench(lambda: torch.autograd.grad(y, (q, k, v), dy, retain_graph=True))
         flops = 4 * b * h * t * t * d * 2.5 * (0.5 if causal else 1)
@@ -108,7 +112,7 @@ def run(only, json_path):
                "torch_flash_ms": round(ms_torch, 3),
                "coil_TFLOPs": round(flops / ms_coil / 1e9, 1),
                "torch_TFLOPs": round(flops / ms_torch / 1e9, 1),
-               "ratio": round(ms_torch / ms_coil, 3), "coil_3kernels_ms": ms_apart,
+               "ratio": round(ms_torch / ms_coil, 3), "coil_variants_ms": variants,
                "max_abs_diff": err, "configs": configs}
         print(json.dumps(row), flush=True)
         rows.append(row)

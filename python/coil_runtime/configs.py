@@ -534,7 +534,7 @@ def attention_registers(bm, bn, warps, shape):
 # short lengths.
 # The split decoding path (src/codegen/triton/triton_attention_decode.h): 'decode_partial' is the
 # forward's program over one chunk of the keys, 'decode_combine' merges each row's chunks.
-ATTENTION_KERNELS = ("forward", "lse", "grad_q", "grad_k", "grad_v", "grad_kv",
+ATTENTION_KERNELS = ("forward", "lse", "grad_q", "grad_k", "grad_v", "grad_kv", "delta",
                      "decode_partial", "decode_combine")
 ATTENTION_BACKWARD_CONFIGS = {
     "grad_q": ((128, 32, 3, 4), (128, 64, 3, 8), (64, 64, 2, 4), (64, 32, 3, 4), (32, 32, 2, 4)),
@@ -575,6 +575,10 @@ ATTENTION_DECODE_PARTIAL_CONFIGS_MAX = ATTENTION_DECODE_PARTIAL_CONFIGS + (
 # (S * BLOCK_M * Dv f32): few rows a program give a decoding step's few rows more programs.
 ATTENTION_DECODE_COMBINE_CONFIGS = ((1, 4), (4, 4), (16, 8))
 ATTENTION_DECODE_COMBINE_CONFIGS_MAX = ATTENTION_DECODE_COMBINE_CONFIGS + ((2, 4), (8, 4), (32, 8))
+# delta (rowsum(dO * out) of each query row before the gradient of k's kernel): (BLOCK_M rows a
+# program, num_warps); a memory-bound pass over dO and out.
+ATTENTION_DELTA_CONFIGS = ((64, 4), (128, 8), (32, 4))
+ATTENTION_DELTA_CONFIGS_MAX = ATTENTION_DELTA_CONFIGS + ((16, 4), (256, 8))
 
 
 def attention_backward_shared_memory(kernel, bm, bn, stages, shape, dtype="float32"):
@@ -615,15 +619,17 @@ def attention_configs(shape, dtype="float32", mode="1", shared_memory=MM_SHARED_
     lengths (BLOCK_M to Tq, BLOCK_N to Tk), deduplicated, those over the shared memory or
     MM_MAX_ACC_REGISTERS dropped before anything compiles; when none is left, the smallest tile
     (forward and lse: 32 queries x 16 keys, decode_partial 16 x 16, the gradients 32 x 32; one
-    stage). decode_combine: its rows per program. mode '0': the first config only.
+    stage). decode_combine and delta: their rows per program. mode '0': the first config only.
     packed_heads G > 1 (forward, decode_partial): BLOCK_M is attention_packed_block(Tq * G) in
     every config."""
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(f"attention kernel {kernel!r}: expected one of {ATTENTION_KERNELS}")
     packed = packed_heads > 1 and kernel in ("forward", "decode_partial")
-    if kernel == "decode_combine":
-        table = (ATTENTION_DECODE_COMBINE_CONFIGS_MAX if mode == "max" else
-                 ATTENTION_DECODE_COMBINE_CONFIGS)
+    if kernel in ("decode_combine", "delta"):
+        table = {("decode_combine", False): ATTENTION_DECODE_COMBINE_CONFIGS,
+                 ("decode_combine", True): ATTENTION_DECODE_COMBINE_CONFIGS_MAX,
+                 ("delta", False): ATTENTION_DELTA_CONFIGS,
+                 ("delta", True): ATTENTION_DELTA_CONFIGS_MAX}[kernel, mode == "max"]
         out = unique_configs([Config({"BLOCK_M": bm}, num_warps=warps, num_stages=1)
                               for bm, warps in table])
         return out[:1] if mode == "0" else out
@@ -666,10 +672,10 @@ def attention_grid(config, shape, kernel="forward"):
     for grad_k, grad_v and grad_kv (cdiv(Tk, BLOCK_N), B * Hkv, 1): a program per block of keys and
     (batch, kv head). Tq = 0 still launches those (their gradients are zeros). decode_partial:
     the forward's grid per chunk of keys, (cdiv(Tq, BLOCK_M), B * H, shape['splits']);
-    decode_combine: (cdiv(B * H * Tq, BLOCK_M), 1, 1), BLOCK_M rows a program. A packed
+    decode_combine and delta: (cdiv(B * H * Tq, BLOCK_M), 1, 1), BLOCK_M rows a program. A packed
     forward or decode_partial (shape['packed_heads'] G > 1) has a program per row block of the
     Tq * G rows of each (batch, kv head): (cdiv(Tq * G, BLOCK_M), B * H / G, splits)."""
-    if kernel == "decode_combine":
+    if kernel in ("decode_combine", "delta"):
         rows = shape["batch"] * shape["heads"] * shape["q_len"]
         return (cdiv(rows, config.kwargs["BLOCK_M"]), 1, 1) if rows else (0, 1, 1)
     if kernel in ("grad_k", "grad_v", "grad_kv"):

@@ -206,8 +206,8 @@ def attention(shape, causal=False, dtype="float32", name=None, kernel_hash=None,
     """A flash-attention template (triton_tem, src/codegen/triton/triton_attention.h): shape =
     {'batch', 'heads', 'kv_heads', 'q_len', 'kv_len', 'head_dim', 'value_dim'}, baked into the
     kernel; `kernel` is 'forward' or one of the backward's (triton_attention_backward.h):
-    'lse', 'grad_q', 'grad_k', 'grad_v', 'grad_kv' (dK and dV from one loop), or the split
-    decoding path's
+    'lse', 'grad_q', 'grad_k', 'grad_v', 'grad_kv' (dK and dV from one loop), 'delta' (rowsum(dO
+    * out) before the gradient of k's kernel), or the split decoding path's
     (triton_attention_decode.h): 'decode_partial' (a grid dimension of `splits` chunks of keys)
     and 'decode_combine'. `packed_heads` G > 1 (forward, decode_partial): a program per (batch,
     kv head) whose tile's rows are its G query heads' Tq rows (triton_attention_decode.h).
@@ -820,7 +820,7 @@ class AttentionAutotuner(CoilAutotuner):
                 "grad_q": ("head_dim", "value_dim", "head_dim"),
                 "grad_k": ("head_dim", "value_dim", "head_dim"),
                 "grad_v": ("head_dim", "value_dim"),
-                "grad_kv": ("head_dim", "value_dim", "head_dim", "value_dim"),
+                "grad_kv": ("head_dim", "value_dim", "head_dim", "value_dim"), "delta": (),
                 "decode_partial": ("head_dim", "value_dim"), "decode_combine": ()}
 
     def __init__(self, fn, shape, causal, dtype, configs, name=None, kernel_hash=None, meta=None,

@@ -76,6 +76,12 @@ def _module(fake, tmp_path, name, cases, **options):
     return tl_emulator.emulate_module(fake, str(path), f"emu_bw_{name}", kinds={"attention"}), src
 
 
+def _deltas(cases):
+    """The delta kernels (rowsum(dO * out) before each gradient of k) of the cases: one where
+    some (key, query) pair exists."""
+    return ["delta" for c in cases if c["tq"] and c["tk"]]
+
+
 def _inputs(cases, seed):
     inputs, refs = [], []
     for i, c in enumerate(cases):
@@ -111,9 +117,10 @@ def test_backward_kernels_match_autograd(fake_gpu, tmp_path, group):
     cases = GROUPS[group]
     mod, src = _module(fake_gpu, tmp_path, group, cases)
     # Every case is the templates' (nothing written out): 3 flash kernels per case, the forward
-    # storing the logsumexp too (attention_lse shares its kernel), dK's storing dV.
+    # storing the logsumexp too (attention_lse shares its kernel), dK's storing dV, after the
+    # delta kernel where some (key, query) pair exists.
     kinds = sorted(t.attention_kernel for t in heuristics.autotuners_of(mod))
-    assert kinds == sorted(["forward", "grad_q", "grad_kv"] * len(cases)), kinds
+    assert kinds == sorted(["forward", "grad_q", "grad_kv"] * len(cases) + _deltas(cases)), kinds
     assert src.count("triton_tem_fused_attention_attention_lse_") >= len(cases)
     assert "matmul" not in src
     rounds = _check_every_config(mod, cases, 100 * len(group), group)
@@ -126,7 +133,8 @@ def test_kernels_of_one_node_each_match_autograd(fake_gpu, tmp_path, group):
     cases = GROUPS[group]
     mod, src = _module(fake_gpu, tmp_path, group + "_apart", cases, fusion=False)
     kinds = sorted(t.attention_kernel for t in heuristics.autotuners_of(mod))
-    assert kinds == sorted(["forward", "lse", "grad_q", "grad_k", "grad_v"] * len(cases)), kinds
+    assert kinds == sorted(["forward", "lse", "grad_q", "grad_k", "grad_v"] * len(cases) +
+                           _deltas(cases)), kinds
     _check_every_config(mod, cases, 7 * len(group), group + " apart")
 
 
@@ -146,8 +154,8 @@ def test_golden_backward_kernels_match_autograd(fake_gpu, golden):
 
 
 def test_a_wrong_kernel_fails(fake_gpu, tmp_path):
-    """The check can fail: the golden dq kernel without its scale is wrong, and so is a dk
-    kernel that lets the NaN out of a row that sees no key reach delta."""
+    """The check can fail: the golden dq kernel without its scale is wrong, and so is a delta
+    kernel that lets the NaN out of a row that sees no key reach dk."""
     src = open(os.path.join(GOLDEN, "attention_backward.py")).read()
     scaled = "(dq * 0.17677669529663687)"
     assert scaled in src
@@ -157,7 +165,7 @@ def test_a_wrong_kernel_fails(fake_gpu, tmp_path):
                                      kinds={"attention"})
     with pytest.raises(AssertionError, match=r"dq, config #0: max abs err"):
         _check_every_config(mod, GOLDEN_CASES["attention_backward"], 11, "broken")
-    line = "            delta = tl.where(no_key, 0.0, delta)\n"
+    line = '    delta = tl.where(lse == float("-inf"), 0.0, delta)\n'
     assert line in src
     path = tmp_path / "broken_delta.py"
     path.write_text(src.replace(line, ""))
@@ -206,8 +214,9 @@ def test_views_of_a_packed_projection_are_read_in_place(fake_gpu, tmp_path):
                     for w in "qkv") +
             "output y\noutput l\noutput dq\noutput dk\noutput dv\n")
     src, _ = coil.Graph.parse(text, "<views>").generate_gpu_module()
-    # No copies: the forward (with the logsumexp) and two gradient kernels (dq; dk and dv).
-    assert src.count("kernel='grad_") == 2 and src.count("@triton.jit") == 3
+    # No copies: the forward (with the logsumexp), two gradient kernels (dq; dk and dv) and
+    # the delta kernel.
+    assert src.count("kernel='grad_") == 2 and src.count("@triton.jit") == 4
     path = tmp_path / "views.py"
     path.write_text(src)
     mod = tl_emulator.emulate_module(fake_gpu, str(path), "emu_bw_views", kinds={"attention"})
@@ -236,7 +245,7 @@ def test_size_generic_module_takes_the_lengths_at_run_time(fake_gpu, tmp_path):
                     for w in "qkv") +
             "output y\noutput l\noutput dq\noutput dk\noutput dv\n")
     src, _ = coil.Graph.parse(text, "<generic>").generate_gpu_module()
-    assert "'q_len': 'ks0', 'kv_len': 'ks1'" in src and src.count("kernel='") == 2
+    assert "'q_len': 'ks0', 'kv_len': 'ks1'" in src and src.count("kernel='") == 3
     path = tmp_path / "generic.py"
     path.write_text(src)
     mod = tl_emulator.emulate_module(fake_gpu, str(path), "emu_bw_generic", kinds={"attention"})

@@ -246,11 +246,13 @@ def test_backward_golden_module_launches_each_kernel_on_its_grid(fake_gpu):
     mod = runtime.load_module(os.path.join(GOLDEN, "attention_backward.py"), name="attn_bw")
     tuners = {t.attention_kernel: t for t in heuristics.autotuners_of(mod)}
     # The forward stores attention_lse's logsumexp too (one kernel for both nodes), and dK's
-    # kernel dV (grad_kv).
-    assert sorted(tuners) == sorted(["forward", "grad_q", "grad_kv"])
+    # kernel dV (grad_kv), after the delta kernel (rowsum(dO * out) per query row).
+    assert sorted(tuners) == sorted(["forward", "grad_q", "grad_kv", "delta"])
     assert tuners["forward"].runtime_names[-2:] == ["out_ptr0", "out_ptr1"]
-    assert tuners["grad_kv"].runtime_names == ["arg_Q", "arg_K", "arg_V", "arg_O", "arg_DO",
+    assert tuners["grad_kv"].runtime_names == ["arg_Q", "arg_K", "arg_V", "arg_DELTA", "arg_DO",
                                                "arg_LSE", "arg_mask", "out_ptr0", "out_ptr1"]
+    assert tuners["delta"].runtime_names == ["arg_O", "arg_DO", "arg_LSE", "out_ptr0"]
+    assert tuners["delta"].flops == 0
     assert tuners["grad_q"].mutated_pos == [7]  # only the gradient is cloned for benchmarking
     assert tuners["grad_kv"].mutated_pos == [7, 8]
     # flops: q k^T, dO v^T and ds k (grad_q), q k^T, dO v^T, ds^T q and p^T dO (grad_kv),
@@ -267,11 +269,13 @@ def test_backward_golden_module_launches_each_kernel_on_its_grid(fake_gpu):
         assert [tuple(o.shape) for o in outs] == [(2, 4, 64, 32), (2, 4, 64), (2, 4, 64, 32),
                                                   (2, 2, 64, 32), (2, 2, 64, 32)]
         launched = {name: (grid, consts) for name, grid, _, _, consts, _ in fake.LAUNCHES[n:]}
-        assert len(launched) == 3
+        assert len(launched) == 4
         for kernel, t in tuners.items():
             grid, consts = launched[t.name]
             assert consts == t.configs[min(r, len(t.configs) - 1)].kwargs
-            if kernel == "grad_kv":
+            if kernel == "delta":  # its rows: B x H x Tq
+                assert grid == (-(-2 * 4 * 64 // consts["BLOCK_M"]), 1, 1), (grid, consts)
+            elif kernel == "grad_kv":
                 assert grid == (64 // consts["BLOCK_N"], 4, 1), (kernel, grid, consts)
             else:
                 assert grid == (64 // consts["BLOCK_M"], 8, 1), (kernel, grid, consts)

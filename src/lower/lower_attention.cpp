@@ -24,30 +24,51 @@ std::vector<int64_t> static_sizes_of(const Shape& s) {
   return static_extents(s);
 }
 
-/// `box` [B, H, T, D] in `dtype` as (buffer, offset, batch/head/row strides) with contiguous
-/// rows: a view of a buffer read in place (the heads of a qkv projection), else a stored copy.
-void strided_operand(LowerContext& ctx, const TensorBox& box, DType dtype, int& buffer,
+/// `box` [B, H, T, D] as a strided view of a buffer of `dtype` with contiguous rows, if it is one.
+std::optional<StridedOperand> in_place_view(const LowerContext& ctx, const TensorBox& box,
+                                            DType dtype) {
+  const std::vector<int64_t> sizes = static_sizes_of(box.sizes);
+  if (box.buffer >= 0 && ctx.program.buffer(box.buffer).layout.dtype != dtype) return std::nullopt;
+  std::optional<StridedOperand> op = as_strided(box, 2, {sizes[0], sizes[1]});
+  if (op && ctx.program.buffer(op->buffer).layout.dtype == dtype &&
+      (op->col_stride == 1 || sizes[3] <= 1))
+    return op;
+  return std::nullopt;
+}
+
+/// `box` (graph node `node`'s value) stored in `dtype`, once for every attention node that reads
+/// it so (LowerContext::attention_operands).
+int stored_operand(LowerContext& ctx, int node, const TensorBox& box, DType dtype) {
+  const auto key = std::make_pair(node, dtype);
+  auto it = ctx.attention_operands.find(key);
+  if (it != ctx.attention_operands.end()) return it->second;
+  const int buffer = ctx.realize(box.dtype == dtype ? box : cast_box(box, dtype)).buffer;
+  ctx.attention_operands.emplace(key, buffer);
+  return buffer;
+}
+
+/// `box` [B, H, T, D] (graph node `node`'s value) in `dtype` as (buffer, offset,
+/// batch/head/row strides) with contiguous rows: a view of a buffer read in place (the heads of
+/// a qkv projection), else a stored copy.
+void strided_operand(LowerContext& ctx, int node, const TensorBox& box, DType dtype, int& buffer,
                      int64_t& offset, std::array<int64_t, 3>& strides) {
   const std::vector<int64_t> sizes = static_sizes_of(box.sizes);
-  if (box.buffer < 0 || ctx.program.buffer(box.buffer).layout.dtype == dtype) {
-    std::optional<StridedOperand> op = as_strided(box, 2, {sizes[0], sizes[1]});
-    if (op && ctx.program.buffer(op->buffer).layout.dtype == dtype &&
-        (op->col_stride == 1 || sizes[3] <= 1)) {
-      buffer = op->buffer;
-      offset = op->offset;
-      strides = {op->batch_strides[0], op->batch_strides[1], op->row_stride};
-      return;
-    }
+  if (std::optional<StridedOperand> op = in_place_view(ctx, box, dtype)) {
+    buffer = op->buffer;
+    offset = op->offset;
+    strides = {op->batch_strides[0], op->batch_strides[1], op->row_stride};
+    return;
   }
-  buffer = ctx.realize(box.dtype == dtype ? box : cast_box(box, dtype)).buffer;
+  buffer = stored_operand(ctx, node, box, dtype);
   offset = 0;
   strides = {sizes[1] * sizes[2] * sizes[3], sizes[2] * sizes[3], sizes[3]};
 }
 
-/// The buffer holding `box` contiguously in `dtype`: the box's own buffer, else a stored copy.
-int contiguous_buffer(LowerContext& ctx, const TensorBox& box, DType dtype) {
+/// The buffer holding `box` (graph node `node`'s value) contiguously in `dtype`: the box's own
+/// buffer, else a stored copy.
+int contiguous_buffer(LowerContext& ctx, int node, const TensorBox& box, DType dtype) {
   if (box.buffer >= 0 && ctx.program.buffer(box.buffer).layout.dtype == dtype) return box.buffer;
-  return ctx.realize(box.dtype == dtype ? box : cast_box(box, dtype)).buffer;
+  return stored_operand(ctx, node, box, dtype);
 }
 
 }  // namespace
@@ -65,9 +86,9 @@ AttentionKernel kernel_of(const Node& node) {
 }
 
 /// The mask input (stored in its own shape, bool or f32) and its broadcast strides.
-void set_mask(LowerContext& ctx, const TensorBox& mask, AttentionSpec& spec) {
+void set_mask(LowerContext& ctx, int node, const TensorBox& mask, AttentionSpec& spec) {
   spec.bool_mask = mask.dtype == DType::Bool;
-  spec.mask = contiguous_buffer(ctx, mask, spec.bool_mask ? DType::Bool : DType::F32);
+  spec.mask = contiguous_buffer(ctx, node, mask, spec.bool_mask ? DType::Bool : DType::F32);
   // Contiguous strides of the mask's own shape, right-aligned to [B, H, Tq, Tk]; 0 where it
   // broadcasts (size 1 or a missing leading dim).
   const auto ms = static_sizes_of(mask.sizes);
@@ -79,6 +100,31 @@ void set_mask(LowerContext& ctx, const TensorBox& mask, AttentionSpec& spec) {
 }
 
 }  // namespace
+
+void store_attention_operands(LowerContext& ctx, const Node& node, std::vector<TensorBox>& boxes) {
+  const std::string op(node.op->name);
+  if ((op != "attention" && op != "attention_lse" && op != "attention_grad") ||
+      node.inputs.size() < 2)
+    return;
+  const DType dtype = boxes[static_cast<size_t>(node.inputs[0])].dtype;
+  const bool grad = op == "attention_grad";
+  const size_t mask_at = op == "attention_lse" ? 2 : grad ? 6 : 3;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    TensorBox& x = boxes[static_cast<size_t>(node.inputs[i])];
+    if (x.buffer >= 0) continue;  // a buffer already (or read through one)
+    bool empty = false;
+    for (const sym::Expr& d : x.sizes) empty = empty || (d.is_const() && d.const_value() == 0);
+    if (empty) continue;
+    // What the lowering below reads: q, k, v (and out, grad_out) in q's dtype, lse in f32, a
+    // bool or f32 mask; anything else it converts per reader anyway.
+    const DType want = i == mask_at     ? (x.dtype == DType::Bool ? DType::Bool : DType::F32)
+                       : grad && i == 5 ? DType::F32
+                                        : dtype;
+    if (x.dtype != want) continue;
+    if (i < 3 && i != mask_at && x.sizes.size() == 4 && in_place_view(ctx, x, want)) continue;
+    x = ctx.realize(x);
+  }
+}
 
 // attention, attention_lse and attention_grad: one Extern each (the inputs are q, k[, v, out,
 // grad_out, lse][, mask]).
@@ -93,8 +139,9 @@ TensorBox lower_attention(LowerContext& ctx, const Node& node, const std::vector
   const bool grad = !lse_only && spec->kernel != AttentionKernel::forward;
   const std::string op(node.op->name);
   spec->dtype = dtype;
-  strided_operand(ctx, in[0], dtype, spec->q, spec->q_offset, spec->q_strides);
-  strided_operand(ctx, in[1], dtype, spec->k, spec->k_offset, spec->k_strides);
+  const auto& from = node.inputs;  // the graph nodes of `in`
+  strided_operand(ctx, from[0], in[0], dtype, spec->q, spec->q_offset, spec->q_strides);
+  strided_operand(ctx, from[1], in[1], dtype, spec->k, spec->k_offset, spec->k_strides);
   const auto qs = static_sizes_of(in[0].sizes), ks = static_sizes_of(in[1].sizes);
   spec->batch = qs[0];
   spec->heads = qs[1];
@@ -103,19 +150,19 @@ TensorBox lower_attention(LowerContext& ctx, const Node& node, const std::vector
   spec->kv_heads = ks[1];
   spec->kv_len = ks[2];
   if (!lse_only) {
-    strided_operand(ctx, in[2], dtype, spec->v, spec->v_offset, spec->v_strides);
+    strided_operand(ctx, from[2], in[2], dtype, spec->v, spec->v_offset, spec->v_strides);
     spec->value_dim = static_sizes_of(in[2].sizes)[3];
   }
   if (grad) {
-    spec->out = contiguous_buffer(ctx, in[3], dtype);
-    spec->grad_out = contiguous_buffer(ctx, in[4], dtype);
-    spec->lse = contiguous_buffer(ctx, in[5], DType::F32);
+    spec->out = contiguous_buffer(ctx, from[3], in[3], dtype);
+    spec->grad_out = contiguous_buffer(ctx, from[4], in[4], dtype);
+    spec->lse = contiguous_buffer(ctx, from[5], in[5], DType::F32);
   }
   spec->scale =
       node.attrs.get_float_or(op, "scale", 1.0 / std::sqrt(static_cast<double>(spec->head_dim)));
   spec->causal = node.attrs.get_bool_or(op, "causal", false);
   const size_t mask_at = lse_only ? 2 : grad ? 6 : 3;
-  if (in.size() > mask_at) set_mask(ctx, in[mask_at], *spec);
+  if (in.size() > mask_at) set_mask(ctx, from[mask_at], in[mask_at], *spec);
   const Shape& out_shape = node.type.shape;
   const DType out_dtype = lse_only ? DType::F32 : dtype;
   int id =

@@ -36,6 +36,12 @@ TensorBox lower_matmul(LowerContext& ctx, const Node& node, const std::vector<Te
 TensorBox lower_conv2d(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 /// attention: the CPU's flash kernel (an Extern calling kernels/coil_attention.h).
 TensorBox lower_attention(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
+/// Before an attention, attention_lse or attention_grad node is lowered: its operands that the
+/// kernel cannot read in place (computed values; q, k, v that are no strided view of a buffer)
+/// are stored in their shared boxes (`boxes`, indexed by graph node), so that every attention
+/// node reading them reads one buffer: a forward and its logsumexp, or the gradients of k and v,
+/// then share a kernel (sched/fusion.h), and the value is computed once, not per reader.
+void store_attention_operands(LowerContext& ctx, const Node& node, std::vector<TensorBox>& boxes);
 /// max_pool2d and avg_pool2d: a pointwise computation over the unrolled window.
 TensorBox lower_pool2d(LowerContext& ctx, const Node& node, const std::vector<TensorBox>& in);
 

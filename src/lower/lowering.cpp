@@ -5,6 +5,7 @@
 
 #include "graph/op_registry.h"
 #include "ir/loop_extents.h"
+#include "lower/lower_ops.h"
 #include "lower/op_lowering.h"
 #include "support/check.h"
 #include "support/log.h"
@@ -237,6 +238,10 @@ IrProgram lower_graph(const Graph& g, const LowerOptions& options) {
         for (const sym::Expr& d : x.sizes) empty = empty || (d.is_const() && d.const_value() == 0);
         if (x.buffer < 0 && x.dtype == DType::F32 && !empty) x = ctx.realize(x);
       }
+      // An attention node's operands that its kernel cannot read in place are stored in their
+      // shared boxes too: the forward and its logsumexp, or dK and dV, read the same buffers
+      // (and so share a kernel) and the operand is computed once.
+      store_attention_operands(ctx, node, boxes);
       if (node.op->name == "matmul" || node.op->name == "bmm")
         for (int i : node.inputs)
           store_before_reshape(ctx, g, boxes, uses, i, boxes[static_cast<size_t>(i)]);

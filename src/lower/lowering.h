@@ -8,7 +8,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "coil/graph.h"
@@ -78,6 +80,10 @@ struct LowerContext {
   /// Graph nodes computed inside the inputs of the node being lowered (TensorBox::nodes): the
   /// producers that a computation it adds inlines, unless the box it stores says otherwise.
   std::vector<int> inlined;
+  /// Operands of attention nodes stored (converted) for their kernels, by (graph node, dtype):
+  /// every attention node reading the same value in the same dtype reads one buffer
+  /// (lower_attention.cpp), so that paired calls share a kernel (sched/fusion.h).
+  std::map<std::pair<int, DType>, int> attention_operands;
 
   /// A loader reading buffer `id` with its layout.
   TensorBox buffer_box(int buffer_id) const;

@@ -488,7 +488,8 @@ def _cuda_probe(gm):
 def test_cuda_codegen_takes_forward_and_backward(kind, dtype):
     """The graphs the CUDA rows build (the attention op with masks and the top-left triangle,
     attention_lse and attention_grad with grouped heads) generate Triton modules: the flash
-    templates, forward and backward (one attention_grad kernel per gradient)."""
+    templates, forward and backward (the gradient of q's kernel, and those of k and v from one
+    kernel after the delta kernel)."""
     b, h, hkv, tq, tk, d = 2, 4, 2, 7, 40, 16
     if kind in ("flash", "cudnn"):
         tk = tq
@@ -532,9 +533,10 @@ def test_cuda_codegen_takes_forward_and_backward(kind, dtype):
     src = _cuda_probe(gm)
     assert "@triton.jit" in src and not re.search(r"tem_fused_attention_\d", src)
     if kind != "efficient":
-        # The backward templates: three attention_grad kernels (wrt q, k, v), no matmul.
-        grads = re.findall(r"kernel='(grad_[qkv])'", src)
-        assert sorted(grads) == ["grad_k", "grad_q", "grad_v"], grads
+        # The backward templates: dq's kernel, delta's and dk + dv's (grad_kv: the bridge's
+        # three attention_grad nodes read the same operands), no matmul.
+        grads = re.findall(r"kernel='(grad_\w+|delta)'", src)
+        assert sorted(grads) == ["delta", "grad_kv", "grad_q"], grads
         assert len(re.findall(r"def triton_tem_fused_attention_grad\w*\(", src)) == 3
         assert "torch.mm" not in src and "torch.matmul" not in src
     else:  # the bridge writes the whole backward out for the attn_bias gradient (dS itself)

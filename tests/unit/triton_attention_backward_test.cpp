@@ -86,11 +86,12 @@ std::vector<std::string> arg_names(const TritonKernelSource& k) {
 
 // A training step is three flash kernels: the forward stores attention_lse's logsumexp from its
 // own running max and sum (the two nodes share a kernel group), the gradient of q, and those of
-// k and v from one key-block loop (grad_kv: the two nodes share a kernel group too).
+// k and v from one key-block loop (grad_kv: the two nodes share a kernel group too), after the
+// small kernel that computes its rowsum(dO * out) once (delta).
 TEST(TritonAttentionBackward, TrainingStepIsThreeFlashKernels) {
   const std::string step = backward_graph("f32", 2, 4, 2, 64, 64, 32, 32, "causal=true");
   TritonModule m = cuda_module(step);
-  ASSERT_EQ(m.kernels.size(), 3u) << m.source;
+  ASSERT_EQ(m.kernels.size(), 4u) << m.source;
   EXPECT_TRUE(m.externs.empty());  // no matmul: nothing is written out
   for (const auto& k : m.kernels) EXPECT_TRUE(contains(k.name, "triton_tem_fused_attention"));
   const TritonKernelSource* fwd = forward_of(m);
@@ -105,7 +106,7 @@ TEST(TritonAttentionBackward, TrainingStepIsThreeFlashKernels) {
   // An attention_lse (a gradient of v) over other scores (here another buffer for q) keeps its
   // own kernel.
   TritonModule apart = cuda_module(lse_apart(step, true));
-  ASSERT_EQ(apart.kernels.size(), 5u) << apart.source;
+  ASSERT_EQ(apart.kernels.size(), 6u) << apart.source;  // and grad_k's delta kernel
   const TritonKernelSource* lse = kernel_of(apart, "lse");
   const TritonKernelSource* dq = kernel_of(m, "grad_q");
   const TritonKernelSource* dk = kernel_of(apart, "grad_k");
@@ -125,9 +126,23 @@ TEST(TritonAttentionBackward, TrainingStepIsThreeFlashKernels) {
   EXPECT_EQ(arg_names(*lse), (std::vector<std::string>{"arg_Q", "arg_K", "out_ptr0"}));
   EXPECT_EQ(arg_names(*dq), (std::vector<std::string>{"arg_Q", "arg_K", "arg_V", "arg_O", "arg_DO",
                                                       "arg_LSE", "out_ptr0"}));
-  EXPECT_EQ(arg_names(*dk), arg_names(*dq));
-  EXPECT_EQ(arg_names(*dkv), (std::vector<std::string>{"arg_Q", "arg_K", "arg_V", "arg_O", "arg_DO",
-                                                       "arg_LSE", "out_ptr0", "out_ptr1"}));
+  // dk and dk + dv read delta (from the delta kernel) where dq reads out.
+  EXPECT_EQ(arg_names(*dk), (std::vector<std::string>{"arg_Q", "arg_K", "arg_V", "arg_DELTA",
+                                                      "arg_DO", "arg_LSE", "out_ptr0"}));
+  EXPECT_EQ(arg_names(*dkv),
+            (std::vector<std::string>{"arg_Q", "arg_K", "arg_V", "arg_DELTA", "arg_DO", "arg_LSE",
+                                      "out_ptr0", "out_ptr1"}));
+  const TritonKernelSource* delta = kernel_of(m, "delta");
+  ASSERT_TRUE(delta) << m.source;
+  EXPECT_EQ(arg_names(*delta),
+            (std::vector<std::string>{"arg_O", "arg_DO", "arg_LSE", "out_ptr0"}));
+  EXPECT_TRUE(contains(delta->code, "delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)"));
+  EXPECT_TRUE(contains(delta->code, "delta = tl.where(lse == float(\"-inf\"), 0.0, delta)"));
+  EXPECT_TRUE(contains(delta->code, "row_mask = rows < 2 * 4 * 64"));
+  EXPECT_TRUE(contains(dkv->code, "delta = tl.load(DELTA + rm)"));
+  EXPECT_FALSE(contains(dkv->code, "arg_O"));
+  // The delta kernel runs before grad_kv, its buffer freed after.
+  EXPECT_LT(m.source.find(delta->name + ".run("), m.source.find(dkv->name + ".run("));
   // dv needs neither V nor out (no dp, no delta).
   EXPECT_EQ(arg_names(*dv),
             (std::vector<std::string>{"arg_Q", "arg_K", "arg_DO", "arg_LSE", "out_ptr0"}));
@@ -283,6 +298,37 @@ TEST(TritonAttentionBackward, F64AndHeadDimsAbove256AreWrittenOut) {
   // D = 256 is the template's.
   TritonModule at_limit = cuda_module(backward_graph("bf16", 1, 2, 2, 16, 16, 256, 256, ""));
   EXPECT_TRUE(kernel_of(at_limit, "grad_kv") != nullptr);
+}
+
+// Operands the kernels cannot read in place (a computed q, a scaled dO, a bf16 mask that the
+// kernels read as f32) are stored once for every attention node (lower_attention.cpp): the
+// forward still shares its pass with the logsumexp, dk with dv, and each value is computed once,
+// on both devices.
+TEST(TritonAttentionBackward, ComputedOperandsAreStoredOnceForEveryAttentionNode) {
+  const std::string text =
+      "input q0: bf16[1, 4, 64, 32]\ninput k: bf16[1, 2, 64, 32]\ninput v: bf16[1, 2, 64, 32]\n"
+      "input dy0: bf16[1, 4, 64, 32]\ninput m: bf16[1, 4, 64, 64]\n"
+      "q = mul(q0, q0)\ndy = neg(dy0)\n"
+      "y = attention(q, k, v, m) {causal=true}\nl = attention_lse(q, k, m) {causal=true}\n"
+      "dq = attention_grad(q, k, v, y, dy, l, m) {wrt=\"q\", causal=true}\n"
+      "dk = attention_grad(q, k, v, y, dy, l, m) {wrt=\"k\", causal=true}\n"
+      "dv = attention_grad(q, k, v, y, dy, l, m) {wrt=\"v\", causal=true}\n"
+      "output y\noutput l\noutput dq\noutput dk\noutput dv\n";
+  TritonModule m = cuda_module(text);
+  EXPECT_NE(kernel_of(m, "grad_kv"), nullptr) << m.source;
+  EXPECT_EQ(kernel_of(m, "grad_k"), nullptr);
+  EXPECT_EQ(kernel_of(m, "lse"), nullptr) << m.source;  // the forward stores it
+  CompileOptions o;
+  o.device = "cpu";
+  GeneratedProgram cpu = generate_program(parse_graph(text, "<test>"), o);
+  const std::string& src = cpu.module.source;
+  EXPECT_EQ(count(src, "coil::attention::backward_kv("), 1u) << src;
+  EXPECT_EQ(count(src, "coil::attention::backward("), 1u);  // dq
+  EXPECT_EQ(count(src, "coil::attention::logsumexp("), 0u);
+  // q * q, -dy and the mask's f32 copy: one computation each.
+  size_t pointwise = 0;
+  for (const auto& c : cpu.program.computations) pointwise += c.attention == nullptr;
+  EXPECT_EQ(pointwise, 3u) << src;
 }
 
 TEST(TritonAttentionBackward, LargeTensorsIndexWith64Bits) {

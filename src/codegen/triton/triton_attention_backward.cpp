@@ -35,6 +35,7 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
       : AttentionTextBase(plan, k, index) {}
 
   TritonKernelSource generate() {
+    if (k_.attention_delta_kernel) return generate_delta();
     TritonKernelSource out;
     out.name = fused_kernel_name("triton_tem_fused", k_.provenance, index_);
     out.origins = k_.origins;
@@ -43,8 +44,9 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
     out.args.push_back({a_.k, false, "arg_K"});
     if (kind == AttentionKernel::grad_q || kind == AttentionKernel::grad_k)
       out.args.push_back({a_.v, false, "arg_V"});
-    if (kind == AttentionKernel::grad_q || kind == AttentionKernel::grad_k)
+    if (kind == AttentionKernel::grad_q || (kind == AttentionKernel::grad_k && !delta_buffer()))
       out.args.push_back({a_.out, false, "arg_O"});
+    if (delta_buffer()) out.args.push_back({k_.attention_delta, false, "arg_DELTA"});
     if (kind != AttentionKernel::logsumexp) {
       out.args.push_back({a_.grad_out, false, "arg_DO"});
       out.args.push_back({a_.lse, false, "arg_LSE"});
@@ -74,6 +76,48 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
   }
 
  private:
+  bool delta_buffer() const { return k_.attention_delta >= 0; }
+
+  /// The delta kernel: rowsum(dO * out) of BLOCK_M of the B * H * Tq query rows, 0 for a row
+  /// that sees no key (lse -inf: its out is NaN), stored f32 for the gradient of k's kernel.
+  TritonKernelSource generate_delta() {
+    TritonKernelSource out = named_source();
+    out.args.push_back({a_.out, false, "arg_O"});
+    out.args.push_back({a_.grad_out, false, "arg_DO"});
+    out.args.push_back({a_.lse, false, "arg_LSE"});
+    out.args.push_back({k_.attention_delta, true, "out_ptr0"});
+    std::vector<std::string> params = add_arg_layouts(out);
+    w_.line("@triton.jit");
+    w_.linef("def {}({}{}BLOCK_M : tl.constexpr):", out.name, fmt::join(params, ", "), kSizeArgs);
+    w_.indent();
+    const int64_t dv = a_.value_dim, bdv = padded_dim(dv);
+    w_.linef(
+        "# attention_grad's delta = rowsum(dO * out) of each (batch, head, query) row of [{}, "
+        "{}, {}], 0 for",
+        names(a_.batch), names(a_.heads), names(a_.q_len));
+    w_.line("# a row that sees no key (lse -inf: its out is NaN); read by the gradient of k's");
+    w_.line("# kernel instead of out");
+    // The decorator's shape names every length: a size-generic kernel takes Tk too.
+    if (symbolic(a_.kv_len)) w_.linef("TK = {}  # (not needed here)", names(a_.kv_len));
+    w_.linef("rows = tl.program_id(0){} * BLOCK_M + tl.arange(0, BLOCK_M)",
+             k_.int64_index ? ".to(tl.int64)" : "");
+    w_.linef("rdv = tl.arange(0, {})", bdv);
+    w_.linef("row_mask = rows < {} * {} * {}", names(a_.batch), names(a_.heads), names(a_.q_len));
+    const std::string mask = bdv != dv ? fmt::format("row_mask[:, None] & (rdv[None, :] < {})", dv)
+                                       : std::string("row_mask[:, None]");
+    const std::string at = fmt::format("rows[:, None] * {} + rdv[None, :]", names(dv));
+    w_.linef("do = tl.load(arg_DO + ({}), mask={}, other=0.0)", at, mask);
+    w_.linef("o = tl.load(arg_O + ({}), mask={}, other=0.0)", at, mask);
+    w_.line("delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)");
+    w_.line("lse = tl.load(arg_LSE + rows, mask=row_mask, other=0.0)");
+    w_.line("delta = tl.where(lse == float(\"-inf\"), 0.0, delta)");
+    w_.line("tl.store(out_ptr0 + rows, delta, mask=row_mask)");
+    w_.dedent();
+    finish(out);
+    out.decorator = attention_decorator(out, ", kernel='delta'");
+    return out;
+  }
+
   void emit_header() {
     static const char* what[] = {"", "attention_lse", "attention_grad wrt q",
                                  "attention_grad wrt k", "attention_grad wrt v"};
@@ -100,6 +144,10 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
     const std::string at = sum({term("rm[:, None]", a_.value_dim, true), "rdv[None, :]"});
     w_.linef("do = tl.load(DO + ({}){})", at, masked(omask, "0.0"));
     if (!with_delta) return;
+    if (delta_buffer()) {  // the delta kernel's (0 for a row with no key)
+      w_.linef("delta = tl.load(DELTA + rm{})", bound ? ", mask=rm < TQ, other=0.0" : "");
+      return;
+    }
     w_.linef("o = tl.load(O + ({}){})", at, masked(omask, "0.0"));
     w_.line("delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)");
     w_.line("delta = tl.where(no_key, 0.0, delta)");
@@ -228,7 +276,10 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
            {a_.q_offset ? names(a_.q_offset) : "", term("b", a_.q_strides[0]),
             term("h", a_.q_strides[1])});
       base("DO", "arg_DO", {term("bh", a_.q_len * a_.value_dim)});
-      if (wrt_k) base("O", "arg_O", {term("bh", a_.q_len * a_.value_dim)});
+      if (wrt_k && delta_buffer())
+        base("DELTA", "arg_DELTA", {term("bh", a_.q_len)});
+      else if (wrt_k)
+        base("O", "arg_O", {term("bh", a_.q_len * a_.value_dim)});
       base("LSE", "arg_LSE", {term("bh", a_.q_len)});
       if (a_.mask >= 0)
         base("M", "arg_mask", {term("b", a_.mask_strides[0]), term("h", a_.mask_strides[1])});
@@ -335,6 +386,53 @@ TritonKernelSource generate_triton_attention_backward_kernel(const TritonProgram
                   plan.kernels[k].attention->kernel != AttentionKernel::forward,
               "kernel {} is not an attention backward kernel", k);
   return AttentionBackwardPrinter(plan, k, index).generate();
+}
+
+}  // namespace coil
+
+namespace coil {
+
+std::optional<std::pair<TritonKernelPlan, TritonKernelPlan>> attention_delta_kernels(
+    const TritonKernelPlan& k, std::vector<TritonBuffer>& buffers) {
+  if (!k.attention || k.attention->kernel != AttentionKernel::grad_k || k.attention_delta >= 0)
+    return std::nullopt;
+  const AttentionSpec& a = *k.attention;
+  if (a.q_len == 0 || a.kv_len == 0 || a.lse < 0) return std::nullopt;
+  // delta has lse's shape and layout ([B, H, Tq] f32, contiguous; symbolic sizes included).
+  TritonBuffer d = buffers[static_cast<size_t>(a.lse)];
+  int count = 0;
+  for (const TritonBuffer& b : buffers) count += b.name.rfind("part", 0) == 0;
+  d.name = fmt::format("part{}", count);
+  d.kind = BufferKind::Intermediate;
+  d.external_index = -1;
+  buffers.push_back(std::move(d));
+  const int delta = static_cast<int>(buffers.size()) - 1;
+  // The bodies name what each kernel loads and stores (the planner keeps those buffers in
+  // memory): the delta kernel out, grad_out and lse into delta; the gradient kernel its own
+  // operands and delta.
+  TritonKernelPlan pre = k, grad = k;
+  pre.attention_delta = delta;
+  pre.attention_delta_kernel = true;
+  pre.attention_grad_v_out = -1;
+  pre.body = LoopBody();
+  int first = -1;
+  for (int b : {a.out, a.grad_out, a.lse}) {
+    const int v = pre.body.load(b, sym::Expr(0), DType::F32);
+    if (first < 0) first = v;
+  }
+  pre.body.store(delta, sym::Expr(0), first);
+  grad.attention_delta = delta;
+  grad.body = LoopBody();
+  for (const BodyOp& op : k.body.ops())
+    if (op.op == LoopOp::load) grad.body.append(op);
+  grad.body.load(delta, sym::Expr(0), DType::F32);
+  for (const BodyOp& op : k.body.ops())  // its store still names the first load
+    if (op.op == LoopOp::store) grad.body.append(op);
+  for (TritonKernelPlan* p : {&pre, &grad}) {
+    p->op_nest.assign(p->body.ops().size(), 0);
+    p->reused.assign(p->body.ops().size(), false);
+  }
+  return std::make_pair(std::move(pre), std::move(grad));
 }
 
 }  // namespace coil

@@ -20,6 +20,10 @@
 //   grad_kv grad_k's kernel when the gradient of v of the same call shares its kernel group
 //           (sched/fusion.h attention_pairs_with_grad_v): dv += p^T dO from the same p^T, into
 //           out_ptr1 (dK out_ptr0): 4 products per (key block, query block), not 3 + 2
+//   delta   grid (cdiv(B * H * Tq, BLOCK_M)): delta = rowsum(dO * out) of BLOCK_M query rows
+//           (0 for a row with lse = -inf: its out is NaN) into a [B, H, Tq] f32 buffer, launched
+//           before grad_k / grad_kv, which then load a query block's delta instead of its out
+//           rows (FlashAttention-2's preprocessing kernel: a third less to load per step)
 //
 // A row with lse = -inf (it sees no key; its out is NaN) contributes nothing: it subtracts +inf
 // (p = exp2(s - inf) = 0) and its delta is 0. Query rows past Tq load q = dO = out = 0 and
@@ -29,6 +33,10 @@
 // (triton_attention.h), bounds masks only where some block may cross a length.
 #pragma once
 
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "codegen/triton/triton_kernel.h"
 
 namespace coil {
@@ -37,5 +45,12 @@ namespace coil {
 /// logsumexp, grad_q, grad_k or grad_v).
 TritonKernelSource generate_triton_attention_backward_kernel(const TritonProgramPlan& plan,
                                                              size_t k, int index);
+
+/// A gradient of k's kernel plan (grad_k, grad_kv: the only ones that read out) as two: a
+/// `delta` kernel storing rowsum(dO * out) into a new [B, H, Tq] f32 buffer (appended to
+/// `buffers`, named like the other partials), and the gradient kernel reading it. nullopt for
+/// other kernels and when no (key, query) pair exists (static Tq or Tk 0).
+std::optional<std::pair<TritonKernelPlan, TritonKernelPlan>> attention_delta_kernels(
+    const TritonKernelPlan& k, std::vector<TritonBuffer>& buffers);
 
 }  // namespace coil

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "codegen/triton/triton_attention_backward.h"
 #include "codegen/triton/triton_attention_decode.h"
 #include "codegen/triton/triton_printer.h"
 #include "codegen/triton/triton_split.h"
@@ -362,6 +363,15 @@ class Planner {
     // partial and a combine kernel (triton_attention_decode.h).
     if (auto split = split_attention_decode(k, out_.buffers)) {
       for (TritonKernelPlan* part : {&split->first, &split->second}) {
+        out_.steps.push_back({static_cast<int>(out_.kernels.size()), computation});
+        out_.kernels.push_back(std::move(*part));
+      }
+      return;
+    }
+    // A gradient of k: delta = rowsum(dO * out) computed once, by a kernel of its own before
+    // it (triton_attention_backward.h).
+    if (auto delta = attention_delta_kernels(k, out_.buffers)) {
+      for (TritonKernelPlan* part : {&delta->first, &delta->second}) {
         out_.steps.push_back({static_cast<int>(out_.kernels.size()), computation});
         out_.kernels.push_back(std::move(*part));
       }

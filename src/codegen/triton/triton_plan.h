@@ -136,6 +136,11 @@ struct TritonKernelPlan {
   /// A gradient of k's kernel that also stores the gradient of v (its grad_v computation shares
   /// the kernel group, sched/fusion.h: one key-block loop, kernel 'grad_kv'), or -1.
   int attention_grad_v_out = -1;
+  /// A gradient of k's kernel (grad_k, grad_kv): delta = rowsum(dO * out) of every query row,
+  /// [B, H, Tq] f32, computed once by a `delta` kernel before it (attention_delta_kernel set
+  /// there) instead of in every (key block, query block) step; -1: none.
+  int attention_delta = -1;
+  bool attention_delta_kernel = false;
   /// A forward split along the keys for decoding shapes (triton_attention_decode.h): splits > 0
   /// in both of its kernels.
   AttentionSplitPlan attention_split;

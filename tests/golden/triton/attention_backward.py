@@ -150,9 +150,27 @@ def triton_tem_fused_attention_grad_1(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
 
 
 # graph nodes: dk (attention_grad), dv (attention_grad)
-@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_kv', name='triton_tem_fused_attention_grad_2', kernel_hash='c221058e9b30296b8e826c166e4dd6ba')
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='delta', name='triton_tem_fused_attention_grad_2', kernel_hash='eed22743199014eb70b60c2947bb0e76')
 @triton.jit
-def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, arg_mask, out_ptr0, out_ptr1, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+def triton_tem_fused_attention_grad_2(arg_O, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr):
+    # attention_grad's delta = rowsum(dO * out) of each (batch, head, query) row of [2, 4, 64], 0 for
+    # a row that sees no key (lse -inf: its out is NaN); read by the gradient of k's
+    # kernel instead of out
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rdv = tl.arange(0, 32)
+    row_mask = rows < 2 * 4 * 64
+    do = tl.load(arg_DO + (rows[:, None] * 32 + rdv[None, :]), mask=row_mask[:, None], other=0.0)
+    o = tl.load(arg_O + (rows[:, None] * 32 + rdv[None, :]), mask=row_mask[:, None], other=0.0)
+    delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
+    lse = tl.load(arg_LSE + rows, mask=row_mask, other=0.0)
+    delta = tl.where(lse == float("-inf"), 0.0, delta)
+    tl.store(out_ptr0 + rows, delta, mask=row_mask)
+
+
+# graph nodes: dk (attention_grad), dv (attention_grad)
+@heuristics.attention(shape={'batch': 2, 'heads': 4, 'kv_heads': 2, 'q_len': 64, 'kv_len': 64, 'head_dim': 32, 'value_dim': 32}, causal=True, dtype='float32', kernel='grad_kv', name='triton_tem_fused_attention_grad_3', kernel_hash='3cc1feb46976715803dab8772b170491')
+@triton.jit
+def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_V, arg_DELTA, arg_DO, arg_LSE, arg_mask, out_ptr0, out_ptr1, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention_grad wrt k and v: q [2, 4, 64, 32], k [2, 2, 64, 32], v [..., 32], causal (bottom-right), bool mask
     TQ = 64
     TK = 64
@@ -186,7 +204,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
         bh = b * 4 + h
         Q = arg_Q + (b * 8192 + h * 2048)
         DO = arg_DO + (bh * 2048)
-        O = arg_O + (bh * 2048)
+        DELTA = arg_DELTA + (bh * 64)
         LSE = arg_LSE + (bh * 64)
         M = arg_mask + (b * 64)
         for start_m in range(lo, tl.minimum(full, TQ), BLOCK_M):
@@ -201,9 +219,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             st = tl.where(rn[:, None] <= rm[None, :] + (TK - TQ), st, float("-inf"))
             pt = tl.math.exp2(st - lse2[None, :])
             do = tl.load(DO + (rm[:, None] * 32 + rdv[None, :]))
-            o = tl.load(O + (rm[:, None] * 32 + rdv[None, :]))
-            delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
-            delta = tl.where(no_key, 0.0, delta)
+            delta = tl.load(DELTA + rm)
             acc_v += tl.dot(pt, do, input_precision='ieee')
             dpt = tl.dot(v, tl.trans(do), input_precision='ieee')
             dst = pt * (dpt - delta[None, :])
@@ -219,9 +235,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             st = tl.where(mv != 0, st, float("-inf"))
             pt = tl.math.exp2(st - lse2[None, :])
             do = tl.load(DO + (rm[:, None] * 32 + rdv[None, :]))
-            o = tl.load(O + (rm[:, None] * 32 + rdv[None, :]))
-            delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
-            delta = tl.where(no_key, 0.0, delta)
+            delta = tl.load(DELTA + rm)
             acc_v += tl.dot(pt, do, input_precision='ieee')
             dpt = tl.dot(v, tl.trans(do), input_precision='ieee')
             dst = pt * (dpt - delta[None, :])
@@ -243,9 +257,12 @@ def call(args):
     triton_tem_fused_attention_attention_lse_0.run(arg0_1, arg1_1, arg2_1, arg3_1, out0, out1)
     out2 = runtime.empty_strided((2, 4, 64, 32), (8192, 2048, 32, 1), torch.float32)
     triton_tem_fused_attention_grad_1.run(arg0_1, arg1_1, arg2_1, out0, arg4_1, out1, arg3_1, out2)
+    part0 = runtime.empty_strided((2, 4, 64), (256, 64, 1), torch.float32)
+    triton_tem_fused_attention_grad_2.run(out0, arg4_1, out1, part0)
     out3 = runtime.empty_strided((2, 2, 64, 32), (4096, 2048, 32, 1), torch.float32)
     out4 = runtime.empty_strided((2, 2, 64, 32), (4096, 2048, 32, 1), torch.float32)
-    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg4_1, out1, arg3_1, out3, out4)
+    triton_tem_fused_attention_grad_3.run(arg0_1, arg1_1, arg2_1, part0, arg4_1, out1, arg3_1, out3, out4)
+    del part0
     return (out0, out1, out2, out3, out4, )
 
 

@@ -140,9 +140,27 @@ def triton_tem_fused_attention_grad_1(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
 
 
 # graph nodes: dk (attention_grad), dv (attention_grad)
-@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_kv', name='triton_tem_fused_attention_grad_2', kernel_hash='9c1a752bf04b8edd85a61589b04251e6')
+@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='delta', name='triton_tem_fused_attention_grad_2', kernel_hash='8eb1cf95b041dc4d4cadc06deac9a393')
 @triton.jit
-def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LSE, out_ptr0, out_ptr1, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
+def triton_tem_fused_attention_grad_2(arg_O, arg_DO, arg_LSE, out_ptr0, BLOCK_M : tl.constexpr):
+    # attention_grad's delta = rowsum(dO * out) of each (batch, head, query) row of [1, 8, 100], 0 for
+    # a row that sees no key (lse -inf: its out is NaN); read by the gradient of k's
+    # kernel instead of out
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rdv = tl.arange(0, 64)
+    row_mask = rows < 1 * 8 * 100
+    do = tl.load(arg_DO + (rows[:, None] * 64 + rdv[None, :]), mask=row_mask[:, None], other=0.0)
+    o = tl.load(arg_O + (rows[:, None] * 64 + rdv[None, :]), mask=row_mask[:, None], other=0.0)
+    delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
+    lse = tl.load(arg_LSE + rows, mask=row_mask, other=0.0)
+    delta = tl.where(lse == float("-inf"), 0.0, delta)
+    tl.store(out_ptr0 + rows, delta, mask=row_mask)
+
+
+# graph nodes: dk (attention_grad), dv (attention_grad)
+@heuristics.attention(shape={'batch': 1, 'heads': 8, 'kv_heads': 2, 'q_len': 100, 'kv_len': 300, 'head_dim': 80, 'value_dim': 64}, causal=True, dtype='bfloat16', kernel='grad_kv', name='triton_tem_fused_attention_grad_3', kernel_hash='3ac2dc7d65cc3fe131b6767cd1d5ee68')
+@triton.jit
+def triton_tem_fused_attention_grad_3(arg_Q, arg_K, arg_V, arg_DELTA, arg_DO, arg_LSE, out_ptr0, out_ptr1, BLOCK_M : tl.constexpr, BLOCK_N : tl.constexpr):
     # flash attention_grad wrt k and v: q [1, 8, 100, 80], k [1, 2, 300, 80], v [..., 64], causal (bottom-right)
     TQ = 100
     TK = 300
@@ -176,7 +194,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
         bh = b * 8 + h
         Q = arg_Q + (h * 8000)
         DO = arg_DO + (bh * 6400)
-        O = arg_O + (bh * 6400)
+        DELTA = arg_DELTA + (bh * 100)
         LSE = arg_LSE + (bh * 100)
         for start_m in range(lo, tl.minimum(full, TQ), BLOCK_M):
             rm = start_m + rm0
@@ -188,9 +206,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             st = tl.where(rn[:, None] <= rm[None, :] + (TK - TQ), st, float("-inf"))
             pt = tl.math.exp2(st - lse2[None, :])
             do = tl.load(DO + (rm[:, None] * 64 + rdv[None, :]), mask=(rm[:, None] < TQ), other=0.0)
-            o = tl.load(O + (rm[:, None] * 64 + rdv[None, :]), mask=(rm[:, None] < TQ), other=0.0)
-            delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
-            delta = tl.where(no_key, 0.0, delta)
+            delta = tl.load(DELTA + rm, mask=rm < TQ, other=0.0)
             acc_v += tl.dot(pt.to(do.dtype), do)
             dpt = tl.dot(v, tl.trans(do))
             dst = pt * (dpt - delta[None, :])
@@ -204,9 +220,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             st = tl.dot(k, tl.trans(q)) * qk_scale
             pt = tl.math.exp2(st - lse2[None, :])
             do = tl.load(DO + (rm[:, None] * 64 + rdv[None, :]))
-            o = tl.load(O + (rm[:, None] * 64 + rdv[None, :]))
-            delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
-            delta = tl.where(no_key, 0.0, delta)
+            delta = tl.load(DELTA + rm)
             acc_v += tl.dot(pt.to(do.dtype), do)
             dpt = tl.dot(v, tl.trans(do))
             dst = pt * (dpt - delta[None, :])
@@ -220,9 +234,7 @@ def triton_tem_fused_attention_grad_2(arg_Q, arg_K, arg_V, arg_O, arg_DO, arg_LS
             st = tl.dot(k, tl.trans(q)) * qk_scale
             pt = tl.math.exp2(st - lse2[None, :])
             do = tl.load(DO + (rm[:, None] * 64 + rdv[None, :]), mask=(rm[:, None] < TQ), other=0.0)
-            o = tl.load(O + (rm[:, None] * 64 + rdv[None, :]), mask=(rm[:, None] < TQ), other=0.0)
-            delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
-            delta = tl.where(no_key, 0.0, delta)
+            delta = tl.load(DELTA + rm, mask=rm < TQ, other=0.0)
             acc_v += tl.dot(pt.to(do.dtype), do)
             dpt = tl.dot(v, tl.trans(do))
             dst = pt * (dpt - delta[None, :])
@@ -243,9 +255,12 @@ def call(args):
     triton_tem_fused_attention_attention_lse_0.run(arg0_1, arg1_1, arg2_1, out0, out1)
     out2 = runtime.empty_strided((1, 8, 100, 80), (64000, 8000, 80, 1), torch.bfloat16)
     triton_tem_fused_attention_grad_1.run(arg0_1, arg1_1, arg2_1, out0, arg3_1, out1, out2)
+    part0 = runtime.empty_strided((1, 8, 100), (800, 100, 1), torch.float32)
+    triton_tem_fused_attention_grad_2.run(out0, arg3_1, out1, part0)
     out3 = runtime.empty_strided((1, 2, 300, 80), (48000, 24000, 80, 1), torch.bfloat16)
     out4 = runtime.empty_strided((1, 2, 300, 64), (38400, 19200, 64, 1), torch.bfloat16)
-    triton_tem_fused_attention_grad_2.run(arg0_1, arg1_1, arg2_1, out0, arg3_1, out1, out3, out4)
+    triton_tem_fused_attention_grad_3.run(arg0_1, arg1_1, arg2_1, part0, arg3_1, out1, out3, out4)
+    del part0
     return (out0, out1, out2, out3, out4, )
 
 
