@@ -51,6 +51,43 @@ def test_a_graph_built_from_python_runs_on_torch_tensors(shape):
         torch.testing.assert_close(out, torch.nn.functional.gelu(xs * wt), rtol=1e-5, atol=1e-6)
 
 
+def test_calls_with_other_tensors_strides_and_threads_use_their_own_pointers():
+    """run_into keeps each thread's last coil_tensor structs per signature and rewrites only the
+    data pointers: new tensors of the same signature, another stride (a transposed input), an
+    interleaving thread and a numpy array in between all give their own results."""
+    import threading
+    import numpy as np
+    g = coil.Graph()
+    x, w = g.input("x", "f32[6, 5]"), g.input("w", "f32[5]")
+    g.output(g.node("mul", [x, w]), "y")
+    model = coil.compile(g, **OPTIONS)
+    w0 = torch.randn(5)
+    for i in range(4):
+        xs = torch.randn(6, 5) if i % 2 == 0 else torch.randn(5, 6).t()
+        out = torch.empty(6, 5) if i < 2 else torch.empty(5, 6).t()
+        model.run_into([xs, w0], [out])
+        torch.testing.assert_close(out, xs * w0)
+    outs = [np.empty((6, 5), np.float32)]
+    model.run_into([np.ones((6, 5), np.float32), np.full(5, 2.0, np.float32)], outs)
+    assert (outs[0] == 2.0).all()
+    errors = []
+
+    def worker(seed):
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(200):
+            a, b = torch.randn(6, 5, generator=gen), torch.randn(5, generator=gen)
+            o = torch.empty(6, 5)
+            model.run_into([a, b], [o])
+            if not torch.equal(o, a * b):
+                errors.append(seed)
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
 @pytest.mark.parametrize("dtype", ["i16", "u16", "u32", "u64"])
 def test_new_integer_dtypes_run_on_numpy_arrays(dtype):
     # Issue 27's dtypes through the C ABI from numpy (torch has uint16/32/64 only from 2.3);
