@@ -86,10 +86,7 @@ class AttentionBackwardPrinter : public triton_attention::AttentionTextBase {
     out.args.push_back({a_.grad_out, false, "arg_DO"});
     out.args.push_back({a_.lse, false, "arg_LSE"});
     out.args.push_back({k_.attention_delta, true, "out_ptr0"});
-    std::vector<std::string> params = add_arg_layouts(out);
-    w_.line("@triton.jit");
-    w_.linef("def {}({}{}BLOCK_M : tl.constexpr):", out.name, fmt::join(params, ", "), kSizeArgs);
-    w_.indent();
+    open_row_kernel(out);
     const int64_t dv = a_.value_dim, bdv = padded_dim(dv);
     w_.linef(
         "# attention_grad's delta = rowsum(dO * out) of each (batch, head, query) row of [{}, "

@@ -180,6 +180,15 @@ class AttentionTextBase {
                        plan_.fp32_precision == Fp32Precision::highest ? "ieee" : "tf32");
   }
 
+  /// open_kernel of a kernel over rows (B * H * Tq of them, BLOCK_M a program) rather than
+  /// query and key blocks: the split path's combine, the backward's delta.
+  void open_row_kernel(TritonKernelSource& out) {
+    std::vector<std::string> params = add_arg_layouts(out);
+    w_.line("@triton.jit");
+    w_.linef("def {}({}{}BLOCK_M : tl.constexpr):", out.name, fmt::join(params, ", "), kSizeArgs);
+    w_.indent();
+  }
+
   /// Prints `@triton.jit` and the kernel's def line for out.args (their layouts added to
   /// `out`), indents into the body, and sets the block flags every body reads.
   void open_kernel(TritonKernelSource& out) {

@@ -128,10 +128,7 @@ class DecodeCombinePrinter : public triton_attention::AttentionTextBase {
     out.args.push_back({split_.sum, false, "arg_sum"});
     out.args.push_back({k_.attention_out, true, "out_ptr0"});
     if (k_.attention_lse_out >= 0) out.args.push_back({k_.attention_lse_out, true, "out_ptr1"});
-    std::vector<std::string> params = add_arg_layouts(out);
-    w_.line("@triton.jit");
-    w_.linef("def {}({}{}BLOCK_M : tl.constexpr):", out.name, fmt::join(params, ", "), kSizeArgs);
-    w_.indent();
+    open_row_kernel(out);
     emit_body();
     w_.dedent();
     finish(out);
