@@ -107,6 +107,10 @@ GeneratedProgram generate_program(const Graph& graph, const CompileOptions& opti
   IrProgram program = lower_graph(g, lower_options);
   mark("lower");
   if (!gpu) {
+    if (!lower_options.realize_all) {
+      fuse_expand_depthwise(program);
+      after_ir_pass("fuse_expand_depthwise", program);
+    }
     convs_as_matmuls(program);
     after_ir_pass("convs_as_matmuls", program);
     fold_conv_activations(program);

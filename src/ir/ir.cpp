@@ -81,9 +81,12 @@ int IrProgram::add_buffer(BufferKind kind, Layout layout, int external_index) {
     case BufferKind::Output:
       b.name = fmt::format("out{}", external_index);
       break;
-    case BufferKind::Intermediate:
-      b.name = fmt::format("buf{}", b.id);
+    case BufferKind::Intermediate: {
+      const int number = std::max(b.id, next_intermediate_name);
+      b.name = fmt::format("buf{}", number);
+      next_intermediate_name = number + 1;
       break;
+    }
   }
   buffers.push_back(std::move(b));
   return buffers.back().id;
@@ -171,6 +174,16 @@ std::string to_string(const IrProgram& p) {
         out += fmt::format(" activation={}", activation_name(c.conv->activation));
       if (c.conv->activation == Conv2dSpec::Activation::clamp)
         out += fmt::format("({}, {})", c.conv->clamp_min, c.conv->clamp_max);
+      if (c.conv->expand) {
+        const Conv2dSpec::Expand& e = *c.conv->expand;
+        out += fmt::format(" expand(c={}, w={}", e.c, p.buffer(e.w).name);
+        if (e.bias >= 0) out += fmt::format(", bias={}", p.buffer(e.bias).name);
+        if (e.activation != Conv2dSpec::Activation::none)
+          out += fmt::format(", activation={}", activation_name(e.activation));
+        if (e.activation == Conv2dSpec::Activation::clamp)
+          out += fmt::format("({}, {})", e.clamp_min, e.clamp_max);
+        out += ")";
+      }
       if (c.conv->x_nhwc) out += " x=NHWC";
       if (c.conv->y_nhwc) out += " y=NHWC";
     }

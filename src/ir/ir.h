@@ -102,6 +102,17 @@ struct Conv2dSpec {
   /// x / y hold NHWC data behind their NCHW declaration: a tensor passed from one oneDNN call
   /// to another, which nothing else reads (keep_conv_layouts, lower/conv_layouts.cpp).
   bool x_nhwc = false, y_nhwc = false;
+  /// A 1x1 conv computed inside this depthwise call, band by band of output rows: x is then the
+  /// expand conv's input [n, expand->c, h, wd], and the depthwise conv reads
+  /// activation(expand->w @ x + expand->bias), never stored (fuse_expand_depthwise,
+  /// lower/expand_depthwise.cpp; kernels/coil_expand_depthwise.h).
+  struct Expand {
+    int w = -1, bias = -1;  // buffers: [c, expand->c, 1, 1] and [c] (-1: none)
+    int64_t c = 0;          // input channels
+    Activation activation = Activation::none;
+    double clamp_min = 0, clamp_max = 0;
+  };
+  std::optional<Expand> expand;
 };
 
 /// "silu", "relu", "clamp" or "none".
@@ -217,6 +228,10 @@ struct IrProgram {
   std::vector<std::shared_ptr<const Tensor>> constants;  // data of constant_buffers
   /// What generated code checks at run time (BodyOp::site indexes this).
   std::vector<RunCheck> run_checks;
+
+  /// The number in the next intermediate buffer's name ("buf7"): its id, or more once passes
+  /// have dropped buffers (drop_unused_buffers renumbers ids, not names), so names stay unique.
+  int next_intermediate_name = 0;
 
   int add_buffer(BufferKind kind, Layout layout, int external_index = -1);
   const Buffer& buffer(int id) const { return buffers[static_cast<size_t>(id)]; }

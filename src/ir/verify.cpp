@@ -572,6 +572,10 @@ class ComputationChecker {
       const Conv2dSpec& cv = *c_.conv;
       expected = {cv.x, cv.w};
       if (cv.bias >= 0) expected.push_back(cv.bias);
+      if (cv.expand) {
+        expected.push_back(cv.expand->w);
+        if (cv.expand->bias >= 0) expected.push_back(cv.expand->bias);
+      }
       auto operand = [&](int id, const char* what, const std::vector<int64_t>& sizes) {
         if (!valid_buffer(id)) {
           fail("conv2d operand {} is no buffer", what);
@@ -584,7 +588,14 @@ class ComputationChecker {
           fail("conv2d operand {} ({}) has sizes {}, the spec says {}", what, b.name,
                shape_str(b.layout.sizes), shape_str(make_shape(sizes)));
       };
-      operand(cv.x, "x", {cv.n, cv.c, cv.h, cv.wd});
+      if (cv.expand) {
+        if (!runs_on_coil_depthwise(cv)) fail("conv2d: only a depthwise conv takes an expand conv");
+        operand(cv.x, "x", {cv.n, cv.expand->c, cv.h, cv.wd});
+        operand(cv.expand->w, "expand w", {cv.c, cv.expand->c, 1, 1});
+        if (cv.expand->bias >= 0) operand(cv.expand->bias, "expand bias", {cv.c});
+      } else {
+        operand(cv.x, "x", {cv.n, cv.c, cv.h, cv.wd});
+      }
       operand(cv.w, "w", {cv.oc, cv.groups > 0 ? cv.c / cv.groups : 0, cv.kh, cv.kw});
       if (cv.bias >= 0) operand(cv.bias, "bias", {cv.oc});
       const std::vector<int64_t> out_sizes = hinted_sizes(out.layout.sizes);

@@ -37,18 +37,17 @@ namespace coil {
 namespace {
 
 using Activation = Conv2dSpec::Activation;
+using Folded = ConvActivation;
 
-struct Folded {
-  Activation activation;
-  double lo = 0, hi = 0;  // clamp's bounds
-};
+/// The store index of a computation's body (its last op).
+const sym::Expr& store_index(const ComputedBuffer& c) {
+  return c.body.ops().back().index;
+}
 
-/// The activation a pointwise body computes from buffer `in` at `index` into its store, or
-/// nullopt when the body is anything else. clamp only with `clamps` (coil's own depthwise and
-/// direct kernels): clamp is maximum(constant lo, x) then minimum(constant hi, .), the form
-/// lowering gives clamp {min, max} and ONNX's Clip, with lo <= hi.
-std::optional<Folded> activation_of(const LoopBody& body, int in, const sym::Expr& index,
-                                    bool clamps) {
+}  // namespace
+
+std::optional<ConvActivation> conv_activation_of(const LoopBody& body, int in,
+                                                 const sym::Expr& index, bool clamps) {
   const auto& ops = body.ops();
   auto is_input = [&](int i) {
     const BodyOp& op = ops[static_cast<size_t>(i)];
@@ -79,13 +78,6 @@ std::optional<Folded> activation_of(const LoopBody& body, int in, const sym::Exp
     return Folded{Activation::clamp, ops[1].fvalue, ops[3].fvalue};
   return std::nullopt;
 }
-
-/// The store index of a computation's body (its last op).
-const sym::Expr& store_index(const ComputedBuffer& c) {
-  return c.body.ops().back().index;
-}
-
-}  // namespace
 
 void drop_unused_buffers(IrProgram& p) {
   std::vector<bool> used(p.buffers.size(), false);
@@ -127,6 +119,10 @@ void drop_unused_buffers(IrProgram& p) {
       to(v->x);
       to(v->w);
       to(v->bias);
+      if (v->expand) {
+        to(v->expand->w);
+        to(v->expand->bias);
+      }
       c.conv = v;
     }
   }
@@ -156,7 +152,7 @@ void fold_conv_activations(IrProgram& program) {
     const Layout& to = program.buffer(act.buffer).layout;
     if (to.dtype != from.dtype || to.sizes != from.sizes || to.strides != from.strides) continue;
     const std::optional<Folded> a =
-        activation_of(act.body, out, store_index(conv), runs_on_coil_conv(*conv.conv));
+        conv_activation_of(act.body, out, store_index(conv), runs_on_coil_conv(*conv.conv));
     if (!a) continue;
 
     auto spec = std::make_shared<Conv2dSpec>(*conv.conv);

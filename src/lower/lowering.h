@@ -118,6 +118,26 @@ void elide_store_rounding(IrProgram& program);
 /// reader's buffer (lower/fold_conv_activations.cpp). CPU only (run by the pipeline).
 void fold_conv_activations(IrProgram& program);
 
+/// An activation a conv call can apply to its output (clamp's bounds lo <= hi).
+struct ConvActivation {
+  Conv2dSpec::Activation activation;
+  double lo = 0, hi = 0;
+};
+
+/// The activation a pointwise body computes from buffer `in` at `index` into its store, or
+/// nullopt when the body is anything else. clamp only with `clamps` (coil's own depthwise and
+/// direct kernels): clamp is maximum(constant lo, x) then minimum(constant hi, .), the form
+/// lowering gives clamp {min, max} and ONNX's Clip, with lo <= hi.
+std::optional<ConvActivation> conv_activation_of(const LoopBody& body, int in,
+                                                 const sym::Expr& index, bool clamps);
+
+/// An inverted residual block's expand conv (1x1, stride 1, f32, its bias and a relu, clamp or
+/// silu after it) whose output only a depthwise conv on coil's planes path reads becomes part
+/// of that conv's call (Conv2dSpec::expand), computed band by band so that the expanded tensor
+/// is never stored (lower/expand_depthwise.cpp). CPU only (run by the pipeline before
+/// convs_as_matmuls); not where every intermediate is stored for inspection.
+void fuse_expand_depthwise(IrProgram& program);
+
 /// A tensor written by one oneDNN conv2d call and read only by another (as its input) passes
 /// between them channels-last, with no reorder on either side (lower/conv_layouts.cpp). CPU
 /// only, after fold_conv_activations; not where every intermediate is stored for inspection.

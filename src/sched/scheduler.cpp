@@ -22,7 +22,8 @@ int64_t computation_ops(const ComputedBuffer& c) {
     };
     int64_t oh = out(v.h, v.kh, v.stride[0], v.dilation[0], v.padding[0], v.padding[2]);
     int64_t ow = out(v.wd, v.kw, v.stride[1], v.dilation[1], v.padding[1], v.padding[3]);
-    return 2 * v.n * v.oc * oh * ow * (v.c / v.groups) * v.kh * v.kw;
+    const int64_t expand = v.expand ? 2 * v.n * v.c * v.h * v.wd * v.expand->c : 0;
+    return 2 * v.n * v.oc * oh * ow * (v.c / v.groups) * v.kh * v.kw + expand;
   }
   if (c.attention) {
     const AttentionSpec& a = *c.attention;

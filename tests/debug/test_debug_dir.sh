@@ -21,8 +21,9 @@ dirs=("$work"/debug/graph-*)
 [ "${#dirs[@]}" -eq 1 ] || fail "want one graph folder, got ${dirs[*]}"
 d="${dirs[0]}"
 for f in 00-input.coil 01-recognize_attention.coil 02-decompose_and_bind.coil 03-lower.ir \
-         04-simplify_indices.ir 05-elide_store_rounding.ir 06-convs_as_matmuls.ir 07-fold_conv_activations.ir \
-         08-keep_conv_layouts.ir 09-autotune_matmuls.ir 10-fuse.schedule 11-plan_memory.schedule \
+         04-simplify_indices.ir 05-elide_store_rounding.ir 06-fuse_expand_depthwise.ir \
+         07-convs_as_matmuls.ir 08-fold_conv_activations.ir 09-keep_conv_layouts.ir \
+         10-autotune_matmuls.ir 11-fuse.schedule 12-plan_memory.schedule \
          fusion.txt plan.txt module.cpp compile_command.txt report.json \
          kernels/cpp_fused_softmax_0/kernel.cpp kernels/cpp_fused_softmax_0/run.sh; do
   [ -s "$d/$f" ] || fail "$f is missing or empty"

@@ -117,6 +117,11 @@ class KernelPrinter final : public NestPrinter {
                head.kind == LoopKind::Template ? "template" : matmul_impl_name(ms.impl),
                matmul_shape_text(p_, head),
                nests().size() > 1 ? ", epilogue fused on each tile" : "");
+    } else if (head.conv && head.conv->expand) {
+      w_.linef(
+          "// {}: 1x1 expand conv and depthwise convolution, band by band "
+          "(coil_expand_depthwise.h)",
+          out.name);
     } else if (head.conv && runs_on_coil_depthwise(*head.conv)) {
       w_.linef("// {}: depthwise convolution (coil_depthwise.h)", out.name);
     } else if (head.conv && runs_on_coil_direct(*head.conv)) {

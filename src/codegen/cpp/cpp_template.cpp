@@ -501,16 +501,31 @@ void emit_extern_conv2d(NestPrinter& p, const ComputedBuffer& t) {
         (c.h + c.padding[0] + c.padding[2] - c.dilation[0] * (c.kh - 1) - 1) / c.stride[0] + 1;
     const int64_t ow =
         (c.wd + c.padding[1] + c.padding[3] - c.dilation[1] * (c.kw - 1) - 1) / c.stride[1] + 1;
-    w.linef(
-        "const coil::depthwise::Params params{{{}, {}, {}, {}, {}, {}, {{{}, {}}}, {{{}, {}}}, "
-        "{{{}, {}}}, {}, {}, coil::depthwise::Activation::{}, {}, {}}};",
+    const std::string dw = fmt::format(
+        "{{{}, {}, {}, {}, {}, {}, {{{}, {}}}, {{{}, {}}}, {{{}, {}}}, {}, {}, "
+        "coil::depthwise::Activation::{}, {}, {}}}",
         SizeNames(p.program(), {c.x, t.buffer})(c.n), c.c, c.h, c.wd, c.kh, c.kw, c.stride[0],
         c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1], oh, ow,
         activation_name(c.activation), cpp_literal(c.clamp_min, 0, DType::F32),
         cpp_literal(c.clamp_max, 0, DType::F32));
+    const std::string bias = c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr";
+    if (c.expand) {
+      // The expand conv before it, band by band (kernels/coil_expand_depthwise.h).
+      const Conv2dSpec::Expand& e = *c.expand;
+      w.linef(
+          "const coil::expand_depthwise::Params params{{{}, {}, coil::depthwise::Activation::{}, "
+          "{}, {}}};",
+          dw, e.c, activation_name(e.activation), cpp_literal(e.clamp_min, 0, DType::F32),
+          cpp_literal(e.clamp_max, 0, DType::F32));
+      w.linef("coil::expand_depthwise::forward(params, {}, {}, {}, {}, {}, {});",
+              p.plan().pointer(c.x), p.plan().pointer(e.w),
+              e.bias >= 0 ? p.plan().pointer(e.bias) : "nullptr", p.plan().pointer(c.w), bias,
+              p.plan().pointer(t.buffer));
+      return;
+    }
+    w.linef("const coil::depthwise::Params params{};", dw);
     w.linef("coil::depthwise::forward(params, {}, {}, {}, {});", p.plan().pointer(c.x),
-            p.plan().pointer(c.w), c.bias >= 0 ? p.plan().pointer(c.bias) : "nullptr",
-            p.plan().pointer(t.buffer));
+            p.plan().pointer(c.w), bias, p.plan().pointer(t.buffer));
     return;
   }
   if (runs_on_coil_direct(c)) {
