@@ -16,12 +16,13 @@
 // where dw is the depthwise conv's coil::depthwise::Params over the expanded [N, C, H, W].
 //
 // How: tasks are (image, band of output rows), over OpenMP threads (the band count a multiple
-// of the thread count). A task packs the input rows its band reads (with the rows above and
-// below that its taps reach: recomputed by the neighbouring band too, 1 / band of the expand's
-// work at stride 2, 2 / band at stride 1) as the matmul's B, then per chunk of channels: the
-// matmul template (coil_gemm.h, on the calling thread) with the bias and activation in its
-// epilogue writes the chunk's expanded rows E[channel][row][column], and the depthwise kernel's
-// planes path (coil_depthwise.h) computes each channel's output rows of the band from them.
+// of the thread count). A task packs the input rows its band reads (about kBandInputRows; the
+// rows its taps share with the next band are computed by both: kernel - stride of every
+// kBandInputRows expanded rows, 2 of 32 for a 3x3 conv at stride 1) as the matmul's B, then per
+// chunk of channels: the matmul template (coil_gemm.h, on the calling thread) with the bias
+// and activation in its epilogue writes the chunk's expanded rows E[channel][row][column], and
+// the depthwise kernel's planes path (coil_depthwise.h) computes each channel's output rows of
+// the band from them.
 // Every output is the sum the two kernels compute apart (each expanded value: the matmul's
 // chain in increasing k, then + bias, then the activation; each depthwise output: bias, then
 // the taps in (kh, kw) order), so results do not depend on the band or the thread count.

@@ -163,6 +163,28 @@ def test_small_composites():
     _check(lambda t: torch.special.multigammaln(t, 3), x.abs() + 1.5)
 
 
+def test_copies_across_devices():
+    """A copy to the device its source is on is a cast (torch's GQA path copies a mask
+    `.to(query.device)` on cuda: it fell back to eager on torch 2.11); to another device it
+    stays in eager."""
+    class Source:
+        def __init__(self, val):
+            self.meta = {"val": val}
+
+    class Node:
+        def __init__(self, val):
+            self.args = (Source(val),)
+
+    on_meta, on_cpu = Node(torch.empty(2, device="meta")), Node(torch.empty(2))
+    assert not lowering.copies_across_devices(on_meta, None)
+    assert not lowering.copies_across_devices(on_meta, "meta")
+    assert not lowering.copies_across_devices(on_cpu, torch.device("cpu"))
+    assert lowering.copies_across_devices(on_meta, "cpu")
+    assert lowering.copies_across_devices(on_cpu, "meta")
+    assert lowering.copies_across_devices(Node(None), "cuda:0")  # unknown source: a move
+    _check(lambda t: t.to(device="cpu", dtype=torch.float64) * 2, torch.randn(3, 4))
+
+
 # ---- scatters, scans, sorting (lowering_scatter.py) ------------------------------------------
 
 def _gen(seed):

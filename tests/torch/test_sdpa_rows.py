@@ -348,6 +348,30 @@ def test_cudnn_forward_with_bias_and_trailing_lse_dim():
     close(got[1], want[1])
 
 
+@pytest.mark.parametrize("tq,tk", [(1, 7), (7, 40), (40, 7)])
+def test_cudnn_non_square_causal_is_top_left(tq, tk):
+    """The dense cuDNN kernel's is_causal is torch's top-left triangle (cudnn-frontend's
+    causal mask), coil's own: forward and backward compile with no fallback (torch 2.11 picks
+    cuDNN for bf16 decoding rows, Tq 1 against Tk 7 among test_sdpa_torch2.py's cases)."""
+    q, k, v = rand(1, 2, tq, 16, seed=1), rand(1, 2, tk, 16, seed=2), rand(1, 2, tk, 16, seed=3)
+    inputs = {"q": q, "k": k, "v": v}
+    gm, want = build(CUDNN, inputs, ["q", "k", "v", None, True, 0.0, True], {}, [0, 1])
+    compiled, got = compile_and_run(gm, inputs)
+    assert "attention(" in coil_text(compiled)
+    close(got[0], want[0])
+    close(got[1], want[1])
+    out, lse = want[0], want[1]
+    dout = rand(1, 2, tq, 16, seed=9)
+    binputs = {"do": dout, "q": q, "k": k, "v": v, "o": out, "lse": lse,
+               "seed": torch.zeros((), dtype=torch.int64),
+               "off": torch.zeros((), dtype=torch.int64), "bias": torch.zeros(0)}
+    gm, want = build(CUDNN_BW, binputs, ["do", "q", "k", "v", "o", "lse", "seed", "off", "bias",
+                                         None, None, tq, tk, 0.0, True], {}, [0, 1, 2])
+    compiled, got = compile_and_run(gm, binputs)
+    for g, w in zip(got, want):
+        close(g, w, rtol=1e-3, atol=1e-4)
+
+
 def test_dropout_and_non_square_flash_causal_stay_in_eager():
     q, k, v = rand(1, 2, 5, 16, seed=1), rand(1, 2, 6, 16, seed=2), rand(1, 2, 6, 16, seed=3)
     inputs = {"q": q, "k": k, "v": v}

@@ -305,12 +305,26 @@ def _filled(L, node, args, kwargs):
 
 # ---- casts and copies -----------------------------------------------------------------------
 
+def copies_across_devices(node, device):
+    """Whether a copy to `device` moves its source to another device (the graph's device is
+    its inputs' one: a copy to where the source already is, such as torch's GQA path's
+    `.to(query.device)` on cuda, is a cast). Unknown sources count as moves."""
+    if device is None:
+        return False
+    dev = torch.device(device)
+    src = node.args[0].meta.get("val") if node.args and hasattr(node.args[0], "meta") else None
+    if not isinstance(src, torch.Tensor):
+        return dev.type != "cpu"
+    have = src.device
+    same_index = (dev.index if dev.index is not None else 0) == (
+        have.index if have.index is not None else 0)
+    return dev.type != have.type or (dev.type != "cpu" and not same_index)
+
+
 @lowers("prims.convert_element_type.default", "aten._to_copy.default", "aten.to.dtype")
 def _convert(L, node, args, kwargs):
-    if kwargs.get("device") not in (None, torch.device("cpu")) and "device" in kwargs:
-        dev = kwargs["device"]
-        if torch.device(dev).type != "cpu":
-            raise Unsupported(f"a copy to {dev}")
+    if copies_across_devices(node, kwargs.get("device")):
+        raise Unsupported(f"a copy to {kwargs['device']}")
     return Value(L.cast(args[0], _out_dtype(node)))
 
 

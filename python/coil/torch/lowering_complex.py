@@ -20,7 +20,7 @@ multiplication of a complex value by a real scalar, and the views.
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .lowering import ROWS, Unsupported, Value, lowers, meta_of
+from .lowering import ROWS, Unsupported, Value, copies_across_devices, lowers, meta_of
 from .lowering_nn import shape, coil_dt, zeros, reshape, slice_, concat, _pad
 
 # torch's complex dtypes coil lowers, and the real dtype of their pairs
@@ -305,7 +305,7 @@ def _c_convert(L, node, args, kwargs):
     """A cast where the source or the result is complex: real -> complex gets a zero imaginary
     part; complex -> complex casts the pair; complex -> real keeps the real part (as torch,
     which warns)."""
-    if kwargs.get("device") is not None and torch.device(kwargs["device"]).type != "cpu":
+    if copies_across_devices(node, kwargs.get("device")):
         raise Unsupported(f"a copy to {kwargs['device']}")
     dt = meta_of(node)[1]
     x = args[0]

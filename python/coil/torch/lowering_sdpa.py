@@ -245,7 +245,10 @@ def _fused_forward(kind):
         mask_dtype = metas[mask_name][1] if mask is not None else None
         causal = bool(a["is_causal"])
         tq, tk = metas["query"][0][2], metas["key"][0][2]
-        if causal and tq != tk and kind in ("flash", "cudnn"):
+        # The flash kernel's non-square causal mask has its own alignment; the dense cuDNN
+        # kernel's is torch's top-left triangle (cudnn-frontend's causal mask; bottom-right is
+        # an option torch's dense path does not set), which coil_mask passes as a mask.
+        if causal and tq != tk and kind == "flash":
             raise Unsupported(f"{node.target}: is_causal with Tq {tq} != Tk {tk} (this kernel's "
                               "alignment is its own)")
         y = attention(L, q, k, v, mask, mask_dtype, causal, a.get("scale"))

@@ -179,7 +179,7 @@ def _grads_row(kind):
         mask_dtype = metas[mask_name][1] if mask is not None else None
         causal = bool(a["is_causal"])
         tq, tk = metas["query"][0][2], metas["key"][0][2]
-        if causal and tq != tk and kind in ("flash", "cudnn"):
+        if causal and tq != tk and kind == "flash":
             raise Unsupported(f"{node.target}: is_causal with Tq {tq} != Tk {tk}")
         lse = a.get("logsumexp")
         if not isinstance(lse, Value):
