@@ -6,10 +6,14 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "coil/coil.h"
+#include "coil/runtime.h"
 #include "graph/interpreter.h"
 #include "graph/text_format.h"
 #include "runtime/compare.h"
@@ -70,6 +74,27 @@ inline std::vector<std::string> runnable_isas() {
 /// Parses a text graph (for concise tests).
 inline Graph graph_from_text(const std::string& text) {
   return parse_graph(text, "<test>");
+}
+
+/// Whether two tensors of the same dtype hold the same bytes (NaN payloads included).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.numel() == b.numel() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel() * dtype_size(a.dtype()))) ==
+             0;
+}
+
+/// Output 0 of `m` on `in` at 1 and at 2 threads (coil::set_num_threads; restored after): for
+/// kernels that split their work by the thread count and must still give the same bits.
+inline std::vector<Tensor> first_output_at_one_and_two_threads(CompiledModel& m,
+                                                               const std::vector<Tensor>& in) {
+  const int saved = omp_get_max_threads();
+  std::vector<Tensor> got;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    got.push_back(m.run(in)[0].clone());
+  }
+  set_num_threads(saved);
+  return got;
 }
 
 }  // namespace coil::testing
