@@ -119,6 +119,20 @@ TEST(ExpandDepthwise, NanAndThreadCountsGiveTheSameBits) {
   }
 }
 
+TEST(ExpandDepthwise, EveryIsa) {
+  // The kernel is generic code over coil_vec.h (the depthwise planes path and the matmul
+  // template of each ISA): each ISA this machine runs, against the reference.
+  const std::string text =
+      block({2, 8, 16, 37, 29, 3, "stride=[2, 2], padding=[1, 1]", "clamp", true, true, "relu"});
+  Graph g = parse_graph(text, "<test>");
+  for (const std::string& isa : testing::runnable_isas()) {
+    SCOPED_TRACE(isa);
+    CompileOptions o;
+    o.isa = isa;
+    EXPECT_TRUE(testing::matches_reference(g, testing::random_inputs(g, 4), o));
+  }
+}
+
 TEST(ExpandDepthwise, WhatStaysApart) {
   struct Case {
     const char* why;
