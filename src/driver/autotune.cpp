@@ -393,6 +393,13 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
                  "{}: template (heuristic: B is a constant, packed once at load, and the "
                  "epilogue fuses; at {} threads not timed)",
                  where, threads);
+      } else if (!packed_ahead && s.m <= kPerCallPackMaxRows &&
+                 s.k * s.n >= kPerCallPackMinElements) {
+        choice = MatmulImpl::Dnnl;
+        COIL_LOG(autotune,
+                 "{}: dnnl (heuristic: {} row(s) of A against a B the template would pack per "
+                 "call; not timed)",
+                 where, s.m);
       } else if (2 * m * n * k < kQuickTimingMinFlops) {
         COIL_LOG(autotune, "{}: template (heuristic: a product of {:.2f} MFLOP is not timed)",
                  where, 2 * m * n * k / 1e6);

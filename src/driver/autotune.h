@@ -55,6 +55,17 @@ constexpr int kQuickSamples = 3;
 /// their candidates differ by microseconds, and the template fuses the epilogue.
 constexpr double kQuickTimingMinFlops = double{1 << 20};
 
+/// Default mode: a product of at most kPerCallPackMaxRows rows of A against a B that the
+/// template packs per call (an input, not a constant) of at least kPerCallPackMinElements goes
+/// to oneDNN untimed, however small: the template reads and writes all of B to pack it for at
+/// most 8 uses of each element, where oneDNN reads B in place. Measured with max-autotune (AMD
+/// EPYC, 2 cores, B [768, 512]): M = 1, 2, 4, 8 the template 64-88 us, oneDNN 12-54 us (1 and 2
+/// threads); M = 16 the template 83 us, oneDNN 94. A 125M Llama's decode step through
+/// coil.torch has twelve 1x512x768 products (weights are inputs there) that the small-product
+/// rule above kept on the template.
+constexpr int64_t kPerCallPackMaxRows = 8;
+constexpr int64_t kPerCallPackMinElements = int64_t{1} << 16;
+
 struct AutotuneOptions {
   bool enabled = true;  // false: the template everywhere, nothing timed (golden tests)
   /// CompileOptions::mode: "default" (cached decisions, heuristics, a quick search where

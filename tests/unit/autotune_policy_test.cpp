@@ -102,6 +102,25 @@ TEST(AutotunePolicy, DefaultModeDoesNotTimeTinyProducts) {
   EXPECT_EQ(timing_files(cache), 0);
 }
 
+// A row of A against an input B (a decode step's projection through coil.torch): oneDNN,
+// untimed (the template would pack all of B per call); a tiny B stays on the template.
+TEST(AutotunePolicy, DefaultModeSendsFewRowsAgainstAPerCallBToTheLibrary) {
+  PrivateCache cache("policy-gemv");
+  // Sums of 768 products of [-2, 2] values: oneDNN's order rounds otherwise than the
+  // reference's (docs/numerics.md), so the check's tolerance is widened.
+  const std::string tol = "--rtol 1e-3 --atol 1e-4";
+  for (int m : {1, 8}) {
+    Cli r = check(cache, product(m, 512, 768), tol);
+    ASSERT_EQ(r.status, 0) << r.log;
+    EXPECT_TRUE(has(r, fmt::format("matmul {}x512x768", m))) << r.log;
+    EXPECT_TRUE(has(r, "dnnl (heuristic: ")) << r.log;
+  }
+  Cli rows16 = check(cache, product(16, 512, 768), tol);
+  ASSERT_EQ(rows16.status, 0) << rows16.log;
+  EXPECT_FALSE(has(rows16, "dnnl (heuristic: ")) << rows16.log;
+  EXPECT_EQ(timing_files(cache), 1);  // only the 16-row product was timed
+}
+
 // A product the heuristics leave open: the quick search (template against oneDNN, best of 3
 // each), cached; another shape of its size bucket then takes its decision untimed.
 TEST(AutotunePolicy, DefaultModeTimesOpenChoicesQuicklyAndSharesThemInTheBucket) {
