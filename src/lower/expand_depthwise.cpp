@@ -36,11 +36,6 @@ namespace coil {
 
 namespace {
 
-/// The store index of a computation's body (its last op).
-const sym::Expr& store_index(const ComputedBuffer& c) {
-  return c.body.ops().back().index;
-}
-
 bool f32(const IrProgram& p, int b) {
   return b < 0 || p.buffer(b).layout.dtype == DType::F32;
 }

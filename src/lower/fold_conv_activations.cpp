@@ -39,12 +39,11 @@ namespace {
 using Activation = Conv2dSpec::Activation;
 using Folded = ConvActivation;
 
-/// The store index of a computation's body (its last op).
+}  // namespace
+
 const sym::Expr& store_index(const ComputedBuffer& c) {
   return c.body.ops().back().index;
 }
-
-}  // namespace
 
 std::optional<ConvActivation> conv_activation_of(const LoopBody& body, int in,
                                                  const sym::Expr& index, bool clamps) {

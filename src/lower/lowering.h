@@ -118,6 +118,9 @@ void elide_store_rounding(IrProgram& program);
 /// reader's buffer (lower/fold_conv_activations.cpp). CPU only (run by the pipeline).
 void fold_conv_activations(IrProgram& program);
 
+/// The store index of a computation's body (its last op).
+const sym::Expr& store_index(const ComputedBuffer& c);
+
 /// An activation a conv call can apply to its output (clamp's bounds lo <= hi).
 struct ConvActivation {
   Conv2dSpec::Activation activation;
