@@ -124,10 +124,13 @@ def test_sdpa_forward_and_backward(case, device, dtype, coil_graphs, monkeypatch
             torch.testing.assert_close(mleaf.grad, mref.grad.to(dt), **tol)
 
     assert not fallbacks, fallbacks
-    if device == "cuda" and ((causal and tq != tk) or (gqa and dt == torch.float32)):
+    if device == "cuda" and ((causal and tq != tk) or
+                             (gqa and (dt == torch.float32 or mask == "float"))):
         # torch's own choice on CUDA: non-square causal may go to a kernel that aligns it its
-        # own way (eager), and f32 with grouped-query heads to the math path (the memory-
-        # efficient kernel has no GQA): written out, no attention op
+        # own way (eager), and grouped-query heads in f32 or with a float mask that requires
+        # grad to the math path (the memory-efficient kernel, the one that gives a mask
+        # gradient, has no GQA): written out, no attention op (the H100's torch 2.11 run of
+        # 2026-12-07: the two bf16 float-mask GQA rows failed only here)
         return
     if device == "cpu" and mask == "float":
         # a float mask that requires grad: torch 2.11 traces the math path on the CPU (its

@@ -667,9 +667,13 @@ def _compile_symbolic(gm, example_inputs, options, device):
     from .per_size import PerSizeCallable
     why = None
     on_gpu = device == "cuda"
+    # No per-node CUDA probe here (_supported_on_gpu): a node alone has the graph's derived
+    # sizes (a KV cache's s0 + 1 after a cat) as its inputs' sizes, which a module binds from
+    # no input, so every node past the cat would be refused. The whole graph is tried below;
+    # where coil's CUDA path refuses it, the per-size graphs are static and partitioned with
+    # the probes as usual.
     blockers = [n for n in gm.graph.nodes if n.op == "call_function" and
-                (_mutates(n) or not _supported(n) or
-                 (on_gpu and not _supported_on_gpu(n, options)))]
+                (_mutates(n) or not _supported(n))]
     if device not in ("cpu", "cuda") or (on_gpu and not (options or {}).get("size_generic",
                                                                              True)):
         why = f"coil's {device} path compiles each size (size-generic modules are off)"
