@@ -18,6 +18,12 @@ std::vector<int64_t> static_extents(const std::vector<sym::Expr>& ranges) {
   return out;
 }
 
+std::vector<int64_t> nominal_extents(const std::vector<sym::Expr>& ranges) {
+  std::vector<int64_t> out;
+  for (const auto& r : ranges) out.push_back(sym::nominal_value(r));
+  return out;
+}
+
 int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end) {
   end = std::min(end, v.size());
   int64_t p = 1;

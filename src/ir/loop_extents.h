@@ -15,6 +15,10 @@ namespace coil {
 /// compile (sym/size_hints.h); an internal error otherwise.
 std::vector<int64_t> static_extents(const std::vector<sym::Expr>& ranges);
 
+/// The extents of ranges with every size symbol at sym::kNominalSize: for a choice that shows
+/// in a size-generic module's text, which may not depend on the hints (sym/size_hints.h).
+std::vector<int64_t> nominal_extents(const std::vector<sym::Expr>& ranges);
+
 /// Product of v[begin, end), end clamped to the size (1 when empty).
 int64_t product(const std::vector<int64_t>& v, size_t begin = 0, size_t end = SIZE_MAX);
 

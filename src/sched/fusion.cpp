@@ -374,11 +374,14 @@ class Fuser {
                     "its reads are contiguous along its last loop only, which the kernel would "
                     "share: the reduction would run as scalar loops");
     std::vector<sym::Expr> shared(outer.begin(), outer.begin() + k);
-    int64_t rows = product(static_extents(shared));
-    int64_t row_work =
-        std::max(product(static_extents(comp(c).ranges)) *
-                     product(static_extents(comp(c).reduction_ranges)) / std::max<int64_t>(rows, 1),
-                 int64_t{1});
+    // At the nominal size, not the hints: a size-generic module serves every size, and a
+    // decoder's KV cache of length s + 1 made short rows at one hint and long at another (the
+    // module's text depended on the sizes it was generated at, and was refused).
+    int64_t rows = product(nominal_extents(shared));
+    int64_t row_work = std::max(product(nominal_extents(comp(c).ranges)) *
+                                    product(nominal_extents(comp(c).reduction_ranges)) /
+                                    std::max<int64_t>(rows, 1),
+                                int64_t{1});
     if (rows < kMinFusedRows && row_work >= kLongRowElements)
       return refuse(
           c, g, fmt::format("{} long rows are too few to parallelize one fused row loop", rows));

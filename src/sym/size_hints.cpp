@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "support/check.h"
 #include "sym/analyzer.h"
 
 namespace coil::sym {
@@ -60,6 +61,15 @@ std::string SizeGuard::to_string() const {
                       : std::to_string(min) + " <= " + e + " <= " + std::to_string(max);
   if (min != INT64_MIN) return e + " >= " + std::to_string(min);
   return e + " <= " + std::to_string(max);
+}
+
+int64_t nominal_value(const Expr& e) {
+  if (e.is_const()) return e.const_value();
+  std::map<Expr, Expr> at;
+  for (const Expr& s : free_symbols(e)) at[s] = Expr(kNominalSize);
+  Expr v = substitute(e, at);
+  COIL_ASSERT(v.is_const(), "nominal_value: {} is not a size expression", to_string(e));
+  return v.const_value();
 }
 
 Expr at_hints(const Expr& e) {

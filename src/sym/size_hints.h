@@ -87,4 +87,14 @@ std::optional<bool> decide_at_least(const Expr& e, int64_t bound);
 /// size stays >= 1 (code generation, whose text must hold for other sizes too).
 void bind_size_hints(Analyzer& a, bool exact);
 
+/// Where a choice that shows in a size-generic module's text needs a number for a symbolic
+/// size, it reads this one, never the hints: the module serves every size, so its text may not
+/// depend on the sizes it was generated at (the GPU path generates it at two sets of hints and
+/// refuses a difference). Used by the Triton decorators' size hints and index widths and by
+/// the scheduler's fusion rules.
+constexpr int64_t kNominalSize = 1024;
+
+/// `e` with every size symbol at kNominalSize (a constant stays itself).
+int64_t nominal_value(const Expr& e);
+
 }  // namespace coil::sym

@@ -625,6 +625,24 @@ TEST(TritonSizeGeneric, SymbolicRowsAreLoopedAndKeepTheirMasks) {
   EXPECT_NE(c.find("persistent_reduction"), std::string::npos) << c;
 }
 
+TEST(TritonSizeGeneric, FusionRulesDoNotReadTheHintOfASymbolicRowLength) {
+  // A decoder step's KV caches grow by one row each (bench/gpu/llama_decode.py): 4 rows of
+  // (n + 1) * 64 elements, short at n = 97 and long at n = 157 for the outer-loop fusion rule
+  // (kLongRowElements), which fused the value cache's concat into the key's kernel at one
+  // size and not at the other. The module was refused, and on the H100 the Llama step was
+  // compiled for every length (2026-12-07). A symbolic row counts as long.
+  std::string s = size_generic_source(
+      "input p: f32[1, 1, 512]\ninput ck: f32[1, 4, n, 64]\ninput cv: f32[1, 4, n, 64]\n"
+      "r = reshape(p) {shape=[1, 1, 2, 4, 64]}\npm = permute(r) {dims=[2, 0, 3, 1, 4]}\n"
+      "k1 = slice(pm) {dim=0, start=0, end=1}\nv1 = slice(pm) {dim=0, start=1, end=2}\n"
+      "kr = reshape(k1) {shape=[1, 4, 1, 64]}\nvr = reshape(v1) {shape=[1, 4, 1, 64]}\n"
+      "kn = sigmoid(kr)\nk = concat(ck, kn) {dim=2}\nv = concat(cv, vr) {dim=2}\n"
+      "output k\noutput v\n");
+  EXPECT_NE(s.find("# graph nodes: k (concat)\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("# graph nodes: v (concat <- reshape, permute, slice)\n"), std::string::npos)
+      << s;
+}
+
 TEST(TritonSizeGeneric, WhatCannotStaySymbolicIsRefusedNamingIt) {
   try {
     size_generic_source(

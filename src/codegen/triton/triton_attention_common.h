@@ -96,7 +96,7 @@ class AttentionTextBase {
     std::string size_params;
     for (const std::string& s : out.size_args) {
       size_params += s + ", ";
-      out.size_arg_values.push_back(sym::hint(sym::make_symbol(s)).value_or(kTritonNominalSize));
+      out.size_arg_values.push_back(sym::hint(sym::make_symbol(s)).value_or(sym::kNominalSize));
     }
     out.code.replace(out.code.find(kSizeArgs), std::string(kSizeArgs).size(), ", " + size_params);
     out.hash = checksum(out.code);

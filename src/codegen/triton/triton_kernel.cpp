@@ -78,7 +78,7 @@ class TritonKernelPrinter {
     // Size symbols the index expressions read (Inductor's ks0, ...), after the pointers.
     out.size_args = size_args_;
     for (const std::string& a : size_args_)
-      out.size_arg_values.push_back(sym::hint(sym::make_symbol(a)).value_or(kTritonNominalSize));
+      out.size_arg_values.push_back(sym::hint(sym::make_symbol(a)).value_or(sym::kNominalSize));
     params.insert(params.end(), size_args_.begin(), size_args_.end());
     if (k_.kind == TritonKernelKind::Template) {
       // M, N, K are constants of the body; the runtime knows them from the decorator.
@@ -304,7 +304,7 @@ class TritonKernelPrinter {
     }
     // A symbolic numel's hint is nominal (triton_plan.h): the text holds for every size.
     auto hint = [](const sym::Expr& e, int64_t value) {
-      return triton_size_hint(is_symbolic(e) ? triton_nominal_size(e) : value);
+      return triton_size_hint(is_symbolic(e) ? sym::nominal_value(e) : value);
     };
     std::string hints;
     if (k_.kind == TritonKernelKind::Tiled)

@@ -780,7 +780,7 @@ class ModulePrinter {
       std::vector<std::string> hints;
       for (size_t s = 0; s < o_.size_symbols.size(); ++s) {
         auto h = sym::hint(sym::make_symbol(fmt::format("ks{}", s)));
-        hints.push_back(fmt::format("'ks{}': {}", s, h ? *h : kTritonNominalSize));
+        hints.push_back(fmt::format("'ks{}': {}", s, h ? *h : sym::kNominalSize));
       }
       w_.linef("SIZE_HINTS = {{{}}}  # the sizes get_args() makes inputs of",
                fmt::join(hints, ", "));

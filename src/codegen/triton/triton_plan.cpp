@@ -63,14 +63,6 @@ bool use_persistent_reduction(int64_t r0_numel, ReductionHint hint) {
   return r0_numel <= (hint == ReductionHint::Outer ? kPersistentMaxOuter : kPersistentMaxInner);
 }
 
-int64_t triton_nominal_size(const sym::Expr& e) {
-  std::map<sym::Expr, sym::Expr> at;
-  for (const sym::Expr& s : sym::free_symbols(e)) at[s] = sym::Expr(kTritonNominalSize);
-  sym::Expr v = sym::substitute(e, at);
-  COIL_ASSERT(v.is_const(), "triton_nominal_size: {} is not a size expression", sym::to_string(e));
-  return v.const_value();
-}
-
 namespace {
 bool has_min_max(const sym::Expr& e) {
   if (e.kind() == sym::ExprKind::Min || e.kind() == sym::ExprKind::Max) return true;
@@ -483,10 +475,10 @@ class Planner {
   int64_t index_extent(int b) const {
     const TritonBuffer& tb = out_.buffers[static_cast<size_t>(b)];
     sym::Expr n = product_expr(tb.size_exprs);
-    return is_symbolic(n) ? triton_nominal_size(n) : tb.numel();
+    return is_symbolic(n) ? sym::nominal_value(n) : tb.numel();
   }
   static int64_t index_extent(const sym::Expr& n, int64_t value) {
-    return is_symbolic(n) ? triton_nominal_size(n) : value;
+    return is_symbolic(n) ? sym::nominal_value(n) : value;
   }
 
   /// A size-generic module's int32 indexing must hold for buffer `b` at every size it runs.

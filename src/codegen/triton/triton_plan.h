@@ -192,10 +192,9 @@ inline bool is_symbolic(const sym::Expr& e) {
 
 /// What a size-generic module prints where a number stands for a symbolic size (decorators'
 /// size hints, the attention template's config shape): `e` with every size symbol at
-/// kTritonNominalSize, so that the text does not depend on the sizes it was generated at. The
-/// runtime still picks and caches configs per power-of-two bucket of the call's numels.
-constexpr int64_t kTritonNominalSize = 1024;
-int64_t triton_nominal_size(const sym::Expr& e);
+/// sym::kNominalSize (sym::nominal_value), so that the text does not depend on the sizes it was
+/// generated at. The runtime still picks and caches configs per power-of-two bucket of the
+/// call's numels.
 
 /// The Python text of size expression `e` (ks0*ks1, ks0 // 2), `value` where it is constant.
 std::string triton_size_text(const sym::Expr& e, int64_t value);
