@@ -1,5 +1,6 @@
 // A graph pass: the written-out attention pattern becomes one `attention` node, so the CPU runs
-// it as the flash kernel (O(T) memory) instead of materializing the [Tq, Tk] scores.
+// it as the flash kernel (O(T) memory) instead of materializing the [Tq, Tk] scores; and
+// attention reads grouped kv heads directly instead of their repeats.
 #pragma once
 
 #include "coil/graph.h"
@@ -21,7 +22,11 @@ namespace coil {
 /// for q @ k^T) is matched through those views as the 4-D product. Mathematically the same
 /// value; rounding differs as in any fusion (the scores stay in f32 registers, where a bf16
 /// graph rounds them to bf16). The replaced nodes are left unread (decompose_and_bind drops
-/// them). Returns the number of rewrites in `*rewrites` when given.
+/// them). An attention node (attention_lse; attention_grad for q) whose k and v are both
+/// torch's repeat_interleave of kv heads along dim 1 (reshape(expand(unsqueeze(x, 2))), as a
+/// decoder with grouped-query heads writes it) reads the kv heads themselves: the op's
+/// grouped-query heads read them as the repeat did, and the repeated copies are not made.
+/// Returns the number of rewrites in `*rewrites` when given.
 Graph recognize_attention(const Graph& g, int* rewrites = nullptr);
 
 }  // namespace coil

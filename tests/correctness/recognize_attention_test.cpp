@@ -215,11 +215,38 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndHeadDims, RecognizeWhere,
                          ::testing::Combine(::testing::Values("f32", "bf16", "f16"),
                                             ::testing::Values(int64_t{16}, int64_t{64})));
 
+/// A decoder's grouped-query attention as torch writes it: k and v repeat_interleave'd from
+/// `hkv` heads to `h` (unsqueeze at `udim`, expand, reshape), then attention.
+std::string repeated_kv_graph(int64_t h, int64_t hkv, int64_t tq, int64_t tk, int64_t udim,
+                              const char* extra = "") {
+  const int64_t rep = h / hkv, d = 16;
+  auto repeat = [&](const char* x) {
+    const std::string e = udim == 2 ? fmt::format("[2, {}, {}, {}, {}]", hkv, rep, tk, d)
+                                    : fmt::format("[2, {}, {}, {}, {}]", rep, hkv, tk, d);
+    return fmt::format(
+        "{0}u = unsqueeze({0}) {{dim={1}}}\n{0}e = expand({0}u) {{shape={2}}}\n"
+        "{0}r = reshape({0}e) {{shape=[2, {3}, {4}, {5}]}}\n",
+        x, udim, e, h, tk, d);
+  };
+  return fmt::format(
+             "input q: f32[2, {0}, {1}, 16]\ninput k: f32[2, {2}, {3}, 16]\n"
+             "input v: f32[2, {2}, {3}, 16]\n",
+             h, tq, hkv, tk) +
+         repeat("k") + repeat("v") + "y = attention(q, kr, vr)" + extra +
+         "\nl = attention_lse(q, kr)\noutput y\noutput l\noutput kr\n";
+}
+
 // Forms that are not attention as the op computes it stay written out (and still compute the
 // graph): a finite fill (finfo.min: a fully masked row would be a mean, not NaN), an expand
-// that broadcasts kv heads (1 -> H), a result reshape that splits the merged batch as [H, B].
+// that broadcasts kv heads (1 -> H), a result reshape that splits the merged batch as [H, B];
+// kv heads tiled rather than repeated (unsqueeze at 1: head h reads kv head h % Hkv), and k
+// repeated where v is not, stay repeated.
 TEST(RecognizeWhere, NearMissesStayWrittenOut) {
-  const char* graphs[] = {
+  const std::string graphs[] = {
+      repeated_kv_graph(6, 2, 3, 5, 1),
+      "input q: f32[1, 4, 3, 8]\ninput k: f32[1, 2, 5, 8]\ninput v: f32[1, 4, 5, 8]\n"
+      "ku = unsqueeze(k) {dim=2}\nke = expand(ku) {shape=[1, 2, 2, 5, 8]}\n"
+      "kr = reshape(ke) {shape=[1, 4, 5, 8]}\ny = attention(q, kr, v)\noutput y\n",
       "input q: bf16[1, 2, 5, 8]\ninput k: bf16[1, 2, 5, 8]\ninput v: bf16[1, 2, 5, 8]\n"
       "input m: bool[5, 5]\nkt = transpose(k) {dim0=2, dim1=3}\ns = matmul(q, kt)\n"
       "f = full() {dtype=bf16, shape=[], value=-3.3895313892515355e+38}\n"
@@ -239,13 +266,36 @@ TEST(RecognizeWhere, NearMissesStayWrittenOut) {
       "p3 = reshape(p) {shape=[6, 5, 5]}\nv3 = reshape(v) {shape=[6, 5, 8]}\n"
       "y3 = matmul(p3, v3)\ny = reshape(y3) {shape=[3, 2, 5, 8]}\noutput y\n",
   };
-  for (const char* text : graphs) {
+  for (const std::string& text : graphs) {
     SCOPED_TRACE(text);
     Graph g = graph_from_text(text);
     int rewrites = -1;
     recognize_attention(g, &rewrites);
     EXPECT_EQ(rewrites, 0);
     EXPECT_TRUE(testing::matches_reference(g, random_inputs(g, 3)));
+  }
+}
+
+// The repeated copies are not made: attention and attention_lse read the kv heads, as the op's
+// grouped-query heads (head h reads kv head h / (H / Hkv)) read what repeat_interleave made;
+// the repeat stays for its other reader (an output here). Same values as the graph as written.
+TEST(RecognizeGroupedHeads, RepeatedKvHeadsAreReadAsGroupedQueryHeads) {
+  for (auto [h, hkv] : {std::pair<int64_t, int64_t>{6, 2}, {4, 1}, {3, 3}}) {
+    for (auto [tq, tk] : {std::pair<int64_t, int64_t>{1, 9}, {7, 7}, {1, 64}, {5, 1}}) {
+      for (const char* extra : {"", " {causal=true}"}) {
+        std::string text = repeated_kv_graph(h, hkv, tq, tk, 2, extra);
+        SCOPED_TRACE(text);
+        Graph g = graph_from_text(text);
+        int rewrites = 0;
+        Graph r = recognize_attention(g, &rewrites);
+        EXPECT_EQ(rewrites, 2);
+        const Node& y = r.node(r.find("y"));
+        EXPECT_EQ(r.node(y.inputs[1]).name, "k");
+        EXPECT_EQ(r.node(y.inputs[2]).name, "v");
+        EXPECT_EQ(r.node(r.node(r.find("l")).inputs[1]).name, "k");
+        EXPECT_TRUE(testing::matches_reference(g, random_inputs(g, uint64_t(h * tk + tq))));
+      }
+    }
   }
 }
 
