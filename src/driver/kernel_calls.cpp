@@ -65,7 +65,7 @@ constexpr std::array<Caller, sizeof...(N)> callers(std::index_sequence<N...>) {
   return {&call_n<N>...};
 }
 
-constexpr auto kCallers = callers(std::make_index_sequence<41>{});
+constexpr auto kCallers = callers(std::make_index_sequence<97>{});
 
 }  // namespace
 

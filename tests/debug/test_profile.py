@@ -82,4 +82,14 @@ for n in names:
         fail(f"the table lacks {n}:\n{table}")
 if "ceiling:" not in table or "kernels one by one:" not in table:
     fail(f"the table lacks its summary:\n{table}")
+# A kernel of many arguments (a decoder step's fused rotary tables had 45; up to 40 were
+# supported): 60 inputs summed in one kernel, profiled like any other.
+wide = work / "wide.coil"
+wide.write_text("".join(f"input x{i}: f32[8, 16]\n" for i in range(60)) +
+                "".join(f"s{i} = add({'x0' if i == 1 else f's{i - 1}'}, x{i})\n"
+                        for i in range(1, 60)) + "output s59\n")
+out = subprocess.run([coil, "bench", str(wide), "--profile", "--runs", "3", "--trace",
+                      str(work / "wide.json")], env=env, capture_output=True, text=True)
+if out.returncode != 0 or "cpp_fused_add_0" not in out.stdout:
+    fail(f"a 61-argument kernel's profile: {out.returncode}\n{out.stdout}{out.stderr}")
 print(f"test_profile: ok (kernels / whole run: {', '.join(f'{r:.3f}' for r in ratios)})")
