@@ -21,7 +21,12 @@
 //   - B is packed into panels of kNR columns over all of K (the last panel only as wide as the
 //     rest of N rounded up to a vector, kLanes): element (k, n) of panel q = n / kNR, of width
 //     w, is at q * K * kNR + k * w + n % kNR; padding columns are zero. The layout does not
-//     depend on the Blocking, so one packed weight serves any blocking.
+//     depend on the Blocking, so one packed weight serves any blocking. A B that changes every
+//     call (an activation) is given as it is to matmul_raw_b and packed by the threads that
+//     read it, each its own column panels into a buffer of its own (at most kLocalBBytes a
+//     thread, else B is packed whole first): packed by one thread and read by the others, the
+//     panels crossed cores dirty, and a 1x1 convolution over 49 pixels ran no faster on two
+//     threads than on one.
 //   - The output is cut into blocks of at most mc x nc, each computed by one thread: for each
 //     kc slice of K, for each kMR-row panel of A (packed just before use, so it stays in L1),
 //     the micro-kernel sweeps the nc / kNR B panels of the slice (the kc x nc slice of packed B
@@ -192,48 +197,6 @@ inline int64_t packed_b_elements_bf16(int64_t K, int64_t N, const Blocking& /*bl
 namespace detail {
 inline namespace COIL_GEMM_ABI {
 
-// Panels [p0, p1) of B (b(k, n) = b[k * rs + n * cs]) as float.
-template <class T>
-inline void pack_b_panels_f32(const T* b, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t p0,
-                              int64_t p1, float* out) {
-  for (int64_t p = p0; p < p1; ++p) {
-    const int64_t w = panel_width(p, N), n0 = p * kNR, cols = std::min<int64_t>(w, N - n0);
-    float* o = out + p * K * kNR;
-    if (cs == 1) {  // rows of B are contiguous: copy a run of `cols` per k
-      for (int64_t k = 0; k < K; ++k) {
-        const T* row = b + k * rs + n0;
-        float* orow = o + k * w;
-        for (int64_t j = 0; j < cols; ++j) orow[j] = to_f32(row[j]);
-        for (int64_t j = cols; j < w; ++j) orow[j] = 0.0f;
-      }
-      continue;
-    }
-    // Columns of B are runs (e.g. B = W^T, rs == 1): transpose 8 columns at a time.
-    int64_t j = 0;
-#ifdef COIL_GEMM_HAS_TRANSPOSE8
-    if constexpr (std::is_same_v<T, float>) {
-      if (rs == 1) {
-        for (; j + 8 <= cols; j += 8) {
-          const char* src = reinterpret_cast<const char*>(b + (n0 + j) * cs);
-          int64_t k = transpose_rows8(src, cs * 4, K, o + j, w);
-          for (; k < K; ++k) {
-            for (int t = 0; t < 8; ++t) o[k * w + j + t] = b[(n0 + j + t) * cs + k];
-          }
-        }
-      }
-    }
-#endif
-    for (; j < w; ++j) {
-      if (j < cols) {
-        const T* col = b + (n0 + j) * cs;
-        for (int64_t k = 0; k < K; ++k) o[k * w + j] = to_f32(col[k * rs]);
-      } else {
-        for (int64_t k = 0; k < K; ++k) o[k * w + j] = 0.0f;
-      }
-    }
-  }
-}
-
 #if COIL_GEMM_BF16_PAIRS
 // Panels [p0, p1) of NR columns as (k, k+1) pairs: element (k, n) of panel p, of width w, at
 // p * Kp * NR + (k / 2) * 2 * w + 2 * (n % NR) + k % 2, Kp = K rounded up to KRound (2 for
@@ -319,7 +282,8 @@ inline void pack_b_parallel(const float* b, int64_t rs, int64_t cs, int64_t K, i
                             const Blocking& /*blk*/, float* out) {
   int64_t panels = detail::ceil_div(N, kNR);
 #pragma omp parallel for schedule(static) if (K * N >= (int64_t{1} << 16))
-  for (int64_t p = 0; p < panels; ++p) detail::pack_b_panels_f32(b, rs, cs, K, N, p, p + 1, out);
+  for (int64_t p = 0; p < panels; ++p)
+    detail::pack_b_panels_f32(b, rs, cs, K, N, p, p + 1, out + p * K * kNR);
 }
 
 inline void pack_b_bf16_parallel(const bfloat16* b, int64_t rs, int64_t cs, int64_t K, int64_t N,
@@ -333,7 +297,8 @@ inline void pack_b_bf16_parallel(const bfloat16* b, int64_t rs, int64_t cs, int6
 #elif COIL_GEMM_HAS_BF16_KERNEL
     detail::pack_b_panels_bf16_pairs(b, rs, cs, K, N, p, p + 1, reinterpret_cast<uint16_t*>(out));
 #else
-    detail::pack_b_panels_f32(b, rs, cs, K, N, p, p + 1, reinterpret_cast<float*>(out));
+    detail::pack_b_panels_f32(b, rs, cs, K, N, p, p + 1,
+                              reinterpret_cast<float*>(out) + p * K * kNR);
 #endif
   }
 }
@@ -387,7 +352,7 @@ void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, AOf&& a_of, int64_t 
   auto a = [&](int64_t b) -> const float* { return a_of(b); };
   auto pb = [&](int64_t b) -> const void* { return packed_b_of(b); };
   detail::run_matmul<detail::PathF32<float>>(batch, M, N, K, a, a_rs, a_cs, nullptr, pb, blk.mc,
-                                             blk.nc, blk.kc, epilogue);
+                                             blk.nc, blk.kc, epilogue, nullptr);
 }
 
 /// matmul with A packed ahead by pack_a_all (the same A for every batch): A is read from
@@ -398,7 +363,25 @@ void matmul_packed_a(int64_t batch, int64_t M, int64_t N, int64_t K, const float
   auto a = [&](int64_t) -> const float* { return nullptr; };
   auto pb = [&](int64_t b) -> const void* { return packed_b_of(b); };
   detail::run_matmul<detail::PathF32<float>>(batch, M, N, K, a, 0, 0, packed_a, pb, blk.mc, blk.nc,
-                                             blk.kc, epilogue);
+                                             blk.kc, epilogue, nullptr);
+}
+
+/// matmul with B as it is (b_of(b): `const float*` of batch b's B, element (k, n) at
+/// [k * b_rs + n * b_cs]), packed during the call by the threads that read it: each thread
+/// packs the column panels it computes into a buffer of its own (detail::kLocalBBytes at
+/// most, else B is packed whole first). For a B that changes every call (an activation), in
+/// place of pack_b_parallel into packed_b_scratch then matmul. `packed_a`: A packed by
+/// pack_a_all, or null to read A through a_of as matmul does. Bit for bit matmul's result.
+template <class AOf, class BOf, class Epilogue>
+void matmul_raw_b(int64_t batch, int64_t M, int64_t N, int64_t K, const float* packed_a, AOf&& a_of,
+                  int64_t a_rs, int64_t a_cs, BOf&& b_of, int64_t b_rs, int64_t b_cs,
+                  const Blocking& blk, Epilogue&& epilogue) {
+  auto a = [&](int64_t b) -> const float* { return a_of(b); };
+  auto pb = [](int64_t) -> const void* { return nullptr; };
+  auto raw = [&](int64_t b) -> const float* { return b_of(b); };
+  const detail::RawB rb{raw, b_rs, b_cs};
+  detail::run_matmul<detail::PathF32<float>>(batch, M, N, K, a, a_rs, a_cs, packed_a, pb, blk.mc,
+                                             blk.nc, blk.kc, epilogue, &rb);
 }
 
 /// matmul for bfloat16 A (`const bfloat16*`) and B packed by pack_b_bf16, summed in f32.
@@ -409,13 +392,13 @@ void matmul_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, AOf&& a_of, int
   auto pb = [&](int64_t b) -> const void* { return packed_b_of(b); };
 #if COIL_GEMM_HAS_AMX_KERNEL
   detail::run_matmul<detail::PathAmx>(batch, M, N, K, a, a_rs, a_cs, nullptr, pb, blk.mc, blk.nc,
-                                      blk.kc, epilogue);
+                                      blk.kc, epilogue, nullptr);
 #elif COIL_GEMM_HAS_BF16_KERNEL
   detail::run_matmul<detail::PathBf16>(batch, M, N, K, a, a_rs, a_cs, nullptr, pb, blk.mc, blk.nc,
-                                       blk.kc, epilogue);
+                                       blk.kc, epilogue, nullptr);
 #else
   detail::run_matmul<detail::PathF32<bfloat16>>(batch, M, N, K, a, a_rs, a_cs, nullptr, pb, blk.mc,
-                                                blk.nc, blk.kc, epilogue);
+                                                blk.nc, blk.kc, epilogue, nullptr);
 #endif
 }
 

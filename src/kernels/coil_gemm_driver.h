@@ -60,6 +60,21 @@ constexpr double kParallelMinFlops = COIL_GEMM_PARALLEL_MIN_FLOPS;
 // thread: 272 rows x K = 2048 f32 is 2.1 MiB; beyond it (huge K) A is re-packed per block.
 constexpr int64_t kKeepPackedABytes = 4 << 20;
 
+// A B packed per call (an activation: a 1x1 convolution's x in W @ x) is packed by the threads
+// that read it, each its own column panels into its own buffer (run_matmul's local B), while
+// one thread's panels take at most this much; beyond it B is packed whole before the threads
+// start, as a constant B is at load. Packed by the calling thread and read by every other,
+// the panels crossed cores dirty: mobilenet_v2's 7x7-stage projects ran no faster on two
+// threads than on one (960 -> 160 at 49 pixels: pack 10 us and product 55 us apart, 108 us
+// together; 2026-12-07, AMD EPYC Zen 5).
+constexpr int64_t kLocalBBytes = 2 << 20;
+
+/// A B given as it is: batch b's element (k, n) at of(b)[k * rs + n * cs].
+struct RawB {
+  FunctionRef<const float*(int64_t)> of;
+  int64_t rs, cs;
+};
+
 // The scratch below has internal linkage (an unnamed namespace): each shared object that
 // compiles these loops (a generated module whose ISA has no precompiled copy in
 // libcoil_vmath, e.g. scalar) owns its pool and per-thread slots. With external linkage the
@@ -244,11 +259,16 @@ inline int choose_tn(int nthr, int64_t M, int64_t N, int64_t K, int64_t row_unit
 // a_packed: null, or every row panel of A over all of K as pack_a_all wrote it (the same A
 // for every batch; a constant weight packed when the module is loaded), read in place instead
 // of packing A per call.
+//
+// raw_b: null (b_of gives each batch's packed B), or B as it is (PathF32<float> only), packed
+// by run_matmul: into each thread's buffer, the panels the thread computes, when that share
+// is at most kLocalBBytes (b_of unused); else whole, before the threads start (b_of unused).
+// Either way the packed panels are pack_b's, so the products are bit for bit the same.
 template <class P>
 void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
                 FunctionRef<const typename P::AElem*(int64_t)> a_of, int64_t a_rs, int64_t a_cs,
                 const void* a_packed, FunctionRef<const void*(int64_t)> b_of, int64_t mc,
-                int64_t nc, int64_t kc, EpilogueRef epilogue) {
+                int64_t nc, int64_t kc, EpilogueRef epilogue, const RawB* raw_b) {
   using PackedA = typename P::PackedA;
   using PackedB = typename P::PackedB;
   constexpr int kMR = P::kTileM, kNR = P::kTileN, kLanes = P::kTileLanes;  // this path's tile
@@ -260,12 +280,53 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
   const int64_t Pm = ceil_div(M, kMR), Pn = ceil_div(N, kNR), R = batch * Pm;
   const int64_t b_stride = P::b_panel_stride(K), last_w = panel_width_of<kNR, kLanes>(Pn - 1, N);
 
+  int nthr = 1;
+#ifdef _OPENMP
+  if (!omp_in_parallel() && 2.0 * batch * M * N * std::max<int64_t>(K, 1) >= kParallelMinFlops) {
+    nthr = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), R * Pn));
+  }
+#endif
+  // A raw B: each thread's own panels when they fit kLocalBBytes, else packed whole here.
+  bool local_b = false;
+  const float* whole_b = nullptr;  // raw B packed here: batch b's panels at b * whole_b_stride
+  int64_t whole_b_stride = 0;
+  if constexpr (!std::is_same_v<typename P::PackedB, float>) {
+    if (raw_b) throw std::logic_error("run_matmul: a raw B is packed as f32 panels only");
+  } else if (raw_b) {
+    const int tn = choose_tn<kMR, kNR, kLanes>(nthr, M, N, K, R, Pn);
+    local_b = ceil_div(Pn, tn) * b_stride * int64_t{sizeof(float)} <= kLocalBBytes;
+    if (!local_b) {
+      const bool same = [&] {
+        for (int64_t b = 1; b < batch; ++b)
+          if (raw_b->of(b) != raw_b->of(0)) return false;
+        return true;
+      }();
+      const int64_t copies = same ? 1 : batch;
+      whole_b_stride = same ? 0 : Pn * b_stride;
+      auto* dst = static_cast<float*>(
+          thread_scratch_slot<1>(copies * Pn * b_stride * int64_t{sizeof(float)}));
+#pragma omp parallel for schedule(static) if (K * N >= (int64_t{1} << 16) && !omp_in_parallel())
+      for (int64_t i = 0; i < copies * Pn; ++i) {
+        const int64_t b = i / Pn, q = i % Pn;
+        pack_b_panels_f32(raw_b->of(b), raw_b->rs, raw_b->cs, K, N, q, q + 1,
+                          dst + b * Pn * b_stride + q * b_stride);
+      }
+      whole_b = dst;
+    }
+  }
+
   auto work = [&](int tid, int nthr) {
     const int tn = choose_tn<kMR, kNR, kLanes>(nthr, M, N, K, R, Pn), tm = nthr / tn;
     const int im = tid / tn, in = tid % tn;
     const int64_t r0 = R * im / tm, r1 = R * (im + 1) / tm;
     const int64_t q0 = Pn * in / tn, q1 = Pn * (in + 1) / tn;
     if (r0 >= r1 || q0 >= q1) return;
+    // The thread's own packed panels q0..q1 of the last batch's raw B (local_b), packed when
+    // the batch's B changes; its panel q at (q - q0) * b_stride.
+    float* own_b = local_b ? static_cast<float*>(thread_scratch_slot<1>((q1 - q0) * b_stride *
+                                                                        int64_t{sizeof(float)}))
+                           : nullptr;
+    const float* own_src = nullptr;
     // When the thread's columns span several blocks, a block row's A is packed once (all of
     // K) and reused by each column block, unless that would take more than kKeepPackedABytes.
     const int64_t panel_k = P::a_panel_elements(std::max<int64_t>(K, 1));  // one panel, all K
@@ -289,7 +350,22 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
       r += p1 - p0;
       const int64_t m0 = p0 * kMR, m1 = std::min(M, p1 * kMR);
       const typename P::AElem* a = prepacked ? nullptr : a_of(b);
-      const PackedB* bp = reinterpret_cast<const PackedB*>(b_of(b));
+      // bp: panel q of this batch's packed B at bp + (q - q_base) * b_stride
+      const PackedB* bp;
+      int64_t q_base = 0;
+      if (local_b) {
+        const float* src = raw_b->of(b);
+        if (src != own_src) {
+          pack_b_panels_f32(src, raw_b->rs, raw_b->cs, K, N, q0, q1, own_b);
+          own_src = src;
+        }
+        bp = reinterpret_cast<const PackedB*>(own_b);
+        q_base = q0;
+      } else if (whole_b) {
+        bp = reinterpret_cast<const PackedB*>(whole_b + b * whole_b_stride);
+      } else {
+        bp = reinterpret_cast<const PackedB*>(b_of(b));
+      }
       for (int64_t qb = q0; qb < q1; qb += ncp) {
         const int64_t qe = std::min(qb + ncp, q1);
         const int64_t n0 = qb * kNR, n1 = std::min(N, qe * kNR), ld = (qe - qb) * kNR;
@@ -316,8 +392,8 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
             // Panel q of width w holds slice pc at pc * w (for bf16 pairs too: pc is even).
             for (int64_t q = qb; q < qe; ++q) {
               const int64_t w = q == Pn - 1 ? last_w : kNR;
-              P::kernel(rows, static_cast<int>(w / kLanes), kcur, pan, bp + q * b_stride + pc * w,
-                        crow + (q - qb) * kNR, ld, pc > 0);
+              P::kernel(rows, static_cast<int>(w / kLanes), kcur, pan,
+                        bp + (q - q_base) * b_stride + pc * w, crow + (q - qb) * kNR, ld, pc > 0);
             }
           }
         }
@@ -327,12 +403,6 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
     P::thread_end();
   };
 
-  int nthr = 1;
-#ifdef _OPENMP
-  if (!omp_in_parallel() && 2.0 * batch * M * N * std::max<int64_t>(K, 1) >= kParallelMinFlops) {
-    nthr = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), R * Pn));
-  }
-#endif
   if (nthr <= 1) {
     work(0, 1);
     return;
@@ -353,7 +423,7 @@ void run_matmul(int64_t batch, int64_t M, int64_t N, int64_t K,
   extern template void run_matmul<P>(int64_t, int64_t, int64_t, int64_t,                      \
                                      FunctionRef<const typename P::AElem*(int64_t)>, int64_t, \
                                      int64_t, const void*, FunctionRef<const void*(int64_t)>, \
-                                     int64_t, int64_t, int64_t, EpilogueRef);
+                                     int64_t, int64_t, int64_t, EpilogueRef, const RawB*);
 COIL_GEMM_DECLARE_RUN(PathF32<float>)
 COIL_GEMM_DECLARE_RUN(PathF32<bfloat16>)
 #if COIL_GEMM_HAS_BF16_KERNEL

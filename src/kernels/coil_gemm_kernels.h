@@ -521,5 +521,49 @@ inline void pack_a_panel_amx(const bfloat16* a, int64_t rs, int64_t cs, int rows
 
 #endif
 
+// Panels [p0, p1) of B (b(k, n) = b[k * rs + n * cs]) as float; panel p at
+// out + (p - p0) * K * kNR (a whole B from p0 = 0, or one thread's columns: run_matmul's
+// local B).
+template <class T>
+inline void pack_b_panels_f32(const T* b, int64_t rs, int64_t cs, int64_t K, int64_t N, int64_t p0,
+                              int64_t p1, float* out) {
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t w = panel_width(p, N), n0 = p * kNR, cols = std::min<int64_t>(w, N - n0);
+    float* o = out + (p - p0) * K * kNR;
+    if (cs == 1) {  // rows of B are contiguous: copy a run of `cols` per k
+      for (int64_t k = 0; k < K; ++k) {
+        const T* row = b + k * rs + n0;
+        float* orow = o + k * w;
+        for (int64_t j = 0; j < cols; ++j) orow[j] = to_f32(row[j]);
+        for (int64_t j = cols; j < w; ++j) orow[j] = 0.0f;
+      }
+      continue;
+    }
+    // Columns of B are runs (e.g. B = W^T, rs == 1): transpose 8 columns at a time.
+    int64_t j = 0;
+#ifdef COIL_GEMM_HAS_TRANSPOSE8
+    if constexpr (std::is_same_v<T, float>) {
+      if (rs == 1) {
+        for (; j + 8 <= cols; j += 8) {
+          const char* src = reinterpret_cast<const char*>(b + (n0 + j) * cs);
+          int64_t k = transpose_rows8(src, cs * 4, K, o + j, w);
+          for (; k < K; ++k) {
+            for (int t = 0; t < 8; ++t) o[k * w + j + t] = b[(n0 + j + t) * cs + k];
+          }
+        }
+      }
+    }
+#endif
+    for (; j < w; ++j) {
+      if (j < cols) {
+        const T* col = b + (n0 + j) * cs;
+        for (int64_t k = 0; k < K; ++k) o[k * w + j] = to_f32(col[k * rs]);
+      } else {
+        for (int64_t k = 0; k < K; ++k) o[k * w + j] = 0.0f;
+      }
+    }
+  }
+}
+
 }  // namespace COIL_GEMM_ABI
 }  // namespace coil::gemm::detail

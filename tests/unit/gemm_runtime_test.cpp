@@ -395,6 +395,42 @@ TEST_P(GemmRuntimeTest, APackedAheadMatchesPerCallPackingBitForBit) {
     }
 }
 
+// matmul_raw_b: B packed inside the call (each thread its own column panels, or whole first
+// when a thread's share passes kLocalBBytes: K = 1100, N = 600 on one thread) gives the bits
+// of B packed ahead, at 1 to 3 threads, A per call or packed ahead, B row-major or transposed,
+// one B per batch or one shared.
+TEST_P(GemmRuntimeTest, RawBPackedByTheThreadsMatchesPackedBBitForBit) {
+  int index = 0;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{5, nr_ + 1, 17},
+                         {2 * mr_ + 3, 49, 130},
+                         {mr_, 3 * nr_ + 5, 1},
+                         {37, 600, 1100}}) {
+    for (bool b_t : {false, true}) {
+      for (bool shared_b : {false, true}) {
+        Shape s{2, m, n, k, false, b_t, true, shared_b, 1};
+        Problem<float> p = make_problem<float>(s, false, 700 + index++);
+        for (int mode : {4, 5}) {
+          for (int threads : {1, 2, 3}) {
+            GemmArgs plain = p.args, raw = p.args;
+            raw.mode = mode;
+            plain.threads = raw.threads = threads;
+            const std::string what =
+                fmt::format("M={} N={} K={}{}{} mode {} threads {}", m, n, k, b_t ? " B^T" : "",
+                            shared_b ? " shared B" : "", mode, threads);
+            SCOPED_TRACE(what);
+            Result want = run(p, plain), got = run(p, raw);
+            check(p, got, false, what);
+            ASSERT_EQ(want.c.size(), got.c.size());
+            for (size_t i = 0; i < got.c.size(); ++i)
+              ASSERT_EQ(std::bit_cast<uint32_t>(want.c[i]), std::bit_cast<uint32_t>(got.c[i]))
+                  << what << ": element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(GemmRuntimeTest, PackBParallelAndCallsFromInsideAParallelRegion) {
   for (int mode : {1, 2}) {
     check_shape<float>({4, 45, 150, 70, false, true}, true, 0, 0, 0, mode, mode);

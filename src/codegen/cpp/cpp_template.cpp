@@ -330,6 +330,27 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
     w.linef("const float* packed_a = {};  // A packed at load time (coil_graph_pack)",
             packed_a->param);
   }
+  if (!packed && !bf16) {
+    // B changes every call (an activation): packed inside the call by the threads that read
+    // it, each its own column panels (coil_gemm.h: matmul_raw_b).
+    w.line("coil::gemm::matmul_raw_b(");
+    w.indent();
+    w.linef("{}, {}, {}, {},", names(batches), m_text(t), names(s.n), names(s.k));
+    if (packed_a) {
+      w.line("packed_a, [&](int64_t) { return static_cast<const float*>(nullptr); }, 0, 0,");
+    } else {
+      w.linef("nullptr, [&](int64_t{}) {{ return {}; }}, {}, {},",
+              reads_batch(s.a, s.batch) ? " b" : "",
+              batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch, names),
+              names(s.a.row_stride), names(s.a.col_stride));
+    }
+    w.linef("[&](int64_t{}) {{ return {}; }}, {}, {}, blk,", reads_batch(s.b, s.batch) ? " b" : "",
+            batch_offset(p.plan().pointer(s.b.buffer), s.b, s.batch, names), names(s.b.row_stride),
+            names(s.b.col_stride));
+    emit_epilogue_lambda(p, t, *plan.epilogue, plan.epilogue_plan);
+    w.dedent();
+    return;
+  }
   if (packed) {
     w.linef("const {}* packed_b = {};  // packed at load time (coil_graph_pack)", et,
             packed->param);

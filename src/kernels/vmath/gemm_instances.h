@@ -20,7 +20,7 @@ namespace coil::gemm::detail {
   template void run_matmul<P>(int64_t, int64_t, int64_t, int64_t,                               \
                               FunctionRef<const typename P::AElem*(int64_t)>, int64_t, int64_t, \
                               const void*, FunctionRef<const void*(int64_t)>, int64_t, int64_t, \
-                              int64_t, EpilogueRef);
+                              int64_t, EpilogueRef, const RawB*);
 COIL_GEMM_DEFINE_RUN(PathF32<float>)
 COIL_GEMM_DEFINE_RUN(PathF32<bfloat16>)
 #if COIL_GEMM_HAS_BF16_KERNEL

@@ -7,13 +7,10 @@ static_assert(coil::kFloatLanes == 16, "compiled for another vector ISA");
 extern "C" void cpp_template_matmul_add_relu_0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
 {
     const coil::gemm::Blocking blk = coil::gemm::choose_blocking(64, 80, 96, 4);
-    float* packed_b = static_cast<float*>(coil::gemm::packed_b_scratch(
-        static_cast<int64_t>(sizeof(float)) * (coil::gemm::packed_b_elements(96, 80, blk))));
-    coil::gemm::pack_b_parallel(in_ptr1, 1, 96, 96, 80, blk, packed_b);
-    coil::gemm::matmul(
+    coil::gemm::matmul_raw_b(
         1, 64, 80, 96,
-        [&](int64_t) { return in_ptr0; }, 96, 1,
-        [&](int64_t) { return packed_b; }, blk,
+        nullptr, [&](int64_t) { return in_ptr0; }, 96, 1,
+        [&](int64_t) { return in_ptr1; }, 1, 96, blk,
         [&](int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, int64_t ld) {
             for (int64_t row = m0; row < m1; row++)
             {

@@ -46,13 +46,10 @@ extern "C" void cpp_fused_mul_gelu_sum_0(const float* __restrict__ in_ptr0, cons
 extern "C" void cpp_template_matmul_relu_1(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0, const int64_t ks0, const int64_t ks1)
 {
     const coil::gemm::Blocking blk = coil::gemm::choose_blocking((ks0*ks1), 40, 64, 4);
-    float* packed_b = static_cast<float*>(coil::gemm::packed_b_scratch(
-        static_cast<int64_t>(sizeof(float)) * (coil::gemm::packed_b_elements(64, 40, blk))));
-    coil::gemm::pack_b_parallel(in_ptr1, 40, 1, 64, 40, blk, packed_b);
-    coil::gemm::matmul(
+    coil::gemm::matmul_raw_b(
         1, (ks0*ks1), 40, 64,
-        [&](int64_t) { return in_ptr0; }, 64, 1,
-        [&](int64_t) { return packed_b; }, blk,
+        nullptr, [&](int64_t) { return in_ptr0; }, 64, 1,
+        [&](int64_t) { return in_ptr1; }, 40, 1, blk,
         [&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc, int64_t ld) {
             for (int64_t row = m0; row < m1; row++)
             {

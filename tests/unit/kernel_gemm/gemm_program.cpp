@@ -23,7 +23,8 @@ struct GemmArgs {
   int64_t mc, nc, kc;                  // 0: choose_blocking
   int32_t threads;                     // omp_set_num_threads for the call
   int32_t mode;  // 0 plain, 1 pack_b_parallel, 2 called inside omp parallel, 3 f32 with A
-                 // packed ahead (pack_a_all + matmul_packed_a; needs a_batch_stride 0)
+                 // packed ahead (pack_a_all + matmul_packed_a; needs a_batch_stride 0),
+                 // 4 f32 with B as it is (matmul_raw_b), 5 both (A packed ahead, raw B)
 };
 
 // Runs one matmul; returns 0, or a nonzero code when an epilogue block is malformed.
@@ -56,7 +57,7 @@ int run(const GemmArgs& g, const T* A, const T* B, float* C, int32_t* hits) {
     }
   }
   std::vector<float> packed_a;
-  if (!kBf16 && g.mode == 3) {
+  if (!kBf16 && (g.mode == 3 || g.mode == 5)) {
     if (g.a_batch_stride != 0) return 2;  // one A for every batch only
     packed_a.resize(static_cast<size_t>(gemm::packed_a_elements(g.M, g.K, blk)));
     std::memset(packed_a.data(), 0xff, packed_a.size() * sizeof(float));  // NaN bits
@@ -87,6 +88,10 @@ int run(const GemmArgs& g, const T* A, const T* B, float* C, int32_t* hits) {
       gemm::matmul_bf16(batch, g.M, g.N, g.K, a_of, g.a_rs, g.a_cs, b_of, blk, epilogue);
     } else if (g.mode == 3) {
       gemm::matmul_packed_a(batch, g.M, g.N, g.K, packed_a.data(), b_of, blk, epilogue);
+    } else if (g.mode == 4 || g.mode == 5) {
+      auto raw_b = [&](int64_t b) { return B + (b_base + b) * g.b_batch_stride; };
+      gemm::matmul_raw_b(batch, g.M, g.N, g.K, g.mode == 5 ? packed_a.data() : nullptr, a_of,
+                         g.a_rs, g.a_cs, raw_b, g.b_rs, g.b_cs, blk, epilogue);
     } else {
       gemm::matmul(batch, g.M, g.N, g.K, a_of, g.a_rs, g.a_cs, b_of, blk, epilogue);
     }
