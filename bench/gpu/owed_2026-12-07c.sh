@@ -9,6 +9,9 @@
 #   2  issue 24: the host CPU. The 125M step kernel by kernel at 16 and 8 threads
 #      (host_llama_profile.sh), then the decoder's coil row at 16 threads against eager and
 #      Inductor (coil: 17.6 ms a token at 179f4d2, Inductor 8.6).
+#   3  issue 18: the host CPU suite against Inductor at 2 and 16 threads
+#      (bench/run_gpu_host_cpu.sh, 4 rounds, about 470 s) with the template's B now packed by
+#      the threads that read it (mobilenet_v2 1.12x, efficientnet_b0 1.10x here at 2 threads).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-/tmp/coil-owed-out}"; mkdir -p "$OUT"
@@ -30,6 +33,7 @@ case "${STEP:-1}" in
      COIL_CACHE_DIR=$(mktemp -d) timeout 300 python3 bench/gpu/llama_decode.py --device cpu \
        --config 125m --threads 16 --backends eager,coil,inductor --check \
        --json "$OUT/llama_cpu.json" ;;
-  *) echo "STEP must be 1 or 2"; exit 2 ;;
+  3) bash bench/run_gpu_host_cpu.sh "$OUT" 4 2>&1 | tail -40 ;;
+  *) echo "STEP must be 1, 2 or 3"; exit 2 ;;
 esac
 echo "elapsed $(( $(date +%s) - t0 )) s"
