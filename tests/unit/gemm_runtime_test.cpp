@@ -205,6 +205,18 @@ class GemmRuntimeTest : public ::testing::TestWithParam<GemmVariant> {
     return r;
   }
 
+  // Runs `other` and `plain` on p's f32 problem: `other` must be right (check) and give
+  // plain's bits, element by element.
+  void expect_same_bits(const Problem<float>& p, const GemmArgs& plain, const GemmArgs& other,
+                        const std::string& what) const {
+    Result want = run(p, plain), got = run(p, other);
+    check(p, got, false, what);
+    ASSERT_EQ(want.c.size(), got.c.size());
+    for (size_t i = 0; i < got.c.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(want.c[i]), std::bit_cast<uint32_t>(got.c[i]))
+          << what << ": element " << i;
+  }
+
   // Compares with the double reference. Every element is one chain of K multiply-adds in f32
   // (bf16 products are exact in f32), with at most two roundings per step (the portable kernel
   // does not fuse), so |got - exact| <= gamma(2K) * sum_k |a b|, gamma(n) = n u / (1 - n u),
@@ -384,12 +396,8 @@ TEST_P(GemmRuntimeTest, APackedAheadMatchesPerCallPackingBitForBit) {
           packed.threads = kc ? 3 : 1;
           const std::string what = fmt::format("M={} K={}{} kc={}", m, k, a_t ? " A^T" : "", kc);
           SCOPED_TRACE(what);
-          Result want = run(p, plain), got = run(p, packed);
-          check(p, got, false, what);
-          ASSERT_EQ(want.c.size(), got.c.size());
-          for (size_t i = 0; i < got.c.size(); ++i)
-            ASSERT_EQ(std::bit_cast<uint32_t>(want.c[i]), std::bit_cast<uint32_t>(got.c[i]))
-                << what << ": element " << i;
+          expect_same_bits(p, plain, packed, what);
+          if (HasFatalFailure()) return;
         }
       }
     }
@@ -418,12 +426,8 @@ TEST_P(GemmRuntimeTest, RawBPackedByTheThreadsMatchesPackedBBitForBit) {
                 fmt::format("M={} N={} K={}{}{} mode {} threads {}", m, n, k, b_t ? " B^T" : "",
                             shared_b ? " shared B" : "", mode, threads);
             SCOPED_TRACE(what);
-            Result want = run(p, plain), got = run(p, raw);
-            check(p, got, false, what);
-            ASSERT_EQ(want.c.size(), got.c.size());
-            for (size_t i = 0; i < got.c.size(); ++i)
-              ASSERT_EQ(std::bit_cast<uint32_t>(want.c[i]), std::bit_cast<uint32_t>(got.c[i]))
-                  << what << ": element " << i;
+            expect_same_bits(p, plain, raw, what);
+            if (HasFatalFailure()) return;
           }
         }
       }
