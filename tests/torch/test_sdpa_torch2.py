@@ -162,7 +162,7 @@ def test_dropout_is_not_coils_attention(coil_graphs, monkeypatch):
     """dropout_p != 0 is random: never coil's attention op (the fused row refuses it; the
     math path torch may pick instead has dropout's random ops)."""
     torch._dynamo.reset()
-    fallbacks = record_fallbacks(monkeypatch)
+    record_fallbacks(monkeypatch)  # dropout's random ops may fall back: recorded, not asserted
     q, k, v, _ = _inputs(7, 7, 16, None, False, "cpu", torch.float32)
     compiled = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(
         q, k, v, dropout_p=0.5), backend="coil", dynamic=False)
