@@ -50,16 +50,21 @@ extern "C" double coil_time_template_matmul(int64_t m, int64_t n, int64_t k, int
   const coil::gemm::Blocking blk = coil::gemm::choose_blocking(m, n, k, 4);
   std::vector<float> packed(coil::gemm::packed_b_elements(k, n, blk));
   const int64_t a_rs = a_transposed ? 1 : k, a_cs = a_transposed ? m : 1;
+  auto copy_out = [&](int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* acc,
+                      int64_t ld) {
+    for (int64_t i = m0; i < m1; i++)
+      std::copy(acc + (i - m0) * ld, acc + (i - m0) * ld + (n1 - n0), c.data() + i * n + n0);
+  };
+  // As the generated kernel does: a per-call B is packed inside the call by the threads that
+  // read it (matmul_raw_b), a constant one ahead.
   auto run = [&] {
-    if (!b_packed_ahead) coil::gemm::pack_b_parallel(b.data(), n, 1, k, n, blk, packed.data());
+    if (!b_packed_ahead) {
+      coil::gemm::matmul_raw_b(1, m, n, k, nullptr, [&](int64_t) { return a.data(); }, a_rs, a_cs,
+                               [&](int64_t) { return b.data(); }, n, 1, blk, copy_out);
+      return;
+    }
     coil::gemm::matmul(1, m, n, k, [&](int64_t) { return a.data(); }, a_rs, a_cs,
-                       [&](int64_t) { return packed.data(); }, blk,
-                       [&](int64_t, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                           const float* acc, int64_t ld) {
-                         for (int64_t i = m0; i < m1; i++)
-                           std::copy(acc + (i - m0) * ld, acc + (i - m0) * ld + (n1 - n0),
-                                     c.data() + i * n + n0);
-                       });
+                       [&](int64_t) { return packed.data(); }, blk, copy_out);
   };
   if (b_packed_ahead) coil::gemm::pack_b(b.data(), n, 1, k, n, blk, packed.data());
   using clock = std::chrono::steady_clock;

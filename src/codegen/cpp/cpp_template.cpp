@@ -313,6 +313,14 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   const int64_t batches = std::max<int64_t>(product(s.batch), 1);
   const SizeNames names(p.program(), {s.a.buffer, s.b.buffer, t.buffer}, t.ranges);
   const BPacking bp = b_packing(s, names);
+  // An operand as coil::gemm reads it unpacked: a lambda giving batch b's pointer, then the
+  // row and column strides.
+  auto operand_reader = [&](const StridedOperand& op) {
+    return fmt::format("[&](int64_t{}) {{ return {}; }}, {}, {}",
+                       reads_batch(op, s.batch) ? " b" : "",
+                       batch_offset(p.plan().pointer(op.buffer), op, s.batch, names),
+                       names(op.row_stride), names(op.col_stride));
+  };
   w.line(blocking_line(s, m_text(t), names));
   // Each operand packed at load time is plan.packed's entry for its buffer (A's and B's are
   // told apart by what load_time_packing packs: A only when packs_a_at_load).
@@ -339,14 +347,9 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
     if (packed_a) {
       w.line("packed_a, [&](int64_t) { return static_cast<const float*>(nullptr); }, 0, 0,");
     } else {
-      w.linef("nullptr, [&](int64_t{}) {{ return {}; }}, {}, {},",
-              reads_batch(s.a, s.batch) ? " b" : "",
-              batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch, names),
-              names(s.a.row_stride), names(s.a.col_stride));
+      w.linef("nullptr, {},", operand_reader(s.a));
     }
-    w.linef("[&](int64_t{}) {{ return {}; }}, {}, {}, blk,", reads_batch(s.b, s.batch) ? " b" : "",
-            batch_offset(p.plan().pointer(s.b.buffer), s.b, s.batch, names), names(s.b.row_stride),
-            names(s.b.col_stride));
+    w.linef("{}, blk,", operand_reader(s.b));
     emit_epilogue_lambda(p, t, *plan.epilogue, plan.epilogue_plan);
     w.dedent();
     return;
@@ -366,9 +369,7 @@ void emit_matmul_template(NestPrinter& p, const CppKernelPlan& plan) {
   if (packed_a) {
     w.line("packed_a,");
   } else {
-    w.linef("[&](int64_t{}) {{ return {}; }}, {}, {},", reads_batch(s.a, s.batch) ? " b" : "",
-            batch_offset(p.plan().pointer(s.a.buffer), s.a, s.batch, names), names(s.a.row_stride),
-            names(s.a.col_stride));
+    w.linef("{},", operand_reader(s.a));
   }
   if (bp.once) {
     w.linef("[&](int64_t) {{ return packed_b; }}, blk,");
