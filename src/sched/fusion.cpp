@@ -19,11 +19,17 @@ std::vector<int> KernelGroup::computations() const {
 bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
                      const std::vector<sym::Expr>& ranges,
                      const std::vector<sym::Expr>& reduction_ranges, sym::Expr* inner) {
+  return row_partitioned(index, layout, depth, ranges, loop_analyzer(ranges, reduction_ranges),
+                         inner);
+}
+
+bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
+                     const std::vector<sym::Expr>& ranges, const sym::Analyzer& a,
+                     sym::Expr* inner) {
   if (depth > static_cast<int>(layout.strides.size()) || depth > static_cast<int>(ranges.size()))
     return false;
   // An indirect load (gather) may read anywhere in its buffer.
   if (sym::depends_on(index, indirect_var())) return false;
-  sym::Analyzer a = loop_analyzer(ranges, reduction_ranges);
   sym::Expr rest = index;
   for (int j = 0; j < depth; ++j) {
     auto stride = a.linear_stride(index, loop_var(j));

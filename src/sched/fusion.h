@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "sched/dependencies.h"
+#include "sym/analyzer.h"
 
 namespace coil {
 
@@ -100,5 +101,10 @@ bool attention_calls_share_a_pass(const ComputedBuffer& first, const ComputedBuf
 bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
                      const std::vector<sym::Expr>& ranges,
                      const std::vector<sym::Expr>& reduction_ranges, sym::Expr* inner = nullptr);
+/// row_partitioned with the loops' bounds from `loops` (an analyzer that may know a loop on a
+/// narrower range than [0, extent): a window split's interior) instead of [0, ranges[j]).
+bool row_partitioned(const sym::Expr& index, const Layout& layout, int depth,
+                     const std::vector<sym::Expr>& ranges, const sym::Analyzer& loops,
+                     sym::Expr* inner = nullptr);
 
 }  // namespace coil

@@ -299,6 +299,9 @@ class KernelPrinter final : public NestPrinter {
       for (int64_t r : n.red_ranges) red.push_back(r);
       sym::Expr inner;
       bool ok = row_partitioned(sym::at_hints(index), l, g_.outer_depth, rng, red, &inner);
+      // A window split's interior: `a` knows its loop on the interior only, where the folded
+      // index (2*x3 - 1, no longer clamped) stays inside the row (plan_window_split).
+      ok = ok || row_partitioned(sym::at_hints(index), l, g_.outer_depth, rng, a, &inner);
       COIL_ASSERT(ok, "local buffer {} accessed outside its row at {}", p_.buffer(b).name,
                   sym::to_string(index));
       return fmt::format("{}[{}]", it->second, cpp_index(inner, a));

@@ -284,13 +284,26 @@ class KernelPlanner {
     }
   }
 
-  /// plan_window_split, for a nest that reads no local row: a row is indexed relative to its
-  /// outer iteration (access), which an interior index such as 2*x3 - 1, no longer clamped,
-  /// is not provably inside for every x3.
+  /// plan_window_split, where every local row the interior reads is read inside the row: a
+  /// row is indexed relative to its outer iteration (access), and an interior index such as
+  /// 2*x3 - 1, no longer clamped, is inside only on the interior (the pooling window of a
+  /// BatchNorm + ReLU computed into a local plane, resnet's stem: 13.6 of 137 ms of resnet18
+  /// at batch 8 on 2 threads while that nest was scalar).
   std::optional<CppWindowSplit> window_split(const Nest& n, size_t first_loop) const {
-    for (const BodyOp& op : n.body.ops())
-      if (op.op == LoopOp::load && plan_.local_name.count(op.buffer)) return std::nullopt;
-    return plan_window_split(n, first_loop, plan_.lanes);
+    auto w = plan_window_split(n, first_loop, plan_.lanes);
+    if (!w) return std::nullopt;
+    sym::Analyzer inside = window_interior_analyzer(*w);
+    std::vector<sym::Expr> rng;
+    for (int64_t r : n.ranges) rng.push_back(r);
+    for (const BodyOp& op : w->interior.body.ops()) {
+      if (op.op != LoopOp::load || !plan_.local_name.count(op.buffer)) continue;
+      Layout l = p_.buffer(op.buffer).layout;
+      for (sym::Expr& d : l.sizes) d = sym::at_hints(d);
+      for (sym::Expr& d : l.strides) d = sym::at_hints(d);
+      if (!row_partitioned(sym::at_hints(op.index), l, g_.outer_depth, rng, inside))
+        return std::nullopt;
+    }
+    return w;
   }
 
   void plan_epilogue() {

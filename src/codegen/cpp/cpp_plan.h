@@ -91,6 +91,7 @@ std::string_view cpp_nest_kind_name(CppNestKind k);  // "vector", "tile2d", ...
 /// and [end, extent) as scalar loops of the nest's own body (cpp_plan_window.cpp).
 struct CppWindowSplit {
   int64_t begin = 0, end = 0;
+  size_t loop = 0;  // the split loop (the nest's innermost)
   Nest interior;
 };
 
@@ -245,6 +246,8 @@ bool mask_vector_op(const Nest& n, const BodyOp& op);
 /// iterations, the loop comes before `first_loop`, some loop of the nest has a symbolic extent,
 /// or the folded body still has no vector form.
 std::optional<CppWindowSplit> plan_window_split(const Nest& n, size_t first_loop, int lanes);
+/// The interior's analyzer: the nest's loops, the split loop bound to [begin, end).
+sym::Analyzer window_interior_analyzer(const CppWindowSplit& w);
 /// The vector plan of `n` along `loop`: extent, cascades, accumulators (the kernel planner adds
 /// streams, prefetches and invariants).
 CppVecPlan plan_vec(const Nest& n, const VecLoop& loop, int lanes);

@@ -120,6 +120,12 @@ LoopBody fold_body(const LoopBody& body, const sym::Analyzer& a) {
 
 }  // namespace
 
+sym::Analyzer window_interior_analyzer(const CppWindowSplit& w) {
+  sym::Analyzer a = nest_analyzer(w.interior);
+  a.bind(loop_var(static_cast<int>(w.loop)), w.begin, w.end - 1);
+  return a;
+}
+
 std::optional<CppWindowSplit> plan_window_split(const Nest& n, size_t first_loop, int lanes) {
   if (lanes < 2 || !n.reductions.empty() || n.ranges.empty()) return std::nullopt;
   const size_t xi = n.ranges.size() - 1;
@@ -158,13 +164,12 @@ std::optional<CppWindowSplit> plan_window_split(const Nest& n, size_t first_loop
   }
   // One masked vector step still beats a few scalar iterations of a body full of masks.
   if (!bounded || end - begin < kMinInterior) return std::nullopt;
-  sym::Analyzer inside = nest_analyzer(n);
-  inside.bind(x, begin, end - 1);
   CppWindowSplit w;
+  w.interior = n;
+  w.loop = xi;
   w.begin = begin;
   w.end = end;
-  w.interior = n;
-  w.interior.body = fold_body(n.body, inside);
+  w.interior.body = fold_body(n.body, window_interior_analyzer(w));
   w.interior.after.assign(w.interior.body.ops().size(), false);
   // Vectorized along x, with no test of x left in the body.
   auto vl = choose_vec_loop(w.interior, first_loop, lanes, /*scalar_ops=*/true, /*masks=*/true);

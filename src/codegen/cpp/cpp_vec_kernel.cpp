@@ -62,7 +62,7 @@ void emit_window_split(NestPrinter& p, const Nest& n, const CppVecPlan& vp) {
   const CppWindowSplit& ws = *vp.window;
   const Nest& in = ws.interior;
   CodeWriter& w = p.writer();
-  const sym::Analyzer a = nest_analyzer(n), ia = nest_analyzer(in);
+  const sym::Analyzer a = nest_analyzer(n), ia = window_interior_analyzer(ws);
   const std::string v = fmt::format("x{}", vp.loop.index);
   auto border = [&](int64_t begin, int64_t end) {
     if (begin >= end) return;
