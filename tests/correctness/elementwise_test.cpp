@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "support/check_graph.h"
 
@@ -115,6 +116,52 @@ TEST(Elementwise, BinaryIntegerOps) {
     g.add_output(g.add_node("pow", {a, g.add_node("abs", {b})}), "pow");
     EXPECT_TRUE(matches_reference(g));
   }
+}
+
+TEST(Elementwise, PowOfTwoIsOneMultiply) {
+  // x ** 2 (RMSNorm's mean of squares) lowers to x * x: no pow call in the kernel, and for f32
+  // the square correctly rounded (what the reference's double pow rounds to), NaN, infinities,
+  // signed zeros, overflow and underflow included; an exponent of 2 as an integer constant (a
+  // torch Scalar) too. Other exponents keep pow.
+  const double vals[] = {NAN,     INFINITY, -INFINITY, 0.0, -0.0, 1.5,     -3.25, 1e20, -1e-30,
+                         7.0e-23, 3.4e38,   1.0000001, 0.1, -2.0, 65504.0, 1e-3,  17.0};
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    int x = g.add_input("x", t, make_shape({17}));
+    auto scalar = [&](double v, DType dt) {
+      return g.add_node("full", {},
+                        Attrs{{"shape", std::vector<int64_t>{}}, {"value", v}, {"dtype", dt}});
+    };
+    g.add_output(g.add_node("pow", {x, scalar(2.0, t)}), "float_two");
+    g.add_output(g.add_node("pow", {x, scalar(2.0, DType::I64)}), "int_two");
+    Tensor in = Tensor::empty(t, {17});
+    for (int i = 0; i < 17; ++i) in.set_from_double(i, vals[i]);
+    EXPECT_TRUE(matches_reference(g, {in}));
+    CompiledModel m = compile(g);
+    // No pow call ("(pow)" names the graph nodes in comments).
+    EXPECT_EQ(m.report().source.find("pow("), std::string::npos) << m.report().source;
+    if (t == DType::F32) {
+      std::vector<Tensor> out = m.run({in});
+      for (int i = 0; i < 17; ++i) {
+        const float v = in.data_as<float>()[i], want = v * v;
+        for (const Tensor& o : out) {
+          const float got = o.data_as<float>()[i];
+          EXPECT_TRUE(std::memcmp(&got, &want, 4) == 0 || (std::isnan(got) && std::isnan(want)))
+              << v << " squared: " << got << ", want " << want;
+        }
+      }
+    }
+  }
+  Graph g = testing::graph_from_text(R"(
+input x: f32[9]
+y = pow(x, x)
+z = full() {shape=[], value=3.0, dtype=f32}
+w = pow(x, z)
+output y
+output w
+)");
+  EXPECT_NE(compile(g).report().source.find("pow("), std::string::npos);
 }
 
 TEST(Elementwise, TypePromotion) {
