@@ -14,12 +14,13 @@ all. Counted: the graphs torch.compile hands each backend (Dynamo's unique_graph
         --mode reduce-overhead --json out.json
 
 torch 2.x only (torch.compile). --check compares the generated tokens (greedy) and the last
-logits of every backend with eager's.
+logits of every backend with eager's, the prompt's logits (the same input for every backend),
+and where tokens differ, the first such token and eager's top-2 logit margin at the step that
+chose it (a margin within bf16's rounding of the logits: a rounding flip).
 """
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -107,7 +108,8 @@ class Llama(torch.nn.Module):
 
 def generate(step, model, prompt, tokens, sync, graphs=False):
     """Greedy: the prompt in one call, then one token per call. Returns (prompt seconds,
-    per-token seconds, generated tokens, last logits)."""
+    per-token seconds, generated tokens, last logits, the prompt's logits, per position the
+    margin of the top logit over the second: float32 [positions])."""
     ks, vs = model.empty_cache(prompt.shape[0], prompt.device, model.emb.weight.dtype)
     t0 = time.perf_counter()
     pos = torch.arange(prompt.shape[1], device=prompt.device)
@@ -117,6 +119,8 @@ def generate(step, model, prompt, tokens, sync, graphs=False):
     sync()
     prompt_s = time.perf_counter() - t0
     nxt = logits.argmax(-1)
+    first = logits.float().clone()
+    margins = [margin(logits)]
     out, times = [nxt], []  # the prompt's token, then one per step
     for i in range(tokens):
         if graphs:  # reduce-overhead: this step may overwrite the last one's outputs
@@ -130,7 +134,14 @@ def generate(step, model, prompt, tokens, sync, graphs=False):
         sync()
         times.append(time.perf_counter() - t0)
         out.append(nxt)
-    return prompt_s, times, torch.cat(out, dim=1), logits
+        margins.append(margin(logits))
+    return prompt_s, times, torch.cat(out, dim=1), logits, first, torch.stack(margins)
+
+
+def margin(logits):
+    """The top logit's lead over the second, per sequence (last position), float32."""
+    top = logits[:, -1].float().topk(2, dim=-1).values
+    return (top[:, 0] - top[:, 1]).cpu()
 
 
 def main():
@@ -179,8 +190,8 @@ def main():
                                                                mode=a.mode)
             t0 = time.perf_counter()
             cuda_graphs = name != "eager" and a.mode == "reduce-overhead" and a.device == "cuda"
-            prompt_s, times, toks, logits = generate(step, model, prompt, a.tokens, sync,
-                                                     cuda_graphs)
+            prompt_s, times, toks, logits, first, margins = generate(
+                step, model, prompt, a.tokens, sync, cuda_graphs)
             wall = time.perf_counter() - t0
             times.sort()
             row = {"prompt_s": prompt_s, "token_ms_median": 1e3 * times[len(times) // 2],
@@ -190,10 +201,22 @@ def main():
                                           ["unique_graphs"])}
             graphs = range(row["graphs_compiled"])
             if reference is None:
-                reference = (toks, logits)
+                reference = (toks, logits, first, margins)
             elif a.check:
                 row["tokens_match_eager"] = bool((toks == reference[0]).all())
                 row["last_logits_max_abs_diff"] = float((logits - reference[1]).abs().max())
+                # Where greedy decoding parts from eager's, and by how much eager's own top
+                # logit led at the step that chose it: a lead within the dtype's rounding of the logits (bf16:
+                # ~2^-8 of their size) makes the split a rounding flip, not a wrong kernel.
+                # The prompt's logits come from the same input for both, so they compare the
+                # kernels directly.
+                row["prompt_logits_max_abs_diff"] = float((first - reference[2]).abs().max())
+                row["prompt_logits_max_abs"] = float(reference[2].abs().max())
+                differ = (toks != reference[0]).any(dim=0).nonzero()
+                if len(differ):
+                    i = int(differ[0])
+                    row["first_different_token"] = i
+                    row["eager_top2_margin_there"] = float(reference[3][i].min())
             results["backends"][name] = row
             if a.json:  # after each backend: a run cut short keeps what it measured
                 with open(a.json, "w") as f:
@@ -202,7 +225,12 @@ def main():
                   f"{row['token_ms_median']:8.2f} ms  p90 {row['token_ms_p90']:8.2f} ms  "
                   f"graphs compiled {len(graphs)}  wall {wall:.1f} s" +
                   (f"  tokens match eager: {row['tokens_match_eager']}"
-                   if "tokens_match_eager" in row else ""), flush=True)
+                   if "tokens_match_eager" in row else "") +
+                  (f" (first different token {row['first_different_token']}, eager's top-2 "
+                   f"margin there {row['eager_top2_margin_there']:.4f}; prompt logits "
+                   f"{row['prompt_logits_max_abs_diff']:.4f} apart of "
+                   f"{row['prompt_logits_max_abs']:.2f})" if "first_different_token" in row
+                   else ""), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
