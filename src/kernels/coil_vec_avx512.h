@@ -1,7 +1,8 @@
 // coil_vec.h's primitives on AVX-512 (COIL_CPU_AVX512; compiled with -mavx512f -mavx512dq
 // -mavx512vl -mavx512bw -mfma). Tails use masked loads and stores, which never touch memory in
-// the masked-off lanes. Transcendentals are SLEEF's 1.0-ulp (u10) functions, except f32 erf
-// (libcoil_vmath) and, with COIL_USE_LIBMVEC, f32 expm1/log1p/tanh/sin/cos (glibc's libmvec).
+// the masked-off lanes. Transcendentals are SLEEF's 1.0-ulp (u10) functions, except f32 exp
+// (inline, Ops<float>::exp), f32 erf (libcoil_vmath) and, with COIL_USE_LIBMVEC, f32
+// expm1/log1p/tanh/sin/cos (glibc's libmvec).
 #pragma once
 
 // Empty unless selected, so that every runtime header can be included on its own.
@@ -20,8 +21,7 @@ extern "C" __m512 coil_vmath_erf_f32x16(__m512 x) noexcept __attribute__((const)
 // glibc's libmvec (-lmvec, glibc >= 2.35; runtime/isa.cpp adds both where CMake found it):
 // f32 expm1, log1p, tanh, sin and cos, 1.8-3.5x faster than SLEEF's on AVX-512 (sin and cos 10x
 // for |x| in 125..1e4, 1.5-1.9x slower beyond 2e4) and within 2.4 ulp over every float
-// (docs/numerics.md). exp and log stay SLEEF's: its exp is the faster one, and libmvec's logf
-// is 3.1 ulp off.
+// (docs/numerics.md). log stays SLEEF's (libmvec's logf is 3.1 ulp off); exp is inline.
 extern "C" {
 __m512 _ZGVeN16v_expm1f(__m512 x) noexcept __attribute__((const));
 __m512 _ZGVeN16v_log1pf(__m512 x) noexcept __attribute__((const));
@@ -129,7 +129,28 @@ struct Ops<float> {
   static reg trunc(reg a) {
     return _mm512_roundscale_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   }
-  static reg exp(reg a) { return Sleef_expf16_u10avx512f(a); }
+  /// e^a inline (no call: a kernel keeps its registers across it): a = n ln2 + r, |r| <= ln2/2,
+  /// with ln2 in two parts (Cody-Waite), e^r by Cephes' degree-7 polynomial (1 + r + r^2 p(r)),
+  /// scaled by 2^n with one rounding (vscalefps, which also rounds into the subnormals).
+  /// Within 1.01 ulp of e^a over every float in [-110, 110] (SLEEF's u10: 0.98), e^+inf = inf,
+  /// e^-inf = 0, NaN propagates (max and min return their second operand when either is NaN).
+  /// A SiLU or softmax called SLEEF's once per vector: in a convolution's epilogue the call
+  /// spilled all 24 accumulators.
+  static reg exp(reg a) {
+    const reg x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), a));
+    const reg n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    reg r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    reg p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    return _mm512_scalef_ps(_mm512_add_ps(p, _mm512_set1_ps(1.0f)), n);
+  }
   static reg log(reg a) { return Sleef_logf16_u10avx512f(a); }
   static reg log1p(reg a) {
 #if defined(COIL_USE_LIBMVEC)
