@@ -291,9 +291,7 @@ class KernelPrinter final : public NestPrinter {
     if (it != plan_.local_name.end()) {
       // Rows are planned at the sizes being compiled (a size-generic compile's hints): the
       // row's own index is what the local array is read with.
-      Layout l = p_.buffer(b).layout;
-      for (sym::Expr& d : l.sizes) d = sym::at_hints(d);
-      for (sym::Expr& d : l.strides) d = sym::at_hints(d);
+      const Layout l = layout_at_hints(p_.buffer(b).layout);
       std::vector<sym::Expr> rng, red;
       for (int64_t r : n.ranges) rng.push_back(r);
       for (int64_t r : n.red_ranges) red.push_back(r);

@@ -297,10 +297,8 @@ class KernelPlanner {
     for (int64_t r : n.ranges) rng.push_back(r);
     for (const BodyOp& op : w->interior.body.ops()) {
       if (op.op != LoopOp::load || !plan_.local_name.count(op.buffer)) continue;
-      Layout l = p_.buffer(op.buffer).layout;
-      for (sym::Expr& d : l.sizes) d = sym::at_hints(d);
-      for (sym::Expr& d : l.strides) d = sym::at_hints(d);
-      if (!row_partitioned(sym::at_hints(op.index), l, g_.outer_depth, rng, inside))
+      if (!row_partitioned(sym::at_hints(op.index), layout_at_hints(p_.buffer(op.buffer).layout),
+                           g_.outer_depth, rng, inside))
         return std::nullopt;
     }
     return w;

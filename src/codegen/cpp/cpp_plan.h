@@ -248,6 +248,9 @@ bool mask_vector_op(const Nest& n, const BodyOp& op);
 std::optional<CppWindowSplit> plan_window_split(const Nest& n, size_t first_loop, int lanes);
 /// The interior's analyzer: the nest's loops, the split loop bound to [begin, end).
 sym::Analyzer window_interior_analyzer(const CppWindowSplit& w);
+/// `l` with its sizes and strides at their hints: the layout a local row is planned with (a
+/// size-generic compile plans rows at the sizes being compiled).
+Layout layout_at_hints(Layout l);
 /// The vector plan of `n` along `loop`: extent, cascades, accumulators (the kernel planner adds
 /// streams, prefetches and invariants).
 CppVecPlan plan_vec(const Nest& n, const VecLoop& loop, int lanes);

@@ -11,6 +11,7 @@
 
 #include "codegen/cpp/cpp_plan.h"
 #include "ir/ir.h"
+#include "sym/size_hints.h"
 
 namespace coil {
 namespace {
@@ -124,6 +125,12 @@ sym::Analyzer window_interior_analyzer(const CppWindowSplit& w) {
   sym::Analyzer a = nest_analyzer(w.interior);
   a.bind(loop_var(static_cast<int>(w.loop)), w.begin, w.end - 1);
   return a;
+}
+
+Layout layout_at_hints(Layout l) {
+  for (sym::Expr& d : l.sizes) d = sym::at_hints(d);
+  for (sym::Expr& d : l.strides) d = sym::at_hints(d);
+  return l;
 }
 
 std::optional<CppWindowSplit> plan_window_split(const Nest& n, size_t first_loop, int lanes) {
