@@ -137,6 +137,14 @@ COIL_C_API coil_status coil_model_value_info(const coil_model* model, int32_t is
 COIL_C_API coil_status coil_model_output_shape(const coil_model* model, const coil_tensor* inputs,
                                                int32_t num_inputs, int32_t index, int32_t* ndim,
                                                int64_t* shape, int32_t capacity);
+/* Every output's shape for a call on `inputs` at once (the sizes bound once, not once per
+ * output as coil_model_output_shape does): output i's rank goes to ndims[i] (`num_outputs` must
+ * be the model's count) and its sizes, output after output, to `shapes`, which receives at
+ * most `capacity` sizes in all (COIL_ERROR_INPUT when they need more). */
+COIL_C_API coil_status coil_model_output_shapes(const coil_model* model, const coil_tensor* inputs,
+                                                int32_t num_inputs, int32_t* ndims,
+                                                int32_t num_outputs, int64_t* shapes,
+                                                int32_t capacity);
 /* The compile report as JSON (report.json; owned by the model); for a model from
  * coil_model_load, what its manifest says ({"exported": true, "isa": ..., "kernels": [...],
  * "module_bytes": ..., "weights_bytes": ..., "load_seconds": ...}). NULL for a NULL model. */

@@ -233,16 +233,17 @@ class Model:
         _capi.check(self._lib.coil_model_run(self._h, ins, len(inputs), outs, len(outputs)))
 
     def _cached_structs(self, arrays, side):
-        """The coil_tensor array of CPU torch tensors of the last call's dtypes, shapes and
-        strides, per thread, with only the data pointers rewritten (a call's fixed cost: the
-        structs and their shape and stride arrays are built once per signature, not per call);
-        None for anything else (numpy arrays, another device), which takes the general path."""
+        """The coil_tensor array of CPU torch tensors, per thread, rebuilt only where a tensor's
+        dtype, shape or strides differ from the last call's at that position, with every data
+        pointer rewritten. A call's fixed cost: a decode step's 100-odd weights keep their
+        structs while its KV caches grow by one row per call. None for anything else (numpy
+        arrays, another device), which takes the general path."""
         try:
-            key = tuple((a.dtype, a.shape, a.stride()) for a in arrays
-                        if type(a).__name__ == "Tensor" and a.device.type == "cpu")
+            keys = [(a.dtype, a.shape, a.stride()) for a in arrays
+                    if type(a).__name__ == "Tensor" and a.device.type == "cpu"]
         except AttributeError:
             return None
-        if len(key) != len(arrays):
+        if len(keys) != len(arrays):
             return None
         tls = self.__dict__.get("_tls")
         if tls is None:
@@ -251,38 +252,44 @@ class Model:
         if cache is None:
             cache = tls.structs = [None, None]
         hit = cache[side]
-        if hit is None or hit[0] != key:
-            arr = (_capi._Tensor * max(len(arrays), 1))()
-            held = []
-            for i, a in enumerate(arrays):
+        if hit is None or len(hit[0]) != len(keys):
+            hit = cache[side] = ([None] * len(keys), (_capi._Tensor * max(len(keys), 1))(),
+                                 [None] * len(keys))
+        old, arr, held = hit
+        for i, a in enumerate(arrays):
+            if old[i] != keys[i]:
                 t, h = _capi.tensor_struct(a.data_ptr(), coil_dtype(a.dtype), list(a.shape),
                                            list(a.stride()))
                 arr[i] = t
-                held.append((h, t))
-            hit = cache[side] = (key, arr, held)
-        arr = hit[1]
-        for i, a in enumerate(arrays):
-            arr[i].data = a.data_ptr()
+                held[i] = (h, t)
+                old[i] = keys[i]
+            else:
+                arr[i].data = a.data_ptr()
         return arr
 
     def output_shapes(self, inputs):
         """The output shapes at these inputs' sizes (a size-generic model's `outputs` show -1
         for a symbolic dim; this binds the symbols from the inputs)."""
-        keep, arr = [], (_capi._Tensor * max(len(inputs), 1))()
-        for i, a in enumerate(inputs):
-            ptr, dt, shape, strides, owner = _host_view(a)
-            arr[i], held = _capi.tensor_struct(ptr, dt, shape, strides)
-            keep.append((owner, held))
-        shapes = []
-        for j, (_, _, declared) in enumerate(self.outputs):
-            if all(d >= 0 for d in declared):
-                shapes.append(declared)
-                continue
-            ndim, dims = ctypes.c_int32(), (ctypes.c_int64 * max(len(declared), 1))()
-            _capi.check(self._lib.coil_model_output_shape(self._h, arr, len(inputs), j,
-                                                          ctypes.byref(ndim), dims,
-                                                          len(declared)))
-            shapes.append(tuple(dims[d] for d in range(ndim.value)))
+        if all(d >= 0 for _, _, declared in self.outputs for d in declared):
+            return [declared for _, _, declared in self.outputs]
+        keep, arr = [], self._cached_structs(inputs, 0)
+        if arr is None:
+            arr = (_capi._Tensor * max(len(inputs), 1))()
+            for i, a in enumerate(inputs):
+                ptr, dt, shape, strides, owner = _host_view(a)
+                arr[i], held = _capi.tensor_struct(ptr, dt, shape, strides)
+                keep.append((owner, held))
+        # One call binds the sizes once for every output (a decode step has one per KV cache).
+        n = len(self.outputs)
+        capacity = sum(len(declared) for _, _, declared in self.outputs)
+        ndims = (ctypes.c_int32 * max(n, 1))()
+        dims = (ctypes.c_int64 * max(capacity, 1))()
+        _capi.check(self._lib.coil_model_output_shapes(self._h, arr, len(inputs), ndims, n, dims,
+                                                       capacity))
+        shapes, at = [], 0
+        for j in range(n):
+            shapes.append(tuple(dims[at:at + ndims[j]]))
+            at += ndims[j]
         return shapes
 
     def __call__(self, *inputs):

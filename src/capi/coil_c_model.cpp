@@ -393,21 +393,31 @@ coil_status coil_model_value_info(const coil_model* model, int32_t is_output, in
   });
 }
 
+namespace {
+
+// The output specs of a call on `inputs` (coil_model_output_shape and _shapes).
+std::vector<ValueSpec> output_specs_for(const coil_model& model, const coil_tensor* inputs,
+                                        int32_t num_inputs, const char* fn) {
+  const auto& in_specs = model.inputs();
+  COIL_USER_CHECK(num_inputs >= 0 && static_cast<size_t>(num_inputs) == in_specs.size(),
+                  "the model takes {} inputs, got {}", in_specs.size(), num_inputs);
+  COIL_USER_CHECK(num_inputs == 0 || inputs, "{}: inputs is NULL for {} inputs", fn, num_inputs);
+  std::vector<TensorRef> ins;
+  for (size_t i = 0; i < in_specs.size(); ++i)
+    ins.push_back(capi::tensor_ref(inputs[i], "input " + in_specs[i].name));
+  return capi::output_specs_at(model, ins);
+}
+
+}  // namespace
+
 coil_status coil_model_output_shape(const coil_model* model, const coil_tensor* inputs,
                                     int32_t num_inputs, int32_t index, int32_t* ndim,
                                     int64_t* shape, int32_t capacity) {
   return guard([&] {
     require(model, "coil_model_output_shape", "model");
     require(ndim, "coil_model_output_shape", "ndim");
-    const auto& in_specs = model->inputs();
-    COIL_USER_CHECK(num_inputs >= 0 && static_cast<size_t>(num_inputs) == in_specs.size(),
-                    "the model takes {} inputs, got {}", in_specs.size(), num_inputs);
-    COIL_USER_CHECK(num_inputs == 0 || inputs,
-                    "coil_model_output_shape: inputs is NULL for {} inputs", num_inputs);
-    std::vector<TensorRef> ins;
-    for (size_t i = 0; i < in_specs.size(); ++i)
-      ins.push_back(capi::tensor_ref(inputs[i], "input " + in_specs[i].name));
-    const std::vector<ValueSpec> specs = capi::output_specs_at(*model, ins);
+    const std::vector<ValueSpec> specs =
+        output_specs_for(*model, inputs, num_inputs, "coil_model_output_shape");
     COIL_USER_CHECK(index >= 0 && static_cast<size_t>(index) < specs.size(),
                     "coil_model_output_shape: output index {} is out of range (the model has {} "
                     "outputs)",
@@ -419,6 +429,31 @@ coil_status coil_model_output_shape(const coil_model* model, const coil_tensor* 
     COIL_USER_CHECK(s.empty() || shape, "coil_model_output_shape: shape is NULL");
     *ndim = static_cast<int32_t>(s.size());
     std::copy(s.begin(), s.end(), shape);
+  });
+}
+
+coil_status coil_model_output_shapes(const coil_model* model, const coil_tensor* inputs,
+                                     int32_t num_inputs, int32_t* ndims, int32_t num_outputs,
+                                     int64_t* shapes, int32_t capacity) {
+  return guard([&] {
+    require(model, "coil_model_output_shapes", "model");
+    const std::vector<ValueSpec> specs =
+        output_specs_for(*model, inputs, num_inputs, "coil_model_output_shapes");
+    COIL_USER_CHECK(num_outputs >= 0 && static_cast<size_t>(num_outputs) == specs.size(),
+                    "coil_model_output_shapes: the model has {} outputs, got num_outputs {}",
+                    specs.size(), num_outputs);
+    COIL_USER_CHECK(num_outputs == 0 || ndims, "coil_model_output_shapes: ndims is NULL");
+    int64_t total = 0;
+    for (const ValueSpec& o : specs) total += static_cast<int64_t>(o.shape.size());
+    COIL_USER_CHECK(total <= capacity,
+                    "coil_model_output_shapes: the outputs have {} dims in all, over the capacity "
+                    "{}",
+                    total, capacity);
+    COIL_USER_CHECK(total == 0 || shapes, "coil_model_output_shapes: shapes is NULL");
+    for (size_t i = 0; i < specs.size(); ++i) {
+      ndims[i] = static_cast<int32_t>(specs[i].shape.size());
+      shapes = std::copy(specs[i].shape.begin(), specs[i].shape.end(), shapes);
+    }
   });
 }
 

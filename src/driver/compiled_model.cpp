@@ -117,12 +117,12 @@ void load_module(Impl& impl, const CompileResult& built, std::vector<ValueSpec> 
                  std::vector<std::shared_ptr<const Tensor>> constants, KernelCallPlan kernel_calls,
                  int64_t arena_bytes) {
   impl.constants = std::move(constants);
-  ModelRunner::Parts parts{SharedLibrary::open(built.so_path),
-                           std::move(inputs),
-                           std::move(outputs),
-                           std::move(run_checks),
-                           {},
-                           arena_bytes};
+  ModelRunner::Parts parts;
+  parts.library = SharedLibrary::open(built.so_path);
+  parts.inputs = std::move(inputs);
+  parts.outputs = std::move(outputs);
+  parts.run_checks = std::move(run_checks);
+  parts.arena_bytes = arena_bytes;
   for (const auto& c : impl.constants) parts.constants.push_back(c->data());
   impl.runner = std::make_unique<ModelRunner>(std::move(parts));
   // The kernels one by one (profile, save_kernel_values) and in the report: one traffic count.

@@ -239,6 +239,7 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
   if (same != modules_.end() && same->second.constants == parts.constants)
     parts.packed = same->second.runner->packed();
   const std::vector<void*> constants = parts.constants;
+  parts.arena_pool = arena_pool_;
   v->runner = std::make_unique<ModelRunner>(std::move(parts));
   ++stats_.sizes;
   if (same == modules_.end()) {

@@ -159,6 +159,9 @@ class DynamicModel {
   };
   mutable std::map<std::string, Module> modules_;
   mutable std::vector<std::shared_ptr<const Tensor>> constants_;  // what variants point into
+  // Every variant's runner takes its arena from here: a new size reuses memory that earlier
+  // sizes touched (runtime/model_runner.h).
+  std::shared_ptr<ArenaPool> arena_pool_ = std::make_shared<ArenaPool>();
   mutable Stats stats_;
   mutable const CompileReport* last_report_ = nullptr;
 };

@@ -71,23 +71,46 @@ ModelRunner::ModelRunner(Parts parts) : parts_(std::move(parts)) {
     parts_.packed = static_cast<const char*>(packed_storage_.data());
   }
   parts_.arena_bytes = std::max<int64_t>(parts_.arena_bytes, 1);
-  free_arenas_.push_back(Tensor::empty(DType::U8, {parts_.arena_bytes}));
+  if (!parts_.arena_pool) {
+    // A model of its own: its first arena now, at load, rather than in the first call.
+    parts_.arena_pool = std::make_shared<ArenaPool>();
+    parts_.arena_pool->give_back(parts_.arena_pool->take(parts_.arena_bytes));
+  }
 }
 
-ModelRunner::ArenaLease::ArenaLease(const ModelRunner& runner) : runner_(runner) {
+Tensor ArenaPool::take(int64_t bytes) {
+  Tensor dropped;  // freed after the lock is released
   {
-    std::lock_guard<std::mutex> lock(runner_.arena_pool_mutex_);
-    if (!runner_.free_arenas_.empty()) {
-      arena_ = std::move(runner_.free_arenas_.back());
-      runner_.free_arenas_.pop_back();
+    std::lock_guard<std::mutex> lock(mutex_);
+    largest_ = std::max(largest_, bytes);
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].numel() >= bytes) {
+        Tensor t = std::move(free_[i]);
+        free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+        return t;
+      }
     }
+    if (free_.empty()) return Tensor::empty(DType::U8, {bytes});
+    auto largest =
+        std::max_element(free_.begin(), free_.end(),
+                         [](const Tensor& a, const Tensor& b) { return a.numel() < b.numel(); });
+    dropped = std::move(*largest);
+    free_.erase(largest);
+    bytes = std::max(bytes, largest_ + largest_ / 4);
   }
-  if (!arena_.defined()) arena_ = Tensor::empty(DType::U8, {runner_.parts_.arena_bytes});
+  return Tensor::empty(DType::U8, {bytes});
 }
+
+void ArenaPool::give_back(Tensor arena) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(std::move(arena));
+}
+
+ModelRunner::ArenaLease::ArenaLease(const ModelRunner& runner)
+    : runner_(runner), arena_(runner.parts_.arena_pool->take(runner.parts_.arena_bytes)) {}
 
 ModelRunner::ArenaLease::~ArenaLease() {
-  std::lock_guard<std::mutex> lock(runner_.arena_pool_mutex_);
-  runner_.free_arenas_.push_back(std::move(arena_));
+  runner_.parts_.arena_pool->give_back(std::move(arena_));
 }
 
 std::vector<Tensor> contiguous_inputs(const std::vector<ValueSpec>& specs,

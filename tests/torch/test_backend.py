@@ -88,6 +88,37 @@ def test_calls_with_other_tensors_strides_and_threads_use_their_own_pointers():
     assert not errors
 
 
+def test_size_generic_calls_rebuild_only_the_structs_whose_shape_changed():
+    """A decode step's pattern: a size-generic model called with a KV-cache-like input that
+    grows by one row per call beside fixed weights. The per-position struct cache rebuilds
+    only the changed input's struct; output_shapes binds every output at once
+    (coil_model_output_shapes). Every call's outputs, their shapes included, match eager."""
+    g = coil.Graph()
+    w = g.input("w", "f32[4, 3]")
+    cache = g.input("cache", "f32[n, 3]")
+    row = g.input("row", "f32[1, 3]")
+    grown = g.node("concat", [cache, row], "{dim=0}")
+    g.output(grown, "grown")
+    g.output(g.node("matmul", [grown, g.node("transpose", [w], "{dim0=0, dim1=1}")]), "scores")
+    g.output(g.node("sum", [grown], "{axes=[0]}"), "total")
+    model = coil.compile(g, **OPTIONS)
+    wt = torch.randn(4, 3)
+    kv = torch.randn(2, 3)
+    for step in range(6):
+        r = torch.randn(1, 3)
+        assert model.output_shapes([wt, kv, r]) == [(kv.shape[0] + 1, 3), (kv.shape[0] + 1, 4),
+                                                    (3,)]
+        new_kv, scores, total = model(wt, kv, r)
+        want = torch.cat([kv, r])
+        torch.testing.assert_close(new_kv, want)
+        torch.testing.assert_close(scores, want @ wt.t(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(total, want.sum(0), rtol=1e-5, atol=1e-5)
+        if step == 3:  # the same size again, other tensors: the cached structs, new pointers
+            kv = torch.randn(kv.shape)
+        else:
+            kv = new_kv
+
+
 @pytest.mark.parametrize("dtype", ["i16", "u16", "u32", "u64"])
 def test_new_integer_dtypes_run_on_numpy_arrays(dtype):
     # Issue 27's dtypes through the C ABI from numpy (torch has uint16/32/64 only from 2.3);

@@ -262,6 +262,13 @@ TEST(Capi, SizeGenericModelRunsAnySize) {
     ASSERT_EQ(coil_model_output_shape(m.m, ins, 2, 1, &ndim, dims, 4), COIL_OK)
         << coil_last_error();
     EXPECT_EQ(std::vector<int64_t>(dims, dims + ndim), std::vector<int64_t>{n});
+    // Every output's shape in one call: the ranks, then the sizes output after output.
+    int32_t ndims[2] = {-1, -1};
+    int64_t all[3] = {0, 0, 0};
+    ASSERT_EQ(coil_model_output_shapes(m.m, ins, 2, ndims, 2, all, 3), COIL_OK)
+        << coil_last_error();
+    EXPECT_EQ(std::vector<int32_t>(ndims, ndims + 2), (std::vector<int32_t>{2, 1}));
+    EXPECT_EQ(std::vector<int64_t>(all, all + 3), (std::vector<int64_t>{n, 6, n}));
     Tensor y = Tensor::zeros(DType::F32, {n, 6}), s = Tensor::zeros(DType::F32, {n});
     View yv(y.data(), "f32", {n, 6}), sv(s.data(), "f32", {n});
     coil_tensor outs[] = {yv.t, sv.t};
@@ -283,6 +290,16 @@ TEST(Capi, SizeGenericModelRunsAnySize) {
   coil_tensor ins[] = {xv.t, bv.t};
   Result r = result(coil_model_output_shape(m.m, ins, 2, 0, &ndim, one, 1));
   EXPECT_EQ(r.message, "coil_model_output_shape: output y has 2 dims, over the capacity 1");
+  int32_t ndims[2];
+  int64_t two[2];
+  r = result(coil_model_output_shapes(m.m, ins, 2, ndims, 2, two, 2));
+  EXPECT_EQ(r.status, COIL_ERROR_INPUT);
+  EXPECT_EQ(r.message,
+            "coil_model_output_shapes: the outputs have 3 dims in all, over the capacity 2");
+  r = result(coil_model_output_shapes(m.m, ins, 2, ndims, 1, two, 2));
+  EXPECT_EQ(r.message, "coil_model_output_shapes: the model has 2 outputs, got num_outputs 1");
+  r = result(coil_model_output_shapes(m.m, ins, 1, ndims, 2, two, 2));
+  EXPECT_EQ(r.message, "the model takes 2 inputs, got 1");
 }
 
 TEST(Capi, ParseAndToTextRoundTrip) {
