@@ -7,7 +7,7 @@ torch.compile(backend="coil") alternating in one process (medians of --rounds ro
 cProfiles --calls calls of the torch.compile one and prints the functions by own time.
 
     PYTHONPATH=python python3 bench/gpu/host_dynamo_overhead.py [--model bert_base] [--batch 2]
-        [--threads 16] [--rounds 5] [--calls 20]
+        [--threads 16] [--rounds 5] [--calls 20] [--backends eager,coil.torch.compile]
 
 On torch 1.13 (no Dynamo) only the first two are timed.
 """
@@ -29,6 +29,8 @@ def main():
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--backends", default="eager,coil.torch.compile,torch.compile(coil)",
+                    help="comma-separated subset to time (alternating in this order)")
     a = ap.parse_args()
     import torch
     import coil.torch as ct
@@ -41,6 +43,8 @@ def main():
     fns = {"eager": model, "coil.torch.compile": ct.compile(model)}
     if hasattr(torch, "compile"):
         fns["torch.compile(coil)"] = torch.compile(model, backend="coil")
+    wanted = a.backends.split(",")
+    fns = {name: fn for name, fn in fns.items() if name in wanted}
     times = {name: [] for name in fns}
     with torch.no_grad():
         ref = model(x)
@@ -58,9 +62,17 @@ def main():
                 times[name].append(statistics.median(ts))
     print(f"{a.model} batch {a.batch}, {torch.get_num_threads()} threads, torch "
           f"{torch.__version__}, load {os.getloadavg()[0]:.2f}")
+    # Two OpenMP runtimes in one process (torch's bundled libgomp and the system one coil's
+    # kernels link) each keep their own spinning thread team.
+    with open("/proc/self/maps") as maps:
+        omp = sorted({line.split()[-1] for line in maps if "gomp" in line or "libomp" in line})
+    print("OpenMP runtimes loaded:", ", ".join(omp) or "none",
+          "| OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "unset"))
     for name, ts in times.items():
         print(f"  {name:22s} {statistics.median(ts) * 1e3:8.2f} ms (rounds: "
               f"{', '.join(f'{t * 1e3:.2f}' for t in ts)})")
+    if not a.calls:
+        return 0
     name = "torch.compile(coil)" if "torch.compile(coil)" in fns else "coil.torch.compile"
     prof = cProfile.Profile()
     with torch.no_grad():
