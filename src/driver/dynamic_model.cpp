@@ -196,6 +196,7 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
       std::unique_ptr<GuardedModule> made =
           compile_guarded_module(graph_, options_, symbols_, sizes, &why);
       if (!made) throw UnsupportedError(why);
+      made->report = std::make_shared<const CompileReport>(made->build.report);
       guarded_.push_back(std::move(made));
       from = guarded_.back().get();
       fresh = true;
@@ -229,7 +230,7 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
   v->sizes = sizes;
   v->code_key = b.built.key;
   v->size_generic = b.size_generic;
-  v->report = std::move(b.report);
+  v->report = from ? from->report : std::make_shared<const CompileReport>(std::move(b.report));
   ModelRunner::Parts parts = std::move(b.parts);
   parts.library = SharedLibrary::open(b.built.so_path);
   auto same = modules_.find(b.built.key);
@@ -255,7 +256,7 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
              b.built.cache_hit ? " (from the code cache)" : " (compiled)");
   // The constants (weights) live as long as the model: every variant points into them.
   constants_.insert(constants_.end(), b.constants.begin(), b.constants.end());
-  last_report_ = &v->report;
+  last_report_ = v->report.get();
   return *(variants_[sizes] = std::move(v));
 }
 

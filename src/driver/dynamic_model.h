@@ -52,7 +52,9 @@ struct SizeVariant {
   std::string code_key;        // the code cache's key of its module
   bool size_generic = false;   // false: compiled specialized to `sizes` (step 3)
   std::unique_ptr<ModelRunner> runner;
-  CompileReport report;
+  /// Its compile's report; the variants of one guarded module share the module's (a report
+  /// holds the generated source: one copy per size was 1.25 MB a token for a decode step).
+  std::shared_ptr<const CompileReport> report;
 };
 
 /// What a variant's compile hands the DynamicModel (compiled_model.cpp makes it).
@@ -90,6 +92,9 @@ struct GuardedModule {
   std::vector<int64_t> generated_at, checked_at;  // the two sizes its text was generated at
   std::shared_ptr<const GeneratedProgram> gen;    // what a variant's memory plan is made from
   SizeVariantBuild build;                         // at generated_at
+  /// build.report, shared by every variant this module serves (its arena_bytes are those of
+  /// generated_at; each variant's runner has its own).
+  std::shared_ptr<const CompileReport> report;
 
   /// Whether `sizes` (the symbols' values) pass: the 0/1 pattern, each free size >= 2, every
   /// recorded guard. `failed` (optional) gets the first guard that does not hold.

@@ -213,8 +213,7 @@ SizeVariantBuild guarded_variant(const GuardedModule& module, const std::vector<
   SizeVariantBuild out;
   out.built = module.build.built;
   out.size_generic = true;
-  out.constants = module.build.constants;
-  out.report = module.build.report;
+  out.constants = module.build.constants;  // (the report is the module's: DynamicModel shares it)
   ModelRunner::Parts& parts = out.parts;
   parts = module.build.parts;
   parts.sizes = sizes;
@@ -226,7 +225,6 @@ SizeVariantBuild guarded_variant(const GuardedModule& module, const std::vector<
   schedule.memory = plan_memory(gen.program, gen.schedule.deps, gen.schedule.kernels);
   parts.arena_bytes = schedule.memory.arena_bytes;
   parts.arena_offsets = arena_offsets(gen.program, schedule);
-  out.report.arena_bytes = parts.arena_bytes;
   const Graph& g = gen.graph;
   for (size_t i = 0; i < g.inputs().size(); ++i)
     parts.inputs[i].shape = static_extents(g.node(g.inputs()[i]).type.shape);
