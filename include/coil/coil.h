@@ -159,7 +159,8 @@ class CompiledModel {
   /// Whether some input size was left unbound (CompileOptions::sizes): the model then compiles
   /// per call's sizes as needed (docs/dynamic-shapes.md).
   bool size_generic() const;
-  /// A size-generic model's compiles so far: size tuples seen, distinct modules among their
+  /// A size-generic model's compiles so far: size tuples seen (one whose variant was dropped
+  /// from the 4,096 most recent sizes and comes back counts again), distinct modules among their
   /// variants, modules this process compiled with the C++ compiler (code cache misses),
   /// variants compiled specialized to their sizes (what the size-generic pipeline cannot do
   /// yet), front halves of the pipeline run (code generated; a size that passes an earlier

@@ -411,9 +411,10 @@ CompiledModel compile(const Graph& graph, const CompileOptions& options) {
 void CompiledModel::run_into(const std::vector<TensorRef>& inputs,
                              const std::vector<Tensor>& outputs) const {
   COIL_USER_CHECK(impl_ != nullptr, "run: the model is empty (moved from or default-constructed)");
+  std::shared_ptr<const SizeVariant> variant;  // held while `specs` is read
+  if (impl_->dynamic) variant = impl_->dynamic->variant(impl_->dynamic->bind_sizes(inputs));
   const std::vector<ValueSpec>& specs =
-      impl_->dynamic ? impl_->dynamic->variant(impl_->dynamic->bind_sizes(inputs)).runner->outputs()
-                     : impl_->runner->outputs();
+      variant ? variant->runner->outputs() : impl_->runner->outputs();
   COIL_USER_CHECK(outputs.size() == specs.size(), "the model has {} outputs, got {}", specs.size(),
                   outputs.size());
   std::vector<void*> out_ptrs;

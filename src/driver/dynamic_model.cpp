@@ -156,13 +156,31 @@ std::vector<int64_t> DynamicModel::bind_sizes(const std::vector<TensorRef>& inpu
 }
 
 std::vector<ValueSpec> DynamicModel::outputs_at(const std::vector<int64_t>& sizes) const {
-  return variant(sizes).runner->outputs();
+  return variant(sizes)->runner->outputs();
 }
 
-const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) const {
+void DynamicModel::set_kept_variants(size_t n) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kept_variants_ = n;
+}
+
+size_t DynamicModel::num_variants() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return variants_.size();
+}
+
+std::shared_ptr<const SizeVariant> DynamicModel::variant(const std::vector<int64_t>& sizes) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = variants_.find(sizes);
-  if (it != variants_.end()) return *it->second;
+  if (it != variants_.end()) {
+    auto use = last_use_.find(sizes);
+    if (use != last_use_.end()) {  // a droppable variant: now the most recently used
+      droppable_by_use_.erase(use->second);
+      use->second = ++use_clock_;
+      droppable_by_use_[use->second] = sizes;
+    }
+    return it->second;
+  }
   // The 0/1 pattern: which sizes the 0/1 rule binds (a module serves one pattern).
   std::vector<int64_t> pattern;
   for (int64_t v : sizes) pattern.push_back(v <= 1 ? v : -1);
@@ -241,6 +259,10 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
     parts.packed = same->second.runner->packed();
   const std::vector<void*> constants = parts.constants;
   parts.arena_pool = arena_pool_;
+  // Droppable: re-made from a guarded module by a memory plan alone, and not the runner
+  // whose packed constants the module's other variants read.
+  const bool droppable = from != nullptr && !fresh && same != modules_.end() &&
+                         parts.packed == same->second.runner->packed();
   v->runner = std::make_unique<ModelRunner>(std::move(parts));
   ++stats_.sizes;
   if (same == modules_.end()) {
@@ -256,25 +278,37 @@ const SizeVariant& DynamicModel::variant(const std::vector<int64_t>& sizes) cons
              b.built.cache_hit ? " (from the code cache)" : " (compiled)");
   // The constants (weights) live as long as the model: every variant points into them.
   constants_.insert(constants_.end(), b.constants.begin(), b.constants.end());
-  last_report_ = v->report.get();
-  return *(variants_[sizes] = std::move(v));
+  last_report_ = v->report.get();  // a guarded module's or a kept variant's: lives on
+  std::shared_ptr<const SizeVariant> made = std::move(v);
+  variants_[sizes] = made;
+  if (droppable) {
+    last_use_[sizes] = ++use_clock_;
+    droppable_by_use_[use_clock_] = sizes;
+    while (droppable_by_use_.size() > kept_variants_) {  // drop the least recently used
+      auto oldest = droppable_by_use_.begin();
+      variants_.erase(oldest->second);  // callers still holding it keep it alive
+      last_use_.erase(oldest->second);
+      droppable_by_use_.erase(oldest);
+    }
+  }
+  return made;
 }
 
 std::vector<Tensor> DynamicModel::run(const std::vector<TensorRef>& inputs) const {
-  const SizeVariant& v = variant(bind_sizes(inputs));
+  const std::shared_ptr<const SizeVariant> v = variant(bind_sizes(inputs));
   std::vector<Tensor> outs;
   std::vector<void*> ptrs;
-  for (const ValueSpec& s : v.runner->outputs()) {
+  for (const ValueSpec& s : v->runner->outputs()) {
     outs.push_back(Tensor::empty(s.dtype, s.shape));
     ptrs.push_back(outs.back().data());
   }
-  v.runner->run(inputs, ptrs);
+  v->runner->run(inputs, ptrs);
   return outs;
 }
 
 void DynamicModel::run_into(const std::vector<TensorRef>& inputs,
                             const std::vector<void*>& outputs) const {
-  variant(bind_sizes(inputs)).runner->run(inputs, outputs);
+  variant(bind_sizes(inputs))->runner->run(inputs, outputs);
 }
 
 DynamicModel::Stats DynamicModel::stats() const {

@@ -138,8 +138,16 @@ class DynamicModel {
   std::vector<Tensor> run(const std::vector<TensorRef>& inputs) const;
   void run_into(const std::vector<TensorRef>& inputs, const std::vector<void*>& outputs) const;
 
-  /// The variant for `sizes`, compiled on first use.
-  const SizeVariant& variant(const std::vector<int64_t>& sizes) const;
+  /// The variant for `sizes`, compiled on first use. Hold the pointer while using it: a
+  /// variant that only re-plans memory for a guarded module's sizes may be dropped from the
+  /// cache of recent sizes (see kept_variants) and made again when its sizes come back.
+  std::shared_ptr<const SizeVariant> variant(const std::vector<int64_t>& sizes) const;
+  /// How many such re-plannable variants are kept (the most recently used); the others (a
+  /// module's first variant, which owns its packed constants, and variants compiled
+  /// specialized) are always kept. A decode step is a new size every token: without a bound
+  /// its variants (34 KB each for a 12-layer step) grew without end. Tests lower it.
+  void set_kept_variants(size_t n) const;
+  size_t num_variants() const;
 
   using Stats = CompiledModel::SizeStats;
   Stats stats() const;
@@ -152,7 +160,12 @@ class DynamicModel {
   std::vector<std::string> symbols_;
   std::vector<ValueSpec> inputs_, outputs_;
   mutable std::mutex mutex_;  // held while a variant is looked up or compiled
-  mutable std::map<std::vector<int64_t>, std::unique_ptr<SizeVariant>> variants_;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const SizeVariant>> variants_;
+  // The re-plannable variants' sizes by last use (a tick of use_clock_), oldest first.
+  mutable std::map<uint64_t, std::vector<int64_t>> droppable_by_use_;
+  mutable std::map<std::vector<int64_t>, uint64_t> last_use_;
+  mutable uint64_t use_clock_ = 0;
+  mutable size_t kept_variants_ = 4096;
   mutable std::vector<std::unique_ptr<GuardedModule>> guarded_;
   /// 0/1 patterns (GuardedModule::bound) whose text depends on the sizes: step 3 serves them.
   mutable std::map<std::vector<int64_t>, std::string> unguarded_;

@@ -5,11 +5,14 @@
 // modules stay small where the code does not depend on the size.
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "driver/dynamic_model.h"
 #include "support/check_graph.h"
 #include "support/error_of.h"
 
@@ -589,6 +592,42 @@ TEST(DynamicShapesDebugDir, EachModuleWritesItsFolder) {
   EXPECT_EQ(modules["n=97 (a size-generic model's module)\n"].second.rfind("ks0 >= 2", 0), 0u);
   EXPECT_EQ(m.size_stats().generated, 2);
   fs::remove_all(dir);
+}
+
+// A decode step is a new size every call: the variants that a guarded module re-plans per size
+// are kept for the most recent sizes only (DynamicModel::set_kept_variants). A dropped size
+// that comes back is planned again (nothing compiled), and threads running sizes while others
+// are dropped keep theirs until their call ends.
+TEST(DynamicShapesGuards, OnlyTheRecentSizesAreKept) {
+  const Graph g = graph_from_text(
+      "input x: f32[n, 33]\ninput w: f32[33]\ny = mul(x, w)\ns = sum(y) {axes=[1]}\n"
+      "output s\n");
+  DynamicModel m(g, CompileOptions{}, {"n"});
+  m.set_kept_variants(4);
+  auto matches = [&](int64_t n) {
+    std::vector<Tensor> in = inputs_at(g, {{"n", n}}, static_cast<uint64_t>(n));
+    std::vector<TensorRef> refs;
+    for (const Tensor& t : in) refs.push_back(t.ref());
+    std::vector<Tensor> got = m.run(refs);
+    return compare_tensors(got[0], interpret(g, in)[0], default_tolerance(DType::F32)).ok;
+  };
+  for (int64_t n = 2; n < 40; ++n) ASSERT_TRUE(matches(n)) << n;
+  // The 4 most recent sizes and the module's first variant (it owns the packed constants).
+  EXPECT_EQ(m.num_variants(), 5u);
+  for (int64_t n = 2; n < 10; ++n) ASSERT_TRUE(matches(n)) << "again " << n;
+  EXPECT_EQ(m.num_variants(), 5u);
+  EXPECT_EQ(m.stats().guarded, 1);
+  EXPECT_EQ(m.stats().generated, 1);  // one front half for all 46 calls
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i)
+        if (!matches(2 + (i * 7 + t * 13) % 60)) ++wrong;
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(m.num_variants(), 5u);
 }
 
 }  // namespace
