@@ -255,14 +255,13 @@ std::shared_ptr<const SizeVariant> DynamicModel::variant(const std::vector<int64
   // Variants of one module share its packed constants (the first one's, kept alive here) when
   // they pack the same data: the same source with other constants (a constant made at
   // lowering for these sizes) packs its own.
-  if (same != modules_.end() && same->second.constants == parts.constants)
-    parts.packed = same->second.runner->packed();
+  const bool shares_packed = same != modules_.end() && same->second.constants == parts.constants;
+  if (shares_packed) parts.packed = same->second.runner->packed();
   const std::vector<void*> constants = parts.constants;
   parts.arena_pool = arena_pool_;
   // Droppable: re-made from a guarded module by a memory plan alone, and not the runner
   // whose packed constants the module's other variants read.
-  const bool droppable = from != nullptr && !fresh && same != modules_.end() &&
-                         parts.packed == same->second.runner->packed();
+  const bool droppable = from != nullptr && !fresh && shares_packed;
   v->runner = std::make_unique<ModelRunner>(std::move(parts));
   ++stats_.sizes;
   if (same == modules_.end()) {

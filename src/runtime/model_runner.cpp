@@ -90,7 +90,7 @@ Tensor ArenaPool::take(int64_t bytes) {
         return t;
       }
     }
-    if (free_.empty()) return Tensor::empty(DType::U8, {bytes});
+    if (free_.empty()) return Tensor::empty(DType::U8, {bytes});  // all in use: one more
     auto largest =
         std::max_element(free_.begin(), free_.end(),
                          [](const Tensor& a, const Tensor& b) { return a.numel() < b.numel(); });
