@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "support/check_graph.h"
+#include "support/slow_tests.h"
 
 namespace coil {
 namespace {
@@ -39,9 +40,15 @@ Graph unary_graph(DType t, const std::vector<int64_t>& shape, const std::vector<
   return g;
 }
 
+// The default tier runs half of the dtype x shape grid, every dtype and every shape in it
+// (tests/support/slow_tests.h); COIL_SLOW_TESTS=1 the whole grid.
 TEST(Elementwise, UnaryFloatOpsEveryDtypeAndShape) {
-  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
-    for (const auto& shape : kShapes) {
+  const DType dtypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
+  for (size_t i = 0; i < std::size(dtypes); ++i) {
+    const DType t = dtypes[i];
+    for (size_t j = 0; j < kShapes.size(); ++j) {
+      if (!testing::in_default_tier(i + j, 2)) continue;
+      const auto& shape = kShapes[j];
       SCOPED_TRACE(fmt::format("{}{}", dtype_name(t), shape_str(shape)));
       EXPECT_TRUE(matches_reference(unary_graph(t, shape, kFloatUnary)));
     }
@@ -82,8 +89,12 @@ TEST(Elementwise, BinaryOpsWithBroadcasting) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> pairs = {
       {{17}, {17}}, {{3, 1}, {1, 17}},      {{17}, {4, 17}}, {{2, 3, 5}, {5}},
       {{}, {3, 4}}, {{1000003}, {1000003}}, {{0, 3}, {3}},   {{1}, {1}}};
-  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
-    for (const auto& [sa, sb] : pairs) {
+  const DType dtypes[] = {DType::F32, DType::F64, DType::BF16, DType::F16};
+  for (size_t i = 0; i < std::size(dtypes); ++i) {
+    const DType t = dtypes[i];
+    for (size_t j = 0; j < pairs.size(); ++j) {
+      if (!testing::in_default_tier(i + j, 2)) continue;  // half the grid (as above)
+      const auto& [sa, sb] = pairs[j];
       SCOPED_TRACE(fmt::format("{} {} x {}", dtype_name(t), shape_str(sa), shape_str(sb)));
       std::vector<std::string> ops = kBinary;
       ops.push_back("fmod");

@@ -6,6 +6,7 @@
 
 #include "runtime/isa.h"
 #include "support/check_graph.h"
+#include "support/slow_tests.h"
 
 namespace coil {
 namespace {
@@ -33,9 +34,13 @@ std::string tails_graph(const char* dtype) {
   return t;
 }
 
+// The default tier runs bf16 on the widest ISA only (COIL_SLOW_TESTS=1: on every one).
 TEST(Simd, EveryTailLengthAtEveryIsa) {
-  for (const std::string& isa : runnable_isas()) {
+  const std::vector<std::string> isas = runnable_isas();
+  for (const std::string& isa : isas) {
     for (const char* dtype : {"f32", "bf16"}) {
+      if (std::string(dtype) == "bf16" && isa != isas.front() && !testing::slow_tests_enabled())
+        continue;
       SCOPED_TRACE(isa + " " + dtype);
       std::string text = tails_graph(dtype);
       Graph g = graph_from_text(text);
@@ -94,10 +99,17 @@ output r
 // and a partial one ending in a partial tile); 4096x4096 uses 512x64 blocks (golden
 // transpose_add_large);
 // SIMD ISAs transpose each tile in registers (coil::transpose_tile), masked in the tails.
+// The default tier runs half of the ISA x shape grid, every ISA and every shape in it
+// (tests/support/slow_tests.h); COIL_SLOW_TESTS=1 the whole grid.
 TEST(Simd, TransposedTilesAtEveryTail) {
-  for (const std::string& isa : runnable_isas()) {
-    for (auto [m, n] : {std::pair{17, 1000}, std::pair{1000, 17}, std::pair{64, 48},
-                        std::pair{300, 200}, std::pair{256, 384}, std::pair{1000, 300}}) {
+  const std::vector<std::string> isas = runnable_isas();
+  const std::pair<int, int> shapes[] = {{17, 1000}, {1000, 17}, {64, 48},
+                                        {300, 200}, {256, 384}, {1000, 300}};
+  for (size_t i = 0; i < isas.size(); ++i) {
+    const std::string& isa = isas[i];
+    for (size_t j = 0; j < std::size(shapes); ++j) {
+      if (!testing::in_default_tier(i + j, 2)) continue;
+      const auto [m, n] = shapes[j];
       SCOPED_TRACE(fmt::format("{} {}x{}", isa, m, n));
       CompileOptions o;
       o.isa = isa;

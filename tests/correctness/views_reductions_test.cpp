@@ -10,6 +10,7 @@
 #include "graph/decompositions.h"
 #include "lower/lowering.h"
 #include "support/check_graph.h"
+#include "support/slow_tests.h"
 
 namespace coil {
 namespace {
@@ -166,10 +167,17 @@ TEST(Views, ConcatOfManyParts) {
   }
 }
 
+// The default tier runs half of the dtype x axes x keepdim grid, every value of each in it
+// (tests/support/slow_tests.h); COIL_SLOW_TESTS=1 the whole grid.
 TEST(Reductions, EveryReductionOverAxesWithKeepdim) {
-  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::I32}) {
-    for (const char* axes : {"[0]", "[1]", "[2]", "[0, 2]", "[-1, 0]", "[0, 1, 2]"}) {
+  const DType dtypes[] = {DType::F32, DType::F64, DType::BF16, DType::I32};
+  const char* const all_axes[] = {"[0]", "[1]", "[2]", "[0, 2]", "[-1, 0]", "[0, 1, 2]"};
+  for (size_t i = 0; i < std::size(dtypes); ++i) {
+    const DType t = dtypes[i];
+    for (size_t j = 0; j < std::size(all_axes); ++j) {
+      const char* axes = all_axes[j];
       for (bool keep : {false, true}) {
+        if (!testing::in_default_tier(i + j + keep, 2)) continue;
         std::string text = fmt::format("input x: {}[3, 17, 5]\n", dtype_name(t));
         for (const char* op : {"sum", "mean", "max", "min", "prod", "var"}) {
           text += fmt::format("{0}_out = {0}(x) {{axes={1}, keepdim={2}}}\noutput {0}_out\n", op,
