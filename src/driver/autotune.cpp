@@ -1,8 +1,6 @@
 #include "driver/autotune.h"
 
-#include <fcntl.h>
 #include <omp.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,6 +22,7 @@
 #include "runtime/toolchain.h"
 #include "support/check.h"
 #include "support/env.h"
+#include "support/file_lock.h"
 #include "support/hash.h"
 #include "support/log.h"
 #include "support/progress.h"
@@ -212,29 +211,6 @@ Timings measure_once(const std::filesystem::path& path, const std::function<Timi
   return write_cached(path, t);
 }
 
-// An exclusive lock on `<path>.lock` for the life of the object (flock: released by the kernel
-// when the process dies, even by kill -9), so that processes compiling the same shape at once
-// time it once: the others wait and read the result.
-class KeyLock {
- public:
-  explicit KeyLock(const std::filesystem::path& path) {
-    std::string lock = path.string() + ".lock";
-    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ >= 0) {
-      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-      }
-    }
-  }
-  ~KeyLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the lock
-  }
-  KeyLock(const KeyLock&) = delete;
-  KeyLock& operator=(const KeyLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 }  // namespace
 
 double time_template_matmul(const IsaInfo& isa, int64_t m, int64_t n, int64_t k, bool a_transposed,
@@ -359,7 +335,7 @@ void autotune_matmuls(IrProgram& program, const IsaInfo& isa, const AutotuneOpti
       auto full_path = dir / shape_fields("matmul-autotune-v3", s.m, s.n, s.k);
       // One process times a shape; the others wait for its result (issue 19: two processes
       // of one deployment must run the same kernels).
-      KeyLock lock(full_path);
+      FileLock lock(full_path.string() + ".lock");  // processes time one shape once
       auto full = find_timings(full_path);
       // The quick search's timings (default mode).
       auto quick_path = dir / shape_fields("matmul-autotune-quick-v1", s.m, s.n, s.k);

@@ -23,6 +23,7 @@
 #include "runtime/remote_cache.h"
 #include "support/check.h"
 #include "support/env.h"
+#include "support/file_lock.h"
 #include "support/hash.h"
 #include "support/job_pool.h"
 #include "support/log.h"
@@ -299,6 +300,8 @@ void ensure_precompiled_header(const fs::path& include_dir, const CompileFlags& 
   if (fs::exists(pch)) return;
   std::error_code ec;
   fs::create_directories(dir, ec);
+  FileLock other_processes(pch.string() + ".lock", /*remove_when_done=*/true);
+  if (fs::exists(pch)) return;  // built by the process this one waited for
   fs::path tmp = pch.string() + ".tmp." + unique_suffix();
   argv.insert(argv.end(),
               {"-x", "c++-header", (include_dir / header).string(), "-o", tmp.string()});
@@ -611,9 +614,12 @@ CompileResult compile_cached(const std::vector<std::string>& units, const Compil
   }
 
   bool compiled = false, asked_remote = false;
+  // <shard>/<key>.lock, taken before building: processes that need the same new module at once
+  // (the ranks of a DDP job, test runners, a service's workers) compile it once.
+  std::optional<FileLock> build_lock;
   // Each round either returns or saw the entry vanish or go bad under it; more than a few rounds
   // means something keeps destroying the directory.
-  for (int round = 0; round < 4; ++round) {
+  for (int round = 0; round < 5; ++round) {
     std::string reason;
     EntryState state = verify_entry(entry, units, reason);
     if (state == EntryState::Valid) {
@@ -621,6 +627,10 @@ CompileResult compile_cached(const std::vector<std::string>& units, const Compil
       if (result.cache_hit && !result.remote_hit)
         COIL_LOG(cache, "hit {} ({})", result.key, result.so_path.string());
       return result;
+    }
+    if (!build_lock) {  // look again once locked: another process may have built it meanwhile
+      build_lock.emplace(shard / (result.key + ".lock"), /*remove_when_done=*/true);
+      continue;
     }
     if (state == EntryState::Corrupt) {
       COIL_LOG(cache, "corrupt entry {}: {}; rebuilding", entry.string(), reason);

@@ -102,14 +102,15 @@ TEST(CompileCache, ConcurrentProcessesCompileTheSameGraph) {
 // `coil compile MODEL -o OUT` as a child process (exec at once, so that the test's OpenMP
 // threads do not meet fork), its stdout to /dev/null and its stderr (COIL_LOGS=autotune: one
 // line per matmul timed or read from the cache) to `log`.
-pid_t spawn_compile(const fs::path& model, const fs::path& out, const fs::path& log = "/dev/null") {
+pid_t spawn_compile(const fs::path& model, const fs::path& out, const fs::path& log = "/dev/null",
+                    const char* logs = "autotune") {
   pid_t pid = ::fork();
   if (pid == 0) {
     int null = ::open("/dev/null", O_WRONLY);
     int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(null, 1);
     ::dup2(err, 2);
-    ::setenv("COIL_LOGS", "autotune", 1);
+    ::setenv("COIL_LOGS", logs, 1);
     ::execl(COIL_CLI, "coil", "compile", model.c_str(), "-o", out.c_str(), nullptr);
     ::_exit(127);
   }
@@ -120,6 +121,34 @@ int wait_for(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return status;
+}
+
+// Processes that need the same new module at once compile it once (a per-key lock in the
+// cache, support/file_lock.h): the others wait for it and load the first one's entry. Before the
+// lock each ran g++ and all but one threw their module away.
+TEST(CompileCache, ConcurrentProcessesCompileANewModuleOnce) {
+  PrivateCache cache("once");
+  fs::path model = cache.dir() / "model.coil";
+  fs::create_directories(cache.dir());
+  std::ofstream(model) << "input x: f32[6, 11]\ny = erf(x)\nz = mean(y) {axes=[1]}\noutput z\n";
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i)
+    pids.push_back(spawn_compile(model, cache.dir() / fmt::format("out{}", i),
+                                 cache.dir() / fmt::format("log{}", i), "cache"));
+  for (pid_t p : pids) {
+    int status = wait_for(p);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  int compiles = 0;
+  std::string logs;
+  for (int i = 0; i < 3; ++i) {
+    std::string log = read_text(cache.dir() / fmt::format("log{}", i));
+    logs += log;
+    std::istringstream lines(log);
+    for (std::string line; std::getline(lines, line);)
+      compiles += line.find(": compiled in ") != std::string::npos;
+  }
+  EXPECT_EQ(compiles, 1) << logs;
 }
 
 // Issue 19, one answer per graph: processes that compile the same new graph with a matmul at
