@@ -12,8 +12,7 @@ FileLock::FileLock(const std::filesystem::path& path, bool remove_when_done)
     : path_(path),
       fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)),
       remove_when_done_(remove_when_done) {
-  if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-  waited_ = true;
+  if (fd_ < 0) return;
   while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
   }
 }

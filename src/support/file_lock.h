@@ -23,13 +23,9 @@ class FileLock {
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
-  /// Whether another process held the lock when this one asked (its work may be done now).
-  bool waited() const { return waited_; }
-
  private:
   std::filesystem::path path_;
   int fd_ = -1;
-  bool waited_ = false;
   bool remove_when_done_ = false;
 };
 
